@@ -1,0 +1,45 @@
+"""What a stage's run() may use besides its inputs: paths, progress and cancellation."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class Cancelled(Exception):
+    """Raised inside a stage when the person cancelled the running computation."""
+
+
+class StageInputError(Exception):
+    """A user mistake in a stage's inputs (missing file, unknown column): a clear message, no traceback."""
+
+
+def _no_progress(fraction: float | None, message: str) -> None:
+    return None
+
+
+@dataclass
+class StageContext:
+    session_dir: Path
+    # Relative paths in inputs (data files, model folders) resolve against the workspace.
+    workspace: Path
+    progress: Callable[[float | None, str], None] = _no_progress
+    cancel_event: threading.Event = field(default_factory=threading.Event)
+    # True when replay re-runs the stage: no new jobs, no writes outside the comparison.
+    replay: bool = False
+    # The stage calling into the engine; the locked-test guard names it in refusals.
+    stage: str = ""
+
+    @property
+    def data_dir(self) -> Path:
+        return self.session_dir / "data"
+
+    def resolve(self, path: str | Path) -> Path:
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else (self.workspace / p)
+
+    def check_cancelled(self) -> None:
+        if self.cancel_event.is_set():
+            raise Cancelled(f"{self.stage or 'stage'} cancelled")

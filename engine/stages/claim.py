@@ -1,0 +1,254 @@
+"""Claim stage: what is claimed, for whom, measured how, against what — plus a review of earlier sessions.
+
+Playbook: "Establish the claim and scope".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from engine import stages as registry
+from engine.context import StageContext
+from engine.evidence import Check, EvidenceError, StageRecord
+
+TITLE = "Claim"
+
+PB_CLAIM = (
+    "State prediction unit, target meaning, inference-time inputs, intended population, primary task "
+    "metric, success criterion and comparators."
+)
+PB_LABEL = "Unknown label quality remains a limitation, even if the target is called gold."
+PB_REVIEW = (
+    "Review relevant accessible runs, including successful, failed, cancelled and incomplete attempts. "
+    "Record the review's scope; absence from a listing is not proof of no run."
+)
+PB_SCOPE = "Preserve the requested model and run scope. Recommend a simpler baseline when informative."
+
+TRIVIAL = "trivial_baseline"
+BASE_MODEL = "base_model"
+
+# Metrics the later stages know how to compute; the claim must name one of them.
+KNOWN_METRICS = (
+    "accuracy",
+    "balanced_accuracy",
+    "macro_f1",
+    "weighted_f1",
+    "auroc",
+    "auprc",
+    "log_loss",
+    "brier",
+    "mae",
+    "rmse",
+    "r2",
+    "ndcg_at_k",
+    "recall_at_k",
+    "exact_match",
+)
+LOWER_IS_BETTER = {"log_loss", "brier", "mae", "rmse"}
+
+
+class SuccessCriterion(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    metric: str = ""
+    op: Literal[">=", ">", "<=", "<"] = ">="
+    value: float = 0.0
+    # "absolute": metric op value. A comparator name: metric - comparator's metric op value.
+    relative_to: str = "absolute"
+
+
+class Inputs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    task_kind: Literal["text_classification", "causal_lm_sft", "tabular"] = "text_classification"
+    prediction_unit: str = ""
+    target_meaning: str = ""
+    target_kind: Literal["recorded_workflow_label", "real_world_decision", ""] = ""
+    inference_inputs: list[str] = Field(default_factory=list)
+    population: str = ""
+    primary_metric: str = ""
+    metric_averaging: str = ""
+    class_order: list[str] = Field(default_factory=list)
+    success: SuccessCriterion = Field(default_factory=SuccessCriterion)
+    comparators: list[str] = Field(default_factory=list)
+    fine_tuning: bool = True
+    run_scope: str = ""
+    label_quality_limits: str = ""
+    # Where the review of earlier sessions looked, relative to the workspace.
+    review_scope: list[str] = Field(default_factory=lambda: ["runs"])
+
+
+REQUIRED_TEXT = (
+    "prediction_unit",
+    "target_meaning",
+    "target_kind",
+    "population",
+    "primary_metric",
+    "run_scope",
+)
+
+
+def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> StageRecord:
+    checks = [
+        _completeness(inputs),
+        _target_semantics(inputs),
+        _success_criterion(inputs),
+        _comparators(inputs),
+        _review(inputs, ctx),
+    ]
+    return StageRecord(stage="claim", inputs=inputs.model_dump(mode="json"), checks=checks)
+
+
+def _completeness(inp: Inputs) -> Check:
+    missing = [f for f in REQUIRED_TEXT if not str(getattr(inp, f)).strip()]
+    if not inp.inference_inputs:
+        missing.append("inference_inputs")
+    if inp.task_kind != "causal_lm_sft" and inp.primary_metric not in LOWER_IS_BETTER and not inp.metric_averaging:
+        if inp.task_kind == "text_classification":
+            missing.append("metric_averaging")
+    if inp.task_kind == "text_classification" and not inp.class_order:
+        missing.append("class_order")
+    filled = len(REQUIRED_TEXT) + 3 - len(missing)
+    return Check(
+        id="claim.completeness",
+        status="fail" if missing else "pass",
+        basis="decided",
+        summary=("missing: " + ", ".join(missing)) if missing else "every claim field is stated",
+        measured={"missing": missing, "fields_filled": filled},
+        why="A claim that leaves its unit, target, population or metric open cannot be checked later.",
+        playbook=PB_CLAIM,
+    )
+
+
+def _target_semantics(inp: Inputs) -> Check:
+    limits = inp.label_quality_limits.strip()
+    if inp.target_kind == "recorded_workflow_label":
+        meaning = "predicts a recorded workflow label, not a verified real-world decision"
+    elif inp.target_kind == "real_world_decision":
+        meaning = "claims a correct real-world decision"
+    else:
+        meaning = "target kind not stated"
+    status = "info" if limits else "warn"
+    summary = meaning + ("; label-quality limits stated" if limits else "; label quality unknown — a limitation")
+    return Check(
+        id="claim.target_semantics",
+        status=status,
+        basis="decided",
+        summary=summary,
+        measured={"target_kind": inp.target_kind or "unstated", "label_quality_limits_stated": bool(limits)},
+        why="Predicting what a workflow recorded is a different claim from making the right decision.",
+        playbook=PB_LABEL,
+    )
+
+
+def _success_criterion(inp: Inputs) -> Check:
+    s = inp.success
+    problems = []
+    if inp.primary_metric and inp.primary_metric not in KNOWN_METRICS:
+        problems.append(f"primary metric '{inp.primary_metric}' is not one claimcheck computes")
+    if not s.metric:
+        problems.append("no success metric")
+    elif s.metric != inp.primary_metric:
+        problems.append(f"success metric '{s.metric}' is not the primary metric '{inp.primary_metric}'")
+    if s.relative_to != "absolute" and s.relative_to not in inp.comparators:
+        problems.append(f"success is relative to '{s.relative_to}', which is not a listed comparator")
+    lower = s.metric in LOWER_IS_BETTER
+    if s.metric and s.relative_to == "absolute" and ((lower and s.op in (">=", ">")) or (not lower and s.op in ("<=", "<"))):
+        problems.append(f"'{s.metric} {s.op} {s.value}' points the wrong way for this metric")
+    text = (
+        f"{s.metric} {s.op} {s.value}"
+        if s.relative_to == "absolute"
+        else f"{s.metric} − {s.relative_to} {s.op} {s.value}"
+    )
+    return Check(
+        id="claim.success_criterion",
+        status="fail" if problems else "pass",
+        basis="decided",
+        summary="; ".join(problems) if problems else f"success means {text}",
+        measured={"criterion": text, "problems": problems},
+        why="A success criterion fixed before fitting cannot be moved to fit the result.",
+        playbook="Define task-specific go/no-go rules before a pilot, not after seeing its result.",
+    )
+
+
+def _comparators(inp: Inputs) -> Check:
+    need = [TRIVIAL] + ([BASE_MODEL] if inp.fine_tuning else [])
+    absent = [c for c in need if c not in inp.comparators]
+    return Check(
+        id="claim.comparators",
+        status="fail" if absent else "pass",
+        basis="decided",
+        summary=("add comparators: " + ", ".join(absent)) if absent else "comparators: " + ", ".join(inp.comparators),
+        measured={"comparators": list(inp.comparators), "required_absent": absent},
+        why="Without the trivial baseline and the unchanged base model, 'better' has no reference.",
+        playbook=PB_SCOPE,
+    )
+
+
+def _session_status(path: Path) -> dict[str, object]:
+    from engine.session import Session
+
+    try:
+        session = Session.open(path)
+        states = session.states()
+    except EvidenceError as exc:
+        return {"path": str(path), "status": "unreadable", "detail": str(exc)}
+    failing = [n for n, r in session.records().items() if r.worst_status() == "fail"]
+    job_states = []
+    for status_file in sorted((path / "jobs").glob("*/status.json")):
+        try:
+            import json
+
+            job_states.append(str(json.loads(status_file.read_text()).get("stage", "unknown")))
+        except (OSError, ValueError):
+            job_states.append("unreadable")
+    if any(s in ("failed",) for s in job_states) or failing:
+        status = "failed"
+    elif any(s == "cancelled" for s in job_states):
+        status = "cancelled"
+    elif any(v == "stale" for v in states.values()):
+        status = "stale"
+    elif all(v == "frozen" for v in states.values()):
+        status = "complete"
+    else:
+        status = "incomplete"
+    done = sum(v == "frozen" for v in states.values())
+    detail = f"{done}/{len(registry.STAGES)} stages frozen"
+    if failing:
+        detail += "; failing checks in " + ", ".join(failing)
+    if job_states:
+        detail += "; jobs: " + ", ".join(job_states)
+    return {"path": str(path), "id": session.meta.id, "status": status, "detail": detail}
+
+
+def _review(inp: Inputs, ctx: StageContext) -> Check:
+    from engine.session import find_sessions
+
+    scanned, sessions = [], []
+    for scope in inp.review_scope:
+        root = ctx.resolve(scope)
+        scanned.append(str(scope))
+        for found in find_sessions(root, exclude=ctx.session_dir):
+            entry = _session_status(found)
+            entry["path"] = str(Path(scope) / found.relative_to(root))
+            sessions.append(entry)
+    counts: dict[str, int] = {}
+    for s in sessions:
+        counts[str(s["status"])] = counts.get(str(s["status"]), 0) + 1
+    summary = (
+        f"{len(sessions)} earlier session(s) in {', '.join(scanned)}: "
+        + (", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "none")
+        + "; sessions outside this scope were not reviewed"
+    )
+    return Check(
+        id="claim.prior_sessions",
+        status="info",
+        basis="measured",
+        summary=summary,
+        coverage="scope: " + ", ".join(scanned),
+        measured={"scope": scanned, "sessions": sessions, "counts": counts},
+        replay="observation",
+        why="Earlier failed or cancelled attempts hold lessons; an empty listing is not proof that none ran.",
+        playbook=PB_REVIEW,
+    )
