@@ -1,0 +1,243 @@
+"""The data set as every stage sees it: scanned lazily with Polars, with a stable row identity.
+
+Row identity: `row_id` is 0..n-1 over the files in the order given, then record order inside each
+file; `source_file` and `source_line` (1-based record number inside that file) say where a row came
+from. Filters never renumber rows, so a row id means the same source record in every stage.
+
+Playbook: "Preserve stable source identities and parents through filters, branches and joins;
+report exclusions and label changes."
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.context import StageContext, StageInputError
+from engine.evidence import EvidenceError, StageRecord
+
+if TYPE_CHECKING:
+    import polars as pl
+
+ROW_ID = "row_id"
+TARGET = "target"
+FAMILY = "family_id"
+SOURCE_FILE = "source_file"
+SOURCE_LINE = "source_line"
+# Columns the engine adds; a data file may not use these names itself.
+ENGINE_COLUMNS = (ROW_ID, TARGET, FAMILY, SOURCE_FILE, SOURCE_LINE)
+
+FAMILIES_FILE = "families.parquet"
+SUFFIXES = {".csv": "csv", ".tsv": "csv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl"}
+SUFFIXES[".ndjson"] = "jsonl"
+NO_TARGET_REASON = "no target (null label, or a raw label the mapping does not cover)"
+
+
+def file_kind(path: Path) -> str:
+    kind = SUFFIXES.get(path.suffix.lower())
+    if kind is None:
+        raise StageInputError(
+            f"{path}: unsupported file type '{path.suffix}'; give a .csv, .parquet or .jsonl file"
+        )
+    return kind
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _scan_one(path: Path, name: str) -> pl.LazyFrame:
+    import polars as pl
+
+    if not path.is_file():
+        raise StageInputError(f"data file {name} not found (looked at {path}); check the path in 'files'")
+    if path.stat().st_size == 0:
+        raise StageInputError(f"data file {name} is empty (0 bytes); give a file with a header and rows")
+    kind = file_kind(path)
+    if kind == "csv":
+        # Full-file schema inference: a column that turns from numbers to text late in the file
+        # becomes a string column instead of failing mid-scan. Invalid UTF-8 is replaced here and
+        # located, line by line, by the source.schema check.
+        lf = pl.scan_csv(
+            path,
+            separator="\t" if path.suffix.lower() == ".tsv" else ",",
+            infer_schema_length=None,
+            truncate_ragged_lines=True,
+            encoding="utf8-lossy",
+            row_index_name=SOURCE_LINE,
+            row_index_offset=1,
+        )
+    elif kind == "parquet":
+        lf = pl.scan_parquet(path, row_index_name=SOURCE_LINE, row_index_offset=1)
+    else:
+        lf = pl.scan_ndjson(path, infer_schema_length=None, row_index_name=SOURCE_LINE, row_index_offset=1)
+    try:
+        cols = lf.collect_schema().names()
+    except Exception as exc:  # polars raises several error types for unreadable files
+        raise StageInputError(f"data file {name} cannot be read: {_first_line(exc)}") from None
+    clash = [c for c in cols if c in ENGINE_COLUMNS and c != SOURCE_LINE]
+    if clash:
+        raise StageInputError(
+            f"data file {name} has column(s) {clash} whose names claimcheck reserves; rename them"
+        )
+    return lf.with_columns(
+        pl.lit(name, dtype=pl.String).alias(SOURCE_FILE), pl.col(SOURCE_LINE).cast(pl.Int64)
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def scan_files(paths: list[Path], names: list[str] | None = None) -> pl.LazyFrame:
+    """Lazy scan of CSV / Parquet / JSONL files, concatenated in order, with row_id, source_file, source_line.
+
+    `names` (same length as paths) is what `source_file` records; the file name by default.
+    """
+    import polars as pl
+
+    if not paths:
+        raise StageInputError("no data files given; add at least one path to 'files'")
+    names = names or [Path(p).name for p in paths]
+    frames = [_scan_one(Path(p), n) for p, n in zip(paths, names, strict=True)]
+    lf = frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
+    return lf.with_row_index(ROW_ID).with_columns(pl.col(ROW_ID).cast(pl.Int64))
+
+
+def target_expr(label_column: str, label_mapping: dict[str, str]) -> pl.Expr:
+    """The mapped label as a string; null where the label is null or the mapping does not cover it."""
+    import polars as pl
+
+    raw = pl.col(label_column).cast(pl.String)
+    if not label_mapping:
+        return raw.alias(TARGET)
+    keys, values = list(label_mapping), [str(v) for v in label_mapping.values()]
+    return raw.replace_strict(keys, values, default=None, return_dtype=pl.String).alias(TARGET)
+
+
+def filter_expr(where: str, reason: str = "") -> pl.Expr:
+    """A recorded filter (`where` = rows to KEEP) as a Polars SQL expression; never Python eval."""
+    import polars as pl
+
+    try:
+        return pl.sql_expr(where)
+    except Exception as exc:
+        raise StageInputError(f"filter '{reason or where}': cannot parse '{where}': {_first_line(exc)}") from None
+
+
+def require_columns(lf: pl.LazyFrame, wanted: dict[str, list[str]]) -> None:
+    """Raise a clear error naming the input field whose column is not in the data."""
+    have = set(lf.collect_schema().names())
+    for field, cols in wanted.items():
+        missing = [c for c in cols if c and c not in have]
+        if missing:
+            raise StageInputError(
+                f"source input '{field}' names column(s) {missing} not in the data; "
+                f"columns are: {', '.join(sorted(have - set(ENGINE_COLUMNS)))}"
+            )
+
+
+def scan_source(source_inputs: dict[str, Any], ctx: StageContext) -> pl.LazyFrame:
+    """The recorded files, scanned, before any filter."""
+    files = list(source_inputs.get("files") or [])
+    return scan_files([ctx.resolve(f) for f in files], names=files)
+
+
+def apply_filters(lf: pl.LazyFrame, filters: list[dict[str, Any]]) -> pl.LazyFrame:
+    for f in filters or []:
+        lf = lf.filter(filter_expr(str(f.get("where", "")), str(f.get("reason", ""))).fill_null(False))
+    return lf
+
+
+def load_dataset(source_inputs: dict[str, Any], ctx: StageContext) -> pl.LazyFrame:
+    """Scanned files after the recorded filters, with `target` added; rows without a target are left out.
+
+    Every original column is kept and `row_id` is unchanged by filtering. Rows whose label is null
+    or not covered by the mapping are excluded (the source stage counts them under
+    NO_TARGET_REASON), so later stages always see a target.
+    """
+    import polars as pl
+
+    lf = scan_source(source_inputs, ctx)
+    label = str(source_inputs.get("label_column", ""))
+    if not label:
+        raise StageInputError("source input 'label_column' is empty; name the column holding the label")
+    require_columns(lf, {"label_column": [label]})
+    lf = apply_filters(lf, list(source_inputs.get("filters") or []))
+    lf = lf.with_columns(target_expr(label, dict(source_inputs.get("label_mapping") or {})))
+    return lf.filter(pl.col(TARGET).is_not_null())
+
+
+def model_inputs(source_inputs: dict[str, Any]) -> list[str]:
+    """Input columns a model may see: declared inputs minus unavailable, sensitive and 'no'-availability ones."""
+    drop = set(source_inputs.get("unavailable_columns") or []) | set(source_inputs.get("sensitive_columns") or [])
+    availability = dict(source_inputs.get("availability") or {})
+    return [
+        c for c in (source_inputs.get("input_columns") or []) if c not in drop and availability.get(c) != "no"
+    ]
+
+
+def text_inputs(source_inputs: dict[str, Any]) -> list[str]:
+    """The free-text columns among the model inputs."""
+    allowed = set(model_inputs(source_inputs))
+    return [c for c in (source_inputs.get("text_columns") or []) if c in allowed]
+
+
+def time_expr(column: str, dtype: pl.DataType) -> pl.Expr:
+    """The time column as a naive UTC Datetime(us); unparseable strings become null (counted by the source stage)."""
+    import polars as pl
+
+    col = pl.col(column)
+    if dtype == pl.String:
+        # Normalise a trailing 'Z' so offset and 'Z' forms parse alike; mixed offsets convert to UTC.
+        text = col.str.strip_chars().str.replace(r"Z$", "+00:00")
+        with_tz = text.str.to_datetime(
+            format="%Y-%m-%dT%H:%M:%S%.f%:z", strict=False, time_unit="us", time_zone="UTC"
+        ).dt.replace_time_zone(None)
+        no_tz = text.str.to_datetime(strict=False, time_unit="us")
+        date_only = text.str.to_date(format="%Y-%m-%d", strict=False).cast(pl.Datetime("us"))
+        return pl.coalesce(with_tz, no_tz, date_only)
+    if isinstance(dtype, pl.Datetime):
+        out = col
+        if dtype.time_zone:
+            out = out.dt.convert_time_zone("UTC").dt.replace_time_zone(None)
+        return out.cast(pl.Datetime("us"))
+    if dtype == pl.Date:
+        return col.cast(pl.Datetime("us"))
+    # Numbers are read as Unix seconds, the common export form.
+    if dtype.is_numeric():
+        return pl.from_epoch(col.cast(pl.Int64), time_unit="s").cast(pl.Datetime("us"))
+    return pl.lit(None, dtype=pl.Datetime("us"))
+
+
+def families_path(ctx: StageContext) -> Path:
+    return ctx.data_dir / FAMILIES_FILE
+
+
+def families(source_record: StageRecord, ctx: StageContext) -> pl.DataFrame:
+    """row_id → family_id as saved by the source stage; the file's sha256 is verified against the record."""
+    import polars as pl
+
+    check = source_record.check("source.entity_families")
+    if check is None or "families_path" not in check.measured:
+        raise EvidenceError(
+            "source record", "checks.source.entity_families", "has no families file", "re-run the source stage"
+        )
+    path = ctx.session_dir / str(check.measured["families_path"])
+    if not path.is_file():
+        raise EvidenceError(path, "(file)", "the entity-families file is missing", "re-run the source stage")
+    digest = sha256_file(path)
+    if digest != check.measured.get("families_sha256"):
+        raise EvidenceError(
+            path,
+            "families_sha256",
+            f"file sha256 {digest[:12]}… differs from the recorded {str(check.measured.get('families_sha256'))[:12]}…",
+            "the file was changed after the source stage ran; re-run the source stage",
+        )
+    return pl.read_parquet(path).select(ROW_ID, FAMILY)

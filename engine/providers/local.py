@@ -1,0 +1,231 @@
+"""The local provider (default): the job is a detached process on this machine.
+
+The process gets its own session and process group (start_new_session), no stdin, and its
+output in log.txt, so closing the app or a dropped SSH connection (SIGHUP) does not stop it.
+A pid file records the process; a launch lock makes two simultaneous launches of one identity
+start at most one process. Liveness is pid + /proc command line (a recycled pid running
+something else is not our job), and the job's own status.json + heartbeat decide its stage —
+never the end of a log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from engine.evidence import atomic_write_text, now_iso
+from engine.providers.base import TERMINAL_STAGES, Handle, JobStatus
+from engine.training import job as jobfiles
+
+PID_FILE = "pid.json"
+LAUNCH_LOCK = "launch.lock"
+# A heartbeat older than this many intervals means the process is alive but not beating.
+STALL_INTERVALS = 5
+
+
+def _proc_state(pid: int) -> str:
+    """'' when no such process, else its /proc state letter ('Z' = zombie), '?' when unknown."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return ""
+    except PermissionError:
+        return "?"
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "?"
+
+
+def _runs_job(pid: int, job_dir: Path) -> bool:
+    """The pid is alive and (where /proc exists) really runs this job directory."""
+    if pid <= 0:
+        return False
+    state = _proc_state(pid)
+    if state in ("", "Z", "X"):
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return True  # no /proc: trust the signal probe
+    args = [a.decode(errors="replace") for a in cmdline if a]
+    return "engine.training.job" in args and str(job_dir.resolve()) in args
+
+
+class LocalProvider:
+    name = "local"
+
+    def __init__(self, jobs_root: Path):
+        self.jobs_root = Path(jobs_root)
+        # Children started by this instance; polled so a finished child is reaped, not a zombie.
+        self._children: dict[str, subprocess.Popen] = {}
+
+    # ------------------------------------------------------------ identity
+
+    def job_dir(self, op_id: str) -> Path:
+        return self.jobs_root / op_id
+
+    def _pid_info(self, job_dir: Path) -> dict:
+        try:
+            return json.loads((job_dir / PID_FILE).read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def _alive(self, op_id: str, job_dir: Path) -> tuple[bool, int]:
+        child = self._children.get(op_id)
+        if child is not None and child.poll() is not None:
+            self._children.pop(op_id, None)
+        info = self._pid_info(job_dir)
+        pid = int(info.get("pid", 0) or 0)
+        if info.get("host") not in (None, socket.gethostname()):
+            return True, pid  # another host's process: cannot probe, do not declare it dead
+        return _runs_job(pid, job_dir), pid
+
+    def find(self, op_id: str) -> Handle | None:
+        job_dir = self.job_dir(op_id)
+        if not (job_dir / PID_FILE).exists() and not (job_dir / jobfiles.STATUS).exists():
+            return None
+        pid = int(self._pid_info(job_dir).get("pid", 0) or 0)
+        return Handle(op_id=op_id, job_dir=job_dir, provider=self.name, ref=str(pid), started=False)
+
+    # ------------------------------------------------------------ launch
+
+    def launch(self, job_dir: Path, op_id: str, *, resume: bool = False) -> Handle:
+        """Start the job, or adopt the one already there under this identity.
+
+        An existing job that is running or finished is adopted. A job whose process is gone
+        before a terminal status ("lost") is adopted too unless `resume` is asked for: then it
+        restarts in the same directory and continues from its last checkpoint.
+        """
+        job_dir = Path(job_dir)
+        if job_dir.resolve() != self.job_dir(op_id).resolve():
+            raise ValueError(f"job dir {job_dir} is not {self.job_dir(op_id)} (operation {op_id})")
+        if not (job_dir / jobfiles.CONTRACT).exists():
+            raise FileNotFoundError(f"{job_dir / jobfiles.CONTRACT} is missing: write the job directory first")
+        lock = job_dir / LAUNCH_LOCK
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            # Another launcher holds the lock right now (or died holding it): look, do not launch.
+            if time.time() - lock.stat().st_mtime < 30:
+                return self._adopt(op_id, job_dir)
+            lock.unlink(missing_ok=True)
+            return self.launch(job_dir, op_id, resume=resume)
+        try:
+            os.write(fd, f"{os.getpid()}\n".encode())
+            os.close(fd)
+            existing = self.find(op_id)
+            if existing is not None:
+                st = self.status(existing)
+                if not (resume and st.stage == "lost"):
+                    return existing
+            return self._start(job_dir, op_id, resumed=existing is not None)
+        finally:
+            lock.unlink(missing_ok=True)
+
+    def _adopt(self, op_id: str, job_dir: Path) -> Handle:
+        for _ in range(100):
+            found = self.find(op_id)
+            if found is not None:
+                return found
+            time.sleep(0.05)
+        return Handle(op_id=op_id, job_dir=job_dir, provider=self.name, ref="", started=False)
+
+    def _start(self, job_dir: Path, op_id: str, resumed: bool) -> Handle:
+        info = self._pid_info(job_dir)
+        log = open(job_dir / jobfiles.LOG, "ab")  # noqa: SIM115 - handed to the child
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "engine.training.job", str(job_dir.resolve())],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # own session + process group: no SIGHUP from our terminal
+                close_fds=True,
+                cwd=str(job_dir.resolve()),
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        finally:
+            log.close()
+        self._children[op_id] = proc
+        starts = list(info.get("starts", [])) + [now_iso()]
+        pid_doc = {"pid": proc.pid, "pgid": proc.pid, "host": socket.gethostname(), "starts": starts}
+        atomic_write_text(job_dir / PID_FILE, json.dumps(pid_doc))
+        return Handle(op_id=op_id, job_dir=job_dir, provider=self.name, ref=str(proc.pid), started=True)
+
+    # ------------------------------------------------------------ status / cancel / fetch
+
+    def status(self, handle: Handle) -> JobStatus:
+        job_dir = handle.job_dir
+        st = jobfiles.read_status(job_dir)
+        hb = jobfiles.read_heartbeat(job_dir)
+        alive, pid = self._alive(handle.op_id, job_dir)
+        stage = str(st.get("stage", ""))
+        age = time.time() - float(hb["time"]) if "time" in hb else -1.0
+        interval = float(hb.get("interval", st.get("heartbeat_seconds", 2.0)) or 2.0)
+        if not (job_dir / PID_FILE).exists() and not st:
+            derived = "not_found"
+        elif stage in TERMINAL_STAGES:
+            derived = stage
+        elif not alive:
+            # Started but the process is gone without writing a terminal status.
+            derived = "lost" if pid else "not_found"
+        elif not stage:
+            derived = "launching"
+        elif age > STALL_INTERVALS * interval:
+            derived = "stalled"
+        else:
+            derived = stage
+        reason = str(st.get("reason", ""))
+        if derived == "lost":
+            reason = f"process {pid} is gone and the job never wrote a terminal status (last stage: {stage or 'none'})"
+        elif derived == "stalled":
+            reason = f"process alive but last heartbeat {age:.1f}s ago (interval {interval:.1f}s)"
+        return JobStatus(
+            op_id=handle.op_id,
+            stage=derived,
+            reason=reason,
+            step=int(st.get("step", 0) or 0),
+            total_steps=int(st.get("total_steps", 0) or 0),
+            alive=alive,
+            pid=pid,
+            heartbeat_age_s=round(age, 3),
+            heartbeats=int(hb.get("beats", 0) or 0),
+            resumed_from=[int(x) for x in st.get("resumed_from", [])],
+        )
+
+    def cancel(self, handle: Handle) -> None:
+        """SIGTERM to that job's process group only; the job writes "cancelled" itself."""
+        alive, pid = self._alive(handle.op_id, handle.job_dir)
+        if alive and pid:
+            pgid = int(self._pid_info(handle.job_dir).get("pgid", pid))
+            try:
+                os.killpg(pgid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            return
+        st = jobfiles.read_status(handle.job_dir)
+        if st.get("stage") not in TERMINAL_STAGES:
+            # Nothing runs; record the person's decision so the job is not shown as running.
+            jobfiles.write_status(
+                handle.job_dir, {**st, "stage": "cancelled", "reason": "cancelled while no process was running"}
+            )
+
+    def wait(self, handle: Handle, timeout: float, poll: float = 0.5) -> JobStatus:
+        deadline = time.time() + timeout
+        while True:
+            st = self.status(handle)
+            if st.terminal or time.time() >= deadline:
+                return st
+            time.sleep(poll)
+
+    def fetch(self, handle: Handle, dest: Path | None = None) -> Path:
+        """Local jobs already live in the session folder: nothing to copy."""
+        return handle.job_dir

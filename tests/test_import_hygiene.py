@@ -1,0 +1,38 @@
+"""The engine never imports the UI; the CLI's --help never loads the heavy libraries."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+HEAVY = ["torch", "transformers", "peft", "bitsandbytes", "sklearn", "textual.app"]
+
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", code + "\nimport sys, json; print(json.dumps(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_engine_imports_neither_textual_nor_rich() -> None:
+    code = "import engine, engine.evidence, engine.session, engine.stages, engine.recipes\n"
+    code += "from engine import stages\n[s.module() for s in stages.STAGES]\n"
+    loaded = _modules_after(code)
+    assert not {m for m in loaded if m.split(".")[0] in ("textual", "rich")}
+    # heavy libraries load lazily, inside the functions that need them
+    assert not [m for m in ("torch", "transformers", "peft", "sklearn") if m in loaded]
+
+
+def test_cli_help_is_light() -> None:
+    loaded = _modules_after("import sys; sys.argv=['claimcheck','--help']\nimport tui.cli\n")
+    assert not [m for m in HEAVY if m in loaded]
+    out = subprocess.run([sys.executable, "-m", "tui.cli", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "seven stages" in out.stdout
+    for sub in ("report", "run"):
+        out = subprocess.run([sys.executable, "-m", "tui.cli", sub, "--help"], capture_output=True, text=True)
+        assert out.returncode == 0 and "usage: claimcheck " + sub in out.stdout

@@ -1,0 +1,155 @@
+"""The `claimcheck` command.
+
+    claimcheck [SESSION_DIR]                      open the guided session (new one if none given)
+    claimcheck --replay SESSION_DIR [--json]      re-run every stage headless and compare
+    claimcheck report SESSION_DIR                 write report.md and report.html
+    claimcheck run --answers ANSWERS.toml DIR     create a session headless from an answers file
+
+Imports here stay light: `--help` must not load torch, transformers or the Textual app.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+EXIT_OK, EXIT_DIFFERS, EXIT_UNUSABLE = 0, 1, 2
+
+DESCRIPTION = (
+    "claimcheck walks a fine-tuning claim through seven stages (claim, source, split, baseline, "
+    "contract, dispatch, artifact), measures what can be measured and keeps it as TOML evidence."
+)
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _main_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="claimcheck",
+        description=DESCRIPTION,
+        epilog="Subcommands: 'claimcheck report --help', 'claimcheck run --help'.",
+    )
+    p.add_argument("session_dir", nargs="?", type=Path, help="session to open (default: start a new one)")
+    p.add_argument("--replay", metavar="SESSION_DIR", type=Path, help="re-run every stage headless and compare")
+    p.add_argument("--retrain", action="store_true", help="with --replay: re-run the training job too")
+    p.add_argument("--json", action="store_true", help="with --replay: print the result as JSON")
+    p.add_argument("--recipe", help="recipe for a new session (default: text-classification-qlora)")
+    p.add_argument(
+        "--workspace",
+        type=Path,
+        default=None,
+        help="folder that relative data paths resolve against (default: the current folder)",
+    )
+    p.add_argument("--version", action="store_true", help="print the version and exit")
+    return p
+
+
+def _report_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="claimcheck report", description="Write report.md and a self-contained report.html."
+    )
+    p.add_argument("session_dir", type=Path)
+    return p
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="claimcheck run",
+        description="Create a session headless from an answers file, run and freeze each stage it answers.",
+    )
+    p.add_argument("--answers", type=Path, required=True, help="answers TOML (see docs/answers-format.md)")
+    p.add_argument("session_dir", type=Path)
+    p.add_argument("--workspace", type=Path, default=None, help="default: the current folder")
+    p.add_argument("--json", action="store_true")
+    return p
+
+
+def _user_error(exc: BaseException) -> int:
+    print(f"claimcheck: {exc}", file=sys.stderr)
+    return EXIT_UNUSABLE
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from engine.context import StageInputError
+    from engine.evidence import EvidenceError
+    from engine.session import SessionLocked, StageOrderError
+
+    return (EvidenceError, StageInputError, SessionLocked, StageOrderError, FileExistsError, FileNotFoundError)
+
+
+def _print_result(result, as_json: bool) -> int:
+    if as_json:
+        print(json.dumps(result.to_json(), indent=2, default=str))
+    else:
+        print(result.render_table())
+    return result.exit_code
+
+
+def cmd_replay(path: Path, retrain: bool, as_json: bool) -> int:
+    from engine.replay import replay
+
+    try:
+        result = replay(path, retrain=retrain, progress=_progress)
+    except _user_errors() as exc:
+        return _user_error(exc)
+    return _print_result(result, as_json)
+
+
+def cmd_report(argv: Sequence[str]) -> int:
+    args = _report_parser().parse_args(argv)
+    from engine.report import write_report
+
+    try:
+        md, html = write_report(args.session_dir)
+    except _user_errors() as exc:
+        return _user_error(exc)
+    print(f"wrote {md}\nwrote {html}")
+    return EXIT_OK
+
+
+def cmd_run(argv: Sequence[str]) -> int:
+    args = _run_parser().parse_args(argv)
+    from engine.answers import run_answers
+
+    try:
+        result = run_answers(args.answers, args.session_dir, workspace=args.workspace, progress=_progress)
+    except _user_errors() as exc:
+        return _user_error(exc)
+    return _print_result(result, args.json)
+
+
+def cmd_open(session_dir: Path | None, recipe: str | None, workspace: Path | None) -> int:
+    from tui.app import make_app
+
+    try:
+        app = make_app(session_dir, recipe=recipe, workspace=workspace)
+    except _user_errors() as exc:
+        return _user_error(exc)
+    app.run()
+    return int(getattr(app, "return_code", 0) or 0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "report":
+        return cmd_report(argv[1:])
+    if argv and argv[0] == "run":
+        return cmd_run(argv[1:])
+    args = _main_parser().parse_args(argv)
+    if args.version:
+        from engine import __version__
+
+        print(f"claimcheck {__version__}")
+        return EXIT_OK
+    if args.replay is not None:
+        return cmd_replay(args.replay, args.retrain, args.json)
+    return cmd_open(args.session_dir, args.recipe, args.workspace)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
