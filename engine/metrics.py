@@ -225,6 +225,32 @@ def classification_report(
     return out
 
 
+def _macro_ovr(score_fn: Callable[..., float], y_idx: np.ndarray, proba: np.ndarray) -> float:
+    y = np.asarray(y_idx, dtype=np.int64)
+    vals = []
+    for i in range(proba.shape[1]):
+        pos = y == i
+        if 0 < pos.sum() < len(y):
+            vals.append(score_fn(pos, proba[:, i]))
+    if not vals:
+        raise ValueError("no class has both members and non-members")
+    return float(np.mean(vals))
+
+
+def macro_auroc(y_idx: np.ndarray, proba: np.ndarray) -> float:
+    """Mean one-vs-rest AUROC over the classes with both outcomes present (as classification_report)."""
+    from sklearn.metrics import roc_auc_score
+
+    return _macro_ovr(roc_auc_score, y_idx, proba)
+
+
+def macro_auprc(y_idx: np.ndarray, proba: np.ndarray) -> float:
+    """Mean one-vs-rest average precision over the classes with both outcomes present."""
+    from sklearn.metrics import average_precision_score
+
+    return _macro_ovr(average_precision_score, y_idx, proba)
+
+
 def _brier_rows(y_idx: np.ndarray, p: np.ndarray) -> np.ndarray:
     onehot = np.zeros_like(p)
     onehot[np.arange(len(y_idx)), y_idx] = 1.0
@@ -485,7 +511,9 @@ def _resolve_stat(metric: str | Statistic, classes: Sequence[str] | None, labels
     return classification_statistic(metric, classes, labels)
 
 
-def _prep(y_true: Any, pred: Any, classes: Sequence[str] | None) -> tuple[np.ndarray, np.ndarray]:
+def _prep(y_true: Any, pred: Any, classes: Sequence[str] | None, raw: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    if raw and classes is None:  # a callable metric takes the arrays as given (strings for exact match)
+        return np.asarray(y_true), np.asarray(pred)
     if classes is None:
         return np.asarray(y_true, dtype=np.float64), np.asarray(pred, dtype=np.float64)
     y = _as_index(y_true, classes)
@@ -513,7 +541,8 @@ def bootstrap_ci(
     ``pred`` is labels or an (n, K) probability matrix (class metrics), or values (regression).
     Returns estimate, lo, hi, resamples, seed, units, level and how many resamples were undefined.
     """
-    y, p = _prep(y_true, pred, classes)
+    is_fn = callable(metric) and not isinstance(metric, Statistic)
+    y, p = _prep(y_true, pred, classes, raw=is_fn)
     inv, n_units = unit_index(units, len(y))
     if n_units == 0:
         raise ValueError("no rows to resample")
@@ -583,8 +612,9 @@ def paired_bootstrap_diff(
     level: float = 0.95,
 ) -> dict[str, Any]:
     """Interval of metric(a) − metric(b) on the same rows: both learners see the same unit resamples."""
-    y, pa = _prep(y_true, pred_a, classes)
-    _, pb = _prep(y_true, pred_b, classes)
+    is_fn = callable(metric) and not isinstance(metric, Statistic)
+    y, pa = _prep(y_true, pred_a, classes, raw=is_fn)
+    _, pb = _prep(y_true, pred_b, classes, raw=is_fn)
     if len(pa) != len(y) or len(pb) != len(y):
         raise ValueError("paired comparison needs both learners' predictions on the same rows")
     inv, n_units = unit_index(units, len(y))

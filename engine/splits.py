@@ -128,17 +128,12 @@ def assign_time(times_us: np.ndarray, ids: np.ndarray, fractions: dict[str, floa
     return _labels_from_rank(rank, _cut_counts(ids.size, fractions))
 
 
-def assign_group_time(
-    family_ids: np.ndarray, times_us: np.ndarray, fractions: dict[str, float], cuts_us: list[int]
-) -> np.ndarray:
-    """Whole families placed by their earliest time: no family crosses splits, later families go later."""
-    fams, inverse, sizes = np.unique(family_ids, return_inverse=True, return_counts=True)
-    first = np.full(fams.size, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first, inverse, times_us)
-    if cuts_us:
-        return assign_time(first, fams, fractions, cuts_us)[inverse]
-    order = np.lexsort((fams, first))
-    return assign_ordered_units(sizes, order, fractions)[inverse]
+def family_first_split(family_ids: np.ndarray, row_labels: np.ndarray) -> np.ndarray:
+    """Per row, the earliest split index any row of its family has (time splits are ordered)."""
+    fams, inverse = np.unique(family_ids, return_inverse=True)
+    first = np.full(fams.size, len(SPLITS), dtype=np.int64)
+    np.minimum.at(first, inverse, row_labels)
+    return first[inverse]
 
 
 def assign_folds(family_ids: np.ndarray, k: int, seed: int) -> np.ndarray:

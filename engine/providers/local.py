@@ -219,10 +219,11 @@ class LocalProvider:
             )
 
     def wait(self, handle: Handle, timeout: float, poll: float = 0.5) -> JobStatus:
+        """Poll until the job is terminal and its process has exited (or the timeout passes)."""
         deadline = time.time() + timeout
         while True:
             st = self.status(handle)
-            if st.terminal or time.time() >= deadline:
+            if (st.terminal and not st.alive) or time.time() >= deadline:
                 return st
             time.sleep(poll)
 

@@ -15,7 +15,7 @@ CHAT_TEMPLATE = (
     "{{ bos_token }}"
     "{% for message in messages %}"
     "{% if message['role'] == 'assistant' %}"
-    "<|assistant|>\n{% generation %}{{ message['content'] }}<|end|>{% endgeneration %}\n"
+    "<|assistant|>\n{% generation %}{{ message['content'] }}<|end|>{% endgeneration %}"
     "{% else %}"
     "<|{{ message['role'] }}|>\n{{ message['content'] }}<|end|>\n"
     "{% endif %}"
@@ -99,6 +99,9 @@ def make_tiny_llama(dir: Path, *, vocab_size: int = 512, chat_template: bool | s
         eos_token_id=fast.eos_token_id,
         pad_token_id=fast.pad_token_id,
         tie_word_embeddings=False,
+        # A wide init so a frozen random LM head can still express confident predictions:
+        # with the default 0.02 LoRA alone cannot push the loss below ~ln(vocab) - 1.
+        initializer_range=0.2,
     )
     LlamaForCausalLM(config).save_pretrained(dir)
     return dir

@@ -1,0 +1,168 @@
+"""Record boundaries, types, missingness, time range and class coverage of the source data."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from engine.data import SOURCE_FILE, SOURCE_LINE, TARGET, file_kind, time_expr
+
+MAX_LOCATIONS = 20
+
+
+def malformed_records(path: Path, name: str) -> dict[str, Any]:
+    """Records whose field count differs from the header, and lines that are not valid UTF-8 (CSV / JSONL).
+
+    Polars reads such records (ragged ones truncated or padded with nulls, bad bytes replaced); this
+    scan says which ones, by file and physical line, so nothing is silently altered.
+    """
+    kind = file_kind(path)
+    bad_utf8: list[int] = []
+    if kind == "parquet":
+        return {"file": name, "records": -1, "malformed": 0, "bad_utf8_lines": 0, "locations": []}
+
+    def lines():
+        with open(path, "rb") as fh:
+            for no, raw in enumerate(fh, start=1):
+                try:
+                    yield raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    bad_utf8.append(no)
+                    yield raw.decode("utf-8", errors="replace")
+
+    locations: list[dict[str, Any]] = []
+    malformed = 0
+    records = 0
+    if kind == "csv":
+        reader = csv.reader(lines(), delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+        header = next(reader, None)
+        width = len(header or [])
+        start = reader.line_num + 1
+        for row in reader:
+            if row:
+                records += 1
+                if len(row) != width:
+                    malformed += 1
+                    if len(locations) < MAX_LOCATIONS:
+                        locations.append(
+                            {"line": start, "record": records, "problem": f"{len(row)} fields, header has {width}"}
+                        )
+            start = reader.line_num + 1
+    else:
+        for no, text in enumerate(lines(), start=1):
+            if not text.strip():
+                continue
+            records += 1
+            try:
+                ok = isinstance(json.loads(text), dict)
+            except ValueError:
+                ok = False
+            if not ok:
+                malformed += 1
+                if len(locations) < MAX_LOCATIONS:
+                    locations.append({"line": no, "record": records, "problem": "not a JSON object"})
+    for no in bad_utf8[:MAX_LOCATIONS]:
+        locations.append({"line": no, "record": 0, "problem": "bytes that are not UTF-8 (replaced by U+FFFD)"})
+    return {
+        "file": name,
+        "records": records,
+        "malformed": malformed,
+        "bad_utf8_lines": len(bad_utf8),
+        "locations": locations,
+    }
+
+
+def schema_of(lf_schema: pl.Schema) -> dict[str, str]:
+    return {c: str(t) for c, t in lf_schema.items() if c not in ("row_id", SOURCE_FILE, SOURCE_LINE)}
+
+
+def missingness(df: pl.DataFrame, columns: list[str]) -> dict[str, Any]:
+    """Null share per column overall and per target class (null target rows as their own class)."""
+    n = df.height
+    overall = {c: round(int(df.get_column(c).null_count()) / n, 6) if n else 0.0 for c in columns}
+    per_class: dict[str, dict[str, float]] = {}
+    if n and TARGET in df.columns:
+        g = (
+            df.select(pl.col(TARGET).fill_null("<no target>"), *[pl.col(c).is_null().alias(c) for c in columns])
+            .group_by(TARGET)
+            .agg([pl.col(c).mean().round(6) for c in columns])
+            .sort(TARGET)
+        )
+        for row in g.iter_rows(named=True):
+            cls = str(row.pop(TARGET))
+            per_class[cls] = {c: float(v) for c, v in row.items() if v}
+    return {"overall": overall, "per_class": per_class}
+
+
+def time_profile(df: pl.DataFrame, column: str, as_of: dt.datetime | None) -> dict[str, Any]:
+    """Min / max, rows per month, empty months inside the range, unparseable and future timestamps."""
+    parsed = df.select(
+        time_expr(column, df.schema[column]).alias("t"), pl.col(column).is_not_null().alias("present")
+    )
+    t = parsed.get_column("t")
+    unparseable = int((parsed.get_column("present") & t.is_null()).sum())
+    missing = int((~parsed.get_column("present")).sum())
+    valid = t.drop_nulls()
+    out: dict[str, Any] = {"unparseable": unparseable, "missing": missing, "parsed": valid.len()}
+    if valid.len() == 0:
+        return out
+    lo, hi = valid.min(), valid.max()
+    months = valid.dt.strftime("%Y-%m").value_counts().sort(valid.name)
+    per_month = dict(zip(months.get_column(valid.name).to_list(), months.get_column("count").to_list(), strict=True))
+    gaps, y, m = [], lo.year, lo.month
+    while (y, m) <= (hi.year, hi.month):
+        key = f"{y:04d}-{m:02d}"
+        if key not in per_month:
+            gaps.append(key)
+        y, m = (y + 1, 1) if m == 12 else (y, m + 1)
+    out.update(
+        {
+            "min": lo.isoformat(),
+            "max": hi.isoformat(),
+            "rows_per_month": {k: int(v) for k, v in per_month.items()},
+            "empty_months": gaps,
+        }
+    )
+    if as_of is not None:
+        out["future"] = int((valid > as_of).sum())
+    return out
+
+
+def class_coverage(
+    df: pl.DataFrame, label_column: str, mapping: dict[str, str], rare_share: float, rare_count: int
+) -> dict[str, Any]:
+    """Counts per raw label and per mapped target; null labels; unmapped raw values; unused mapping keys; rare classes."""
+    n = df.height
+    raw = df.select(pl.col(label_column).cast(pl.String).alias("raw"), pl.col(TARGET))
+    raw_counts = raw.group_by("raw").len().sort("raw", nulls_last=True)
+    per_raw = {str(r): int(c) for r, c in raw_counts.iter_rows() if r is not None}
+    null_labels = int(raw.get_column("raw").null_count())
+    unmapped = {r: c for r, c in per_raw.items() if mapping and r not in mapping}
+    unused = [k for k in mapping if k not in per_raw]
+    tc = raw.drop_nulls(TARGET).group_by(TARGET).len().sort(TARGET)
+    per_target = {str(t): int(c) for t, c in tc.iter_rows()}
+    k = max(len(per_target), 1)
+    limit = max(rare_count, int(rare_share / k * n))
+    rare = sorted(t for t, c in per_target.items() if c < limit)
+    # Every mapped value: which raw values route to each target (not just the majority).
+    routes: dict[str, list[str]] = {}
+    for r in per_raw:
+        t = mapping.get(r, r) if mapping else r
+        if not mapping or r in mapping:
+            routes.setdefault(str(t), []).append(r)
+    return {
+        "rows": n,
+        "per_raw_label": per_raw,
+        "per_target": per_target,
+        "null_labels": null_labels,
+        "unmapped_raw_values": unmapped,
+        "unused_mapping_keys": unused,
+        "rare_classes": rare,
+        "rare_limit_rows": limit,
+        "routes": routes,
+    }

@@ -1,0 +1,461 @@
+"""Encoded batches, evaluation, the saved artifact and its reload — shared by the job and the artifact stage.
+
+Inference mode (stated in every artifact manifest): model.eval() (dropout off), torch.no_grad,
+float32 on CPU, right padding, batches of `EVAL_BATCH` rows, arg-max decision over the softmax
+of the classification logits in the contract's class order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+EVAL_BATCH = 32
+TRAINABLE = "trainable.safetensors"
+ADAPTER_DIR = "adapter"
+TOKENIZER_DIR = "tokenizer"
+EFFECTIVE = "effective.json"
+MODEL_CONFIG = "model_config.json"
+MANIFEST = "manifest.json"
+DEV_PREDICTIONS = "dev_predictions.parquet"
+INFERENCE_MODE = "model.eval(), torch.no_grad, float32, right padding, batch 32, arg-max of softmax(logits)"
+
+
+def resolve_device(spec: str) -> str:
+    import torch
+
+    if spec in ("", "auto"):
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if spec.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"the contract asks for device {spec!r} but no CUDA device is visible")
+    return spec
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def load_split(job_dir: Path, doc: dict[str, Any], name: str) -> Any:
+    """A job's own data file, refused when its bytes differ from the hash in contract.toml."""
+    import polars as pl
+
+    path = Path(job_dir) / doc["data"][name]
+    want = doc["data"].get(f"{name}_sha256", "")
+    got = sha256_file(path)
+    if want and got != want:
+        raise ValueError(f"{path.name}: sha256 {got[:12]} differs from the contract copy's {want[:12]}")
+    return pl.read_parquet(path)
+
+
+# ---------------------------------------------------------------- model inputs
+
+
+def model_inputs(effective: dict[str, Any], frame: Any, *, rendered: bool = False) -> list[Any]:
+    """Texts (classification: the contract's text_template) or message lists (SFT) for each row.
+
+    rendered=True: the frame is a job's exported file whose `text` column already holds the
+    rendered template (dataset rows are always rendered from the template, whatever columns they have).
+    """
+    from engine.training.prepare import messages_from_row, render_texts
+
+    if effective.get("task_kind") == "causal_lm_sft":
+        column = "messages" if rendered else str(effective.get("messages_column") or "messages")
+        return [messages_from_row(r, messages_column=column) for r in frame.iter_rows(named=True)]
+    if rendered and "text" in frame.columns:
+        return [str(t) for t in frame["text"].to_list()]
+    template = str(effective.get("text_template") or "")
+    if not template:
+        raise ValueError("the rows have no 'text' column and the contract has no text_template")
+    return render_texts(template, list(frame.iter_rows(named=True)))
+
+
+@dataclass
+class Encoded:
+    """Tokenised rows kept unpadded; batches are padded on the fly to their own longest row."""
+
+    input_ids: list[Any]
+    labels: list[Any]  # class id per row (classification) or a label tensor per row (SFT)
+    row_ids: list[int]
+    pad_id: int
+    device: str
+    classification: bool
+
+    @property
+    def n(self) -> int:
+        return len(self.input_ids)
+
+    def subset(self, idx: list[int]) -> Encoded:
+        return Encoded([self.input_ids[i] for i in idx], [self.labels[i] for i in idx],
+                       [self.row_ids[i] for i in idx], self.pad_id, self.device, self.classification)
+
+    def batch(self, idx: list[int], with_labels: bool = True) -> dict[str, Any]:
+        import torch
+
+        rows = [self.input_ids[i] for i in idx]
+        width = max(len(r) for r in rows)
+        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for j, r in enumerate(rows):
+            ids[j, : len(r)] = r
+            mask[j, : len(r)] = 1
+        out = {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device)}
+        if with_labels:
+            if self.classification:
+                out["labels"] = torch.tensor([self.labels[i] for i in idx], dtype=torch.long, device=self.device)
+            else:
+                lab = torch.full((len(rows), width), -100, dtype=torch.long)
+                for j, i in enumerate(idx):
+                    lab[j, : len(self.labels[i])] = self.labels[i]
+                out["labels"] = lab.to(self.device)
+        return out
+
+
+class Batcher:
+    """Turns job rows into encoded tensors through the contract's own preparation code."""
+
+    def __init__(self, effective: dict[str, Any], tokenizer: Any, classes: list[str], device: str):
+        self.eff, self.tok, self.classes, self.device = effective, tokenizer, classes, device
+        self.classification = effective.get("task_kind", "text_classification") == "text_classification"
+
+    def prepare(self, frame: Any, with_labels: bool = True, rendered: bool = False) -> Encoded:
+        """Encode rows with engine.training.prepare.encode, the code the contract verified.
+
+        without labels (inference on rows whose target is not read) every row gets the first
+        class as a placeholder label, which no prediction uses.
+        """
+        import torch
+
+        from engine.training.prepare import encode
+
+        inputs = model_inputs(self.eff, frame, rendered=rendered)
+        labels = None
+        if self.classification:
+            labels = [str(t) for t in frame["target"].to_list()] if with_labels else [self.classes[0]] * len(inputs)
+        prep = encode(self.eff, self.tok, inputs, labels)
+        rows = [torch.tensor(r, dtype=torch.long) for r in prep.input_ids]
+        if self.classification:
+            labs: list[Any] = [int(x) for x in prep.labels]
+        else:
+            labs = [torch.tensor(x, dtype=torch.long) for x in prep.labels]
+        row_ids = [int(x) for x in frame["row_id"].to_list()] if "row_id" in frame.columns else list(range(len(rows)))
+        return Encoded(rows, labs, row_ids, int(prep.pad_id), self.device, self.classification)
+
+    @staticmethod
+    def micro_indices(k: int, micro: int, n: int, seed: int) -> list[int]:
+        """Rows of the k-th micro-batch: each epoch a permutation seeded by (seed, epoch), so a
+        resumed job sees exactly the rows the uninterrupted one would have."""
+        import torch
+
+        per_epoch = math.ceil(n / micro)
+        epoch, j = divmod(k, per_epoch)
+        gen = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+        perm = torch.randperm(n, generator=gen)
+        return perm[j * micro : (j + 1) * micro].tolist()
+
+    def trivial(self, train: Encoded, dev: Encoded, metric: str) -> dict[str, Any]:
+        """The trivial baseline on dev: train's majority class (train's class shares as probabilities)."""
+        import numpy as np
+
+        if not self.classification:
+            return {"value": math.nan, "detail": "no trivial baseline for generation"}
+        k = len(self.classes)
+        counts = np.bincount(np.asarray(train.labels, dtype=np.int64), minlength=k).astype(float)
+        prior = counts / counts.sum()
+        proba = np.tile(prior, (dev.n, 1))
+        proba_major = np.zeros_like(proba)
+        proba_major[:, int(counts.argmax())] = 1.0
+        use = proba if metric in ("log_loss", "brier") else proba_major
+        return {"value": metric_value(metric, dev.labels, use, self.classes),
+                "class": self.classes[int(counts.argmax())]}
+
+
+# ---------------------------------------------------------------- evaluation
+
+
+def metric_value(metric: str, y: list[int], proba: Any, classes: list[str]) -> float:
+    """One declared metric through engine.metrics, macro averages over the classes present in y."""
+    import numpy as np
+
+    from engine.metrics import classification_statistic
+
+    y_arr = np.asarray(y, dtype=np.int64)
+    labels = sorted(set(y_arr.tolist()))
+    stat = classification_statistic(metric, classes, labels)
+    s = stat.rows(y_arr, np.asarray(proba, dtype=np.float64))
+    return float(stat.finish(s.sum(axis=0, keepdims=True))[0])
+
+
+def predict(model: Any, enc: Encoded, batch_size: int = EVAL_BATCH) -> dict[str, Any]:
+    """Class probabilities (n, K) and logits for classification; mean token loss for SFT."""
+    import numpy as np
+    import torch
+
+    model.eval()
+    logits, loss_sum, tokens = [], 0.0, 0
+    with torch.no_grad():
+        for start in range(0, enc.n, batch_size):
+            idx = list(range(start, min(enc.n, start + batch_size)))
+            out = model(**enc.batch(idx, with_labels=not enc.classification))
+            if enc.classification:
+                logits.append(out.logits.float().cpu())
+            else:
+                n_tok = int(sum(int((enc.labels[i][1:] != -100).sum()) for i in idx))
+                loss_sum += float(out.loss) * n_tok
+                tokens += n_tok
+    if enc.classification:
+        z = torch.cat(logits) if logits else torch.zeros((0, 0))
+        proba = torch.softmax(z.double(), dim=-1).numpy()
+        return {"logits": z.numpy().astype(np.float64), "proba": proba}
+    return {"loss": loss_sum / tokens if tokens else math.nan, "tokens": tokens}
+
+
+def evaluate(model: Any, enc: Encoded, metric: str, classes: list[str]) -> dict[str, Any]:
+    import numpy as np
+
+    out = predict(model, enc)
+    if not enc.classification:
+        return {"value": out["loss"], "loss": out["loss"]}
+    proba = out["proba"]
+    y = np.asarray(enc.labels, dtype=np.int64)
+    loss = float(-np.log(np.clip(proba[np.arange(len(y)), y], 1e-12, 1.0)).mean()) if len(y) else math.nan
+    pred = proba.argmax(axis=1)
+    return {
+        "value": metric_value(metric, enc.labels, proba, classes),
+        "loss": loss,
+        "pred_distribution": {c: int((pred == i).sum()) for i, c in enumerate(classes)},
+        "true_distribution": {c: int((y == i).sum()) for i, c in enumerate(classes)},
+    }
+
+
+# ---------------------------------------------------------------- the artifact
+
+
+def save_artifact(final: Path, model: Any, tok: Any, eff: dict[str, Any], batcher: Batcher, dev_b: Encoded,
+                  dev_frame: Any, *, selected_step: int, selection: str, info: dict[str, Any]) -> dict[str, Any]:
+    """Write the artifact folder, then its manifest (sha256 of every file, tensors, LoRA B norms)."""
+    import shutil
+
+    import polars as pl
+    from safetensors.torch import save_file
+
+    from engine.training.checkpoint import trainable_state
+
+    tmp = final.with_name(final.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    state = trainable_state(model)
+    save_file(state, str(tmp / TRAINABLE))
+    if hasattr(model, "peft_config"):
+        model.save_pretrained(str(tmp / ADAPTER_DIR))
+    tok.save_pretrained(str(tmp / TOKENIZER_DIR))
+    cfg = getattr(model, "config", None)
+    if cfg is not None and hasattr(cfg, "to_json_string"):
+        (tmp / MODEL_CONFIG).write_text(cfg.to_json_string())
+    (tmp / EFFECTIVE).write_text(json.dumps(eff, indent=1, sort_keys=True, default=str))
+    if dev_b.classification:
+        out = predict(model, dev_b)
+        proba = out["proba"]
+        pl.DataFrame({
+            "row_id": dev_b.row_ids,
+            "target": [batcher.classes[i] for i in dev_b.labels],
+            "pred": [batcher.classes[i] for i in proba.argmax(axis=1)],
+            "proba": proba.tolist(),
+        }).write_parquet(tmp / DEV_PREDICTIONS)
+    manifest = {
+        "files": file_hashes(tmp),
+        "tensors": {k: list(v.shape) for k, v in sorted(state.items())},
+        "tensor_count": len(state),
+        "lora_b_norms": {k: float(v.float().norm()) for k, v in sorted(state.items()) if "lora_B" in k},
+        "selected_step": selected_step,
+        "checkpoint_selection": selection,
+        "inference_mode": INFERENCE_MODE,
+        "classes": batcher.classes,
+        "model_info": info,
+        "written_at": time.time(),
+    }
+    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+    return manifest
+
+
+def file_hashes(folder: Path) -> dict[str, dict[str, Any]]:
+    return {
+        p.relative_to(folder).as_posix(): {"sha256": sha256_file(p), "bytes": p.stat().st_size}
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != MANIFEST
+    }
+
+
+def verify_artifact(final: Path) -> dict[str, Any]:
+    """Recompute identity: files vs manifest, tensors parse with recorded shapes, LoRA B norms > 0."""
+    from safetensors import safe_open
+
+    final = Path(final)
+    try:
+        manifest = json.loads((final / MANIFEST).read_text())
+    except (OSError, ValueError) as exc:
+        return {"ok": False, "problems": [f"manifest unreadable: {exc}"], "files": 0}
+    problems: list[str] = []
+    now = file_hashes(final)
+    recorded = manifest.get("files", {})
+    for rel, meta in recorded.items():
+        if rel not in now:
+            problems.append(f"{rel} missing")
+        elif now[rel]["sha256"] != meta["sha256"]:
+            problems.append(f"{rel} sha256 {now[rel]['sha256'][:12]} ≠ recorded {meta['sha256'][:12]} "
+                            f"({now[rel]['bytes']} vs {meta['bytes']} bytes)")
+    extra = sorted(set(now) - set(recorded))
+    if extra:
+        problems.append(f"files not in the manifest: {extra[:5]}")
+    shapes: dict[str, list[int]] = {}
+    lora_b: dict[str, float] = {}
+    try:
+        with safe_open(str(final / TRAINABLE), framework="pt") as fh:
+            for key in fh.keys():  # noqa: SIM118 - safe_open has no __iter__
+                t = fh.get_tensor(key)
+                shapes[key] = list(t.shape)
+                if "lora_B" in key:
+                    lora_b[key] = float(t.float().norm())
+    except Exception as exc:  # a truncated or corrupt file: identity fails, with the reason
+        problems.append(f"{TRAINABLE} cannot be read: {type(exc).__name__}: {exc}")
+    if shapes and shapes != manifest.get("tensors"):
+        problems.append("tensor names/shapes differ from the manifest")
+    zero_b = sorted(k for k, v in lora_b.items() if not v > 0)
+    if zero_b:
+        problems.append(f"{len(zero_b)} LoRA B matrices have norm 0 (adapter never trained): {zero_b[:3]}")
+    return {
+        "ok": not problems,
+        "problems": problems,
+        "files": len(recorded),
+        "file_sha256": {k: v["sha256"] for k, v in recorded.items()},
+        "tensor_count": len(shapes),
+        "tensor_count_recorded": int(manifest.get("tensor_count", -1)),
+        "lora_b_matrices": len(lora_b),
+        "lora_b_min_norm": min(lora_b.values()) if lora_b else -1.0,
+        "manifest": manifest,
+    }
+
+
+def load_artifact(final: Path, workspace: Path, device: str = "cpu") -> tuple[Any, Any, dict[str, Any], dict[str, Any]]:
+    """Rebuild the contracted model, load the trained tensors, use the saved tokenizer.
+
+    Returns (model, tokenizer, effective, load report with missing / unexpected keys).
+    """
+    from transformers import AutoTokenizer
+
+    from engine.training.checkpoint import load_trainable
+    from engine.training.models import build
+
+    final = Path(final)
+    eff = json.loads((final / EFFECTIVE).read_text())
+    classes = [str(c) for c in eff.get("label_classes", [])]
+    is_cls = eff.get("task_kind", "text_classification") == "text_classification"
+    model, _, _ = build(eff, num_labels=len(classes) if is_cls else None, workspace=workspace, device=device)
+    missing, unexpected = load_trainable(model, final / TRAINABLE)
+    tok = AutoTokenizer.from_pretrained(str(final / TOKENIZER_DIR), local_files_only=True, trust_remote_code=False)
+    model.eval()
+    return model, tok, eff, {"missing": missing, "unexpected": unexpected}
+
+
+def build_base(eff: dict[str, Any], workspace: Path, device: str = "cpu") -> tuple[Any, Any]:
+    """The unchanged base model under the same contract: untouched weights, untrained adapter (LoRA B = 0)
+    and, for a classification head, the seeded random initialisation — a chance-level head."""
+    from engine.training.models import build
+
+    classes = [str(c) for c in eff.get("label_classes", [])]
+    is_cls = eff.get("task_kind", "text_classification") == "text_classification"
+    model, tok, _ = build(eff, num_labels=len(classes) if is_cls else None, workspace=workspace, device=device)
+    model.eval()
+    return model, tok
+
+
+# ---------------------------------------------------------------- reload parity (run in a fresh process)
+
+
+def reload_parity(final: Path, job_dir: Path, workspace: Path, tolerance: float,
+                  overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Reload the artifact, predict the retained dev rows, compare with the predictions recorded
+    at the end of training. `overrides` changes effective settings at serving time (a test uses
+    it to plant a training-serving skew)."""
+    import numpy as np
+    import polars as pl
+    import torch
+
+    torch.set_num_threads(1)
+    final, job_dir = Path(final), Path(job_dir)
+    model, tok, eff, report = load_artifact(final, workspace)
+    eff = {**eff, **(overrides or {})}
+    recorded = pl.read_parquet(final / DEV_PREDICTIONS)
+    dev = pl.read_parquet(job_dir / "data/dev.parquet")
+    classes = [str(c) for c in eff.get("label_classes", [])]
+    enc = Batcher(eff, tok, classes, "cpu").prepare(dev, rendered=True)
+    proba = predict(model, enc)["proba"]
+    rec_by_row = {int(r): i for i, r in enumerate(recorded["row_id"].to_list())}
+    order = [rec_by_row.get(r, -1) for r in enc.row_ids]
+    missing = sum(1 for o in order if o < 0)
+    keep = [i for i, o in enumerate(order) if o >= 0]
+    rec_proba = np.asarray(recorded["proba"].to_list(), dtype=np.float64)[[order[i] for i in keep]]
+    new_pred = [classes[j] for j in proba[keep].argmax(axis=1)]
+    rec_pred = [recorded["pred"][order[i]] for i in keep]
+    mismatched = [enc.row_ids[keep[i]] for i, (a, b) in enumerate(zip(new_pred, rec_pred, strict=True)) if a != b]
+    max_diff = float(np.abs(proba[keep] - rec_proba).max()) if keep else math.nan
+    return {
+        "rows": len(enc.row_ids),
+        "compared": len(keep),
+        "missing_recorded": missing,
+        "prediction_mismatches": len(mismatched),
+        "mismatched_row_ids": mismatched[:20],
+        "max_abs_proba_diff": max_diff,
+        "tolerance": tolerance,
+        "ok": bool(keep) and not missing and not mismatched and max_diff <= tolerance,
+        "missing_keys": report["missing"],
+        "unexpected_keys": report["unexpected"],
+        "inference_mode": INFERENCE_MODE,
+    }
+
+
+def _main(argv: list[str]) -> int:
+    """python -m engine.training.evaluate parity FINAL JOB_DIR WORKSPACE TOLERANCE OUT_JSON [OVERRIDES_JSON]"""
+    if len(argv) < 6 or argv[0] != "parity":
+        print(_main.__doc__)
+        return 2
+    overrides = json.loads(argv[6]) if len(argv) > 6 else None
+    out = reload_parity(Path(argv[1]), Path(argv[2]), Path(argv[3]), float(argv[4]), overrides)
+    Path(argv[5]).write_text(json.dumps(out))
+    return 0
+
+
+def parity_in_fresh_process(final: Path, job_dir: Path, workspace: Path, tolerance: float,
+                            overrides: dict[str, Any] | None = None, timeout: float = 600) -> dict[str, Any]:
+    """Run reload_parity in a new Python process: nothing from the training process is reused."""
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "parity.json"
+        cmd = [sys.executable, "-m", "engine.training.evaluate", "parity", str(final), str(job_dir),
+               str(workspace), repr(float(tolerance)), str(out)]
+        if overrides:
+            cmd.append(json.dumps(overrides))
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        if proc.returncode != 0 or not out.exists():
+            tail = (proc.stderr or proc.stdout)[-400:]
+            return {"ok": False, "error": f"reload process exited {proc.returncode}: {tail}"}
+        return json.loads(out.read_text())
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(_main(sys.argv[1:]))

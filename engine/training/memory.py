@@ -1,0 +1,117 @@
+"""Training memory ESTIMATE (not a measurement): weights at their stored width, trainable
+parameters with gradients and Adam states, activations at the p99 length, and logits.
+The formula, its sources and what it leaves out are in docs/memory-estimate.md.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from engine.training import models
+
+GIB = 1024**3
+# NF4 blocks of 64 weights share one absmax constant: fp32 (4 B) per block, or with double
+# quantisation an 8-bit constant per block plus one fp32 per 256 blocks.
+_ABSMAX_BYTES = {False: 4 / 64, True: 1 / 64 + 4 / (64 * 256)}
+_ADAM_TRAIN_BYTES = 4 + 4 + 8  # fp32 weight, fp32 gradient, two fp32 Adam moments
+
+
+def _config_dims(config) -> dict[str, int]:
+    text = getattr(config, "text_config", None) or config
+    return {
+        "hidden": int(getattr(text, "hidden_size")),
+        "layers": int(getattr(text, "num_hidden_layers")),
+        "heads": int(getattr(text, "num_attention_heads")),
+        "vocab": int(getattr(text, "vocab_size")),
+    }
+
+
+def estimate(
+    effective: dict,
+    meta,
+    *,
+    seq_len: int,
+    device_memory_bytes: int,
+) -> dict[str, Any]:
+    """Bytes per component for one micro-batch at `seq_len` tokens on the meta model `meta`."""
+    mode = effective["adapter_mode"]
+    classification = effective["task_kind"] == "text_classification"
+    b = int(effective["micro_batch"])
+    s = int(seq_len)
+    dims = _config_dims(meta.config)
+    h, n_layers, a, vocab = dims["hidden"], dims["layers"], dims["heads"], dims["vocab"]
+
+    linear = set(models.linear_names(meta))
+    quantised_params = other_params = 0
+    for mod_name, mod in meta.named_modules():
+        for pname, p in mod.named_parameters(recurse=False):
+            n = p.numel()
+            is_head = models._is_output_layer(mod_name) or mod_name.split(".")[-1] in models.HEAD_NAMES
+            if mode == "qlora" and mod_name in linear and pname == "weight" and not is_head:
+                quantised_params += n
+            else:
+                other_params += n
+    dq = bool(effective.get("quant", {}).get("double_quant", True))
+    weights = quantised_params * (0.5 + _ABSMAX_BYTES[dq]) + other_params * 4
+
+    head_params = sum(
+        p.numel() for n, p in meta.named_parameters() if models.param_group_of(n) == "head"
+    )
+    lora_params = 0
+    if mode in ("lora", "qlora"):
+        r = int(effective["lora"]["r"])
+        hits = models.match_targets(meta, effective["lora"]["target_modules"])
+        adapted = {n for names in hits.values() for n in names}
+        mods = dict(meta.named_modules())
+        lora_params = sum(r * (mods[n].in_features + mods[n].out_features) for n in adapted)
+        trainable = lora_params + (head_params if classification else 0)
+    elif mode == "head":
+        trainable = head_params
+    else:
+        trainable = sum(p.numel() for p in meta.parameters())
+    # 'full' already counts the weights once in `weights`; the rest is gradient + Adam.
+    train_state = trainable * (_ADAM_TRAIN_BYTES - 4 if mode == "full" else _ADAM_TRAIN_BYTES)
+
+    # Korthikanti et al. 2022: s·b·h·(34 + 5·a·s/h) bytes per layer with 16-bit activations.
+    act_width = 2 if (effective.get("precision") in ("bf16", "fp16") or mode == "qlora") else 4
+    per_layer = s * b * h * (34 + 5 * a * s / h) * act_width / 2
+    act_full = per_layer * n_layers
+    # checkpointing keeps each layer's input and recomputes one layer at a time
+    act_ckpt = s * b * h * act_width * n_layers + per_layer
+    gc = bool(effective.get("gradient_checkpointing", False))
+    logits = 0 if classification else b * s * vocab * 4 * 2  # fp32 logits and their gradient
+
+    total = weights + train_state + (act_ckpt if gc else act_full) + logits
+    return {
+        "label": "estimate",
+        "seq_len": s,
+        "micro_batch": b,
+        "quantised_params": quantised_params,
+        "unquantised_params": other_params,
+        "lora_params": lora_params,
+        "trainable_params": trainable,
+        "weights_bytes": int(weights),
+        "trainable_state_bytes": int(train_state),
+        "activations_bytes": int(act_full),
+        "activations_checkpointed_bytes": int(act_ckpt),
+        "gradient_checkpointing": gc,
+        "logits_bytes": int(logits),
+        "total_bytes": int(total),
+        "total_gib": round(total / GIB, 4),
+        "device_memory_bytes": int(device_memory_bytes),
+        "device_memory_gib": round(device_memory_bytes / GIB, 3),
+        "share_of_device": round(total / device_memory_bytes, 4) if device_memory_bytes else 0.0,
+    }
+
+
+def device_memory(device: str) -> int:
+    """Total memory of the effective device: GPU 0's memory, or the machine's RAM for CPU."""
+    if device == "cuda":
+        import torch
+
+        return int(torch.cuda.get_device_properties(0).total_memory)
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 0

@@ -1,0 +1,99 @@
+"""The training job run in-process on a tiny encoder: lifecycle files, non-finite halt, alarms."""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests import test_job_kit as kit
+
+
+@pytest.fixture(autouse=True)
+def _keep_signal_handlers():
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    import torch
+
+    torch.set_num_threads(1)
+    yield
+    for s, h in saved.items():
+        signal.signal(s, h)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    return kit.make_model(tmp_path_factory.mktemp("model"))
+
+
+def _run(jd: Path) -> int:
+    from engine.training.job import Job
+
+    return Job(jd).run()
+
+
+def test_full_run_writes_its_own_progress(tmp_path: Path, model_dir: Path) -> None:
+    from engine.training import job as jf
+    from engine.training.evaluate import verify_artifact
+
+    jd = kit.job_dir(tmp_path, model_dir)
+    assert _run(jd) == 0
+    st = jf.read_status(jd)
+    assert st["stage"] == "done" and st["step"] == st["total_steps"] == 12
+    recs = jf.read_metrics(jd)
+    steps = jf.latest_by_step(recs, "step")
+    assert [s["step"] for s in steps] == list(range(1, 13))
+    assert all(math.isfinite(s["loss"]) and s["grad_norm"] >= 0 and s["lr"] > 0 for s in steps)
+    evals = jf.latest_by_step(recs, "eval")
+    assert [e["step"] for e in evals] == [0, 4, 8, 12]  # initial, every 4 steps, final
+    assert sum(evals[-1]["pred_distribution"].values()) == 24
+    hb = jf.read_heartbeat(jd)
+    assert hb["beats"] >= 1 and hb["step"] == 12  # a heartbeat records the step it saw, it is not one
+    ckpts = sorted(p.name for p in (jd / "checkpoints").iterdir())
+    assert ckpts == ["step-000004", "step-000008"]
+    for f in ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state.pt", "trainable.safetensors"):
+        assert (jd / "checkpoints/step-000008" / f).is_file()
+    ident = verify_artifact(jd / "final")
+    assert ident["ok"], ident["problems"]
+    assert ident["lora_b_matrices"] == 4 and ident["lora_b_min_norm"] > 0
+
+
+def test_non_finite_loss_halts_with_a_clear_status(tmp_path: Path, model_dir: Path) -> None:
+    from engine.training import job as jf
+
+    jd = kit.job_dir(tmp_path, model_dir, optimizer={"lr": 1e30, "head_lr": 1e30}, schedule={"warmup_ratio": 0.0})
+    assert _run(jd) == 3
+    st = jf.read_status(jd)
+    assert st["stage"] == "failed" and "non-finite" in st["reason"]
+    assert not (jd / "final").exists()
+    alarms = {a["name"]: a for a in jf.evaluate_alarms(jf.read_metrics(jd), kit.effective(model_dir), {}, 12)}
+    assert alarms["non_finite"]["state"] == "raised"
+    assert alarms["train_dev_gap"]["state"] == "disabled"
+
+
+def test_alarms_on_a_synthetic_series() -> None:
+    from engine.training.job import evaluate_alarms
+
+    eff = {"alarms": {"divergence_factor": 2.0, "collapse_share": 0.9, "gap_limit": 0.1, "stall_heartbeats": 3,
+                      "worse_than_trivial_after_step": 5, "disabled": []}}
+    recs = [{"kind": "trivial", "step": 0, "value": 0.3}]
+    recs += [{"kind": "step", "step": s, "loss": 1.0 if s < 15 else 5.0, "grad_norm": 1.0} for s in range(1, 21)]
+    recs += [{"kind": "eval", "split": "dev", "step": 10, "metric": "macro_f1", "value": 0.2, "train_value": 0.9,
+              "pred_distribution": {"a": 19, "b": 1}, "true_distribution": {"a": 10, "b": 10}}]
+    got = {a["name"]: a["state"] for a in evaluate_alarms(recs, eff, {"max_beats_without_step": 7}, 20)}
+    assert got == {"non_finite": "clear", "divergence": "raised", "class_collapse": "raised",
+                   "train_dev_gap": "raised", "stall": "raised", "worse_than_trivial": "raised"}
+    calm = [r for r in recs if r.get("kind") != "step"] + [
+        {"kind": "step", "step": s, "loss": 1.0 / s, "grad_norm": 1.0} for s in range(1, 21)]
+    calm[1] = {**calm[1], "value": 0.8, "train_value": 0.85, "pred_distribution": {"a": 11, "b": 9}}
+    got = {a["name"]: a["state"] for a in evaluate_alarms(calm, eff, {"max_beats_without_step": 2}, 20)}
+    assert set(got.values()) == {"clear"}
+
+
+def test_truncated_metrics_line_is_skipped(tmp_path: Path) -> None:
+    from engine.training.job import read_metrics
+
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"kind": "step", "step": 1}) + "\n{\"kind\": \"st")
+    assert read_metrics(tmp_path) == [{"kind": "step", "step": 1}]

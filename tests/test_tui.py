@@ -1,0 +1,358 @@
+"""Pilot tests of the app shell: keyboard only, at 80x24."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from textual.widgets import DataTable
+
+from engine.evidence import Check
+from engine.session import Session
+from tests.claim_answers import CLAIM
+from tests.test_tui_support import patch_modules, screen_text, toy_module, wait_for
+from tui.app import SessionScreen, make_app
+from tui.safe import clean, literal
+from tui.screens import ConfirmScreen, HelpScreen, LockedScreen, StartScreen
+from tui.stage_view import StageView
+from tui.widgets import BoundedTable, StageNavigator
+
+SIZE = (80, 24)
+CLASSES = "a,b,security"
+
+
+def nav_words(app) -> dict[str, str]:
+    nav = app.screen.query_one(StageNavigator)
+    return {item.name: str(item.query_one(".nav-state").render()).strip() for item in nav.children}
+
+
+async def fill_claim(pilot) -> None:
+    """From the stage list: open the claim and fill every field with key presses."""
+    await pilot.press("1", "enter")
+    await pilot.pause()
+    await pilot.press("tab", *"ticket")
+    await pilot.press("tab", *"queue")
+    await pilot.press("tab", "enter", "down", "enter")  # recorded_workflow_label
+    await pilot.press("tab", *"subject, body")
+    await pilot.press("tab", *"all")
+    await pilot.press("tab", "enter", "down", "down", "down", "enter")  # macro_f1
+    await pilot.press("tab", *"macro")
+    await pilot.press("tab", *CLASSES)
+    await pilot.press("tab", "enter", "down", "down", "down", "enter")  # success metric macro_f1
+    await pilot.press("tab")  # op stays >=
+    await pilot.press("tab", "ctrl+u", *"0.05")
+    await pilot.press("tab", "ctrl+u", *"trivial_baseline")
+    await pilot.press("tab", *"trivial_baseline,base_model")
+    await pilot.press("tab")  # fine-tuning stays yes
+    await pilot.press("tab", *"one run")
+    await pilot.press("tab", *"unaudited")
+    await pilot.pause()
+
+
+async def run_and_wait(pilot, stage: str) -> None:
+    await pilot.press("ctrl+r")
+    await wait_for(pilot, lambda: not pilot.app.screen.view(stage).running and Session.open(
+        pilot.app.session.path).record(stage) is not None)
+    await pilot.pause()
+
+
+async def test_create_fill_freeze_reopen(tmp_path: Path) -> None:
+    app = make_app(workspace=tmp_path, session_id="s-claim")
+    async with app.run_test(size=SIZE) as pilot:
+        assert isinstance(app.screen, StartScreen)
+        await pilot.press(*"data.csv", "enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen))
+        assert app.session.path == tmp_path / "runs" / "s-claim"
+        assert (tmp_path / "runs" / "s-claim" / ".lock").exists()
+        await fill_claim(pilot)
+        assert "inputs valid" in screen_text(app)
+        await run_and_wait(pilot, "claim")
+        rec = app.session.record("claim")
+        statuses = {c.id: c.status for c in rec.checks}
+        assert statuses["claim.completeness"] == "pass", rec.check("claim.completeness").summary
+        assert statuses["claim.success_criterion"] == "pass"
+        assert rec.inputs["class_order"][-1] == "security"
+        assert nav_words(app)["claim"] == "draft"
+        await pilot.press("ctrl+f")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert "stale by this: none" in screen_text(app)
+        await pilot.press("y")
+        await wait_for(pilot, lambda: nav_words(app)["claim"] == "frozen")
+        # the source form was pre-filled with the data file chosen on the start screen
+        app.screen.go("source")
+        await pilot.pause()
+    assert not (tmp_path / "runs" / "s-claim" / ".lock").exists(), "lock released on exit"
+
+    app2 = make_app(tmp_path / "runs" / "s-claim", workspace=tmp_path)
+    async with app2.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app2.screen, SessionScreen))
+        assert nav_words(app2)["claim"] == "frozen"
+        assert "state: frozen" in screen_text(app2)
+
+
+async def test_freeze_then_change_makes_later_stage_stale(tmp_path: Path, monkeypatch) -> None:
+    patch_modules(monkeypatch, {"source": toy_module("source")})
+    session = Session.create(tmp_path / "runs" / "s", workspace=tmp_path)
+    session.run_stage("claim", CLAIM)  # the keyboard walk of the claim is test_create_fill_freeze_reopen
+    session.freeze("claim")
+    app = make_app(session.path, workspace=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        assert nav_words(app)["claim"] == "frozen"
+        # source: move in the navigator with keys, run, freeze
+        await pilot.press("ctrl+l", "2", "enter")
+        await wait_for(pilot, lambda: app.screen.current == "source")
+        await run_and_wait(pilot, "source")
+        await pilot.press("ctrl+f")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: nav_words(app)["source"] == "frozen")
+        # back to the claim: change the population, run again → the dialog names 'source'
+        await pilot.press("ctrl+l", "1", "enter")
+        await pilot.pause()
+        for _ in range(5):
+            await pilot.press("tab")
+        await pilot.press(*" (revised)")
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert "become stale: source" in screen_text(app)
+        await pilot.press("y")
+        await wait_for(pilot, lambda: nav_words(app)["source"].startswith("STALE"))
+        assert nav_words(app)["claim"] == "draft"
+        assert app.session.record("claim").provenance.revision == 2
+        # a stale stage cannot be frozen: the app says why instead of crashing
+        await pilot.press("ctrl+f", "y")
+        await pilot.press("ctrl+l", "2", "enter")
+        await pilot.press("ctrl+f")
+        await pilot.pause(0.2)
+        assert not isinstance(app.screen, ConfirmScreen) or "Freeze" in screen_text(app)
+
+
+async def test_cancel_running_check(tmp_path: Path, monkeypatch) -> None:
+    patch_modules(monkeypatch, {"claim": toy_module("claim")})
+    session = Session.create(tmp_path / "runs" / "s", workspace=tmp_path)
+    app = make_app(session.path, workspace=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("enter")  # claim page, TOML form (toy inputs)
+        view: StageView = app.screen.view("claim")
+        editor = view.query_one("#toml-editor")
+        editor.text = editor.text.replace("delay_steps = 0", "delay_steps = 5000")
+        await pilot.pause()
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: "step " in screen_text(app))
+        assert "running" in nav_words(app)["claim"]
+        await pilot.press("ctrl+g")
+        await wait_for(pilot, lambda: not view.running)
+        assert app.session.record("claim") is None, "a cancelled run saves nothing"
+        assert nav_words(app)["claim"] == "not run"
+        # the app is still usable: a short run works after the cancel
+        editor.text = editor.text.replace("delay_steps = 5000", "delay_steps = 0")
+        await pilot.pause()
+        await run_and_wait(pilot, "claim")
+        assert nav_words(app)["claim"] == "draft"
+
+
+async def test_unbuilt_stage_says_so(tmp_path: Path, monkeypatch) -> None:
+    patch_modules(monkeypatch, {"artifact": None})
+    session = Session.create(tmp_path / "runs" / "s", workspace=tmp_path)
+    app = make_app(session.path, workspace=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("7", "enter")
+        await pilot.pause()
+        text = screen_text(app)
+        assert "not built yet in this version" in text
+        assert "pass" not in text.split("7/7")[1]
+        assert nav_words(app)["artifact"] == "not built yet"
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+        assert app.session.record("artifact") is None
+
+
+async def test_invalid_toml_shows_field_and_reason(tmp_path: Path, monkeypatch) -> None:
+    patch_modules(monkeypatch, {"claim": toy_module("claim")})
+    session = Session.create(tmp_path / "runs" / "s", workspace=tmp_path)
+    app = make_app(session.path, workspace=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("enter")
+        await pilot.pause()
+        await pilot.press("ctrl+home", *"rowz = 1", "enter")
+        await pilot.pause()
+        assert "field 'rowz': not a known field" in screen_text(app)
+        await pilot.press("ctrl+z", "ctrl+z", "ctrl+z", "ctrl+z", "ctrl+z", "ctrl+z", "ctrl+z", "ctrl+z", "ctrl+z")
+        view = app.screen.view("claim")
+        view.query_one("#toml-editor").text = "rows = 'many'\n"
+        await pilot.pause()
+        assert "field 'rows'" in screen_text(app)
+        view.query_one("#toml-editor").text = "rows = [\n"
+        await pilot.pause()
+        assert "TOML syntax" in screen_text(app)
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+        assert app.session.record("claim") is None
+
+
+HOSTILE = "[bold red]boom[/] \x1b[31mred\x1b[0m \x1b]52;c;SGVsbG8=\x07 tab\there \x9b2J"
+
+
+async def test_untrusted_text_is_shown_literally(tmp_path: Path, monkeypatch) -> None:
+    def checks(inputs):
+        return [Check(id="source.hostile", status="warn", summary=HOSTILE, coverage="full",
+                      measured={"cell": HOSTILE, "class_counts": {HOSTILE: 3, "ok": 2}}, why=HOSTILE)]
+
+    patch_modules(monkeypatch, {"claim": toy_module("claim", checks)})
+    session = Session.create(tmp_path / "runs" / "s", workspace=tmp_path)
+    app = make_app(session.path, workspace=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("enter")
+        await run_and_wait(pilot, "claim")
+        text = screen_text(app)
+        assert "[bold red]boom[/]" in text
+        assert "␛[31mred" in text
+        assert "\x1b" not in text and "\x07" not in text and "\x9b" not in text
+        # notes typed by the person are literal too
+        await pilot.press("ctrl+n", *"[i]not italic[/i]", "enter")
+        await pilot.pause()
+        assert "[i]not italic[/i]" in screen_text(app)
+        assert app.session.record("claim").notes[-1].text == "[i]not italic[/i]"
+        await pilot.press("f4")
+        await pilot.pause()
+        assert "␛[31mred" in screen_text(app)
+    for seg in literal(HOSTILE).render(Console()):
+        assert "\x1b" not in seg.text and "\x07" not in seg.text
+
+
+def test_literal_escapes_every_control_character() -> None:
+    for code in list(range(0x20)) + [0x7F] + list(range(0x80, 0xA0)) + [0x202E, 0x200B]:
+        assert chr(code) not in clean("a" + chr(code) + "b"), hex(code)
+    assert clean("plain [b]text[/b]") == "plain [b]text[/b]"
+    assert literal("[b]x[/b]").plain == "[b]x[/b]"
+    assert literal("line1\nline2", keep_newlines=True).plain == "line1\nline2"
+
+
+async def test_large_table_shows_bounded_window(tmp_path: Path) -> None:
+    from textual.app import App
+
+    rows = [(i, f"ticket {i}", "\x1b[2Jbody") for i in range(100_000)]
+
+    class Host(App):
+        def compose(self):
+            yield BoundedTable(["row_id", "subject", "body"], rows)
+
+    app = Host()
+    t0 = time.perf_counter()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert time.perf_counter() - t0 < 5
+        text = screen_text(app)
+        assert "rows 1–200 of 100,000" in text
+        assert "␛[2Jbody" in text
+        assert app.query_one(DataTable).row_count == 200
+        app.query_one(DataTable).focus()
+        await pilot.press("right_square_bracket")
+        await pilot.pause()
+        assert "rows 201–400 of 100,000" in screen_text(app)
+
+
+async def test_help_theme_and_palette(tmp_path: Path) -> None:
+    session = Session.create(tmp_path / "runs" / "s", workspace=tmp_path)
+    app = make_app(session.path, workspace=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("f1")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        assert "ctrl+r" in screen_text(app) and "ctrl+f" in screen_text(app)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen))
+        assert "^r Run" in screen_text(app) and "Freeze" in screen_text(app)
+        themes = []
+        for _ in range(3):
+            await pilot.press("ctrl+t")
+            themes.append(app.theme)
+        assert themes == ["textual-light", "textual-ansi", "textual-dark"]
+        titles = {c.title for c in app.get_system_commands(app.screen)}
+        for needed in ("Run checks", "Cancel run", "Freeze stage", "Add note", "Help: keys", "Next theme",
+                       "Copy check", "Go to 7 Artifact", "Show visual"):
+            assert needed in titles
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"freeze stage")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+        assert "no record yet" in screen_text(app)
+
+
+async def test_locked_session_names_holder_and_offers_take_over(tmp_path: Path) -> None:
+    session = Session.create(tmp_path / "runs" / "s", workspace=tmp_path)
+    lock = session.path / ".lock"
+    lock.write_text(json.dumps({"pid": os.getppid(), "host": socket.gethostname(), "since": "earlier"}))
+    app = make_app(session.path, workspace=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, LockedScreen))
+        text = screen_text(app)
+        assert f"pid {os.getppid()}" in text and "Take over" not in text
+        await pilot.press("enter")  # Back → start screen
+        await wait_for(pilot, lambda: isinstance(app.screen, StartScreen))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    lock.write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname(), "since": "earlier"}))
+    app = make_app(session.path, workspace=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, LockedScreen))
+        assert "Take over" in screen_text(app)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen))
+        assert json.loads(lock.read_text())["pid"] == os.getpid()
+    assert not lock.exists()
+
+
+async def test_reopen_lists_sessions(tmp_path: Path) -> None:
+    Session.create(tmp_path / "runs" / "older", workspace=tmp_path)
+    app = make_app(workspace=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        assert "older · 0/7 frozen" in screen_text(app)
+        await pilot.press("tab", "tab", "tab", "tab")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen))
+        assert app.session.path.name == "older"
+
+
+@pytest.fixture
+def running_job(tmp_path: Path):
+    """A job directory whose process is alive and beating, as a detached job leaves it."""
+    session = Session.create(tmp_path / "runs" / "s", workspace=tmp_path)
+    job_dir = session.path / "jobs" / "0123456789abcdef-a1"
+    job_dir.mkdir(parents=True)
+    # A stand-in process whose command line names the job (what the local provider checks).
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", "engine.training.job", str(job_dir.resolve())],
+        start_new_session=True,
+    )
+    (job_dir / "pid.json").write_text(json.dumps({"pid": proc.pid, "pgid": proc.pid, "host": socket.gethostname()}))
+    (job_dir / "status.json").write_text(json.dumps({"stage": "training", "step": 7, "total_steps": 20}))
+    (job_dir / "heartbeat").write_text(json.dumps({"time": time.time(), "beats": 3, "interval": 60, "step": 7}))
+    with open(job_dir / "metrics.jsonl", "w") as fh:
+        for step in range(1, 8):
+            fh.write(json.dumps({"kind": "step", "step": step, "loss": 2.0 / step, "grad_norm": 1.0}) + "\n")
+        fh.write(json.dumps({"kind": "eval", "split": "dev", "step": 5, "metric": "macro_f1", "value": 0.41}) + "\n")
+    yield session
+    proc.kill()
+    proc.wait()
+
+
+async def test_reopened_session_shows_running_job(running_job: Session, tmp_path: Path) -> None:
+    app = make_app(running_job.path, workspace=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("6", "enter")
+        await pilot.pause()
+        await pilot.press("f4")
+        await wait_for(pilot, lambda: "step 7 of 20" in screen_text(app))
+        text = screen_text(app)
+        assert "training" in text and "heartbeat" in text and "s ago" in text
+        assert "0123456789abcdef-a1" in text
+        await wait_for(pilot, lambda: nav_words(app)["dispatch"].startswith("running"))

@@ -1,0 +1,179 @@
+"""Screens around the session: start (new / reopen), lock conflict, confirmation, help."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Button, Footer, Input, Label, ListItem, ListView, Select, Static
+
+from tui.safe import clean, literal
+
+KEYS: tuple[tuple[str, str], ...] = (
+    ("ctrl+r", "run the current stage's checks (in the background; the screen stays live)"),
+    ("ctrl+g", "cancel the running checks"),
+    ("ctrl+f", "freeze the current stage (shows first what it makes stale)"),
+    ("ctrl+n", "add a note (fact / suspected cause / untested remedy / limitation)"),
+    ("ctrl+l", "go to the stage list (then ↑ ↓ Enter, or 1–7)"),
+    ("f2 … f5", "show the Form / Checks / Visual / Notes tab of the stage"),
+    ("tab / shift+tab", "move between fields and panes"),
+    ("[ / ]", "previous / next rows of a large table"),
+    ("ctrl+t", "switch theme: dark → light → ANSI (the terminal's 16 colours)"),
+    ("ctrl+y", "copy the selected check (OSC 52, when the terminal offers it)"),
+    ("ctrl+p", "command palette: every action by name"),
+    ("f1", "this help"),
+    ("ctrl+q", "quit (a running training job keeps running; reopen to see it)"),
+)
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,f1,q", "dismiss", "Close")]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help-box"):
+            yield Static(Text("claimcheck — keys", style="bold"))
+            t = Text()
+            for key, what in KEYS:
+                t.append(f"{key:<16}", style="bold")
+                t.append(what + "\n")
+            t.append(
+                "\nStates in the stage list: not run · draft (run, not accepted) · frozen (accepted, "
+                "digest recorded) · STALE (an earlier stage changed: re-run) · n fail (failing checks) · "
+                "running (checks or a job in progress).\n"
+            )
+            t.append("Press Escape to close.", style="dim")
+            yield Static(t)
+
+    def action_dismiss(self) -> None:  # type: ignore[override]
+        self.dismiss(None)
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """A yes / no question; y / n / Escape answer it from the keyboard."""
+
+    BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n,escape", "answer(False)", "No")]
+
+    def __init__(self, title: str, body: Text | str, yes: str = "Yes", no: str = "No") -> None:
+        super().__init__()
+        self._title, self._body, self._yes, self._no = title, body, yes, no
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="confirm-box"):
+            yield Static(Text(self._title, style="bold"))
+            with VerticalScroll(id="confirm-body"):
+                yield Static(self._body)
+            with Horizontal(id="confirm-buttons"):
+                yield Button(f"{self._yes} (y)", id="yes", variant="primary")
+                yield Button(f"{self._no} (n)", id="no")
+
+    def on_mount(self) -> None:
+        self.query_one("#yes", Button).focus()
+
+    def action_answer(self, value: bool) -> None:
+        self.dismiss(value)
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+
+class LockedScreen(ModalScreen[str]):
+    """The session is open elsewhere: name the holder; offer take-over only when it is gone."""
+
+    BINDINGS = [Binding("escape", "answer('back')", "Back")]
+
+    def __init__(self, message: str, stale: bool) -> None:
+        super().__init__()
+        self._message, self._stale = message, stale
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="confirm-box"):
+            yield Static(Text("Session locked", style="bold"))
+            with VerticalScroll(id="confirm-body"):
+                yield Static(literal(self._message))
+            with Horizontal(id="confirm-buttons"):
+                if self._stale:
+                    yield Button("Take over", id="take_over", variant="warning")
+                yield Button("Back", id="back")
+
+    def on_mount(self) -> None:
+        self.query_one(Button).focus()
+
+    def action_answer(self, value: str) -> None:
+        self.dismiss(value)
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id or "back")
+
+
+class StartScreen(Screen):
+    """No session given: start a new one from a recipe and a data file, or reopen one."""
+
+    BINDINGS = [Binding("f1", "app.help", "Help"), Binding("ctrl+q", "app.quit", "Quit")]
+
+    def __init__(self, recipes: list[tuple[str, str]], default_recipe: str, sessions: list[tuple[Path, str]],
+                 runs_root: Path, data_file: str = "") -> None:
+        super().__init__()
+        self.recipes, self.default_recipe = recipes, default_recipe
+        self.sessions, self.runs_root, self.data_file = sessions, runs_root, data_file
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="start"):
+            yield Static(Text("claimcheck — start a session", style="bold"))
+            yield Label("New session", classes="section")
+            yield Label("Recipe", classes="field-label")
+            if self.recipes:
+                options = [(clean(f"{n} — {d}", limit=70), n) for n, d in self.recipes]
+                names = [n for n, _ in self.recipes]
+                value = self.default_recipe if self.default_recipe in names else names[0]
+                yield Select(options, value=value, allow_blank=False, compact=True, id="recipe")
+            else:
+                yield Label("(no recipes found: the forms start from each stage's own defaults)", id="no-recipes")
+            yield Label("Data file (relative to the workspace)", classes="field-label")
+            data = Input(self.data_file, placeholder="e.g. sample_data/tickets.csv", compact=True, id="data-file")
+            data.cursor_blink = False
+            yield data
+            yield Label("Title", classes="field-label")
+            title = Input("", placeholder="optional", compact=True, id="title")
+            title.cursor_blink = False
+            yield title
+            yield Label(literal(f"creates a folder under {self.runs_root}"), classes="hint")
+            yield Button("Create session", id="create", variant="primary")
+            yield Label(f"Reopen a session ({len(self.sessions)} found under {clean(self.runs_root)})", classes="section")
+            if self.sessions:
+                yield ListView(
+                    *[ListItem(Label(literal(f"{p.name} · {desc}", limit=76)), name=str(p)) for p, desc in self.sessions],
+                    id="sessions",
+                )
+            else:
+                yield Label("(none yet)", classes="hint")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#data-file", Input).focus()
+
+    @on(Input.Submitted)
+    @on(Button.Pressed, "#create")
+    def _create(self, event: Any) -> None:
+        event.stop()
+        recipe = ""
+        if self.recipes:
+            recipe = str(self.query_one("#recipe", Select).value)
+        self.app.create_session(  # type: ignore[attr-defined]
+            recipe=recipe,
+            data_file=self.query_one("#data-file", Input).value.strip(),
+            title=self.query_one("#title", Input).value.strip(),
+        )
+
+    @on(ListView.Selected, "#sessions")
+    def _reopen(self, event: ListView.Selected) -> None:
+        event.stop()
+        if event.item.name:
+            self.app.open_session(Path(event.item.name))  # type: ignore[attr-defined]

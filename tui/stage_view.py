@@ -1,0 +1,223 @@
+"""One stage's page: form, checks (table + detail), pictures and notes, plus the run bar.
+
+The page never computes evidence: it hands the form's values to `Session.run_stage` in a thread
+worker and shows the record that comes back. Progress and the result arrive as messages, so the
+screen stays live; ctrl+g sets the run's cancel event, which the stage honours at its next
+`ctx.check_cancelled()`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.widgets import Label, ProgressBar, Static, TabbedContent, TabPane
+
+from engine.context import Cancelled, StageInputError
+from engine.evidence import EvidenceError, StageRecord
+from engine.session import Session, StageOrderError
+from engine.stages import StageSpec
+from tui.forms import CLAIM_FIELDS, ClaimForm, StageForm, TomlForm
+from tui.panels import DispatchPanel, VisualPanel
+from tui.safe import clean, literal
+from tui.widgets import ChecksTable, CheckDetail, NotesPanel
+
+TABS = ("form", "checks", "visual", "notes")
+
+
+class RunProgress(Message):
+    def __init__(self, stage: str, fraction: float | None, text: str) -> None:
+        self.stage, self.fraction, self.text = stage, fraction, text
+        super().__init__()
+
+
+class RunEnded(Message):
+    def __init__(self, stage: str, record: StageRecord | None, problem: str, cancelled: bool = False) -> None:
+        self.stage, self.record, self.problem, self.cancelled = stage, record, problem, cancelled
+        super().__init__()
+
+
+class StageView(Vertical):
+    """The page of one stage. Built once per stage and kept, so unsaved form edits survive navigation."""
+
+    def __init__(self, spec: StageSpec, session: Session, initial: dict[str, Any], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.spec = spec
+        self.session = session
+        self.initial = initial
+        self.module = spec.module()
+        self.cancel_event: threading.Event | None = None
+        self.running = False
+        self._last_progress = 0.0
+        self._pending_tab = ""
+
+    # ------------------------------------------------------------ layout
+
+    def compose(self) -> ComposeResult:
+        head = Text(f"{self.spec.index}/7 {self.spec.title}", style="bold")
+        head.append(" — " + self.spec.question, style="italic")
+        yield Static(head, classes="stage-head")
+        yield Label("", classes="stage-state")
+        with TabbedContent(initial="tab-form", classes="stage-tabs"):
+            with TabPane("Form", id="tab-form"):
+                yield from self._form()
+            with TabPane("Checks", id="tab-checks"):
+                yield ChecksTable(classes="checks-table")
+                yield CheckDetail(classes="check-detail")
+            with TabPane("Visual", id="tab-visual"):
+                if self.spec.name == "dispatch":
+                    yield DispatchPanel(self.session.path / "jobs", classes="visual")
+                else:
+                    yield VisualPanel(self.spec.name, classes="visual")
+            with TabPane("Notes", id="tab-notes"):
+                yield NotesPanel(classes="notes")
+        with Horizontal(classes="run-bar"):
+            yield ProgressBar(total=100, show_eta=False, classes="run-progress")
+            yield Label("", classes="run-text")
+
+    def _form(self) -> ComposeResult:
+        if self.module is None:
+            yield Static(
+                Text(
+                    f"The {self.spec.title.lower()} stage is not built yet in this version of claimcheck.\n"
+                    "Its checks cannot run, so its status stays 'not run' — nothing here is a pass.",
+                    style="bold",
+                ),
+                classes="not-built",
+            )
+            return
+        fields = getattr(self.module.Inputs, "model_fields", {})
+        if self.spec.name == "claim" and all(path.split(".")[0] in fields for path, *_ in CLAIM_FIELDS):
+            metrics = tuple(getattr(self.module, "KNOWN_METRICS", ()))
+            yield ClaimForm(self.module.Inputs, self.initial, metrics, classes="stage-form")
+        else:
+            yield TomlForm(self.module.Inputs, self.initial, classes="stage-form")
+
+    def on_mount(self) -> None:
+        self.query_one(".run-bar").display = False
+        self.refresh_record()
+        if self._pending_tab:
+            self.call_after_refresh(self.show_tab, self._pending_tab)
+            self._pending_tab = ""
+
+    # ------------------------------------------------------------ showing the record
+
+    def refresh_record(self, states: dict[str, str] | None = None) -> None:
+        try:
+            record = self.session.record(self.spec.name)
+        except EvidenceError as exc:
+            self.query_one(".stage-state", Label).update(literal(f"record unreadable: {exc}"))
+            record = None
+        else:
+            state = (states or self.session.states())[self.spec.name]
+            self.query_one(".stage-state", Label).update(self._state_line(state, record))
+        self.query_one(ChecksTable).show(record)
+        self.query_one(NotesPanel).show(record)
+        visual = self.query_one(".visual")
+        visual.show(record, self.session)  # type: ignore[attr-defined]
+
+    def _state_line(self, state: str, record: StageRecord | None) -> Text:
+        t = Text()
+        if self.module is None:
+            t.append("state: not run · not built yet in this version", style="bold")
+            return t
+        word = {"not_run": "not run", "stale": "STALE — an earlier stage changed; re-run"}.get(state, state)
+        t.append(f"state: {word}", style="bold")
+        if record is not None:
+            counts: dict[str, int] = {}
+            for c in record.checks:
+                counts[c.status] = counts.get(c.status, 0) + 1
+            t.append(f" · r{record.provenance.revision} · ")
+            t.append(", ".join(f"{n} {s.replace('_', ' ')}" for s, n in sorted(counts.items())) or "no checks")
+        return t
+
+    @on(ChecksTable.Highlighted)
+    def _highlighted(self, event: ChecksTable.Highlighted) -> None:
+        event.stop()
+        self.query_one(CheckDetail).show(event.check)
+
+    def show_tab(self, tab: str) -> None:
+        tabs = self.query(TabbedContent)
+        if not tabs:  # not composed yet: on_mount applies it
+            self._pending_tab = tab
+            return
+        tabs.first().active = f"tab-{tab}"
+        target = {
+            "form": "#toml-editor, .stage-form Input, .stage-form Select",
+            "checks": "ChecksTable",
+            "visual": ".visual",
+            "notes": "#note-text",
+        }[tab]
+        found = self.query(target)
+        if found:
+            found.first().focus()
+
+    # ------------------------------------------------------------ running
+
+    def form_values(self) -> tuple[dict[str, Any] | None, str]:
+        if self.module is None:
+            return None, f"the {self.spec.name} stage is not built yet in this version of claimcheck"
+        return self.query_one(StageForm).collect()
+
+    def start_run(self, inputs: dict[str, Any]) -> None:
+        self.cancel_event = threading.Event()
+        self.running = True
+        bar = self.query_one(".run-bar")
+        bar.display = True
+        self.query_one(ProgressBar).update(total=None, progress=0)
+        self.query_one(".run-text", Label).update("starting… (ctrl+g cancels)")
+        self._run(inputs, self.cancel_event)
+
+    def cancel_run(self) -> bool:
+        if not self.running or self.cancel_event is None:
+            return False
+        self.cancel_event.set()
+        self.query_one(".run-text", Label).update("cancelling… (the stage stops at its next checkpoint)")
+        return True
+
+    @work(thread=True, exclusive=True, group="stage-run")
+    def _run(self, inputs: dict[str, Any], cancel: threading.Event) -> None:
+        name = self.spec.name
+
+        def progress(fraction: float | None, message: str) -> None:
+            now = time.monotonic()
+            # At most ~20 updates a second reach the screen; the stage may report far more often.
+            if fraction is not None and fraction < 1.0 and now - self._last_progress < 0.05:
+                return
+            self._last_progress = now
+            self.post_message(RunProgress(name, fraction, message))
+
+        ctx = self.session.context(name, progress=progress, cancel_event=cancel)
+        try:
+            record = self.session.run_stage(name, inputs, ctx)
+        except Cancelled:
+            self.post_message(RunEnded(name, None, "cancelled: nothing was saved", cancelled=True))
+        except (StageInputError, StageOrderError, EvidenceError, FileExistsError) as exc:
+            self.post_message(RunEnded(name, None, str(exc)))
+        except Exception as exc:  # a bug in a stage: show it plainly, keep the app alive
+            tb = traceback.format_exc(limit=3)
+            self.post_message(RunEnded(name, None, f"unexpected error {type(exc).__name__}: {exc}\n{tb}"))
+        else:
+            self.post_message(RunEnded(name, record, ""))
+
+    def on_run_progress(self, event: RunProgress) -> None:
+        bar = self.query_one(ProgressBar)
+        if event.fraction is None:
+            bar.update(total=None)
+        else:
+            bar.update(total=100, progress=max(0.0, min(1.0, event.fraction)) * 100)
+        self.query_one(".run-text", Label).update(literal(clean(event.text, limit=60)))
+
+    def finish_run(self, event: RunEnded) -> None:
+        self.running = False
+        self.cancel_event = None
+        self.query_one(".run-bar").display = False
+        if event.record is not None:
+            self.show_tab("checks")

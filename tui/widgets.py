@@ -1,0 +1,344 @@
+"""Widgets shared by every stage: navigator, checks table, check detail, notes, bounded table, bars."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.widgets import DataTable, Input, Label, ListItem, ListView, Select, Static
+
+from engine.evidence import Check, StageRecord
+from tui.safe import clean, literal
+
+# Status shown as glyph + word so it reads without colour (16-colour terminals, monochrome logs).
+STATUS_GLYPH = {"pass": "✔", "warn": "▲", "fail": "✖", "info": "ℹ", "not_run": "·"}
+STATUS_WORD = {"pass": "pass", "warn": "warn", "fail": "FAIL", "info": "info", "not_run": "not run"}
+STATUS_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "info": "cyan", "not_run": "dim"}
+
+NOTE_TAGS: tuple[tuple[str, str], ...] = (
+    ("fact", "fact"),
+    ("suspected cause", "suspected_cause"),
+    ("untested remedy", "untested_remedy"),
+    ("limitation", "limitation"),
+)
+TAG_WORD = {value: label for label, value in NOTE_TAGS}
+
+
+def status_text(status: str) -> Text:
+    return Text(f"{STATUS_GLYPH.get(status, '?')} {STATUS_WORD.get(status, status)}", style=STATUS_STYLE.get(status, ""))
+
+
+def state_words(state: str, record: StageRecord | None, running: bool = False, implemented: bool = True) -> str:
+    """The navigator's plain-words state of one stage: 'frozen', 'draft · 2 fail', 'stale', …"""
+    if not implemented:
+        return "not built yet"
+    word = {"not_run": "not run", "draft": "draft", "frozen": "frozen", "stale": "STALE"}.get(state, state)
+    if record is not None:
+        fails = sum(c.status == "fail" for c in record.checks)
+        if fails:
+            word += f" · {fails} fail"
+    if running:
+        word = "running · " + word
+    return word
+
+
+# ---------------------------------------------------------------- navigator
+
+
+class StageNavigator(ListView):
+    """The seven stages with their state in words; Enter (or moving the cursor) opens one."""
+
+    BINDINGS = [Binding(str(i), f"pick({i - 1})", show=False) for i in range(1, 8)]
+
+    class Picked(Message):
+        def __init__(self, name: str) -> None:
+            self.name = name
+            super().__init__()
+
+    def __init__(self, names: Sequence[tuple[str, str]], **kwargs: Any) -> None:
+        self._names = list(names)
+        items = [ListItem(Static(f"{i + 1} {title}", classes="nav-title"), Static("", classes="nav-state"), name=name)
+                 for i, (name, title) in enumerate(self._names)]
+        super().__init__(*items, **kwargs)
+
+    def set_states(self, words: dict[str, str]) -> None:
+        for item in self.query(ListItem):
+            label = item.query_one(".nav-state", Static)
+            label.update(Text("  " + words.get(item.name or "", ""), style="dim" if "not" in words.get(item.name or "", "") else ""))
+
+    def action_pick(self, index: int) -> None:
+        if 0 <= index < len(self._names):
+            self.index = index
+            self.post_message(self.Picked(self._names[index][0]))
+
+    @on(ListView.Selected)
+    def _selected(self, event: ListView.Selected) -> None:
+        event.stop()
+        if event.item.name:
+            self.post_message(self.Picked(event.item.name))
+
+
+# ---------------------------------------------------------------- checks table + detail
+
+
+class ChecksTable(DataTable):
+    """Status, check, summary, basis and coverage of every check of one stage record."""
+
+    class Highlighted(Message):
+        def __init__(self, check: Check | None) -> None:
+            self.check = check
+            super().__init__()
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
+        self._checks: list[Check] = []
+
+    def on_mount(self) -> None:
+        self.add_column("status", key="status", width=9)
+        self.add_column("check", key="check")
+        self.add_column("summary", key="summary")
+        self.add_column("basis", key="basis")
+        self.add_column("coverage", key="coverage")
+
+    def show(self, record: StageRecord | None) -> None:
+        self.clear()
+        self._checks = list(record.checks) if record else []
+        for i, c in enumerate(self._checks):
+            self.add_row(
+                status_text(c.status),
+                literal(c.id),
+                literal(c.summary, limit=160),
+                literal(c.basis),
+                literal(c.coverage, limit=40),
+                key=str(i),
+            )
+        self.post_message(self.Highlighted(self._checks[0] if self._checks else None))
+
+    @on(DataTable.RowHighlighted)
+    def _row(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        idx = event.cursor_row
+        self.post_message(self.Highlighted(self._checks[idx] if 0 <= idx < len(self._checks) else None))
+
+
+def format_value(value: Any, indent: int = 0, max_items: int = 40) -> list[str]:
+    """Measured values as readable indented lines (lists and tables bounded, with a count)."""
+    pad = "  " * indent
+    lines: list[str] = []
+    if isinstance(value, dict):
+        items = list(value.items())
+        for k, v in items[:max_items]:
+            if isinstance(v, dict | list) and v and not _is_flat_list(v):
+                lines.append(f"{pad}{clean(k)}:")
+                lines.extend(format_value(v, indent + 1, max_items))
+            else:
+                lines.append(f"{pad}{clean(k)} = {_scalar(v)}")
+        if len(items) > max_items:
+            lines.append(f"{pad}… {len(items) - max_items} more keys (of {len(items)})")
+    elif isinstance(value, list):
+        for i, v in enumerate(value[:max_items]):
+            if isinstance(v, dict | list) and v and not _is_flat_list(v):
+                lines.append(f"{pad}[{i}]")
+                lines.extend(format_value(v, indent + 1, max_items))
+            else:
+                lines.append(f"{pad}- {_scalar(v)}")
+        if len(value) > max_items:
+            lines.append(f"{pad}… {len(value) - max_items} more items (of {len(value)})")
+    else:
+        lines.append(pad + _scalar(value))
+    return lines
+
+
+def _is_flat_list(v: Any) -> bool:
+    return isinstance(v, list) and len(v) <= 12 and all(not isinstance(x, dict | list) for x in v)
+
+
+def _scalar(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    if isinstance(v, str):
+        return '"' + clean(v, limit=300) + '"'
+    if isinstance(v, list):
+        return "[" + ", ".join(_scalar(x) for x in v) + "]"
+    if isinstance(v, dict) and not v:
+        return "{}"
+    return clean(v, limit=300)
+
+
+class CheckDetail(VerticalScroll):
+    """One check in full: measured values, why it matters, the playbook line it comes from."""
+
+    can_focus = True
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="detail-body")
+
+    def show(self, check: Check | None) -> None:
+        body = self.query_one("#detail-body", Static)
+        if check is None:
+            body.update(Text("No check selected. Run the stage's checks (ctrl+r), then pick a row."))
+            return
+        self.copy_text = self.plain(check)
+        t = Text()
+        t.append_text(status_text(check.status))
+        t.append(" ")
+        t.append_text(literal(check.id, "bold"))
+        t.append("\n")
+        t.append_text(literal(check.summary))
+        t.append(f"\nbasis: {check.basis} · coverage: ", style="dim")
+        t.append_text(literal(check.coverage, "dim"))
+        t.append(f" · replay: {check.replay}", style="dim")
+        t.append("\n\nmeasured\n", style="bold")
+        lines = format_value(check.measured) if check.measured else ["(nothing measured)"]
+        t.append("\n".join("  " + ln for ln in lines[:200]))
+        if len(lines) > 200:
+            t.append(f"\n  … {len(lines) - 200} more lines")
+        if check.tolerance:
+            t.append("\ntolerance: " + ", ".join(f"{clean(k)} ±{v:g}" for k, v in check.tolerance.items()), "dim")
+        t.append("\n\nwhy it matters\n", style="bold")
+        t.append_text(literal(check.why or "(not stated)"))
+        t.append("\n\nplaybook\n", style="bold")
+        t.append_text(literal(check.playbook or "(no playbook line)", "italic"))
+        body.update(t)
+
+    @staticmethod
+    def plain(check: Check) -> str:
+        lines = [f"{check.status} {check.id}: {check.summary}", f"coverage: {check.coverage}", "measured:"]
+        lines += ["  " + ln for ln in format_value(check.measured)]
+        lines += [f"why: {check.why}", f"playbook: {check.playbook}"]
+        return "\n".join(lines)
+
+    copy_text: str = ""
+
+
+# ---------------------------------------------------------------- notes
+
+
+class NotesPanel(Vertical):
+    """Tagged notes (fact / suspected cause / untested remedy / limitation): a form and the list."""
+
+    class Added(Message):
+        def __init__(self, tag: str, text: str) -> None:
+            self.tag, self.text = tag, text
+            super().__init__()
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(classes="note-form"):
+            yield Select(NOTE_TAGS, value="fact", allow_blank=False, compact=True, id="note-tag")
+            yield Input(placeholder="note text, Enter adds it", compact=True, id="note-text")
+        yield Label("", id="note-hint")
+        with VerticalScroll(id="note-list"):
+            yield Static("", id="note-body")
+
+    def on_mount(self) -> None:
+        self.query_one("#note-text", Input).cursor_blink = False
+
+    def show(self, record: StageRecord | None) -> None:
+        hint = self.query_one("#note-hint", Label)
+        body = self.query_one("#note-body", Static)
+        if record is None:
+            hint.update("Run the stage first: notes attach to its record.")
+            body.update("")
+            return
+        hint.update(
+            "Adding a note to a frozen stage makes a new draft revision."
+            if record.provenance.frozen
+            else "Notes are evidence: tag each one honestly."
+        )
+        t = Text()
+        if not record.notes:
+            t.append("(no notes yet)", style="dim")
+        for note in record.notes:
+            t.append(f"[{TAG_WORD.get(note.tag, note.tag)}] ", style="bold")
+            t.append_text(literal(note.text))
+            t.append(f"  {note.at}\n", style="dim")
+        body.update(t)
+
+    @on(Input.Submitted, "#note-text")
+    def _submit(self, event: Input.Submitted) -> None:
+        event.stop()
+        text = event.value.strip()
+        if not text:
+            self.query_one("#note-hint", Label).update("A note needs some text.")
+            return
+        tag = self.query_one("#note-tag", Select).value
+        event.input.value = ""
+        self.post_message(self.Added(str(tag), text))
+
+
+# ---------------------------------------------------------------- bounded table (large previews)
+
+
+class BoundedTable(Vertical):
+    """A table over many rows that renders only a window of them and says how many exist."""
+
+    BINDINGS = [
+        Binding("right_square_bracket", "window(1)", "Next rows", show=False),
+        Binding("left_square_bracket", "window(-1)", "Prev rows", show=False),
+    ]
+    WINDOW = 200
+
+    def __init__(self, columns: Sequence[str], rows: Sequence[Sequence[Any]], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._columns = [str(c) for c in columns]
+        self._rows = rows
+        self._start = 0
+
+    def compose(self) -> ComposeResult:
+        yield Label("", classes="bounded-caption")
+        yield DataTable(cursor_type="row", classes="bounded-table")
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for c in self._columns:
+            table.add_column(literal(c, limit=30))
+        self._fill()
+
+    def set_rows(self, rows: Sequence[Sequence[Any]]) -> None:
+        self._rows, self._start = rows, 0
+        self._fill()
+
+    def _fill(self) -> None:
+        table = self.query_one(DataTable)
+        table.clear()
+        total = len(self._rows)
+        end = min(total, self._start + self.WINDOW)
+        for row in self._rows[self._start : end]:
+            table.add_row(*(literal(v, limit=80) for v in row))
+        caption = f"rows {self._start + 1:,}–{end:,} of {total:,}" if total else "no rows"
+        if total > self.WINDOW:
+            caption += "  ([ / ] show other rows)"
+        self.query_one(".bounded-caption", Label).update(caption)
+
+    def action_window(self, direction: int) -> None:
+        total = len(self._rows)
+        start = self._start + direction * self.WINDOW
+        if 0 <= start < max(total, 1):
+            self._start = start
+            self._fill()
+
+
+# ---------------------------------------------------------------- bars (text-only charts)
+
+
+def bar_lines(values: Sequence[tuple[str, float]], width: int = 30, fmt: str = "{:.3g}", scale: float | None = None) -> Text:
+    """Horizontal bars drawn with block characters; labels literal, numbers printed beside each bar."""
+    t = Text()
+    if not values:
+        return t
+    top = scale if scale is not None else max((abs(v) for _, v in values), default=0.0) or 1.0
+    label_w = min(18, max(len(clean(k)) for k, _ in values))
+    for label, v in values:
+        n = int(round(width * min(abs(v) / top, 1.0))) if top else 0
+        t.append_text(literal(clean(label)[:label_w].ljust(label_w)))
+        t.append(" ")
+        t.append("█" * n, style="cyan")
+        t.append("░" * (width - n), style="dim")
+        t.append(" " + fmt.format(v) + "\n")
+    return t
