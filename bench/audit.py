@@ -42,13 +42,17 @@ def make_data(n: int, seed: int = 7) -> pl.DataFrame:
         pool = bodies.str.split(". ").explode().str.strip_chars()
         pool = pool.filter(pool.str.len_chars() > 15).unique(maintain_order=True)
     else:
-        pool = pl.Series([f"sentence number {i} about an order problem with the account" for i in range(3000)])
+        pool = pl.Series(
+            [f"sentence number {i} about an order problem with the account" for i in range(3000)]
+        )
     q = rng.choice(len(QUEUES), size=n, p=[0.26, 0.27, 0.18, 0.14, 0.13, 0.02])
     k = 4
     idx = rng.integers(0, pool.len(), size=(n, k))
     parts = [pool.gather(idx[:, j]) for j in range(k)]
     order_no = pl.Series(rng.integers(10**7, 10**8, size=n)).cast(pl.String)
-    body = pl.select(pl.concat_str([*[pl.lit(p) for p in parts], pl.lit("order " + order_no)], separator=". ")).to_series()
+    body = pl.select(
+        pl.concat_str([*[pl.lit(p) for p in parts], pl.lit("order " + order_no)], separator=". ")
+    ).to_series()
     df = pl.DataFrame({"body": body, "queue": np.asarray(QUEUES)[q]})
     # Plant exact copies (2%) and one-word-edit near copies (1%) of earlier rows.
     src = rng.integers(0, n, size=n)
@@ -57,7 +61,11 @@ def make_data(n: int, seed: int = 7) -> pl.DataFrame:
     copied = bodies.gather(src)
     edited = copied.str.replace(r"\border\b", "ordr")
     body = pl.select(
-        pl.when(pl.Series(kind < 0.02)).then(copied).when(pl.Series(kind < 0.03)).then(edited).otherwise(bodies)
+        pl.when(pl.Series(kind < 0.02))
+        .then(copied)
+        .when(pl.Series(kind < 0.03))
+        .then(edited)
+        .otherwise(bodies)
     ).to_series()
     cust = rng.integers(0, n // 5, size=n)
     thread = np.where(rng.random(n) < 0.3, cust * 3 + rng.integers(0, 3, size=n), -1)
@@ -66,17 +74,23 @@ def make_data(n: int, seed: int = 7) -> pl.DataFrame:
         {
             "ticket_id": np.arange(n) * 3 + 100000,
             "ref_code": pl.Series(ref).cast(pl.String),
-            "subject": pl.Series(np.asarray(["help needed", "question", "problem with order", "urgent"])[rng.integers(0, 4, n)]),
+            "subject": pl.Series(
+                np.asarray(["help needed", "question", "problem with order", "urgent"])[rng.integers(0, 4, n)]
+            ),
             "body": body,
             "channel": pl.Series(np.asarray(["email", "chat", "phone", "web"])[rng.integers(0, 4, n)]),
             "customer_id": pl.Series(cust).cast(pl.String),
             "thread_id": pl.Series(thread).cast(pl.String).replace("-1", None),
-            "created_at": pl.datetime_range(pl.datetime(2024, 1, 1), pl.datetime(2025, 6, 30), interval="1m", eager=True)
+            "created_at": pl.datetime_range(
+                pl.datetime(2024, 1, 1), pl.datetime(2025, 6, 30), interval="1m", eager=True
+            )
             .sample(n, with_replacement=True, seed=seed)
             .sort()
             .dt.strftime("%Y-%m-%dT%H:%M:%S"),
             "queue": df.get_column("queue"),
-            "resolution_code": pl.Series(np.asarray(QUEUES)[np.where(rng.random(n) < 0.97, q, rng.integers(0, 6, n))]).str.to_uppercase(),
+            "resolution_code": pl.Series(
+                np.asarray(QUEUES)[np.where(rng.random(n) < 0.97, q, rng.integers(0, 6, n))]
+            ).str.to_uppercase(),
         }
     )
 
@@ -141,7 +155,9 @@ def datasketch_like(texts: list[str], k: int, num_perm: int, bands: int, rows: i
     for d, text in enumerate(texts):
         w = text.split(" ")
         sh = {" ".join(w[i : i + k]) for i in range(max(len(w) - k + 1, 1))}
-        hv = np.array([int.from_bytes(hashlib.sha1(s.encode()).digest()[:4], "little") for s in sh], dtype=np.uint64)
+        hv = np.array(
+            [int.from_bytes(hashlib.sha1(s.encode()).digest()[:4], "little") for s in sh], dtype=np.uint64
+        )
         with np.errstate(over="ignore"):
             phv = ((hv[:, None] * a + b) % np.uint64(_MERSENNE)) & np.uint64(0xFFFFFFFF)
         sig = phv.min(axis=0)
@@ -172,7 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     data_mb = df.estimated_size("mb")
     del df
     base_mb = peak_mb()
-    print(f"generated {args.rows:,} rows in {gen_s:.1f}s; in-memory size {data_mb:.0f} MB; CSV {(tmp / 'tickets.csv').stat().st_size / 1e6:.0f} MB")
+    print(
+        f"generated {args.rows:,} rows in {gen_s:.1f}s; in-memory size {data_mb:.0f} MB; CSV {(tmp / 'tickets.csv').stat().st_size / 1e6:.0f} MB"
+    )
     ctx = StageContext(session_dir=tmp / "session", workspace=tmp)
     inputs = source.Inputs(
         files=["tickets.csv"],
@@ -190,7 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     sp, t_split = timed(split.run, split.Inputs(strategy="random", rationale="bench"), {"source": rec}, ctx)
     ours_peak = peak_mb()
     print(f"ours: source stage {t_source:.1f}s, split stage {t_split:.1f}s, total {t_source + t_split:.1f}s")
-    print(f"peak RSS {ours_peak:.0f} MB (before the audit {base_mb:.0f} MB); data in memory {data_mb:.0f} MB; ratio {ours_peak / data_mb:.1f}x")
+    print(
+        f"peak RSS {ours_peak:.0f} MB (before the audit {base_mb:.0f} MB); data in memory {data_mb:.0f} MB; ratio {ours_peak / data_mb:.1f}x"
+    )
 
     # Our per-check times on the loaded frame, for like-for-like comparisons.
     from engine import data as D
@@ -219,12 +239,20 @@ def main(argv: list[str] | None = None) -> int:
     (_, t_rdup) = timed(ref_duplicates, rows)
     (_, t_rconf) = timed(ref_conflicts, rows, labels)
     js = sub.join(mem, on="row_id")
-    tr_rows = list(zip(*(js.filter(pl.col("split") == "train").get_column(c).to_list() for c in cols), strict=True))
-    te_rows = list(zip(*(js.filter(pl.col("split") == "test").get_column(c).to_list() for c in cols), strict=True))
+    tr_rows = list(
+        zip(*(js.filter(pl.col("split") == "train").get_column(c).to_list() for c in cols), strict=True)
+    )
+    te_rows = list(
+        zip(*(js.filter(pl.col("split") == "test").get_column(c).to_list() for c in cols), strict=True)
+    )
     (_, t_rmix) = timed(ref_samples_mix, tr_rows, te_rows)
     smr = sm.head(min(n_ref, sm.height))
-    folds = (leakage.unit_position(smr.get_column("row_id").to_numpy(), leakage.SEED) % np.uint64(5)).astype(int)
-    (_, t_rid) = timed(ref_identifier, smr.get_column("ref_code").to_list(), smr.get_column("target").to_list(), folds)
+    folds = (leakage.unit_position(smr.get_column("row_id").to_numpy(), leakage.SEED) % np.uint64(5)).astype(
+        int
+    )
+    (_, t_rid) = timed(
+        ref_identifier, smr.get_column("ref_code").to_list(), smr.get_column("target").to_list(), folds
+    )
     scale = ds.height / n_ref
     scale_id = sm.height / smr.height
     print(f"\nreference rows: {n_ref:,} (times scaled ×{scale:.1f} to the full data where smaller)")
@@ -258,10 +286,14 @@ def main(argv: list[str] | None = None) -> int:
     union = ours_pairs | ds_pairs
     rec_ours = len(ours_pairs) / max(len(union), 1)
     rec_ds = len(ds_pairs) / max(len(union), 1)
-    print(f"\nnear-duplicates on {nd_docs:,} distinct texts: ours {t_ours_sub:.2f}s, datasketch algorithm {t_ds:.2f}s "
-          f"(+ verification), ratio {t_ds / t_ours_sub:.1f}x; verified pairs ours {len(ours_pairs)}, datasketch {len(ds_pairs)}; "
-          f"recall vs union ours {rec_ours:.4f}, datasketch {rec_ds:.4f}")
-    print(f"near-duplicates full data: {t_nd:.1f}s, {nd.pairs.height:,} pairs, {nd.texts:,} texts, {nd.candidates:,} candidates")
+    print(
+        f"\nnear-duplicates on {nd_docs:,} distinct texts: ours {t_ours_sub:.2f}s, datasketch algorithm {t_ds:.2f}s "
+        f"(+ verification), ratio {t_ds / t_ours_sub:.1f}x; verified pairs ours {len(ours_pairs)}, datasketch {len(ds_pairs)}; "
+        f"recall vs union ours {rec_ours:.4f}, datasketch {rec_ds:.4f}"
+    )
+    print(
+        f"near-duplicates full data: {t_nd:.1f}s, {nd.pairs.height:,} pairs, {nd.texts:,} texts, {nd.candidates:,} candidates"
+    )
     print(f"split checks: TrainTestSamplesMix rows {n_mix:,}; peak RSS at end {peak_mb():.0f} MB")
     return 0
 

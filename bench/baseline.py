@@ -67,29 +67,66 @@ def build(workspace: Path, csv: Path, ceiling: float) -> tuple[dict[str, StageRe
     ctx = StageContext(session_dir=session, workspace=workspace, stage="baseline")
     labels = list(tomllib.loads((ROOT / "sample_data" / "defects.toml").read_text())["label_counts"])
     src_inputs = {
-        "files": [str(csv)], "label_column": "queue", "id_column": "ticket_id", "time_column": "created_at",
-        "input_columns": ["subject", "body", "channel", "product"], "text_columns": ["subject", "body"],
-        "entity_columns": ENTITIES, "unavailable_columns": ["resolution_code", "ref_code"],
+        "files": [str(csv)],
+        "label_column": "queue",
+        "id_column": "ticket_id",
+        "time_column": "created_at",
+        "input_columns": ["subject", "body", "channel", "product"],
+        "text_columns": ["subject", "body"],
+        "entity_columns": ENTITIES,
+        "unavailable_columns": ["resolution_code", "ref_code"],
     }
     frame = load_dataset(src_inputs, ctx).collect()
     fam = compute_families(frame, ENTITIES)
     fam.write_parquet(session / "data" / "families.parquet")
-    part = splits.assign_groups(fam["family_id"].to_numpy(),
-                                {"train": 0.7, "dev": 0.15, "calibration": 0.05, "test": 0.1}, 0)
-    pl.DataFrame({"row_id": fam["row_id"], "split": np.asarray(splits.SPLITS)[part],
-                  "fold": np.full(fam.height, -1)}).write_parquet(session / "data" / "split.parquet")
-    claim = StageRecord(stage="claim", inputs={"task_kind": "text_classification", "primary_metric": "macro_f1",
-                                               "metric_averaging": "macro", "class_order": labels})
-    source = StageRecord(stage="source", inputs=src_inputs, checks=[
-        Check(id="source.entity_families", status="info", summary="bench",
-              measured={"families_path": "data/families.parquet",
-                        "families_sha256": _sha(session / "data" / "families.parquet")}),
-        Check(id="source.conflicting_labels", status="info", summary="bench (from defects.toml)",
-              measured={"noise_ceiling_accuracy": ceiling}),
-    ])
-    split = StageRecord(stage="split", inputs={"strategy": "group"}, checks=[
-        Check(id="split.membership", status="info", summary="bench",
-              measured={"path": "data/split.parquet", "sha256": _sha(session / "data" / "split.parquet")})])
+    part = splits.assign_groups(
+        fam["family_id"].to_numpy(), {"train": 0.7, "dev": 0.15, "calibration": 0.05, "test": 0.1}, 0
+    )
+    pl.DataFrame(
+        {"row_id": fam["row_id"], "split": np.asarray(splits.SPLITS)[part], "fold": np.full(fam.height, -1)}
+    ).write_parquet(session / "data" / "split.parquet")
+    claim = StageRecord(
+        stage="claim",
+        inputs={
+            "task_kind": "text_classification",
+            "primary_metric": "macro_f1",
+            "metric_averaging": "macro",
+            "class_order": labels,
+        },
+    )
+    source = StageRecord(
+        stage="source",
+        inputs=src_inputs,
+        checks=[
+            Check(
+                id="source.entity_families",
+                status="info",
+                summary="bench",
+                measured={
+                    "families_path": "data/families.parquet",
+                    "families_sha256": _sha(session / "data" / "families.parquet"),
+                },
+            ),
+            Check(
+                id="source.conflicting_labels",
+                status="info",
+                summary="bench (from defects.toml)",
+                measured={"noise_ceiling_accuracy": ceiling},
+            ),
+        ],
+    )
+    split = StageRecord(
+        stage="split",
+        inputs={"strategy": "group"},
+        checks=[
+            Check(
+                id="split.membership",
+                status="info",
+                summary="bench",
+                measured={"path": "data/split.parquet", "sha256": _sha(session / "data" / "split.parquet")},
+            )
+        ],
+    )
     return {"claim": claim, "source": source, "split": split}, ctx
 
 
@@ -98,7 +135,9 @@ def main() -> int:
     ap.add_argument("--rows", type=int, default=0, help="generate this many rows instead of the sample file")
     ap.add_argument("--resamples", type=int, default=1000)
     args = ap.parse_args()
-    ceiling = float(tomllib.loads((ROOT / "sample_data" / "defects.toml").read_text())["noise_ceiling_accuracy"])
+    ceiling = float(
+        tomllib.loads((ROOT / "sample_data" / "defects.toml").read_text())["noise_ceiling_accuracy"]
+    )
     with tempfile.TemporaryDirectory() as tmp:
         ws = Path(tmp)
         csv = generated(args.rows, ws) if args.rows else SAMPLE

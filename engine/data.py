@@ -128,7 +128,9 @@ def filter_expr(where: str, reason: str = "") -> pl.Expr:
     try:
         return pl.sql_expr(where)
     except Exception as exc:
-        raise StageInputError(f"filter '{reason or where}': cannot parse '{where}': {_first_line(exc)}") from None
+        raise StageInputError(
+            f"filter '{reason or where}': cannot parse '{where}': {_first_line(exc)}"
+        ) from None
 
 
 def require_columns(lf: pl.LazyFrame, wanted: dict[str, list[str]]) -> None:
@@ -176,7 +178,9 @@ def load_dataset(source_inputs: dict[str, Any], ctx: StageContext) -> pl.LazyFra
 
 def model_inputs(source_inputs: dict[str, Any]) -> list[str]:
     """Input columns a model may see: declared inputs minus unavailable, sensitive and 'no'-availability ones."""
-    drop = set(source_inputs.get("unavailable_columns") or []) | set(source_inputs.get("sensitive_columns") or [])
+    drop = set(source_inputs.get("unavailable_columns") or []) | set(
+        source_inputs.get("sensitive_columns") or []
+    )
     availability = dict(source_inputs.get("availability") or {})
     return [
         c for c in (source_inputs.get("input_columns") or []) if c not in drop and availability.get(c) != "no"
@@ -227,7 +231,10 @@ def families(source_record: StageRecord, ctx: StageContext) -> pl.DataFrame:
     check = source_record.check("source.entity_families")
     if check is None or "families_path" not in check.measured:
         raise EvidenceError(
-            "source record", "checks.source.entity_families", "has no families file", "re-run the source stage"
+            "source record",
+            "checks.source.entity_families",
+            "has no families file",
+            "re-run the source stage",
         )
     path = ctx.session_dir / str(check.measured["families_path"])
     if not path.is_file():

@@ -38,7 +38,11 @@ class LockedTestError(Exception):
 # ---------------------------------------------------------------- deterministic hashing
 
 
-_M1, _M2, _GOLDEN = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB), np.uint64(0x9E3779B97F4A7C15)
+_M1, _M2, _GOLDEN = (
+    np.uint64(0xBF58476D1CE4E5B9),
+    np.uint64(0x94D049BB133111EB),
+    np.uint64(0x9E3779B97F4A7C15),
+)
 
 
 def splitmix64(x: np.ndarray) -> np.ndarray:
@@ -82,7 +86,9 @@ def assign_rows(ids: np.ndarray, fractions: dict[str, float], seed: int) -> np.n
     return _labels_from_rank(rank, _cut_counts(ids.size, fractions))
 
 
-def assign_stratified(ids: np.ndarray, labels: np.ndarray, fractions: dict[str, float], seed: int) -> np.ndarray:
+def assign_stratified(
+    ids: np.ndarray, labels: np.ndarray, fractions: dict[str, float], seed: int
+) -> np.ndarray:
     """Like assign_rows, within each class separately, so every split keeps the class shares."""
     out = np.empty(ids.size, dtype=np.int64)
     for cls in np.unique(labels):
@@ -91,7 +97,9 @@ def assign_stratified(ids: np.ndarray, labels: np.ndarray, fractions: dict[str, 
     return out
 
 
-def assign_ordered_units(unit_sizes: np.ndarray, order: np.ndarray, fractions: dict[str, float]) -> np.ndarray:
+def assign_ordered_units(
+    unit_sizes: np.ndarray, order: np.ndarray, fractions: dict[str, float]
+) -> np.ndarray:
     """Split index per unit: units taken in `order`, each to the split where its row-midpoint falls."""
     sizes = unit_sizes[order]
     mid = np.cumsum(sizes) - sizes / 2.0
@@ -111,7 +119,9 @@ def assign_groups(family_ids: np.ndarray, fractions: dict[str, float], seed: int
     return assign_ordered_units(sizes, order, fractions)[inverse]
 
 
-def assign_time(times_us: np.ndarray, ids: np.ndarray, fractions: dict[str, float], cuts_us: list[int]) -> np.ndarray:
+def assign_time(
+    times_us: np.ndarray, ids: np.ndarray, fractions: dict[str, float], cuts_us: list[int]
+) -> np.ndarray:
     """Split index per row by time: explicit cut points (ascending) or, without them, row-count fractions."""
     if cuts_us:
         active = [i for i, s in enumerate(SPLITS) if fractions.get(s, 0.0) > 0] or list(range(len(SPLITS)))
@@ -153,7 +163,9 @@ def to_datetime_us(value: str) -> int:
     try:
         t = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     except ValueError:
-        raise StageInputError(f"split: time cut point '{value}' is not an ISO date (e.g. 2024-06-01)") from None
+        raise StageInputError(
+            f"split: time cut point '{value}' is not an ISO date (e.g. 2024-06-01)"
+        ) from None
     if t.tzinfo is not None:
         t = t.astimezone(dt.UTC).replace(tzinfo=None)
     return int((t - dt.datetime(1970, 1, 1)) / dt.timedelta(microseconds=1))
@@ -174,7 +186,9 @@ def membership(split_record: StageRecord, ctx: StageContext) -> pl.DataFrame:
 
     check = split_record.check("split.membership")
     if check is None or "path" not in check.measured:
-        raise EvidenceError("split record", "checks.split.membership", "has no membership file", "re-run the split stage")
+        raise EvidenceError(
+            "split record", "checks.split.membership", "has no membership file", "re-run the split stage"
+        )
     path = ctx.session_dir / str(check.measured["path"])
     if not path.is_file():
         raise EvidenceError(path, "(file)", "the split membership file is missing", "re-run the split stage")
@@ -322,4 +336,6 @@ def verify_state(state: FittedState) -> None:
     """Raise if the fitted state changed since fit_on_train (it must be reused unchanged)."""
     now = state_digest(state.estimator)
     if now != state.digest:
-        raise EvidenceError("fitted state", "digest", f"changed from {state.digest} to {now}", "refit on train rows only")
+        raise EvidenceError(
+            "fitted state", "digest", f"changed from {state.digest} to {now}", "refit on train rows only"
+        )

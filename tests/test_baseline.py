@@ -27,7 +27,9 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def make_session(tmp: Path, n: int = 900, seed: int = 0, *, folds: bool = False) -> tuple[dict[str, StageRecord], StageContext]:
+def make_session(
+    tmp: Path, n: int = 900, seed: int = 0, *, folds: bool = False
+) -> tuple[dict[str, StageRecord], StageContext]:
     rng = np.random.default_rng(seed)
     label = rng.choice(CLASSES, size=n, p=[0.6, 0.3, 0.1])
     cust = rng.integers(0, n // 3, size=n)
@@ -46,24 +48,64 @@ def make_session(tmp: Path, n: int = 900, seed: int = 0, *, folds: bool = False)
     data.mkdir(parents=True)
     fam = pl.DataFrame({"row_id": np.arange(n, dtype=np.int64), "family_id": cust.astype(np.int64)})
     fam.write_parquet(data / "families.parquet")
-    part = splits.assign_groups(cust.astype(np.int64), {"train": 0.6, "dev": 0.2, "calibration": 0.1, "test": 0.1}, seed)
+    part = splits.assign_groups(
+        cust.astype(np.int64), {"train": 0.6, "dev": 0.2, "calibration": 0.1, "test": 0.1}, seed
+    )
     names = np.asarray(splits.SPLITS)[part]
     fold = splits.assign_folds(cust.astype(np.int64), 4, seed) if folds else np.full(n, -1)
-    mem = pl.DataFrame({"row_id": np.arange(n, dtype=np.int64), "split": names, "fold": fold.astype(np.int64)})
+    mem = pl.DataFrame(
+        {"row_id": np.arange(n, dtype=np.int64), "split": names, "fold": fold.astype(np.int64)}
+    )
     mem.write_parquet(data / "split.parquet")
-    claim = StageRecord(stage="claim", inputs={
-        "task_kind": "text_classification", "primary_metric": "macro_f1", "metric_averaging": "macro",
-        "class_order": CLASSES})
-    source = StageRecord(stage="source", inputs={
-        "files": ["t.csv"], "label_column": "queue", "input_columns": ["body"], "text_columns": ["body"],
-        "id_column": "ticket_id", "entity_columns": ["customer_id"]}, checks=[
-        Check(id="source.entity_families", status="info", summary="x",
-              measured={"families_path": "data/families.parquet", "families_sha256": _sha(data / "families.parquet")}),
-        Check(id="source.conflicting_labels", status="info", summary="x", measured={"noise_ceiling_accuracy": 0.97}),
-    ])
-    split = StageRecord(stage="split", inputs={"strategy": "group"}, checks=[
-        Check(id="split.membership", status="info", summary="x",
-              measured={"path": "data/split.parquet", "sha256": _sha(data / "split.parquet")})])
+    claim = StageRecord(
+        stage="claim",
+        inputs={
+            "task_kind": "text_classification",
+            "primary_metric": "macro_f1",
+            "metric_averaging": "macro",
+            "class_order": CLASSES,
+        },
+    )
+    source = StageRecord(
+        stage="source",
+        inputs={
+            "files": ["t.csv"],
+            "label_column": "queue",
+            "input_columns": ["body"],
+            "text_columns": ["body"],
+            "id_column": "ticket_id",
+            "entity_columns": ["customer_id"],
+        },
+        checks=[
+            Check(
+                id="source.entity_families",
+                status="info",
+                summary="x",
+                measured={
+                    "families_path": "data/families.parquet",
+                    "families_sha256": _sha(data / "families.parquet"),
+                },
+            ),
+            Check(
+                id="source.conflicting_labels",
+                status="info",
+                summary="x",
+                measured={"noise_ceiling_accuracy": 0.97},
+            ),
+        ],
+    )
+    split = StageRecord(
+        stage="split",
+        inputs={"strategy": "group"},
+        checks=[
+            Check(
+                id="split.membership",
+                status="info",
+                summary="x",
+                measured={"path": "data/split.parquet", "sha256": _sha(data / "split.parquet")},
+            )
+        ],
+    )
     ctx = StageContext(session_dir=tmp / "session", workspace=tmp, stage="baseline")
     return {"claim": claim, "source": source, "split": split}, ctx
 
@@ -174,10 +216,16 @@ def test_bad_inputs_are_clear(session):
     with pytest.raises(StageInputError, match="hgb"):
         baseline.run(_inputs(learners=["most_frequent", "hgb"]), upstream, ctx)
     with pytest.raises(StageInputError, match="positive_class"):
-        baseline.run(_inputs(operating_point=baseline.OperatingPoint(constraint="cost", positive_class="nope")),
-                     upstream, ctx)
-    bad_claim = upstream | {"claim": StageRecord(stage="claim", inputs={"primary_metric": "macro_f1",
-                                                                          "class_order": ["billing", "technical"]})}
+        baseline.run(
+            _inputs(operating_point=baseline.OperatingPoint(constraint="cost", positive_class="nope")),
+            upstream,
+            ctx,
+        )
+    bad_claim = upstream | {
+        "claim": StageRecord(
+            stage="claim", inputs={"primary_metric": "macro_f1", "class_order": ["billing", "technical"]}
+        )
+    }
     with pytest.raises(StageInputError, match="class_order"):
         baseline.run(_inputs(), bad_claim, ctx)
     with pytest.raises(StageInputError, match="split"):
@@ -200,10 +248,15 @@ def test_tabular_classification(tmp_path):
     x = np.where(label == "billing", 1.0, 0.0) + rng.normal(0, 0.5, 600)
     chan = np.where(rng.random(600) < 0.7, label, "web")
     frame = pl.read_csv(tmp_path / "t.csv").with_columns(pl.Series("amount", x), pl.Series("channel", chan))
-    up = _retarget(upstream, ctx, tmp_path, frame,
-                   {"task_kind": "tabular", "primary_metric": "balanced_accuracy", "class_order": CLASSES},
-                   {"input_columns": ["amount", "channel"], "text_columns": []})
-    rec = baseline.run(_inputs(), up, ctx)
+    up = _retarget(
+        upstream,
+        ctx,
+        tmp_path,
+        frame,
+        {"task_kind": "tabular", "primary_metric": "balanced_accuracy", "class_order": CLASSES},
+        {"input_columns": ["amount", "channel"], "text_columns": []},
+    )
+    rec = baseline.run(_inputs(hgb_max_iter=20), up, ctx)
     learners = rec.check("baseline.conventional").measured["learners"]
     assert set(learners) == {"hgb", "logreg"}
     assert rec.check("baseline.learnability").measured["metric"] == "balanced_accuracy"
@@ -215,10 +268,17 @@ def test_regression(tmp_path):
     rng = np.random.default_rng(6)
     x = rng.normal(size=600)
     frame = pl.read_csv(tmp_path / "t.csv").with_columns(
-        pl.Series("x", x), pl.Series("queue", (3 * x + rng.normal(0, 0.3, 600)).round(3)))
-    up = _retarget(upstream, ctx, tmp_path, frame, {"task_kind": "tabular", "primary_metric": "mae"},
-                   {"input_columns": ["x"], "text_columns": []})
-    rec = baseline.run(_inputs(), up, ctx)
+        pl.Series("x", x), pl.Series("queue", (3 * x + rng.normal(0, 0.3, 600)).round(3))
+    )
+    up = _retarget(
+        upstream,
+        ctx,
+        tmp_path,
+        frame,
+        {"task_kind": "tabular", "primary_metric": "mae"},
+        {"input_columns": ["x"], "text_columns": []},
+    )
+    rec = baseline.run(_inputs(hgb_max_iter=20), up, ctx)
     learn = rec.check("baseline.learnability")
     assert learn.status == "pass" and learn.measured["difference"]["hi"] < 0  # MAE: lower is better
     assert rec.check("baseline.calibration").status == "not_run"
@@ -227,7 +287,9 @@ def test_regression(tmp_path):
 def test_generation_most_frequent_answer(tmp_path):
     upstream, ctx = make_session(tmp_path, n=300)
     up = dict(upstream)
-    up["claim"] = StageRecord(stage="claim", inputs={"task_kind": "causal_lm_sft", "primary_metric": "exact_match"})
+    up["claim"] = StageRecord(
+        stage="claim", inputs={"task_kind": "causal_lm_sft", "primary_metric": "exact_match"}
+    )
     rec = baseline.run(_inputs(), up, ctx)
     triv = rec.check("baseline.trivial")
     assert triv.measured["answer"] == "billing"
@@ -242,3 +304,22 @@ def test_auroc_primary_metric(session):
     rec = baseline.run(_inputs(bootstrap_resamples=100), up, ctx)
     learn = rec.check("baseline.learnability")
     assert learn.measured["metric"] == "macro_auroc" and learn.measured["difference"]["lo"] > 0
+
+
+def test_time_ordered_folds_train_only_on_the_past(tmp_path):
+    upstream, ctx = make_session(tmp_path, n=450)
+    frame = pl.read_csv(tmp_path / "t.csv").with_columns(
+        (pl.datetime(2024, 1, 1) + pl.duration(hours=pl.col("ticket_id")))
+        .dt.strftime("%Y-%m-%dT%H:%M:%S")
+        .alias("created_at")
+    )
+    up = _retarget(upstream, ctx, tmp_path, frame, upstream["claim"].inputs, {"time_column": "created_at"})
+    up["split"] = upstream["split"].model_copy(update={"inputs": {"strategy": "time"}})
+    rec = baseline.run(_inputs(cv="on", cv_folds=3), up, ctx)
+    conv = rec.check("baseline.conventional")
+    assert conv.measured["mode"] == "kfold-time"
+    # the earliest fold has no past to train on, so it is never evaluated
+    assert "out-of-fold (2 folds" in conv.coverage
+    n_eval = conv.measured["learners"]["tfidf_logreg"]["n"]
+    pooled = int(rec.check("baseline.timing").measured["eval_rows"])
+    assert n_eval < pooled

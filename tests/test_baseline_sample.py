@@ -19,7 +19,9 @@ def test_sample_data_learnability(tmp_path):
 
     from bench.baseline import build
 
-    ceiling = float(tomllib.loads((ROOT / "sample_data" / "defects.toml").read_text())["noise_ceiling_accuracy"])
+    ceiling = float(
+        tomllib.loads((ROOT / "sample_data" / "defects.toml").read_text())["noise_ceiling_accuracy"]
+    )
     upstream, ctx = build(tmp_path, SAMPLE, ceiling)
     rec = baseline.run(baseline.Inputs(bootstrap_resamples=300), upstream, ctx)
     triv = rec.check("baseline.trivial").measured["learners"]["most_frequent"]

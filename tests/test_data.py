@@ -21,7 +21,9 @@ def _ctx(tmp_path: Path) -> StageContext:
 def test_scan_files_row_identity_across_formats(tmp_path: Path) -> None:
     (tmp_path / "a.csv").write_text("x,y\n1,a\n2,b\n")
     pl.DataFrame({"x": [3], "y": ["c"]}).write_parquet(tmp_path / "b.parquet")
-    (tmp_path / "c.jsonl").write_text(json.dumps({"x": 4, "y": "d"}) + "\n" + json.dumps({"x": 5, "y": "e"}) + "\n")
+    (tmp_path / "c.jsonl").write_text(
+        json.dumps({"x": 4, "y": "d"}) + "\n" + json.dumps({"x": 5, "y": "e"}) + "\n"
+    )
     df = data.scan_files([tmp_path / "a.csv", tmp_path / "b.parquet", tmp_path / "c.jsonl"]).collect()
     assert df.get_column(data.ROW_ID).to_list() == [0, 1, 2, 3, 4]
     assert df.get_column(data.SOURCE_FILE).to_list() == ["a.csv", "a.csv", "b.parquet", "c.jsonl", "c.jsonl"]
@@ -75,7 +77,9 @@ def test_model_inputs_drop_unavailable_sensitive_and_no() -> None:
 def _families_record(tmp_path: Path, ctx: StageContext) -> StageRecord:
     from engine.audit.families import compute_families
 
-    df = pl.DataFrame({"row_id": [0, 1, 2, 3, 4], "cust": ["a", "b", None, "a", None], "case": [None, "k", "k", None, None]})
+    df = pl.DataFrame(
+        {"row_id": [0, 1, 2, 3, 4], "cust": ["a", "b", None, "a", None], "case": [None, "k", "k", None, None]}
+    )
     fam = compute_families(df, ["cust", "case"])
     path = ctx.data_dir / "families.parquet"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -123,7 +127,9 @@ def _split_session(tmp_path: Path) -> tuple[dict[str, StageRecord], StageContext
     fam = pl.DataFrame({"row_id": list(range(10)), "family_id": list(range(10))})
     ctx.data_dir.mkdir(parents=True)
     fam.write_parquet(ctx.data_dir / "families.parquet")
-    mem = pl.DataFrame({"row_id": list(range(10)), "split": ["train"] * 6 + ["dev"] * 2 + ["test"] * 2, "fold": [-1] * 10})
+    mem = pl.DataFrame(
+        {"row_id": list(range(10)), "split": ["train"] * 6 + ["dev"] * 2 + ["test"] * 2, "fold": [-1] * 10}
+    )
     mem.write_parquet(ctx.data_dir / "split.parquet")
     src = StageRecord(
         stage="source",
@@ -133,13 +139,26 @@ def _split_session(tmp_path: Path) -> tuple[dict[str, StageRecord], StageContext
                 id="source.entity_families",
                 status="info",
                 summary="",
-                measured={"families_path": "data/families.parquet", "families_sha256": data.sha256_file(ctx.data_dir / "families.parquet")},
+                measured={
+                    "families_path": "data/families.parquet",
+                    "families_sha256": data.sha256_file(ctx.data_dir / "families.parquet"),
+                },
             )
         ],
     )
     spl = StageRecord(
         stage="split",
-        checks=[Check(id="split.membership", status="pass", summary="", measured={"path": "data/split.parquet", "sha256": data.sha256_file(ctx.data_dir / "split.parquet")})],
+        checks=[
+            Check(
+                id="split.membership",
+                status="pass",
+                summary="",
+                measured={
+                    "path": "data/split.parquet",
+                    "sha256": data.sha256_file(ctx.data_dir / "split.parquet"),
+                },
+            )
+        ],
     )
     return {"source": src, "split": spl}, ctx
 
@@ -157,7 +176,9 @@ def test_rows_guards_the_locked_test_and_logs_reads(tmp_path: Path) -> None:
     test = splits.rows("test", up, ctx, caller="artifact")
     assert test.height == 2
     assert [r["caller"] for r in splits.locked_reads(ctx)] == ["contract", "artifact"]
-    pl.DataFrame({"row_id": [0], "split": ["test"], "fold": [-1]}).write_parquet(ctx.data_dir / "split.parquet")
+    pl.DataFrame({"row_id": [0], "split": ["test"], "fold": [-1]}).write_parquet(
+        ctx.data_dir / "split.parquet"
+    )
     with pytest.raises(EvidenceError):
         splits.membership(up["split"], ctx)
 
@@ -167,18 +188,30 @@ def test_fit_on_train_state_ignores_dev_and_test_rows() -> None:
 
     frame = pl.DataFrame(
         {
-            "text": ["refund my card", "card declined", "reset password", "login fails", "parcel lost", "zebra quartz"],
+            "text": [
+                "refund my card",
+                "card declined",
+                "reset password",
+                "login fails",
+                "parcel lost",
+                "zebra quartz",
+            ],
             "split": ["train", "train", "train", "dev", "test", "test"],
         }
     )
     a = splits.fit_on_train(TfidfVectorizer(), frame, "text")
     changed = frame.with_columns(
-        pl.when(pl.col("split") != "train").then(pl.lit("entirely new vocabulary words")).otherwise(pl.col("text")).alias("text")
+        pl.when(pl.col("split") != "train")
+        .then(pl.lit("entirely new vocabulary words"))
+        .otherwise(pl.col("text"))
+        .alias("text")
     )
     b = splits.fit_on_train(TfidfVectorizer(), changed, "text")
     assert a.digest == b.digest and a.train_rows == 3
     assert "zebra" not in a.estimator.vocabulary_ and "login" not in a.estimator.vocabulary_
-    c = splits.fit_on_train(TfidfVectorizer(), frame.with_columns(pl.lit("other words").alias("text")), "text")
+    c = splits.fit_on_train(
+        TfidfVectorizer(), frame.with_columns(pl.lit("other words").alias("text")), "text"
+    )
     assert c.digest != a.digest
     splits.verify_state(a)
     a.estimator.fit(["refit on everything zebra"])

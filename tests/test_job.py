@@ -63,7 +63,9 @@ def test_full_run_writes_its_own_progress(tmp_path: Path, model_dir: Path) -> No
 def test_non_finite_loss_halts_with_a_clear_status(tmp_path: Path, model_dir: Path) -> None:
     from engine.training import job as jf
 
-    jd = kit.job_dir(tmp_path, model_dir, optimizer={"lr": 1e30, "head_lr": 1e30}, schedule={"warmup_ratio": 0.0})
+    jd = kit.job_dir(
+        tmp_path, model_dir, optimizer={"lr": 1e30, "head_lr": 1e30}, schedule={"warmup_ratio": 0.0}
+    )
     assert _run(jd) == 3
     st = jf.read_status(jd)
     assert st["stage"] == "failed" and "non-finite" in st["reason"]
@@ -76,17 +78,44 @@ def test_non_finite_loss_halts_with_a_clear_status(tmp_path: Path, model_dir: Pa
 def test_alarms_on_a_synthetic_series() -> None:
     from engine.training.job import evaluate_alarms
 
-    eff = {"alarms": {"divergence_factor": 2.0, "collapse_share": 0.9, "gap_limit": 0.1, "stall_heartbeats": 3,
-                      "worse_than_trivial_after_step": 5, "disabled": []}}
+    eff = {
+        "alarms": {
+            "divergence_factor": 2.0,
+            "collapse_share": 0.9,
+            "gap_limit": 0.1,
+            "stall_heartbeats": 3,
+            "worse_than_trivial_after_step": 5,
+            "disabled": [],
+        }
+    }
     recs = [{"kind": "trivial", "step": 0, "value": 0.3}]
-    recs += [{"kind": "step", "step": s, "loss": 1.0 if s < 15 else 5.0, "grad_norm": 1.0} for s in range(1, 21)]
-    recs += [{"kind": "eval", "split": "dev", "step": 10, "metric": "macro_f1", "value": 0.2, "train_value": 0.9,
-              "pred_distribution": {"a": 19, "b": 1}, "true_distribution": {"a": 10, "b": 10}}]
+    recs += [
+        {"kind": "step", "step": s, "loss": 1.0 if s < 15 else 5.0, "grad_norm": 1.0} for s in range(1, 21)
+    ]
+    recs += [
+        {
+            "kind": "eval",
+            "split": "dev",
+            "step": 10,
+            "metric": "macro_f1",
+            "value": 0.2,
+            "train_value": 0.9,
+            "pred_distribution": {"a": 19, "b": 1},
+            "true_distribution": {"a": 10, "b": 10},
+        }
+    ]
     got = {a["name"]: a["state"] for a in evaluate_alarms(recs, eff, {"max_beats_without_step": 7}, 20)}
-    assert got == {"non_finite": "clear", "divergence": "raised", "class_collapse": "raised",
-                   "train_dev_gap": "raised", "stall": "raised", "worse_than_trivial": "raised"}
+    assert got == {
+        "non_finite": "clear",
+        "divergence": "raised",
+        "class_collapse": "raised",
+        "train_dev_gap": "raised",
+        "stall": "raised",
+        "worse_than_trivial": "raised",
+    }
     calm = [r for r in recs if r.get("kind") != "step"] + [
-        {"kind": "step", "step": s, "loss": 1.0 / s, "grad_norm": 1.0} for s in range(1, 21)]
+        {"kind": "step", "step": s, "loss": 1.0 / s, "grad_norm": 1.0} for s in range(1, 21)
+    ]
     calm[1] = {**calm[1], "value": 0.8, "train_value": 0.85, "pred_distribution": {"a": 11, "b": 9}}
     got = {a["name"]: a["state"] for a in evaluate_alarms(calm, eff, {"max_beats_without_step": 2}, 20)}
     assert set(got.values()) == {"clear"}
@@ -95,5 +124,31 @@ def test_alarms_on_a_synthetic_series() -> None:
 def test_truncated_metrics_line_is_skipped(tmp_path: Path) -> None:
     from engine.training.job import read_metrics
 
-    (tmp_path / "metrics.jsonl").write_text(json.dumps({"kind": "step", "step": 1}) + "\n{\"kind\": \"st")
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"kind": "step", "step": 1}) + '\n{"kind": "st')
     assert read_metrics(tmp_path) == [{"kind": "step", "step": 1}]
+
+
+def test_best_dev_selection_and_early_stopping(tmp_path: Path, model_dir: Path) -> None:
+    from engine.training import job as jf
+
+    jd = kit.job_dir(
+        tmp_path,
+        model_dir,
+        max_steps=40,
+        eval_every_steps=2,
+        checkpoint_every_steps=0,
+        checkpoint_selection="best_dev",
+        stopping_rule="early_stopping",
+        patience_evals=2,
+        optimizer={"lr": 1e-6, "head_lr": 1e-6},
+    )  # too small to improve: stops early
+    assert _run(jd) == 0
+    recs = jf.read_metrics(jd)
+    stop = [r for r in recs if r["kind"] == "early_stop"]
+    assert stop and stop[0]["step"] < 40
+    manifest = json.loads((jd / "final/manifest.json").read_text())
+    evals = [e for e in jf.latest_by_step(recs, "eval") if e["step"] > 0]  # step 0 is the untrained model
+    best = max(evals, key=lambda e: (e["value"], -e["step"]))
+    # the artifact is the best dev state (or the last one when nothing beat it)
+    assert manifest["selected_step"] in (best["step"], stop[0]["step"])
+    assert jf.read_status(jd)["stage"] == "done"

@@ -23,8 +23,15 @@ def rows(n: int, seed: int, start_id: int = 0) -> list[dict[str, Any]]:
         label = CLASSES[i % len(CLASSES)]
         words = [rng.choice(_WORDS[label]) for _ in range(3)] + [rng.choice(_NOISE) for _ in range(4)]
         rng.shuffle(words)
-        out.append({"row_id": start_id + i, "subject": " ".join(words[:3]), "body": " ".join(words[3:]),
-                    "target": label, "family_id": (start_id + i) // 2})
+        out.append(
+            {
+                "row_id": start_id + i,
+                "subject": " ".join(words[:3]),
+                "body": " ".join(words[3:]),
+                "target": label,
+                "family_id": (start_id + i) // 2,
+            }
+        )
     return out
 
 
@@ -58,8 +65,14 @@ def effective(model_dir: Path, **over: Any) -> dict[str, Any]:
         "checkpoint_every_steps": 4,
         "checkpoint_selection": "last",
         "device": "cpu",
-        "alarms": {"divergence_factor": 3.0, "collapse_share": 0.95, "gap_limit": 0.5,
-                   "stall_heartbeats": 50, "worse_than_trivial_after_step": -1, "disabled": ["train_dev_gap"]},
+        "alarms": {
+            "divergence_factor": 3.0,
+            "collapse_share": 0.95,
+            "gap_limit": 0.5,
+            "stall_heartbeats": 50,
+            "worse_than_trivial_after_step": -1,
+            "disabled": ["train_dev_gap"],
+        },
     }
     for k, v in over.items():
         if isinstance(v, dict) and isinstance(eff.get(k), dict):
@@ -75,16 +88,32 @@ def make_model(tmp: Path) -> Path:
     return make_tiny_encoder(tmp / "tiny-encoder")
 
 
-def job_dir(root: Path, model_dir: Path, op_id: str = "0123456789abcdef-a1", *, n_train: int = 48,
-            n_dev: int = 24, runtime: dict[str, Any] | None = None, **over: Any) -> Path:
+def job_dir(
+    root: Path,
+    model_dir: Path,
+    op_id: str = "0123456789abcdef-a1",
+    *,
+    n_train: int = 48,
+    n_dev: int = 24,
+    runtime: dict[str, Any] | None = None,
+    **over: Any,
+) -> Path:
     from engine.evidence import digest_of
     from engine.training.job import write_job_dir
 
     eff = effective(model_dir, **over)
     jd = root / op_id
-    write_job_dir(jd, effective=eff, digest=digest_of(eff), op_id=op_id, attempt=1,
-                  train=frame(n_train, 1), dev=frame(n_dev, 2, start_id=1000), workspace=root,
-                  runtime={"heartbeat_seconds": 0.2, "threads": 1, **(runtime or {})})
+    write_job_dir(
+        jd,
+        effective=eff,
+        digest=digest_of(eff),
+        op_id=op_id,
+        attempt=1,
+        train=frame(n_train, 1),
+        dev=frame(n_dev, 2, start_id=1000),
+        workspace=root,
+        runtime={"heartbeat_seconds": 0.2, "threads": 1, **(runtime or {})},
+    )
     return jd
 
 

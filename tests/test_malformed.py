@@ -79,15 +79,25 @@ def test_session_without_id(tmp_path: Path) -> None:
         load_session_meta(path)
 
 
-def test_cli_reports_malformed_session_without_traceback(tmp_path: Path, capsys) -> None:
+def test_cli_reports_malformed_record_without_traceback(tmp_path: Path, capsys) -> None:
     s = Session.create(tmp_path / "s", workspace=tmp_path)
     (s.path / "01-claim.toml").write_text('stage = "claim"\n[inputs\n')
     code = main(["--replay", str(s.path)])
-    err = capsys.readouterr().err
-    assert code == 2
-    assert "01-claim.toml" in err and "Traceback" not in err
+    out = capsys.readouterr()
+    assert code == 1, "an unreadable record in a session is a broken record, not a reproduction"
+    assert "01-claim.toml: field '(syntax)'" in out.out and "Fix:" in out.out
+    assert "Traceback" not in out.out + out.err
+
+
+def test_cli_unreadable_session_file_is_unusable_input(tmp_path: Path, capsys) -> None:
+    s = Session.create(tmp_path / "s", workspace=tmp_path)
+    (s.path / "session.toml").write_text("schema_version = 9\nid = 'x'\n")
+    assert main(["--replay", str(s.path)]) == 2
+    out = capsys.readouterr()
+    assert "schema_version" in out.out + out.err and "Traceback" not in out.out + out.err
 
 
 def test_cli_missing_session_dir(tmp_path: Path, capsys) -> None:
     assert main(["--replay", str(tmp_path / "nope")]) == 2
-    assert "no such session directory" in capsys.readouterr().err
+    out = capsys.readouterr()
+    assert "no such session directory" in out.out + out.err

@@ -129,7 +129,9 @@ def test_bootstrap_deterministic_and_callable_path_agrees():
     a = m.bootstrap_ci("accuracy", y, pred, units, n=300, seed=7, classes=["n", "p"])
     b = m.bootstrap_ci("accuracy", y, pred, units, n=300, seed=7, classes=["n", "p"])
     assert a == b
-    slow = m.bootstrap_ci(lambda t, q: float((t == q).mean()), y, pred, units, n=300, seed=7, classes=["n", "p"])
+    slow = m.bootstrap_ci(
+        lambda t, q: float((t == q).mean()), y, pred, units, n=300, seed=7, classes=["n", "p"]
+    )
     # same unit draws, so the same interval up to float rounding
     assert slow["lo"] == pytest.approx(a["lo"]) and slow["hi"] == pytest.approx(a["hi"])
 
@@ -138,8 +140,16 @@ def test_paired_diff_and_mcnemar():
     y = np.zeros(100, dtype=int)
     a_right = np.arange(100) < 90
     b_right = np.arange(100) < 60
-    d = m.paired_bootstrap_diff("accuracy", y, np.where(a_right, 0, 1), np.where(b_right, 0, 1), None,
-                                n=500, seed=0, classes=["x", "y"])
+    d = m.paired_bootstrap_diff(
+        "accuracy",
+        y,
+        np.where(a_right, 0, 1),
+        np.where(b_right, 0, 1),
+        None,
+        n=500,
+        seed=0,
+        classes=["x", "y"],
+    )
     assert d["estimate"] == pytest.approx(0.3) and d["excludes_zero"] and d["lo"] > 0
     t = m.mcnemar(a_right, b_right)
     assert (t["a_only_correct"], t["b_only_correct"]) == (30, 0)
@@ -156,7 +166,9 @@ def test_bootstrap_speed_20k_rows():
     p = rng.dirichlet(np.ones(6), n)
     units = rng.integers(0, 8000, n)
     t0 = time.perf_counter()
-    m.paired_bootstrap_diff("macro_f1", y, p, np.zeros(n, dtype=int), units, n=1000, seed=0, classes=list("abcdef"))
+    m.paired_bootstrap_diff(
+        "macro_f1", y, p, np.zeros(n, dtype=int), units, n=1000, seed=0, classes=list("abcdef")
+    )
     assert time.perf_counter() - t0 < 10.0
 
 
@@ -223,5 +235,7 @@ def test_macro_auroc_callable_bootstrap():
     r = m.classification_report(y, p, C3)
     assert m.macro_auroc(y, p) == pytest.approx(r["macro_auroc"])
     assert m.macro_auprc(y, p) == pytest.approx(r["macro_auprc"])
-    d = m.paired_bootstrap_diff(m.macro_auroc, y, p, np.full((120, 3), 1 / 3), None, n=100, seed=0, classes=C3)
+    d = m.paired_bootstrap_diff(
+        m.macro_auroc, y, p, np.full((120, 3), 1 / 3), None, n=100, seed=0, classes=C3
+    )
     assert d["estimate"] == pytest.approx(r["macro_auroc"] - 0.5) and d["lo"] > 0

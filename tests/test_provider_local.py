@@ -33,7 +33,9 @@ def _wait_for(pred, timeout: float = 60.0, poll: float = 0.1):
     raise AssertionError("condition not reached in time")
 
 
-def test_launch_survives_sighup_reattaches_and_cancel_stops_only_that_job(tmp_path: Path, model_dir: Path) -> None:
+def test_launch_survives_sighup_reattaches_and_cancel_stops_only_that_job(
+    tmp_path: Path, model_dir: Path
+) -> None:
     from engine.providers.local import LocalProvider
     from engine.training import job as jf
 

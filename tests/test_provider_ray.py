@@ -239,6 +239,10 @@ def test_lost_reply_adopts_and_stop_ends_only_that_job(
         assert st.stage == "cancelled", st.reason
         assert "SIGTERM" in st.reason  # the job wrote it itself from its signal handler
         assert st.step < st.total_steps
+        # The job's own word comes first; Ray marks it STOPPED once the process has exited.
+        deadline = time.monotonic() + 30
+        while (direct.client.get(op) or {}).get("status") == "RUNNING" and time.monotonic() < deadline:
+            time.sleep(0.5)
         assert (direct.client.get(op) or {}).get("status") == "STOPPED"
         assert (direct.client.get(bystander) or {}).get("status") in ("PENDING", "RUNNING")
         direct.fetch(handle)

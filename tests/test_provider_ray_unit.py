@@ -203,7 +203,7 @@ def running(tmp_path: Path) -> tuple[RayJobsProvider, FakeRay, Any]:
     fake = FakeRay()
     prov = _provider(tmp_path, fake)
     handle = prov.launch(_job_dir(tmp_path), OP)
-    fake.jobs[OP]["status"] = "RUNNING"
+    fake.jobs[OP].update(status="RUNNING", start_time=int((time.time() - 100) * 1000))
     return prov, fake, handle
 
 
@@ -224,6 +224,9 @@ def test_running_with_stopped_heartbeat_is_unconfirmed(running: Any) -> None:
 
 def test_running_without_any_heartbeat_past_the_grace_is_unconfirmed(running: Any) -> None:
     prov, fake, handle = running
+    assert prov.status(handle).stage == "launching"
+    # A heartbeat older than this Ray run (left by an earlier run) does not count for it.
+    _write_progress(handle.job_dir, "training", hb_age=500.0)
     assert prov.status(handle).stage == "launching"
     fake.jobs[OP]["start_time"] = int((time.time() - 10_000) * 1000)
     assert prov.status(handle).stage == "unconfirmed"
@@ -323,3 +326,28 @@ def test_client_classifies_failures_over_a_real_socket() -> None:
 def test_client_rejects_a_non_http_address() -> None:
     with pytest.raises(ValueError, match="not an http"):
         RayJobsClient("ftp://127.0.0.1:8265")
+
+
+def test_provider_module_needs_neither_ray_nor_torch() -> None:
+    import subprocess
+    import sys
+
+    code = "import engine.providers.ray_jobs, sys, json; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    loaded = set(json.loads(out))
+    assert not loaded & {"ray", "torch", "transformers", "requests", "httpx"}
+
+
+def test_resume_resubmits_an_unfinished_job_under_the_same_id(running: Any) -> None:
+    prov, fake, handle = running
+    _write_progress(handle.job_dir, "cancelled", hb_age=50.0)
+    fake.jobs[OP]["status"] = "STOPPED"
+    adopted = prov.launch(handle.job_dir, OP)  # without resume: adopted as it is
+    assert not adopted.started and fake.posts == 1
+    resumed = prov.launch(handle.job_dir, OP, resume=True)
+    assert resumed.started and fake.posts == 2 and list(fake.jobs) == [OP]
+    st = prov.status(resumed)
+    assert st.stage == "launching"  # the previous run's "cancelled" does not speak for this run
+    rec = json.loads((handle.job_dir / RECORD).read_text())
+    assert rec["previous_runs"] and rec["posts"] == 2
+    assert "logs of" in (handle.job_dir / jobfiles.LOG).read_text()

@@ -81,7 +81,9 @@ def test_ragged_rows_are_kept_and_located(tmp_path: Path) -> None:
 
 
 def test_mixed_types_in_a_column(tmp_path: Path) -> None:
-    rows = "".join(f"t{i},{i},c{i},2024-01-01,{'xy'[i % 2]}\n" for i in range(300)) + "z,abc,c9,2024-01-01,x\n"
+    rows = (
+        "".join(f"t{i},{i},c{i},2024-01-01,{'xy'[i % 2]}\n" for i in range(300)) + "z,abc,c9,2024-01-01,x\n"
+    )
     rec, _ = _run(tmp_path, HEADER + rows)
     assert rec.check("source.schema").measured["columns"]["num"] == "String"
 
@@ -139,15 +141,38 @@ def test_preview_says_so(tmp_path: Path) -> None:
 
 
 def test_split_stage_errors_and_time_split(tmp_path: Path) -> None:
-    rows = "".join(f"text number {i} here,{i},c{i // 4},2024-{1 + i % 12:02d}-01,{'xy'[i % 2]}\n" for i in range(120))
+    rows = "".join(
+        f"text number {i} here,{i},c{i // 4},2024-{1 + i % 12:02d}-01,{'xy'[i % 2]}\n" for i in range(120)
+    )
     rec, ctx = _run(tmp_path, HEADER + rows)
     with pytest.raises(StageInputError, match="add up"):
         split.run(split.Inputs(fractions={"train": 0.5, "test": 0.2}), {"source": rec}, ctx)
     r = split.run(split.Inputs(strategy="time", rationale="next months", gap_days=10), {"source": rec}, ctx)
     assert r.check("split.chronology").status == "pass"
     assert r.check("split.membership").measured["excluded"]["inside the gap before a later split"] > 0
-    r2 = split.run(split.Inputs(strategy="group_kfold", fractions={"train": 0.8, "test": 0.2}, k=3, rationale="small"), {"source": rec}, ctx)
+    r2 = split.run(
+        split.Inputs(strategy="group_kfold", fractions={"train": 0.8, "test": 0.2}, k=3, rationale="small"),
+        {"source": rec},
+        ctx,
+    )
     assert r2.check("split.folds").measured["families_spanning_folds"] == 0
     assert r2.check("split.family_intersection").measured["families_crossing"] == 0
     r3 = split.run(split.Inputs(strategy="random", rationale=""), {"source": rec}, ctx)
     assert r3.check("split.rationale").status == "fail"
+
+
+def test_rerun_is_identical_and_replay_does_not_write(tmp_path: Path) -> None:
+    rows = "".join(
+        f"text number {i} here,{i},c{i // 4},2024-{1 + i % 12:02d}-01,{'xy'[i % 2]}\n" for i in range(60)
+    )
+    rec1, ctx = _run(tmp_path, HEADER + rows)
+    rec2, _ = _run(tmp_path, HEADER + rows)
+    for a, b in zip(rec1.checks, rec2.checks, strict=True):
+        if a.replay == "compare":
+            assert a.measured == b.measured, a.id
+    fam_file = ctx.session_dir / "data" / "families.parquet"
+    fam_file.unlink()
+    replay_ctx = StageContext(session_dir=ctx.session_dir, workspace=tmp_path, replay=True)
+    rec3 = source.run(source.Inputs(**rec1.inputs), {}, replay_ctx)
+    assert not fam_file.exists()
+    assert rec3.check("source.entity_families").measured == rec1.check("source.entity_families").measured

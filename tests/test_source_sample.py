@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_data"
 
 pytestmark = pytest.mark.skipif(
-    not (SAMPLE / "tickets.csv").exists() or not (SAMPLE / "defects.toml").exists(), reason="sample_data not generated"
+    not (SAMPLE / "tickets.csv").exists() or not (SAMPLE / "defects.toml").exists(),
+    reason="sample_data not generated",
 )
 
 INPUTS = {
@@ -65,8 +66,14 @@ def test_checksum_rows_and_nulls(session, defects) -> None:
 def test_duplicates_conflicts_and_noise_ceiling(session, defects) -> None:
     rec, _ = session
     d = m(rec, "source.duplicate_inputs")
-    assert (d["exact"]["groups"], d["exact"]["rows"]) == (defects["exact_dup_groups"], defects["exact_dup_rows"])
-    assert (d["normalised"]["groups"], d["normalised"]["rows"]) == (defects["norm_dup_groups"], defects["norm_dup_rows"])
+    assert (d["exact"]["groups"], d["exact"]["rows"]) == (
+        defects["exact_dup_groups"],
+        defects["exact_dup_rows"],
+    )
+    assert (d["normalised"]["groups"], d["normalised"]["rows"]) == (
+        defects["norm_dup_groups"],
+        defects["norm_dup_rows"],
+    )
     c = m(rec, "source.conflicting_labels")
     assert (c["groups"], c["rows"]) == (defects["conflict_groups"], defects["conflict_rows"])
     assert c["noise_ceiling_accuracy"] == defects["noise_ceiling_accuracy"]
@@ -105,7 +112,11 @@ def test_outcome_and_identifier_leaks_are_flagged(session, defects) -> None:
     assert "resolution_code" in leak["suspected"]
     score = next(s for s in leak["scores"] if s["column"] == "resolution_code")
     # The out-of-fold lookup cannot beat the generator's in-sample majority agreement.
-    assert defects["resolution_code_label_agreement"] - 0.01 <= score["accuracy"] <= defects["resolution_code_label_agreement"]
+    assert (
+        defects["resolution_code_label_agreement"] - 0.01
+        <= score["accuracy"]
+        <= defects["resolution_code_label_agreement"]
+    )
     ident = m(rec, "source.identifier_shortcut")
     assert "ref_code" in ident["flagged"] and "ticket_id" in ident["candidates"]
     ref = next(s for s in ident["scores"] if s["column"] == "ref_code")
@@ -119,7 +130,9 @@ def _split(session, strategy: str):
 
     rec, ctx = session
     sctx = StageContext(session_dir=ctx.session_dir, workspace=ctx.workspace, stage="split")
-    return split.run(split.Inputs(strategy=strategy, rationale="new customers next quarter", seed=1), {"source": rec}, sctx)
+    return split.run(
+        split.Inputs(strategy=strategy, rationale="new customers next quarter", seed=1), {"source": rec}, sctx
+    )
 
 
 def test_random_split_leaks_families_and_duplicates(session) -> None:

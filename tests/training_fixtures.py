@@ -29,7 +29,7 @@ FILLER = ["please", "help", "hello", "thanks", "today", "my", "the", "is"]
 def tiny_dirs(tmp_path_factory) -> dict[str, Path]:
     import torch
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("tiny_models")
     return {
         "llama": tiny.make_tiny_llama(root / "llama"),

@@ -13,13 +13,13 @@ a stage page is first built.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -35,7 +35,7 @@ from tui.stage_view import TABS, RunEnded, StageView
 from tui.widgets import NotesPanel, StageNavigator, state_words
 
 DEFAULT_RECIPE = "text-classification-qlora"
-THEMES = ("textual-dark", "textual-light", "textual-ansi")
+THEMES = ("textual-dark", "textual-light", "ansi-dark", "ansi-light")
 
 
 def _recipes() -> tuple[list[tuple[str, str]], Any]:
@@ -83,11 +83,13 @@ class SessionScreen(Screen):
         Binding("ctrl+y", "copy_check", "Copy", show=False),
     ]
 
-    def __init__(self, session: Session, initial_inputs: dict[str, dict[str, Any]]) -> None:
+    def __init__(self, session: Session, initial_inputs: Callable[[Session, str], dict[str, Any]]) -> None:
         super().__init__()
         self.session = session
         self.initial_inputs = initial_inputs
         self.current = registry.STAGES[0].name
+        # Which stage modules exist; learned in a background thread so start-up imports only the claim.
+        self.built: dict[str, bool] = {}
 
     def compose(self) -> ComposeResult:
         title = Text("claimcheck · ", style="bold")
@@ -103,6 +105,16 @@ class SessionScreen(Screen):
     def on_mount(self) -> None:
         self.refresh_states()
         self.go(self.current)
+        self._probe_stages()
+
+    @work(thread=True, group="probe")
+    def _probe_stages(self) -> None:
+        built = {spec.name: spec.module() is not None for spec in registry.STAGES}
+        self.app.call_from_thread(self._probed, built)
+
+    def _probed(self, built: dict[str, bool]) -> None:
+        self.built = built
+        self.refresh_states()
 
     # ------------------------------------------------------------ navigation
 
@@ -115,7 +127,7 @@ class SessionScreen(Screen):
         switcher = self.query_one("#pages", ContentSwitcher)
         if self.view(name) is None:
             spec = registry.get(name)
-            switcher.mount(StageView(spec, self.session, self.initial_inputs.get(name, {}), id=f"page-{name}"))
+            switcher.mount(StageView(spec, self.session, self.initial_inputs(self.session, name), id=f"page-{name}"))
         switcher.current = f"page-{name}"
         nav = self.query_one(StageNavigator)
         nav.index = registry.get(name).index - 1
@@ -152,7 +164,7 @@ class SessionScreen(Screen):
         for spec in registry.STAGES:
             view = self.view(spec.name)
             running = bool(view and view.running) or (spec.name == "dispatch" and self._job_running())
-            words[spec.name] = state_words(states[spec.name], records.get(spec.name), running, spec.implemented)
+            words[spec.name] = state_words(states[spec.name], records.get(spec.name), running, self.built.get(spec.name, True))
         self.query_one(StageNavigator).set_states(words)
         for view in self.query(StageView):
             view.refresh_record(states)
@@ -351,7 +363,7 @@ class ClaimcheckApp(App):
         sid = self.session_id or new_session_id()
         path = self.runs_root / sid
         try:
-            session = Session.create(path, title=title, recipe=recipe, workspace=self.workspace, session_id=sid)
+            Session.create(path, title=title, recipe=recipe, workspace=self.workspace, session_id=sid)
         except (FileExistsError, OSError, EvidenceError) as exc:
             self.notify(clean(str(exc)), title="session not created", severity="error", timeout=10)
             return
@@ -375,7 +387,7 @@ class ClaimcheckApp(App):
             self.push_screen(LockedScreen(str(exc), exc.stale), partial(self._lock_answer, path))
             return
         self.session = session
-        self.push_screen(SessionScreen(session, self.initial_inputs(session)))
+        self.push_screen(SessionScreen(session, self.initial_inputs))
 
     def _lock_answer(self, path: Path, answer: str | None) -> None:
         if answer == "take_over":
@@ -383,30 +395,27 @@ class ClaimcheckApp(App):
         elif not isinstance(self.screen, StartScreen):
             self.show_start()
 
-    def initial_inputs(self, session: Session) -> dict[str, dict[str, Any]]:
-        """Per stage: the recorded inputs, else the recipe's defaults over the Inputs() defaults."""
+    def initial_inputs(self, session: Session, name: str) -> dict[str, Any]:
+        """A stage's form start: its recorded inputs, else the recipe's defaults over the Inputs() defaults."""
+        try:
+            rec: StageRecord | None = session.record(name)
+        except EvidenceError:
+            rec = None
+        if rec is not None:
+            return dict(rec.inputs)
         recipe_name = session.meta.recipe or self.recipe or ""
-        recipe: dict[str, dict[str, Any]] = {}
+        recipe: dict[str, Any] = {}
         _, loader = _recipes()
         if recipe_name and loader is not None:
             try:
-                recipe = loader(recipe_name)
+                recipe = loader(recipe_name).get(name, {})
             except (EvidenceError, OSError) as exc:
                 self.notify(clean(str(exc)), title="recipe not loaded", severity="warning", timeout=8)
-        out: dict[str, dict[str, Any]] = {}
-        for spec in registry.STAGES:
-            try:
-                rec: StageRecord | None = session.record(spec.name)
-            except EvidenceError:
-                rec = None
-            if rec is not None:
-                out[spec.name] = dict(rec.inputs)
-                continue
-            module = spec.module()
-            base = _drop_none(module.Inputs().model_dump(mode="json")) if module is not None else {}
-            merged = _merge(base, recipe.get(spec.name, {}))
-            out[spec.name] = _merge(merged, self.overrides.get(spec.name, {}))
-        return out
+        module = registry.get(name).module()
+        base = _drop_none(module.Inputs().model_dump(mode="json")) if module is not None else {}
+        if module is not None and "wait" in getattr(module.Inputs, "model_fields", {}) and "wait" not in recipe:
+            base["wait"] = False  # the app polls the job live instead of blocking until it ends
+        return _merge(_merge(base, recipe), self.overrides.get(name, {}))
 
     # ------------------------------------------------------------ app-wide actions
 
@@ -422,7 +431,7 @@ class ClaimcheckApp(App):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield SystemCommand("Help: keys", "List every key", self.action_help)
-        yield SystemCommand("Next theme", "dark → light → ANSI (terminal colours)", self.action_next_theme)
+        yield SystemCommand("Next theme", "dark → light → ANSI dark → ANSI light (the terminal's 16 colours)", self.action_next_theme)
         if isinstance(screen, SessionScreen):
             yield SystemCommand("Run checks", "Run the current stage's checks (ctrl+r)", screen.action_run)
             yield SystemCommand("Cancel run", "Cancel the running checks (ctrl+g)", screen.action_cancel)

@@ -8,6 +8,7 @@ engine's cheap file-protocol helpers, so a job started in an earlier app run sho
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -105,7 +106,7 @@ def render_claim(record: StageRecord | None, session: Any) -> Text:
 def render_source(record: StageRecord | None, session: Any) -> Text:
     t = Text()
     cid, classes = find_measured(
-        record, ["class_counts", "label_counts", "target_counts", "counts_per_class", "class_distribution"], (dict, list)
+        record, ["per_target", "class_counts", "label_counts", "target_counts", "class_distribution"], (dict, list)
     )
     if classes and _pairs(classes):
         pairs = sorted(_pairs(classes), key=lambda p: -p[1])
@@ -116,13 +117,15 @@ def render_source(record: StageRecord | None, session: Any) -> Text:
     else:
         t.append_text(not_measured("Class distribution"))
     cid, miss = find_measured(
-        record, ["missing_share", "missingness", "null_share", "missing_by_column", "missing", "null_counts"], (dict, list)
+        record, ["null_share", "missing_share", "missingness", "missing_by_column", "null_counts"], (dict, list)
     )
     pairs = _pairs(miss) if miss else []
     if pairs:
         share = all(0.0 <= v <= 1.0 for _, v in pairs)
+        shown = sorted((p for p in pairs if p[1] > 0), key=lambda p: -p[1])
         t.append_text(section("Missingness per column" + (" (share of rows)" if share else " (rows)"), cid))
-        t.append_text(bar_lines(pairs, width=24, fmt="{:.1%}" if share else "{:,.0f}", scale=1.0 if share else None))
+        t.append_text(bar_lines(shown, width=24, fmt="{:.1%}" if share else "{:,.0f}", scale=1.0 if share else None))
+        t.append(f"  {len(pairs) - len(shown)} of {len(pairs)} columns have no missing values\n", style="dim")
     else:
         t.append_text(not_measured("Missingness per column"))
     return t
@@ -146,7 +149,7 @@ def _matrix_text(rows: list[str], cols: list[str], cell: Any, fmt: str, width: i
 
 def render_split(record: StageRecord | None, session: Any) -> Text:
     t = Text()
-    cid, prev = find_measured(record, ["prevalence", "prevalence_per_split", "class_share_by_split", "class_shares"], dict)
+    cid, prev = find_measured(record, ["per_split", "prevalence", "prevalence_per_split", "class_share_by_split"], dict)
     if prev and all(isinstance(v, dict) for v in prev.values()):
         splits = list(prev)
         classes = sorted({c for v in prev.values() for c in v})
@@ -164,34 +167,60 @@ def render_split(record: StageRecord | None, session: Any) -> Text:
     return t
 
 
+def _learner_report(record: StageRecord | None) -> tuple[str, str, dict[str, Any]]:
+    """(check id, learner name, report) of the conventional learner to picture: the best one if named."""
+    if record is None:
+        return "", "", {}
+    conv = record.check("baseline.conventional")
+    learners = conv.measured.get("learners") if conv else None
+    if not isinstance(learners, dict) or not learners:
+        cid, learners = find_measured(record, ["learners"], dict)
+        if not learners:
+            return "", "", {}
+    else:
+        cid = conv.id
+    best = ""
+    for check in record.checks:
+        for key in ("best", "best_learner", "learner"):
+            if isinstance(check.measured.get(key), str) and check.measured[key] in learners:
+                best = check.measured[key]
+                break
+        if best:
+            break
+    name = best or next(iter(learners))
+    report = learners[name] if isinstance(learners[name], dict) else {}
+    return cid, name, report
+
+
 def render_baseline(record: StageRecord | None, session: Any) -> Text:
     t = Text()
-    cid, cm = find_measured(record, ["confusion", "confusion_matrix"], (list, dict))
-    _, labels = find_measured(record, ["labels", "classes", "class_order"], list)
-    if isinstance(cm, dict):
-        # {"matrix": [[...]], "labels": [...]} or {true: {pred: n}}
-        if "matrix" in cm:
-            labels = cm.get("labels", labels)
-            cm = cm["matrix"]
-        elif all(isinstance(v, dict) for v in cm.values()):
-            labels = list(cm)
-            cm = [[cm[r].get(c, 0) for c in labels] for r in labels]
+    cid, name, report = _learner_report(record)
+    per = report.get("per_class")
+    if not report:
+        _, cm = find_measured(record, ["confusion", "confusion_matrix"], list)
+        _, per = find_measured(record, ["per_class"], list)
+        report = {"confusion": cm, "per_class": per}
+    per = per if isinstance(per, list) else []
+    labels = [str(p.get("class", i)) for i, p in enumerate(per) if isinstance(p, dict)]
+    cm = report.get("confusion")
     if isinstance(cm, list) and cm and all(isinstance(r, list) for r in cm):
-        labels = [str(x) for x in (labels or range(len(cm)))]
+        labels = labels if len(labels) == len(cm) else [str(i) for i in range(len(cm))]
         idx = {lab: i for i, lab in enumerate(labels)}
-        t.append_text(section("Confusion matrix (rows: true, columns: predicted)", cid))
+        t.append_text(section(f"Confusion matrix of {clean(name) or 'the learner'} (rows true, columns predicted)", cid))
         t.append_text(_matrix_text(labels, labels, lambda r, c: cm[idx[r]][idx[c]] if idx[c] < len(cm[idx[r]]) else None,
                                    "{:,.0f}", width=8))
         t.append("\n")
     else:
         t.append_text(not_measured("Confusion matrix"))
-    cid, per = find_measured(record, ["per_class"], (dict, list))
-    if isinstance(per, list):
-        per = {str(p.get("class", p.get("label", i))): p for i, p in enumerate(per) if isinstance(p, dict)}
-    if isinstance(per, dict) and per and all(isinstance(v, dict) for v in per.values()):
-        cols = [c for c in ("precision", "recall", "f1", "support") if any(c in v for v in per.values())]
+    if per:
+        rows = {lab: p for lab, p in zip(labels, per, strict=False) if isinstance(p, dict)}
+        cols = [c for c in ("precision", "recall", "f1", "support") if any(c in v for v in rows.values())]
         t.append_text(section("Per class", cid))
-        t.append_text(_matrix_text(list(per), cols, lambda r, c: _num(per[r].get(c)), "{:.3g}", width=10))
+        t.append_text(_matrix_text(list(rows), cols, lambda r, c: _num(rows[r].get(c)), "{:.3g}", width=10))
+        for key in ("macro_f1", "accuracy", "balanced_accuracy", "log_loss"):
+            if _num(report.get(key)) is not None:
+                t.append(f"{key} {report[key]:.4f}  ", style="dim")
+        t.append("\n")
     else:
         t.append_text(not_measured("Per-class table"))
     return t
@@ -216,72 +245,63 @@ def _histogram(values: Any) -> tuple[list[float], list[float]] | None:
     return None
 
 
+_BIN = re.compile(r"^\s*(\d+)-(\d+)")
+
+
 def render_contract(record: StageRecord | None, session: Any) -> Text:
     t = Text()
-    cid, lengths = find_measured(record, ["length_histogram", "token_length_histogram", "token_lengths", "lengths"])
-    _, max_len = find_measured(record, ["max_length", "context_length"], int)
-    if max_len is None and record is not None:
-        max_len = record.inputs.get("max_length")
-    hist = _histogram(lengths) if lengths is not None else None
-    if hist:
-        edges, counts = hist
-        top = max(counts) or 1.0
-        t.append_text(section("Token lengths" + (f" — context line at {max_len}" if max_len else ""), cid))
-        drawn = False
-        for i, c in enumerate(counts):
-            lo = edges[i] if i < len(edges) else 0
-            hi = edges[i + 1] if i + 1 < len(edges) else lo
-            if max_len and not drawn and lo >= max_len:
-                t.append(f"{'─' * 10} max_length {max_len} {'─' * 10}\n", style="bold red")
-                drawn = True
-            n = int(round(24 * c / top))
-            t.append(f"{lo:>6.0f}–{hi:<6.0f} ")
-            t.append("█" * n, style="red" if max_len and hi > max_len else "cyan")
-            t.append(f" {c:,.0f}\n")
-        if max_len and not drawn:
-            t.append(f"{'─' * 10} max_length {max_len} (above every bin) {'─' * 4}\n", style="bold")
-        t.append("\n")
+    check = record.check("contract.prepared_lengths") if record else None
+    m = check.measured if check else {}
+    max_len = m.get("max_length") if isinstance(m.get("max_length"), int) else None
+    hist = m.get("histogram")
+    if isinstance(hist, list) and hist and all(isinstance(h, str) for h in hist):
+        t.append_text(section("Token lengths before truncation" + (f" — context line at {max_len}" if max_len else ""),
+                              check.id if check else ""))
+        for line in hist:
+            bin_ = _BIN.match(line)
+            over = bool(max_len and bin_ and int(bin_.group(1)) > max_len)
+            t.append_text(literal(line.replace(" ← max_length", ""), "red" if over else ""))
+            t.append("\n")
+            if max_len and bin_ and int(bin_.group(1)) <= max_len <= int(bin_.group(2)):
+                t.append(f"{'─' * 14} max_length {max_len} {'─' * 14}\n", style="bold")
+        bits = [f"{k} {m[k]}" for k in ("p50", "p95", "p99", "max") if k in m]
+        if "truncated" in m:
+            bits.append(f"truncated {m['truncated']} ({_num(m.get('truncated_share')) or 0:.1%})")
+        t.append("  " + " · ".join(bits) + "\n\n", style="dim")
     else:
         t.append_text(not_measured("Token-length histogram"))
-    cid, samples = find_measured(record, ["decoded_samples", "decoded", "samples", "examples"], list)
-    if samples:
-        t.append_text(section("Decoded examples (supervised text bold+underlined, masked text dim)", cid))
-        for i, s in enumerate(samples[:3]):
-            t.append(f"example {i + 1}\n", style="italic")
-            t.append_text(_decoded(s))
+    samples_check = record.check("contract.prepared_samples") if record else None
+    samples = samples_check.measured.get("samples") if samples_check else None
+    if isinstance(samples, list) and samples:
+        t.append_text(section("Decoded examples: supervised text bold and underlined, masked text dim",
+                              samples_check.id))
+        for i, sample in enumerate(samples[:4]):
+            t.append_text(_decoded(sample, i))
             t.append("\n")
     else:
         t.append_text(not_measured("Decoded examples"))
     return t
 
 
-def _decoded(sample: Any) -> Text:
+def _decoded(sample: Any, i: int) -> Text:
     t = Text()
-    if isinstance(sample, str):
-        return literal(sample, limit=600, keep_newlines=True)
     if not isinstance(sample, dict):
         return literal(sample, limit=600)
-    segs = sample.get("segments") or sample.get("spans")
-    if isinstance(segs, list):
-        for seg in segs[:200]:
-            if isinstance(seg, dict):
-                masked = not seg.get("supervised", not seg.get("masked", False))
-                text = seg.get("text", "")
-            elif isinstance(seg, list) and len(seg) == 2:
-                text, masked = seg[0], not bool(seg[1])
-            else:
-                continue
-            if masked:
-                t.append_text(literal(text, "dim", keep_newlines=True, limit=400))
-            else:
-                t.append_text(literal(text, "bold underline", keep_newlines=True, limit=400))
-        return t
-    for key, style in (("text", ""), ("input", "dim"), ("masked", "dim"), ("supervised", "bold underline"),
-                       ("target", "bold underline"), ("label", "bold")):
-        if key in sample:
-            t.append(f"{key}: ", style="italic")
-            t.append_text(literal(sample[key], style, keep_newlines=True, limit=400))
-            t.append("\n")
+    head = f"example {i + 1}, id {clean(sample.get('id', '?'))}, {sample.get('tokens', '?')} tokens"
+    if "label" in sample:
+        head += f", label {clean(sample['label'])}"
+    if "supervised_tokens" in sample:
+        head += f", {sample['supervised_tokens']} supervised / {sample.get('masked_tokens', '?')} masked"
+    if sample.get("truncated"):
+        head += ", TRUNCATED"
+    t.append(head + "\n", style="italic")
+    text = str(sample.get("decoded", ""))[:1200]
+    # SFT samples mark supervised spans ⟦…⟧; everything outside is masked from the loss.
+    supervised = "label" not in sample
+    for j, part in enumerate(re.split(r"⟦|⟧", text)):
+        style = "bold underline" if (supervised and j % 2 == 1) else ("dim" if supervised else "")
+        t.append_text(literal(part, style, keep_newlines=True))
+    t.append("\n")
     return t
 
 
@@ -302,27 +322,35 @@ def _curve_values(points: Any) -> list[float]:
 
 def render_artifact(record: StageRecord | None, session: Any) -> Text:
     t = Text()
-    cid, comp = find_measured(record, ["comparison", "comparators", "results", "side_by_side", "metrics"], (dict, list))
-    rows: list[tuple[str, dict[str, Any]]] = []
-    if isinstance(comp, dict):
-        rows = [(str(k), v) for k, v in comp.items() if isinstance(v, dict)]
-    elif isinstance(comp, list):
-        rows = [(str(v.get("name", v.get("comparator", i))), v) for i, v in enumerate(comp) if isinstance(v, dict)]
-    if rows:
-        t.append_text(section("Base / candidate / baseline on the locked test", cid))
-        for name, vals in rows:
-            t.append_text(literal(clean(name)[:16].ljust(17), "bold"))
-            metric_bits = []
-            for k, v in vals.items():
-                if isinstance(v, int | float) and not isinstance(v, bool):
-                    metric_bits.append(f"{clean(k)} {v:.4g}")
-                elif isinstance(v, list) and len(v) == 2 and all(_num(x) is not None for x in v):
-                    metric_bits.append(f"{clean(k)} [{v[0]:.3g}, {v[1]:.3g}]")
-            t.append(" · ".join(metric_bits[:4]) or "(no numeric values)")
-            t.append("\n")
+    comp = record.check("artifact.comparison") if record else None
+    values = comp.measured.get("values") if comp else None
+    if isinstance(values, dict) and values:
+        diffs = comp.measured.get("differences", {})
+        metric = clean(comp.measured.get("metric", "metric"))
+        t.append_text(section(f"Locked test, {metric} (raw), arms side by side", comp.id))
+        pairs = [(str(a), float(v)) for a, v in values.items() if _num(v) is not None]
+        lower = metric in ("log_loss", "brier")
+        t.append_text(bar_lines(pairs, width=22, fmt="{:.4f}", scale=None if lower else 1.0))
+        for arm, d in (diffs.items() if isinstance(diffs, dict) else []):
+            if isinstance(d, dict) and _num(d.get("estimate")) is not None:
+                lo, hi = _num(d.get("lo")), _num(d.get("hi"))
+                ci = f" [{lo:+.4f}, {hi:+.4f}]" if lo is not None and hi is not None else " (no interval)"
+                t.append_text(literal(f"  candidate − {arm}: {d['estimate']:+.4f}{ci}"))
+                better = comp.measured.get("candidate_better", {}).get(arm)
+                t.append("  better" if better else "  not shown better", style="bold green" if better else "yellow")
+                t.append("\n")
         t.append("\n")
     else:
-        t.append_text(not_measured("Side-by-side comparison"))
+        t.append_text(not_measured("Base / candidate / baseline comparison"))
+    cal = record.check("artifact.calibrated") if record else None
+    arms = cal.measured.get("arms") if cal else None
+    if isinstance(arms, dict) and arms:
+        t.append_text(section("Calibration: ECE raw → calibrated", cal.id))
+        for arm, v in arms.items():
+            raw = _num((v.get("raw") or {}).get("ece")) if isinstance(v, dict) else None
+            calv = _num((v.get("calibrated") or {}).get("ece")) if isinstance(v, dict) else None
+            if raw is not None and calv is not None:
+                t.append_text(literal(f"  {clean(arm)[:18]:<18} {raw:.3f} → {calv:.3f}\n"))
     cid, rel = find_measured(record, ["reliability", "reliability_curve", "calibration_curve"], (list, dict))
     pts: list[tuple[float, float]] = []
     if isinstance(rel, dict) and isinstance(rel.get("confidence"), list) and isinstance(rel.get("accuracy"), list):
@@ -335,7 +363,7 @@ def render_artifact(record: StageRecord | None, session: Any) -> Text:
         t.append_text(section("Reliability (accuracy per confidence bin; ideal: equal)", cid))
         t.append_text(bar_lines([(f"conf {c:.2f}", a) for c, a in pts], width=24, fmt="{:.2f}", scale=1.0))
     else:
-        t.append_text(not_measured("Reliability curve"))
+        t.append_text(not_measured("Reliability curve", "the artifact record holds no per-bin accuracy"))
     return t
 
 
@@ -511,12 +539,13 @@ def render_dispatch_record(record: StageRecord | None) -> Text:
     t = Text()
     if record is None:
         return t
-    cid, losses = find_measured(record, ["loss_curve", "losses"], list)
-    vals = _curve_values(losses)
-    if vals:
-        t.append_text(section("Recorded loss curve", cid))
-        t.append_text(_spark_text(vals))
-        t.append("\n")
+    for check_id, key, title in (("dispatch.loss_curve", "loss", "Recorded loss curve"),
+                                 ("dispatch.dev_metric", "value", "Recorded dev metric")):
+        check = record.check(check_id)
+        vals = _curve_values(check.measured.get(key)) if check else []
+        if vals:
+            t.append_text(section(title, check_id))
+            t.append_text(_spark_text(vals))
     return t
 
 

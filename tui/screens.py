@@ -24,7 +24,7 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("f2 … f5", "show the Form / Checks / Visual / Notes tab of the stage"),
     ("tab / shift+tab", "move between fields and panes"),
     ("[ / ]", "previous / next rows of a large table"),
-    ("ctrl+t", "switch theme: dark → light → ANSI (the terminal's 16 colours)"),
+    ("ctrl+t", "theme: dark → light → ANSI dark → ANSI light (16 colours)"),
     ("ctrl+y", "copy the selected check (OSC 52, when the terminal offers it)"),
     ("ctrl+p", "command palette: every action by name"),
     ("f1", "this help"),

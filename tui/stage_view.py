@@ -27,7 +27,7 @@ from engine.stages import StageSpec
 from tui.forms import CLAIM_FIELDS, ClaimForm, StageForm, TomlForm
 from tui.panels import DispatchPanel, VisualPanel
 from tui.safe import clean, literal
-from tui.widgets import ChecksTable, CheckDetail, NotesPanel
+from tui.widgets import CheckDetail, ChecksTable, NotesPanel
 
 TABS = ("form", "checks", "visual", "notes")
 
@@ -143,12 +143,17 @@ class StageView(Vertical):
         event.stop()
         self.query_one(CheckDetail).show(event.check)
 
-    def show_tab(self, tab: str) -> None:
+    def show_tab(self, tab: str, _tries: int = 0) -> None:
         tabs = self.query(TabbedContent)
         if not tabs:  # not composed yet: on_mount applies it
             self._pending_tab = tab
             return
-        tabs.first().active = f"tab-{tab}"
+        try:
+            tabs.first().active = f"tab-{tab}"
+        except ValueError:  # the tab strip is still being built: try again after the next refresh
+            if _tries < 5:
+                self.call_after_refresh(self.show_tab, tab, _tries + 1)
+            return
         target = {
             "form": "#toml-editor, .stage-form Input, .stage-form Select",
             "checks": "ChecksTable",

@@ -20,9 +20,7 @@ from engine.data import TARGET
 
 def _keys(df: pl.DataFrame, columns: list[str], normalisation: str) -> tuple[pl.DataFrame, list[str]]:
     if normalisation == "lower_strip_ws":
-        exprs = [
-            norm_text_expr(c).alias(c) if df.schema[c] == pl.String else pl.col(c) for c in columns
-        ]
+        exprs = [norm_text_expr(c).alias(c) if df.schema[c] == pl.String else pl.col(c) for c in columns]
         return df.select(*exprs, pl.col(TARGET)), columns
     return df.select(*columns, TARGET), columns
 
@@ -48,7 +46,9 @@ def conflict_stats(df: pl.DataFrame, columns: list[str]) -> dict[str, Any]:
         return {"groups": 0, "rows": 0, "noise_ceiling_accuracy": 1.0, "rows_above_ceiling": 0}
     keyed = df.select(*columns, TARGET)
     per = keyed.group_by([*columns, TARGET]).agg(pl.len().alias("n"))
-    grp = per.group_by(columns).agg(pl.col("n").sum().alias("n"), pl.col("n").max().alias("top"), pl.len().alias("k"))
+    grp = per.group_by(columns).agg(
+        pl.col("n").sum().alias("n"), pl.col("n").max().alias("top"), pl.len().alias("k")
+    )
     conflict = grp.filter(pl.col("k") > 1)
     best = int(grp.get_column("top").sum())
     return {

@@ -62,10 +62,17 @@ def single_feature_score(df: pl.DataFrame, column: str) -> dict[str, Any]:
     for f in range(FOLDS):
         train = counts.filter(pl.col("fold") != f).group_by(["cell", TARGET]).agg(pl.col("n").sum())
         majority = (
-            train.group_by(TARGET).agg(pl.col("n").sum()).sort(["n", TARGET], descending=[True, False]).row(0)[0]
+            train.group_by(TARGET)
+            .agg(pl.col("n").sum())
+            .sort(["n", TARGET], descending=[True, False])
+            .row(0)[0]
         )
-        best = train.sort(["n", TARGET], descending=[True, False]).group_by("cell", maintain_order=True).first()
-        test = data.filter(pl.col("fold") == f).join(best.select("cell", pl.col(TARGET).alias("pred")), on="cell", how="left")
+        best = (
+            train.sort(["n", TARGET], descending=[True, False]).group_by("cell", maintain_order=True).first()
+        )
+        test = data.filter(pl.col("fold") == f).join(
+            best.select("cell", pl.col(TARGET).alias("pred")), on="cell", how="left"
+        )
         pred = test.get_column("pred").fill_null(majority)
         correct += int((pred == test.get_column(TARGET)).sum())
     acc = correct / n
@@ -81,7 +88,9 @@ def single_feature_score(df: pl.DataFrame, column: str) -> dict[str, Any]:
     }
 
 
-def identifier_candidates(df: pl.DataFrame, columns: list[str], id_column: str, unique_share: float = 0.5) -> list[str]:
+def identifier_candidates(
+    df: pl.DataFrame, columns: list[str], id_column: str, unique_share: float = 0.5
+) -> list[str]:
     """Near-unique columns (distinct share >= unique_share) and the declared id column."""
     out = []
     for c in columns:

@@ -50,7 +50,9 @@ class NearDupResult:
 
 def _texts(df: pl.DataFrame, text_columns: list[str], row_id: str) -> tuple[pl.DataFrame, list[np.ndarray]]:
     """Unique normalised texts (joined string) and, per text, the row ids holding it."""
-    norm = df.select(pl.col(row_id), *[norm_text_expr(c).alias(f"__n{i}") for i, c in enumerate(text_columns)])
+    norm = df.select(
+        pl.col(row_id), *[norm_text_expr(c).alias(f"__n{i}") for i, c in enumerate(text_columns)]
+    )
     keys = [f"__n{i}" for i in range(len(text_columns))]
     grouped = norm.group_by(keys, maintain_order=True).agg(pl.col(row_id))
     joined = (
@@ -146,7 +148,9 @@ def _candidates(sig: np.ndarray) -> np.ndarray:
     return np.unique(np.concatenate(codes)) if codes else np.empty(0, dtype=np.uint64)
 
 
-def _jaccard(ids: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray, chunk: int = 4_000_000) -> np.ndarray:
+def _jaccard(
+    ids: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray, chunk: int = 4_000_000
+) -> np.ndarray:
     """Exact Jaccard of the shingle sets of text pairs (a[i], b[i]); ids sorted within each text."""
     sizes = np.diff(offsets)
     span = np.int64(int(ids.max()) + 1) if ids.size else np.int64(1)
@@ -180,7 +184,10 @@ def near_duplicates(
     shingle_size: int = 5,
 ) -> NearDupResult:
     """Near-duplicate row pairs across different normalised texts (see module docstring)."""
-    empty = pl.DataFrame({"row_a": [], "row_b": [], "jaccard": []}, schema={"row_a": pl.Int64, "row_b": pl.Int64, "jaccard": pl.Float64})
+    empty = pl.DataFrame(
+        {"row_a": [], "row_b": [], "jaccard": []},
+        schema={"row_a": pl.Int64, "row_b": pl.Int64, "jaccard": pl.Float64},
+    )
     if df.height == 0 or not text_columns:
         return NearDupResult(empty, 0, 0, 0, 0)
     texts, rows = _texts(df, text_columns, row_id)
@@ -196,10 +203,14 @@ def near_duplicates(
     jac = _jaccard(ids, offsets, a, b)
     hit = jac >= threshold - 1e-12
     a, b, jac = a[hit], b[hit], jac[hit]
-    return NearDupResult(_expand(rows, a, b, jac, empty), len(rows), int(codes.size), int(a.size), int(values.size))
+    return NearDupResult(
+        _expand(rows, a, b, jac, empty), len(rows), int(codes.size), int(a.size), int(values.size)
+    )
 
 
-def _expand(rows: list[np.ndarray], a: np.ndarray, b: np.ndarray, jac: np.ndarray, empty: pl.DataFrame) -> pl.DataFrame:
+def _expand(
+    rows: list[np.ndarray], a: np.ndarray, b: np.ndarray, jac: np.ndarray, empty: pl.DataFrame
+) -> pl.DataFrame:
     if a.size == 0:
         return empty
     ra, rb, rj = [], [], []
@@ -221,8 +232,14 @@ def cluster_summary(pairs: pl.DataFrame) -> dict[str, int]:
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
-    nodes, inv = np.unique(np.concatenate([pairs["row_a"].to_numpy(), pairs["row_b"].to_numpy()]), return_inverse=True)
+    nodes, inv = np.unique(
+        np.concatenate([pairs["row_a"].to_numpy(), pairs["row_b"].to_numpy()]), return_inverse=True
+    )
     m = pairs.height
     g = coo_matrix((np.ones(m, dtype=np.int8), (inv[:m], inv[m:])), shape=(nodes.size, nodes.size))
     k, labels = connected_components(g, directed=False)
-    return {"clusters": int(k), "rows_in_clusters": int(nodes.size), "largest_cluster_rows": int(np.bincount(labels).max())}
+    return {
+        "clusters": int(k),
+        "rows_in_clusters": int(nodes.size),
+        "largest_cluster_rows": int(np.bincount(labels).max()),
+    }

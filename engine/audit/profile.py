@@ -50,7 +50,11 @@ def malformed_records(path: Path, name: str) -> dict[str, Any]:
                     malformed += 1
                     if len(locations) < MAX_LOCATIONS:
                         locations.append(
-                            {"line": start, "record": records, "problem": f"{len(row)} fields, header has {width}"}
+                            {
+                                "line": start,
+                                "record": records,
+                                "problem": f"{len(row)} fields, header has {width}",
+                            }
                         )
             start = reader.line_num + 1
     else:
@@ -67,7 +71,9 @@ def malformed_records(path: Path, name: str) -> dict[str, Any]:
                 if len(locations) < MAX_LOCATIONS:
                     locations.append({"line": no, "record": records, "problem": "not a JSON object"})
     for no in bad_utf8[:MAX_LOCATIONS]:
-        locations.append({"line": no, "record": 0, "problem": "bytes that are not UTF-8 (replaced by U+FFFD)"})
+        locations.append(
+            {"line": no, "record": 0, "problem": "bytes that are not UTF-8 (replaced by U+FFFD)"}
+        )
     return {
         "file": name,
         "records": records,
@@ -88,7 +94,9 @@ def missingness(df: pl.DataFrame, columns: list[str]) -> dict[str, Any]:
     per_class: dict[str, dict[str, float]] = {}
     if n and TARGET in df.columns:
         g = (
-            df.select(pl.col(TARGET).fill_null("<no target>"), *[pl.col(c).is_null().alias(c) for c in columns])
+            df.select(
+                pl.col(TARGET).fill_null("<no target>"), *[pl.col(c).is_null().alias(c) for c in columns]
+            )
             .group_by(TARGET)
             .agg([pl.col(c).mean().round(6) for c in columns])
             .sort(TARGET)
@@ -113,7 +121,9 @@ def time_profile(df: pl.DataFrame, column: str, as_of: dt.datetime | None) -> di
         return out
     lo, hi = valid.min(), valid.max()
     months = valid.dt.strftime("%Y-%m").value_counts().sort(valid.name)
-    per_month = dict(zip(months.get_column(valid.name).to_list(), months.get_column("count").to_list(), strict=True))
+    per_month = dict(
+        zip(months.get_column(valid.name).to_list(), months.get_column("count").to_list(), strict=True)
+    )
     gaps, y, m = [], lo.year, lo.month
     while (y, m) <= (hi.year, hi.month):
         key = f"{y:04d}-{m:02d}"

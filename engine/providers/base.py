@@ -32,7 +32,9 @@ def operation_id(digest: str, attempt: int) -> str:
     """Stable identity of one deliberate launch: the contract digest plus the attempt number."""
     hex_part = digest.split(":", 1)[-1]
     if len(hex_part) < 16 or attempt < 1:
-        raise ValueError(f"operation identity needs a sha256 digest and attempt ≥ 1 (got {digest!r}, {attempt})")
+        raise ValueError(
+            f"operation identity needs a sha256 digest and attempt ≥ 1 (got {digest!r}, {attempt})"
+        )
     return f"{hex_part[:16]}-a{attempt}"
 
 

@@ -108,7 +108,9 @@ class LocalProvider:
         if job_dir.resolve() != self.job_dir(op_id).resolve():
             raise ValueError(f"job dir {job_dir} is not {self.job_dir(op_id)} (operation {op_id})")
         if not (job_dir / jobfiles.CONTRACT).exists():
-            raise FileNotFoundError(f"{job_dir / jobfiles.CONTRACT} is missing: write the job directory first")
+            raise FileNotFoundError(
+                f"{job_dir / jobfiles.CONTRACT} is missing: write the job directory first"
+            )
         lock = job_dir / LAUNCH_LOCK
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -215,7 +217,8 @@ class LocalProvider:
         if st.get("stage") not in TERMINAL_STAGES:
             # Nothing runs; record the person's decision so the job is not shown as running.
             jobfiles.write_status(
-                handle.job_dir, {**st, "stage": "cancelled", "reason": "cancelled while no process was running"}
+                handle.job_dir,
+                {**st, "stage": "cancelled", "reason": "cancelled while no process was running"},
             )
 
     def wait(self, handle: Handle, timeout: float, poll: float = 0.5) -> JobStatus:

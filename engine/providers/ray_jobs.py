@@ -505,6 +505,12 @@ class RayJobsProvider:
             {k: rec.get(k) for k in ("submitted_at", "outcome", "ray_status", "ray_message") if k in rec}
         ]
         self._update_record(job_dir, previous_runs=runs)
+        # The old terminal word must not stand for the new run; resume points and run count stay.
+        st = jobfiles.read_status(out_dir)
+        if st:
+            jobfiles.write_status(
+                out_dir, {**st, "stage": "resubmitted", "reason": "resubmitted to Ray to resume"}
+            )
         return self._submit(job_dir, op_id, out_dir, posts_before=int(rec.get("posts", 0) or 0))
 
     # ------------------------------------------------------------ status
@@ -571,8 +577,10 @@ class RayJobsProvider:
         if ray_status == "PENDING":
             return "launching", f"Ray: PENDING {ray_msg}".strip()
         if ray_status == "RUNNING":
+            started = float(info.get("start_time") or 0) / 1000.0
+            if started and age >= 0 and age > time.time() - started + 1.0:
+                age = -1.0  # a heartbeat from before this Ray run (a resubmitted job) is not this run's
             if age < 0:
-                started = float(info.get("start_time") or 0) / 1000.0
                 waited = time.time() - started if started else 0.0
                 if waited > self.startup_grace_s:
                     return (

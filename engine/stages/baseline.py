@@ -106,6 +106,8 @@ class Inputs(BaseModel):
     # cv="auto" switches to K-fold when train has fewer rows than this (or dev is empty).
     cv_below_rows: int = Field(default=2000, ge=0)
     trivial_reference: str = "most_frequent"
+    # HistGradientBoosting boosting rounds (no early stopping, so runs are reproducible).
+    hgb_max_iter: int = Field(default=100, ge=1)
 
 
 # ---------------------------------------------------------------- data
@@ -160,10 +162,14 @@ def _load(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -
     fam = ev.get_column(d.FAMILY) if d.FAMILY in ev.columns else None
     if unit_kind == "family" and fam is not None:
         # rows the families file lacks stay their own unit (negative ids cannot clash with families)
-        units = np.where(fam.is_null().to_numpy(), -1 - ev.get_column(d.ROW_ID).to_numpy(), fam.fill_null(0).to_numpy())
+        units = np.where(
+            fam.is_null().to_numpy(), -1 - ev.get_column(d.ROW_ID).to_numpy(), fam.fill_null(0).to_numpy()
+        )
     else:
         unit_kind, units = "row", ev.get_column(d.ROW_ID).to_numpy()
-    data = Data(task, classes, fit, ev, parts["calibration"], text_cols, tab_cols, units, unit_kind, mode=mode)
+    data = Data(
+        task, classes, fit, ev, parts["calibration"], text_cols, tab_cols, units, unit_kind, mode=mode
+    )
     if mode != "holdout":
         _plan_folds(data, inputs, upstream)
     return data
@@ -192,7 +198,9 @@ def _mode(inputs: Inputs, parts: dict[str, pl.DataFrame]) -> str:
         return "kfold"
     if inputs.cv == "off":
         if parts["dev"].height == 0:
-            raise StageInputError("cv is 'off' but the split has no dev rows; set cv to 'auto' or add a dev split")
+            raise StageInputError(
+                "cv is 'off' but the split has no dev rows; set cv to 'auto' or add a dev split"
+            )
         return "holdout"
     small = parts["train"].height < inputs.cv_below_rows
     return "kfold" if small or parts["dev"].height == 0 else "holdout"
@@ -221,8 +229,11 @@ def _plan_folds(data: Data, inputs: Inputs, upstream: dict[str, StageRecord]) ->
     fold = ev.get_column(splits.FOLD).fill_null(-1).to_numpy() if splits.FOLD in ev.columns else None
     if fold is None or (fold < 0).any():
         fam = ev.get_column("family_id") if "family_id" in ev.columns else None
-        ids = data.units if fam is None else np.where(fam.is_null().to_numpy(), -1 - ev["row_id"].to_numpy(),
-                                                      fam.fill_null(0).to_numpy())
+        ids = (
+            data.units
+            if fam is None
+            else np.where(fam.is_null().to_numpy(), -1 - ev["row_id"].to_numpy(), fam.fill_null(0).to_numpy())
+        )
         src = upstream["source"].inputs
         tcol = str(src.get("time_column") or "")
         if _time_split(upstream) and tcol in ev.columns:
@@ -247,7 +258,9 @@ def _plan_folds(data: Data, inputs: Inputs, upstream: dict[str, StageRecord]) ->
     data.eval_fold = evaluated
     data.mode = "kfold-time" if ordered else "kfold"
     if len(data.folds) < 2:
-        raise StageInputError("K-fold needs at least two folds with training rows; raise cv_folds or add data")
+        raise StageInputError(
+            "K-fold needs at least two folds with training rows; raise cv_folds or add data"
+        )
     _ = pl  # polars is used through the frames
 
 
@@ -272,9 +285,13 @@ def _validate_learners(learners: list[str], data: Data) -> None:
     }[data.task]
     bad = [x for x in learners if x not in allowed]
     if bad:
-        raise StageInputError(f"learners {bad} do not fit a {data.task} task; choose from {', '.join(allowed)}")
+        raise StageInputError(
+            f"learners {bad} do not fit a {data.task} task; choose from {', '.join(allowed)}"
+        )
     if "tfidf_logreg" in learners and not data.text_cols:
-        raise StageInputError("tfidf_logreg needs free-text input columns; declare text_columns in the source stage")
+        raise StageInputError(
+            "tfidf_logreg needs free-text input columns; declare text_columns in the source stage"
+        )
     if any(x in learners for x in ("hgb", "logreg")) and not data.tab_cols:
         raise StageInputError("hgb / logreg need non-text input columns; the source stage declares none")
 
@@ -282,9 +299,13 @@ def _validate_learners(learners: list[str], data: Data) -> None:
 def _text(frame: pl.DataFrame, cols: list[str]) -> list[str]:
     import polars as pl
 
-    return frame.select(
-        pl.concat_str([pl.col(c).cast(pl.String).fill_null("") for c in cols], separator="\n").alias("x")
-    ).get_column("x").to_list()
+    return (
+        frame.select(
+            pl.concat_str([pl.col(c).cast(pl.String).fill_null("") for c in cols], separator="\n").alias("x")
+        )
+        .get_column("x")
+        .to_list()
+    )
 
 
 def _make_model(name: str, data: Data, inputs: Inputs, c_value: float) -> Any:
@@ -304,26 +325,54 @@ def _make_model(name: str, data: Data, inputs: Inputs, c_value: float) -> Any:
         return DummyRegressor(strategy=name)
     if name == "tfidf_logreg":
         return make_pipeline(
-            TfidfVectorizer(max_features=inputs.max_features, ngram_range=(1, inputs.ngram_max),
-                            min_df=inputs.min_df, sublinear_tf=True, dtype=_float32()),
+            TfidfVectorizer(
+                max_features=inputs.max_features,
+                ngram_range=(1, inputs.ngram_max),
+                min_df=inputs.min_df,
+                sublinear_tf=True,
+                dtype=_float32(),
+            ),
             LogisticRegression(C=c_value, max_iter=inputs.max_iter, random_state=inputs.seed),
         )
     num, cat = _tab_kinds(data)
     if name == "hgb":
         pre = ColumnTransformer(
-            [("num", "passthrough", num),
-             ("cat", OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=-1,
-                                    encoded_missing_value=-1), cat)])
+            [
+                ("num", "passthrough", num),
+                (
+                    "cat",
+                    OrdinalEncoder(
+                        handle_unknown="use_encoded_value", unknown_value=-1, encoded_missing_value=-1
+                    ),
+                    cat,
+                ),
+            ]
+        )
         cat_mask = [False] * len(num) + [True] * len(cat)
-        est_cls = HistGradientBoostingClassifier if data.task == "classification" else HistGradientBoostingRegressor
+        est_cls = (
+            HistGradientBoostingClassifier if data.task == "classification" else HistGradientBoostingRegressor
+        )
         kw = {"categorical_features": cat_mask} if cat else {}
-        return make_pipeline(pre, est_cls(random_state=inputs.seed, early_stopping=False, **kw))
+        return make_pipeline(
+            pre, est_cls(random_state=inputs.seed, early_stopping=False, max_iter=inputs.hgb_max_iter, **kw)
+        )
     # logreg on tabular inputs
     pre = ColumnTransformer(
-        [("num", make_pipeline(SimpleImputer(strategy="median"), StandardScaler()), num),
-         ("cat", make_pipeline(SimpleImputer(strategy="constant", fill_value="(missing)"),
-                               OneHotEncoder(handle_unknown="ignore", min_frequency=inputs.min_df)), cat)])
-    return make_pipeline(pre, LogisticRegression(C=c_value, max_iter=inputs.max_iter, random_state=inputs.seed))
+        [
+            ("num", make_pipeline(SimpleImputer(strategy="median"), StandardScaler()), num),
+            (
+                "cat",
+                make_pipeline(
+                    SimpleImputer(strategy="constant", fill_value="(missing)"),
+                    OneHotEncoder(handle_unknown="ignore", min_frequency=inputs.min_df),
+                ),
+                cat,
+            ),
+        ]
+    )
+    return make_pipeline(
+        pre, LogisticRegression(C=c_value, max_iter=inputs.max_iter, random_state=inputs.seed)
+    )
 
 
 def _float32() -> Any:
@@ -365,7 +414,9 @@ def _target(frame: pl.DataFrame, data: Data) -> np.ndarray:
         try:
             return y.cast(float).to_numpy()
         except Exception:
-            raise StageInputError("the claim's metric is a regression metric but the target is not numeric") from None
+            raise StageInputError(
+                "the claim's metric is a regression metric but the target is not numeric"
+            ) from None
     return np.asarray(y.to_list(), dtype=object)
 
 
@@ -382,7 +433,9 @@ def _predict(model: Any, x: Any, data: Data) -> np.ndarray:
     return out / out.sum(axis=1, keepdims=True)
 
 
-def _fit_predict(name: str, data: Data, inputs: Inputs, c_value: float, fit_idx: Any, targets: list[Any]) -> list[Any]:
+def _fit_predict(
+    name: str, data: Data, inputs: Inputs, c_value: float, fit_idx: Any, targets: list[Any]
+) -> list[Any]:
     fit = data.fit if fit_idx is None else data.fit[fit_idx]
     y = _target(fit, data)
     model = _make_model(name, data, inputs, c_value)
@@ -394,7 +447,9 @@ def _fit_predict(name: str, data: Data, inputs: Inputs, c_value: float, fit_idx:
     return [_predict(model, _features(name, t, data), data) for t in targets]
 
 
-def _selected_c(name: str, data: Data, inputs: Inputs, metric: str, fit_idx: Any, select_on: Any) -> tuple[float, list[dict[str, Any]]]:
+def _selected_c(
+    name: str, data: Data, inputs: Inputs, metric: str, fit_idx: Any, select_on: Any
+) -> tuple[float, list[dict[str, Any]]]:
     """C chosen by the primary metric: on dev (holdout) or inside the outer training fold (nested)."""
     import numpy as np
 
@@ -409,7 +464,11 @@ def _selected_c(name: str, data: Data, inputs: Inputs, metric: str, fit_idx: Any
             score = _score(metric, _target(select_on, data), pred, data)
         else:  # nested: inner family folds inside the outer training rows
             inner = data.fit[fit_idx]
-            fam = inner.get_column("family_id").fill_null(-1).to_numpy() if "family_id" in inner.columns else np.arange(inner.height)
+            fam = (
+                inner.get_column("family_id").fill_null(-1).to_numpy()
+                if "family_id" in inner.columns
+                else np.arange(inner.height)
+            )
             ifold = splits.assign_folds(np.asarray(fam, dtype=np.int64), 3, inputs.seed + 7)
             scores = []
             for k in range(3):
@@ -419,9 +478,12 @@ def _selected_c(name: str, data: Data, inputs: Inputs, metric: str, fit_idx: Any
                 pred = _fit_predict(name, data, inputs, c, tr, [te])[0]
                 scores.append(_score(metric, _target(te, data), pred, data))
             score = float(np.mean(scores)) if scores else float("nan")
-        trials.append({"C": float(c), "score": score})
+        # TOML has no null and NaN never compares equal on replay: an undefined score is a flag
+        trials.append(
+            {"C": float(c), "score": score} if score == score else {"C": float(c), "undefined": True}
+        )
     sign = 1 if metric in LOWER_IS_BETTER else -1
-    best = min(trials, key=lambda t: (sign * t["score"] if t["score"] == t["score"] else float("inf"), t["C"]))
+    best = min(trials, key=lambda t: (sign * t["score"] if "score" in t else float("inf"), t["C"]))
     return best["C"], trials
 
 
@@ -525,7 +587,9 @@ def _coverage(data: Data, mask: np.ndarray) -> str:
     n = int(mask.sum())
     if data.mode == "holdout":
         return f"full: all {n} dev rows"
-    return f"full: {n} of {data.eval.height} train+dev rows, out-of-fold ({len(data.folds)} folds, {data.mode})"
+    return (
+        f"full: {n} of {data.eval.height} train+dev rows, out-of-fold ({len(data.folds)} folds, {data.mode})"
+    )
 
 
 def _where(data: Data) -> str:
@@ -544,15 +608,28 @@ def _most_frequent_answer(data: Data) -> Fitted:
 
 
 def _classification_checks(
-    inputs: Inputs, data: Data, fitted: dict[str, Fitted], y: np.ndarray, units: np.ndarray, mask: np.ndarray,
-    metric: str, upstream: dict[str, StageRecord], notes: list[Note],
+    inputs: Inputs,
+    data: Data,
+    fitted: dict[str, Fitted],
+    y: np.ndarray,
+    units: np.ndarray,
+    mask: np.ndarray,
+    metric: str,
+    upstream: dict[str, StageRecord],
+    notes: list[Note],
 ) -> list[Check]:
     from engine import metrics as m
 
-    reports = {n: m.classification_report(y, f.eval_pred[mask], data.classes, ece_bins=inputs.ece_bins)
-               for n, f in fitted.items()}
-    present = [i for i, c in enumerate(data.classes) if reports[next(iter(reports))]["per_class"][i]["support"] > 0]
-    intervals = {n: _intervals(inputs, data, y, f.eval_pred[mask], units, present, metric) for n, f in fitted.items()}
+    reports = {
+        n: m.classification_report(y, f.eval_pred[mask], data.classes, ece_bins=inputs.ece_bins)
+        for n, f in fitted.items()
+    }
+    present = [
+        i for i, c in enumerate(data.classes) if reports[next(iter(reports))]["per_class"][i]["support"] > 0
+    ]
+    intervals = {
+        n: _intervals(inputs, data, y, f.eval_pred[mask], units, present, metric) for n, f in fitted.items()
+    }
     cov = _coverage(data, mask)
     trivial = [n for n in fitted if n in CLASS_TRIVIAL]
     conventional = [n for n in fitted if n in CLASS_CONVENTIONAL]
@@ -560,61 +637,137 @@ def _classification_checks(
     out.append(_conventional_check(data, fitted, reports, intervals, conventional, metric, cov))
     out.append(_per_class_check(data, reports, trivial, cov))
     best = _best(conventional, reports, metric)
-    out.append(_learnability_check(inputs, data, fitted, reports, y, units, mask, metric, best, present, upstream, cov,
-                                   notes))
+    out.append(
+        _learnability_check(
+            inputs, data, fitted, reports, y, units, mask, metric, best, present, upstream, cov, notes
+        )
+    )
     cal_check, calibrated = _calibration_check(inputs, data, fitted, y, mask, best)
     out.append(cal_check)
     out.append(_operating_point_check(inputs, data, fitted, y, mask, best, calibrated))
     return out
 
 
-def _intervals(inputs: Inputs, data: Data, y: np.ndarray, proba: np.ndarray, units: np.ndarray,
-               present: list[int], metric: str) -> dict[str, Any]:
+def _intervals(
+    inputs: Inputs,
+    data: Data,
+    y: np.ndarray,
+    proba: np.ndarray,
+    units: np.ndarray,
+    present: list[int],
+    metric: str,
+) -> dict[str, Any]:
     from engine import metrics as m
 
-    names = ["accuracy", "macro_f1"] + ([metric] if metric in DECOMPOSABLE and metric not in ("accuracy", "macro_f1") else [])
+    names = ["accuracy", "macro_f1"] + (
+        [metric] if metric in DECOMPOSABLE and metric not in ("accuracy", "macro_f1") else []
+    )
     out = {}
     for name in names:
-        out[name] = m.bootstrap_ci(name, y, proba, units, n=inputs.bootstrap_resamples, seed=inputs.bootstrap_seed,
-                                   classes=data.classes, labels=present)
+        out[name] = m.bootstrap_ci(
+            name,
+            y,
+            proba,
+            units,
+            n=inputs.bootstrap_resamples,
+            seed=inputs.bootstrap_seed,
+            classes=data.classes,
+            labels=present,
+        )
         out[name]["unit"] = data.unit_kind
     return out
 
 
 def _slim(report: dict[str, Any]) -> dict[str, Any]:
-    keys = ("n", "accuracy", "majority_class", "majority_rate", "macro_f1", "weighted_f1", "balanced_accuracy",
-            "macro_auroc", "macro_auprc", "log_loss", "brier", "ece", "ece_bins", "confusion", "per_class",
-            "classes_absent", "collapsed_classes", "undefined")
+    keys = (
+        "n",
+        "accuracy",
+        "majority_class",
+        "majority_rate",
+        "macro_f1",
+        "weighted_f1",
+        "balanced_accuracy",
+        "macro_auroc",
+        "macro_auprc",
+        "log_loss",
+        "brier",
+        "ece",
+        "ece_bins",
+        "confusion",
+        "per_class",
+        "classes_absent",
+        "collapsed_classes",
+        "undefined",
+    )
     return {k: report[k] for k in keys if k in report}
 
 
-def _trivial_check(data: Data, reports: dict[str, Any], intervals: dict[str, Any], trivial: list[str], cov: str) -> Check:
+def _trivial_check(
+    data: Data, reports: dict[str, Any], intervals: dict[str, Any], trivial: list[str], cov: str
+) -> Check:
     if not trivial:
-        return Check(id="baseline.trivial", status="warn", basis="decided", summary="no trivial learner was run",
-                     coverage=cov, why="Without a trivial reference, 'better' has no floor.", playbook=PB_TRIVIAL)
+        return Check(
+            id="baseline.trivial",
+            status="warn",
+            basis="decided",
+            summary="no trivial learner was run",
+            coverage=cov,
+            why="Without a trivial reference, 'better' has no floor.",
+            playbook=PB_TRIVIAL,
+        )
     first = reports[trivial[0]]
     majority_train = str(data.fit.get_column("target").mode().sort()[0])
     same = abs(first["accuracy"] - first["majority_rate"]) < 1e-12
-    parts = [f"{n}: accuracy {reports[n]['accuracy']:.4f}, macro-F1 {reports[n].get('macro_f1', 0.0):.4f}, "
-             f"log loss {reports[n]['log_loss']:.4f}" for n in trivial]
-    summary = (f"{'; '.join(parts)} on {_where(data)}; {_where(data)} majority rate {first['majority_rate']:.4f} "
-               f"('{first['majority_class']}')" + ("" if same else f"; train majority is '{majority_train}'"))
+    parts = [
+        f"{n}: accuracy {reports[n]['accuracy']:.4f}, macro-F1 {reports[n].get('macro_f1', 0.0):.4f}, "
+        f"log loss {reports[n]['log_loss']:.4f}"
+        for n in trivial
+    ]
+    summary = (
+        f"{'; '.join(parts)} on {_where(data)}; {_where(data)} majority rate {first['majority_rate']:.4f} "
+        f"('{first['majority_class']}')" + ("" if same else f"; train majority is '{majority_train}'")
+    )
     return Check(
-        id="baseline.trivial", status="info", summary=summary, coverage=cov,
-        measured={"learners": {n: _slim(reports[n]) | {"intervals": intervals[n]} for n in trivial},
-                  "train_majority_class": majority_train, "accuracy_equals_majority_rate": same},
+        id="baseline.trivial",
+        status="info",
+        summary=summary,
+        coverage=cov,
+        measured={
+            "learners": {n: _slim(reports[n]) | {"intervals": intervals[n]} for n in trivial},
+            "train_majority_class": majority_train,
+            "accuracy_equals_majority_rate": same,
+        },
         why="The trivial learner's score is the floor every model must clear; accuracy alone reaches the majority rate.",
         playbook=PB_TRIVIAL,
     )
 
 
-def _conventional_check(data: Data, fitted: dict[str, Fitted], reports: dict[str, Any], intervals: dict[str, Any],
-                        conventional: list[str], metric: str, cov: str) -> Check:
+def _conventional_check(
+    data: Data,
+    fitted: dict[str, Fitted],
+    reports: dict[str, Any],
+    intervals: dict[str, Any],
+    conventional: list[str],
+    metric: str,
+    cov: str,
+) -> Check:
     if not conventional:
-        return Check(id="baseline.conventional", status="not_run", basis="not_run", summary="no conventional learner chosen",
-                     coverage=cov, why="A simple learner shows whether the inputs carry signal.", playbook=PB_TRIVIAL)
-    measured: dict[str, Any] = {"primary_metric": metric, "fitted_on": "train" if data.mode == "holdout" else "folds",
-                                "measured_on": _where(data), "mode": data.mode, "learners": {}}
+        return Check(
+            id="baseline.conventional",
+            status="not_run",
+            basis="not_run",
+            summary="no conventional learner chosen",
+            coverage=cov,
+            why="A simple learner shows whether the inputs carry signal.",
+            playbook=PB_TRIVIAL,
+        )
+    measured: dict[str, Any] = {
+        "primary_metric": metric,
+        "fitted_on": "train" if data.mode == "holdout" else "folds",
+        "measured_on": _where(data),
+        "mode": data.mode,
+        "learners": {},
+    }
     parts = []
     for n in conventional:
         f = fitted[n]
@@ -624,12 +777,20 @@ def _conventional_check(data: Data, fitted: dict[str, Fitted], reports: dict[str
             entry["C"] = f.c_value
         measured["learners"][n] = entry
         val = reports[n].get(metric)
-        parts.append(f"{n}: {metric} {val:.4f} [{ci.get('lo', float('nan')):.4f}, {ci.get('hi', float('nan')):.4f}]"
-                     if val is not None else f"{n}: {metric} undefined")
-    return Check(id="baseline.conventional", status="info", summary="; ".join(parts) + f" on {_where(data)}",
-                 coverage=cov, measured=measured,
-                 why="Fitted on train only (vocabulary and encoders too), measured on rows it never saw.",
-                 playbook=PB_TRIVIAL)
+        parts.append(
+            f"{n}: {metric} {val:.4f} [{ci.get('lo', float('nan')):.4f}, {ci.get('hi', float('nan')):.4f}]"
+            if val is not None
+            else f"{n}: {metric} undefined"
+        )
+    return Check(
+        id="baseline.conventional",
+        status="info",
+        summary="; ".join(parts) + f" on {_where(data)}",
+        coverage=cov,
+        measured=measured,
+        why="Fitted on train only (vocabulary and encoders too), measured on rows it never saw.",
+        playbook=PB_TRIVIAL,
+    )
 
 
 def _per_class_check(data: Data, reports: dict[str, Any], trivial: list[str], cov: str) -> Check:
@@ -641,14 +802,31 @@ def _per_class_check(data: Data, reports: dict[str, Any], trivial: list[str], co
     if not parts:
         summary = "every learner recalls at least one row of every class present"
     else:
-        summary = "; ".join(parts) + (" (expected of trivial learners; accuracy hides it)" if not learned else "")
+        summary = "; ".join(parts) + (
+            " (expected of trivial learners; accuracy hides it)" if not learned else ""
+        )
+    weakest = {}
+    for n, r in reports.items():
+        rated = [p for p in r["per_class"] if "recall" in p]
+        if n not in trivial and rated:
+            low = min(rated, key=lambda p: (p["recall"], p["class"]))
+            weakest[n] = {"class": low["class"], "recall": low["recall"], "support": low["support"]}
+            summary += f"; {n}'s weakest class: {low['class']} (recall {low['recall']:.3f}, support {low['support']})"
     absent = reports[next(iter(reports))]["classes_absent"]
     if absent:
         summary += f"; classes absent from {_where(data)}: {', '.join(absent)}"
     return Check(
-        id="baseline.per_class", status=status, summary=summary, coverage=cov,
-        measured={"collapsed": collapsed, "recall": recall, "classes_absent": absent,
-                  "recall_absent_marker": -1.0},
+        id="baseline.per_class",
+        status=status,
+        summary=summary,
+        coverage=cov,
+        measured={
+            "collapsed": collapsed,
+            "weakest": weakest,
+            "recall": recall,
+            "classes_absent": absent,
+            "recall_absent_marker": -1.0,
+        },
         why="A model that predicts only the majority class scores the majority rate in accuracy and zero recall on the rest.",
         playbook=PB_RARE,
     )
@@ -683,30 +861,68 @@ def _noise_ceiling(upstream: dict[str, StageRecord]) -> tuple[float | None, str]
 
 
 def _learnability_check(
-    inputs: Inputs, data: Data, fitted: dict[str, Fitted], reports: dict[str, Any], y: np.ndarray, units: np.ndarray,
-    mask: np.ndarray, metric: str, best: str, present: list[int], upstream: dict[str, StageRecord], cov: str,
+    inputs: Inputs,
+    data: Data,
+    fitted: dict[str, Fitted],
+    reports: dict[str, Any],
+    y: np.ndarray,
+    units: np.ndarray,
+    mask: np.ndarray,
+    metric: str,
+    best: str,
+    present: list[int],
+    upstream: dict[str, StageRecord],
+    cov: str,
     notes: list[Note],
 ) -> Check:
     from engine import metrics as m
 
-    ref = inputs.trivial_reference if inputs.trivial_reference in fitted else next(
-        (n for n in fitted if n in CLASS_TRIVIAL), "")
+    ref = (
+        inputs.trivial_reference
+        if inputs.trivial_reference in fitted
+        else next((n for n in fitted if n in CLASS_TRIVIAL), "")
+    )
     if not best or not ref:
-        return Check(id="baseline.learnability", status="not_run", basis="not_run", coverage=cov,
-                     summary="needs one trivial and one conventional learner", why="", playbook=PB_LEARN)
+        return Check(
+            id="baseline.learnability",
+            status="not_run",
+            basis="not_run",
+            coverage=cov,
+            summary="needs one trivial and one conventional learner",
+            why="",
+            playbook=PB_LEARN,
+        )
     boot_metric = metric if metric in DECOMPOSABLE or metric in RANKING else "macro_f1"
     lower = boot_metric in LOWER_IS_BETTER
     pa, pb = fitted[best].eval_pred[mask], fitted[ref].eval_pred[mask]
     # AUROC / AUPRC do not decompose into per-unit sums: the (slower) per-resample path computes them
     stat: Any = getattr(m, boot_metric) if boot_metric in RANKING else boot_metric
-    diff = m.paired_bootstrap_diff(stat, y, pa, pb, units, n=inputs.bootstrap_resamples,
-                                   seed=inputs.bootstrap_seed, classes=data.classes, labels=present)
+    diff = m.paired_bootstrap_diff(
+        stat,
+        y,
+        pa,
+        pb,
+        units,
+        n=inputs.bootstrap_resamples,
+        seed=inputs.bootstrap_seed,
+        classes=data.classes,
+        labels=present,
+    )
     diff["metric"] = boot_metric
     if boot_metric in RANKING:
         diff["method"] += " (per-resample recomputation; macro over classes defined in each resample)"
     diff["unit"] = data.unit_kind
-    acc_diff = m.paired_bootstrap_diff("accuracy", y, pa, pb, units, n=inputs.bootstrap_resamples,
-                                       seed=inputs.bootstrap_seed, classes=data.classes, labels=present)
+    acc_diff = m.paired_bootstrap_diff(
+        "accuracy",
+        y,
+        pa,
+        pb,
+        units,
+        n=inputs.bootstrap_resamples,
+        seed=inputs.bootstrap_seed,
+        classes=data.classes,
+        labels=present,
+    )
     acc_diff["unit"] = data.unit_kind
     yi = m.encode(y, data.classes)
     test = m.mcnemar(m.argmax_pred(pa) == yi, m.argmax_pred(pb) == yi)
@@ -714,14 +930,22 @@ def _learnability_check(
     ceiling, ceiling_from = _noise_ceiling(upstream)
     acc = reports[best]["accuracy"]
     measured: dict[str, Any] = {
-        "learner": best, "reference": ref, "metric": boot_metric, "difference": diff, "accuracy_difference": acc_diff,
-        "mcnemar": test, "beats_trivial": better, "selected_on": _where(data),
+        "learner": best,
+        "reference": ref,
+        "metric": boot_metric,
+        "difference": diff,
+        "accuracy_difference": acc_diff,
+        "mcnemar": test,
+        "beats_trivial": better,
+        "selected_on": _where(data),
         "noise_ceiling_source": ceiling_from,
     }
-    verdict = (f"{best} beats {ref} on {boot_metric} by {diff['estimate']:+.4f} "
-               f"[{diff.get('lo', float('nan')):+.4f}, {diff.get('hi', float('nan')):+.4f}] "
-               f"({diff['resamples']} {data.unit_kind} resamples, {diff['units']} units); "
-               f"McNemar p={test['p_value']:.3g}")
+    verdict = (
+        f"{best} beats {ref} on {boot_metric} by {diff['estimate']:+.4f} "
+        f"[{diff.get('lo', float('nan')):+.4f}, {diff.get('hi', float('nan')):+.4f}] "
+        f"({diff['resamples']} {data.unit_kind} resamples, {diff['units']} units); "
+        f"McNemar p={test['p_value']:.3g}"
+    )
     if not better:
         verdict = verdict.replace(" beats ", " does not clearly beat ")
     status = "pass" if better else "warn"
@@ -734,21 +958,33 @@ def _learnability_check(
         if gap < -0.01:
             measured["ceiling_comparison"] = "above_ceiling"
             status = "warn"
-            verdict += (f"; accuracy {acc:.4f} exceeds the label-noise ceiling {ceiling:.4f} — suspect leakage "
-                        "or a ceiling measured on too few duplicated inputs")
+            verdict += (
+                f"; accuracy {acc:.4f} exceeds the label-noise ceiling {ceiling:.4f} — suspect leakage "
+                "or a ceiling measured on too few duplicated inputs"
+            )
         else:
             measured["ceiling_comparison"] = "below_ceiling"
             verdict += f"; accuracy {acc:.4f} vs label-noise ceiling {ceiling:.4f} (gap {gap:.4f})"
             if ceiling < 1.0:
-                notes.append(Note(tag="limitation", text=(
-                    f"Contradictory labels on identical inputs cap accuracy at about {ceiling:.4f} "
-                    f"({ceiling_from}); no model trained on these labels can be expected to exceed it.")))
+                notes.append(
+                    Note(
+                        tag="limitation",
+                        text=(
+                            f"Contradictory labels on identical inputs cap accuracy at about {ceiling:.4f} "
+                            f"({ceiling_from}); no model trained on these labels can be expected to exceed it."
+                        ),
+                    )
+                )
     if data.mode == "holdout" and fitted[best].trials:
         verdict += "; C was selected on dev, so the dev figure of the chosen C is optimistic"
     return Check(
-        id="baseline.learnability", status=status, summary=verdict, coverage=cov, measured=measured,
+        id="baseline.learnability",
+        status=status,
+        summary=verdict,
+        coverage=cov,
+        measured=measured,
         why="Learnable means the conventional learner beats the trivial one with an interval over the independent "
-            "unit that excludes zero; weak or contradictory labels are a limit, reported, not hidden.",
+        "unit that excludes zero; weak or contradictory labels are a limit, reported, not hidden.",
         playbook=PB_LEARN,
     )
 
@@ -756,8 +992,9 @@ def _learnability_check(
 # ---------------------------------------------------------------- calibration and operating point
 
 
-def _calibration_sets(data: Data, fitted: dict[str, Fitted], mask: np.ndarray, best: str,
-                      y: np.ndarray) -> tuple[str, Any]:
+def _calibration_sets(
+    data: Data, fitted: dict[str, Fitted], mask: np.ndarray, best: str, y: np.ndarray
+) -> tuple[str, Any]:
     """Where calibration is fitted: the calibration split (holdout) or cross-fitted over folds (K-fold)."""
     if data.mode == "holdout":
         if data.cal.height == 0 or fitted[best].cal_pred is None:
@@ -766,37 +1003,53 @@ def _calibration_sets(data: Data, fitted: dict[str, Fitted], mask: np.ndarray, b
     return "out_of_fold", (fitted[best].eval_pred[mask], y, data.eval_fold[mask])
 
 
-def _calibration_check(inputs: Inputs, data: Data, fitted: dict[str, Fitted], y: np.ndarray, mask: np.ndarray,
-                       best: str) -> tuple[Check, Any]:
+def _calibration_check(
+    inputs: Inputs, data: Data, fitted: dict[str, Fitted], y: np.ndarray, mask: np.ndarray, best: str
+) -> tuple[Check, Any]:
     import numpy as np
 
     from engine import metrics as m
 
-    base = dict(id="baseline.calibration", why="Calibration fitted on the rows it is scored on looks better than it is; "
-                "scores on the fitting rows are in-sample.", playbook=PB_CAL)
+    base = dict(
+        id="baseline.calibration",
+        why="Calibration fitted on the rows it is scored on looks better than it is; "
+        "scores on the fitting rows are in-sample.",
+        playbook=PB_CAL,
+    )
     if not best or inputs.calibration == "none":
         why = "no conventional learner" if not best else "calibration method 'none' chosen"
         return Check(status="not_run", basis="not_run", summary=f"not run: {why}", **base), None
     where, sets = _calibration_sets(data, fitted, mask, best, y)
     if sets is None:
-        return Check(status="not_run", basis="not_run",
-                     summary="not run: no calibration split and not in K-fold mode; the split stage makes one",
-                     **base), None
+        return Check(
+            status="not_run",
+            basis="not_run",
+            summary="not run: no calibration split and not in K-fold mode; the split stage makes one",
+            **base,
+        ), None
     raw = fitted[best].eval_pred[mask]
     yi = m.encode(y, data.classes)
 
     def figures(p: np.ndarray, yy: np.ndarray, sample: str) -> dict[str, Any]:
         r = m.classification_report(yy, p, data.classes, ece_bins=inputs.ece_bins)
-        return {"sample": sample, "log_loss": r["log_loss"], "brier": r["brier"], "ece": r["ece"],
-                "accuracy": r["accuracy"], "rows": r["n"]}
+        return {
+            "sample": sample,
+            "log_loss": r["log_loss"],
+            "brier": r["brier"],
+            "ece": r["ece"],
+            "accuracy": r["accuracy"],
+            "rows": r["n"],
+        }
 
     if where == "calibration_split":
         cal_p, cal_y = sets
         cal_i = m.encode(cal_y, data.classes)
         calib = m.fit_calibrator(inputs.calibration, cal_p, cal_i, seed=inputs.seed)
         out_p = calib.transform(raw)
-        fitting = {"raw": figures(cal_p, cal_y, "in-sample (fitting rows, before calibration)"),
-                   "calibrated": figures(calib.transform(cal_p), cal_y, "in-sample (fitting rows)")}
+        fitting = {
+            "raw": figures(cal_p, cal_y, "in-sample (fitting rows, before calibration)"),
+            "calibrated": figures(calib.transform(cal_p), cal_y, "in-sample (fitting rows)"),
+        }
         calibrated_fit = (calib.transform(cal_p), cal_i)
     else:
         p_all, _, folds = sets
@@ -806,45 +1059,93 @@ def _calibration_check(inputs: Inputs, data: Data, fitted: dict[str, Fitted], y:
             if len(set(yi[other].tolist())) < 2:
                 out_p[folds == k] = p_all[folds == k]
                 continue
-            out_p[folds == k] = m.fit_calibrator(inputs.calibration, p_all[other], yi[other], seed=inputs.seed).transform(p_all[folds == k])
+            out_p[folds == k] = m.fit_calibrator(
+                inputs.calibration, p_all[other], yi[other], seed=inputs.seed
+            ).transform(p_all[folds == k])
         calib = m.fit_calibrator(inputs.calibration, p_all, yi, seed=inputs.seed)
         fitting = {"calibrated": figures(calib.transform(p_all), y, "in-sample (all out-of-fold rows)")}
         calibrated_fit = (out_p, yi)
-    evaluation = {"raw": figures(raw, y, f"out-of-sample ({_where(data)})"),
-                  "calibrated": figures(out_p, y, f"out-of-sample ({_where(data)}"
-                                        + (", cross-fitted)" if where == "out_of_fold" else ")"))}
+    evaluation = {
+        "raw": figures(raw, y, f"out-of-sample ({_where(data)})"),
+        "calibrated": figures(
+            out_p,
+            y,
+            f"out-of-sample ({_where(data)}" + (", cross-fitted)" if where == "out_of_fold" else ")"),
+        ),
+    }
     r0, r1 = evaluation["raw"], evaluation["calibrated"]
-    summary = (f"{best}, {inputs.calibration} fitted on {where.replace('_', ' ')}: {_where(data)} ECE "
-               f"{r0['ece']:.4f} raw → {r1['ece']:.4f} calibrated, log loss {r0['log_loss']:.4f} → "
-               f"{r1['log_loss']:.4f} (out-of-sample; {inputs.ece_bins} bins)")
-    measured = {"learner": best, "method": inputs.calibration, "fitted_on": where, "params": calib.params,
-                "evaluation": evaluation, "fitting_rows": fitting, "ece_bins": inputs.ece_bins}
+    summary = (
+        f"{best}, {inputs.calibration} fitted on {where.replace('_', ' ')}: {_where(data)} ECE "
+        f"{r0['ece']:.4f} raw → {r1['ece']:.4f} calibrated, log loss {r0['log_loss']:.4f} → "
+        f"{r1['log_loss']:.4f} (out-of-sample; {inputs.ece_bins} bins)"
+    )
+    measured = {
+        "learner": best,
+        "method": inputs.calibration,
+        "fitted_on": where,
+        "params": calib.params,
+        "evaluation": evaluation,
+        "fitting_rows": fitting,
+        "ece_bins": inputs.ece_bins,
+    }
     return Check(status="info", summary=summary, coverage=_coverage(data, mask), measured=measured, **base), (
-        out_p, calibrated_fit, calib)
+        out_p,
+        calibrated_fit,
+        calib,
+    )
 
 
-def _operating_point_check(inputs: Inputs, data: Data, fitted: dict[str, Fitted], y: np.ndarray, mask: np.ndarray,
-                           best: str, calibrated: Any) -> Check:
+def _operating_point_check(
+    inputs: Inputs,
+    data: Data,
+    fitted: dict[str, Fitted],
+    y: np.ndarray,
+    mask: np.ndarray,
+    best: str,
+    calibrated: Any,
+) -> Check:
     import numpy as np
 
     from engine import metrics as m
 
     op = inputs.operating_point
-    base = dict(id="baseline.operating_point", why="An action threshold is a decision about error costs; 0.5 or "
-                "arg-max is not a default that fits every cost.", playbook=PB_CAL)
+    base = dict(
+        id="baseline.operating_point",
+        why="An action threshold is a decision about error costs; 0.5 or "
+        "arg-max is not a default that fits every cost.",
+        playbook=PB_CAL,
+    )
     if op.constraint == "none":
-        return Check(status="not_run", basis="not_run", summary="no operating constraint or cost declared; decisions "
-                     "are arg-max over classes and no threshold was chosen", **base)
+        return Check(
+            status="not_run",
+            basis="not_run",
+            summary="no operating constraint or cost declared; decisions "
+            "are arg-max over classes and no threshold was chosen",
+            **base,
+        )
     if op.positive_class not in data.classes:
-        raise StageInputError(f"operating_point.positive_class '{op.positive_class}' is not one of {data.classes}")
+        raise StageInputError(
+            f"operating_point.positive_class '{op.positive_class}' is not one of {data.classes}"
+        )
     if not best:
-        return Check(status="not_run", basis="not_run", summary="no conventional learner to set a threshold for", **base)
+        return Check(
+            status="not_run",
+            basis="not_run",
+            summary="no conventional learner to set a threshold for",
+            **base,
+        )
     j = data.classes.index(op.positive_class)
     yi = m.encode(y, data.classes)
     kw = dict(constraint=op.constraint, target=op.target, cost_fp=op.cost_fp, cost_fn=op.cost_fn)
-    if calibrated is None:  # no calibration available: the threshold is fitted on raw scores of the same sources
-        return Check(status="not_run", basis="not_run",
-                     summary="not run: no calibration split or out-of-fold predictions to fit a threshold on", **base)
+    if (
+        calibrated is None
+    ):  # no calibration available: the threshold is fitted on raw scores of the same sources
+        return Check(
+            status="not_run",
+            basis="not_run",
+            summary="not run: no calibration split or out-of-fold predictions to fit a threshold on",
+            **base,
+        )
     eval_p, (fit_p, fit_y), _ = calibrated
     if data.mode == "holdout":
         choice = m.choose_threshold(fit_y == j, fit_p[:, j], **kw)
@@ -861,68 +1162,127 @@ def _operating_point_check(inputs: Inputs, data: Data, fitted: dict[str, Fitted]
         applied["threshold"] = "cross-fitted per fold"
     choice["fit_sample"] = "in-sample (the rows the threshold was chosen on)"
     applied["sample"] = f"out-of-sample ({_where(data)})"
-    rule = (f"precision ≥ {op.target}" if op.constraint == "min_precision" else f"recall ≥ {op.target}"
-            if op.constraint == "min_recall" else f"min {op.cost_fp}·FP + {op.cost_fn}·FN")
+    rule = (
+        f"precision ≥ {op.target}"
+        if op.constraint == "min_precision"
+        else f"recall ≥ {op.target}"
+        if op.constraint == "min_recall"
+        else f"min {op.cost_fp}·FP + {op.cost_fn}·FN"
+    )
     status = "pass"
     if not choice["feasible"]:
         status = "warn"
         summary = f"'{op.positive_class}': no threshold meets {rule} on the fitting rows"
     else:
         got = applied.get("precision" if op.constraint == "min_precision" else "recall", 0.0)
-        summary = (f"'{op.positive_class}' ≥ {choice['threshold']:.4f} ({rule}, chosen on calibrated "
-                   f"{'calibration split' if data.mode == 'holdout' else 'out-of-fold'} scores): {_where(data)} "
-                   f"precision {applied['precision']:.4f}, recall {applied.get('recall', float('nan')):.4f}")
+        summary = (
+            f"'{op.positive_class}' ≥ {choice['threshold']:.4f} ({rule}, chosen on calibrated "
+            f"{'calibration split' if data.mode == 'holdout' else 'out-of-fold'} scores): {_where(data)} "
+            f"precision {applied['precision']:.4f}, recall {applied.get('recall', float('nan')):.4f}"
+        )
         if op.constraint != "cost" and got < op.target:
             status = "warn"
             summary += f"; the constraint does not hold out-of-sample ({got:.4f} < {op.target})"
-    return Check(status=status, summary=summary, coverage=_coverage(data, mask),
-                 measured={"learner": best, "positive_class": op.positive_class, "rule": rule, "choice": choice,
-                           "applied": applied}, **base)
+    return Check(
+        status=status,
+        summary=summary,
+        coverage=_coverage(data, mask),
+        measured={
+            "learner": best,
+            "positive_class": op.positive_class,
+            "rule": rule,
+            "choice": choice,
+            "applied": applied,
+        },
+        **base,
+    )
 
 
 # ---------------------------------------------------------------- regression and generation
 
 
-def _regression_checks(inputs: Inputs, data: Data, fitted: dict[str, Fitted], y: np.ndarray, units: np.ndarray,
-                       mask: np.ndarray, metric: str) -> list[Check]:
+def _regression_checks(
+    inputs: Inputs,
+    data: Data,
+    fitted: dict[str, Fitted],
+    y: np.ndarray,
+    units: np.ndarray,
+    mask: np.ndarray,
+    metric: str,
+) -> list[Check]:
     from engine import metrics as m
 
     cov = _coverage(data, mask)
     reps = {n: m.regression_report(y, f.eval_pred[mask]) for n, f in fitted.items()}
     for n, f in fitted.items():
-        reps[n]["intervals"] = {k: m.bootstrap_ci(k, y, f.eval_pred[mask], units, n=inputs.bootstrap_resamples,
-                                                  seed=inputs.bootstrap_seed) | {"unit": data.unit_kind}
-                                for k in ("mae", "rmse")}
+        reps[n]["intervals"] = {
+            k: m.bootstrap_ci(
+                k, y, f.eval_pred[mask], units, n=inputs.bootstrap_resamples, seed=inputs.bootstrap_seed
+            )
+            | {"unit": data.unit_kind}
+            for k in ("mae", "rmse")
+        }
     trivial = [n for n in fitted if n in REG_TRIVIAL]
     conv = [n for n in fitted if n in REG_CONVENTIONAL]
     desc = "; ".join(f"{n}: MAE {reps[n]['mae']:.4g}, RMSE {reps[n]['rmse']:.4g}" for n in fitted)
-    out = [Check(id="baseline.trivial", status="info", summary=desc, coverage=cov,
-                 measured={"learners": {n: reps[n] for n in trivial}}, why="The floor a model must clear.",
-                 playbook=PB_TRIVIAL),
-           Check(id="baseline.conventional", status="info" if conv else "not_run", basis="measured" if conv else "not_run",
-                 summary=desc if conv else "no conventional learner chosen", coverage=cov,
-                 measured={"learners": {n: reps[n] for n in conv}}, why="Signal in the inputs.", playbook=PB_TRIVIAL)]
+    out = [
+        Check(
+            id="baseline.trivial",
+            status="info",
+            summary=desc,
+            coverage=cov,
+            measured={"learners": {n: reps[n] for n in trivial}},
+            why="The floor a model must clear.",
+            playbook=PB_TRIVIAL,
+        ),
+        Check(
+            id="baseline.conventional",
+            status="info" if conv else "not_run",
+            basis="measured" if conv else "not_run",
+            summary=desc if conv else "no conventional learner chosen",
+            coverage=cov,
+            measured={"learners": {n: reps[n] for n in conv}},
+            why="Signal in the inputs.",
+            playbook=PB_TRIVIAL,
+        ),
+    ]
     boot = metric if metric in ("mae", "rmse", "r2") else "mae"
     if conv and trivial:
         best = min(conv, key=lambda n: reps[n][boot] if boot != "r2" else -reps[n].get("r2", -1e9))
         ref = inputs.trivial_reference if inputs.trivial_reference in trivial else trivial[0]
-        diff = m.paired_bootstrap_diff(boot, y, fitted[best].eval_pred[mask], fitted[ref].eval_pred[mask], units,
-                                       n=inputs.bootstrap_resamples, seed=inputs.bootstrap_seed)
+        diff = m.paired_bootstrap_diff(
+            boot,
+            y,
+            fitted[best].eval_pred[mask],
+            fitted[ref].eval_pred[mask],
+            units,
+            n=inputs.bootstrap_resamples,
+            seed=inputs.bootstrap_seed,
+        )
         better = "lo" in diff and (diff["lo"] > 0 if boot == "r2" else diff["hi"] < 0)
-        out.append(Check(id="baseline.learnability", status="pass" if better else "warn", coverage=cov,
-                         summary=f"{best} − {ref} {boot}: {diff['estimate']:+.4g} [{diff.get('lo', 0):+.4g}, "
-                                 f"{diff.get('hi', 0):+.4g}] ({data.unit_kind} bootstrap)",
-                         measured={"learner": best, "reference": ref, "difference": diff, "beats_trivial": better},
-                         why="Learnable means the conventional learner beats the trivial one beyond noise.",
-                         playbook=PB_LEARN))
+        out.append(
+            Check(
+                id="baseline.learnability",
+                status="pass" if better else "warn",
+                coverage=cov,
+                summary=f"{best} − {ref} {boot}: {diff['estimate']:+.4g} [{diff.get('lo', 0):+.4g}, "
+                f"{diff.get('hi', 0):+.4g}] ({data.unit_kind} bootstrap)",
+                measured={"learner": best, "reference": ref, "difference": diff, "beats_trivial": better},
+                why="Learnable means the conventional learner beats the trivial one beyond noise.",
+                playbook=PB_LEARN,
+            )
+        )
     na = "not a classification task"
     for cid in ("baseline.per_class", "baseline.calibration", "baseline.operating_point"):
-        out.append(Check(id=cid, status="not_run", basis="not_run", summary=f"not run: {na}", playbook=PB_RARE))
+        out.append(
+            Check(id=cid, status="not_run", basis="not_run", summary=f"not run: {na}", playbook=PB_RARE)
+        )
     return out
 
 
-def _generation_checks(inputs: Inputs, data: Data, fitted: dict[str, Fitted], y: np.ndarray, units: np.ndarray,
-                       mask: np.ndarray) -> list[Check]:
+def _generation_checks(
+    inputs: Inputs, data: Data, fitted: dict[str, Fitted], y: np.ndarray, units: np.ndarray, mask: np.ndarray
+) -> list[Check]:
     import numpy as np
 
     from engine import metrics as m
@@ -940,14 +1300,28 @@ def _generation_checks(inputs: Inputs, data: Data, fitted: dict[str, Fitted], y:
     ci["unit"] = data.unit_kind
     cov = _coverage(data, mask)
     return [
-        Check(id="baseline.trivial", status="info", coverage=cov,
-              summary=f"most frequent training answer: exact match {em:.4f} [{ci.get('lo', 0):.4f}, {ci.get('hi', 0):.4f}]",
-              measured={"answer": answer[:200], "exact_match": em, "interval": ci,
-                        "normalisation": "whitespace collapsed, case-folded"},
-              why="Repeating the commonest answer is the floor for a generative task.", playbook=PB_TRIVIAL),
-        Check(id="baseline.conventional", status="not_run", basis="not_run",
-              summary="no conventional learner for free generation; the unchanged base model is the comparator "
-                      "measured at the artifact stage", playbook=PB_TRIVIAL),
+        Check(
+            id="baseline.trivial",
+            status="info",
+            coverage=cov,
+            summary=f"most frequent training answer: exact match {em:.4f} [{ci.get('lo', 0):.4f}, {ci.get('hi', 0):.4f}]",
+            measured={
+                "answer": answer[:200],
+                "exact_match": em,
+                "interval": ci,
+                "normalisation": "whitespace collapsed, case-folded",
+            },
+            why="Repeating the commonest answer is the floor for a generative task.",
+            playbook=PB_TRIVIAL,
+        ),
+        Check(
+            id="baseline.conventional",
+            status="not_run",
+            basis="not_run",
+            summary="no conventional learner for free generation; the unchanged base model is the comparator "
+            "measured at the artifact stage",
+            playbook=PB_TRIVIAL,
+        ),
     ]
 
 
@@ -988,12 +1362,18 @@ def _predictions_check(data: Data, fitted: dict[str, Fitted], mask: np.ndarray, 
     if not ctx.replay:
         atomic_write_bytes(path, blob)
     return Check(
-        id="baseline.predictions", status="info",
+        id="baseline.predictions",
+        status="info",
         summary=f"{frame.height} {_where(data)} predictions ({len(fitted)} learners) saved to data/{PREDICTIONS_FILE}",
         coverage=_coverage(data, mask),
-        measured={"path": f"data/{PREDICTIONS_FILE}", "sha256": hashlib.sha256(blob).hexdigest(), "rows": frame.height,
-                  "columns": frame.columns},
-        why="Saved predictions let a reviewer recompute every figure without refitting.", playbook=PB_REPORT,
+        measured={
+            "path": f"data/{PREDICTIONS_FILE}",
+            "sha256": hashlib.sha256(blob).hexdigest(),
+            "rows": frame.height,
+            "columns": frame.columns,
+        },
+        why="Saved predictions let a reviewer recompute every figure without refitting.",
+        playbook=PB_REPORT,
     )
 
 
@@ -1009,11 +1389,19 @@ def _locked_test_check(upstream: dict[str, StageRecord], ctx: StageContext) -> C
     reads = [r for r in splits.locked_reads(ctx) if r.get("caller") == CALLER]
     ok = refused and not reads
     return Check(
-        id="baseline.locked_test", status="pass" if ok else "fail",
-        summary=("the locked test was not read: the guard refused this stage and 0 locked reads are logged" if ok else
-                 f"the locked test was read by this stage ({len(reads)} read(s)); its figures cannot select anything"),
-        measured={"guard_refused": refused, "refusal": message, "locked_reads": len(reads),
-                  "splits_read": ["train", "dev", "calibration"]},
+        id="baseline.locked_test",
+        status="pass" if ok else "fail",
+        summary=(
+            "the locked test was not read: the guard refused this stage and 0 locked reads are logged"
+            if ok
+            else f"the locked test was read by this stage ({len(reads)} read(s)); its figures cannot select anything"
+        ),
+        measured={
+            "guard_refused": refused,
+            "refusal": message,
+            "locked_reads": len(reads),
+            "splits_read": ["train", "dev", "calibration"],
+        },
         why="Final results must select nothing; a stage that saw the test labels cannot claim an unbiased test.",
         playbook=PB_SPLITS,
     )
@@ -1022,11 +1410,20 @@ def _locked_test_check(upstream: dict[str, StageRecord], ctx: StageContext) -> C
 def _timing_check(data: Data, fitted: dict[str, Fitted], t_load: float, total: float) -> Check:
     per = {n: round(f.seconds, 3) for n, f in fitted.items()}
     return Check(
-        id="baseline.timing", status="info", replay="observation",
-        summary=f"stage took {total:.1f} s (reading {t_load:.1f} s; " + ", ".join(f"{n} {s:.1f} s" for n, s in per.items())
-                + f") for {data.fit.height} fitting rows and {data.eval.height} evaluated rows",
-        measured={"total_seconds": round(total, 3), "load_seconds": round(t_load, 3), "learner_seconds": per,
-                  "fit_rows": data.fit.height, "eval_rows": data.eval.height, "mode": data.mode},
+        id="baseline.timing",
+        status="info",
+        replay="observation",
+        summary=f"stage took {total:.1f} s (reading {t_load:.1f} s; "
+        + ", ".join(f"{n} {s:.1f} s" for n, s in per.items())
+        + f") for {data.fit.height} fitting rows and {data.eval.height} evaluated rows",
+        measured={
+            "total_seconds": round(total, 3),
+            "load_seconds": round(t_load, 3),
+            "learner_seconds": per,
+            "fit_rows": data.fit.height,
+            "eval_rows": data.eval.height,
+            "mode": data.mode,
+        },
         why="Run time is an observation of this machine, not a property of the data.",
         playbook="Performance timing and quality benchmarks are different experiments.",
     )

@@ -903,7 +903,7 @@ def _fit(inp: Inputs, eff: dict, p, labels, ids, ctx: StageContext) -> tuple[lis
         summary=(("GO" if go else "NO-GO: " + "; ".join(failed))
                  + f" — slice loss {result['loss_before']:.4f} → {result['loss_after']:.4f}, accuracy "
                  f"{result['accuracy_before']:.3f} → {result['accuracy_after']:.3f} in {fc.steps} steps. "
-                 "This shows the model CAN fit a slice of train; it says nothing about quality on dev."),
+                 "The question is only whether the setup can fit a slice of train — not quality on dev."),
         measured={
             "go": go,
             "rule": rule_text,

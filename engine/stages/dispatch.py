@@ -69,6 +69,9 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     job_dir = jobs_root / op_id
     provider = get_provider(inputs.provider, jobs_root)
     launch_info: dict[str, Any] = {"provider": inputs.provider, "operation_id": op_id}
+    gate = _required_checks(eff, upstream["contract"])
+    if gate.status == "fail" and not (job_dir / "contract.toml").exists():
+        return StageRecord(stage="dispatch", inputs=inputs.model_dump(mode="json"), checks=[gate])
     if ctx.replay:
         launch_info["replay"] = True  # look, never launch
     else:
@@ -77,7 +80,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
         launch_info.update(started=handle.started, ref=handle.ref)
         if inputs.wait:
             _wait(provider, handle, inputs, ctx)
-    checks = job_checks(job_dir, eff, digest, op_id, provider, launch_info)
+    checks = [gate, *job_checks(job_dir, eff, digest, op_id, provider, launch_info)]
     return StageRecord(stage="dispatch", inputs=inputs.model_dump(mode="json"), checks=checks)
 
 
@@ -87,7 +90,9 @@ def contract_of(upstream: dict[str, StageRecord]) -> tuple[dict[str, Any], str]:
         raise StageInputError("dispatch needs a frozen contract stage")
     eff_check, dig_check = rec.check("contract.effective"), rec.check("contract.digest")
     if eff_check is None or "effective" not in eff_check.measured:
-        raise StageInputError("the contract record has no contract.effective check: re-run the contract stage")
+        raise StageInputError(
+            "the contract record has no contract.effective check: re-run the contract stage"
+        )
     eff = dict(eff_check.measured["effective"])
     digest = str(dig_check.measured.get("digest", "")) if dig_check is not None else ""
     if digest != digest_of(eff):
@@ -98,8 +103,44 @@ def contract_of(upstream: dict[str, StageRecord]) -> tuple[dict[str, Any], str]:
     return eff, digest
 
 
-def export_job(job_dir: Path, eff: dict[str, Any], digest: str, op_id: str, attempt: int,
-               upstream: dict[str, StageRecord], ctx: StageContext) -> None:
+def _required_checks(eff: dict[str, Any], contract: StageRecord) -> Check:
+    """The contract's required checks, and what it said to do when one fails (refuse or warn)."""
+    required = [str(x) for x in eff.get("required_checks", [])]
+    policy = str(eff.get("on_required_fail", "refuse_dispatch"))
+    states = {}
+    for cid in required:
+        c = contract.check(cid)
+        states[cid] = c.status if c is not None else "absent"
+    failed = [cid for cid, st in states.items() if st in ("fail", "absent", "not_run")]
+    refuse = bool(failed) and policy == "refuse_dispatch"
+    return Check(
+        id="dispatch.required_checks",
+        status="fail" if refuse else ("warn" if failed else "pass"),
+        basis="decided" if failed and not refuse else "measured",
+        summary=(
+            f"launch refused: required contract checks not passed: {', '.join(failed)}"
+            if refuse
+            else (
+                f"required checks not passed ({', '.join(failed)}) but the contract says warn"
+                if failed
+                else f"{len(required)} required contract checks passed"
+            )
+        ),
+        measured={"required": required, "states": states, "on_required_fail": policy, "refused": refuse},
+        why="The contract named the checks that must pass before launch and what to do when one does not.",
+        playbook=PB_DISABLED,
+    )
+
+
+def export_job(
+    job_dir: Path,
+    eff: dict[str, Any],
+    digest: str,
+    op_id: str,
+    attempt: int,
+    upstream: dict[str, StageRecord],
+    ctx: StageContext,
+) -> None:
     """Write the job's own inputs once: contract copy, train / dev rows (never the test split)."""
     from engine.training.job import CONTRACT, write_job_dir
 
@@ -113,8 +154,17 @@ def export_job(job_dir: Path, eff: dict[str, Any], digest: str, op_id: str, atte
         df = splits.rows(name, upstream, ctx, caller="dispatch")
         frames[name] = _job_frame(df, eff)
     runtime = {"heartbeat_seconds": float(eff.get("heartbeat_seconds", 2.0) or 2.0)}
-    write_job_dir(job_dir, effective=eff, digest=digest, op_id=op_id, attempt=attempt,
-                  train=frames["train"], dev=frames["dev"], workspace=ctx.workspace, runtime=runtime)
+    write_job_dir(
+        job_dir,
+        effective=eff,
+        digest=digest,
+        op_id=op_id,
+        attempt=attempt,
+        train=frames["train"],
+        dev=frames["dev"],
+        workspace=ctx.workspace,
+        runtime=runtime,
+    )
 
 
 def _job_frame(df: Any, eff: dict[str, Any]) -> Any:
@@ -148,15 +198,23 @@ def _wait(provider: Any, handle: Any, inputs: Inputs, ctx: StageContext) -> None
 # ---------------------------------------------------------------- checks from the job's files
 
 
-def job_checks(job_dir: Path, eff: dict[str, Any], digest: str, op_id: str, provider: Any,
-               launch_info: dict[str, Any]) -> list[Check]:
+def job_checks(
+    job_dir: Path, eff: dict[str, Any], digest: str, op_id: str, provider: Any, launch_info: dict[str, Any]
+) -> list[Check]:
     from engine.providers.base import Handle
     from engine.training import job as jf
 
     if not (job_dir / jf.CONTRACT).exists():
-        return [Check(id="dispatch.identity", status="not_run", basis="not_run",
-                      summary=f"no job directory jobs/{op_id}: the job was never exported here",
-                      measured={"operation_id": op_id}, playbook=PB_IDENTITY)]
+        return [
+            Check(
+                id="dispatch.identity",
+                status="not_run",
+                basis="not_run",
+                summary=f"no job directory jobs/{op_id}: the job was never exported here",
+                measured={"operation_id": op_id},
+                playbook=PB_IDENTITY,
+            )
+        ]
     doc = jf.read_contract(job_dir)
     handle = Handle(op_id=op_id, job_dir=job_dir, provider=provider.name, ref=str(launch_info.get("ref", "")))
     st = provider.status(handle)
@@ -200,15 +258,25 @@ def _identity(doc: dict[str, Any], eff: dict[str, Any], digest: str, op_id: str,
         got = sha256_file(path) if path.is_file() else "missing"
         hashes[name] = got
         if got != data.get(f"{name}_sha256"):
-            problems.append(f"{name} rows changed since export ({got[:12]} vs {str(data.get(f'{name}_sha256'))[:12]})")
+            problems.append(
+                f"{name} rows changed since export ({got[:12]} vs {str(data.get(f'{name}_sha256'))[:12]})"
+            )
     return Check(
         id="dispatch.identity",
         status="fail" if problems else "pass",
-        summary="; ".join(problems) if problems else f"operation {op_id} = contract {digest[7:23]} attempt {doc.get('attempt')}",
-        measured={"operation_id": op_id, "digest": digest, "attempt": int(doc.get("attempt", 0)),
-                  "train_sha256": hashes["train"], "dev_sha256": hashes["dev"],
-                  "train_rows": int(data.get("train_rows", 0)), "dev_rows": int(data.get("dev_rows", 0)),
-                  "problems": problems},
+        summary="; ".join(problems)
+        if problems
+        else f"operation {op_id} = contract {digest[7:23]} attempt {doc.get('attempt')}",
+        measured={
+            "operation_id": op_id,
+            "digest": digest,
+            "attempt": int(doc.get("attempt", 0)),
+            "train_sha256": hashes["train"],
+            "dev_sha256": hashes["dev"],
+            "train_rows": int(data.get("train_rows", 0)),
+            "dev_rows": int(data.get("dev_rows", 0)),
+            "problems": problems,
+        },
         why="One identity per deliberate launch: relaunching with the same one adopts the job, never starts a second.",
         playbook=PB_IDENTITY,
     )
@@ -216,16 +284,31 @@ def _identity(doc: dict[str, Any], eff: dict[str, Any], digest: str, op_id: str,
 
 def _acknowledged(st: Any, status_doc: dict[str, Any], launch_info: dict[str, Any], provider: str) -> Check:
     acked = bool(status_doc) and status_doc.get("operation_id") == launch_info["operation_id"]
-    how = "replay: looked only" if launch_info.get("replay") else (
-        "started by this run" if launch_info.get("started") else "adopted an existing job with this identity")
+    how = (
+        "replay: looked only"
+        if launch_info.get("replay")
+        else (
+            "started by this run"
+            if launch_info.get("started")
+            else "adopted an existing job with this identity"
+        )
+    )
     return Check(
         id="dispatch.acknowledged",
         status="pass" if acked else ("not_run" if st.stage in ("not_found", "launching") else "fail"),
         basis="measured" if acked else "not_run",
-        summary=(f"the job wrote its own status under operation {launch_info['operation_id']} ({how})" if acked
-                 else f"no status written by the job yet ({st.stage}; {how})"),
-        measured={"provider": provider, "acknowledged": acked, "how": how, "pid": int(status_doc.get("pid", 0)),
-                  "runs": int(status_doc.get("runs", 0))},
+        summary=(
+            f"the job wrote its own status under operation {launch_info['operation_id']} ({how})"
+            if acked
+            else f"no status written by the job yet ({st.stage}; {how})"
+        ),
+        measured={
+            "provider": provider,
+            "acknowledged": acked,
+            "how": how,
+            "pid": int(status_doc.get("pid", 0)),
+            "runs": int(status_doc.get("runs", 0)),
+        },
         replay="observation",
         why="A launch call returning is not the job running: only the job's own status acknowledges it.",
         playbook=PB_ACK,
@@ -240,23 +323,36 @@ def job_state(stage: str) -> str:
     return "incomplete"
 
 
-def _progress(st: Any, status_doc: dict[str, Any], hb: dict[str, Any], records: list[dict[str, Any]]) -> Check:
+def _progress(
+    st: Any, status_doc: dict[str, Any], hb: dict[str, Any], records: list[dict[str, Any]]
+) -> Check:
     from engine.training.job import latest_by_step
 
     steps = latest_by_step(records, "step")
     state = job_state(st.stage)
-    status = {"finished": "pass", "failed": "fail", "cancelled": "warn"}.get(state, "fail" if st.stage == "lost" else "info")
-    summary = (f"{state}: stage {st.stage}, {len(steps)} optimizer steps of {st.total_steps}, "
-               f"{int(hb.get('beats', 0))} heartbeats")
+    status = {"finished": "pass", "failed": "fail", "cancelled": "warn"}.get(
+        state, "fail" if st.stage == "lost" else "info"
+    )
+    summary = (
+        f"{state}: stage {st.stage}, {len(steps)} optimizer steps of {st.total_steps}, "
+        f"{int(hb.get('beats', 0))} heartbeats"
+    )
     if st.reason:
         summary += f" — {st.reason}"
     return Check(
         id="dispatch.progress",
         status=status,
         summary=summary,
-        measured={"job_state": state, "stage": st.stage, "reason": st.reason, "optimizer_steps": len(steps),
-                  "last_step": st.step, "total_steps": st.total_steps, "heartbeats": int(hb.get("beats", 0)),
-                  "resumed_from": list(st.resumed_from)},
+        measured={
+            "job_state": state,
+            "stage": st.stage,
+            "reason": st.reason,
+            "optimizer_steps": len(steps),
+            "last_step": st.step,
+            "total_steps": st.total_steps,
+            "heartbeats": int(hb.get("beats", 0)),
+            "resumed_from": list(st.resumed_from),
+        },
         why="A job is finished only when it says so; a heartbeat is not an optimizer step, so both are counted.",
         playbook=PB_HEARTBEAT,
     )
@@ -266,10 +362,17 @@ def _liveness(st: Any, hb: dict[str, Any]) -> Check:
     return Check(
         id="dispatch.liveness",
         status="info",
-        summary=(f"process {'alive' if st.alive else 'not running'} (pid {st.pid}); last heartbeat "
-                 f"{st.heartbeat_age_s:.1f}s ago at step {int(hb.get('step', 0))}"),
-        measured={"alive": st.alive, "pid": st.pid, "last_heartbeat_age_s": st.heartbeat_age_s,
-                  "heartbeat_step": int(hb.get("step", 0)), "heartbeat_interval_s": float(hb.get("interval", 0.0))},
+        summary=(
+            f"process {'alive' if st.alive else 'not running'} (pid {st.pid}); last heartbeat "
+            f"{st.heartbeat_age_s:.1f}s ago at step {int(hb.get('step', 0))}"
+        ),
+        measured={
+            "alive": st.alive,
+            "pid": st.pid,
+            "last_heartbeat_age_s": st.heartbeat_age_s,
+            "heartbeat_step": int(hb.get("step", 0)),
+            "heartbeat_interval_s": float(hb.get("interval", 0.0)),
+        },
         replay="observation",
         why="Process liveness and heartbeat age are a look at the world now, not a property of the run.",
         playbook=PB_HEARTBEAT,
@@ -291,8 +394,13 @@ def _loss_curve(records: list[dict[str, Any]]) -> Check:
 
     steps = latest_by_step(records, "step")
     if not steps:
-        return Check(id="dispatch.loss_curve", status="not_run", basis="not_run",
-                     summary="no optimizer step recorded", playbook=PB_MONITOR)
+        return Check(
+            id="dispatch.loss_curve",
+            status="not_run",
+            basis="not_run",
+            summary="no optimizer step recorded",
+            playbook=PB_MONITOR,
+        )
     thin, every = _thin(steps)
     losses = [_num(s.get("loss")) for s in steps]
     finite = [x for x in losses if math.isfinite(x)]
@@ -303,9 +411,14 @@ def _loss_curve(records: list[dict[str, Any]]) -> Check:
         status="info",
         summary=f"training loss {first:.4f} → {last:.4f} (mean of first / last {k} steps) over {len(steps)} steps",
         coverage="full" if every == 1 else f"sample: every {every}th of {len(steps)} steps",
-        measured={"step": [int(s["step"]) for s in thin], "loss": [_num(s.get("loss")) for s in thin],
-                  "lr": [_num(s.get("lr")) for s in thin], "grad_norm": [_num(s.get("grad_norm")) for s in thin],
-                  "loss_first": first, "loss_last": last},
+        measured={
+            "step": [int(s["step"]) for s in thin],
+            "loss": [_num(s.get("loss")) for s in thin],
+            "lr": [_num(s.get("lr")) for s in thin],
+            "grad_norm": [_num(s.get("grad_norm")) for s in thin],
+            "loss_first": first,
+            "loss_last": last,
+        },
         why="The measured curve, not a summary of it: lower loss alone is not a better model.",
         playbook=PB_MONITOR,
     )
@@ -317,8 +430,13 @@ def _dev_metric(records: list[dict[str, Any]]) -> Check:
     evals = [e for e in latest_by_step(records, "eval") if e.get("split") == "dev"]
     trivial = next((r for r in records if r.get("kind") == "trivial"), {})
     if not evals:
-        return Check(id="dispatch.dev_metric", status="not_run", basis="not_run",
-                     summary="no development evaluation recorded", playbook=PB_MONITOR)
+        return Check(
+            id="dispatch.dev_metric",
+            status="not_run",
+            basis="not_run",
+            summary="no development evaluation recorded",
+            playbook=PB_MONITOR,
+        )
     metric = str(evals[0].get("metric", ""))
     values = [_num(e.get("value")) for e in evals]
     tv = _num(trivial.get("value"))
@@ -328,13 +446,21 @@ def _dev_metric(records: list[dict[str, Any]]) -> Check:
     return Check(
         id="dispatch.dev_metric",
         status="pass" if beats else ("warn" if math.isfinite(tv) else "info"),
-        summary=(f"dev {metric} {values[0]:.4f} at step 0 → {last:.4f} at the end"
-                 + (f"; trivial baseline {tv:.4f}" if math.isfinite(tv) else "")),
+        summary=(
+            f"dev {metric} {values[0]:.4f} at step 0 → {last:.4f} at the end"
+            + (f"; trivial baseline {tv:.4f}" if math.isfinite(tv) else "")
+        ),
         coverage=f"full dev split ({int(evals[-1].get('rows', 0))} rows)",
-        measured={"metric": metric, "step": [int(e["step"]) for e in evals], "value": values,
-                  "train_reference_value": [_num(e.get("train_value")) for e in evals],
-                  "trivial_value": tv, "final_value": last, "beats_trivial": beats,
-                  "final_pred_distribution": dict(evals[-1].get("pred_distribution", {}))},
+        measured={
+            "metric": metric,
+            "step": [int(e["step"]) for e in evals],
+            "value": values,
+            "train_reference_value": [_num(e.get("train_value")) for e in evals],
+            "trivial_value": tv,
+            "final_value": last,
+            "beats_trivial": beats,
+            "final_pred_distribution": dict(evals[-1].get("pred_distribution", {})),
+        },
         why="The declared task metric over time, next to what predicting the majority class scores.",
         playbook=PB_MONITOR,
     )
@@ -342,8 +468,12 @@ def _dev_metric(records: list[dict[str, Any]]) -> Check:
 
 def _alarm_check(alarm: dict[str, Any]) -> Check:
     state = alarm["state"]
-    status = {"raised": "fail" if alarm["name"] == "non_finite" else "warn", "clear": "pass",
-              "disabled": "info", "not_run": "not_run"}[state]
+    status = {
+        "raised": "fail" if alarm["name"] == "non_finite" else "warn",
+        "clear": "pass",
+        "disabled": "info",
+        "not_run": "not_run",
+    }[state]
     measured = {k: v for k, v in alarm.items() if k not in ("name",) and v is not None}
     return Check(
         id=f"dispatch.alarms.{alarm['name']}",
@@ -360,25 +490,40 @@ def _checkpoints(job_dir: Path, eff: dict[str, Any], total: int) -> Check:
     from engine.training import checkpoint
 
     found = checkpoint.complete(job_dir / "checkpoints")
-    need = ("trainable.safetensors", "optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state.pt", "trainer_state.json")
+    need = (
+        "trainable.safetensors",
+        "optimizer.pt",
+        "scheduler.pt",
+        "scaler.pt",
+        "rng_state.pt",
+        "trainer_state.json",
+    )
     incomplete = [p.name for p in found if not all((p / f).is_file() for f in need)]
     every = int(eff.get("checkpoint_every_steps", 0) or 0)
     expected = bool(every) and total > every
     if not found:
         status = "warn" if expected else "info"
-        summary = "no checkpoint saved" + (f" although the contract asks for one every {every} steps" if expected else "")
+        summary = "no checkpoint saved" + (
+            f" although the contract asks for one every {every} steps" if expected else ""
+        )
     else:
         status = "fail" if incomplete else "pass"
-        summary = (f"{len(found)} checkpoints (steps {', '.join(p.name[5:].lstrip('0') or '0' for p in found)}), "
-                   "each with weights, optimizer, scheduler, scaler and RNG state")
+        summary = (
+            f"{len(found)} checkpoints (steps {', '.join(p.name[5:].lstrip('0') or '0' for p in found)}), "
+            "each with weights, optimizer, scheduler, scaler and RNG state"
+        )
         if incomplete:
             summary = f"checkpoints missing resume state: {incomplete}"
     return Check(
         id="dispatch.checkpoints",
         status=status,
         summary=summary,
-        measured={"steps": [int(p.name[5:]) for p in found], "incomplete": incomplete, "every_steps": every,
-                  "files": list(need)},
+        measured={
+            "steps": [int(p.name[5:]) for p in found],
+            "incomplete": incomplete,
+            "every_steps": every,
+            "files": list(need),
+        },
         why="Weights alone cannot resume a run: optimizer, scheduler, scaler and RNG state are needed too.",
         playbook=PB_RESUME,
     )
@@ -387,9 +532,14 @@ def _checkpoints(job_dir: Path, eff: dict[str, Any], total: int) -> Check:
 def _resume(status_doc: dict[str, Any], records: list[dict[str, Any]]) -> Check:
     resumes = [r for r in records if r.get("kind") == "resume"]
     if not resumes:
-        return Check(id="dispatch.resume", status="info", summary="the job ran without interruption",
-                     measured={"resumed_from": []}, why="Records where a resumed job picked up.",
-                     playbook=PB_RESUME)
+        return Check(
+            id="dispatch.resume",
+            status="info",
+            summary="the job ran without interruption",
+            measured={"resumed_from": []},
+            why="Records where a resumed job picked up.",
+            playbook=PB_RESUME,
+        )
     # Steps a killed run logged past its checkpoint were redone by the resumed run: compare them.
     first: dict[int, dict[str, Any]] = {}
     last: dict[int, dict[str, Any]] = {}
@@ -406,11 +556,18 @@ def _resume(status_doc: dict[str, Any], records: list[dict[str, Any]]) -> Check:
     return Check(
         id="dispatch.resume",
         status="pass" if ok else "warn",
-        summary=(f"resumed from step(s) {', '.join(str(r['step']) for r in resumes)}; {len(redone)} redone steps "
-                 f"match the interrupted run's loss within {max_diff:.2e} (tolerance {tol})"),
-        measured={"resumed_from": [int(r["step"]) for r in resumes], "checkpoints": [str(r.get("checkpoint")) for r in resumes],
-                  "redone_steps": redone, "max_loss_diff": max_diff, "max_lr_diff": max(lr_diffs) if lr_diffs else 0.0,
-                  "tolerance": tol},
+        summary=(
+            f"resumed from step(s) {', '.join(str(r['step']) for r in resumes)}; {len(redone)} redone steps "
+            f"match the interrupted run's loss within {max_diff:.2e} (tolerance {tol})"
+        ),
+        measured={
+            "resumed_from": [int(r["step"]) for r in resumes],
+            "checkpoints": [str(r.get("checkpoint")) for r in resumes],
+            "redone_steps": redone,
+            "max_loss_diff": max_diff,
+            "max_lr_diff": max(lr_diffs) if lr_diffs else 0.0,
+            "tolerance": tol,
+        },
         why="A resume restores optimizer, scheduler and RNG state; the redone steps show whether it really did.",
         playbook=PB_RESUME,
     )

@@ -25,7 +25,9 @@ PB_INSPECT = (
 PB_BYTES = "Preserve approved source bytes, license/provenance and any sanitization code/checksum."
 PB_SENSITIVE = "Do not upload additional sensitive fields simply because they could improve performance."
 PB_AVAIL = "Check feature availability at prediction time."
-PB_LEAK = "Exclude outcomes, future aggregates, same-observation target leakage and identifiers used as shortcuts."
+PB_LEAK = (
+    "Exclude outcomes, future aggregates, same-observation target leakage and identifiers used as shortcuts."
+)
 PB_UNRESOLVED = "If a feature's availability is unresolved, state that instead of inventing a justification."
 PB_FAMILY = (
     "Where records connect multiple case/thread IDs, assess the connected family. Missing entity IDs limit "
@@ -33,7 +35,9 @@ PB_FAMILY = (
 )
 PB_IDENTITY = "Separate raw observation identity, model-input equivalence and entity membership."
 PB_DUPS = "Do not blindly drop duplicates or rebalance labels: repetitions may be legitimate weights and resampling changes the distribution."
-PB_NOISE = "Contradictory or weak labels may limit performance; more epochs do not create missing information."
+PB_NOISE = (
+    "Contradictory or weak labels may limit performance; more epochs do not create missing information."
+)
 PB_MAPPING = "Test every target mapping and representative family, not only the majority prefix."
 PB_TRANSFORM = (
     "Retain inspectable transformation code. Preserve stable source identities and parents through filters, "
@@ -120,13 +124,21 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     try:
         raw = lf.with_columns(data.target_expr(inputs.label_column, inputs.label_mapping)).collect()
     except pl.exceptions.PolarsError as exc:
-        raise StageInputError(f"the data files cannot be read as one table: {data._first_line(exc)}") from None
+        raise StageInputError(
+            f"the data files cannot be read as one table: {data._first_line(exc)}"
+        ) from None
     cov = "full" if not inputs.preview_rows else f"preview: first {raw.height} rows"
     checks.append(_schema(raw, lf.collect_schema(), malformed, cov))
     ctx.check_cancelled()
     kept, steps = _apply_filters(raw, inputs)
     dataset = kept.filter(pl.col(data.TARGET).is_not_null())
-    steps.append({"reason": data.NO_TARGET_REASON, "where": "target IS NOT NULL", "removed": kept.height - dataset.height})
+    steps.append(
+        {
+            "reason": data.NO_TARGET_REASON,
+            "where": "target IS NOT NULL",
+            "removed": kept.height - dataset.height,
+        }
+    )
     checks.append(_transformations(inputs, raw.height, dataset.height, steps, cov))
     ctx.progress(0.2, "missingness, time, classes")
     checks.append(_missingness(kept, inputs, cov))
@@ -177,13 +189,17 @@ def _validate_fields(inp: Inputs) -> None:
         )
     stray = [c for c in inp.text_columns if c not in inp.input_columns]
     if stray:
-        raise StageInputError(f"source: text column(s) {stray} are not in 'input_columns'; add them there or remove them")
+        raise StageInputError(
+            f"source: text column(s) {stray} are not in 'input_columns'; add them there or remove them"
+        )
     unknown = [c for c in inp.availability if c not in inp.input_columns]
     if unknown:
         raise StageInputError(f"source: 'availability' names column(s) {unknown} that are not input columns")
     for f in inp.filters:
         if not f.where.strip() or not f.reason.strip():
-            raise StageInputError("source: every filter needs a 'reason' and a 'where' expression (rows to keep)")
+            raise StageInputError(
+                "source: every filter needs a 'reason' and a 'where' expression (rows to keep)"
+            )
 
 
 def _refuse_bad_jsonl(malformed: list[dict[str, Any]], files: list[str]) -> None:
@@ -266,7 +282,9 @@ def _apply_filters(raw: Any, inp: Inputs) -> tuple[Any, list[dict[str, Any]]]:
         except StageInputError:
             raise
         except Exception as exc:
-            raise StageInputError(f"filter '{f.reason}' ({f.where}) cannot run on the data: {str(exc).splitlines()[0]}") from None
+            raise StageInputError(
+                f"filter '{f.reason}' ({f.where}) cannot run on the data: {str(exc).splitlines()[0]}"
+            ) from None
         steps.append({"reason": f.reason, "where": f.where, "removed": cur.height - nxt.height})
         cur = nxt
     return cur, steps
@@ -319,7 +337,11 @@ def _missingness(kept: Any, inp: Inputs, cov: str) -> Check:
             + (f"; input column(s) over {MISSING_WARN:.0%} null: {', '.join(high)}" if high else "")
         ),
         coverage=cov,
-        measured={"null_share": m["overall"], "null_share_by_class": m["per_class"], "inputs_mostly_null": high},
+        measured={
+            "null_share": m["overall"],
+            "null_share_by_class": m["per_class"],
+            "inputs_mostly_null": high,
+        },
         why="Missingness that differs by class is a signal a model can learn that deployment may not have.",
         playbook=PB_INSPECT,
     )
@@ -345,7 +367,9 @@ def _time(kept: Any, inp: Inputs, cov: str) -> list[Check]:
         try:
             as_of = dt.datetime.fromisoformat(inp.as_of.replace("Z", "+00:00")).replace(tzinfo=None)
         except ValueError:
-            raise StageInputError(f"source: 'as_of' = '{inp.as_of}' is not an ISO date (e.g. 2025-09-01)") from None
+            raise StageInputError(
+                f"source: 'as_of' = '{inp.as_of}' is not an ISO date (e.g. 2025-09-01)"
+            ) from None
     now = as_of or dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)
     tp = time_profile(kept, inp.time_column, now)
     future = tp.pop("future", 0)
@@ -372,7 +396,8 @@ def _time(kept: Any, inp: Inputs, cov: str) -> list[Check]:
         Check(
             id="source.future_timestamps",
             status="warn" if future else "pass",
-            summary=f"{future} timestamp(s) after {now.isoformat()}" + ("" if as_of else " (the run time; set 'as_of' to pin it)"),
+            summary=f"{future} timestamp(s) after {now.isoformat()}"
+            + ("" if as_of else " (the run time; set 'as_of' to pin it)"),
             coverage=cov,
             measured={"future": future, "as_of": now.isoformat()},
             replay="compare" if as_of else "observation",
@@ -393,7 +418,9 @@ def _class_coverage(kept: Any, inp: Inputs, cov: str) -> Check:
     if c["null_labels"]:
         problems.append(f"{c['null_labels']} null label(s)")
     if c["unmapped_raw_values"]:
-        problems.append(f"{len(c['unmapped_raw_values'])} raw value(s) with no mapping ({sum(c['unmapped_raw_values'].values())} rows)")
+        problems.append(
+            f"{len(c['unmapped_raw_values'])} raw value(s) with no mapping ({sum(c['unmapped_raw_values'].values())} rows)"
+        )
     if c["unused_mapping_keys"]:
         problems.append(f"mapping key(s) never seen: {', '.join(c['unused_mapping_keys'])}")
     if c["rare_classes"]:
@@ -419,7 +446,11 @@ def _duplicates(ds: Any, inp: Inputs, cov: str) -> list[Check]:
     exact = duplicate_stats(ds, cols, "none")
     norm = duplicate_stats(ds, cols, inp.normalisation) if inp.normalisation != "none" else exact
     conf = conflict_stats(ds, cols)
-    status = "warn" if norm["share"] > DUP_SHARE_WARN else ("info" if exact["groups"] or norm["groups"] else "pass")
+    status = (
+        "warn"
+        if norm["share"] > DUP_SHARE_WARN
+        else ("info" if exact["groups"] or norm["groups"] else "pass")
+    )
     dup = Check(
         id="source.duplicate_inputs",
         status=status,
@@ -499,45 +530,76 @@ def _leakage(ds: Any, inp: Inputs) -> list[Check]:
     d = inp.model_dump(mode="json")
     allowed = set(model_inputs(d))
     sm, cov = sample(ds)
-    cols = [c for c in ds.columns if c not in ENGINE_COLUMNS and c != inp.label_column and c not in inp.text_columns]
+    cols = [
+        c
+        for c in ds.columns
+        if c not in ENGINE_COLUMNS and c != inp.label_column and c not in inp.text_columns
+    ]
     ids = identifier_candidates(sm, cols, inp.id_column)
     scores = {c: single_feature_score(sm, c) for c in cols} if sm.height else {}
     id_rows = [scores[c] for c in ids if c in scores]
     id_hit = [r["column"] for r in id_rows if r["gain"] > ID_GAIN_WARN]
     id_bad = [c for c in id_hit if c in allowed and scores[c]["gain"] >= ID_GAIN_FAIL]
-    id_status = "fail" if id_bad else ("warn" if any(c in allowed for c in id_hit) else ("info" if id_hit else "pass"))
+    id_status = (
+        "fail"
+        if id_bad
+        else ("warn" if any(c in allowed for c in id_hit) else ("info" if id_hit else "pass"))
+    )
     id_check = Check(
         id="source.identifier_shortcut",
         status=id_status,
         summary=(
             "identifier-like column(s) that predict the label: "
-            + ", ".join(f"{c} (acc {scores[c]['accuracy']:.3f} vs trivial {scores[c]['trivial']:.3f})" for c in id_hit)
+            + ", ".join(
+                f"{c} (acc {scores[c]['accuracy']:.3f} vs trivial {scores[c]['trivial']:.3f})" for c in id_hit
+            )
             + ("" if not id_hit or id_bad else " — not a model input")
             if id_hit
             else f"{len(ids)} identifier-like column(s); none predicts the label above the trivial rate"
         ),
         coverage=cov,
-        measured={"candidates": ids, "scores": id_rows, "flagged": id_hit, "flagged_in_model_inputs": [c for c in id_hit if c in allowed]},
+        measured={
+            "candidates": ids,
+            "scores": id_rows,
+            "flagged": id_hit,
+            "flagged_in_model_inputs": [c for c in id_hit if c in allowed],
+        },
         why="An id allocated by queue or time lets a model read the answer off the record number.",
         playbook=PB_LEAK,
     )
-    leak = sorted((c for c, s in scores.items() if s["gain"] >= LEAK_GAIN_FAIL), key=lambda c: -scores[c]["gain"])
+    leak = sorted(
+        (c for c, s in scores.items() if s["gain"] >= LEAK_GAIN_FAIL), key=lambda c: -scores[c]["gain"]
+    )
     strong = [c for c, s in scores.items() if LEAK_GAIN_WARN <= s["gain"] < LEAK_GAIN_FAIL]
     leak_in = [c for c in leak if c in allowed]
-    status = "fail" if leak_in else ("warn" if [c for c in strong if c in allowed] else ("info" if leak else "pass"))
+    status = (
+        "fail"
+        if leak_in
+        else ("warn" if [c for c in strong if c in allowed] else ("info" if leak else "pass"))
+    )
     lk = Check(
         id="source.single_feature_leakage",
         status=status,
         summary=(
-            ("suspected leakage (one column alone nearly determines the label): " + ", ".join(
-                f"{c} gain {scores[c]['gain']:.3f}" + ("" if c in allowed else " [excluded from model inputs]") for c in leak
-            ))
+            (
+                "suspected leakage (one column alone nearly determines the label): "
+                + ", ".join(
+                    f"{c} gain {scores[c]['gain']:.3f}"
+                    + ("" if c in allowed else " [excluded from model inputs]")
+                    for c in leak
+                )
+            )
             if leak
             else "no single non-text column nearly determines the label"
         )
         + (f"; strong single predictors: {', '.join(strong)}" if strong else ""),
         coverage=cov,
-        measured={"scores": list(scores.values()), "suspected": leak, "suspected_in_model_inputs": leak_in, "strong": strong},
+        measured={
+            "scores": list(scores.values()),
+            "suspected": leak,
+            "suspected_in_model_inputs": leak_in,
+            "strong": strong,
+        },
         why="A column that alone predicts the label is usually an outcome recorded after the fact or a copy of it.",
         playbook=PB_LEAK,
     )
@@ -545,7 +607,9 @@ def _leakage(ds: Any, inp: Inputs) -> list[Check]:
 
 
 def _availability(inp: Inputs) -> Check:
-    undeclared = [c for c in inp.input_columns if c not in inp.availability and c not in inp.unavailable_columns]
+    undeclared = [
+        c for c in inp.input_columns if c not in inp.availability and c not in inp.unavailable_columns
+    ]
     no = [c for c in inp.input_columns if inp.availability.get(c) == "no" or c in inp.unavailable_columns]
     unresolved = [c for c in inp.input_columns if inp.availability.get(c) == "unresolved" and c not in no]
     status = "fail" if undeclared else ("warn" if unresolved else "pass")
@@ -584,7 +648,10 @@ def _families(ds: Any, inp: Inputs, ctx: StageContext, cov: str) -> Check:
     s["multi_row_families"] = s["families"] - s["singleton_families"]
     no_id_share = s["rows_without_entity_id"] / max(s["rows"], 1)
     if not inp.entity_columns:
-        status, summary = "warn", "no entity columns declared: every row is its own family; unseen-entity claims cannot be checked"
+        status, summary = (
+            "warn",
+            "no entity columns declared: every row is its own family; unseen-entity claims cannot be checked",
+        )
     else:
         status = "warn" if no_id_share > NO_ENTITY_WARN else "info"
         summary = (
@@ -623,7 +690,11 @@ def _sensitive(inp: Inputs) -> Check:
             + (f" ({', '.join(removed)} removed from input_columns)" if removed else "")
         ),
         basis="decided",
-        measured={"declared": list(inp.sensitive_columns), "in_model_inputs": leaked, "removed_from_inputs": removed},
+        measured={
+            "declared": list(inp.sensitive_columns),
+            "in_model_inputs": leaked,
+            "removed_from_inputs": removed,
+        },
         why="Sensitive fields do not go into a model because they might help.",
         playbook=PB_SENSITIVE,
     )
@@ -647,7 +718,10 @@ def _notes(inp: Inputs, checks: list[Check]) -> list[Note]:
     unresolved = [c for c in inp.input_columns if inp.availability.get(c) == "unresolved"]
     if unresolved:
         notes.append(
-            Note(tag="limitation", text=f"Prediction-time availability unresolved for: {', '.join(unresolved)}.")
+            Note(
+                tag="limitation",
+                text=f"Prediction-time availability unresolved for: {', '.join(unresolved)}.",
+            )
         )
     fam = next((c for c in checks if c.id == "source.entity_families"), None)
     if fam is not None and fam.measured.get("rows_without_entity_id"):

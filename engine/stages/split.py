@@ -72,7 +72,9 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     ds = data.load_dataset(src.inputs, ctx).collect()
     fam = data.families(src, ctx)
     ds = ds.join(fam, on=data.ROW_ID, how="left").with_columns(
-        pl.col(data.FAMILY).fill_null(-1 - pl.col(data.ROW_ID))  # rows outside the family file: their own family
+        pl.col(data.FAMILY).fill_null(
+            -1 - pl.col(data.ROW_ID)
+        )  # rows outside the family file: their own family
     )
     time_col = str(src.inputs.get("time_column", ""))
     if ds.height == 0:
@@ -90,10 +92,18 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     checks = [
         Check(
             id="split.membership",
-            status="pass" if sizes["train"] and (sizes["test"] or inputs.strategy == "group_kfold") else "fail",
+            status="pass"
+            if sizes["train"] and (sizes["test"] or inputs.strategy == "group_kfold")
+            else "fail",
             summary=f"{mem.height:,} rows assigned ({', '.join(f'{k} {v:,}' for k, v in sizes.items())}); "
             f"{sum(excluded.values()):,} left out; saved as {rel}",
-            measured={"path": rel, "sha256": hashlib.sha256(payload).hexdigest(), "rows": mem.height, "sizes": sizes, "excluded": excluded},
+            measured={
+                "path": rel,
+                "sha256": hashlib.sha256(payload).hexdigest(),
+                "rows": mem.height,
+                "sizes": sizes,
+                "excluded": excluded,
+            },
             why="The exact membership is what every later number rests on; its hash ties them to it.",
             playbook=PB_LEDGER,
         ),
@@ -126,7 +136,9 @@ def _check_fractions(inp: Inputs) -> dict[str, float]:
 
     unknown = [k for k in inp.fractions if k not in SPLITS]
     if unknown:
-        raise StageInputError(f"split: unknown split name(s) {unknown} in 'fractions'; use {', '.join(SPLITS)}")
+        raise StageInputError(
+            f"split: unknown split name(s) {unknown} in 'fractions'; use {', '.join(SPLITS)}"
+        )
     if any(v < 0 for v in inp.fractions.values()):
         raise StageInputError("split: fractions must be >= 0")
     total = sum(inp.fractions.values())
@@ -165,7 +177,9 @@ def _assign(ds: Any, inp: Inputs, fractions: dict[str, float], time_col: str) ->
     times = None
     if inp.strategy in TIME_STRATEGIES:
         if not time_col:
-            raise StageInputError(f"split: strategy '{inp.strategy}' needs a time column; declare one in the source stage")
+            raise StageInputError(
+                f"split: strategy '{inp.strategy}' needs a time column; declare one in the source stage"
+            )
         t = _times(ds, time_col)
         keep = t.is_not_null().to_numpy()
         excluded["no parseable time"] = int((~keep).sum())
@@ -178,7 +192,9 @@ def _assign(ds: Any, inp: Inputs, fractions: dict[str, float], time_col: str) ->
     if inp.strategy == "random":
         lab[sel] = splits.assign_rows(ids[sel], fractions, inp.seed)
     elif inp.strategy == "stratified":
-        lab[sel] = splits.assign_stratified(ids[sel], ds.get_column(TARGET).to_numpy()[sel], fractions, inp.seed)
+        lab[sel] = splits.assign_stratified(
+            ids[sel], ds.get_column(TARGET).to_numpy()[sel], fractions, inp.seed
+        )
     elif inp.strategy == "group":
         lab[sel] = splits.assign_groups(fam[sel], fractions, inp.seed)
     elif inp.strategy == "time":
@@ -201,7 +217,9 @@ def _assign(ds: Any, inp: Inputs, fractions: dict[str, float], time_col: str) ->
         fold[tr] = splits.assign_folds(fam[tr], inp.k, inp.seed)
     if inp.gap_days > 0 and times is not None:
         keep &= _gap_mask(lab, times, keep, inp.gap_days)
-        excluded["inside the gap before a later split"] = int(ids.size - keep.sum() - excluded.get("no parseable time", 0))
+        excluded["inside the gap before a later split"] = int(
+            ids.size - keep.sum() - excluded.get("no parseable time", 0)
+        )
     names = np.asarray(splits.SPLITS, dtype=object)[lab]
     mem = pl.DataFrame(
         {ROW_ID: ids[keep], "split": names[keep].astype(str), "fold": fold[keep]},
@@ -238,15 +256,23 @@ def _rationale(inp: Inputs, upstream: dict[str, StageRecord]) -> Check:
         id="split.rationale",
         status="pass" if text else "fail",
         basis="decided",
-        summary=(f"{inp.strategy} split: {text}" if text else "no rationale: say why this split answers the deployment question"),
-        measured={"strategy": inp.strategy, "rationale": text, "claim_deployment": question, "seed": inp.seed},
+        summary=(
+            f"{inp.strategy} split: {text}"
+            if text
+            else "no rationale: say why this split answers the deployment question"
+        ),
+        measured={
+            "strategy": inp.strategy,
+            "rationale": text,
+            "claim_deployment": question,
+            "seed": inp.seed,
+        },
         why="A random split answers 'new rows like these', a group split 'new customers', a time split 'next month'.",
         playbook=PB_CHOOSE,
     )
 
 
 def _prevalence(joined: Any, ds: Any, inp: Inputs) -> Check:
-    import polars as pl
 
     from engine.data import TARGET
 
@@ -267,7 +293,12 @@ def _prevalence(joined: Any, ds: Any, inp: Inputs) -> Check:
         status=status,
         summary=f"sizes {', '.join(f'{k} {v:,}' for k, v in sizes.items())}; largest class-share difference from the whole "
         f"{worst:.3f}" + (" (time split: drift is part of the question)" if drift_expected else ""),
-        measured={"sizes": sizes, "whole": whole, "per_split": per, "max_abs_share_difference": round(worst, 6)},
+        measured={
+            "sizes": sizes,
+            "whole": whole,
+            "per_split": per,
+            "max_abs_share_difference": round(worst, 6),
+        },
         why="Held-out prevalence should be the deployment's, not rebalanced, unless the claim says otherwise.",
         playbook=PB_PREVALENCE,
     )
@@ -337,7 +368,11 @@ def _chronology(joined: Any, time_col: str, inp: Inputs) -> Check:
         id="split.chronology",
         status=status,
         summary=f"latest train {iso(max_train)}, earliest test {iso(min_test)}; {earlier:.1%} of test rows are earlier than the latest train row",
-        measured={"max_train_time": iso(max_train), "min_test_time": iso(min_test), "test_share_before_max_train": round(earlier, 6)},
+        measured={
+            "max_train_time": iso(max_train),
+            "min_test_time": iso(min_test),
+            "test_share_before_max_train": round(earlier, 6),
+        },
         why="A claim about future data needs a test that lies after everything the model learned from.",
         playbook=PB_VERIFY,
     )
@@ -352,9 +387,18 @@ def _exact_overlap(joined: Any, source_inputs: dict[str, Any]) -> Check:
     cols = model_inputs(source_inputs)
     norm = source_inputs.get("normalisation", "lower_strip_ws")
     if not cols:
-        return Check(id="split.exact_overlap", status="not_run", basis="not_run", summary="no model inputs declared", playbook=PB_VERIFY)
+        return Check(
+            id="split.exact_overlap",
+            status="not_run",
+            basis="not_run",
+            summary="no model inputs declared",
+            playbook=PB_VERIFY,
+        )
     exprs = [
-        norm_text_expr(c).alias(c) if norm == "lower_strip_ws" and joined.schema[c] == pl.String else pl.col(c) for c in cols
+        norm_text_expr(c).alias(c)
+        if norm == "lower_strip_ws" and joined.schema[c] == pl.String
+        else pl.col(c)
+        for c in cols
     ]
     keyed = joined.select(*exprs, pl.col("split"))
     train_keys = keyed.filter(pl.col("split") == "train").select(cols).unique()
@@ -407,16 +451,30 @@ def _near_overlap(joined: Any, source_inputs: dict[str, Any], inp: Inputs) -> Ch
         cross[key] = cross.get(key, 0) + 1
     held_rows: dict[str, int] = {}
     for s in ("dev", "calibration", "test"):
-        with_train = p.filter(((pl.col("sa") == s) & (pl.col("sb") == "train")) | ((pl.col("sb") == s) & (pl.col("sa") == "train")))
-        ids = pl.concat([with_train.filter(pl.col("sa") == s).get_column("row_a"), with_train.filter(pl.col("sb") == s).get_column("row_b")])
+        with_train = p.filter(
+            ((pl.col("sa") == s) & (pl.col("sb") == "train"))
+            | ((pl.col("sb") == s) & (pl.col("sa") == "train"))
+        )
+        ids = pl.concat(
+            [
+                with_train.filter(pl.col("sa") == s).get_column("row_a"),
+                with_train.filter(pl.col("sb") == s).get_column("row_b"),
+            ]
+        )
         held_rows[s] = int(ids.n_unique()) if ids.len() else 0
     total = int(p.height)
     return Check(
         id="split.near_duplicate_overlap",
-        status="warn" if held_rows.get("test", 0) or held_rows.get("dev", 0) else ("info" if total else "pass"),
+        status="warn"
+        if held_rows.get("test", 0) or held_rows.get("dev", 0)
+        else ("info" if total else "pass"),
         summary=f"{total:,} near-duplicate pair(s) (Jaccard ≥ {inp.near_dup_threshold}) cross splits; "
         f"held-out rows with a near-copy in train: {', '.join(f'{k} {v:,}' for k, v in held_rows.items())}",
-        measured={"pairs_crossing": total, "pairs_by_splits": dict(sorted(cross.items())), "held_out_rows_with_train_near_copy": held_rows},
+        measured={
+            "pairs_crossing": total,
+            "pairs_by_splits": dict(sorted(cross.items())),
+            "held_out_rows_with_train_near_copy": held_rows,
+        },
         why="Zero exact overlap does not make held-out rows independent: near-copies leak too.",
         playbook=PB_NEAR,
     )
@@ -458,10 +516,17 @@ def _support(joined: Any, inp: Inputs) -> Check:
     return Check(
         id="split.class_support",
         status="warn" if low else "pass",
-        summary=(f"classes under {inp.class_support_floor} rows: " + "; ".join(f"{s}: {', '.join(v)}" for s, v in sorted(low.items())))
+        summary=(
+            f"classes under {inp.class_support_floor} rows: "
+            + "; ".join(f"{s}: {', '.join(v)}" for s, v in sorted(low.items()))
+        )
         if low
         else f"every class has ≥ {inp.class_support_floor} rows in every split",
-        measured={"floor": inp.class_support_floor, "support": dict(sorted(table.items())), "below_floor": dict(sorted(low.items()))},
+        measured={
+            "floor": inp.class_support_floor,
+            "support": dict(sorted(table.items())),
+            "below_floor": dict(sorted(low.items())),
+        },
         why="Per-class precision and recall on a handful of rows are too uncertain to support a claim.",
         playbook=PB_RARE,
     )

@@ -58,8 +58,13 @@ def rng_state() -> dict[str, Any]:
     state: dict[str, Any] = {
         "torch": torch.get_rng_state(),
         "python": random.getstate(),
-        "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype("int64")), "pos": int(pos),
-                  "has_gauss": int(has_gauss), "gauss": float(gauss)},
+        "numpy": {
+            "kind": kind,
+            "keys": torch.from_numpy(keys.astype("int64")),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "gauss": float(gauss),
+        },
     }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
@@ -79,7 +84,9 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def save(root: Path, step: int, model: Any, optimizer: Any, scheduler: Any, scaler: Any, progress: dict) -> Path:
+def save(
+    root: Path, step: int, model: Any, optimizer: Any, scheduler: Any, scaler: Any, progress: dict
+) -> Path:
     import torch
     from safetensors.torch import save_file
 
@@ -115,7 +122,9 @@ def load(path: Path, model: Any, optimizer: Any, scheduler: Any, scaler: Any) ->
 
     missing, unexpected = load_trainable(model, path / TRAINABLE)
     if missing or unexpected:
-        raise RuntimeError(f"checkpoint {path.name} does not fit the model: missing {missing[:3]}, unexpected {unexpected[:3]}")
+        raise RuntimeError(
+            f"checkpoint {path.name} does not fit the model: missing {missing[:3]}, unexpected {unexpected[:3]}"
+        )
     optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
     scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
     if scaler is not None:

@@ -94,8 +94,14 @@ class Encoded:
         return len(self.input_ids)
 
     def subset(self, idx: list[int]) -> Encoded:
-        return Encoded([self.input_ids[i] for i in idx], [self.labels[i] for i in idx],
-                       [self.row_ids[i] for i in idx], self.pad_id, self.device, self.classification)
+        return Encoded(
+            [self.input_ids[i] for i in idx],
+            [self.labels[i] for i in idx],
+            [self.row_ids[i] for i in idx],
+            self.pad_id,
+            self.device,
+            self.classification,
+        )
 
     def batch(self, idx: list[int], with_labels: bool = True) -> dict[str, Any]:
         import torch
@@ -110,7 +116,9 @@ class Encoded:
         out = {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device)}
         if with_labels:
             if self.classification:
-                out["labels"] = torch.tensor([self.labels[i] for i in idx], dtype=torch.long, device=self.device)
+                out["labels"] = torch.tensor(
+                    [self.labels[i] for i in idx], dtype=torch.long, device=self.device
+                )
             else:
                 lab = torch.full((len(rows), width), -100, dtype=torch.long)
                 for j, i in enumerate(idx):
@@ -139,14 +147,22 @@ class Batcher:
         inputs = model_inputs(self.eff, frame, rendered=rendered)
         labels = None
         if self.classification:
-            labels = [str(t) for t in frame["target"].to_list()] if with_labels else [self.classes[0]] * len(inputs)
+            labels = (
+                [str(t) for t in frame["target"].to_list()]
+                if with_labels
+                else [self.classes[0]] * len(inputs)
+            )
         prep = encode(self.eff, self.tok, inputs, labels)
         rows = [torch.tensor(r, dtype=torch.long) for r in prep.input_ids]
         if self.classification:
             labs: list[Any] = [int(x) for x in prep.labels]
         else:
             labs = [torch.tensor(x, dtype=torch.long) for x in prep.labels]
-        row_ids = [int(x) for x in frame["row_id"].to_list()] if "row_id" in frame.columns else list(range(len(rows)))
+        row_ids = (
+            [int(x) for x in frame["row_id"].to_list()]
+            if "row_id" in frame.columns
+            else list(range(len(rows)))
+        )
         return Encoded(rows, labs, row_ids, int(prep.pad_id), self.device, self.classification)
 
     @staticmethod
@@ -174,8 +190,10 @@ class Batcher:
         proba_major = np.zeros_like(proba)
         proba_major[:, int(counts.argmax())] = 1.0
         use = proba if metric in ("log_loss", "brier") else proba_major
-        return {"value": metric_value(metric, dev.labels, use, self.classes),
-                "class": self.classes[int(counts.argmax())]}
+        return {
+            "value": metric_value(metric, dev.labels, use, self.classes),
+            "class": self.classes[int(counts.argmax())],
+        }
 
 
 # ---------------------------------------------------------------- evaluation
@@ -239,8 +257,19 @@ def evaluate(model: Any, enc: Encoded, metric: str, classes: list[str]) -> dict[
 # ---------------------------------------------------------------- the artifact
 
 
-def save_artifact(final: Path, model: Any, tok: Any, eff: dict[str, Any], batcher: Batcher, dev_b: Encoded,
-                  dev_frame: Any, *, selected_step: int, selection: str, info: dict[str, Any]) -> dict[str, Any]:
+def save_artifact(
+    final: Path,
+    model: Any,
+    tok: Any,
+    eff: dict[str, Any],
+    batcher: Batcher,
+    dev_b: Encoded,
+    dev_frame: Any,
+    *,
+    selected_step: int,
+    selection: str,
+    info: dict[str, Any],
+) -> dict[str, Any]:
     """Write the artifact folder, then its manifest (sha256 of every file, tensors, LoRA B norms)."""
     import shutil
 
@@ -264,12 +293,14 @@ def save_artifact(final: Path, model: Any, tok: Any, eff: dict[str, Any], batche
     if dev_b.classification:
         out = predict(model, dev_b)
         proba = out["proba"]
-        pl.DataFrame({
-            "row_id": dev_b.row_ids,
-            "target": [batcher.classes[i] for i in dev_b.labels],
-            "pred": [batcher.classes[i] for i in proba.argmax(axis=1)],
-            "proba": proba.tolist(),
-        }).write_parquet(tmp / DEV_PREDICTIONS)
+        pl.DataFrame(
+            {
+                "row_id": dev_b.row_ids,
+                "target": [batcher.classes[i] for i in dev_b.labels],
+                "pred": [batcher.classes[i] for i in proba.argmax(axis=1)],
+                "proba": proba.tolist(),
+            }
+        ).write_parquet(tmp / DEV_PREDICTIONS)
     manifest = {
         "files": file_hashes(tmp),
         "tensors": {k: list(v.shape) for k, v in sorted(state.items())},
@@ -312,8 +343,10 @@ def verify_artifact(final: Path) -> dict[str, Any]:
         if rel not in now:
             problems.append(f"{rel} missing")
         elif now[rel]["sha256"] != meta["sha256"]:
-            problems.append(f"{rel} sha256 {now[rel]['sha256'][:12]} ≠ recorded {meta['sha256'][:12]} "
-                            f"({now[rel]['bytes']} vs {meta['bytes']} bytes)")
+            problems.append(
+                f"{rel} sha256 {now[rel]['sha256'][:12]} ≠ recorded {meta['sha256'][:12]} "
+                f"({now[rel]['bytes']} vs {meta['bytes']} bytes)"
+            )
     extra = sorted(set(now) - set(recorded))
     if extra:
         problems.append(f"files not in the manifest: {extra[:5]}")
@@ -346,7 +379,9 @@ def verify_artifact(final: Path) -> dict[str, Any]:
     }
 
 
-def load_artifact(final: Path, workspace: Path, device: str = "cpu") -> tuple[Any, Any, dict[str, Any], dict[str, Any]]:
+def load_artifact(
+    final: Path, workspace: Path, device: str = "cpu"
+) -> tuple[Any, Any, dict[str, Any], dict[str, Any]]:
     """Rebuild the contracted model, load the trained tensors, use the saved tokenizer.
 
     Returns (model, tokenizer, effective, load report with missing / unexpected keys).
@@ -362,7 +397,9 @@ def load_artifact(final: Path, workspace: Path, device: str = "cpu") -> tuple[An
     is_cls = eff.get("task_kind", "text_classification") == "text_classification"
     model, _, _ = build(eff, num_labels=len(classes) if is_cls else None, workspace=workspace, device=device)
     missing, unexpected = load_trainable(model, final / TRAINABLE)
-    tok = AutoTokenizer.from_pretrained(str(final / TOKENIZER_DIR), local_files_only=True, trust_remote_code=False)
+    tok = AutoTokenizer.from_pretrained(
+        str(final / TOKENIZER_DIR), local_files_only=True, trust_remote_code=False
+    )
     model.eval()
     return model, tok, eff, {"missing": missing, "unexpected": unexpected}
 
@@ -374,7 +411,9 @@ def build_base(eff: dict[str, Any], workspace: Path, device: str = "cpu") -> tup
 
     classes = [str(c) for c in eff.get("label_classes", [])]
     is_cls = eff.get("task_kind", "text_classification") == "text_classification"
-    model, tok, _ = build(eff, num_labels=len(classes) if is_cls else None, workspace=workspace, device=device)
+    model, tok, _ = build(
+        eff, num_labels=len(classes) if is_cls else None, workspace=workspace, device=device
+    )
     model.eval()
     return model, tok
 
@@ -382,8 +421,9 @@ def build_base(eff: dict[str, Any], workspace: Path, device: str = "cpu") -> tup
 # ---------------------------------------------------------------- reload parity (run in a fresh process)
 
 
-def reload_parity(final: Path, job_dir: Path, workspace: Path, tolerance: float,
-                  overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+def reload_parity(
+    final: Path, job_dir: Path, workspace: Path, tolerance: float, overrides: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Reload the artifact, predict the retained dev rows, compare with the predictions recorded
     at the end of training. `overrides` changes effective settings at serving time (a test uses
     it to plant a training-serving skew)."""
@@ -407,7 +447,9 @@ def reload_parity(final: Path, job_dir: Path, workspace: Path, tolerance: float,
     rec_proba = np.asarray(recorded["proba"].to_list(), dtype=np.float64)[[order[i] for i in keep]]
     new_pred = [classes[j] for j in proba[keep].argmax(axis=1)]
     rec_pred = [recorded["pred"][order[i]] for i in keep]
-    mismatched = [enc.row_ids[keep[i]] for i, (a, b) in enumerate(zip(new_pred, rec_pred, strict=True)) if a != b]
+    mismatched = [
+        enc.row_ids[keep[i]] for i, (a, b) in enumerate(zip(new_pred, rec_pred, strict=True)) if a != b
+    ]
     max_diff = float(np.abs(proba[keep] - rec_proba).max()) if keep else math.nan
     return {
         "rows": len(enc.row_ids),
@@ -435,8 +477,14 @@ def _main(argv: list[str]) -> int:
     return 0
 
 
-def parity_in_fresh_process(final: Path, job_dir: Path, workspace: Path, tolerance: float,
-                            overrides: dict[str, Any] | None = None, timeout: float = 600) -> dict[str, Any]:
+def parity_in_fresh_process(
+    final: Path,
+    job_dir: Path,
+    workspace: Path,
+    tolerance: float,
+    overrides: dict[str, Any] | None = None,
+    timeout: float = 600,
+) -> dict[str, Any]:
     """Run reload_parity in a new Python process: nothing from the training process is reused."""
     import subprocess
     import sys
@@ -444,8 +492,17 @@ def parity_in_fresh_process(final: Path, job_dir: Path, workspace: Path, toleran
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "parity.json"
-        cmd = [sys.executable, "-m", "engine.training.evaluate", "parity", str(final), str(job_dir),
-               str(workspace), repr(float(tolerance)), str(out)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "engine.training.evaluate",
+            "parity",
+            str(final),
+            str(job_dir),
+            str(workspace),
+            repr(float(tolerance)),
+            str(out),
+        ]
         if overrides:
             cmd.append(json.dumps(overrides))
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)

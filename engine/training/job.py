@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -168,6 +169,8 @@ def write_job_dir(
 
 
 def alarm_config(effective: dict[str, Any]) -> dict[str, Any]:
+    if "effective" in effective and isinstance(effective["effective"], dict):
+        effective = effective["effective"]  # a whole contract.toml document was passed
     cfg = {**ALARM_DEFAULTS, **dict(effective.get("alarms", {}) or {})}
     cfg["disabled"] = [str(x) for x in cfg.get("disabled", [])]
     return cfg
@@ -208,7 +211,12 @@ def evaluate_alarms(
             bad = [s for s in steps if not _finite(s.get("loss")) or not _finite(s.get("grad_norm"))]
             if halts or bad:
                 first = halts[0] if halts else bad[0]
-                add(name, "raised", str(first.get("reason", "non-finite loss or gradient norm")), int(first.get("step", -1)))
+                add(
+                    name,
+                    "raised",
+                    str(first.get("reason", "non-finite loss or gradient norm")),
+                    int(first.get("step", -1)),
+                )
             elif steps:
                 add(name, "clear", f"loss and gradient norm finite at all {len(steps)} steps")
             else:
@@ -220,8 +228,10 @@ def evaluate_alarms(
                 continue
             factor = float(cfg["divergence_factor"])
             window = max(3, len(losses) // 10)
-            means = [(losses[i][0], sum(v for _, v in losses[i - window + 1 : i + 1]) / window)
-                     for i in range(window - 1, len(losses))]
+            means = [
+                (losses[i][0], sum(v for _, v in losses[i - window + 1 : i + 1]) / window)
+                for i in range(window - 1, len(losses))
+            ]
             best = math.inf
             hit = None
             for step, m in means:
@@ -246,10 +256,18 @@ def evaluate_alarms(
             top_cls, top_n = max(pred.items(), key=lambda kv: kv[1])
             true_top = max(true.values()) / max(1, sum(true.values())) if true else 0.0
             if top_n / n >= share and true_top < share:
-                add(name, "raised", f"{top_n / n:.1%} of dev predictions are '{top_cls}' (true top share {true_top:.1%})",
-                    int(last["step"]))
+                add(
+                    name,
+                    "raised",
+                    f"{top_n / n:.1%} of dev predictions are '{top_cls}' (true top share {true_top:.1%})",
+                    int(last["step"]),
+                )
             else:
-                add(name, "clear", f"top predicted class '{top_cls}' at {top_n / n:.1%} < {share:.0%} at last eval")
+                add(
+                    name,
+                    "clear",
+                    f"top predicted class '{top_cls}' at {top_n / n:.1%} < {share:.0%} at last eval",
+                )
         elif name == "train_dev_gap":
             pairs = [e for e in evals if _finite(e.get("train_value")) and _finite(e.get("value"))]
             if not pairs:
@@ -260,7 +278,13 @@ def evaluate_alarms(
             gap = -gap if not higher else gap
             limit = float(cfg["gap_limit"])
             state = "raised" if gap > limit else "clear"
-            add(name, state, f"train − dev {last.get('metric')} gap {gap:.3f} vs limit {limit}", int(last["step"]), gap=gap)
+            add(
+                name,
+                state,
+                f"train − dev {last.get('metric')} gap {gap:.3f} vs limit {limit}",
+                int(last["step"]),
+                gap=gap,
+            )
         elif name == "stall":
             worst = int(heartbeat.get("max_beats_without_step", -1))
             if worst < 0:
@@ -268,8 +292,13 @@ def evaluate_alarms(
                 continue
             limit = int(cfg["stall_heartbeats"])
             state = "raised" if worst > limit else "clear"
-            add(name, state, f"at most {worst} heartbeats without an optimizer step (limit {limit})", -1,
-                max_beats_without_step=worst)
+            add(
+                name,
+                state,
+                f"at most {worst} heartbeats without an optimizer step (limit {limit})",
+                -1,
+                max_beats_without_step=worst,
+            )
         elif name == "worse_than_trivial":
             after = int(cfg["worse_than_trivial_after_step"])
             after = total_steps // 2 if after < 0 else after
@@ -284,10 +313,19 @@ def evaluate_alarms(
                 worse = [e for e in late if (float(e["value"]) < tv if higher else float(e["value"]) > tv)]
                 if worse:
                     e = worse[0]
-                    add(name, "raised", f"dev {e.get('metric')} {float(e['value']):.4f} worse than trivial {tv:.4f} "
-                        f"at step {e['step']} (after step {after})", int(e["step"]))
+                    add(
+                        name,
+                        "raised",
+                        f"dev {e.get('metric')} {float(e['value']):.4f} worse than trivial {tv:.4f} "
+                        f"at step {e['step']} (after step {after})",
+                        int(e["step"]),
+                    )
                 else:
-                    add(name, "clear", f"dev metric not worse than trivial {tv:.4f} at {len(late)} evals from step {after}")
+                    add(
+                        name,
+                        "clear",
+                        f"dev metric not worse than trivial {tv:.4f} at {len(late)} evals from step {after}",
+                    )
     return out
 
 
@@ -420,8 +458,10 @@ class Job:
         eff = self.eff
         device = resolve_device(str(eff.get("device", "cpu")))
         if int(eff.get("dp_replicas", 1) or 1) != 1:
-            raise ValueError(f"dp_replicas={eff.get('dp_replicas')}: the local job runs one replica; "
-                             "edit the contract or use a cluster provider")
+            raise ValueError(
+                f"dp_replicas={eff.get('dp_replicas')}: the local job runs one replica; "
+                "edit the contract or use a cluster provider"
+            )
         seed = int(eff.get("seed", 0))
         torch.manual_seed(seed)
         train = load_split(self.dir, self.doc, "train")
@@ -430,8 +470,12 @@ class Job:
 
         classes = [str(c) for c in eff.get("label_classes", [])]
         is_cls = eff.get("task_kind", "text_classification") == "text_classification"
-        model, tok, info = build(eff, num_labels=len(classes) if is_cls else None,
-                                 workspace=Path(self.doc.get("workspace", ".")), device=device)
+        model, tok, info = build(
+            eff,
+            num_labels=len(classes) if is_cls else None,
+            workspace=Path(self.doc.get("workspace", ".")),
+            device=device,
+        )
         self.status["model_info"] = {k: v for k, v in info.items() if isinstance(v, int | float | str | bool)}
         batcher = Batcher(eff, tok, classes, device)
         train_b = batcher.prepare(train, rendered=True)
@@ -460,7 +504,7 @@ class Job:
             metric = "macro_f1"
         elif not is_cls:
             metric = "dev_loss"
-        best = {"value": None, "step": -1}
+        best: dict[str, Any] = {"value": None, "step": -1, "stale_evals": 0}
         ckpt_root = self.dir / CHECKPOINTS
         done = checkpoint.complete(ckpt_root)
         if done:
@@ -468,8 +512,16 @@ class Job:
             self.step = int(state["step"])
             best = state.get("best", best)
             self.status["resumed_from"].append(self.step)
-            append_metric(self.dir, {"kind": "resume", "step": self.step, "time": time.time(),
-                                     "checkpoint": done[-1].name, "run": self.status["runs"]})
+            append_metric(
+                self.dir,
+                {
+                    "kind": "resume",
+                    "step": self.step,
+                    "time": time.time(),
+                    "checkpoint": done[-1].name,
+                    "run": self.status["runs"],
+                },
+            )
         else:
             self.set_stage("initial-eval")
             trivial = batcher.trivial(train_b, dev_b, metric)
@@ -481,6 +533,8 @@ class Job:
         ckpt_every = int(eff.get("checkpoint_every_steps", 0) or 0)
         eval_every = int(eff.get("eval_every_steps", 0) or 0)
         selection = str(eff.get("checkpoint_selection", "last"))
+        stopping = str(eff.get("stopping_rule", "fixed_budget"))
+        patience = max(1, int(eff.get("patience_evals", 3) or 3))
         model.train()
         while self.step < self.total_steps:
             t0 = time.time()
@@ -488,12 +542,17 @@ class Job:
             loss_sum = 0.0
             for k in range(accum):
                 idx = batcher.micro_indices(self.step * accum + k, micro, train_b.n, seed)
-                with torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16,
-                                    enabled=precision == "bf16" and device.startswith("cuda")):
+                with torch.autocast(
+                    device_type=device.split(":")[0],
+                    dtype=torch.bfloat16,
+                    enabled=precision == "bf16" and device.startswith("cuda"),
+                ):
                     out = model(**train_b.batch(idx))
                 loss = out.loss / accum
                 if not torch.isfinite(loss):
-                    raise Halt(f"non-finite loss ({float(out.loss.detach())}) at step {self.step + 1}", self.step + 1)
+                    raise Halt(
+                        f"non-finite loss ({float(out.loss.detach())}) at step {self.step + 1}", self.step + 1
+                    )
                 (scaler.scale(loss) if scaler else loss).backward()
                 loss_sum += float(loss.detach())
             if scaler:
@@ -514,20 +573,60 @@ class Job:
                 optimizer.step()
             scheduler.step()
             self.step += 1
-            append_metric(self.dir, {"kind": "step", "step": self.step, "time": time.time(), "loss": loss_sum,
-                                     "lr": lr_now, "grad_norm": gn, "seconds": round(time.time() - t0, 4),
-                                     "epoch": round(self.step * accum * micro / train_b.n, 4)})
+            append_metric(
+                self.dir,
+                {
+                    "kind": "step",
+                    "step": self.step,
+                    "time": time.time(),
+                    "loss": loss_sum,
+                    "lr": lr_now,
+                    "grad_norm": gn,
+                    "seconds": round(time.time() - t0, 4),
+                    "epoch": round(self.step * accum * micro / train_b.n, 4),
+                },
+            )
             self.status["step"] = self.step
             if eval_every and self.step % eval_every == 0 and self.step < self.total_steps:
                 value = self._eval(model, batcher, dev_b, ref_b, metric, evaluate)
-                if selection == "best_dev" and self._better(value, best["value"], metric):
-                    best = {"value": value, "step": self.step}
-                    checkpoint.save(self.dir / "best", self.step, model, optimizer, scheduler, scaler, {"best": best})
+                if self._better(value, best["value"], metric):
+                    best = {"value": value, "step": self.step, "stale_evals": 0}
+                    if selection == "best_dev":
+                        kept = checkpoint.save(
+                            self.dir / "best", self.step, model, optimizer, scheduler, scaler, {"best": best}
+                        )
+                        for old in checkpoint.complete(self.dir / "best"):
+                            if old != kept:
+                                shutil.rmtree(old, ignore_errors=True)
+                else:
+                    best["stale_evals"] = int(best.get("stale_evals", 0)) + 1
                 model.train()
+                if stopping == "early_stopping" and best["stale_evals"] >= patience:
+                    append_metric(
+                        self.dir,
+                        {
+                            "kind": "early_stop",
+                            "step": self.step,
+                            "time": time.time(),
+                            "reason": f"no dev improvement in {patience} evaluations",
+                        },
+                    )
+                    self.status["early_stopped_at"] = self.step
+                    break
             if ckpt_every and self.step % ckpt_every == 0 and self.step < self.total_steps:
-                path = checkpoint.save(ckpt_root, self.step, model, optimizer, scheduler, scaler,
-                                       {"best": best, "total_steps": self.total_steps, "seed": seed})
-                append_metric(self.dir, {"kind": "checkpoint", "step": self.step, "time": time.time(), "path": path.name})
+                path = checkpoint.save(
+                    ckpt_root,
+                    self.step,
+                    model,
+                    optimizer,
+                    scheduler,
+                    scaler,
+                    {"best": best, "total_steps": self.total_steps, "seed": seed},
+                )
+                append_metric(
+                    self.dir,
+                    {"kind": "checkpoint", "step": self.step, "time": time.time(), "path": path.name},
+                )
             write_status(self.dir, self.status)
             if delay:
                 time.sleep(delay)
@@ -535,15 +634,24 @@ class Job:
         self.set_stage("final-eval")
         value = self._eval(model, batcher, dev_b, ref_b, metric, evaluate)
         selected = self.step
-        if selection == "best_dev":
-            if self._better(value, best["value"], metric) or best["step"] < 0:
-                best = {"value": value, "step": self.step}
-            else:
-                saved = checkpoint.complete(self.dir / "best")
-                checkpoint.load_trainable(model, saved[-1] / checkpoint.TRAINABLE)
-                selected = int(best["step"])
-        save_artifact(self.dir / FINAL, model, tok, eff, batcher, dev_b, dev, selected_step=selected,
-                      selection=selection, info=self.status.get("model_info", {}))
+        saved_best = checkpoint.complete(self.dir / "best")
+        if selection == "best_dev" and saved_best and not self._better(value, best["value"], metric):
+            # an earlier evaluation was better: the artifact is that state (ties keep the earlier one)
+            checkpoint.load_trainable(model, saved_best[-1] / checkpoint.TRAINABLE)
+            selected = int(best["step"])
+            value = self._eval(model, batcher, dev_b, ref_b, metric, evaluate, selected=selected)
+        save_artifact(
+            self.dir / FINAL,
+            model,
+            tok,
+            eff,
+            batcher,
+            dev_b,
+            dev,
+            selected_step=selected,
+            selection=selection,
+            info=self.status.get("model_info", {}),
+        )
 
     def _better(self, value: float | None, than: float | None, metric: str) -> bool:
         if value is None or not math.isfinite(value):
@@ -552,12 +660,26 @@ class Job:
             return True
         return value < than if metric in LOWER_BETTER else value > than
 
-    def _eval(self, model: Any, batcher: Any, dev_b: Any, ref_b: Any, metric: str, evaluate: Any) -> float:
+    def _eval(
+        self, model: Any, batcher: Any, dev_b: Any, ref_b: Any, metric: str, evaluate: Any, selected: int = -1
+    ) -> float:
         dev_r = evaluate(model, dev_b, metric, batcher.classes)
         ref_r = evaluate(model, ref_b, metric, batcher.classes)
-        rec = {"kind": "eval", "split": "dev", "step": self.step, "time": time.time(), "metric": metric,
-               "value": dev_r["value"], "loss": dev_r["loss"], "train_value": ref_r["value"],
-               "train_rows": ref_b.n, "rows": dev_b.n, "stage": self.stage}
+        kind = "eval" if selected < 0 else "selected_eval"
+        rec = {
+            "kind": kind,
+            "split": "dev",
+            "step": self.step,
+            "time": time.time(),
+            "metric": metric,
+            "value": dev_r["value"],
+            "loss": dev_r["loss"],
+            "train_value": ref_r["value"],
+            "train_rows": ref_b.n,
+            "rows": dev_b.n,
+            "stage": self.stage,
+            "selected_step": selected,
+        }
         if "pred_distribution" in dev_r:
             rec["pred_distribution"] = dev_r["pred_distribution"]
             rec["true_distribution"] = dev_r["true_distribution"]
@@ -572,7 +694,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     job_dir = Path(args[0])
     if not (job_dir / CONTRACT).is_file():
-        print(f"{job_dir / CONTRACT} not found: a job directory holds the frozen contract copy", file=sys.stderr)
+        print(
+            f"{job_dir / CONTRACT} not found: a job directory holds the frozen contract copy", file=sys.stderr
+        )
         return 2
     return Job(job_dir).run()
 

@@ -151,6 +151,11 @@ def make_tiny_encoder(dir: Path, num_labels: int | None = None, *, vocab_size: i
         intermediate_size=128,
         max_position_embeddings=256,
         pad_token_id=fast.pad_token_id,
+        # Random features of a 64-wide encoder are too weak at the default 0.02 init (and with
+        # dropout) for LoRA to fit a slice in a few dozen steps; a pretrained encoder has no such issue.
+        initializer_range=0.1,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
     )
     if num_labels:
         config.num_labels = num_labels
