@@ -145,3 +145,21 @@ def test_artifact_stage_compares_on_the_locked_test(pipeline) -> None:
     assert verdict["claim_state"] in ("met", "not_met") and "train_dev_gap" in " ".join(
         verdict["disabled_alarms"]
     )
+
+
+def test_required_check_failure_refuses_the_launch() -> None:
+    from engine.evidence import Check, StageRecord
+    from engine.stages.dispatch import _required_checks
+
+    rec = StageRecord(
+        stage="contract", checks=[Check(id="contract.fit_check", status="fail", summary="no go")]
+    )
+    eff = {
+        "required_checks": ["contract.fit_check", "contract.prepared_lengths"],
+        "on_required_fail": "refuse_dispatch",
+    }
+    gate = _required_checks(eff, rec)
+    assert gate.status == "fail" and gate.measured["refused"]
+    assert gate.measured["states"] == {"contract.fit_check": "fail", "contract.prepared_lengths": "absent"}
+    warn = _required_checks({**eff, "on_required_fail": "warn"}, rec)
+    assert warn.status == "warn" and not warn.measured["refused"]

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from engine.evidence import dump_toml
+from engine.providers.base import Provider
 from engine.providers.ray_jobs import (
     RECORD,
     RayHTTPError,
@@ -174,6 +175,7 @@ def test_inputs_staged_to_the_named_output_location(tmp_path: Path) -> None:
     out = tmp_path / "shared" / OP
     job_dir = _job_dir(tmp_path, {"output_location": str(out)})
     prov = _provider(tmp_path, fake, output_root=tmp_path / "shared")
+    assert isinstance(prov, Provider)  # the same interface as the local provider
     prov.launch(job_dir, OP)
     assert (out / jobfiles.CONTRACT).read_bytes() == (job_dir / jobfiles.CONTRACT).read_bytes()
     assert (out / "data" / "train.parquet").exists()

@@ -23,6 +23,7 @@ from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Static
 
@@ -110,10 +111,15 @@ class SessionScreen(Screen):
     @work(thread=True, group="probe")
     def _probe_stages(self) -> None:
         built = {spec.name: spec.module() is not None for spec in registry.STAGES}
-        self.app.call_from_thread(self._probed, built)
+        self.post_message(self.Probed(built))  # dropped quietly if the app closed meanwhile
 
-    def _probed(self, built: dict[str, bool]) -> None:
-        self.built = built
+    class Probed(Message):
+        def __init__(self, built: dict[str, bool]) -> None:
+            self.built = built
+            super().__init__()
+
+    def on_session_screen_probed(self, event: Probed) -> None:
+        self.built = event.built
         self.refresh_states()
 
     # ------------------------------------------------------------ navigation

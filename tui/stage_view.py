@@ -57,6 +57,7 @@ class StageView(Vertical):
         self.running = False
         self._last_progress = 0.0
         self._pending_tab = ""
+        self._ready = False
 
     # ------------------------------------------------------------ layout
 
@@ -102,6 +103,7 @@ class StageView(Vertical):
 
     def on_mount(self) -> None:
         self.query_one(".run-bar").display = False
+        self._ready = True
         self.refresh_record()
         if self._pending_tab:
             self.call_after_refresh(self.show_tab, self._pending_tab)
@@ -110,6 +112,8 @@ class StageView(Vertical):
     # ------------------------------------------------------------ showing the record
 
     def refresh_record(self, states: dict[str, str] | None = None) -> None:
+        if not self._ready:
+            return  # on_mount draws it once the page is composed
         try:
             record = self.session.record(self.spec.name)
         except EvidenceError as exc:

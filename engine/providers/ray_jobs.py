@@ -33,6 +33,7 @@ import http.client
 import json
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -290,7 +291,7 @@ class RayJobsProvider:
         return Path(rec["output_location"]) if rec.get("output_location") else self.output_dir(handle.op_id)
 
     def entrypoint(self, out_dir: Path) -> str:
-        return f"{_shell_quote(self.python)} -m engine.training.job {_shell_quote(str(out_dir))}"
+        return f"{shlex.quote(self.python)} -m engine.training.job {shlex.quote(str(out_dir))}"
 
     def runtime_env(self) -> dict[str, Any]:
         # No working_dir: Ray would upload it, and a session folder can hold large data.
@@ -729,12 +730,6 @@ class RayJobsProvider:
         else:
             self._update_record(handle.job_dir, fetch=verified)
         return dest
-
-
-def _shell_quote(text: str) -> str:
-    import shlex
-
-    return shlex.quote(text)
 
 
 # ---------------------------------------------------------------- a loopback head (tests, benchmarks)
