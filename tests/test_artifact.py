@@ -63,10 +63,12 @@ def test_zero_lora_b_is_caught(finished_job: Path, tmp_path: Path) -> None:
     assert not bad["ok"] and any("LoRA B" in p for p in bad["problems"])
 
 
-def test_reload_parity_in_a_fresh_process(finished_job: Path) -> None:
-    from engine.training.evaluate import parity_in_fresh_process
+def test_reload_parity_matches_the_recorded_predictions(finished_job: Path) -> None:
+    from engine.training.evaluate import reload_parity
 
-    r = parity_in_fresh_process(finished_job / "final", finished_job, finished_job.parent, 1e-5)
+    # In-process here for speed; the artifact stage runs the same function in a fresh process
+    # (tests/test_dispatch.py::test_artifact_stage_compares_on_the_locked_test).
+    r = reload_parity(finished_job / "final", finished_job, finished_job.parent, 1e-5)
     assert r["ok"], r
     assert r["compared"] == 24 and r["prediction_mismatches"] == 0 and r["max_abs_proba_diff"] <= 1e-5
     assert r["missing_keys"] == [] and r["unexpected_keys"] == []

@@ -28,6 +28,16 @@ SIZE = (80, 24)
 CLASSES = "a,b,security"
 
 
+async def opened(pilot) -> None:
+    """The session screen is up and its first page drawn (keys sent earlier could be lost)."""
+
+    def ready() -> bool:
+        screen = pilot.app.screen
+        return isinstance(screen, SessionScreen) and screen.view() is not None and screen.view()._ready
+
+    await wait_for(pilot, lambda: ready() and "state:" in screen_text(pilot.app))
+
+
 def toasts(app) -> list[str]:
     return [str(n.message) for n in app._notifications]
 
@@ -39,7 +49,7 @@ def nav_words(app) -> dict[str, str]:
 
 async def fill_claim(pilot) -> None:
     """From the stage list: open the claim and fill every field with key presses."""
-    await pilot.press("1", "enter")
+    await pilot.press("1")
     await pilot.pause()
     await pilot.press("tab", *"ticket")
     await pilot.press("tab", *"queue")
@@ -62,8 +72,13 @@ async def fill_claim(pilot) -> None:
 
 async def run_and_wait(pilot, stage: str) -> None:
     await pilot.press("ctrl+r")
-    await wait_for(pilot, lambda: not pilot.app.screen.view(stage).running and Session.open(
-        pilot.app.session.path).record(stage) is not None)
+    await wait_for(
+        pilot,
+        lambda: (
+            not pilot.app.screen.view(stage).running
+            and Session.open(pilot.app.session.path).record(stage) is not None
+        ),
+    )
     await pilot.pause()
 
 
@@ -72,7 +87,7 @@ async def test_create_fill_freeze_reopen(tmp_path: Path) -> None:
     async with app.run_test(size=SIZE) as pilot:
         assert isinstance(app.screen, StartScreen)
         await pilot.press(*"data.csv", "enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen))
+        await opened(pilot)
         assert app.session.path == tmp_path / "runs" / "s-claim"
         assert (tmp_path / "runs" / "s-claim" / ".lock").exists()
         await fill_claim(pilot)
@@ -90,13 +105,14 @@ async def test_create_fill_freeze_reopen(tmp_path: Path) -> None:
         await pilot.press("y")
         await wait_for(pilot, lambda: nav_words(app)["claim"] == "frozen")
         # the source form was pre-filled with the data file chosen on the start screen
-        app.screen.go("source")
-        await pilot.pause()
+        await pilot.press("ctrl+l", "2")
+        await wait_for(pilot, lambda: app.screen.view("source") is not None and app.screen.view("source")._ready)
+        assert 'files = ["data.csv"]' in app.screen.view("source").query_one("#toml-editor").text
     assert not (tmp_path / "runs" / "s-claim" / ".lock").exists(), "lock released on exit"
 
     app2 = make_app(tmp_path / "runs" / "s-claim", workspace=tmp_path)
     async with app2.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: isinstance(app2.screen, SessionScreen))
+        await opened(pilot)
         assert nav_words(app2)["claim"] == "frozen"
         assert "state: frozen" in screen_text(app2)
 
@@ -108,9 +124,10 @@ async def test_freeze_then_change_makes_later_stage_stale(tmp_path: Path, monkey
     session.freeze("claim")
     app = make_app(session.path, workspace=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot)
         assert nav_words(app)["claim"] == "frozen"
         # source: move in the navigator with keys, run, freeze
-        await pilot.press("ctrl+l", "2", "enter")
+        await pilot.press("ctrl+l", "2")
         await wait_for(pilot, lambda: app.screen.current == "source")
         await run_and_wait(pilot, "source")
         await pilot.press("ctrl+f")
@@ -118,7 +135,7 @@ async def test_freeze_then_change_makes_later_stage_stale(tmp_path: Path, monkey
         await pilot.press("y")
         await wait_for(pilot, lambda: nav_words(app)["source"] == "frozen")
         # back to the claim: change the population, run again → the dialog names 'source'
-        await pilot.press("ctrl+l", "1", "enter")
+        await pilot.press("ctrl+l", "1")
         await pilot.pause()
         for _ in range(5):
             await pilot.press("tab")
@@ -132,7 +149,7 @@ async def test_freeze_then_change_makes_later_stage_stale(tmp_path: Path, monkey
         assert app.session.record("claim").provenance.revision == 2
         # a stale stage cannot be frozen: the app says why instead of crashing
         await pilot.press("ctrl+f", "y")
-        await pilot.press("ctrl+l", "2", "enter")
+        await pilot.press("ctrl+l", "2")
         await pilot.press("ctrl+f")
         await pilot.pause(0.2)
         assert not isinstance(app.screen, ConfirmScreen) or "Freeze" in screen_text(app)
@@ -143,6 +160,7 @@ async def test_cancel_running_check(tmp_path: Path, monkeypatch) -> None:
     session = Session.create(tmp_path / "runs" / "s", workspace=tmp_path)
     app = make_app(session.path, workspace=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot)
         await pilot.press("enter")  # claim page, TOML form (toy inputs)
         view: StageView = app.screen.view("claim")
         editor = view.query_one("#toml-editor")
@@ -167,7 +185,8 @@ async def test_unbuilt_stage_says_so(tmp_path: Path, monkeypatch) -> None:
     session = Session.create(tmp_path / "runs" / "s", workspace=tmp_path)
     app = make_app(session.path, workspace=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("7", "enter")
+        await opened(pilot)
+        await pilot.press("7")
         await pilot.pause()
         text = screen_text(app)
         assert "not built yet in this version" in text
@@ -184,12 +203,15 @@ async def test_invalid_toml_shows_field_and_reason(tmp_path: Path, monkeypatch) 
     session = Session.create(tmp_path / "runs" / "s", workspace=tmp_path)
     app = make_app(session.path, workspace=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot)
         await pilot.press("enter")
         await pilot.pause()
         await pilot.press("ctrl+home", *"rowz = 1", "enter")
         await pilot.pause()
         assert "field 'rowz': not a known field" in screen_text(app)
-        await pilot.press("ctrl+z", "ctrl+z", "ctrl+z", "ctrl+z", "ctrl+z", "ctrl+z", "ctrl+z", "ctrl+z", "ctrl+z")
+        await pilot.press(
+            "ctrl+z", "ctrl+z", "ctrl+z", "ctrl+z", "ctrl+z", "ctrl+z", "ctrl+z", "ctrl+z", "ctrl+z"
+        )
         view = app.screen.view("claim")
         view.query_one("#toml-editor").text = "rows = 'many'\n"
         await pilot.pause()
@@ -207,8 +229,16 @@ HOSTILE = "[bold red]boom[/] \x1b[31mred\x1b[0m \x1b]52;c;SGVsbG8=\x07 tab\there
 
 async def test_untrusted_text_is_shown_literally(tmp_path: Path, monkeypatch) -> None:
     def checks(inputs):
-        return [Check(id="source.hostile", status="warn", summary=HOSTILE, coverage="full",
-                      measured={"cell": HOSTILE, "class_counts": {"\x1b[31mred[b]x": 3, "ok": 2}}, why=HOSTILE)]
+        return [
+            Check(
+                id="source.hostile",
+                status="warn",
+                summary=HOSTILE,
+                coverage="full",
+                measured={"cell": HOSTILE, "class_counts": {"\x1b[31mred[b]x": 3, "ok": 2}},
+                why=HOSTILE,
+            )
+        ]
 
     patch_modules(monkeypatch, {"source": toy_module("source", checks)})
     session = Session.create(tmp_path / "runs" / "s", workspace=tmp_path)
@@ -216,7 +246,8 @@ async def test_untrusted_text_is_shown_literally(tmp_path: Path, monkeypatch) ->
     session.freeze("claim")
     app = make_app(session.path, workspace=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("2", "enter")
+        await opened(pilot)
+        await pilot.press("2")
         await run_and_wait(pilot, "source")
         text = screen_text(app)
         assert "[bold red]boom[/]" in text
@@ -270,6 +301,7 @@ async def test_help_theme_and_palette(tmp_path: Path) -> None:
     session = Session.create(tmp_path / "runs" / "s", workspace=tmp_path)
     app = make_app(session.path, workspace=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot)
         await pilot.press("f1")
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
         assert "ctrl+r" in screen_text(app) and "ctrl+f" in screen_text(app)
@@ -282,8 +314,17 @@ async def test_help_theme_and_palette(tmp_path: Path) -> None:
             themes.append(app.theme)
         assert themes == ["textual-light", "ansi-dark", "ansi-light", "textual-dark"]
         titles = {c.title for c in app.get_system_commands(app.screen)}
-        for needed in ("Run checks", "Cancel run", "Freeze stage", "Add note", "Help: keys", "Next theme",
-                       "Copy check", "Go to 7 Artifact", "Show visual"):
+        for needed in (
+            "Run checks",
+            "Cancel run",
+            "Freeze stage",
+            "Add note",
+            "Help: keys",
+            "Next theme",
+            "Copy check",
+            "Go to 7 Artifact",
+            "Show visual",
+        ):
             assert needed in titles
         await pilot.press("ctrl+p")
         await pilot.pause()
@@ -342,13 +383,20 @@ def running_job(tmp_path: Path):
         [sys.executable, "-c", "import time; time.sleep(60)", "engine.training.job", str(job_dir.resolve())],
         start_new_session=True,
     )
-    (job_dir / "pid.json").write_text(json.dumps({"pid": proc.pid, "pgid": proc.pid, "host": socket.gethostname()}))
+    (job_dir / "pid.json").write_text(
+        json.dumps({"pid": proc.pid, "pgid": proc.pid, "host": socket.gethostname()})
+    )
     (job_dir / "status.json").write_text(json.dumps({"stage": "training", "step": 7, "total_steps": 20}))
-    (job_dir / "heartbeat").write_text(json.dumps({"time": time.time(), "beats": 3, "interval": 60, "step": 7}))
+    (job_dir / "heartbeat").write_text(
+        json.dumps({"time": time.time(), "beats": 3, "interval": 60, "step": 7})
+    )
     with open(job_dir / "metrics.jsonl", "w") as fh:
         for step in range(1, 8):
             fh.write(json.dumps({"kind": "step", "step": step, "loss": 2.0 / step, "grad_norm": 1.0}) + "\n")
-        fh.write(json.dumps({"kind": "eval", "split": "dev", "step": 5, "metric": "macro_f1", "value": 0.41}) + "\n")
+        fh.write(
+            json.dumps({"kind": "eval", "split": "dev", "step": 5, "metric": "macro_f1", "value": 0.41})
+            + "\n"
+        )
     yield session
     proc.kill()
     proc.wait()
@@ -357,7 +405,8 @@ def running_job(tmp_path: Path):
 async def test_reopened_session_shows_running_job(running_job: Session, tmp_path: Path) -> None:
     app = make_app(running_job.path, workspace=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("6", "enter")
+        await opened(pilot)
+        await pilot.press("6")
         await pilot.pause()
         await pilot.press("f4")
         await wait_for(pilot, lambda: "step 7 of 20" in screen_text(app))

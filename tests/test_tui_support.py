@@ -45,14 +45,21 @@ def toy_module(name: str, checks: Callable[[ToyInputs], list[Check]] | None = No
             ctx.progress(i / max(1, inputs.delay_steps), f"step {i} of {inputs.delay_steps}")
             ctx.check_cancelled()
             time.sleep(0.02)
-        made = checks(inputs) if checks else [
-            Check(
-                id=f"{name}.rows",
-                status="pass" if inputs.rows > 0 else "fail",
-                summary=f"{inputs.rows} rows",
-                measured={"rows": inputs.rows, "class_counts": {"billing": 2 * inputs.rows, "security": 1}},
-            )
-        ]
+        made = (
+            checks(inputs)
+            if checks
+            else [
+                Check(
+                    id=f"{name}.rows",
+                    status="pass" if inputs.rows > 0 else "fail",
+                    summary=f"{inputs.rows} rows",
+                    measured={
+                        "rows": inputs.rows,
+                        "class_counts": {"billing": 2 * inputs.rows, "security": 1},
+                    },
+                )
+            ]
+        )
         return StageRecord(stage=name, inputs=inputs.model_dump(mode="json"), checks=made)
 
     return types.SimpleNamespace(TITLE=name.title(), Inputs=ToyInputs, run=run)

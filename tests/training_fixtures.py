@@ -25,15 +25,17 @@ WORDS = {
 FILLER = ["please", "help", "hello", "thanks", "today", "my", "the", "is"]
 
 
-@pytest.fixture(scope="session")
-def tiny_dirs(tmp_path_factory) -> dict[str, Path]:
+@pytest.fixture(scope="session", name="tiny_dirs")
+def tiny_dirs_fixture(tmp_path_factory) -> dict[str, Path]:
     import torch
 
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("tiny_models")
     return {
         "llama": tiny.make_tiny_llama(root / "llama"),
-        "llama_nomarkers": tiny.make_tiny_llama(root / "llama_nomarkers", chat_template=tiny.CHAT_TEMPLATE_NO_MARKERS),
+        "llama_nomarkers": tiny.make_tiny_llama(
+            root / "llama_nomarkers", chat_template=tiny.CHAT_TEMPLATE_NO_MARKERS
+        ),
         "encoder": tiny.make_tiny_encoder(root / "encoder"),
     }
 
@@ -60,16 +62,35 @@ def _records(tmp: Path, frame: pl.DataFrame, source_inputs: dict, claim_inputs: 
         stage="source",
         inputs={"files": ["t.csv"], **source_inputs},
         checks=[
-            Check(id="source.checksum", status="info", summary="x",
-                  measured={"files": [{"path": "t.csv", "sha256": _sha(tmp / "t.csv"), "bytes": 1}]}),
-            Check(id="source.entity_families", status="info", summary="x",
-                  measured={"families_path": "data/families.parquet",
-                            "families_sha256": _sha(data / "families.parquet")}),
+            Check(
+                id="source.checksum",
+                status="info",
+                summary="x",
+                measured={"files": [{"path": "t.csv", "sha256": _sha(tmp / "t.csv"), "bytes": 1}]},
+            ),
+            Check(
+                id="source.entity_families",
+                status="info",
+                summary="x",
+                measured={
+                    "families_path": "data/families.parquet",
+                    "families_sha256": _sha(data / "families.parquet"),
+                },
+            ),
         ],
     )
-    split = StageRecord(stage="split", inputs={"strategy": "random"}, checks=[
-        Check(id="split.membership", status="info", summary="x",
-              measured={"path": "data/split.parquet", "sha256": _sha(data / "split.parquet")})])
+    split = StageRecord(
+        stage="split",
+        inputs={"strategy": "random"},
+        checks=[
+            Check(
+                id="split.membership",
+                status="info",
+                summary="x",
+                measured={"path": "data/split.parquet", "sha256": _sha(data / "split.parquet")},
+            )
+        ],
+    )
     ctx = StageContext(session_dir=tmp / "session", workspace=tmp, stage="contract")
     return {"claim": claim, "source": source, "split": split}, ctx
 
@@ -82,22 +103,35 @@ def make_cls_session(tmp: Path, n: int = 120, seed: int = 0):
     for lab in label:
         subjects.append(f"{rng.choice(WORDS[lab])} {rng.choice(FILLER)}")
         bodies.append(" ".join([*rng.choice(FILLER, 3), str(rng.choice(WORDS[lab])), *rng.choice(FILLER, 2)]))
-    frame = pl.DataFrame({
-        "ticket_id": np.arange(n), "subject": subjects, "body": bodies, "queue": label,
-        "resolution_code": [f"RES_{lab.upper()}" for lab in label],
-        "customer_email": [f"user{i}@example.com" for i in range(n)],
-    })
+    frame = pl.DataFrame(
+        {
+            "ticket_id": np.arange(n),
+            "subject": subjects,
+            "body": bodies,
+            "queue": label,
+            "resolution_code": [f"RES_{lab.upper()}" for lab in label],
+            "customer_email": [f"user{i}@example.com" for i in range(n)],
+        }
+    )
     return _records(
-        tmp, frame,
-        {"label_column": "queue", "input_columns": ["subject", "body", "resolution_code", "customer_email"],
-         "text_columns": ["subject", "body"], "id_column": "ticket_id", "unavailable_columns": ["resolution_code"],
-         "sensitive_columns": ["customer_email"]},
+        tmp,
+        frame,
+        {
+            "label_column": "queue",
+            "input_columns": ["subject", "body", "resolution_code", "customer_email"],
+            "text_columns": ["subject", "body"],
+            "id_column": "ticket_id",
+            "unavailable_columns": ["resolution_code"],
+            "sensitive_columns": ["customer_email"],
+        },
         {"task_kind": "text_classification", "primary_metric": "macro_f1", "class_order": CLASSES},
         seed,
     )
 
 
-def make_sft_session(tmp: Path, n: int = 60, seed: int = 0, *, empty_reply_every: int = 0, long_prompt: bool = False):
+def make_sft_session(
+    tmp: Path, n: int = 60, seed: int = 0, *, empty_reply_every: int = 0, long_prompt: bool = False
+):
     rng = np.random.default_rng(seed)
     msgs, label = [], []
     for i in range(n):
@@ -113,8 +147,14 @@ def make_sft_session(tmp: Path, n: int = 60, seed: int = 0, *, empty_reply_every
         label.append(lab)
     frame = pl.DataFrame({"ticket_id": np.arange(n), "messages": msgs, "queue": label})
     return _records(
-        tmp, frame,
-        {"label_column": "queue", "input_columns": ["messages"], "text_columns": ["messages"], "id_column": "ticket_id"},
+        tmp,
+        frame,
+        {
+            "label_column": "queue",
+            "input_columns": ["messages"],
+            "text_columns": ["messages"],
+            "id_column": "ticket_id",
+        },
         {"task_kind": "causal_lm_sft", "primary_metric": "exact_match"},
         seed,
     )

@@ -54,7 +54,9 @@ def _recipes() -> tuple[list[tuple[str, str]], Any]:
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(base)
     for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+        out[k] = (
+            _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+        )
     return out
 
 
@@ -133,7 +135,9 @@ class SessionScreen(Screen):
         switcher = self.query_one("#pages", ContentSwitcher)
         if self.view(name) is None:
             spec = registry.get(name)
-            switcher.mount(StageView(spec, self.session, self.initial_inputs(self.session, name), id=f"page-{name}"))
+            switcher.mount(
+                StageView(spec, self.session, self.initial_inputs(self.session, name), id=f"page-{name}")
+            )
         switcher.current = f"page-{name}"
         nav = self.query_one(StageNavigator)
         nav.index = registry.get(name).index - 1
@@ -170,7 +174,9 @@ class SessionScreen(Screen):
         for spec in registry.STAGES:
             view = self.view(spec.name)
             running = bool(view and view.running) or (spec.name == "dispatch" and self._job_running())
-            words[spec.name] = state_words(states[spec.name], records.get(spec.name), running, self.built.get(spec.name, True))
+            words[spec.name] = state_words(
+                states[spec.name], records.get(spec.name), running, self.built.get(spec.name, True)
+            )
         self.query_one(StageNavigator).set_states(words)
         for view in self.query(StageView):
             view.refresh_record(states)
@@ -199,7 +205,10 @@ class SessionScreen(Screen):
             return
         busy = self._busy()
         if busy is not None:
-            self.notify(f"the {busy.spec.name} checks are still running: wait or cancel them (ctrl+g)", severity="warning")
+            self.notify(
+                f"the {busy.spec.name} checks are still running: wait or cancel them (ctrl+g)",
+                severity="warning",
+            )
             return
         inputs, problem = view.form_values()
         if inputs is None:
@@ -210,7 +219,8 @@ class SessionScreen(Screen):
         if record is not None and record.provenance.frozen:
             body = Text(f"'{view.spec.name}' is frozen. Running it again starts a new revision.\n")
             body.append(
-                "Later stages that become stale: " + (", ".join(later) if later else "none (none has a record yet)")
+                "Later stages that become stale: "
+                + (", ".join(later) if later else "none (none has a record yet)")
             )
             self.app.push_screen(
                 ConfirmScreen("Run a frozen stage again?", body, yes="Run"),
@@ -242,7 +252,12 @@ class SessionScreen(Screen):
         elif event.cancelled:
             self.notify(f"{event.stage}: {event.problem}", severity="warning")
         else:
-            self.notify(clean(event.problem, limit=600), title=f"{event.stage} did not run", severity="error", timeout=12)
+            self.notify(
+                clean(event.problem, limit=600),
+                title=f"{event.stage} did not run",
+                severity="error",
+                timeout=12,
+            )
         self.refresh_states()
 
     def action_freeze(self) -> None:
@@ -260,14 +275,19 @@ class SessionScreen(Screen):
             return
         later = self.session.would_stale(name)
         body = Text()
-        body.append(f"Freezing '{name}' records that you accept its {len(record.checks)} checks as evidence.\n")
+        body.append(
+            f"Freezing '{name}' records that you accept its {len(record.checks)} checks as evidence.\n"
+        )
         fails = [c.id for c in record.checks if c.status == "fail"]
         if fails:
             body.append(f"{len(fails)} check(s) FAIL: " + ", ".join(fails) + "\n", style="bold")
         body.append(
-            "Later stages made stale by this: " + (", ".join(later) if later else "none (no later stage has a record)")
+            "Later stages made stale by this: "
+            + (", ".join(later) if later else "none (no later stage has a record)")
         )
-        self.app.push_screen(ConfirmScreen(f"Freeze {name}?", body, yes="Freeze"), partial(self._confirmed_freeze, name))
+        self.app.push_screen(
+            ConfirmScreen(f"Freeze {name}?", body, yes="Freeze"), partial(self._confirmed_freeze, name)
+        )
 
     def _confirmed_freeze(self, name: str, yes: bool | None) -> None:
         if not yes:
@@ -309,7 +329,10 @@ class ClaimcheckApp(App):
     CSS_PATH = "app.tcss"
     TITLE = "claimcheck"
     ENABLE_COMMAND_PALETTE = True
-    BINDINGS = [Binding("f1", "help", "Help", show=False), Binding("ctrl+t", "next_theme", "Theme", show=False)]
+    BINDINGS = [
+        Binding("f1", "help", "Help", show=False),
+        Binding("ctrl+t", "next_theme", "Theme", show=False),
+    ]
 
     def __init__(
         self,
@@ -357,7 +380,9 @@ class ClaimcheckApp(App):
                 s = Session.open(path)
                 states = s.states()
                 frozen = sum(v == "frozen" for v in states.values())
-                sessions.append((path, f"{frozen}/7 frozen · {s.meta.recipe or 'no recipe'} · {s.meta.title}"))
+                sessions.append(
+                    (path, f"{frozen}/7 frozen · {s.meta.recipe or 'no recipe'} · {s.meta.title}")
+                )
             except EvidenceError as exc:
                 sessions.append((path, f"unreadable: {exc.problem}"))
         shown = self.runs_root
@@ -376,7 +401,10 @@ class ClaimcheckApp(App):
         if data_file:
             self.overrides["source"] = {"files": [data_file]}
             if not (self.workspace / data_file).exists():
-                self.notify(f"data file not found yet: {clean(data_file)} (relative to {self.workspace})", severity="warning")
+                self.notify(
+                    f"data file not found yet: {clean(data_file)} (relative to {self.workspace})",
+                    severity="warning",
+                )
         self.open_session(path)
 
     def open_session(self, path: Path, take_over: bool = False) -> None:
@@ -390,10 +418,25 @@ class ClaimcheckApp(App):
         try:
             session.lock.acquire(take_over_stale=take_over)
         except SessionLocked as exc:
-            self.push_screen(LockedScreen(str(exc), exc.stale), partial(self._lock_answer, path))
+            self.push_screen(
+                LockedScreen(self._locked_message(path, exc), exc.stale), partial(self._lock_answer, path)
+            )
             return
         self.session = session
         self.push_screen(SessionScreen(session, self.initial_inputs))
+
+    def _locked_message(self, path: Path, exc: SessionLocked) -> str:
+        shown = path.resolve()
+        if shown.is_relative_to(self.workspace):
+            shown = shown.relative_to(self.workspace)
+        h = exc.holder
+        who = f"pid {h.get('pid', '?')} on {h.get('host', '?')} since {h.get('since', '?')}"
+        if exc.stale:
+            return f"Session {shown} was left locked by {who}, and that process is gone. Take it over to continue."
+        return (
+            f"Session {shown} is open in another claimcheck ({who}). Close that one first, "
+            "or open a copy of the session folder."
+        )
 
     def _lock_answer(self, path: Path, answer: str | None) -> None:
         if answer == "take_over":
@@ -419,7 +462,11 @@ class ClaimcheckApp(App):
                 self.notify(clean(str(exc)), title="recipe not loaded", severity="warning", timeout=8)
         module = registry.get(name).module()
         base = _drop_none(module.Inputs().model_dump(mode="json")) if module is not None else {}
-        if module is not None and "wait" in getattr(module.Inputs, "model_fields", {}) and "wait" not in recipe:
+        if (
+            module is not None
+            and "wait" in getattr(module.Inputs, "model_fields", {})
+            and "wait" not in recipe
+        ):
             base["wait"] = False  # the app polls the job live instead of blocking until it ends
         return _merge(_merge(base, recipe), self.overrides.get(name, {}))
 
@@ -437,18 +484,28 @@ class ClaimcheckApp(App):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield SystemCommand("Help: keys", "List every key", self.action_help)
-        yield SystemCommand("Next theme", "dark → light → ANSI dark → ANSI light (the terminal's 16 colours)", self.action_next_theme)
+        yield SystemCommand(
+            "Next theme",
+            "dark → light → ANSI dark → ANSI light (the terminal's 16 colours)",
+            self.action_next_theme,
+        )
         if isinstance(screen, SessionScreen):
             yield SystemCommand("Run checks", "Run the current stage's checks (ctrl+r)", screen.action_run)
             yield SystemCommand("Cancel run", "Cancel the running checks (ctrl+g)", screen.action_cancel)
             yield SystemCommand("Freeze stage", "Accept the current stage (ctrl+f)", screen.action_freeze)
             yield SystemCommand("Add note", "Tagged note on the current stage (ctrl+n)", screen.action_note)
-            yield SystemCommand("Copy check", "Copy the selected check via OSC 52 (ctrl+y)", screen.action_copy_check)
+            yield SystemCommand(
+                "Copy check", "Copy the selected check via OSC 52 (ctrl+y)", screen.action_copy_check
+            )
             yield SystemCommand("Stage list", "Focus the stage navigator (ctrl+l)", screen.action_stages)
             for tab in TABS:
-                yield SystemCommand(f"Show {tab}", f"The {tab} tab of the current stage", partial(screen.action_tab, tab))
+                yield SystemCommand(
+                    f"Show {tab}", f"The {tab} tab of the current stage", partial(screen.action_tab, tab)
+                )
             for spec in registry.STAGES:
-                yield SystemCommand(f"Go to {spec.index} {spec.title}", spec.question, partial(screen.go_tab, spec.name))
+                yield SystemCommand(
+                    f"Go to {spec.index} {spec.title}", spec.question, partial(screen.go_tab, spec.name)
+                )
 
 
 def make_app(

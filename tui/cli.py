@@ -35,7 +35,9 @@ def _main_parser() -> argparse.ArgumentParser:
         epilog="Subcommands: 'claimcheck report --help', 'claimcheck run --help'.",
     )
     p.add_argument("session_dir", nargs="?", type=Path, help="session to open (default: start a new one)")
-    p.add_argument("--replay", metavar="SESSION_DIR", type=Path, help="re-run every stage headless and compare")
+    p.add_argument(
+        "--replay", metavar="SESSION_DIR", type=Path, help="re-run every stage headless and compare"
+    )
     p.add_argument("--retrain", action="store_true", help="with --replay: re-run the training job too")
     p.add_argument("--json", action="store_true", help="with --replay: print the result as JSON")
     p.add_argument("--recipe", help="recipe for a new session (default: text-classification-qlora)")
@@ -79,7 +81,14 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from engine.evidence import EvidenceError
     from engine.session import SessionLocked, StageOrderError
 
-    return (EvidenceError, StageInputError, SessionLocked, StageOrderError, FileExistsError, FileNotFoundError)
+    return (
+        EvidenceError,
+        StageInputError,
+        SessionLocked,
+        StageOrderError,
+        FileExistsError,
+        FileNotFoundError,
+    )
 
 
 def _print_result(result, as_json: bool) -> int:

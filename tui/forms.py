@@ -7,16 +7,17 @@ problem with its field path and reason. Neither computes anything: the values go
 
 from __future__ import annotations
 
+import copy
 import tomllib
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.validation import Number
-from textual.widgets import Checkbox, Input, Label, Select, Static, TextArea
+from textual.widgets import Checkbox, Input, Label, Select, TextArea
 
 from engine.evidence import dump_toml
 from tui.safe import clean, literal
@@ -123,6 +124,21 @@ CLAIM_FIELDS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
 )
 
 
+PLACEHOLDERS = {
+    "prediction_unit": "e.g. one support ticket at triage time",
+    "target_meaning": "e.g. the queue a dispatcher routed it to",
+    "inference_inputs": "e.g. subject, body, channel",
+    "population": "e.g. tickets from existing customers, all channels",
+    "metric_averaging": "e.g. macro",
+    "class_order": "e.g. billing, technical, security",
+    "success.relative_to": "absolute, or a comparator such as trivial_baseline",
+    "comparators": "e.g. trivial_baseline, best_baseline, base_model",
+    "run_scope": "e.g. one LoRA fine-tune, no sweep",
+    "label_quality_limits": "e.g. dispatcher labels, never audited",
+    "review_scope": "e.g. runs",
+}
+
+
 def _get(data: dict[str, Any], path: str) -> Any:
     cur: Any = data
     for part in path.split("."):
@@ -145,7 +161,9 @@ def _wid(path: str) -> str:
 class ClaimForm(StageForm):
     """One widget per claim field; validated as the person types."""
 
-    def __init__(self, model: type[BaseModel], initial: dict[str, Any], metrics: tuple[str, ...], **kwargs: Any):
+    def __init__(
+        self, model: type[BaseModel], initial: dict[str, Any], metrics: tuple[str, ...], **kwargs: Any
+    ):
         super().__init__(model, initial, **kwargs)
         self.metrics = metrics
         self._ready = False
@@ -165,16 +183,18 @@ class ClaimForm(StageForm):
             choices = [(clean(o), o) for o in opts]
             if value and value not in opts:
                 choices.append((clean(value), value))
-            return Select(choices, value=value if value else Select.NULL, prompt="(choose)", compact=True, id=wid)
+            return Select(
+                choices, value=value if value else Select.NULL, prompt="(choose)", compact=True, id=wid
+            )
         if kind == "bool":
             return Checkbox("yes", value=bool(value), compact=True, id=wid)
         if kind == "list":
             text = ", ".join(str(v) for v in value) if isinstance(value, list) else str(value or "")
-            w = Input(text, compact=True, id=wid)
+            w = Input(text, placeholder=PLACEHOLDERS.get(path, ""), compact=True, id=wid)
         elif kind == "number":
             w = Input(str(value if value != "" else 0.0), compact=True, validators=[Number()], id=wid)
         else:
-            w = Input(str(value or ""), compact=True, id=wid)
+            w = Input(str(value or ""), placeholder=PLACEHOLDERS.get(path, ""), compact=True, id=wid)
         w.cursor_blink = False
         return w
 
@@ -191,7 +211,8 @@ class ClaimForm(StageForm):
             self._report()
 
     def collect(self) -> tuple[dict[str, Any] | None, str]:
-        data: dict[str, Any] = {}
+        # Start from what was recorded so fields this form does not show are kept, not dropped.
+        data: dict[str, Any] = copy.deepcopy(self.initial)
         for path, label, kind, _ in CLAIM_FIELDS:
             widget = self.query_one("#" + _wid(path))
             if kind == "select":
@@ -209,11 +230,3 @@ class ClaimForm(StageForm):
             else:
                 _set(data, path, widget.value)
         return validate(self.model, data)
-
-
-class NotBuilt(Static):
-    """What an unbuilt stage shows instead of a form: plainly, no fake pass."""
-
-
-class FormRow(Horizontal):
-    pass

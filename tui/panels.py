@@ -28,7 +28,9 @@ from tui.widgets import bar_lines
 NOT_MEASURED = "not measured"
 
 
-def find_measured(record: StageRecord | None, keys: Sequence[str], kind: type | tuple[type, ...] = object) -> tuple[str, Any]:
+def find_measured(
+    record: StageRecord | None, keys: Sequence[str], kind: type | tuple[type, ...] = object
+) -> tuple[str, Any]:
     """(check id, value) of the first check whose measured dict has one of `keys` of type `kind`."""
     if record is None:
         return "", None
@@ -106,25 +108,33 @@ def render_claim(record: StageRecord | None, session: Any) -> Text:
 def render_source(record: StageRecord | None, session: Any) -> Text:
     t = Text()
     cid, classes = find_measured(
-        record, ["per_target", "class_counts", "label_counts", "target_counts", "class_distribution"], (dict, list)
+        record,
+        ["per_target", "class_counts", "label_counts", "target_counts", "class_distribution"],
+        (dict, list),
     )
     if classes and _pairs(classes):
         pairs = sorted(_pairs(classes), key=lambda p: -p[1])
         total = sum(v for _, v in pairs) or 1.0
         t.append_text(section("Class distribution", cid))
         t.append_text(bar_lines(pairs, width=24, fmt="{:,.0f}"))
-        t.append(f"  {len(pairs)} classes, {total:,.0f} rows; smallest {pairs[-1][1] / total:.2%}\n\n", style="dim")
+        t.append(
+            f"  {len(pairs)} classes, {total:,.0f} rows; smallest {pairs[-1][1] / total:.2%}\n\n", style="dim"
+        )
     else:
         t.append_text(not_measured("Class distribution"))
     cid, miss = find_measured(
-        record, ["null_share", "missing_share", "missingness", "missing_by_column", "null_counts"], (dict, list)
+        record,
+        ["null_share", "missing_share", "missingness", "missing_by_column", "null_counts"],
+        (dict, list),
     )
     pairs = _pairs(miss) if miss else []
     if pairs:
         share = all(0.0 <= v <= 1.0 for _, v in pairs)
         shown = sorted((p for p in pairs if p[1] > 0), key=lambda p: -p[1])
         t.append_text(section("Missingness per column" + (" (share of rows)" if share else " (rows)"), cid))
-        t.append_text(bar_lines(shown, width=24, fmt="{:.1%}" if share else "{:,.0f}", scale=1.0 if share else None))
+        t.append_text(
+            bar_lines(shown, width=24, fmt="{:.1%}" if share else "{:,.0f}", scale=1.0 if share else None)
+        )
         t.append(f"  {len(pairs) - len(shown)} of {len(pairs)} columns have no missing values\n", style="dim")
     else:
         t.append_text(not_measured("Missingness per column"))
@@ -149,7 +159,9 @@ def _matrix_text(rows: list[str], cols: list[str], cell: Any, fmt: str, width: i
 
 def render_split(record: StageRecord | None, session: Any) -> Text:
     t = Text()
-    cid, prev = find_measured(record, ["per_split", "prevalence", "prevalence_per_split", "class_share_by_split"], dict)
+    cid, prev = find_measured(
+        record, ["per_split", "prevalence", "prevalence_per_split", "class_share_by_split"], dict
+    )
     if prev and all(isinstance(v, dict) for v in prev.values()):
         splits = list(prev)
         classes = sorted({c for v in prev.values() for c in v})
@@ -206,9 +218,18 @@ def render_baseline(record: StageRecord | None, session: Any) -> Text:
     if isinstance(cm, list) and cm and all(isinstance(r, list) for r in cm):
         labels = labels if len(labels) == len(cm) else [str(i) for i in range(len(cm))]
         idx = {lab: i for i, lab in enumerate(labels)}
-        t.append_text(section(f"Confusion matrix of {clean(name) or 'the learner'} (rows true, columns predicted)", cid))
-        t.append_text(_matrix_text(labels, labels, lambda r, c: cm[idx[r]][idx[c]] if idx[c] < len(cm[idx[r]]) else None,
-                                   "{:,.0f}", width=8))
+        t.append_text(
+            section(f"Confusion matrix of {clean(name) or 'the learner'} (rows true, columns predicted)", cid)
+        )
+        t.append_text(
+            _matrix_text(
+                labels,
+                labels,
+                lambda r, c: cm[idx[r]][idx[c]] if idx[c] < len(cm[idx[r]]) else None,
+                "{:,.0f}",
+                width=8,
+            )
+        )
         t.append("\n")
     else:
         t.append_text(not_measured("Confusion matrix"))
@@ -255,8 +276,12 @@ def render_contract(record: StageRecord | None, session: Any) -> Text:
     max_len = m.get("max_length") if isinstance(m.get("max_length"), int) else None
     hist = m.get("histogram")
     if isinstance(hist, list) and hist and all(isinstance(h, str) for h in hist):
-        t.append_text(section("Token lengths before truncation" + (f" — context line at {max_len}" if max_len else ""),
-                              check.id if check else ""))
+        t.append_text(
+            section(
+                "Token lengths before truncation" + (f" — context line at {max_len}" if max_len else ""),
+                check.id if check else "",
+            )
+        )
         for line in hist:
             bin_ = _BIN.match(line)
             over = bool(max_len and bin_ and int(bin_.group(1)) > max_len)
@@ -273,8 +298,11 @@ def render_contract(record: StageRecord | None, session: Any) -> Text:
     samples_check = record.check("contract.prepared_samples") if record else None
     samples = samples_check.measured.get("samples") if samples_check else None
     if isinstance(samples, list) and samples:
-        t.append_text(section("Decoded examples: supervised text bold and underlined, masked text dim",
-                              samples_check.id))
+        t.append_text(
+            section(
+                "Decoded examples: supervised text bold and underlined, masked text dim", samples_check.id
+            )
+        )
         for i, sample in enumerate(samples[:4]):
             t.append_text(_decoded(sample, i))
             t.append("\n")
@@ -331,13 +359,15 @@ def render_artifact(record: StageRecord | None, session: Any) -> Text:
         pairs = [(str(a), float(v)) for a, v in values.items() if _num(v) is not None]
         lower = metric in ("log_loss", "brier")
         t.append_text(bar_lines(pairs, width=22, fmt="{:.4f}", scale=None if lower else 1.0))
-        for arm, d in (diffs.items() if isinstance(diffs, dict) else []):
+        for arm, d in diffs.items() if isinstance(diffs, dict) else []:
             if isinstance(d, dict) and _num(d.get("estimate")) is not None:
                 lo, hi = _num(d.get("lo")), _num(d.get("hi"))
                 ci = f" [{lo:+.4f}, {hi:+.4f}]" if lo is not None and hi is not None else " (no interval)"
                 t.append_text(literal(f"  candidate − {arm}: {d['estimate']:+.4f}{ci}"))
                 better = comp.measured.get("candidate_better", {}).get(arm)
-                t.append("  better" if better else "  not shown better", style="bold green" if better else "yellow")
+                t.append(
+                    "  better" if better else "  not shown better", style="bold green" if better else "yellow"
+                )
                 t.append("\n")
         t.append("\n")
     else:
@@ -350,14 +380,23 @@ def render_artifact(record: StageRecord | None, session: Any) -> Text:
             raw = _num((v.get("raw") or {}).get("ece")) if isinstance(v, dict) else None
             calv = _num((v.get("calibrated") or {}).get("ece")) if isinstance(v, dict) else None
             if raw is not None and calv is not None:
-                t.append_text(literal(f"  {clean(arm)[:18]:<18} {raw:.3f} → {calv:.3f}\n"))
+                t.append_text(literal(f"  {clean(arm)[:18]:<18} {raw:.3f} → {calv:.3f}"))
+                t.append("\n")
     cid, rel = find_measured(record, ["reliability", "reliability_curve", "calibration_curve"], (list, dict))
     pts: list[tuple[float, float]] = []
-    if isinstance(rel, dict) and isinstance(rel.get("confidence"), list) and isinstance(rel.get("accuracy"), list):
+    if (
+        isinstance(rel, dict)
+        and isinstance(rel.get("confidence"), list)
+        and isinstance(rel.get("accuracy"), list)
+    ):
         pts = [(float(c), float(a)) for c, a in zip(rel["confidence"], rel["accuracy"], strict=False)]
     elif isinstance(rel, list):
         for p in rel:
-            if isinstance(p, dict) and _num(p.get("confidence")) is not None and _num(p.get("accuracy")) is not None:
+            if (
+                isinstance(p, dict)
+                and _num(p.get("confidence")) is not None
+                and _num(p.get("accuracy")) is not None
+            ):
                 pts.append((float(p["confidence"]), float(p["accuracy"])))
     if pts:
         t.append_text(section("Reliability (accuracy per confidence bin; ideal: equal)", cid))
@@ -423,23 +462,27 @@ def poll_jobs(jobs_root: Path) -> list[dict[str, Any]]:
         except (OSError, ValueError):
             effective = {}
         try:
-            alarms = jobfiles.evaluate_alarms(records, effective, jobfiles.read_heartbeat(job_dir), st.total_steps)
+            alarms = jobfiles.evaluate_alarms(
+                records, effective, jobfiles.read_heartbeat(job_dir), st.total_steps
+            )
         except Exception:  # alarms on a half-written file: show none rather than crash the view
             alarms = []
-        out.append({
-            "op_id": st.op_id,
-            "stage": st.stage,
-            "reason": st.reason,
-            "step": st.step,
-            "total_steps": st.total_steps,
-            "alive": st.alive,
-            "heartbeat_age_s": st.heartbeat_age_s,
-            "losses": [float(s["loss"]) for s in steps if _num(s.get("loss")) is not None],
-            "dev": [float(e["value"]) for e in evals if _num(e.get("value")) is not None],
-            "dev_metric": str(evals[-1].get("metric", "")) if evals else "",
-            "alarms": alarms,
-            "running": st.running,
-        })
+        out.append(
+            {
+                "op_id": st.op_id,
+                "stage": st.stage,
+                "reason": st.reason,
+                "step": st.step,
+                "total_steps": st.total_steps,
+                "alive": st.alive,
+                "heartbeat_age_s": st.heartbeat_age_s,
+                "losses": [float(s["loss"]) for s in steps if _num(s.get("loss")) is not None],
+                "dev": [float(e["value"]) for e in evals if _num(e.get("value")) is not None],
+                "dev_metric": str(evals[-1].get("metric", "")) if evals else "",
+                "alarms": alarms,
+                "running": st.running,
+            }
+        )
     return out
 
 
@@ -480,7 +523,16 @@ class DispatchPanel(VerticalScroll):
         try:
             jobs = poll_jobs(self.jobs_root)
         except Exception as exc:  # unreadable files: say so instead of crashing
-            jobs = [{"op_id": "?", "stage": "unreadable", "reason": str(exc), "losses": [], "dev": [], "alarms": []}]
+            jobs = [
+                {
+                    "op_id": "?",
+                    "stage": "unreadable",
+                    "reason": str(exc),
+                    "losses": [],
+                    "dev": [],
+                    "alarms": [],
+                }
+            ]
         self.post_message(self.Polled(jobs, time.time()))
 
     def on_dispatch_panel_polled(self, event: Polled) -> None:
@@ -493,7 +545,11 @@ class DispatchPanel(VerticalScroll):
         loss = self.query_one("#loss-spark", Sparkline)
         dev = self.query_one("#dev-spark", Sparkline)
         if not self.jobs:
-            head.update(Text("No training job in this session yet: run the dispatch stage to launch one.", style="dim"))
+            head.update(
+                Text(
+                    "No training job in this session yet: run the dispatch stage to launch one.", style="dim"
+                )
+            )
             loss.data, dev.data = [], []
             body.update(render_dispatch_record(self._record))
             return
@@ -501,11 +557,17 @@ class DispatchPanel(VerticalScroll):
         t = Text()
         t.append("job ", style="bold")
         t.append_text(literal(job.get("op_id", "")))
-        t.append(f" · {clean(job.get('stage', ''))}", style="bold red" if job.get("stage") in ("failed", "lost", "stalled") else "bold")
+        t.append(
+            f" · {clean(job.get('stage', ''))}",
+            style="bold red" if job.get("stage") in ("failed", "lost", "stalled") else "bold",
+        )
         total = job.get("total_steps") or 0
         t.append(f"\nstep {job.get('step', 0)}" + (f" of {total}" if total else ""))
         age = job.get("heartbeat_age_s", -1)
-        t.append(" · heartbeat " + (f"{age:.1f} s ago" if isinstance(age, int | float) and age >= 0 else "none yet"))
+        t.append(
+            " · heartbeat "
+            + (f"{age:.1f} s ago" if isinstance(age, int | float) and age >= 0 else "none yet")
+        )
         if job.get("reason"):
             t.append("\n")
             t.append_text(literal(job["reason"], "dim", limit=200))
@@ -517,17 +579,24 @@ class DispatchPanel(VerticalScroll):
         dev.data = devs[-200:]
         b = Text()
         b.append(
-            f"loss: {len(losses)} steps" + (f", last {losses[-1]:.4g}, min {min(losses):.4g}" if losses else " (none yet)") + "\n"
+            f"loss: {len(losses)} steps"
+            + (f", last {losses[-1]:.4g}, min {min(losses):.4g}" if losses else " (none yet)")
+            + "\n"
         )
-        b.append(f"dev {clean(job.get('dev_metric', '') or 'metric')}: " +
-                 (f"{len(devs)} evals, last {devs[-1]:.4g}" if devs else "no eval yet") + "\n\n")
+        b.append(
+            f"dev {clean(job.get('dev_metric', '') or 'metric')}: "
+            + (f"{len(devs)} evals, last {devs[-1]:.4g}" if devs else "no eval yet")
+            + "\n\n"
+        )
         b.append("alarms\n", style="bold")
         if not job.get("alarms"):
             b.append(NOT_MEASURED + "\n", style="dim")
         for a in job.get("alarms", []):
             state = str(a.get("state", ""))
             style = {"raised": "bold red", "clear": "green", "disabled": "yellow"}.get(state, "dim")
-            b.append(f"{'✖' if state == 'raised' else '·'} {clean(a.get('name', '')):<18} {state:<9} ", style=style)
+            b.append(
+                f"{'✖' if state == 'raised' else '·'} {clean(a.get('name', '')):<18} {state:<9} ", style=style
+            )
             b.append_text(literal(a.get("detail", ""), limit=120))
             b.append("\n")
         b.append("\n")
@@ -539,8 +608,10 @@ def render_dispatch_record(record: StageRecord | None) -> Text:
     t = Text()
     if record is None:
         return t
-    for check_id, key, title in (("dispatch.loss_curve", "loss", "Recorded loss curve"),
-                                 ("dispatch.dev_metric", "value", "Recorded dev metric")):
+    for check_id, key, title in (
+        ("dispatch.loss_curve", "loss", "Recorded loss curve"),
+        ("dispatch.dev_metric", "value", "Recorded dev metric"),
+    ):
         check = record.check(check_id)
         vals = _curve_values(check.measured.get(key)) if check else []
         if vals:

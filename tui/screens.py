@@ -16,19 +16,19 @@ from textual.widgets import Button, Footer, Input, Label, ListItem, ListView, Se
 from tui.safe import clean, literal
 
 KEYS: tuple[tuple[str, str], ...] = (
-    ("ctrl+r", "run the current stage's checks (in the background; the screen stays live)"),
+    ("ctrl+r", "run the stage's checks (background; screen stays live)"),
     ("ctrl+g", "cancel the running checks"),
-    ("ctrl+f", "freeze the current stage (shows first what it makes stale)"),
-    ("ctrl+n", "add a note (fact / suspected cause / untested remedy / limitation)"),
-    ("ctrl+l", "go to the stage list (then ↑ ↓ Enter, or 1–7)"),
-    ("f2 … f5", "show the Form / Checks / Visual / Notes tab of the stage"),
-    ("tab / shift+tab", "move between fields and panes"),
-    ("[ / ]", "previous / next rows of a large table"),
-    ("ctrl+t", "theme: dark → light → ANSI dark → ANSI light (16 colours)"),
-    ("ctrl+y", "copy the selected check (OSC 52, when the terminal offers it)"),
+    ("ctrl+f", "freeze the stage (first shows what becomes stale)"),
+    ("ctrl+n", "add a note: fact / suspected cause / remedy / limit"),
+    ("ctrl+l", "stage list, then ↑ ↓ Enter — or 1 … 7 there"),
+    ("f2 … f5", "Form / Checks / Visual / Notes tab"),
+    ("tab", "next field or pane (shift+tab: previous)"),
+    ("[  ]", "previous / next rows of a large table"),
+    ("ctrl+t", "theme: dark, light, ANSI dark, ANSI light"),
+    ("ctrl+y", "copy the selected check (OSC 52 where offered)"),
     ("ctrl+p", "command palette: every action by name"),
-    ("f1", "this help"),
-    ("ctrl+q", "quit (a running training job keeps running; reopen to see it)"),
+    ("f1", "this help; Escape closes it"),
+    ("ctrl+q", "quit (a training job keeps running)"),
 )
 
 
@@ -40,12 +40,11 @@ class HelpScreen(ModalScreen[None]):
             yield Static(Text("claimcheck — keys", style="bold"))
             t = Text()
             for key, what in KEYS:
-                t.append(f"{key:<16}", style="bold")
+                t.append(f"{key:<10}", style="bold")
                 t.append(what + "\n")
             t.append(
-                "\nStates in the stage list: not run · draft (run, not accepted) · frozen (accepted, "
-                "digest recorded) · STALE (an earlier stage changed: re-run) · n fail (failing checks) · "
-                "running (checks or a job in progress).\n"
+                "\nStage states: not run · draft (run, not accepted) · frozen (accepted, digest recorded) · "
+                "STALE (an earlier stage changed: re-run) · n fail (failing checks) · running.\n"
             )
             t.append("Press Escape to close.", style="dim")
             yield Static(t)
@@ -118,8 +117,14 @@ class StartScreen(Screen):
 
     BINDINGS = [Binding("f1", "app.help", "Help"), Binding("ctrl+q", "app.quit", "Quit")]
 
-    def __init__(self, recipes: list[tuple[str, str]], default_recipe: str, sessions: list[tuple[Path, str]],
-                 runs_root: Path, data_file: str = "") -> None:
+    def __init__(
+        self,
+        recipes: list[tuple[str, str]],
+        default_recipe: str,
+        sessions: list[tuple[Path, str]],
+        runs_root: Path,
+        data_file: str = "",
+    ) -> None:
         super().__init__()
         self.recipes, self.default_recipe = recipes, default_recipe
         self.sessions, self.runs_root, self.data_file = sessions, runs_root, data_file
@@ -135,9 +140,13 @@ class StartScreen(Screen):
                 value = self.default_recipe if self.default_recipe in names else names[0]
                 yield Select(options, value=value, allow_blank=False, compact=True, id="recipe")
             else:
-                yield Label("(no recipes found: the forms start from each stage's own defaults)", id="no-recipes")
+                yield Label(
+                    "(no recipes found: the forms start from each stage's own defaults)", id="no-recipes"
+                )
             yield Label("Data file (relative to the workspace)", classes="field-label")
-            data = Input(self.data_file, placeholder="e.g. sample_data/tickets.csv", compact=True, id="data-file")
+            data = Input(
+                self.data_file, placeholder="e.g. sample_data/tickets.csv", compact=True, id="data-file"
+            )
             data.cursor_blink = False
             yield data
             yield Label("Title", classes="field-label")
@@ -146,10 +155,16 @@ class StartScreen(Screen):
             yield title
             yield Label(literal(f"creates a folder under {self.runs_root}"), classes="hint")
             yield Button("Create session", id="create", variant="primary")
-            yield Label(f"Reopen a session ({len(self.sessions)} found under {clean(self.runs_root)})", classes="section")
+            yield Label(
+                f"Reopen a session ({len(self.sessions)} found under {clean(self.runs_root)})",
+                classes="section",
+            )
             if self.sessions:
                 yield ListView(
-                    *[ListItem(Label(literal(f"{p.name} · {desc}", limit=76)), name=str(p)) for p, desc in self.sessions],
+                    *[
+                        ListItem(Label(literal(f"{p.name} · {desc}", limit=76)), name=str(p))
+                        for p, desc in self.sessions
+                    ],
                     id="sessions",
                 )
             else:

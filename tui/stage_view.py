@@ -139,7 +139,9 @@ class StageView(Vertical):
             for c in record.checks:
                 counts[c.status] = counts.get(c.status, 0) + 1
             t.append(f" · r{record.provenance.revision} · ")
-            t.append(", ".join(f"{n} {s.replace('_', ' ')}" for s, n in sorted(counts.items())) or "no checks")
+            t.append(
+                ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in sorted(counts.items())) or "no checks"
+            )
         return t
 
     @on(ChecksTable.Highlighted)

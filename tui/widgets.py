@@ -31,10 +31,15 @@ TAG_WORD = {value: label for label, value in NOTE_TAGS}
 
 
 def status_text(status: str) -> Text:
-    return Text(f"{STATUS_GLYPH.get(status, '?')} {STATUS_WORD.get(status, status)}", style=STATUS_STYLE.get(status, ""))
+    return Text(
+        f"{STATUS_GLYPH.get(status, '?')} {STATUS_WORD.get(status, status)}",
+        style=STATUS_STYLE.get(status, ""),
+    )
 
 
-def state_words(state: str, record: StageRecord | None, running: bool = False, implemented: bool = True) -> str:
+def state_words(
+    state: str, record: StageRecord | None, running: bool = False, implemented: bool = True
+) -> str:
     """The navigator's plain-words state of one stage: 'frozen', 'draft · 2 fail', 'stale', …"""
     if not implemented:
         return "not built yet"
@@ -63,14 +68,23 @@ class StageNavigator(ListView):
 
     def __init__(self, names: Sequence[tuple[str, str]], **kwargs: Any) -> None:
         self._names = list(names)
-        items = [ListItem(Static(f"{i + 1} {title}", classes="nav-title"), Static("", classes="nav-state"), name=name)
-                 for i, (name, title) in enumerate(self._names)]
+        items = [
+            ListItem(
+                Static(f"{i + 1} {title}", classes="nav-title"), Static("", classes="nav-state"), name=name
+            )
+            for i, (name, title) in enumerate(self._names)
+        ]
         super().__init__(*items, **kwargs)
 
     def set_states(self, words: dict[str, str]) -> None:
         for item in self.query(ListItem):
             label = item.query_one(".nav-state", Static)
-            label.update(Text("  " + words.get(item.name or "", ""), style="dim" if "not" in words.get(item.name or "", "") else ""))
+            label.update(
+                Text(
+                    "  " + words.get(item.name or "", ""),
+                    style="dim" if "not" in words.get(item.name or "", "") else "",
+                )
+            )
 
     def action_pick(self, index: int) -> None:
         if 0 <= index < len(self._names):
@@ -200,7 +214,9 @@ class CheckDetail(VerticalScroll):
         if len(lines) > 200:
             t.append(f"\n  … {len(lines) - 200} more lines")
         if check.tolerance:
-            t.append("\ntolerance: " + ", ".join(f"{clean(k)} ±{v:g}" for k, v in check.tolerance.items()), "dim")
+            t.append(
+                "\ntolerance: " + ", ".join(f"{clean(k)} ±{v:g}" for k, v in check.tolerance.items()), "dim"
+            )
         t.append("\n\nwhy it matters\n", style="bold")
         t.append_text(literal(check.why or "(not stated)"))
         t.append("\n\nplaybook\n", style="bold")
@@ -327,7 +343,9 @@ class BoundedTable(Vertical):
 # ---------------------------------------------------------------- bars (text-only charts)
 
 
-def bar_lines(values: Sequence[tuple[str, float]], width: int = 30, fmt: str = "{:.3g}", scale: float | None = None) -> Text:
+def bar_lines(
+    values: Sequence[tuple[str, float]], width: int = 30, fmt: str = "{:.3g}", scale: float | None = None
+) -> Text:
     """Horizontal bars drawn with block characters; labels literal, numbers printed beside each bar."""
     t = Text()
     if not values:

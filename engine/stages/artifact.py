@@ -70,8 +70,15 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
         raise StageInputError(f"unknown comparator(s) {bad}; choose from {', '.join(ARM_NAMES)}")
     eff, _ = contract_of(upstream)
     disp = upstream.get("dispatch")
-    if disp is None or disp.check("dispatch.identity") is None:
+    if disp is None:
         raise StageInputError("the artifact stage needs a frozen dispatch stage")
+    if disp.check("dispatch.identity") is None:
+        gate = disp.check("dispatch.required_checks")
+        raise StageInputError(
+            "the dispatch stage launched no job"
+            + (f" ({gate.summary})" if gate else "")
+            + ": there is no artifact to verify"
+        )
     op_id = str(disp.check("dispatch.identity").measured.get("operation_id", ""))
     job_dir = ctx.session_dir / "jobs" / op_id
     final = job_dir / "final"

@@ -150,7 +150,11 @@ class Inputs(_M):
     stopping_rule: Literal["fixed_budget", "early_stopping"] = "fixed_budget"
     patience_evals: int = Field(default=3, ge=1)
     required_checks: list[str] = Field(
-        default_factory=lambda: ["contract.requested_vs_effective", "contract.prepared_lengths", "contract.fit_check"]
+        default_factory=lambda: [
+            "contract.requested_vs_effective",
+            "contract.prepared_lengths",
+            "contract.fit_check",
+        ]
     )
     on_required_fail: Literal["refuse_dispatch", "warn"] = "refuse_dispatch"
     fit_check: FitCheck = Field(default_factory=FitCheck)
@@ -201,17 +205,36 @@ class Resolution:
         self.refused: list[dict[str, str]] = []
 
     def same(self, setting: str, value: Any) -> Any:
-        self.rows.append({"setting": setting, "requested": _show(value), "effective": _show(value), "outcome": "as requested"})
+        self.rows.append(
+            {
+                "setting": setting,
+                "requested": _show(value),
+                "effective": _show(value),
+                "outcome": "as requested",
+            }
+        )
         return value
 
     def resolved(self, setting: str, requested: Any, effective: Any, how: str) -> Any:
         self.rows.append(
-            {"setting": setting, "requested": _show(requested), "effective": _show(effective), "outcome": "resolved: " + how}
+            {
+                "setting": setting,
+                "requested": _show(requested),
+                "effective": _show(effective),
+                "outcome": "resolved: " + how,
+            }
         )
         return effective
 
     def refuse(self, setting: str, requested: Any, reason: str) -> None:
-        self.rows.append({"setting": setting, "requested": _show(requested), "effective": "REFUSED", "outcome": "refused: " + reason})
+        self.rows.append(
+            {
+                "setting": setting,
+                "requested": _show(requested),
+                "effective": "REFUSED",
+                "outcome": "refused: " + reason,
+            }
+        )
         self.refused.append({"setting": setting, "requested": _show(requested), "reason": reason})
 
 
@@ -223,7 +246,9 @@ def _show(v: Any) -> str:
     return str(v)
 
 
-def resolve(inp: Inputs, ctx: StageContext, claim: dict[str, Any], source_inputs: dict[str, Any]) -> tuple[dict, Resolution, dict]:
+def resolve(
+    inp: Inputs, ctx: StageContext, claim: dict[str, Any], source_inputs: dict[str, Any]
+) -> tuple[dict, Resolution, dict]:
     """The effective contract, the side-by-side table with refusals, and identity facts."""
     from engine.training import models
     from engine.training.prepare import has_generation_markers, template_fields
@@ -233,13 +258,22 @@ def resolve(inp: Inputs, ctx: StageContext, claim: dict[str, Any], source_inputs
     facts: dict[str, Any] = {}
     eff: dict[str, Any] = {"task_kind": R.same("task_kind", inp.task_kind)}
     if inp.task_kind == "tabular":
-        R.refuse("task_kind", "tabular", "tabular learners are the baseline stage's scikit-learn models; "
-                 "this stage contracts torch fine-tuning only")
+        R.refuse(
+            "task_kind",
+            "tabular",
+            "tabular learners are the baseline stage's scikit-learn models; "
+            "this stage contracts torch fine-tuning only",
+        )
 
     # device
     has_gpu = _cuda_available()
     if inp.device == "auto":
-        device = R.resolved("device", "auto", "cuda" if has_gpu else "cpu", "a GPU is visible" if has_gpu else "no GPU visible")
+        device = R.resolved(
+            "device",
+            "auto",
+            "cuda" if has_gpu else "cpu",
+            "a GPU is visible" if has_gpu else "no GPU visible",
+        )
     elif inp.device == "cuda" and not has_gpu:
         R.refuse("device", "cuda", "no CUDA GPU is visible on this machine")
         device = "cuda"
@@ -252,7 +286,9 @@ def resolve(inp: Inputs, ctx: StageContext, claim: dict[str, Any], source_inputs
     eff["model_path"] = R.same("model_path", inp.model_path)
     tok_spec = inp.tokenizer_path or inp.model_path
     eff["tokenizer_path"] = (
-        R.resolved("tokenizer_path", "", tok_spec, "same as model_path") if not inp.tokenizer_path else R.same("tokenizer_path", tok_spec)
+        R.resolved("tokenizer_path", "", tok_spec, "same as model_path")
+        if not inp.tokenizer_path
+        else R.same("tokenizer_path", tok_spec)
     )
     tok_dir = models.resolve_model_path(tok_spec, ws)
     detected = models.hub_revision_of(model_dir)
@@ -260,8 +296,12 @@ def resolve(inp: Inputs, ctx: StageContext, claim: dict[str, Any], source_inputs
         R.refuse("hub_revision", inp.hub_revision, f"the local snapshot is revision {detected}")
         eff["hub_revision"] = inp.hub_revision
     elif inp.hub_revision and not detected:
-        R.refuse("hub_revision", inp.hub_revision, "the model folder is not a Hugging Face cache snapshot, "
-                 "so its revision cannot be confirmed; leave hub_revision empty or point at the cache")
+        R.refuse(
+            "hub_revision",
+            inp.hub_revision,
+            "the model folder is not a Hugging Face cache snapshot, "
+            "so its revision cannot be confirmed; leave hub_revision empty or point at the cache",
+        )
         eff["hub_revision"] = inp.hub_revision
     elif detected and not inp.hub_revision:
         eff["hub_revision"] = R.resolved("hub_revision", "", detected, "read from the cache snapshot path")
@@ -281,40 +321,66 @@ def resolve(inp: Inputs, ctx: StageContext, claim: dict[str, Any], source_inputs
         if not ok:
             R.refuse("adapter_mode", "qlora", why)
         if q.quant_type != "nf4":
-            R.refuse("quant.quant_type", q.quant_type, "fp4 is transformers' silent default; QLoRA's 4-bit "
-                     "weights are NF4 — set quant_type = \"nf4\"")
+            R.refuse(
+                "quant.quant_type",
+                q.quant_type,
+                "fp4 is transformers' silent default; QLoRA's 4-bit "
+                'weights are NF4 — set quant_type = "nf4"',
+            )
         if q.compute_dtype == "float32":
-            R.refuse("quant.compute_dtype", q.compute_dtype, "float32 is transformers' silent default compute "
-                     "dtype for 4-bit layers; set bfloat16 explicitly")
+            R.refuse(
+                "quant.compute_dtype",
+                q.compute_dtype,
+                "float32 is transformers' silent default compute "
+                "dtype for 4-bit layers; set bfloat16 explicitly",
+            )
         elif q.compute_dtype == "float16" or inp.precision == "fp16":
-            R.refuse("quant.compute_dtype" if q.compute_dtype == "float16" else "precision", "float16",
-                     "fp16 with 4-bit weights overflows into NaN / zero loss; use bfloat16")
+            R.refuse(
+                "quant.compute_dtype" if q.compute_dtype == "float16" else "precision",
+                "float16",
+                "fp16 with 4-bit weights overflows into NaN / zero loss; use bfloat16",
+            )
     eff["quant"] = {
         "load_in_4bit": mode == "qlora",
         "quant_type": R.same("quant.quant_type", q.quant_type) if mode == "qlora" else q.quant_type,
         "double_quant": R.same("quant.double_quant", q.double_quant) if mode == "qlora" else q.double_quant,
-        "compute_dtype": R.same("quant.compute_dtype", q.compute_dtype) if mode == "qlora" else q.compute_dtype,
+        "compute_dtype": R.same("quant.compute_dtype", q.compute_dtype)
+        if mode == "qlora"
+        else q.compute_dtype,
     }
     if mode == "head" and inp.task_kind == "causal_lm_sft":
-        R.refuse("adapter_mode", "head", "head-only training is for classification heads; use lora or qlora for SFT")
+        R.refuse(
+            "adapter_mode",
+            "head",
+            "head-only training is for classification heads; use lora or qlora for SFT",
+        )
 
     # precision
     if inp.precision == "bf16" and not _bf16_supported(device):
-        R.refuse("precision", "bf16", f"bf16 autocast is not supported on {device} by the local job "
-                 "(a GPU with bf16 is needed); use fp32 here")
+        R.refuse(
+            "precision",
+            "bf16",
+            f"bf16 autocast is not supported on {device} by the local job "
+            "(a GPU with bf16 is needed); use fp32 here",
+        )
     elif inp.precision == "fp16" and device != "cuda":
         R.refuse("precision", "fp16", "fp16 mixed precision needs a CUDA GPU; use fp32 on CPU")
     eff["precision"] = R.same("precision", inp.precision)
 
     # LoRA targets, checked against the real architecture (meta device, no weights)
     eff["lora"] = {
-        "r": inp.lora.r, "alpha": inp.lora.alpha, "dropout": inp.lora.dropout,
+        "r": inp.lora.r,
+        "alpha": inp.lora.alpha,
+        "dropout": inp.lora.dropout,
         "target_modules": inp.lora.target_modules,
     }
     if inp.task_kind != "tabular":
         meta = models.meta_model(
-            {"model_path": inp.model_path, "task_kind": inp.task_kind}, ws,
-            num_labels=max(2, len(claim.get("class_order") or [])) if inp.task_kind == "text_classification" else None,
+            {"model_path": inp.model_path, "task_kind": inp.task_kind},
+            ws,
+            num_labels=max(2, len(claim.get("class_order") or []))
+            if inp.task_kind == "text_classification"
+            else None,
         )
         facts["meta"] = meta
         max_pos = int(getattr(meta.config, "max_position_embeddings", 0) or 0)
@@ -326,8 +392,11 @@ def resolve(inp: Inputs, ctx: StageContext, claim: dict[str, Any], source_inputs
             for name, found in hits.items():
                 if not found:
                     linear = sorted({n.split(".")[-1] for n in models.linear_names(meta)})
-                    R.refuse("lora.target_modules", name, f"matches no linear layer; this model's linear layer "
-                             f"names are {linear}")
+                    R.refuse(
+                        "lora.target_modules",
+                        name,
+                        f"matches no linear layer; this model's linear layer names are {linear}",
+                    )
             if all(hits.values()):
                 R.same("lora.target_modules", inp.lora.target_modules)
     eff["max_length"] = R.same("max_length", inp.max_length)
@@ -339,24 +408,36 @@ def resolve(inp: Inputs, ctx: StageContext, claim: dict[str, Any], source_inputs
     head_lr = opt.head_lr or opt.lr
     if not opt.head_lr and inp.task_kind == "text_classification":
         R.resolved("optimizer.head_lr", 0.0, head_lr, "0 means the same as lr")
-    eff["optimizer"] = {"name": R.same("optimizer.name", opt.name), "lr": R.same("optimizer.lr", opt.lr),
-                        "head_lr": head_lr, "weight_decay": R.same("optimizer.weight_decay", opt.weight_decay)}
+    eff["optimizer"] = {
+        "name": R.same("optimizer.name", opt.name),
+        "lr": R.same("optimizer.lr", opt.lr),
+        "head_lr": head_lr,
+        "weight_decay": R.same("optimizer.weight_decay", opt.weight_decay),
+    }
     eff["max_grad_norm"] = R.same("optimizer.max_grad_norm", opt.max_grad_norm)
-    eff["schedule"] = {"name": R.same("schedule.name", inp.schedule.name),
-                       "warmup_ratio": R.same("schedule.warmup_ratio", inp.schedule.warmup_ratio)}
+    eff["schedule"] = {
+        "name": R.same("schedule.name", inp.schedule.name),
+        "warmup_ratio": R.same("schedule.warmup_ratio", inp.schedule.warmup_ratio),
+    }
 
     # batch arithmetic
     for k in ("micro_batch", "grad_accum", "dp_replicas"):
         eff[k] = R.same(k, getattr(inp, k))
     eff["effective_batch"] = R.resolved(
-        "effective_batch", "(derived)", inp.micro_batch * inp.grad_accum * inp.dp_replicas,
+        "effective_batch",
+        "(derived)",
+        inp.micro_batch * inp.grad_accum * inp.dp_replicas,
         "micro_batch × grad_accum × dp_replicas",
     )
     for k in ("epochs", "max_steps", "seed", "gradient_checkpointing"):
         eff[k] = R.same(k, getattr(inp, k))
     if inp.packing:
-        R.refuse("packing", True, "packing is not implemented with per-example attention isolation here; "
-                 "packed examples would attend to each other")
+        R.refuse(
+            "packing",
+            True,
+            "packing is not implemented with per-example attention isolation here; "
+            "packed examples would attend to each other",
+        )
     eff["packing"] = False
 
     # template and objective
@@ -364,11 +445,19 @@ def resolve(inp: Inputs, ctx: StageContext, claim: dict[str, Any], source_inputs
     if inp.task_kind == "text_classification":
         fields = template_fields(inp.text_template)
         if not fields:
-            R.refuse("text_template", inp.text_template, "refers to no column, so the model would see constant text")
+            R.refuse(
+                "text_template",
+                inp.text_template,
+                "refers to no column, so the model would see constant text",
+            )
         bad = [f for f in fields if f not in allowed]
         if bad:
-            R.refuse("text_template", inp.text_template, f"uses column(s) {bad} that are not model inputs "
-                     f"(model inputs: {allowed}; unavailable, sensitive or unknown columns are excluded)")
+            R.refuse(
+                "text_template",
+                inp.text_template,
+                f"uses column(s) {bad} that are not model inputs "
+                f"(model inputs: {allowed}; unavailable, sensitive or unknown columns are excluded)",
+            )
         eff["text_template"] = R.same("text_template", inp.text_template)
         eff["objective"] = "cross_entropy_over_classes"
         eff["chat_template"] = ""
@@ -384,20 +473,38 @@ def resolve(inp: Inputs, ctx: StageContext, claim: dict[str, Any], source_inputs
         elif inp.chat_template:
             R.same("chat_template", "(text, sha256 " + digest_of(chat)[7:19] + ")")
         else:
-            R.resolved("chat_template", "", "(tokenizer's, sha256 " + digest_of(chat)[7:19] + ")", "the tokenizer's own template")
+            R.resolved(
+                "chat_template",
+                "",
+                "(tokenizer's, sha256 " + digest_of(chat)[7:19] + ")",
+                "the tokenizer's own template",
+            )
         eff["chat_template"] = chat
         eff["chat_template_sha256"] = digest_of(chat)
         facts["generation_markers"] = has_generation_markers(chat)
         if inp.messages_column not in allowed and not {"prompt", "response"} <= set(allowed):
-            R.refuse("messages_column", inp.messages_column, f"is not a model input column (model inputs: {allowed})")
+            R.refuse(
+                "messages_column",
+                inp.messages_column,
+                f"is not a model input column (model inputs: {allowed})",
+            )
         eff["messages_column"] = R.same("messages_column", inp.messages_column)
     eff["target_turn_policy"] = R.same("target_turn_policy", inp.target_turn_policy)
 
     # what the job does over time
-    for k in ("eval_every_steps", "checkpoint_every_steps", "checkpoint_selection", "stopping_rule",
-              "patience_evals", "required_checks", "on_required_fail"):
+    for k in (
+        "eval_every_steps",
+        "checkpoint_every_steps",
+        "checkpoint_selection",
+        "stopping_rule",
+        "patience_evals",
+        "required_checks",
+        "on_required_fail",
+    ):
         eff[k] = R.same(k, getattr(inp, k))
-    eff["dev_metric"] = str(claim.get("primary_metric") or ("macro_f1" if inp.task_kind == "text_classification" else "dev_loss"))
+    eff["dev_metric"] = str(
+        claim.get("primary_metric") or ("macro_f1" if inp.task_kind == "text_classification" else "dev_loss")
+    )
     eff["alarms"] = inp.alarms.model_dump(mode="json")
     return eff, R, facts
 
@@ -470,7 +577,10 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
         order = [str(c) for c in claim.get("class_order") or []]
         classes = order or labels_present
         eff["label_classes"] = res.resolved(
-            "label_classes", order, classes, "the claim's class_order" if order else "sorted classes present in train"
+            "label_classes",
+            order,
+            classes,
+            "the claim's class_order" if order else "sorted classes present in train",
         )
         missing = [c for c in labels_present if c not in classes]
         if missing:
@@ -491,17 +601,24 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     if refused:
         why = "not run: the contract has refused settings (see contract.requested_vs_effective)"
         for cid in ("prepared_lengths", "prepared_columns", "effective_batch", "memory", "fit_check"):
-            checks.append(Check(id=f"contract.{cid}", status="not_run", basis="not_run", summary=why, playbook=PB_REQ))
+            checks.append(
+                Check(id=f"contract.{cid}", status="not_run", basis="not_run", summary=why, playbook=PB_REQ)
+            )
     else:
-        checks.extend(_verify_and_fit(inputs, eff, facts, train, source_inputs, labels_present, upstream, ctx))
+        checks.extend(
+            _verify_and_fit(inputs, eff, facts, train, source_inputs, labels_present, upstream, ctx)
+        )
 
     digest = digest_of(eff)
     checks.append(
         Check(
             id="contract.effective",
             status="fail" if refused else "pass",
-            summary=(f"{len(res.refused)} refused setting(s): the contract cannot run as requested; edit it"
-                     if refused else f"effective contract pinned ({len(eff)} fields)"),
+            summary=(
+                f"{len(res.refused)} refused setting(s): the contract cannot run as requested; edit it"
+                if refused
+                else f"effective contract pinned ({len(eff)} fields)"
+            ),
             measured={"effective": eff, "refused": res.refused},
             why="The job trains from exactly this dictionary; nothing it does is left to a library default.",
             playbook=PB_PIN,
@@ -511,7 +628,8 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
         Check(
             id="contract.digest",
             status="fail" if refused else "pass",
-            summary=f"contract digest {digest[:19]}…" + (" (of a refused contract — not dispatchable)" if refused else ""),
+            summary=f"contract digest {digest[:19]}…"
+            + (" (of a refused contract — not dispatchable)" if refused else ""),
             measured={"digest": digest},
             why="The digest of the effective contract is the training job's identity: same digest, same job.",
             playbook="Give each deliberate operation a stable identity.",
@@ -536,7 +654,9 @@ def _data_identity(upstream: dict[str, StageRecord], train_rows: int) -> dict[st
 def _requested_vs_effective(res: Resolution) -> Check:
     n_resolved = sum(1 for r in res.rows if r["outcome"].startswith("resolved"))
     if res.refused:
-        summary = "REFUSED: " + "; ".join(f"{r['setting']} = {r['requested']}: {r['reason']}" for r in res.refused)
+        summary = "REFUSED: " + "; ".join(
+            f"{r['setting']} = {r['requested']}: {r['reason']}" for r in res.refused
+        )
     else:
         summary = f"{len(res.rows)} settings: {len(res.rows) - n_resolved} as requested, {n_resolved} resolved, none refused"
     return Check(
@@ -557,9 +677,16 @@ def _model_identity(eff: dict, facts: dict) -> Check:
     return Check(
         id="contract.model_identity",
         status=status,
-        summary=(f"{eff['model_path']}: {len(mm)} files hashed ({sum(f['bytes'] for f in weights):,} weight bytes)"
-                 + (f", revision {eff['hub_revision']}" if eff["hub_revision"] else ", local folder (no hub revision)")
-                 if weights else f"{eff['model_path']}: no weight file (.safetensors / .bin) in the folder"),
+        summary=(
+            f"{eff['model_path']}: {len(mm)} files hashed ({sum(f['bytes'] for f in weights):,} weight bytes)"
+            + (
+                f", revision {eff['hub_revision']}"
+                if eff["hub_revision"]
+                else ", local folder (no hub revision)"
+            )
+            if weights
+            else f"{eff['model_path']}: no weight file (.safetensors / .bin) in the folder"
+        ),
         measured={
             "model_sha256": eff["model_sha256"],
             "tokenizer_sha256": eff["tokenizer_sha256"],
@@ -578,8 +705,12 @@ def _data_identity_check(eff: dict) -> Check:
     return Check(
         id="contract.data_identity",
         status="pass" if ok else "warn",
-        summary=(f"{len(d['source_files'])} source file(s) and the split membership pinned by sha256; "
-                 f"{d['train_rows']:,} train rows" if ok else "source checksum or split membership hash missing upstream"),
+        summary=(
+            f"{len(d['source_files'])} source file(s) and the split membership pinned by sha256; "
+            f"{d['train_rows']:,} train rows"
+            if ok
+            else "source checksum or split membership hash missing upstream"
+        ),
         measured=dict(d),
         why="Training data must be exactly the data the split and baseline stages measured.",
         playbook=PB_PIN,
@@ -595,8 +726,12 @@ def _environment(eff: dict) -> Check:
             versions[pkg] = md.version(pkg)
         except md.PackageNotFoundError:
             versions[pkg] = "not installed"
-    hw: dict[str, Any] = {"python": platform.python_version(), "machine": platform.machine(),
-                          "platform": platform.platform(terse=True), "device": eff["device"]}
+    hw: dict[str, Any] = {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "platform": platform.platform(terse=True),
+        "device": eff["device"],
+    }
     import os
 
     hw["cpu_count"] = os.cpu_count() or 0
@@ -607,7 +742,9 @@ def _environment(eff: dict) -> Check:
     return Check(
         id="contract.environment",
         status="info",
-        summary="libraries: " + ", ".join(f"{k} {v}" for k, v in versions.items()) + f"; {hw['device']} on {hw['machine']}",
+        summary="libraries: "
+        + ", ".join(f"{k} {v}" for k, v in versions.items())
+        + f"; {hw['device']} on {hw['machine']}",
         measured={"versions": versions, "hardware": hw},
         replay="observation",
         why="Seeds aid repeatability but do not guarantee bitwise agreement across runtimes or devices.",
@@ -615,7 +752,9 @@ def _environment(eff: dict) -> Check:
     )
 
 
-def _verify_and_fit(inp: Inputs, eff: dict, facts: dict, train, source_inputs, labels_present, upstream, ctx) -> list[Check]:
+def _verify_and_fit(
+    inp: Inputs, eff: dict, facts: dict, train, source_inputs, labels_present, upstream, ctx
+) -> list[Check]:
     from engine.training import models, prepare
 
     ctx.progress(None, f"tokenising {train.height:,} train rows")
@@ -648,23 +787,39 @@ def _prepared_lengths(eff: dict, p) -> Check:
     truncated = [i for i, s in enumerate(p.stats) if s["truncated"]]
     cut = [i for i, s in enumerate(p.stats) if s["target_tokens_cut"] > 0]
     share = len(truncated) / len(p)
-    measured = {**summ, "max_length": max_len, "truncated": len(truncated), "truncated_share": round(share, 6),
-                "truncated_ids": [str(p.ids[i]) for i in truncated[:20]]}
+    measured = {
+        **summ,
+        "max_length": max_len,
+        "truncated": len(truncated),
+        "truncated_share": round(share, 6),
+        "truncated_ids": [str(p.ids[i]) for i in truncated[:20]],
+    }
     if p.task_kind == "causal_lm_sft":
         measured["targets_cut"] = len(cut)
         measured["target_tokens_cut"] = sum(s["target_tokens_cut"] for s in p.stats)
         measured["targets_cut_ids"] = [str(p.ids[i]) for i in cut[:20]]
         status = "fail" if cut else ("warn" if truncated else "pass")
-        extra = (f"; {len(cut)} example(s) lost target tokens to truncation (ids {measured['targets_cut_ids'][:5]}) — "
-                 "raise max_length or shorten prompts" if cut else "; no target token was cut")
+        extra = (
+            f"; {len(cut)} example(s) lost target tokens to truncation (ids {measured['targets_cut_ids'][:5]}) — "
+            "raise max_length or shorten prompts"
+            if cut
+            else "; no target token was cut"
+        )
     else:
         status = "warn" if share > 0.05 else ("info" if truncated else "pass")
         extra = ""
-    summary = (f"tokens p50 {summ['p50']} / p95 {summ['p95']} / p99 {summ['p99']} / max {summ['max']} against "
-               f"max_length {max_len}; {len(truncated):,} of {len(p):,} truncated ({share:.1%})" + extra)
-    return Check(id="contract.prepared_lengths", status=status, summary=summary, measured=measured,
-                 why="A context setting alone does not prove the useful text or the answer survived tokenisation.",
-                 playbook=PB_PREP)
+    summary = (
+        f"tokens p50 {summ['p50']} / p95 {summ['p95']} / p99 {summ['p99']} / max {summ['max']} against "
+        f"max_length {max_len}; {len(truncated):,} of {len(p):,} truncated ({share:.1%})" + extra
+    )
+    return Check(
+        id="contract.prepared_lengths",
+        status=status,
+        summary=summary,
+        measured=measured,
+        why="A context setting alone does not prove the useful text or the answer survived tokenisation.",
+        playbook=PB_PREP,
+    )
 
 
 def _prepared_supervision(eff: dict, p, facts: dict) -> Check:
@@ -676,30 +831,47 @@ def _prepared_supervision(eff: dict, p, facts: dict) -> Check:
     s_sorted = sorted(sup)
     problems = []
     if zero:
-        problems.append(f"{len(zero)} example(s) have ZERO supervised tokens (ids {zero[:10]}) — they train nothing")
+        problems.append(
+            f"{len(zero)} example(s) have ZERO supervised tokens (ids {zero[:10]}) — they train nothing"
+        )
     if no_eos:
-        problems.append(f"{no_eos} of {targets} target turn(s) do not end in EOS / end-of-turn — the model never learns to stop")
+        problems.append(
+            f"{no_eos} of {targets} target turn(s) do not end in EOS / end-of-turn — the model never learns to stop"
+        )
     if p.mask_disagreements:
-        problems.append(f"the template's generation-marker mask disagrees with the prefix-diff mask on "
-                        f"{len(p.mask_disagreements)} example(s) (ids {[str(x) for x in p.mask_disagreements[:5]]})")
-    src = ("template {% generation %} markers, cross-checked by prefix diff" if facts.get("generation_markers")
-           else "our prefix-diff mask (the template has no {% generation %} markers; transformers' flag would "
-           "return an all-zero mask)")
+        problems.append(
+            f"the template's generation-marker mask disagrees with the prefix-diff mask on "
+            f"{len(p.mask_disagreements)} example(s) (ids {[str(x) for x in p.mask_disagreements[:5]]})"
+        )
+    src = (
+        "template {% generation %} markers, cross-checked by prefix diff"
+        if facts.get("generation_markers")
+        else "our prefix-diff mask (the template has no {% generation %} markers; transformers' flag would "
+        "return an all-zero mask)"
+    )
     status = "fail" if (zero or no_eos) else ("warn" if p.mask_disagreements else "pass")
     return Check(
         id="contract.prepared_supervision",
         status=status,
-        summary=("; ".join(problems) if problems else
-                 f"every example has supervised tokens (min {s_sorted[0]}, median {s_sorted[len(s_sorted) // 2]}, "
-                 f"max {s_sorted[-1]}); every target ends in EOS") + f"; mask from {src}",
+        summary=(
+            "; ".join(problems)
+            if problems
+            else f"every example has supervised tokens (min {s_sorted[0]}, median {s_sorted[len(s_sorted) // 2]}, "
+            f"max {s_sorted[-1]}); every target ends in EOS"
+        )
+        + f"; mask from {src}",
         measured={
             "mask_source": p.mask_source,
             "generation_markers": bool(facts.get("generation_markers")),
             "target_turn_policy": eff["target_turn_policy"],
-            "supervised_min": s_sorted[0], "supervised_median": s_sorted[len(s_sorted) // 2],
-            "supervised_max": s_sorted[-1], "supervised_total": sum(sup),
-            "zero_supervised": len(zero), "zero_supervised_ids": zero[:50],
-            "targets": targets, "targets_ending_in_eos": ending,
+            "supervised_min": s_sorted[0],
+            "supervised_median": s_sorted[len(s_sorted) // 2],
+            "supervised_max": s_sorted[-1],
+            "supervised_total": sum(sup),
+            "zero_supervised": len(zero),
+            "zero_supervised_ids": zero[:50],
+            "targets": targets,
+            "targets_ending_in_eos": ending,
             "mask_disagreements": len(p.mask_disagreements),
         },
         why="A template without generation markers silently yields an all-masked loss; an untrained EOS never stops.",
@@ -718,12 +890,17 @@ def _prepared_eos(p, tokenizer) -> Check:
     pad_is_eos = p.pad_id == p.eos_id or p.pad_id in p.end_ids
     masked = totals["end_tokens_masked_after_target"]
     if masked:
-        status, summary = "fail", f"{masked} end-of-turn token(s) right after a target are masked out of the loss"
+        status, summary = (
+            "fail",
+            f"{masked} end-of-turn token(s) right after a target are masked out of the loss",
+        )
     elif pad_is_eos:
         status = "warn"
-        summary = (f"pad == eos (id {p.pad_id}): padding is masked by position, so EOS is still trained "
-                   f"({totals['end_tokens_trained']} EOS labels in the collated batches); set a distinct pad token "
-                   "to remove the trap for other collators")
+        summary = (
+            f"pad == eos (id {p.pad_id}): padding is masked by position, so EOS is still trained "
+            f"({totals['end_tokens_trained']} EOS labels in the collated batches); set a distinct pad token "
+            "to remove the trap for other collators"
+        )
     else:
         status = "pass"
         summary = f"pad id {p.pad_id} ≠ eos id {p.eos_id}; {totals['end_tokens_trained']} end-of-turn labels trained"
@@ -731,8 +908,14 @@ def _prepared_eos(p, tokenizer) -> Check:
         id="contract.prepared_eos",
         status=status,
         summary=summary,
-        measured={"pad_id": p.pad_id, "eos_id": p.eos_id, "end_ids": p.end_ids, "pad_is_eos": pad_is_eos,
-                  "eos_token": str(tokenizer.eos_token or ""), **totals},
+        measured={
+            "pad_id": p.pad_id,
+            "eos_id": p.eos_id,
+            "end_ids": p.end_ids,
+            "pad_is_eos": pad_is_eos,
+            "eos_token": str(tokenizer.eos_token or ""),
+            **totals,
+        },
         why="Collators that mask every pad-id token also mask EOS when pad == eos; the model never learns to stop.",
         playbook=PB_SFT,
     )
@@ -754,8 +937,11 @@ def _prepared_samples(p, tokenizer) -> Check:
 
     picks = representative(p)
     samples = [decode_sample(p, tokenizer, i) for i in picks]
-    legend = ("supervised tokens in ⟦…⟧, masked tokens plain" if p.task_kind == "causal_lm_sft"
-              else "decoded model input exactly as tokenised (after truncation)")
+    legend = (
+        "supervised tokens in ⟦…⟧, masked tokens plain"
+        if p.task_kind == "causal_lm_sft"
+        else "decoded model input exactly as tokenised (after truncation)"
+    )
     return Check(
         id="contract.prepared_samples",
         status="info",
@@ -769,7 +955,10 @@ def _prepared_samples(p, tokenizer) -> Check:
 def _prepared_columns(eff: dict, texts: list, train, source_inputs: dict) -> Check:
     from engine.training.prepare import template_fields
 
-    excluded = sorted(set(source_inputs.get("unavailable_columns") or []) | set(source_inputs.get("sensitive_columns") or []))
+    excluded = sorted(
+        set(source_inputs.get("unavailable_columns") or [])
+        | set(source_inputs.get("sensitive_columns") or [])
+    )
     used = template_fields(eff["text_template"]) if eff["text_template"] else [eff["messages_column"]]
     in_template = [c for c in used if c in excluded]
     flat = [t if isinstance(t, str) else " ".join(m["content"] for m in t) for t in texts]
@@ -782,21 +971,30 @@ def _prepared_columns(eff: dict, texts: list, train, source_inputs: dict) -> Che
         hits = [i for i, (v, t) in enumerate(zip(vals, flat, strict=True)) if v and len(v) >= 6 and v in t]
         if hits:
             found[col] = len(hits)
-            examples[col] = [str(train["row_id"][i]) if "row_id" in train.columns else str(i) for i in hits[:5]]
+            examples[col] = [
+                str(train["row_id"][i]) if "row_id" in train.columns else str(i) for i in hits[:5]
+            ]
     status = "fail" if in_template else ("warn" if found else "pass")
     if in_template:
         summary = f"excluded column(s) {in_template} are in the prepared input"
     elif found:
-        summary = ("excluded columns are not in the template, but their values appear verbatim in the input text: "
-                   + ", ".join(f"{c} in {n:,} rows" for c, n in found.items()))
+        summary = (
+            "excluded columns are not in the template, but their values appear verbatim in the input text: "
+            + ", ".join(f"{c} in {n:,} rows" for c, n in found.items())
+        )
     else:
         summary = f"none of the {len(excluded)} unavailable / sensitive column(s) reach the prepared input"
     return Check(
         id="contract.prepared_columns",
         status=status,
         summary=summary,
-        measured={"excluded_columns": excluded, "input_columns_used": used, "in_template": in_template,
-                  "values_found_in_text": found, "example_ids": examples},
+        measured={
+            "excluded_columns": excluded,
+            "input_columns_used": used,
+            "in_template": in_template,
+            "values_found_in_text": found,
+            "example_ids": examples,
+        },
         why="Columns unavailable at prediction time or sensitive must not reach the model by any path.",
         playbook=PB_FEATURES,
     )
@@ -810,15 +1008,22 @@ def _prepared_labels(eff: dict, p, labels_present: list[str], head_sizes: list[i
     absent = [c for c in classes if counts[c] == 0]
     head_ok = head_sizes == [len(classes)]
     status = "fail" if not head_ok else ("warn" if absent else "pass")
-    summary = (f"{len(classes)} classes in order {classes}; head outputs {head_sizes}"
-               + ("" if head_ok else f" ≠ {len(classes)} classes")
-               + (f"; classes never seen in train: {absent}" if absent else "; every class occurs in train"))
+    summary = (
+        f"{len(classes)} classes in order {classes}; head outputs {head_sizes}"
+        + ("" if head_ok else f" ≠ {len(classes)} classes")
+        + (f"; classes never seen in train: {absent}" if absent else "; every class occurs in train")
+    )
     return Check(
         id="contract.prepared_labels",
         status=status,
         summary=summary,
-        measured={"class_order": classes, "label_to_id": {c: i for i, c in enumerate(classes)},
-                  "train_counts": counts, "head_sizes": head_sizes, "absent_in_train": absent},
+        measured={
+            "class_order": classes,
+            "label_to_id": {c: i for i, c in enumerate(classes)},
+            "train_counts": counts,
+            "head_sizes": head_sizes,
+            "absent_in_train": absent,
+        },
         why="A head whose size or class order differs from the label table predicts the wrong classes silently.",
         playbook=PB_HEAD,
     )
@@ -830,13 +1035,21 @@ def _effective_batch(eff: dict, p) -> Check:
     return Check(
         id="contract.effective_batch",
         status="pass",
-        summary=(f"effective batch {eff['effective_batch']} = micro {eff['micro_batch']} × accumulation "
-                 f"{eff['grad_accum']} × replicas {eff['dp_replicas']}; ≈ {tokens:,.0f} tokens per optimizer step; "
-                 f"{eff['optimizer_steps']:,} optimizer steps"),
-        measured={"micro_batch": eff["micro_batch"], "grad_accum": eff["grad_accum"], "dp_replicas": eff["dp_replicas"],
-                  "effective_batch": eff["effective_batch"], "examples_per_step": eff["effective_batch"],
-                  "mean_prepared_tokens": round(mean_len, 4), "tokens_per_step": round(tokens, 2),
-                  "optimizer_steps": eff["optimizer_steps"]},
+        summary=(
+            f"effective batch {eff['effective_batch']} = micro {eff['micro_batch']} × accumulation "
+            f"{eff['grad_accum']} × replicas {eff['dp_replicas']}; ≈ {tokens:,.0f} tokens per optimizer step; "
+            f"{eff['optimizer_steps']:,} optimizer steps"
+        ),
+        measured={
+            "micro_batch": eff["micro_batch"],
+            "grad_accum": eff["grad_accum"],
+            "dp_replicas": eff["dp_replicas"],
+            "effective_batch": eff["effective_batch"],
+            "examples_per_step": eff["effective_batch"],
+            "mean_prepared_tokens": round(mean_len, 4),
+            "tokens_per_step": round(tokens, 2),
+            "optimizer_steps": eff["optimizer_steps"],
+        },
         why="Learning rates and step counts mean nothing without the batch they were tuned for.",
         playbook=PB_BATCH,
     )
@@ -846,18 +1059,24 @@ def _memory(inp: Inputs, eff: dict, facts: dict, p) -> Check:
     from engine.training import memory
     from engine.training.prepare import length_summary
 
-    p99 = min(eff["max_length"], length_summary([s["full_length"] for s in p.stats], eff["max_length"])["p99"])
+    p99 = min(
+        eff["max_length"], length_summary([s["full_length"] for s in p.stats], eff["max_length"])["p99"]
+    )
     observed = inp.target_device_memory_gb <= 0
-    dev_mem = memory.device_memory(eff["device"]) if observed else int(inp.target_device_memory_gb * memory.GIB)
+    dev_mem = (
+        memory.device_memory(eff["device"]) if observed else int(inp.target_device_memory_gb * memory.GIB)
+    )
     est = memory.estimate(eff, facts["meta"], seq_len=p99, device_memory_bytes=dev_mem)
     share = est["share_of_device"]
     status = "fail" if share > 1 else ("warn" if share > 0.8 or not dev_mem else "pass")
     G = memory.GIB
-    summary = (f"ESTIMATE {est['total_gib']:.3f} GiB at p99 length {p99} × micro-batch {eff['micro_batch']}: "
-               f"weights {est['weights_bytes'] / G:.3f}, trainable state {est['trainable_state_bytes'] / G:.3f}, "
-               f"activations {est['activations_bytes'] / G:.3f} (checkpointed {est['activations_checkpointed_bytes'] / G:.3f}), "
-               f"logits {est['logits_bytes'] / G:.3f} GiB; {share:.1%} of {est['device_memory_gib']} GiB "
-               "(formula: docs/memory-estimate.md; framework overhead not included)")
+    summary = (
+        f"ESTIMATE {est['total_gib']:.3f} GiB at p99 length {p99} × micro-batch {eff['micro_batch']}: "
+        f"weights {est['weights_bytes'] / G:.3f}, trainable state {est['trainable_state_bytes'] / G:.3f}, "
+        f"activations {est['activations_bytes'] / G:.3f} (checkpointed {est['activations_checkpointed_bytes'] / G:.3f}), "
+        f"logits {est['logits_bytes'] / G:.3f} GiB; {share:.1%} of {est['device_memory_gib']} GiB "
+        "(formula: docs/memory-estimate.md; framework overhead not included)"
+    )
     return Check(
         id="contract.memory",
         status=status,
@@ -879,9 +1098,16 @@ def _fit(inp: Inputs, eff: dict, p, labels, ids, ctx: StageContext) -> tuple[lis
     rule_text = fitcheck.rule_text(rule)
     pos = fitcheck.select_slice(p.ids, labels, fc.rows)
     sl = Prepared(
-        task_kind=p.task_kind, input_ids=[p.input_ids[i] for i in pos], labels=[p.labels[i] for i in pos],
-        ids=[p.ids[i] for i in pos], stats=[p.stats[i] for i in pos], pad_id=p.pad_id, eos_id=p.eos_id,
-        end_ids=p.end_ids, mask_source=p.mask_source, label_classes=p.label_classes,
+        task_kind=p.task_kind,
+        input_ids=[p.input_ids[i] for i in pos],
+        labels=[p.labels[i] for i in pos],
+        ids=[p.ids[i] for i in pos],
+        stats=[p.stats[i] for i in pos],
+        pad_id=p.pad_id,
+        eos_id=p.eos_id,
+        end_ids=p.end_ids,
+        mask_source=p.mask_source,
+        label_classes=p.label_classes,
     )
     lr = fc.lr or eff["optimizer"]["lr"]
     ctx.progress(0.0, f"fitting check: {fc.steps} steps on {len(sl)} train rows; rule: {rule_text}")
@@ -889,8 +1115,17 @@ def _fit(inp: Inputs, eff: dict, p, labels, ids, ctx: StageContext) -> tuple[lis
 
     threads = torch.get_num_threads()
     try:
-        result = fitcheck.run(eff, sl, workspace=ctx.workspace, device=eff["device"], steps=fc.steps, lr=lr,
-                              go_rule=rule, progress=ctx.progress, check_cancelled=ctx.check_cancelled)
+        result = fitcheck.run(
+            eff,
+            sl,
+            workspace=ctx.workspace,
+            device=eff["device"],
+            steps=fc.steps,
+            lr=lr,
+            go_rule=rule,
+            progress=ctx.progress,
+            check_cancelled=ctx.check_cancelled,
+        )
     finally:
         torch.set_num_threads(threads)
     go, failed = fitcheck.verdict(result, rule, eff["adapter_mode"])
@@ -900,10 +1135,12 @@ def _fit(inp: Inputs, eff: dict, p, labels, ids, ctx: StageContext) -> tuple[lis
         id="contract.fit_check",
         status="pass" if go else "fail",
         coverage=f"sample: {len(sl)} of {len(p)} train rows",
-        summary=(("GO" if go else "NO-GO: " + "; ".join(failed))
-                 + f" — slice loss {result['loss_before']:.4f} → {result['loss_after']:.4f}, accuracy "
-                 f"{result['accuracy_before']:.3f} → {result['accuracy_after']:.3f} in {fc.steps} steps. "
-                 "The question is only whether the setup can fit a slice of train — not quality on dev."),
+        summary=(
+            ("GO" if go else "NO-GO: " + "; ".join(failed))
+            + f" — slice loss {result['loss_before']:.4f} → {result['loss_after']:.4f}, accuracy "
+            f"{result['accuracy_before']:.3f} → {result['accuracy_after']:.3f} in {fc.steps} steps. "
+            "The question is only whether the setup can fit a slice of train — not quality on dev."
+        ),
         measured={
             "go": go,
             "rule": rule_text,
@@ -912,15 +1149,25 @@ def _fit(inp: Inputs, eff: dict, p, labels, ids, ctx: StageContext) -> tuple[lis
             "failed_criteria": failed,
             "diagnosis": diag,
             "slice_ids": [str(x) for x in sl.ids],
-            "steps": fc.steps, "lr": lr, "micro_batch": result["micro_batch"],
-            "loss_before": r4(result["loss_before"]), "loss_after": r4(result["loss_after"]),
+            "steps": fc.steps,
+            "lr": lr,
+            "micro_batch": result["micro_batch"],
+            "loss_before": r4(result["loss_before"]),
+            "loss_after": r4(result["loss_after"]),
             "loss_ratio": r4(result["loss_ratio"]) if math.isfinite(result["loss_ratio"]) else "nan",
-            "accuracy_before": r4(result["accuracy_before"]), "accuracy_after": r4(result["accuracy_after"]),
+            "accuracy_before": r4(result["accuracy_before"]),
+            "accuracy_after": r4(result["accuracy_after"]),
             "loss_curve": [r4(v) if math.isfinite(v) else "nan" for v in result["loss_curve"]],
             "question": "can the contracted setup fit a small slice of train (not: is it good)",
         },
-        tolerance={"loss_before": LOSS_TOL, "loss_after": LOSS_TOL, "loss_ratio": LOSS_TOL, "loss_curve": LOSS_TOL,
-                   "accuracy_before": ACC_TOL, "accuracy_after": ACC_TOL},
+        tolerance={
+            "loss_before": LOSS_TOL,
+            "loss_after": LOSS_TOL,
+            "loss_ratio": LOSS_TOL,
+            "loss_curve": LOSS_TOL,
+            "accuracy_before": ACC_TOL,
+            "accuracy_after": ACC_TOL,
+        },
         why="Memorising a slice does not establish generalisation, but failing to fit it means the setup is broken.",
         playbook=PB_FIT + " " + PB_GO + " " + PB_SCOPE,
     )
@@ -930,22 +1177,40 @@ def _fit(inp: Inputs, eff: dict, p, labels, ids, ctx: StageContext) -> tuple[lis
     lora_mode = eff["adapter_mode"] in ("lora", "qlora")
     adapters = Check(
         id="contract.fit_adapters",
-        status="fail" if dead or result["params_without_grad_step1"] or (lora_mode and not (moved_ok and result["lora_b_matrices"])) else "pass",
+        status="fail"
+        if dead
+        or result["params_without_grad_step1"]
+        or (lora_mode and not (moved_ok and result["lora_b_matrices"]))
+        else "pass",
         coverage=f"sample: {len(sl)} of {len(p)} train rows",
-        summary=(f"{result['trainable_params']:,} of {result['total_params']:,} parameters trainable "
-                 f"({result['trainable_by_group']}); {len(result['adapted_modules'])} modules adapted"
-                 + (f", {result['quantised_linear_layers']} linear layers in 4-bit" if eff["adapter_mode"] == "qlora" else "")
-                 + f"; step-1 gradient norms {({k: round(v, 5) for k, v in grads.items()})}"
-                 + (f"; LoRA B moved off zero in {result['lora_b_moved']} of {result['lora_b_matrices']}" if lora_mode else "")
-                 + (" (lora_A has zero gradient at step 1 by construction: B starts at zero)" if lora_mode else "")),
+        summary=(
+            f"{result['trainable_params']:,} of {result['total_params']:,} parameters trainable "
+            f"({result['trainable_by_group']}); {len(result['adapted_modules'])} modules adapted"
+            + (
+                f", {result['quantised_linear_layers']} linear layers in 4-bit"
+                if eff["adapter_mode"] == "qlora"
+                else ""
+            )
+            + f"; step-1 gradient norms { ({k: round(v, 5) for k, v in grads.items()}) }"
+            + (
+                f"; LoRA B moved off zero in {result['lora_b_moved']} of {result['lora_b_matrices']}"
+                if lora_mode
+                else ""
+            )
+            + (" (lora_A has zero gradient at step 1 by construction: B starts at zero)" if lora_mode else "")
+        ),
         measured={
-            "trainable_params": result["trainable_params"], "total_params": result["total_params"],
-            "trainable_by_group": result["trainable_by_group"], "adapted_modules": result["adapted_modules"],
+            "trainable_params": result["trainable_params"],
+            "total_params": result["total_params"],
+            "trainable_by_group": result["trainable_by_group"],
+            "adapted_modules": result["adapted_modules"],
             "quantised_linear_layers": result["quantised_linear_layers"],
             "grad_norms_step1": {k: float(v) for k, v in grads.items()},
-            "groups_without_gradient": dead, "params_without_grad_step1": result["params_without_grad_step1"],
+            "groups_without_gradient": dead,
+            "params_without_grad_step1": result["params_without_grad_step1"],
             "group_lrs": {k: float(v) for k, v in result["group_lrs"].items()},
-            "lora_b_matrices": result["lora_b_matrices"], "lora_b_moved": result["lora_b_moved"],
+            "lora_b_matrices": result["lora_b_matrices"],
+            "lora_b_moved": result["lora_b_moved"],
             "lora_b_min_norm": float(result["lora_b_min_norm"]),
         },
         tolerance={"grad_norms_step1": 0.05, "lora_b_min_norm": 0.05},
@@ -956,8 +1221,11 @@ def _fit(inp: Inputs, eff: dict, p, labels, ids, ctx: StageContext) -> tuple[lis
         id="contract.fit_timing",
         status="info",
         summary=f"fitting check took {result['seconds']:.1f} s ({result['load_seconds']:.1f} s loading) on {eff['device']}",
-        measured={"seconds": round(result["seconds"], 3), "load_seconds": round(result["load_seconds"], 3),
-                  "device": eff["device"]},
+        measured={
+            "seconds": round(result["seconds"], 3),
+            "load_seconds": round(result["load_seconds"], 3),
+            "device": eff["device"],
+        },
         replay="observation",
         why="Timing is a property of this machine, not of the contract.",
         playbook="Performance timing and quality benchmarks are different experiments.",

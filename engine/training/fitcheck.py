@@ -17,8 +17,15 @@ from typing import Any
 from engine.training import models
 from engine.training.prepare import IGNORE, Prepared
 
-DIAGNOSIS_ORDER = ("target mapping", "masks", "trainable parameters", "learning rates", "gradients",
-                   "precision", "optimizer")
+DIAGNOSIS_ORDER = (
+    "target mapping",
+    "masks",
+    "trainable parameters",
+    "learning rates",
+    "gradients",
+    "precision",
+    "optimizer",
+)
 
 
 def rule_text(go_rule: dict[str, Any]) -> str:
@@ -132,7 +139,11 @@ def _head_sizes(model) -> list[int]:
     sizes = set()
     for name, mod in model.named_modules():
         parts = name.split(".")
-        if isinstance(mod, torch.nn.Linear) and any(p in ("classifier", "score") for p in parts) and "lora_" not in name:
+        if (
+            isinstance(mod, torch.nn.Linear)
+            and any(p in ("classifier", "score") for p in parts)
+            and "lora_" not in name
+        ):
             sizes.add(int(mod.out_features))
     return sorted(sizes)
 
@@ -140,7 +151,11 @@ def _head_sizes(model) -> list[int]:
 def _lora_b(model) -> dict[str, Any]:
     norms = [float(p.detach().float().norm()) for n, p in model.named_parameters() if "lora_B" in n]
     moved = sum(1 for v in norms if v > 0)
-    return {"lora_b_matrices": len(norms), "lora_b_moved": moved, "lora_b_min_norm": min(norms) if norms else 0.0}
+    return {
+        "lora_b_matrices": len(norms),
+        "lora_b_moved": moved,
+        "lora_b_min_norm": min(norms) if norms else 0.0,
+    }
 
 
 def run(
@@ -164,7 +179,9 @@ def run(
     fit_eff = dict(effective)
     base_lr = float(effective["optimizer"]["lr"])
     head_lr = float(effective["optimizer"].get("head_lr") or 0.0)
-    fit_eff["optimizer"] = dict(effective["optimizer"], lr=lr, head_lr=(head_lr / base_lr * lr) if head_lr else 0.0)
+    fit_eff["optimizer"] = dict(
+        effective["optimizer"], lr=lr, head_lr=(head_lr / base_lr * lr) if head_lr else 0.0
+    )
     fit_eff["schedule"] = {"name": "constant", "warmup_ratio": 0.0}
     num_labels = len(prepared.label_classes) or None
     was_det = torch.are_deterministic_algorithms_enabled()
@@ -252,8 +269,9 @@ def verdict(result: dict[str, Any], go_rule: dict[str, Any], adapter_mode: str) 
     need_acc = float(go_rule.get("min_slice_accuracy", 0.0))
     if need_acc > 0 and result["accuracy_after"] < need_acc:
         failed.append(f"slice accuracy {result['accuracy_after']:.3f} < {need_acc}")
-    dead = [g for g, v in result["grad_norms_step1"].items()
-            if "." not in g and not (math.isfinite(v) and v > 0)]
+    dead = [
+        g for g, v in result["grad_norms_step1"].items() if "." not in g and not (math.isfinite(v) and v > 0)
+    ]
     if dead:
         failed.append(f"no gradient at step 1 in group(s) {dead}")
     if result["params_without_grad_step1"]:
@@ -262,7 +280,9 @@ def verdict(result: dict[str, Any], go_rule: dict[str, Any], adapter_mode: str) 
         if not result["lora_b_matrices"]:
             failed.append("no LoRA B matrices: no adapter was attached")
         elif result["lora_b_moved"] < result["lora_b_matrices"]:
-            failed.append(f"only {result['lora_b_moved']} of {result['lora_b_matrices']} LoRA B matrices moved off zero")
+            failed.append(
+                f"only {result['lora_b_moved']} of {result['lora_b_matrices']} LoRA B matrices moved off zero"
+            )
     if result["nonfinite_losses"]:
         failed.append(f"{result['nonfinite_losses']} non-finite loss value(s)")
     return (not failed), failed
@@ -272,13 +292,19 @@ def diagnosis(result: dict[str, Any], effective: dict, prepared: Prepared) -> li
     """What to inspect when the fitting check fails, each item with what was measured about it."""
     sup = [s["supervised_tokens"] for s in prepared.stats]
     if prepared.task_kind == "causal_lm_sft":
-        target = "SFT targets are the assistant turns (policy " + str(effective.get("target_turn_policy")) + ")"
-        masks = f"supervised tokens per slice example: min {min(sup)}, max {max(sup)}" if sup else "no examples"
+        target = (
+            "SFT targets are the assistant turns (policy " + str(effective.get("target_turn_policy")) + ")"
+        )
+        masks = (
+            f"supervised tokens per slice example: min {min(sup)}, max {max(sup)}" if sup else "no examples"
+        )
     else:
         counts: dict[int, int] = {}
         for y in prepared.labels:
             counts[y] = counts.get(y, 0) + 1
-        target = f"{len(prepared.label_classes)} classes; slice class counts by id {dict(sorted(counts.items()))}"
+        target = (
+            f"{len(prepared.label_classes)} classes; slice class counts by id {dict(sorted(counts.items()))}"
+        )
         masks = "classification: no token mask; check truncation of the text instead"
     curve = result["loss_curve"]
     rises = sum(1 for a, b in zip(curve, curve[1:], strict=False) if b > a)

@@ -20,10 +20,10 @@ _ADAM_TRAIN_BYTES = 4 + 4 + 8  # fp32 weight, fp32 gradient, two fp32 Adam momen
 def _config_dims(config) -> dict[str, int]:
     text = getattr(config, "text_config", None) or config
     return {
-        "hidden": int(getattr(text, "hidden_size")),
-        "layers": int(getattr(text, "num_hidden_layers")),
-        "heads": int(getattr(text, "num_attention_heads")),
-        "vocab": int(getattr(text, "vocab_size")),
+        "hidden": int(text.hidden_size),
+        "layers": int(text.num_hidden_layers),
+        "heads": int(text.num_attention_heads),
+        "vocab": int(text.vocab_size),
     }
 
 
@@ -55,9 +55,7 @@ def estimate(
     dq = bool(effective.get("quant", {}).get("double_quant", True))
     weights = quantised_params * (0.5 + _ABSMAX_BYTES[dq]) + other_params * 4
 
-    head_params = sum(
-        p.numel() for n, p in meta.named_parameters() if models.param_group_of(n) == "head"
-    )
+    head_params = sum(p.numel() for n, p in meta.named_parameters() if models.param_group_of(n) == "head")
     lora_params = 0
     if mode in ("lora", "qlora"):
         r = int(effective["lora"]["r"])

