@@ -108,7 +108,8 @@ class SessionScreen(Screen):
     def on_mount(self) -> None:
         self.refresh_states()
         self.go(self.current)
-        self._probe_stages()
+        # After the first paint: importing every stage module must not delay the first usable screen.
+        self.set_timer(0.3, self._probe_stages)
 
     @work(thread=True, group="probe")
     def _probe_stages(self) -> None:

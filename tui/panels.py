@@ -573,6 +573,11 @@ class DispatchPanel(VerticalScroll):
             t.append_text(literal(job["reason"], "dim", limit=200))
         if len(self.jobs) > 1:
             t.append(f"\n({len(self.jobs)} jobs in this session; showing the latest)", style="dim")
+        recorded = self._record.check("dispatch.progress") if self._record else None
+        if not job.get("running") and recorded and recorded.measured.get("stage") != job.get("stage"):
+            t.append("\nThe job's state changed since the record: ctrl+r records it now.", style="bold")
+        elif job.get("running"):
+            t.append("\nThe job runs on its own: quitting claimcheck leaves it running.", style="dim")
         head.update(t)
         losses, devs = job.get("losses", []), job.get("dev", [])
         loss.data = losses[-200:]

@@ -58,6 +58,7 @@ class StageView(Vertical):
         self._last_progress = 0.0
         self._pending_tab = ""
         self._ready = False
+        self.runs_finished = 0  # completed, failed or cancelled runs of this page (tests wait on it)
 
     # ------------------------------------------------------------ layout
 
@@ -182,7 +183,8 @@ class StageView(Vertical):
         self.running = True
         bar = self.query_one(".run-bar")
         bar.display = True
-        self.query_one(ProgressBar).update(total=None, progress=0)
+        # A determinate bar from the start: the indeterminate one animates non-stop, costly over SSH.
+        self.query_one(ProgressBar).update(total=100, progress=0)
         self.query_one(".run-text", Label).update("starting… (ctrl+g cancels)")
         self._run(inputs, self.cancel_event)
 
@@ -219,14 +221,12 @@ class StageView(Vertical):
             self.post_message(RunEnded(name, record, ""))
 
     def on_run_progress(self, event: RunProgress) -> None:
-        bar = self.query_one(ProgressBar)
-        if event.fraction is None:
-            bar.update(total=None)
-        else:
-            bar.update(total=100, progress=max(0.0, min(1.0, event.fraction)) * 100)
+        if event.fraction is not None:  # no fraction: the message alone says what is happening
+            self.query_one(ProgressBar).update(progress=max(0.0, min(1.0, event.fraction)) * 100)
         self.query_one(".run-text", Label).update(literal(clean(event.text, limit=60)))
 
     def finish_run(self, event: RunEnded) -> None:
+        self.runs_finished += 1
         self.running = False
         self.cancel_event = None
         self.query_one(".run-bar").display = False

@@ -29,6 +29,31 @@ ROWS_PER_BAND = 4
 _SEED = 20240917
 
 
+def _unique(x: np.ndarray) -> np.ndarray:
+    """Sorted unique values by one sort (numpy 2.4's np.unique without return_inverse is far slower)."""
+    if x.size == 0:
+        return x
+    s = np.sort(x)
+    keep = np.empty(s.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
+
+
+def _unique_inverse(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted unique values and, per element, the index of its value."""
+    order = np.argsort(x)
+    s = x[order]
+    new = np.empty(s.size, dtype=bool)
+    if s.size:
+        new[0] = True
+        np.not_equal(s[1:], s[:-1], out=new[1:])
+    rank = np.cumsum(new) - 1
+    inv = np.empty(x.size, dtype=np.int64)
+    inv[order] = rank
+    return s[new], inv
+
+
 def norm_text_expr(col: str) -> pl.Expr:
     """lower_strip_ws: lowercase, strip, collapse whitespace runs (null stays null)."""
     return pl.col(col).cast(pl.String).str.to_lowercase().str.strip_chars().str.replace_all(r"\s+", " ")
@@ -87,8 +112,8 @@ def _shingle_hashes(texts: pl.Series, k: int) -> tuple[np.ndarray, np.ndarray, n
         else:
             h[m] = splitmix64(h[m] ^ flat[starts[m] + j])
     # Dense shingle ids in hash order; one int64 sort gives each text's sorted unique set.
-    uniq_vals, inv = np.unique(h, return_inverse=True)
-    key = np.unique(doc_of * np.int64(uniq_vals.size) + inv)
+    uniq_vals, inv = _unique_inverse(h)
+    key = _unique(doc_of * np.int64(uniq_vals.size) + inv)
     d, ids = np.divmod(key, np.int64(uniq_vals.size))
     counts = np.bincount(d, minlength=n_docs)
     offs = np.zeros(n_docs + 1, dtype=np.int64)
@@ -145,7 +170,7 @@ def _candidates(sig: np.ndarray) -> np.ndarray:
             key = splitmix64(key ^ block[:, j])
         order = np.argsort(key, kind="stable")
         codes.append(_pairs_in_runs(order, key[order]))
-    return np.unique(np.concatenate(codes)) if codes else np.empty(0, dtype=np.uint64)
+    return _unique(np.concatenate(codes)) if codes else np.empty(0, dtype=np.uint64)
 
 
 def _jaccard(
@@ -232,9 +257,7 @@ def cluster_summary(pairs: pl.DataFrame) -> dict[str, int]:
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
-    nodes, inv = np.unique(
-        np.concatenate([pairs["row_a"].to_numpy(), pairs["row_b"].to_numpy()]), return_inverse=True
-    )
+    nodes, inv = _unique_inverse(np.concatenate([pairs["row_a"].to_numpy(), pairs["row_b"].to_numpy()]))
     m = pairs.height
     g = coo_matrix((np.ones(m, dtype=np.int8), (inv[:m], inv[m:])), shape=(nodes.size, nodes.size))
     k, labels = connected_components(g, directed=False)
