@@ -25,7 +25,7 @@ from typing import Protocol, runtime_checkable
 RUNNING_STAGES = ("loading", "initial-eval", "training", "final-eval")
 TERMINAL_STAGES = ("done", "failed", "cancelled")
 # Stages a provider derives when the job's own word is not the whole story.
-DERIVED_STAGES = ("launching", "lost", "stalled", "not_found")
+DERIVED_STAGES = ("launching", "lost", "stalled", "unconfirmed", "not_found")
 
 
 def operation_id(digest: str, attempt: int) -> str:

@@ -49,7 +49,14 @@ MAX_POINTS = 200
 
 class Inputs(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    provider: Literal["local"] = "local"
+    # local: a detached process on this machine. ray: Ray's Job Submission REST API (docs/ray.md).
+    provider: Literal["local", "ray"] = "local"
+    ray_address: str = "http://127.0.0.1:8265"
+    ray_num_cpus: float = Field(default=1.0, ge=0)
+    ray_num_gpus: float = Field(default=0.0, ge=0)
+    ray_memory_gb: float = Field(default=0.0, ge=0)
+    # Shared storage the Ray job writes to; empty = the session's own job folder, read in place.
+    output_location: str = ""
     attempt: int = Field(default=1, ge=1)
     # Headless runs and tests wait for the job to end; the TUI polls instead.
     wait: bool = True
@@ -61,13 +68,13 @@ class Inputs(BaseModel):
 
 
 def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> StageRecord:
-    from engine.providers.base import get_provider, operation_id
+    from engine.providers.base import operation_id
 
     eff, digest = contract_of(upstream)
     op_id = operation_id(digest, inputs.attempt)
     jobs_root = ctx.session_dir / "jobs"
     job_dir = jobs_root / op_id
-    provider = get_provider(inputs.provider, jobs_root)
+    provider = _provider(inputs, jobs_root, ctx)
     launch_info: dict[str, Any] = {"provider": inputs.provider, "operation_id": op_id}
     gate = _required_checks(eff, upstream["contract"])
     if gate.status == "fail" and not (job_dir / "contract.toml").exists():
@@ -75,11 +82,17 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     if ctx.replay:
         launch_info["replay"] = True  # look, never launch
     else:
-        export_job(job_dir, eff, digest, op_id, inputs.attempt, upstream, ctx)
-        handle = provider.launch(job_dir, op_id, resume=inputs.resume)
-        launch_info.update(started=handle.started, ref=handle.ref)
-        if inputs.wait:
-            _wait(provider, handle, inputs, ctx)
+        runtime = {}
+        if inputs.provider == "ray" and inputs.output_location:
+            runtime["output_location"] = str(ctx.resolve(inputs.output_location).resolve() / op_id)
+        export_job(job_dir, eff, digest, op_id, inputs.attempt, upstream, ctx, runtime)
+        try:
+            handle = provider.launch(job_dir, op_id, resume=inputs.resume)
+            launch_info.update(started=handle.started, ref=handle.ref)
+            if inputs.wait:
+                _wait(provider, handle, inputs, ctx)
+        except _provider_errors() as exc:
+            raise StageInputError(f"dispatch via {inputs.provider}: {exc}") from None
     checks = [gate, *job_checks(job_dir, eff, digest, op_id, provider, launch_info)]
     return StageRecord(stage="dispatch", inputs=inputs.model_dump(mode="json"), checks=checks)
 
@@ -140,6 +153,7 @@ def export_job(
     attempt: int,
     upstream: dict[str, StageRecord],
     ctx: StageContext,
+    extra_runtime: dict[str, Any] | None = None,
 ) -> None:
     """Write the job's own inputs once: contract copy, train / dev rows (never the test split)."""
     from engine.training.job import CONTRACT, write_job_dir
@@ -153,7 +167,7 @@ def export_job(
         ctx.progress(None, f"exporting {name} rows for {op_id}")
         df = splits.rows(name, upstream, ctx, caller="dispatch")
         frames[name] = _job_frame(df, eff)
-    runtime = {"heartbeat_seconds": float(eff.get("heartbeat_seconds", 2.0) or 2.0)}
+    runtime = {"heartbeat_seconds": float(eff.get("heartbeat_seconds", 2.0) or 2.0), **(extra_runtime or {})}
     write_job_dir(
         job_dir,
         effective=eff,
@@ -181,6 +195,25 @@ def _job_frame(df: Any, eff: dict[str, Any]) -> Any:
     return pl.DataFrame({"row_id": df["row_id"], "text": texts, "target": df["target"].cast(pl.Utf8)})
 
 
+def _provider(inputs: Inputs, jobs_root: Path, ctx: StageContext) -> Any:
+    from engine.providers.base import get_provider
+
+    if inputs.provider != "ray":
+        return get_provider(inputs.provider, jobs_root)
+    from engine.providers.ray_jobs import RayJobsProvider, RayResources
+
+    resources = RayResources(inputs.ray_num_cpus, inputs.ray_num_gpus, int(inputs.ray_memory_gb * 2**30))
+    output = str(ctx.resolve(inputs.output_location)) if inputs.output_location else None
+    return RayJobsProvider(jobs_root, address=inputs.ray_address, resources=resources, output_root=output)
+
+
+def _provider_errors() -> tuple[type[BaseException], ...]:
+    """Errors a provider raises for an unreachable or refusing cluster: the person's to fix, not a bug."""
+    from engine.providers.ray_jobs import RayJobsError
+
+    return (RayJobsError, ValueError)
+
+
 def _wait(provider: Any, handle: Any, inputs: Inputs, ctx: StageContext) -> None:
     start = time.time()
     while True:
@@ -188,6 +221,7 @@ def _wait(provider: Any, handle: Any, inputs: Inputs, ctx: StageContext) -> None
         frac = st.step / st.total_steps if st.total_steps else None
         ctx.progress(frac, f"job {handle.op_id}: {st.stage} step {st.step}/{st.total_steps}")
         if st.terminal:
+            provider.fetch(handle)  # local: nothing to copy; ray: logs + artifact home, checksums verified
             return
         if inputs.wait_timeout_seconds and time.time() - start > inputs.wait_timeout_seconds:
             return  # the job keeps running; the checks say so
@@ -234,7 +268,39 @@ def job_checks(
         checks.append(_alarm_check(alarm))
     checks.append(_checkpoints(job_dir, eff, total))
     checks.append(_resume(status_doc, records))
+    if (job_dir / "ray.json").exists():
+        checks.append(_ray_record(job_dir))
     return checks
+
+
+def _ray_record(job_dir: Path) -> Check:
+    """What the cluster was asked to run, as the Ray provider recorded it before its first POST."""
+    import json
+
+    try:
+        doc = json.loads((job_dir / "ray.json").read_text())
+    except (OSError, ValueError) as exc:
+        return Check(
+            id="dispatch.provider_record",
+            status="fail",
+            summary=f"jobs/{job_dir.name}/ray.json is unreadable ({exc})",
+            playbook=PB_IDENTITY,
+        )
+    keys = ("address", "ray_version", "submission_id", "entrypoint", "runtime_env", "resources")
+    keys += ("output_location", "outcome", "posts", "ray_status")
+    kept = {k: doc[k] for k in keys if k in doc and doc[k] is not None}
+    return Check(
+        id="dispatch.provider_record",
+        status="info",
+        summary=(
+            f"Ray {doc.get('ray_version', '?')} at {doc.get('address', '?')}: submission "
+            f"{doc.get('submission_id', '?')} ({doc.get('outcome', '?')}, {doc.get('posts', '?')} POST)"
+        ),
+        measured=kept,
+        replay="observation",
+        why="Provider call ids, the entrypoint and the runtime environment are what a reviewer needs to find the run.",
+        playbook="Distinguish control-plane records from provider work. Preserve provider call IDs and acknowledge uncertainty.",
+    )
 
 
 def _stall_of(status_doc: dict[str, Any], hb: dict[str, Any]) -> dict[str, Any]:
