@@ -263,7 +263,9 @@ class Session:
         rec = module.run(model, upstream, ctx)
         old = self.record(name)
         if old is not None:
-            rec.notes = [*old.notes, *rec.notes]  # the person's notes outlive a re-run
+            # The person's notes outlive a re-run; notes the stage itself writes are regenerated, not stacked.
+            fresh = {(n.tag, n.text) for n in rec.notes}
+            rec.notes = [*(n for n in old.notes if (n.tag, n.text) not in fresh), *rec.notes]
         rec.provenance.upstream = {k: v.provenance.digest for k, v in upstream.items()}
         rec.provenance.frozen = False
         rec.provenance.frozen_at = ""

@@ -101,6 +101,24 @@ def test_notes_survive_rerun_and_new_note_unfreezes(session: Session) -> None:
     assert rec.provenance.revision == 2
 
 
+def test_stage_written_notes_are_not_stacked_by_reruns(session: Session, monkeypatch) -> None:
+    from engine.evidence import Note
+    from engine.stages import claim
+
+    real = claim.run
+
+    def with_note(inputs, upstream, ctx):
+        rec = real(inputs, upstream, ctx)
+        rec.notes.append(Note(tag="limitation", text="stage-written limitation"))
+        return rec
+
+    monkeypatch.setattr(claim, "run", with_note)
+    session.run_stage("claim", CLAIM)
+    session.add_note("claim", "fact", "the person's own note")
+    rec = session.run_stage("claim", CLAIM)
+    assert sorted(n.text for n in rec.notes) == ["stage-written limitation", "the person's own note"]
+
+
 def test_claim_completeness_names_missing_fields(session: Session) -> None:
     rec = session.run_stage("claim", {"task_kind": "text_classification", "prediction_unit": "ticket"})
     check = rec.check("claim.completeness")

@@ -22,7 +22,7 @@ from tui.app import SessionScreen, make_app
 from tui.safe import clean, literal
 from tui.screens import ConfirmScreen, HelpScreen, LockedScreen, StartScreen
 from tui.stage_view import StageView
-from tui.widgets import BoundedTable, StageNavigator
+from tui.widgets import BoundedTable, StageNavigator, list_loader
 
 SIZE = (80, 24)
 CLASSES = "a,b,security"
@@ -280,21 +280,43 @@ async def test_large_table_shows_bounded_window(tmp_path: Path) -> None:
 
     class Host(App):
         def compose(self):
-            yield BoundedTable(["row_id", "subject", "body"], rows)
+            yield BoundedTable(list_loader(["row_id", "subject", "body"], rows))
 
     app = Host()
-    t0 = time.perf_counter()
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
-        assert time.perf_counter() - t0 < 5
-        text = screen_text(app)
-        assert "rows 1–200 of 100,000" in text
-        assert "␛[2Jbody" in text
+        await wait_for(pilot, lambda: "rows 1–200 of 100,000" in screen_text(app))
+        assert "␛[2Jbody" in screen_text(app)
         assert app.query_one(DataTable).row_count == 200
         app.query_one(DataTable).focus()
         await pilot.press("right_square_bracket")
-        await pilot.pause()
-        assert "rows 201–400 of 100,000" in screen_text(app)
+        await wait_for(pilot, lambda: "rows 201–400 of 100,000" in screen_text(app))
+
+
+async def test_source_data_tab_on_100k_rows_stays_responsive(tmp_path: Path) -> None:
+    lines = ["ticket_id,subject,queue"] + [f"{i},subject {i},billing" for i in range(100_000)]
+    lines[5] = '4,"[red]x[/red] \x1b]0;pwned\x07",billing'
+    (tmp_path / "big.csv").write_text("\n".join(lines) + "\n")
+    session = Session.create(tmp_path / "runs" / "s", workspace=tmp_path)
+    session.run_stage("claim", CLAIM)
+    session.freeze("claim")
+    app = make_app(session.path, workspace=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot)
+        await pilot.press("2")
+        await wait_for(pilot, lambda: app.screen.view("source") is not None and app.screen.view("source")._ready)
+        view = app.screen.view("source")
+        editor = view.query_one("#toml-editor")
+        editor.text = editor.text.replace("files = []", 'files = ["big.csv"]')
+        t0 = time.perf_counter()
+        await pilot.press("f6")
+        await wait_for(pilot, lambda: "of 100,000" in screen_text(app), timeout=20)
+        assert time.perf_counter() - t0 < 15
+        text = screen_text(app)
+        assert "rows 1–200 of 100,000" in text
+        assert "[red]x[/red] ␛]0;pwned\\x07" in text
+        # the screen answered keys while the rows loaded in a thread
+        await pilot.press("right_square_bracket")
+        await wait_for(pilot, lambda: "rows 201–400 of 100,000" in screen_text(app), timeout=20)
 
 
 async def test_help_theme_and_palette(tmp_path: Path) -> None:

@@ -26,10 +26,12 @@ def screen_text(app: Any) -> str:
 
 async def wait_for(pilot: Any, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
+    # A plain sleep lets the app's loop run; pilot.pause() would message every widget each time.
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time; screen:\n" + screen_text(pilot.app))
-        await pilot.pause(0.05)
+        await asyncio.sleep(0.05)
+    await pilot.pause()
 
 
 class ToyInputs(BaseModel):

@@ -71,18 +71,21 @@ def _drop_none(value: Any) -> Any:
 class SessionScreen(Screen):
     """Navigator on the left, the current stage's page on the right, keys in the footer."""
 
+    # Priority: these work even while an editor has focus (TextArea binds f6 to "select line").
     BINDINGS = [
-        Binding("ctrl+r", "run", "Run"),
-        Binding("ctrl+f", "freeze", "Freeze"),
-        Binding("ctrl+g", "cancel", "Cancel"),
-        Binding("ctrl+n", "note", "Note"),
-        Binding("ctrl+l", "stages", "Stages"),
-        Binding("f1", "app.help", "Help"),
-        Binding("f2", "tab('form')", "Form", show=False),
-        Binding("f3", "tab('checks')", "Checks", show=False),
-        Binding("f4", "tab('visual')", "Visual", show=False),
-        Binding("f5", "tab('notes')", "Notes", show=False),
-        Binding("ctrl+t", "app.next_theme", "Theme", show=False),
+        Binding("ctrl+r", "run", "Run", priority=True),
+        Binding("ctrl+f", "freeze", "Freeze", priority=True),
+        Binding("ctrl+g", "cancel", "Cancel", priority=True),
+        Binding("ctrl+n", "note", "Note", priority=True),
+        Binding("ctrl+l", "stages", "Stages", priority=True),
+        Binding("f1", "app.help", "Help", priority=True),
+        Binding("f2", "tab('form')", "Form", show=False, priority=True),
+        Binding("f3", "tab('checks')", "Checks", show=False, priority=True),
+        Binding("f4", "tab('visual')", "Visual", show=False, priority=True),
+        Binding("f5", "tab('notes')", "Notes", show=False, priority=True),
+        Binding("f6", "tab('data')", "Data", show=False, priority=True),
+        Binding("ctrl+t", "app.next_theme", "Theme", show=False, priority=True),
+        # Not priority: in the TOML editor ctrl+y stays "redo".
         Binding("ctrl+y", "copy_check", "Copy", show=False),
     ]
 

@@ -21,7 +21,7 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("ctrl+f", "freeze the stage (first shows what becomes stale)"),
     ("ctrl+n", "add a note: fact / suspected cause / remedy / limit"),
     ("ctrl+l", "stage list, then ↑ ↓ Enter — or 1 … 7 there"),
-    ("f2 … f5", "Form / Checks / Visual / Notes tab"),
+    ("f2 … f6", "Form / Checks / Visual / Notes / Data (source) tab"),
     ("tab", "next field or pane (shift+tab: previous)"),
     ("[  ]", "previous / next rows of a large table"),
     ("ctrl+t", "theme: dark, light, ANSI dark, ANSI light"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 import traceback
+from pathlib import Path
 from typing import Any
 
 from rich.text import Text
@@ -27,9 +28,9 @@ from engine.stages import StageSpec
 from tui.forms import CLAIM_FIELDS, ClaimForm, StageForm, TomlForm
 from tui.panels import DispatchPanel, VisualPanel
 from tui.safe import clean, literal
-from tui.widgets import CheckDetail, ChecksTable, NotesPanel
+from tui.widgets import BoundedTable, CheckDetail, ChecksTable, Loader, NotesPanel
 
-TABS = ("form", "checks", "visual", "notes")
+TABS = ("form", "checks", "visual", "notes", "data")
 
 
 class RunProgress(Message):
@@ -42,6 +43,25 @@ class RunEnded(Message):
     def __init__(self, stage: str, record: StageRecord | None, problem: str, cancelled: bool = False) -> None:
         self.stage, self.record, self.problem, self.cancelled = stage, record, problem, cancelled
         super().__init__()
+
+
+def data_loader(files: list[str], workspace: Path) -> Loader:
+    """Windows of the scanned data files (engine.data.scan_files), row count computed once."""
+    total: list[int] = []
+
+    def load(start: int, count: int) -> tuple[list[str], list[Any], int]:
+        import polars as pl
+
+        from engine.data import scan_files
+
+        paths = [p if Path(p).is_absolute() else workspace / p for p in map(Path, files)]
+        lf = scan_files(paths)
+        if not total:
+            total.append(int(lf.select(pl.len()).collect().item()))
+        df = lf.slice(start, count).collect()
+        return list(df.columns), df.rows(), total[0]
+
+    return load
 
 
 class StageView(Vertical):
@@ -80,6 +100,9 @@ class StageView(Vertical):
                     yield VisualPanel(self.spec.name, classes="visual")
             with TabPane("Notes", id="tab-notes"):
                 yield NotesPanel(classes="notes")
+            if self.spec.name == "source":
+                with TabPane("Data", id="tab-data"):
+                    yield BoundedTable(classes="data-rows")
         with Horizontal(classes="run-bar"):
             yield ProgressBar(total=100, show_eta=False, classes="run-progress")
             yield Label("", classes="run-text")
@@ -151,6 +174,8 @@ class StageView(Vertical):
         self.query_one(CheckDetail).show(event.check)
 
     def show_tab(self, tab: str, _tries: int = 0) -> None:
+        if tab == "data" and self.spec.name != "source":
+            return  # only the source page shows the data rows
         tabs = self.query(TabbedContent)
         if not tabs:  # not composed yet: on_mount applies it
             self._pending_tab = tab
@@ -166,10 +191,25 @@ class StageView(Vertical):
             "checks": "ChecksTable",
             "visual": ".visual",
             "notes": "#note-text",
+            "data": ".data-rows DataTable",
         }[tab]
         found = self.query(target)
         if found:
             found.first().focus()
+
+    @on(TabbedContent.TabActivated)
+    def _tab(self, event: TabbedContent.TabActivated) -> None:
+        if event.pane.id == "tab-data":
+            self._show_rows()
+
+    def _show_rows(self) -> None:
+        """The rows of the data files named in the form (else the record): a window, never all of them."""
+        inputs, _ = self.form_values()
+        if inputs is None:
+            record = self.session.record(self.spec.name)
+            inputs = record.inputs if record else {}
+        files = [str(f) for f in inputs.get("files", [])]
+        self.query_one(BoundedTable).set_loader(data_loader(files, self.session.workspace))
 
     # ------------------------------------------------------------ running
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -290,9 +290,20 @@ class NotesPanel(Vertical):
 
 # ---------------------------------------------------------------- bounded table (large previews)
 
+# A window loader: (start, count) -> (column names, rows of that window, total row count).
+Loader = Callable[[int, int], tuple[list[str], list[Sequence[Any]], int]]
+
+
+def list_loader(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Loader:
+    def load(start: int, count: int) -> tuple[list[str], list[Sequence[Any]], int]:
+        return [str(c) for c in columns], list(rows[start : start + count]), len(rows)
+
+    return load
+
 
 class BoundedTable(Vertical):
-    """A table over many rows that renders only a window of them and says how many exist."""
+    """Rows of a table of any size: only a window of them is fetched (in a thread) and drawn,
+    and the caption says how many rows exist."""
 
     BINDINGS = [
         Binding("right_square_bracket", "window(1)", "Next rows", show=False),
@@ -300,44 +311,72 @@ class BoundedTable(Vertical):
     ]
     WINDOW = 200
 
-    def __init__(self, columns: Sequence[str], rows: Sequence[Sequence[Any]], **kwargs: Any) -> None:
+    class Loaded(Message):
+        def __init__(self, columns: list[str], rows: list[Sequence[Any]], total: int, start: int, error: str) -> None:
+            self.columns, self.rows, self.total, self.start, self.error = columns, rows, total, start, error
+            super().__init__()
+
+    def __init__(self, loader: Loader | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._columns = [str(c) for c in columns]
-        self._rows = rows
+        self._loader = loader
         self._start = 0
+        self._total = 0
+        self._columns: list[str] = []
 
     def compose(self) -> ComposeResult:
         yield Label("", classes="bounded-caption")
         yield DataTable(cursor_type="row", classes="bounded-table")
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        for c in self._columns:
-            table.add_column(literal(c, limit=30))
-        self._fill()
+        if self._loader is not None:
+            self._fetch(0)
+        else:
+            self.query_one(".bounded-caption", Label).update("no rows to show")
 
-    def set_rows(self, rows: Sequence[Sequence[Any]]) -> None:
-        self._rows, self._start = rows, 0
-        self._fill()
+    def set_loader(self, loader: Loader) -> None:
+        self._loader, self._start, self._columns = loader, 0, []
+        self._fetch(0)
 
-    def _fill(self) -> None:
+    def _fetch(self, start: int) -> None:
+        self.query_one(".bounded-caption", Label).update(f"loading rows from {start + 1:,}…")
+        self._load(start)
+
+    @work(thread=True, exclusive=True, group="bounded-load")
+    def _load(self, start: int) -> None:
+        try:
+            columns, rows, total = self._loader(start, self.WINDOW)  # type: ignore[misc]
+        except Exception as exc:  # a file that cannot be read: say so in the caption
+            self.post_message(self.Loaded([], [], 0, start, f"{type(exc).__name__}: {exc}"))
+            return
+        self.post_message(self.Loaded(columns, rows, total, start, ""))
+
+    def on_bounded_table_loaded(self, event: Loaded) -> None:
+        event.stop()
+        caption = self.query_one(".bounded-caption", Label)
+        if event.error:
+            caption.update(literal("cannot show rows: " + event.error, limit=300))
+            return
         table = self.query_one(DataTable)
-        table.clear()
-        total = len(self._rows)
-        end = min(total, self._start + self.WINDOW)
-        for row in self._rows[self._start : end]:
+        if event.columns != self._columns:
+            table.clear(columns=True)
+            for c in event.columns:
+                table.add_column(literal(c, limit=30))
+            self._columns = list(event.columns)
+        else:
+            table.clear()
+        for row in event.rows:
             table.add_row(*(literal(v, limit=80) for v in row))
-        caption = f"rows {self._start + 1:,}–{end:,} of {total:,}" if total else "no rows"
-        if total > self.WINDOW:
-            caption += "  ([ / ] show other rows)"
-        self.query_one(".bounded-caption", Label).update(caption)
+        self._start, self._total = event.start, event.total
+        end = event.start + len(event.rows)
+        text = f"rows {event.start + 1:,}–{end:,} of {event.total:,}" if event.rows else f"no rows (of {event.total:,})"
+        if event.total > self.WINDOW:
+            text += "  ([ / ] other rows)"
+        caption.update(text)
 
     def action_window(self, direction: int) -> None:
-        total = len(self._rows)
         start = self._start + direction * self.WINDOW
-        if 0 <= start < max(total, 1):
-            self._start = start
-            self._fill()
+        if self._loader is not None and 0 <= start < max(self._total, 1):
+            self._fetch(start)
 
 
 # ---------------------------------------------------------------- bars (text-only charts)
