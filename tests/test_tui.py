@@ -14,8 +14,10 @@ import pytest
 from rich.console import Console
 from textual.widgets import DataTable
 
+import tui.app as tui_app
 from engine.evidence import Check
 from engine.session import Session
+from engine.stages import STAGE_NAMES
 from tests.claim_answers import CLAIM
 from tests.test_tui_support import patch_modules, screen_text, toy_module, wait_for
 from tui.app import SessionScreen, make_app
@@ -82,7 +84,8 @@ async def run_and_wait(pilot, stage: str) -> None:
     await pilot.pause()
 
 
-async def test_create_fill_freeze_reopen(tmp_path: Path) -> None:
+async def test_create_fill_freeze_reopen(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(tui_app, "_recipes", lambda: ([], None))  # every field typed from empty
     app = make_app(workspace=tmp_path, session_id="s-claim")
     async with app.run_test(size=SIZE) as pilot:
         assert isinstance(app.screen, StartScreen)
@@ -106,7 +109,9 @@ async def test_create_fill_freeze_reopen(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: nav_words(app)["claim"] == "frozen")
         # the source form was pre-filled with the data file chosen on the start screen
         await pilot.press("ctrl+l", "2")
-        await wait_for(pilot, lambda: app.screen.view("source") is not None and app.screen.view("source")._ready)
+        await wait_for(
+            pilot, lambda: app.screen.view("source") is not None and app.screen.view("source")._ready
+        )
         assert 'files = ["data.csv"]' in app.screen.view("source").query_one("#toml-editor").text
     assert not (tmp_path / "runs" / "s-claim" / ".lock").exists(), "lock released on exit"
 
@@ -303,7 +308,9 @@ async def test_source_data_tab_on_100k_rows_stays_responsive(tmp_path: Path) -> 
     async with app.run_test(size=SIZE) as pilot:
         await opened(pilot)
         await pilot.press("2")
-        await wait_for(pilot, lambda: app.screen.view("source") is not None and app.screen.view("source")._ready)
+        await wait_for(
+            pilot, lambda: app.screen.view("source") is not None and app.screen.view("source")._ready
+        )
         view = app.screen.view("source")
         editor = view.query_one("#toml-editor")
         editor.text = editor.text.replace("files = []", 'files = ["big.csv"]')
@@ -313,7 +320,7 @@ async def test_source_data_tab_on_100k_rows_stays_responsive(tmp_path: Path) -> 
         assert time.perf_counter() - t0 < 15
         text = screen_text(app)
         assert "rows 1–200 of 100,000" in text
-        assert "[red]x[/red] ␛]0;pwned\\x07" in text
+        assert "[red]x[/red] ␛]0;pwned" in text
         # the screen answered keys while the rows loaded in a thread
         await pilot.press("right_square_bracket")
         await wait_for(pilot, lambda: "rows 201–400 of 100,000" in screen_text(app), timeout=20)
@@ -428,6 +435,8 @@ async def test_reopened_session_shows_running_job(running_job: Session, tmp_path
     app = make_app(running_job.path, workspace=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await opened(pilot)
+        # the stage list says so before the dispatch page is even opened
+        await wait_for(pilot, lambda: nav_words(app)["dispatch"].startswith("running"))
         await pilot.press("6")
         await pilot.pause()
         await pilot.press("f4")
@@ -436,3 +445,39 @@ async def test_reopened_session_shows_running_job(running_job: Session, tmp_path
         assert "training" in text and "heartbeat" in text and "s ago" in text
         assert "0123456789abcdef-a1" in text
         await wait_for(pilot, lambda: nav_words(app)["dispatch"].startswith("running"))
+
+
+async def test_default_recipe_prefills_valid_forms(tmp_path: Path) -> None:
+    from engine.recipes import DEFAULT_RECIPE, list_recipes
+
+    if DEFAULT_RECIPE not in [name for name, _ in list_recipes()]:
+        pytest.skip("no default recipe in this checkout")
+    session = Session.create(tmp_path / "runs" / "r", workspace=tmp_path, recipe=DEFAULT_RECIPE)
+    app = make_app(session.path, workspace=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot)
+        for i, stage in enumerate(STAGE_NAMES, start=1):
+            await pilot.press("ctrl+l", str(i))
+            await wait_for(
+                pilot, lambda s=stage: app.screen.view(s) is not None and app.screen.view(s)._ready
+            )
+            problem = str(app.screen.view(stage).query_one(".form-problem").render())
+            assert "inputs valid" in problem, f"stage {stage}: {problem}"
+
+
+async def test_quitting_during_a_run_cancels_it(tmp_path: Path, monkeypatch) -> None:
+    patch_modules(monkeypatch, {"claim": toy_module("claim")})
+    session = Session.create(tmp_path / "runs" / "s", workspace=tmp_path)
+    app = make_app(session.path, workspace=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot)
+        await pilot.press("enter")
+        view: StageView = app.screen.view("claim")
+        editor = view.query_one("#toml-editor")
+        editor.text = editor.text.replace("delay_steps = 0", "delay_steps = 100000")
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: view.running and "step " in screen_text(app))
+        event = view.cancel_event
+        await pilot.press("ctrl+q")
+    assert event is not None and event.is_set(), "the stage thread was told to stop"
+    assert session.record("claim") is None

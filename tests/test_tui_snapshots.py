@@ -346,3 +346,26 @@ def test_artifact_visual(snap_compare, tmp_path: Path) -> None:
     )
     app = make_app(s.path, workspace=tmp_path)
     assert snap_compare(app, press=["7", "f4"], terminal_size=SIZE, run_before=ready)
+
+
+def test_source_data_rows(snap_compare, tmp_path: Path) -> None:
+    rows = ["ticket_id,subject,queue"] + [f"{i},subject {i},billing" for i in range(500)]
+    rows[3] = '2,"[b]markup[/b] \x1b[31mred",security'
+    (tmp_path / "tickets.csv").write_text("\n".join(rows) + "\n")
+    s = new_session(tmp_path)
+    put(
+        s,
+        "source",
+        [Check(id="source.class_coverage", status="pass", summary="ok")],
+        {"files": ["tickets.csv"]},
+    )
+
+    async def rows_shown(pilot) -> None:
+        from tests.test_tui_support import screen_text, wait_for
+
+        await ready(pilot)
+        await pilot.press("2", "f6")
+        await wait_for(pilot, lambda: "of 500" in screen_text(pilot.app))
+
+    app = make_app(s.path, workspace=tmp_path)
+    assert snap_compare(app, terminal_size=SIZE, run_before=rows_shown)

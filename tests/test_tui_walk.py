@@ -43,7 +43,9 @@ def walk_recipe(model_dir: Path, runs: Path) -> dict:
         },
         "source": {
             "label_column": "queue",
-            "filters": [{"reason": "walk test: one ticket in eight, to stay fast", "where": "ticket_id % 8 = 0"}],
+            "filters": [
+                {"reason": "walk test: one ticket in eight, to stay fast", "where": "ticket_id % 8 = 0"}
+            ],
             "input_columns": ["subject", "body", "channel", "ref_code"],
             "text_columns": ["subject", "body"],
             "id_column": "ticket_id",
@@ -105,7 +107,9 @@ async def test_walk_all_seven_stages_with_keys(tmp_path: Path, monkeypatch) -> N
 
     torch.set_num_threads(1)
     recipe = walk_recipe(make_tiny_encoder(tmp_path / "enc"), tmp_path / "runs")
-    monkeypatch.setattr(tui_app, "_recipes", lambda: ([("walk", "sample data, tiny encoder")], lambda _: recipe))
+    monkeypatch.setattr(
+        tui_app, "_recipes", lambda: ([("walk", "sample data, tiny encoder")], lambda _: recipe)
+    )
     app = make_app(workspace=ROOT, new_session_root=tmp_path / "runs", session_id="walk", recipe="walk")
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press(*"sample_data/tickets.csv", "enter")  # start screen: data file, Enter creates
@@ -118,7 +122,9 @@ async def test_walk_all_seven_stages_with_keys(tmp_path: Path, monkeypatch) -> N
                 # The job runs detached; its page shows it live. When it ends, run again to record the end.
                 await pilot.press("f4")
                 panel = app.screen.view("dispatch").query_one(DispatchPanel)
-                await wait_for(pilot, lambda: bool(panel.jobs) and panel.jobs[-1]["stage"] == "done", timeout=240)
+                await wait_for(
+                    pilot, lambda p=panel: bool(p.jobs) and p.jobs[-1]["stage"] == "done", timeout=240
+                )
                 assert "· done" in screen_text(app)
                 await run_checks(pilot, name, timeout=60)
                 assert app.session.record("dispatch").check("dispatch.progress").measured["stage"] == "done"

@@ -189,14 +189,12 @@ class SessionScreen(Screen):
         panels = self.query("DispatchPanel")
         if panels:
             return any(j.get("running") for j in panels.first().jobs)  # type: ignore[attr-defined]
-        from engine.training.job import read_status
+        from tui.panels import poll_jobs
 
-        jobs = self.session.path / "jobs"
-        return jobs.is_dir() and any(
-            read_status(d).get("stage") in ("loading", "initial-eval", "training", "final-eval")
-            for d in jobs.iterdir()
-            if d.is_dir()
-        )
+        try:  # liveness as the provider judges it (pid + heartbeat), not the job's last word alone
+            return any(j.get("running") for j in poll_jobs(self.session.path / "jobs"))
+        except Exception:  # unreadable job files: the dispatch page says why
+            return False
 
     # ------------------------------------------------------------ actions
 
@@ -368,7 +366,19 @@ class ClaimcheckApp(App):
             self.show_start()
 
     def on_unmount(self) -> None:
+        self.cancel_running()
         self.release()
+
+    async def action_quit(self) -> None:
+        # A stage thread still computing would keep the process alive after the screen closed:
+        # ask it to stop at its next checkpoint (a training job is a separate process and goes on).
+        self.cancel_running()
+        await super().action_quit()
+
+    def cancel_running(self) -> None:
+        for screen in self.screen_stack:
+            for view in screen.query(StageView):
+                view.cancel_run()
 
     def release(self) -> None:
         if self.session is not None:

@@ -24,8 +24,13 @@ DESCRIPTION = (
 )
 
 
+_last_progress = [""]
+
+
 def _progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    if message != _last_progress[0]:  # a polling job repeats itself; say each state once
+        _last_progress[0] = message
+        print(message, file=sys.stderr, flush=True)
 
 
 def _main_parser() -> argparse.ArgumentParser:

@@ -536,8 +536,13 @@ class DispatchPanel(VerticalScroll):
         self.post_message(self.Polled(jobs, time.time()))
 
     def on_dispatch_panel_polled(self, event: Polled) -> None:
+        was = any(j.get("running") for j in self.jobs)
         self.jobs = event.jobs
         self._draw()
+        if was != any(j.get("running") for j in self.jobs):
+            refresh = getattr(self.screen, "refresh_states", None)  # the navigator's "running" word
+            if refresh is not None:
+                refresh()
 
     def _draw(self) -> None:
         head = self.query_one("#job-head", Static)

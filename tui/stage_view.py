@@ -58,7 +58,8 @@ def data_loader(files: list[str], workspace: Path) -> Loader:
         lf = scan_files(paths)
         if not total:
             total.append(int(lf.select(pl.len()).collect().item()))
-        df = lf.slice(start, count).collect()
+        # row_id then the file's own columns; where each row came from is in row_id already.
+        df = lf.slice(start, count).drop("source_file", "source_line", strict=False).collect()
         return list(df.columns), df.rows(), total[0]
 
     return load
@@ -232,7 +233,9 @@ class StageView(Vertical):
         if not self.running or self.cancel_event is None:
             return False
         self.cancel_event.set()
-        self.query_one(".run-text", Label).update("cancelling… (the stage stops at its next checkpoint)")
+        labels = self.query(".run-text")  # gone already when the app is closing
+        if labels:
+            labels.first(Label).update("cancelling… (the stage stops at its next checkpoint)")
         return True
 
     @work(thread=True, exclusive=True, group="stage-run")

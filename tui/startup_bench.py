@@ -32,7 +32,9 @@ BARE_APP = (
     "        yield Footer()\n"
     "Bare().run()\n"
 )
-_ANSI = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>78]")
+_ANSI = re.compile(
+    rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>78]"
+)
 
 
 def time_to_screen(cmd: list[str], marker: bytes, cwd: Path, timeout: float = 60.0) -> float:
@@ -40,7 +42,13 @@ def time_to_screen(cmd: list[str], marker: bytes, cwd: Path, timeout: float = 60
     import fcntl
     import termios
 
-    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "80", "LINES": "24", "TEXTUAL_ANIMATIONS": "none"}
+    env = {
+        **os.environ,
+        "TERM": "xterm-256color",
+        "COLUMNS": "80",
+        "LINES": "24",
+        "TEXTUAL_ANIMATIONS": "none",
+    }
     t0 = time.perf_counter()
     pid, fd = pty.fork()
     if pid == 0:  # child: become the command
@@ -107,8 +115,10 @@ def main() -> None:
     bare = statistics.median(results["bare Textual app"])
     for name, times in results.items():
         med = statistics.median(times)
-        print(f"{name:<28} median {med * 1000:7.0f} ms  (min {min(times) * 1000:.0f}, {repeats} runs)  "
-              f"{med / bare:.2f}x bare")
+        print(
+            f"{name:<28} median {med * 1000:7.0f} ms  (min {min(times) * 1000:.0f}, {repeats} runs)  "
+            f"{med / bare:.2f}x bare"
+        )
 
 
 if __name__ == "__main__":

@@ -48,8 +48,8 @@ def state_words(
         fails = sum(c.status == "fail" for c in record.checks)
         if fails:
             word += f" · {fails} fail"
-    if running:
-        word = "running · " + word
+    if running:  # the list is 16 columns wide: running replaces the record's own state word
+        word = "running" + word[word.index(" · ") :] if " · " in word else "running"
     return word
 
 
@@ -312,7 +312,9 @@ class BoundedTable(Vertical):
     WINDOW = 200
 
     class Loaded(Message):
-        def __init__(self, columns: list[str], rows: list[Sequence[Any]], total: int, start: int, error: str) -> None:
+        def __init__(
+            self, columns: list[str], rows: list[Sequence[Any]], total: int, start: int, error: str
+        ) -> None:
             self.columns, self.rows, self.total, self.start, self.error = columns, rows, total, start, error
             super().__init__()
 
@@ -368,7 +370,11 @@ class BoundedTable(Vertical):
             table.add_row(*(literal(v, limit=80) for v in row))
         self._start, self._total = event.start, event.total
         end = event.start + len(event.rows)
-        text = f"rows {event.start + 1:,}–{end:,} of {event.total:,}" if event.rows else f"no rows (of {event.total:,})"
+        text = (
+            f"rows {event.start + 1:,}–{end:,} of {event.total:,}"
+            if event.rows
+            else f"no rows (of {event.total:,})"
+        )
         if event.total > self.WINDOW:
             text += "  ([ / ] other rows)"
         caption.update(text)

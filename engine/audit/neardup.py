@@ -1,4 +1,4 @@
-"""Near-duplicate text inputs: MinHash-LSH over word shingles, every candidate verified by exact Jaccard.
+"""Near-duplicate text inputs: exact all-pairs Jaccard over word shingles by prefix filtering.
 
 Definitions (docs/checks.md#source-near-duplicates):
 - a row's text = its text columns, each normalised (lowercase, strip, whitespace runs → one space),
@@ -7,11 +7,19 @@ Definitions (docs/checks.md#source-near-duplicates):
 - rows with the same normalised text columns are one *text* (exact duplicates are another check);
   a near-duplicate pair is two rows of different texts whose shingle sets have Jaccard >= t (0.8).
 
-Implementation: vectorised numpy. Shingles are hashed to 64 bits (Polars' seeded hash of each word,
-combined in order with splitmix64) — exact Jaccard is computed on these 64-bit shingle hashes, where a
-collision needs ~2^32 shingles. 128 MinHash values per text by multiply-shift hashing; 32 LSH bands of
-4 rows give P(candidate) = 1 - (1 - J^4)^32, i.e. >= 0.99999995 at J = 0.8 (anchor: datasketch uses
-128 permutations and picks bands/rows by minimising false negatives + positives at its threshold).
+Shingles are hashed to 64 bits (Polars' seeded hash of each word, combined in order with splitmix64);
+Jaccard is computed exactly on these 64-bit shingle hashes (a collision needs ~2^32 shingles).
+
+Search — exact, no false negatives and no false positives: prefix filtering (Chaudhuri et al. 2006,
+Bayardo et al. 2007). Put all shingles in one global order; if J(x, y) >= t then x and y share one of
+the first |x| - ceil(t|x|) + 1 shingles of x and of y. Any fixed total order keeps this exact; ordering
+rarest-first (by a hashed count table, which can only over-count) makes prefixes hold the rare
+shingles, so templated text yields few candidates — unlike MinHash-LSH, which is probabilistic and
+floods such text with false candidates. Candidates sharing a prefix shingle that pass the length
+filter t·max(|x|,|y|) <= min(|x|,|y|) are verified by exact Jaccard.
+
+Memory is bounded by a chunk of texts, not by the data: pass 1 fills the count table, pass 2 keeps only
+each text's prefix (a few shingles), verification re-hashes just the texts that appear in candidates.
 """
 
 from __future__ import annotations
@@ -23,10 +31,16 @@ import polars as pl
 
 from engine.splits import splitmix64
 
-NUM_PERM = 128
-BANDS = 32
-ROWS_PER_BAND = 4
+METHOD = "prefix filtering (exact)"
 _SEED = 20240917
+_H0 = np.uint64(0x243F6A8885A308D3)
+CHUNK_TEXTS = 100_000  # texts hashed at a time
+COUNT_BITS = 23  # 8M-bucket frequency table (32 MB)
+PAIR_BLOCK = 4_000_000  # candidate pairs generated at a time
+VERIFY_SHINGLES = 4_000_000  # shingles re-hashed per verification block
+SKETCH_BUCKETS = 64  # per-text shingle counts by hash bucket, for an exact overlap upper bound
+SIG_BLOCK = 16_000_000  # prefix-pair signatures matched at a time
+LONG_PREFIX = 32  # texts with longer extended prefixes are matched by single shared shingles
 
 
 def _unique(x: np.ndarray) -> np.ndarray:
@@ -54,6 +68,15 @@ def _unique_inverse(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s[new], inv
 
 
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Concatenated aranges [s, s + c) for each (s, c), without a Python loop."""
+    total = int(counts.sum())
+    if total == 0:
+        return np.empty(0, dtype=np.int64)
+    ends = np.cumsum(counts)
+    return np.repeat(starts - ends + counts, counts) + np.arange(total, dtype=np.int64)
+
+
 def norm_text_expr(col: str) -> pl.Expr:
     """lower_strip_ws: lowercase, strip, collapse whitespace runs (null stays null)."""
     return pl.col(col).cast(pl.String).str.to_lowercase().str.strip_chars().str.replace_all(r"\s+", " ")
@@ -69,108 +92,264 @@ class NearDupResult:
     shingles: int
 
     def recall_at(self, threshold: float) -> float:
-        """Probability a pair with Jaccard = threshold becomes a candidate under the banding used."""
-        return 1.0 - (1.0 - threshold**ROWS_PER_BAND) ** BANDS
+        """Probability a pair with Jaccard = threshold is found: 1, the search is exact."""
+        return 1.0
 
 
-def _texts(df: pl.DataFrame, text_columns: list[str], row_id: str) -> tuple[pl.DataFrame, list[np.ndarray]]:
-    """Unique normalised texts (joined string) and, per text, the row ids holding it."""
-    norm = df.select(
-        pl.col(row_id), *[norm_text_expr(c).alias(f"__n{i}") for i, c in enumerate(text_columns)]
-    )
+def _texts(df: pl.DataFrame, text_columns: list[str], row_id: str) -> tuple[pl.Series, np.ndarray, np.ndarray]:
+    """Distinct normalised texts (joined string), and per row its row id and text index."""
     keys = [f"__n{i}" for i in range(len(text_columns))]
-    grouped = norm.group_by(keys, maintain_order=True).agg(pl.col(row_id))
+    norm = df.select(pl.col(row_id), *[norm_text_expr(c).alias(k) for c, k in zip(text_columns, keys, strict=True)])
+    grouped = norm.group_by(keys, maintain_order=True).agg(pl.col(row_id).alias("rows"))
+    del norm
     joined = (
         pl.concat_str([pl.col(k) for k in keys], separator=" ", ignore_nulls=True)
         .fill_null("")
         .str.strip_chars()
         .str.replace_all(r"\s+", " ")
     )
-    texts = grouped.select(joined.alias("text"), pl.col(row_id).alias("rows"))
-    rows = [np.asarray(r, dtype=np.int64) for r in texts.get_column("rows").to_list()]
-    return texts.select("text"), rows
+    texts = grouped.select(joined.alias("text")).to_series()
+    members = grouped.select(pl.col("rows").list.len().alias("n"), pl.col("rows"))
+    del grouped
+    counts = members.get_column("n").to_numpy().astype(np.int64)
+    rows = members.select(pl.col("rows").explode()).to_series().to_numpy().astype(np.int64)
+    text_of = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
+    return texts, rows, text_of
 
 
-def _shingle_hashes(texts: pl.Series, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per text, the sorted unique 64-bit shingle hashes and their dense ids, as CSR (values, ids, offsets)."""
-    words = pl.DataFrame({"w": texts.str.split(" ")}).with_row_index("d")
+_M1, _M2, _GOLDEN = (
+    np.uint64(0xBF58476D1CE4E5B9),
+    np.uint64(0x94D049BB133111EB),
+    np.uint64(0x9E3779B97F4A7C15),
+)
+
+
+def _mix(z: np.ndarray, tmp: np.ndarray) -> np.ndarray:
+    """engine.splits.splitmix64 in place (same values, no temporaries)."""
+    with np.errstate(over="ignore"):
+        z += _GOLDEN
+        np.right_shift(z, np.uint64(30), out=tmp)
+        z ^= tmp
+        z *= _M1
+        np.right_shift(z, np.uint64(27), out=tmp)
+        z ^= tmp
+        z *= _M2
+        np.right_shift(z, np.uint64(31), out=tmp)
+        z ^= tmp
+    return z
+
+
+def _doc_shingles(texts: pl.Series, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every shingle's 64-bit hash and its text's index in `texts` (duplicates within a text kept)."""
+    words = pl.DataFrame({"w": texts.str.split(" ")})
     lens = words.select(pl.col("w").list.len()).to_series().to_numpy().astype(np.int64)
     flat = words.select(pl.col("w").explode().hash(_SEED)).to_series().to_numpy()
-    n_docs = lens.size
-    offsets = np.zeros(n_docs + 1, dtype=np.int64)
+    del words
+    offsets = np.zeros(lens.size + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
-    n_sh = np.maximum(lens - k + 1, 1)
-    doc_of = np.repeat(np.arange(n_docs), n_sh)
-    first = np.repeat(offsets[:-1] - np.concatenate([[0], np.cumsum(n_sh)[:-1]]), n_sh)
-    starts = first + np.arange(doc_of.size)
-    width = np.minimum(lens, k)[doc_of]
-    h = np.full(starts.size, np.uint64(0x243F6A8885A308D3), dtype=np.uint64)
-    for j in range(k):
-        m = j < width
-        if m.all():
-            h = splitmix64(h ^ flat[starts + j])
-        else:
-            h[m] = splitmix64(h[m] ^ flat[starts[m] + j])
-    # Dense shingle ids in hash order; one int64 sort gives each text's sorted unique set.
-    uniq_vals, inv = _unique_inverse(h)
-    key = _unique(doc_of * np.int64(uniq_vals.size) + inv)
-    d, ids = np.divmod(key, np.int64(uniq_vals.size))
-    counts = np.bincount(d, minlength=n_docs)
-    offs = np.zeros(n_docs + 1, dtype=np.int64)
-    np.cumsum(counts, out=offs[1:])
-    return uniq_vals[ids], ids, offs
+    hs, ds = [], []
+    long = lens >= k
+    if long.any():
+        # Shingle hashes at every word position from k shifted views of the word hashes (no gathers);
+        # only positions whose k words lie inside one text are kept.
+        m = flat.size - k + 1
+        h = np.full(m, _H0, dtype=np.uint64)
+        tmp = np.empty_like(h)
+        for j in range(k):
+            h ^= flat[j : j + m]
+            _mix(h, tmp)
+        del tmp
+        docs = np.flatnonzero(long)
+        n_sh = lens[docs] - k + 1
+        hs.append(h[_ranges(offsets[docs], n_sh)])
+        ds.append(np.repeat(docs, n_sh))
+        del h
+    if not long.all():
+        # A text shorter than k words is one shingle: all its words.
+        docs = np.flatnonzero(~long)
+        width, start = lens[docs], offsets[docs]
+        h = np.full(docs.size, _H0, dtype=np.uint64)
+        for j in range(k):
+            sel = j < width
+            if not sel.any():
+                break
+            h[sel] = splitmix64(h[sel] ^ flat[start[sel] + j])
+        hs.append(h)
+        ds.append(docs)
+    return np.concatenate(hs), np.concatenate(ds)
 
 
-def _minhash(values: np.ndarray, offsets: np.ndarray, num_perm: int) -> np.ndarray:
-    """(n_docs, num_perm) uint32 MinHash signatures by multiply-shift hashing of 64-bit shingle hashes."""
-    rng = np.random.default_rng(_SEED)
-    a = rng.integers(1, 2**63, size=num_perm, dtype=np.uint64) | np.uint64(1)
-    b = rng.integers(0, 2**63, size=num_perm, dtype=np.uint64)
-    starts = offsets[:-1]
-    sig = np.empty((starts.size, num_perm), dtype=np.uint32)
-    x32 = (values ^ (values >> np.uint64(32))).astype(np.uint32).astype(np.uint64)
-    tmp = np.empty(values.size, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for p in range(num_perm):
-            np.multiply(x32, a[p], out=tmp)
-            tmp += b[p]
-            tmp >>= np.uint64(32)
-            sig[:, p] = np.minimum.reduceat(tmp, starts).astype(np.uint32)
-    return sig
+def _dedupe(h: np.ndarray, d: np.ndarray, rank: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Sort shingles by (text, rank, hash) and drop repeats of a shingle within a text."""
+    cols = {"d": d.astype(np.uint32), "h": h} if rank is None else {"d": d.astype(np.uint32), "r": rank, "h": h}
+    f = pl.DataFrame(cols).sort(list(cols))
+    h, d = f.get_column("h").to_numpy(), f.get_column("d").to_numpy().astype(np.int64)
+    del f
+    keep = np.ones(h.size, dtype=bool)
+    if h.size > 1:
+        keep[1:] = (h[1:] != h[:-1]) | (d[1:] != d[:-1])
+    return h[keep], d[keep]
 
 
-def _pairs_in_runs(sorted_idx: np.ndarray, keys_sorted: np.ndarray) -> np.ndarray:
-    """All (i, j) pairs of items sharing a key, given items sorted by key; as uint64 codes lo*2^32+hi."""
-    n = keys_sorted.size
+def _prefixes(
+    texts: pl.Series, k: int, threshold: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each text's extended prefix (first |x| - ceil(t|x|) + 2 shingles, rarest first) and set sizes.
+
+    Returns the prefix shingles in text-major order (CSR: hashes, offsets per text), every set size,
+    and each text's bucket sketch (its shingles counted in SKETCH_BUCKETS hash buckets, saturating).
+    """
+    n = texts.len()
+    mask = np.uint64((1 << COUNT_BITS) - 1)
+    counts = np.zeros(1 << COUNT_BITS, dtype=np.uint32)
+    for lo in range(0, n, CHUNK_TEXTS):
+        h, _ = _doc_shingles(texts.slice(lo, CHUNK_TEXTS), k)
+        counts += np.bincount((h & mask).astype(np.int64), minlength=counts.size).astype(np.uint32)
+    sizes = np.zeros(n, dtype=np.int64)
+    plen = np.zeros(n, dtype=np.int64)
+    sketch = np.zeros((n, SKETCH_BUCKETS), dtype=np.uint8)
+    shift = np.uint64(64 - SKETCH_BUCKETS.bit_length() + 1)
+    toks = []
+    for lo in range(0, n, CHUNK_TEXTS):
+        h, d = _doc_shingles(texts.slice(lo, CHUNK_TEXTS), k)
+        # Global order: (approximate count, hash) — the same total order in every text.
+        h, d = _dedupe(h, d, counts[(h & mask).astype(np.int64)])
+        size = np.bincount(d, minlength=min(CHUNK_TEXTS, n - lo))
+        first = np.zeros(size.size, dtype=np.int64)
+        np.cumsum(size[:-1], out=first[1:])
+        pos = np.arange(d.size, dtype=np.int64) - first[d]
+        ext = np.minimum(size, size - np.ceil(threshold * size - 1e-9).astype(np.int64) + 2)
+        toks.append(h[pos < ext[d]])
+        sizes[lo : lo + size.size] = size
+        plen[lo : lo + size.size] = ext
+        cell = d * SKETCH_BUCKETS + (h >> shift).astype(np.int64)
+        per = np.bincount(cell, minlength=size.size * SKETCH_BUCKETS).reshape(size.size, SKETCH_BUCKETS)
+        sketch[lo : lo + size.size] = np.minimum(per, 255)
+    offs = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(plen, out=offs[1:])
+    return np.concatenate(toks), offs, sizes, sketch
+
+
+def _sketch_ok(codes: np.ndarray, sizes: np.ndarray, sketch: np.ndarray, threshold: float) -> np.ndarray:
+    """Exact upper bound on the Jaccard from the bucket sketches: common shingles share a bucket, so
+    |x & y| <= sum over buckets of min(count_x, count_y). False for pairs that cannot reach t."""
+    keep = np.ones(codes.size, dtype=bool)
+    for lo in range(0, codes.size, 500_000):
+        c = codes[lo : lo + 500_000]
+        a = (c >> np.uint64(32)).astype(np.int64)
+        b = (c & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        m = np.minimum(sketch[a], sketch[b])
+        # A saturated bucket (255 on both sides) bounds nothing: count it as unlimited.
+        ub = m.sum(axis=1, dtype=np.int64) + (m == 255).any(axis=1) * (1 << 40)
+        sa, sb = sizes[a], sizes[b]
+        inter = np.minimum(ub, np.minimum(sa, sb))
+        keep[lo : lo + c.size] = inter >= threshold * (sa + sb - inter) - 1e-9
+    return keep
+
+
+def _length_ok(a: np.ndarray, b: np.ndarray, sizes: np.ndarray, threshold: float) -> np.ndarray:
+    sa, sb = sizes[a], sizes[b]
+    return np.minimum(sa, sb) >= threshold * np.maximum(sa, sb) - 1e-9
+
+
+def _codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a, b = a.astype(np.uint64), b.astype(np.uint64)
+    return (np.minimum(a, b) << np.uint64(32)) | np.maximum(a, b)
+
+
+def _run_pairs(key: np.ndarray, doc: np.ndarray, sizes: np.ndarray, threshold: float) -> list[np.ndarray]:
+    """Text pairs sharing a key (length-filtered codes), generated block by block to bound memory."""
+    order = np.argsort(key)
+    key, doc = key[order], doc[order]
+    del order
+    n = key.size
     if n < 2:
-        return np.empty(0, dtype=np.uint64)
-    boundary = np.flatnonzero(np.diff(keys_sorted) != 0) + 1
-    run_start = np.concatenate([[0], boundary])
-    run_len = np.diff(np.concatenate([run_start, [n]]))
-    multi = run_len > 1
-    if not multi.any():
-        return np.empty(0, dtype=np.uint64)
-    rs, rl = run_start[multi], run_len[multi]
-    pos = np.repeat(rs, rl) + (np.arange(rl.sum()) - np.repeat(np.cumsum(rl) - rl, rl))
-    run_end = np.repeat(rs + rl, rl)
-    later = run_end - pos - 1
-    left = np.repeat(pos, later)
-    right = left + 1 + (np.arange(later.sum()) - np.repeat(np.cumsum(later) - later, later))
-    a, b = sorted_idx[left].astype(np.uint64), sorted_idx[right].astype(np.uint64)
-    lo, hi = np.minimum(a, b), np.maximum(a, b)
-    return (lo << np.uint64(32)) | hi
+        return []
+    new_run = np.ones(n, dtype=bool)
+    new_run[1:] = key[1:] != key[:-1]
+    run_end = np.append(np.flatnonzero(new_run)[1:], n)[np.cumsum(new_run) - 1]
+    later = run_end - np.arange(n) - 1  # partners after each entry in its run
+    cum = np.cumsum(later)
+    out = []
+    start = int(np.searchsorted(cum, 0, side="right"))
+    while start < n:
+        base = cum[start - 1] if start else 0
+        stop = max(start + 1, int(np.searchsorted(cum, base + PAIR_BLOCK, side="right")))
+        lat = later[start:stop]
+        left = np.repeat(np.arange(start, stop, dtype=np.int64), lat)
+        right = left + 1 + _ranges(np.zeros(lat.size, dtype=np.int64), lat)
+        a, b = doc[left], doc[right]
+        ok = (a != b) & _length_ok(a, b, sizes, threshold)
+        out.append(_unique(_codes(a[ok], b[ok])))
+        start = stop
+    return out
 
 
-def _candidates(sig: np.ndarray) -> np.ndarray:
-    codes = []
-    for band in range(BANDS):
-        block = sig[:, band * ROWS_PER_BAND : (band + 1) * ROWS_PER_BAND].astype(np.uint64)
-        key = np.full(sig.shape[0], np.uint64(band), dtype=np.uint64)
-        for j in range(ROWS_PER_BAND):
-            key = splitmix64(key ^ block[:, j])
-        order = np.argsort(key, kind="stable")
-        codes.append(_pairs_in_runs(order, key[order]))
-    return _unique(np.concatenate(codes)) if codes else np.empty(0, dtype=np.uint64)
+def _pair_signatures(
+    tok: np.ndarray, offs: np.ndarray, doc: np.ndarray, sel: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """One hash per ordered pair (i < j) of prefix shingles of each selected text, and its text."""
+    plen = offs[sel + 1] - offs[sel]
+    # Entry e pairs with e+1 .. the end of its text's prefix.
+    entry = _ranges(offs[sel], plen)
+    later = np.repeat(offs[sel] + plen, plen) - entry - 1
+    left = np.repeat(entry, later)
+    right = left + 1 + _ranges(np.zeros(later.size, dtype=np.int64), later)
+    del entry, later
+    # Shingle hashes are already well mixed; a collision only adds a candidate, which verification drops.
+    with np.errstate(over="ignore"):
+        sig = tok[right] * _M1
+    sig ^= tok[left]
+    return sig, doc[left]
+
+
+def _candidates(tok: np.ndarray, offs: np.ndarray, sizes: np.ndarray, threshold: float) -> np.ndarray:
+    """Text pairs that may reach the threshold, as codes lo*2^32+hi (a superset of the true pairs).
+
+    Extended-prefix rule: if J(x, y) >= t, x and y share at least min(2, alpha) shingles among their
+    first |.| - ceil(t|.|) + 2, where alpha = ceil(t(|x|+|y|)/(1+t)) is the least overlap (the second
+    common shingle lies within both extended prefixes). So texts must share an ordered pair of prefix
+    shingles — keyed by one hash per pair, which is far more selective on templated text than one
+    shared shingle. Texts with long prefixes (>= LONG_PREFIX shingles) are matched by single shared
+    shingles instead, and so are tiny sets, where alpha can be 1.
+    """
+    n = sizes.size
+    plen = np.diff(offs)
+    doc = np.repeat(np.arange(n, dtype=np.int64), plen)
+    out: list[np.ndarray] = []
+    tiny = sizes <= (1 + threshold) / threshold - 1 + 1e-9
+    big = plen > LONG_PREFIX
+    # 1. single shared shingle for pairs with a long-prefix or a tiny text (never both tiny and long).
+    single = tiny[doc] | big[doc]
+    if single.any():
+        # Every entry whose shingle is also in a tiny/long text's prefix takes part.
+        keys_single = _unique(tok[single])
+        part = np.isin(tok, keys_single, assume_unique=False)
+        pairs = _run_pairs(tok[part], doc[part], sizes, threshold)
+        # Keep only pairs where a side needs the single-shingle rule.
+        for c in pairs:
+            a = (c >> np.uint64(32)).astype(np.int64)
+            b = (c & np.uint64(0xFFFFFFFF)).astype(np.int64)
+            out.append(c[(tiny[a] & tiny[b]) | big[a] | big[b]])
+    # 2. ordered pairs of prefix shingles, for texts with 2..LONG_PREFIX prefix shingles.
+    sel = np.flatnonzero(~big & ~tiny & (plen >= 2))
+    if sel.size:
+        # Signatures are generated per block of texts and matched in passes over disjoint hash ranges,
+        # so at most ~SIG_BLOCK of them are held at once.
+        n_sig = plen[sel] * (plen[sel] - 1) // 2
+        passes = max(1, -(-int(n_sig.sum()) // SIG_BLOCK))
+        blocks = np.searchsorted(np.cumsum(n_sig), np.arange(1, passes + 1) * SIG_BLOCK, side="left")
+        bounds = np.unique(np.concatenate([[0], np.minimum(blocks + 1, sel.size)]))
+        for r in range(passes):
+            sigs, owners = [], []
+            for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+                sig, owner = _pair_signatures(tok, offs, doc, sel[lo:hi])
+                keep = (sig % np.uint64(passes)) == np.uint64(r) if passes > 1 else slice(None)
+                sigs.append(sig[keep])
+                owners.append(owner[keep])
+                del sig, owner
+            out.extend(_run_pairs(np.concatenate(sigs), np.concatenate(owners), sizes, threshold))
+    return _unique(np.concatenate(out)) if out else np.empty(0, dtype=np.uint64)
 
 
 def _jaccard(
@@ -187,8 +366,8 @@ def _jaccard(
         stop = start + max(1, int(np.searchsorted(work, chunk, side="right")))
         pa, pb = a[start:stop], b[start:stop]
         la, lb = sizes[pa], sizes[pb]
-        idx_a = np.repeat(offsets[pa], la) + (np.arange(la.sum()) - np.repeat(np.cumsum(la) - la, la))
-        idx_b = np.repeat(offsets[pb], lb) + (np.arange(lb.sum()) - np.repeat(np.cumsum(lb) - lb, lb))
+        idx_a = _ranges(offsets[pa], la)
+        idx_b = _ranges(offsets[pb], lb)
         # pair * span + id is globally sorted on the b side, so membership is one searchsorted.
         key_a = np.repeat(np.arange(pa.size, dtype=np.int64), la) * span + ids[idx_a]
         key_b = np.repeat(np.arange(pb.size, dtype=np.int64), lb) * span + ids[idx_b]
@@ -198,6 +377,30 @@ def _jaccard(
         out[start:stop] = inter / (la + lb - inter)
         start = stop
     return out
+
+
+def _verify(
+    texts: pl.Series, codes: np.ndarray, sizes: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exact Jaccard of candidate text pairs, re-hashing only the texts involved, block by block."""
+    a = (codes >> np.uint64(32)).astype(np.int64)
+    b = (codes & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    jac = np.zeros(a.size, dtype=np.float64)
+    work = np.cumsum(sizes[a] + sizes[b])
+    start = 0
+    while start < a.size:
+        base = work[start - 1] if start else 0
+        stop = max(start + 1, int(np.searchsorted(work, base + VERIFY_SHINGLES, side="right")))
+        pa, pb = a[start:stop], b[start:stop]
+        docs = _unique(np.concatenate([pa, pb]))
+        h, d = _dedupe(*_doc_shingles(texts.gather(docs), k))
+        # Dense ids keep each text's hash order, so _jaccard's sorted-set search applies.
+        _, ids = _unique_inverse(h)
+        offs = np.zeros(docs.size + 1, dtype=np.int64)
+        np.cumsum(np.bincount(d, minlength=docs.size), out=offs[1:])
+        jac[start:stop] = _jaccard(ids, offs, np.searchsorted(docs, pa), np.searchsorted(docs, pb))
+        start = stop
+    return a, b, jac
 
 
 def near_duplicates(
@@ -215,38 +418,38 @@ def near_duplicates(
     )
     if df.height == 0 or not text_columns:
         return NearDupResult(empty, 0, 0, 0, 0)
-    texts, rows = _texts(df, text_columns, row_id)
-    values, ids, offsets = _shingle_hashes(texts.get_column("text"), shingle_size)
-    sig = _minhash(values, offsets, NUM_PERM)
-    codes = _candidates(sig)
-    a = (codes >> np.uint64(32)).astype(np.int64)
-    b = (codes & np.uint64(0xFFFFFFFF)).astype(np.int64)
-    sizes = np.diff(offsets)
-    # Length filter: J <= min/max of the set sizes.
-    keep = np.minimum(sizes[a], sizes[b]) >= threshold * np.maximum(sizes[a], sizes[b]) - 1e-9
-    a, b = a[keep], b[keep]
-    jac = _jaccard(ids, offsets, a, b)
+    texts, rows, text_of = _texts(df, text_columns, row_id)
+    tok, offs, sizes, sketch = _prefixes(texts, shingle_size, threshold)
+    codes = _candidates(tok, offs, sizes, threshold)
+    del tok, offs
+    codes = codes[_sketch_ok(codes, sizes, sketch, threshold)]
+    del sketch
+    a, b, jac = _verify(texts, codes, sizes, shingle_size)
     hit = jac >= threshold - 1e-12
     a, b, jac = a[hit], b[hit], jac[hit]
     return NearDupResult(
-        _expand(rows, a, b, jac, empty), len(rows), int(codes.size), int(a.size), int(values.size)
+        _expand(rows, text_of, a, b, jac, empty), texts.len(), int(codes.size), int(a.size), int(sizes.sum())
     )
 
 
 def _expand(
-    rows: list[np.ndarray], a: np.ndarray, b: np.ndarray, jac: np.ndarray, empty: pl.DataFrame
+    rows: np.ndarray, text_of: np.ndarray, a: np.ndarray, b: np.ndarray, jac: np.ndarray, empty: pl.DataFrame
 ) -> pl.DataFrame:
+    """Text pairs → every row pair between their rows (rows grouped by text, in text order)."""
     if a.size == 0:
         return empty
-    ra, rb, rj = [], [], []
-    for x, y, j in zip(a.tolist(), b.tolist(), jac.tolist(), strict=True):
-        xa, yb = rows[x], rows[y]
-        left, right = np.repeat(xa, yb.size), np.tile(yb, xa.size)
-        ra.append(np.minimum(left, right))
-        rb.append(np.maximum(left, right))
-        rj.append(np.full(left.size, j))
+    n_texts = int(text_of.max()) + 1
+    per = np.bincount(text_of, minlength=n_texts)
+    first = np.zeros(n_texts, dtype=np.int64)
+    np.cumsum(per[:-1], out=first[1:])
+    na, nb = per[a], per[b]
+    combos = na * nb
+    pair = np.repeat(np.arange(a.size, dtype=np.int64), combos)
+    within = _ranges(np.zeros(a.size, dtype=np.int64), combos)
+    left = rows[first[a][pair] + within // nb[pair]]
+    right = rows[first[b][pair] + within % nb[pair]]
     return pl.DataFrame(
-        {"row_a": np.concatenate(ra), "row_b": np.concatenate(rb), "jaccard": np.concatenate(rj)}
+        {"row_a": np.minimum(left, right), "row_b": np.maximum(left, right), "jaccard": jac[pair]}
     ).sort(["row_a", "row_b"])
 
 

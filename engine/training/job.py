@@ -354,10 +354,15 @@ class Heartbeat(threading.Thread):
         self.since_step = 0
         self.max_without_step = -1
 
+    def restart_count(self, step: int) -> None:
+        """Heartbeats without a step are counted afresh from here (after an evaluation)."""
+        self._last_step, self.since_step = step, 0
+
     def beat(self) -> None:
         self.beats += 1
         step, stage = self.job.step, self.job.stage
-        if stage == "training":
+        # A dev evaluation between steps is expected work, not a stall: it does not count.
+        if stage == "training" and not self.job.evaluating:
             if step != self._last_step:
                 self._last_step, self.since_step = step, 0
             else:
@@ -394,6 +399,7 @@ class Job:
         self.step = 0
         self.total_steps = 0
         self.stage = "loading"
+        self.evaluating = False
         self.status: dict[str, Any] = {
             "operation_id": self.doc.get("operation_id", self.dir.name),
             "digest": self.doc.get("digest", ""),
@@ -663,8 +669,13 @@ class Job:
     def _eval(
         self, model: Any, batcher: Any, dev_b: Any, ref_b: Any, metric: str, evaluate: Any, selected: int = -1
     ) -> float:
-        dev_r = evaluate(model, dev_b, metric, batcher.classes)
-        ref_r = evaluate(model, ref_b, metric, batcher.classes)
+        self.evaluating = True
+        try:
+            dev_r = evaluate(model, dev_b, metric, batcher.classes)
+            ref_r = evaluate(model, ref_b, metric, batcher.classes)
+        finally:
+            self.evaluating = False
+            self.heartbeat.restart_count(self.step)
         kind = "eval" if selected < 0 else "selected_eval"
         rec = {
             "kind": kind,

@@ -1,0 +1,116 @@
+"""The whole product headless, through the `claimcheck` command: the documented answers example run
+on the sample data (CI-sized: one ticket in eight, a tiny encoder instead of all-MiniLM-L6-v2, a few
+optimizer steps), then replay, report, and the tamper proofs of issue 8 on that real session.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tomllib
+from pathlib import Path
+
+import pytest
+import tomlkit
+
+from engine.session import Session
+from tui.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "docs" / "answers-example.toml"
+SAMPLE = ROOT / "sample_data" / "tickets.csv"
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not SAMPLE.exists(), reason="sample_data/tickets.csv is not generated"),
+]
+
+
+def _ci_sized(answers: dict, model_dir: Path) -> dict:
+    """The documented example, shrunk for CI; every other decision stays as documented."""
+    answers["session"]["workspace"] = "."
+    answers["source"]["filters"] = [{"reason": "CI: one ticket in eight", "where": "ticket_id % 8 = 0"}]
+    c = answers["contract"]
+    c.update(model_path=str(model_dir), adapter_mode="lora", max_length=32, max_steps=12)
+    c.update(eval_every_steps=6, checkpoint_every_steps=6, seed=3, on_required_fail="warn")
+    c["lora"]["target_modules"] = ["query", "value"]
+    c["optimizer"]["lr"] = 3e-3
+    c["fit_check"].update(rows=16, steps=5)
+    answers["dispatch"]["poll_seconds"] = 0.3
+    answers["artifact"].update(bootstrap_resamples=200, latency_examples=3)
+    answers["baseline"]["bootstrap_resamples"] = 200
+    return answers
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    """A workspace with a copy of the sample data and a session built by `claimcheck run --answers`."""
+    import torch
+
+    from engine.training.tiny import make_tiny_encoder
+
+    torch.set_num_threads(1)
+    ws = tmp_path_factory.mktemp("ws")
+    (ws / "sample_data").mkdir()
+    shutil.copy(SAMPLE, ws / "sample_data" / "tickets.csv")
+    answers = _ci_sized(tomllib.loads(EXAMPLE.read_text()), make_tiny_encoder(ws / "tiny-encoder"))
+    (ws / "answers.toml").write_text(tomlkit.dumps(answers))
+    code = main(["run", "--answers", str(ws / "answers.toml"), str(ws / "runs" / "sample")])
+    assert code == 0
+    return ws
+
+
+def _copy(ws: Path, tmp_path: Path) -> Path:
+    """A copy of the whole workspace, so one test's edits cannot touch another's."""
+    dest = tmp_path / "ws"
+    shutil.copytree(ws, dest, ignore=shutil.ignore_patterns(".lock"))
+    return dest / "runs" / "sample"
+
+
+def test_every_stage_is_frozen_with_its_outcomes_kept_apart(built: Path) -> None:
+    session = Session.open(built / "runs" / "sample")
+    assert set(session.states().values()) == {"frozen"}
+    art = session.record("artifact")
+    verdict = art.check("artifact.verdict").measured
+    for outcome in ("job_finished", "artifact_verified", "candidate_better", "claim_met"):
+        assert outcome in str(verdict)
+    assert art.check("artifact.locked_test_read").status in ("pass", "info")
+    assert session.record("baseline").check("baseline.locked_test").status == "pass"
+
+
+def test_replay_reproduces_and_report_is_written(built: Path, capsys) -> None:
+    session_dir = built / "runs" / "sample"
+    assert main(["--replay", str(session_dir)]) == 0, capsys.readouterr().out
+    assert "reproduced" in capsys.readouterr().out
+    assert main(["report", str(session_dir)]) == 0
+    md = (session_dir / "report.md").read_text()
+    assert "does not establish" in md.lower()
+    assert (session_dir / "report.html").read_text().count("<svg") >= 3
+
+
+def test_one_edited_byte_in_a_frozen_record_is_named(built: Path, tmp_path: Path, capsys) -> None:
+    session_dir = _copy(built, tmp_path)
+    path = session_dir / "04-baseline.toml"
+    text = path.read_text()
+    path.write_text(text.replace("seed = 0", "seed = 1", 1))
+    assert main(["--replay", str(session_dir)]) == 1
+    out = capsys.readouterr().out
+    assert "tampered" in out and "04-baseline.toml" in out
+
+
+def test_one_changed_byte_of_source_data_fails_at_checksum_and_marks_downstream(
+    built: Path, tmp_path: Path, capsys
+) -> None:
+    session_dir = _copy(built, tmp_path)
+    data = session_dir.parents[1] / "sample_data" / "tickets.csv"
+    raw = bytearray(data.read_bytes())
+    at = raw.index(b"refund")
+    raw[at] = ord("R")
+    data.write_bytes(bytes(raw))
+    assert main(["--replay", str(session_dir), "--json"]) == 1
+    import json
+
+    result = json.loads(capsys.readouterr().out)
+    rows = {(r["stage"], r["check"]): r["outcome"] for r in result["rows"]}
+    assert rows[("source", "source.checksum")] == "differs"
+    downstream = {r["stage"]: r["outcome"] for r in result["rows"] if r["stage"] in ("split", "artifact")}
+    assert downstream == {"split": "stale", "artifact": "stale"}
