@@ -1,27 +1,32 @@
-"""Benchmark: the source + split audit on a generated ticket-like data set, against reference implementations.
+"""Benchmark: the source + split audit on a generated ticket-like data set, against the real competitors.
 
-    .venv/bin/python bench/audit.py --rows 1000000
+    .venv-bench/bin/python bench/audit.py --rows 1000000
 
-Deepchecks, datasketch and pandas are not installed in this environment (and nothing may be installed),
-so the comparisons run against plain-Python implementations of the same definitions:
-- DataDuplicates / ConflictingLabels / TrainTestSamplesMix: dict / Counter over row tuples (what a
-  pandas groupby computes, row by row);
-- IdentifierLabelCorrelation: per-column cell → majority label lookup in Python dicts;
-- datasketch MinHashLSH: its algorithm (per-document MinHash.update over SHA1-hashed shingles with
-  128 permutations mod the Mersenne prime 2^61-1, then per-band dict buckets), with the same bands /
-  rows as ours so the theoretical recall matches; both candidate sets are verified by exact Jaccard.
-Peak memory is the process's maxrss against the data's in-memory size (Polars estimated_size).
+Runs in the separate bench virtualenv (bench/README.md says how to build it: deepchecks, datasketch and
+pandas next to claimcheck). One command generates the data, then runs each phase in a fresh
+subprocess of this script so that every phase's peak memory (ru_maxrss: it sees Polars' and numpy's
+native memory, unlike tracemalloc) is its own:
+- ours: the source and split stages end to end, then each check that Deepchecks also has, timed alone;
+- deepchecks: DataDuplicates, ConflictingLabels, TrainTestSamplesMix, IdentifierLabelCorrelation on
+  the same rows (pandas frames from the same loaded data; Dataset construction timed apart);
+- neardup: our exact near-duplicate pass and datasketch MinHash + MinHashLSH (128 permutations) on the
+  same distinct texts and shingles, datasketch's candidates verified by our exact Jaccard; recall of
+  each against the exact pair set (ours is exact by construction; tests/test_audit_perf.py checks it
+  against brute force). datasketch runs at threshold 0.8 and at lower LSH thresholds until its recall
+  matches ours; the ratio is taken at equal recall.
+A competitor that cannot be imported is reported with its error and compared against a plain pandas
+implementation of the same definition instead.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
+import json
 import resource
+import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +36,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 QUEUES = ["billing", "technical", "account", "shipping", "returns", "security"]
+INPUTS = dict(
+    files=["tickets.csv"],
+    label_column="queue",
+    input_columns=["subject", "body", "channel", "ref_code"],
+    text_columns=["body"],
+    id_column="ticket_id",
+    entity_columns=["customer_id", "thread_id"],
+    time_column="created_at",
+    unavailable_columns=["resolution_code"],
+    availability={"subject": "yes", "body": "yes", "channel": "yes", "ref_code": "yes"},
+    as_of="2026-01-01",
+)
 
 
 def make_data(n: int, seed: int = 7) -> pl.DataFrame:
@@ -95,7 +112,7 @@ def make_data(n: int, seed: int = 7) -> pl.DataFrame:
     )
 
 
-def peak_mb() -> float:
+def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
@@ -105,196 +122,325 @@ def timed(fn, *a, **kw):
     return out, time.perf_counter() - t
 
 
-# ---------------------------------------------------------------- plain-Python references
+def _ctx(work: Path):
+    from engine.context import StageContext
+
+    return StageContext(session_dir=work / "session", workspace=work)
 
 
-def ref_duplicates(rows: list[tuple]) -> tuple[int, int]:
-    c = Counter(rows)
-    dup = [v for v in c.values() if v > 1]
-    return len(dup), sum(dup)
+def _loaded(work: Path):
+    """The dataset as the stages see it, the source record and the split membership."""
+    from engine import data as D
+    from engine.evidence import StageRecord
+
+    ctx = _ctx(work)
+    rec = StageRecord.model_validate_json((work / "source.json").read_text())
+    ds = D.load_dataset(rec.inputs, ctx).collect()
+    mem = pl.read_parquet(ctx.session_dir / "data" / "split.parquet")
+    return ctx, rec, ds, mem
 
 
-def ref_conflicts(rows: list[tuple], labels: list[str]) -> tuple[int, int]:
-    g: dict[tuple, Counter] = defaultdict(Counter)
-    for r, y in zip(rows, labels, strict=True):
-        g[r][y] += 1
-    bad = [c for c in g.values() if len(c) > 1]
-    return len(bad), sum(sum(c.values()) for c in bad)
+# ---------------------------------------------------------------- phases (each in its own process)
 
 
-def ref_samples_mix(train: list[tuple], test: list[tuple]) -> int:
-    s = set(train)
-    return sum(1 for r in test if r in s)
+def phase_ours(work: Path) -> dict:
+    from engine.stages import source, split
+
+    base = rss_mb()
+    ctx = _ctx(work)
+    rec, t_source = timed(source.run, source.Inputs(**INPUTS), {}, ctx)
+    (work / "source.json").write_text(rec.model_dump_json())
+    sp, t_split = timed(split.run, split.Inputs(strategy="random", rationale="bench"), {"source": rec}, ctx)
+    stages_peak = rss_mb()
+    return {
+        "source_s": t_source,
+        "split_s": t_split,
+        "rss_before_mb": base,
+        "rss_peak_mb": stages_peak,
+        "near_pairs": rec.check("source.near_duplicates").measured["pairs"],
+        "near_candidates": rec.check("source.near_duplicates").measured["candidates"],
+    }
 
 
-def ref_identifier(values: list, labels: list[str], folds: np.ndarray, bins: int = 100) -> float:
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    cell = [0] * len(values)
-    for rank, i in enumerate(order):
-        cell[i] = rank * bins // len(values)
-    correct = 0
-    for f in range(5):
-        counts: dict[int, Counter] = defaultdict(Counter)
-        for i, c in enumerate(cell):
-            if folds[i] != f:
-                counts[c][labels[i]] += 1
-        best = {c: cnt.most_common(1)[0][0] for c, cnt in counts.items()}
-        correct += sum(1 for i, c in enumerate(cell) if folds[i] == f and best.get(c) == labels[i])
-    return correct / len(values)
+def phase_ours_checks(work: Path) -> dict:
+    """Our implementation of each definition Deepchecks also has, timed alone on the loaded frame."""
+    from engine import data as D
+    from engine.audit import duplicates, leakage
+
+    ctx, rec, ds, mem = _loaded(work)
+    data_mb = ds.estimated_size("mb")
+    cols = D.model_inputs(rec.inputs)
+    dup, t_dup = timed(duplicates.duplicate_stats, ds, cols, "none")
+    conf, t_conf = timed(duplicates.conflict_stats, ds, cols)
+    j = ds.join(mem, on="row_id")
+
+    def mix() -> int:  # Deepchecks' definition: test rows whose features + label occur in train
+        key = [*cols, "target"]
+        tr = j.filter(pl.col("split") == "train").select(key).unique()
+        return j.filter(pl.col("split") == "test").join(tr, on=key, how="semi", nulls_equal=True).height
+
+    n_mix, t_mix = timed(mix)
+    sm, cov = leakage.sample(ds)
+    ids = ["ticket_id", "ref_code"]
+    scores, t_id = timed(lambda: {c: leakage.single_feature_score(sm, c)["gain"] for c in ids})
+    return {
+        "data_mb": data_mb,
+        "rows": ds.height,
+        "dup": [t_dup, 1 - (ds.height - dup["rows"] + dup["groups"]) / ds.height],
+        "conf": [t_conf, conf["rows"]],
+        "mix": [t_mix, n_mix],
+        "ident": [t_id, scores, cov],
+        "rss_peak_mb": rss_mb(),
+    }
 
 
-_MERSENNE = (1 << 61) - 1
+def phase_deepchecks(work: Path) -> dict:
+    from engine import data as D
 
-
-def datasketch_like(texts: list[str], k: int, num_perm: int, bands: int, rows: int) -> set[tuple[int, int]]:
-    """datasketch's MinHash + MinHashLSH algorithm, per document (its update_batch is numpy per doc)."""
-    gen = np.random.RandomState(1)
-    a = gen.randint(1, _MERSENNE, size=num_perm, dtype=np.uint64)
-    b = gen.randint(0, _MERSENNE, size=num_perm, dtype=np.uint64)
-    tables: list[dict[bytes, list[int]]] = [defaultdict(list) for _ in range(bands)]
-    for d, text in enumerate(texts):
-        w = text.split(" ")
-        sh = {" ".join(w[i : i + k]) for i in range(max(len(w) - k + 1, 1))}
-        hv = np.array(
-            [int.from_bytes(hashlib.sha1(s.encode()).digest()[:4], "little") for s in sh], dtype=np.uint64
+    ctx, rec, ds, mem = _loaded(work)
+    cols = D.model_inputs(rec.inputs)
+    pdf = ds.select("row_id", *cols, "target").to_pandas()
+    out: dict = {"rss_after_load_mb": rss_mb()}
+    try:
+        import deepchecks
+        from deepchecks.tabular import Dataset
+        from deepchecks.tabular.checks import (
+            ConflictingLabels,
+            DataDuplicates,
+            IdentifierLabelCorrelation,
+            TrainTestSamplesMix,
         )
-        with np.errstate(over="ignore"):
-            phv = ((hv[:, None] * a + b) % np.uint64(_MERSENNE)) & np.uint64(0xFFFFFFFF)
-        sig = phv.min(axis=0)
-        for band in range(bands):
-            tables[band][sig[band * rows : (band + 1) * rows].tobytes()].append(d)
-    cands: set[tuple[int, int]] = set()
-    for t in tables:
-        for members in t.values():
-            for i in range(len(members)):
-                for j in range(i + 1, len(members)):
-                    cands.add((members[i], members[j]))
-    return cands
+    except Exception as exc:  # reported, then the pandas reference runs instead
+        out["error"] = f"{type(exc).__name__}: {exc}"
+        return out | phase_pandas(pdf, mem, ds)
+    out["version"] = deepchecks.__version__
+    n = len(pdf)
+    feats = pdf[cols]
+    dset, t_ds = timed(Dataset, pdf[[*cols, "target"]], label="target", cat_features=cols, features=cols)
+    r, t = timed(DataDuplicates(n_samples=n).run, dset, with_display=False)
+    out["dup"] = [t, float(r.value), t_ds]
+    r, t = timed(ConflictingLabels(n_samples=n).run, dset, with_display=False)
+    out["conf"] = [t, len(r.value["samples_indices"]) if isinstance(r.value, dict) else str(r.value)]
+    split = mem.select("row_id", "split").to_pandas().set_index("row_id")["split"]
+    s = split.reindex(pdf["row_id"]).to_numpy()
+    tr, te = pdf[s == "train"], pdf[s == "test"]
+    d_tr = Dataset(tr[[*cols, "target"]], label="target", cat_features=cols, features=cols)
+    d_te = Dataset(te[[*cols, "target"]], label="target", cat_features=cols, features=cols)
+    r, t = timed(TrainTestSamplesMix(n_samples=n).run, d_tr, d_te, with_display=False)
+    out["mix"] = [t, round(float(r.value["ratio"]) * len(te))]
+    from engine.audit import leakage
+
+    sm, _ = leakage.sample(ds)
+    ident = {}
+    t_id = 0.0
+    for c in ("ticket_id", "ref_code"):
+        f = sm.select(pl.col(c).cast(pl.Int64), "target").to_pandas()
+        d = Dataset(f, label="target", index_name=c, cat_features=[], features=[])
+        r, t = timed(IdentifierLabelCorrelation(n_samples=len(f)).run, d, with_display=False)
+        t_id += t
+        ident[c] = round(float(r.value[c]), 4)
+    out["ident"] = [t_id, ident]
+    del feats
+    out["rss_peak_mb"] = rss_mb()
+    return out
+
+
+def phase_pandas(pdf, mem: pl.DataFrame, ds: pl.DataFrame) -> dict:
+    """The same definitions in plain pandas groupby (what Deepchecks runs internally)."""
+    cols = [c for c in pdf.columns if c not in ("row_id", "target")]
+    g, t = timed(lambda: pdf.groupby(cols, dropna=False).size())
+    out = {"dup": [t, 1 - len(g) / len(pdf), 0.0]}
+
+    def conflicts() -> int:
+        k = pdf.groupby(cols, dropna=False)["target"].nunique(dropna=False)
+        sizes = pdf.groupby(cols, dropna=False).size()
+        return int(sizes[k > 1].sum())
+
+    out["conf"] = list(timed(conflicts))[::-1]
+    split = mem.select("row_id", "split").to_pandas().set_index("row_id")["split"]
+    s = split.reindex(pdf["row_id"]).to_numpy()
+    key = [*cols, "target"]
+    tr, te = pdf[s == "train"], pdf[s == "test"]
+    n, t = timed(lambda: int(te.merge(tr[key].drop_duplicates(), on=key, how="inner").shape[0]))
+    out["mix"] = [t, n]
+    return out
+
+
+def _shingle_lists(texts: list[str], k: int) -> list[list[bytes]]:
+    out = []
+    for t in texts:
+        w = t.split(" ")
+        sh = {" ".join(w[i : i + k]) for i in range(len(w) - k + 1)} if len(w) >= k else {" ".join(w)}
+        out.append([s.encode() for s in sh])
+    return out
+
+
+def phase_neardup(work: Path, n_texts: int) -> dict:
+    from engine.audit import neardup
+
+    ctx, rec, ds, mem = _loaded(work)
+    del mem
+    texts, _, _ = neardup._texts(ds, ["body"], "row_id")
+    del ds
+    if n_texts:
+        texts = texts.head(n_texts)
+    frame = pl.DataFrame({"row_id": np.arange(texts.len()), "body": texts})
+    base = rss_mb()
+    ours, t_ours = timed(neardup.near_duplicates, frame, ["body"])
+    truth = set(zip(ours.pairs["row_a"].to_list(), ours.pairs["row_b"].to_list(), strict=True))
+    out: dict = {"texts": texts.len(), "ours": [t_ours, len(truth), ours.candidates], "ours_rss_mb": rss_mb()}
+    try:
+        import datasketch
+        from datasketch import MinHash, MinHashLSH
+    except Exception as exc:
+        out["error"] = f"{type(exc).__name__}: {exc}"
+        return out
+    out["version"] = getattr(datasketch, "__version__", "")
+    tl = texts.to_list()
+    (sh, t_sh) = timed(_shingle_lists, tl, 5)
+    mh, t_mh = timed(MinHash.bulk, sh, num_perm=128)
+    del sh
+    _, _, sizes, _ = neardup._prefixes(texts, 5, 0.8)  # set sizes for verification blocks, not timed
+    runs = []
+    for lsh_t in (0.8, 0.7, 0.6, 0.5):
+        t0 = time.perf_counter()
+        lsh = MinHashLSH(threshold=lsh_t, num_perm=128)
+        with lsh.insertion_session() as s:
+            for i, m in enumerate(mh):
+                s.insert(i, m, check_duplication=False)
+        cand = set()
+        for i, m in enumerate(mh):
+            for j in lsh.query(m):
+                if j != i:
+                    cand.add((min(i, j), max(i, j)))
+        t_lsh = time.perf_counter() - t0
+        # Verification of their candidates with our exact, vectorised Jaccard (generous to them).
+        t0 = time.perf_counter()
+        codes = np.fromiter((a << 32 | b for a, b in cand), dtype=np.uint64, count=len(cand))
+        a, b, jac = neardup._verify(texts, np.sort(codes), sizes, 5)
+        found = {(int(x), int(y)) for x, y, j in zip(a, b, jac, strict=True) if j >= 0.8 - 1e-12}
+        t_ver = time.perf_counter() - t0
+        recall = len(found & truth) / max(len(truth), 1)
+        runs.append(
+            {
+                "lsh_threshold": lsh_t,
+                "bands_rows": [lsh.b, lsh.r],
+                "shingle_s": t_sh,
+                "minhash_s": t_mh,
+                "lsh_s": t_lsh,
+                "verify_s": t_ver,
+                "total_s": t_sh + t_mh + t_lsh + t_ver,
+                "candidates": len(cand),
+                "recall": recall,
+            }
+        )
+        del lsh, cand
+        if recall >= 1.0:
+            break
+    out["datasketch"] = runs
+    out["rss_peak_mb"] = rss_mb()
+    out["rss_before_mb"] = base
+    return out
+
+
+# ---------------------------------------------------------------- driver
+
+
+def _run_phase(name: str, work: Path, extra: list[str]) -> dict:
+    cmd = [sys.executable, __file__, "--phase", name, "--work", str(work), *extra]
+    t = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        return {"failed": p.stderr[-2000:], "wall_s": time.perf_counter() - t}
+    res = json.loads(p.stdout.strip().splitlines()[-1])
+    res["wall_s"] = time.perf_counter() - t
+    return res
+
+
+def _ratio(theirs: float, ours: float) -> str:
+    return f"{theirs / ours:6.1f}x" if ours > 0 else "  n/a"
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=1_000_000)
-    ap.add_argument("--ref-rows", type=int, default=0, help="rows for the slow references (default: all)")
+    ap.add_argument(
+        "--nd-texts", type=int, default=0, help="distinct texts for the datasketch race (0 = all)"
+    )
+    ap.add_argument("--phase", default="")
+    ap.add_argument("--work", default="")
+    ap.add_argument("--skip", default="", help="comma-separated phases to skip")
     args = ap.parse_args(argv)
-    from engine.context import StageContext
-    from engine.stages import source, split
-
-    t0 = time.perf_counter()
-    df = make_data(args.rows)
-    gen_s = time.perf_counter() - t0
-    tmp = Path(tempfile.mkdtemp(prefix="ccbench-"))
-    df.write_csv(tmp / "tickets.csv")
-    data_mb = df.estimated_size("mb")
-    del df
-    base_mb = peak_mb()
-    print(
-        f"generated {args.rows:,} rows in {gen_s:.1f}s; in-memory size {data_mb:.0f} MB; CSV {(tmp / 'tickets.csv').stat().st_size / 1e6:.0f} MB"
-    )
-    ctx = StageContext(session_dir=tmp / "session", workspace=tmp)
-    inputs = source.Inputs(
-        files=["tickets.csv"],
-        label_column="queue",
-        input_columns=["subject", "body", "channel", "ref_code"],
-        text_columns=["body"],
-        id_column="ticket_id",
-        entity_columns=["customer_id", "thread_id"],
-        time_column="created_at",
-        unavailable_columns=["resolution_code"],
-        availability={"subject": "yes", "body": "yes", "channel": "yes", "ref_code": "yes"},
-        as_of="2026-01-01",
-    )
-    rec, t_source = timed(source.run, inputs, {}, ctx)
-    sp, t_split = timed(split.run, split.Inputs(strategy="random", rationale="bench"), {"source": rec}, ctx)
-    ours_peak = peak_mb()
-    print(f"ours: source stage {t_source:.1f}s, split stage {t_split:.1f}s, total {t_source + t_split:.1f}s")
-    print(
-        f"peak RSS {ours_peak:.0f} MB (before the audit {base_mb:.0f} MB); data in memory {data_mb:.0f} MB; ratio {ours_peak / data_mb:.1f}x"
-    )
-
-    # Our per-check times on the loaded frame, for like-for-like comparisons.
-    from engine import data as D
-    from engine.audit import duplicates, leakage, neardup
-
-    ds = D.load_dataset(rec.inputs, ctx).collect()
-    cols = D.model_inputs(rec.inputs)
-    _, t_dup = timed(duplicates.duplicate_stats, ds, cols, "none")
-    _, t_conf = timed(duplicates.conflict_stats, ds, cols)
-    mem = pl.read_parquet(ctx.session_dir / "data" / "split.parquet")
-    j = ds.join(mem, on="row_id")
-
-    def mix() -> int:
-        tr = j.filter(pl.col("split") == "train").select(cols).unique()
-        return j.filter(pl.col("split") == "test").join(tr, on=cols, how="semi", nulls_equal=True).height
-
-    n_mix, t_mix = timed(mix)
-    sm, _ = leakage.sample(ds)
-    _, t_id = timed(leakage.single_feature_score, sm, "ref_code")
-    nd, t_nd = timed(neardup.near_duplicates, ds, ["body"])
-
-    n_ref = args.ref_rows or ds.height
-    sub = ds.head(n_ref)
-    rows = list(zip(*(sub.get_column(c).to_list() for c in cols), strict=True))
-    labels = sub.get_column("target").to_list()
-    (_, t_rdup) = timed(ref_duplicates, rows)
-    (_, t_rconf) = timed(ref_conflicts, rows, labels)
-    js = sub.join(mem, on="row_id")
-    tr_rows = list(
-        zip(*(js.filter(pl.col("split") == "train").get_column(c).to_list() for c in cols), strict=True)
-    )
-    te_rows = list(
-        zip(*(js.filter(pl.col("split") == "test").get_column(c).to_list() for c in cols), strict=True)
-    )
-    (_, t_rmix) = timed(ref_samples_mix, tr_rows, te_rows)
-    smr = sm.head(min(n_ref, sm.height))
-    folds = (leakage.unit_position(smr.get_column("row_id").to_numpy(), leakage.SEED) % np.uint64(5)).astype(
-        int
-    )
-    (_, t_rid) = timed(
-        ref_identifier, smr.get_column("ref_code").to_list(), smr.get_column("target").to_list(), folds
-    )
-    scale = ds.height / n_ref
-    scale_id = sm.height / smr.height
-    print(f"\nreference rows: {n_ref:,} (times scaled ×{scale:.1f} to the full data where smaller)")
-    print("check                      ours(s)   reference(s)  ratio")
-    for name, a, b in [
-        ("DataDuplicates", t_dup, t_rdup * scale),
-        ("ConflictingLabels", t_conf, t_rconf * scale),
-        ("TrainTestSamplesMix", t_mix, t_rmix * scale),
-        ("IdentifierLabelCorrelation", t_id, t_rid * scale_id),
-    ]:
-        print(f"{name:26s} {a:8.2f}   {b:12.2f}  {b / a:6.1f}x")
-
-    # Near-duplicates vs the datasketch algorithm at the same bands/rows (equal theoretical recall).
-    texts, text_rows = neardup._texts(ds, ["body"], "row_id")
-    nd_docs = min(len(text_rows), args.ref_rows or 100_000)
-    tl = texts.get_column("text").head(nd_docs).to_list()
-    sub_nd = pl.DataFrame({"row_id": np.arange(nd_docs), "body": tl})
-    ours_sub, t_ours_sub = timed(neardup.near_duplicates, sub_nd, ["body"])
-    cands, t_ds = timed(datasketch_like, tl, 5, neardup.NUM_PERM, neardup.BANDS, neardup.ROWS_PER_BAND)
-    ours_pairs = set(zip(ours_sub.pairs["row_a"].to_list(), ours_sub.pairs["row_b"].to_list(), strict=True))
-
-    def jac(x: str, y: str) -> float:
-        def sh(t: str) -> set[str]:
-            w = t.split(" ")
-            return {" ".join(w[i : i + 5]) for i in range(max(len(w) - 4, 1))}
-
-        a, b = sh(x), sh(y)
-        return len(a & b) / len(a | b)
-
-    ds_pairs = {(a, b) for a, b in cands if jac(tl[a], tl[b]) >= 0.8}
-    union = ours_pairs | ds_pairs
-    rec_ours = len(ours_pairs) / max(len(union), 1)
-    rec_ds = len(ds_pairs) / max(len(union), 1)
-    print(
-        f"\nnear-duplicates on {nd_docs:,} distinct texts: ours {t_ours_sub:.2f}s, datasketch algorithm {t_ds:.2f}s "
-        f"(+ verification), ratio {t_ds / t_ours_sub:.1f}x; verified pairs ours {len(ours_pairs)}, datasketch {len(ds_pairs)}; "
-        f"recall vs union ours {rec_ours:.4f}, datasketch {rec_ds:.4f}"
-    )
-    print(
-        f"near-duplicates full data: {t_nd:.1f}s, {nd.pairs.height:,} pairs, {nd.texts:,} texts, {nd.candidates:,} candidates"
-    )
-    print(f"split checks: TrainTestSamplesMix rows {n_mix:,}; peak RSS at end {peak_mb():.0f} MB")
+    if args.phase:
+        work = Path(args.work)
+        fn = {
+            "gen": lambda: make_data(args.rows).write_csv(work / "tickets.csv") or {},
+            "ours": lambda: phase_ours(work),
+            "ours_checks": lambda: phase_ours_checks(work),
+            "deepchecks": lambda: phase_deepchecks(work),
+            "neardup": lambda: phase_neardup(work, args.nd_texts),
+        }[args.phase]
+        print(json.dumps(fn(), default=str))
+        return 0
+    # The data is generated in a subprocess too: a child inherits its parent's peak RSS at fork, so the
+    # driver must stay small for the phases' ru_maxrss to be their own.
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="ccbench-"))
+    if not (work / "tickets.csv").exists():
+        gen = _run_phase("gen", work, ["--rows", str(args.rows)])
+        print(f"generated {args.rows:,} rows in {gen['wall_s']:.1f}s; work dir {work}", flush=True)
+    skip = set(filter(None, args.skip.split(",")))
+    res = {}
+    for name in ("ours", "ours_checks", "deepchecks", "neardup"):
+        if name in skip:
+            continue
+        res[name] = _run_phase(name, work, ["--nd-texts", str(args.nd_texts)])
+        print(f"[{name}] {json.dumps(res[name], default=str)}", flush=True)
+    o, oc = res.get("ours", {}), res.get("ours_checks", {})
+    data_mb = oc.get("data_mb", 0.0)
+    print(f"\n== {args.rows:,} rows; loaded data {data_mb:.0f} MB (Polars estimated_size) ==")
+    if "source_s" in o:
+        print(
+            f"ours: source stage {o['source_s']:.1f}s, split stage {o['split_s']:.1f}s; peak RSS "
+            f"{o['rss_peak_mb']:.0f} MB (process before the stages {o['rss_before_mb']:.0f} MB) = "
+            f"{o['rss_peak_mb'] / max(data_mb, 1e-9):.1f}x the data (goal <= 3x)"
+        )
+    dc = res.get("deepchecks", {})
+    if dc and "dup" in oc:
+        label = "deepchecks " + dc.get("version", "") if "error" not in dc else "pandas reference"
+        if "error" in dc:
+            print(f"deepchecks could not be imported: {dc['error']}")
+        print(f"\ncheck                       ours(s)  {label}(s)   ratio (goal >= 10x)")
+        for key, name in [
+            ("dup", "DataDuplicates"),
+            ("conf", "ConflictingLabels"),
+            ("mix", "TrainTestSamplesMix"),
+            ("ident", "IdentifierLabelCorrelation"),
+        ]:
+            if key in dc and key in oc:
+                print(
+                    f"{name:26s} {oc[key][0]:8.2f}  {dc[key][0]:10.2f}   {_ratio(dc[key][0], oc[key][0])}"
+                    f"   ours {oc[key][1]} / theirs {dc[key][1]}"
+                )
+        if "dup" in dc and len(dc["dup"]) > 2:
+            print(f"(Deepchecks Dataset construction, not counted above: {dc['dup'][2]:.2f}s)")
+        print(
+            f"deepchecks phase peak RSS {dc.get('rss_peak_mb', 0):.0f} MB; ours {oc.get('rss_peak_mb', 0):.0f} MB"
+        )
+    nd = res.get("neardup", {})
+    if "ours" in nd:
+        print(
+            f"\nnear-duplicates on {nd['texts']:,} distinct texts: ours {nd['ours'][0]:.1f}s, "
+            f"{nd['ours'][1]:,} pairs, {nd['ours'][2]:,} verified candidates, recall 1 (exact)"
+        )
+        for r in nd.get("datasketch", []):
+            print(
+                f"  datasketch LSH threshold {r['lsh_threshold']} (b={r['bands_rows'][0]}, r={r['bands_rows'][1]}): "
+                f"{r['total_s']:.1f}s (shingles {r['shingle_s']:.1f}, MinHash {r['minhash_s']:.1f}, "
+                f"LSH {r['lsh_s']:.1f}, verify {r['verify_s']:.1f}); {r['candidates']:,} candidates; "
+                f"recall {r['recall']:.4f}; ratio {_ratio(r['total_s'], nd['ours'][0])}"
+            )
+        if "error" in nd:
+            print(f"  datasketch could not be imported: {nd['error']}")
     return 0
 
 

@@ -96,10 +96,14 @@ class NearDupResult:
         return 1.0
 
 
-def _texts(df: pl.DataFrame, text_columns: list[str], row_id: str) -> tuple[pl.Series, np.ndarray, np.ndarray]:
+def _texts(
+    df: pl.DataFrame, text_columns: list[str], row_id: str
+) -> tuple[pl.Series, np.ndarray, np.ndarray]:
     """Distinct normalised texts (joined string), and per row its row id and text index."""
     keys = [f"__n{i}" for i in range(len(text_columns))]
-    norm = df.select(pl.col(row_id), *[norm_text_expr(c).alias(k) for c, k in zip(text_columns, keys, strict=True)])
+    norm = df.select(
+        pl.col(row_id), *[norm_text_expr(c).alias(k) for c, k in zip(text_columns, keys, strict=True)]
+    )
     grouped = norm.group_by(keys, maintain_order=True).agg(pl.col(row_id).alias("rows"))
     del norm
     joined = (
@@ -181,7 +185,9 @@ def _doc_shingles(texts: pl.Series, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _dedupe(h: np.ndarray, d: np.ndarray, rank: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Sort shingles by (text, rank, hash) and drop repeats of a shingle within a text."""
-    cols = {"d": d.astype(np.uint32), "h": h} if rank is None else {"d": d.astype(np.uint32), "r": rank, "h": h}
+    cols = (
+        {"d": d.astype(np.uint32), "h": h} if rank is None else {"d": d.astype(np.uint32), "r": rank, "h": h}
+    )
     f = pl.DataFrame(cols).sort(list(cols))
     h, d = f.get_column("h").to_numpy(), f.get_column("d").to_numpy().astype(np.int64)
     del f
@@ -331,8 +337,9 @@ def _candidates(tok: np.ndarray, offs: np.ndarray, sizes: np.ndarray, threshold:
             a = (c >> np.uint64(32)).astype(np.int64)
             b = (c & np.uint64(0xFFFFFFFF)).astype(np.int64)
             out.append(c[(tiny[a] & tiny[b]) | big[a] | big[b]])
-    # 2. ordered pairs of prefix shingles, for texts with 2..LONG_PREFIX prefix shingles.
-    sel = np.flatnonzero(~big & ~tiny & (plen >= 2))
+    # 2. ordered pairs of prefix shingles, for texts with 2..LONG_PREFIX prefix shingles (tiny ones too:
+    #    a tiny text can pair with a larger one, where alpha >= 2).
+    sel = np.flatnonzero(~big & (plen >= 2))
     if sel.size:
         # Signatures are generated per block of texts and matched in passes over disjoint hash ranges,
         # so at most ~SIG_BLOCK of them are held at once.

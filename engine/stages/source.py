@@ -131,7 +131,9 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     checks.append(_schema(raw, lf.collect_schema(), malformed, cov))
     ctx.check_cancelled()
     kept, steps = _apply_filters(raw, inputs)
-    dataset = kept.filter(pl.col(data.TARGET).is_not_null())
+    # Filtering copies every column; skip it when every row has a target (the common case at scale).
+    has_null = kept.get_column(data.TARGET).null_count() > 0
+    dataset = kept.filter(pl.col(data.TARGET).is_not_null()) if has_null else kept
     steps.append(
         {
             "reason": data.NO_TARGET_REASON,
@@ -480,7 +482,7 @@ def _duplicates(ds: Any, inp: Inputs, cov: str) -> list[Check]:
 
 
 def _near_duplicates(ds: Any, inp: Inputs, cov: str) -> Check:
-    from engine.audit.neardup import BANDS, NUM_PERM, ROWS_PER_BAND, cluster_summary, near_duplicates
+    from engine.audit.neardup import METHOD, cluster_summary, near_duplicates
     from engine.data import text_inputs
 
     cols = text_inputs(inp.model_dump(mode="json"))
@@ -513,9 +515,7 @@ def _near_duplicates(ds: Any, inp: Inputs, cov: str) -> Check:
             **cl,
             "threshold": inp.near_dup_threshold,
             "shingle_size": inp.shingle_size,
-            "num_perm": NUM_PERM,
-            "bands": BANDS,
-            "rows_per_band": ROWS_PER_BAND,
+            "method": METHOD,
             "candidate_probability_at_threshold": round(res.recall_at(inp.near_dup_threshold), 9),
         },
         why="Near-copies on both sides of a split make a held-out score measure memory, not generalisation.",
