@@ -34,7 +34,7 @@ def _ci_sized(answers: dict, model_dir: Path) -> dict:
     c.update(eval_every_steps=6, checkpoint_every_steps=6, seed=3, on_required_fail="warn")
     c["lora"]["target_modules"] = ["query", "value"]
     c["optimizer"]["lr"] = 3e-3
-    c["fit_check"].update(rows=16, steps=5)
+    c["fit_check"].update(rows=16, steps=30, lr=1e-2)
     answers["dispatch"]["poll_seconds"] = 0.3
     answers["artifact"].update(bootstrap_resamples=200, latency_examples=3)
     answers["baseline"]["bootstrap_resamples"] = 200
