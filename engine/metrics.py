@@ -128,9 +128,14 @@ def _ece_from(y_idx: np.ndarray, p: np.ndarray, n_bins: int) -> tuple[float, lis
     return ece, bins
 
 
-def calibration_bins(y_idx: np.ndarray, proba: np.ndarray, n_bins: int = 15) -> list[dict[str, Any]]:
-    """Reliability-diagram bins (non-empty only): lo, hi, count, accuracy, mean confidence."""
-    return _ece_from(np.asarray(y_idx), np.asarray(proba, dtype=np.float64), n_bins)[1]
+def calibration_bins(
+    y: np.ndarray, proba: np.ndarray, n_bins: int = 15, classes: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
+    """Reliability-diagram bins (non-empty only): lo, hi, count, accuracy, mean confidence.
+
+    ``y`` holds class indices, or labels when ``classes`` is given."""
+    y_idx = _as_index(y, classes) if classes is not None else np.asarray(y)
+    return _ece_from(y_idx, np.asarray(proba, dtype=np.float64), n_bins)[1]
 
 
 def classification_report(

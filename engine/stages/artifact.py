@@ -57,6 +57,7 @@ class Inputs(BaseModel):
     slice_columns: list[str] = Field(default_factory=list)
     # 0 = every test row. A bound makes the comparison a sample, and the coverage says so.
     max_test_rows: int = Field(default=0, ge=0)
+    reliability_bins: int = Field(default=10, ge=2)
 
 
 # ---------------------------------------------------------------- run
@@ -642,6 +643,12 @@ def _calibrated(
             "raw": {k: rep_raw[k] for k in ("log_loss", "brier", "ece") if k in rep_raw},
             "calibrated": {k: rep_cal[k] for k in ("log_loss", "brier", "ece") if k in rep_cal},
             f"calibrated_{metric}": float(rep_cal.get(metric, np.nan)),
+            # Reliability curve (non-empty bins): mean confidence vs accuracy, raw and calibrated.
+            "reliability": {
+                "bins": inputs.reliability_bins,
+                "raw": _reliability(ys, _renorm(p["proba"][shared]), classes, inputs.reliability_bins),
+                "calibrated": _reliability(ys, _renorm(test_p), classes, inputs.reliability_bins),
+            },
         }
     return Check(
         id="artifact.calibrated",
@@ -652,10 +659,28 @@ def _calibrated(
         )
         or "no arm had calibration predictions",
         coverage=f"{inputs.calibration} fitted on {int(ok_cal.sum())} calibration rows, applied to the test",
-        measured={"method": inputs.calibration, "arms": out},
+        measured={
+            "method": inputs.calibration,
+            "arms": out,
+            # The curve a reader looks at first: the candidate's raw reliability on the test.
+            "reliability": {"arm": "candidate", **out["candidate"]["reliability"]["raw"]}
+            if "candidate" in out
+            else {},
+        },
         why="Calibrated and raw results are different figures; calibration is fitted on the calibration split only.",
         playbook=PB_CAL,
     )
+
+
+def _reliability(y: Any, proba: Any, classes: list[str], n_bins: int) -> dict[str, list[float]]:
+    from engine import metrics as M
+
+    bins = M.calibration_bins(y, proba, n_bins, classes=classes)
+    return {
+        "confidence": [float(b["confidence"]) for b in bins],
+        "accuracy": [float(b["accuracy"]) for b in bins],
+        "count": [int(b["count"]) for b in bins],
+    }
 
 
 def _latency(inputs: Inputs, fns: dict[str, Any], test: Any) -> Check:
