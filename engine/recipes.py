@@ -45,6 +45,8 @@ def load_recipe(name: str) -> dict[str, dict[str, Any]]:
         if key == "recipe":
             continue
         if key not in registry.STAGE_NAMES:
-            raise EvidenceError(files[name], key, "is not a stage name", "use one of " + ", ".join(registry.STAGE_NAMES))
+            raise EvidenceError(
+                files[name], key, "is not a stage name", "use one of " + ", ".join(registry.STAGE_NAMES)
+            )
         out[key] = value
     return out

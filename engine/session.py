@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import socket
 import time
 from dataclasses import dataclass
@@ -44,8 +43,7 @@ class SessionLocked(Exception):
         self.path, self.holder, self.stale = path, holder, stale
         who = f"pid {holder.get('pid')} on {holder.get('host')} since {holder.get('since')}"
         hint = (
-            "that process is gone: take the lock over (claimcheck offers this; or delete "
-            f"{path / LOCK_FILE})"
+            f"that process is gone: take the lock over (claimcheck offers this; or delete {path / LOCK_FILE})"
             if stale
             else "close the other claimcheck first, or open a copy of the session"
         )
@@ -335,5 +333,3 @@ def find_sessions(root: Path, exclude: Path | None = None, max_depth: int = 3) -
             dirnames[:] = []
     return sorted(found)
 
-
-SAFE_ID = re.compile(r"[^A-Za-z0-9._-]+")

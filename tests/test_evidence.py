@@ -51,7 +51,9 @@ records = st.builds(
     inputs=st.dictionaries(keys, values, max_size=6),
     checks=st.lists(checks, max_size=4),
     notes=st.lists(
-        st.builds(Note, tag=st.sampled_from(["fact", "suspected_cause", "untested_remedy", "limitation"]), text=text),
+        st.builds(
+            Note, tag=st.sampled_from(["fact", "suspected_cause", "untested_remedy", "limitation"]), text=text
+        ),
         max_size=3,
     ),
     provenance=st.builds(Provenance, revision=st.integers(1, 50), frozen=st.booleans()),

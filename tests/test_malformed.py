@@ -29,12 +29,24 @@ RECORD_CASES = [
     ("unterminated string", 'stage = "claim\n', "(syntax)"),
     ("duplicate key", 'stage = "claim"\nstage = "x"\n', "(syntax)"),
     ("unknown top-level field", GOOD_RECORD + 'colour = "red"\n', "colour"),
-    ("unknown check field", GOOD_RECORD.replace('summary = "ok"', 'summary = "ok"\nscore = 3'), "checks[0].score"),
+    (
+        "unknown check field",
+        GOOD_RECORD.replace('summary = "ok"', 'summary = "ok"\nscore = 3'),
+        "checks[0].score",
+    ),
     ("bad status", GOOD_RECORD.replace('status = "pass"', 'status = "great"'), "checks[0].status"),
     ("check without id", GOOD_RECORD.replace('id = "claim.completeness"\n', ""), "checks[0].id"),
     ("malformed check id", GOOD_RECORD.replace("claim.completeness", "Claim Completeness"), "checks[0].id"),
-    ("future schema", GOOD_RECORD.replace("schema_version = 1", "schema_version = 99"), "provenance.schema_version"),
-    ("schema as text", GOOD_RECORD.replace("schema_version = 1", 'schema_version = "one"'), "provenance.schema_version"),
+    (
+        "future schema",
+        GOOD_RECORD.replace("schema_version = 1", "schema_version = 99"),
+        "provenance.schema_version",
+    ),
+    (
+        "schema as text",
+        GOOD_RECORD.replace("schema_version = 1", 'schema_version = "one"'),
+        "provenance.schema_version",
+    ),
     ("revision as text", GOOD_RECORD.replace("revision = 1", 'revision = "first"'), "provenance.revision"),
     ("inputs not a table", 'stage = "claim"\ninputs = 3\n', "inputs"),
     ("checks not an array", 'stage = "claim"\nchecks = "all good"\n', "checks"),
@@ -45,7 +57,9 @@ RECORD_CASES = [
 
 
 @pytest.mark.parametrize("name,content,field", RECORD_CASES, ids=[c[0] for c in RECORD_CASES])
-def test_malformed_record_names_file_field_and_fix(tmp_path: Path, name: str, content: str, field: str) -> None:
+def test_malformed_record_names_file_field_and_fix(
+    tmp_path: Path, name: str, content: str, field: str
+) -> None:
     path = tmp_path / "01-claim.toml"
     path.write_text(content, encoding="utf-8")
     with pytest.raises(EvidenceError) as info:

@@ -152,7 +152,9 @@ def test_claim_full_passes_and_review_lists_earlier_sessions(tmp_path: Path) -> 
     }
     assert review.replay == "observation"
     assert "outside this scope were not reviewed" in review.summary
-    assert find_sessions(ws / "runs", exclude=me.path) == [ws / "runs" / n for n in ("a-failed", "b-cancelled", "c-broken")]
+    assert find_sessions(ws / "runs", exclude=me.path) == [
+        ws / "runs" / n for n in ("a-failed", "b-cancelled", "c-broken")
+    ]
 
 
 def test_lock_refuses_second_process_and_names_holder(session: Session) -> None:
@@ -160,7 +162,9 @@ def test_lock_refuses_second_process_and_names_holder(session: Session) -> None:
         "import sys,time; from engine.session import Session; s=Session.open(sys.argv[1]); "
         "s.lock.acquire(); print('locked', flush=True); time.sleep(30)"
     )
-    proc = subprocess.Popen([sys.executable, "-c", code, str(session.path)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(session.path)], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout.readline().strip() == "locked"
         with pytest.raises(SessionLocked) as info:

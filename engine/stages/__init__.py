@@ -44,9 +44,13 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec("source", 2, "Source", "What is in the data, and can the inputs determine the target?"),
     StageSpec("split", 3, "Split", "Does the held-out data answer the deployment question without leakage?"),
     StageSpec("baseline", 4, "Baseline", "Is the task learnable, and what must a model beat?"),
-    StageSpec("contract", 5, "Contract", "Is the training run pinned, verified on real inputs, and able to fit?"),
+    StageSpec(
+        "contract", 5, "Contract", "Is the training run pinned, verified on real inputs, and able to fit?"
+    ),
     StageSpec("dispatch", 6, "Dispatch", "Did the contracted job really run, and how did it behave?"),
-    StageSpec("artifact", 7, "Artifact", "Is the saved model the one trained, and is it better on the locked test?"),
+    StageSpec(
+        "artifact", 7, "Artifact", "Is the saved model the one trained, and is it better on the locked test?"
+    ),
 )
 STAGE_NAMES: tuple[str, ...] = tuple(s.name for s in STAGES)
 _BY_NAME = {s.name: s for s in STAGES}

@@ -104,7 +104,11 @@ def _completeness(inp: Inputs) -> Check:
     missing = [f for f in REQUIRED_TEXT if not str(getattr(inp, f)).strip()]
     if not inp.inference_inputs:
         missing.append("inference_inputs")
-    if inp.task_kind != "causal_lm_sft" and inp.primary_metric not in LOWER_IS_BETTER and not inp.metric_averaging:
+    if (
+        inp.task_kind != "causal_lm_sft"
+        and inp.primary_metric not in LOWER_IS_BETTER
+        and not inp.metric_averaging
+    ):
         if inp.task_kind == "text_classification":
             missing.append("metric_averaging")
     if inp.task_kind == "text_classification" and not inp.class_order:
@@ -130,7 +134,9 @@ def _target_semantics(inp: Inputs) -> Check:
     else:
         meaning = "target kind not stated"
     status = "info" if limits else "warn"
-    summary = meaning + ("; label-quality limits stated" if limits else "; label quality unknown — a limitation")
+    summary = meaning + (
+        "; label-quality limits stated" if limits else "; label quality unknown — a limitation"
+    )
     return Check(
         id="claim.target_semantics",
         status=status,
@@ -154,7 +160,11 @@ def _success_criterion(inp: Inputs) -> Check:
     if s.relative_to != "absolute" and s.relative_to not in inp.comparators:
         problems.append(f"success is relative to '{s.relative_to}', which is not a listed comparator")
     lower = s.metric in LOWER_IS_BETTER
-    if s.metric and s.relative_to == "absolute" and ((lower and s.op in (">=", ">")) or (not lower and s.op in ("<=", "<"))):
+    if (
+        s.metric
+        and s.relative_to == "absolute"
+        and ((lower and s.op in (">=", ">")) or (not lower and s.op in ("<=", "<")))
+    ):
         problems.append(f"'{s.metric} {s.op} {s.value}' points the wrong way for this metric")
     text = (
         f"{s.metric} {s.op} {s.value}"
@@ -179,7 +189,9 @@ def _comparators(inp: Inputs) -> Check:
         id="claim.comparators",
         status="fail" if absent else "pass",
         basis="decided",
-        summary=("add comparators: " + ", ".join(absent)) if absent else "comparators: " + ", ".join(inp.comparators),
+        summary=("add comparators: " + ", ".join(absent))
+        if absent
+        else "comparators: " + ", ".join(inp.comparators),
         measured={"comparators": list(inp.comparators), "required_absent": absent},
         why="Without the trivial baseline and the unchanged base model, 'better' has no reference.",
         playbook=PB_SCOPE,
