@@ -99,3 +99,15 @@ def get_provider(name: str, jobs_root: Path) -> Provider:
 
         return LocalProvider(jobs_root)
     raise ValueError(f"unknown provider {name!r}; available: local")
+
+
+def require_job_dir(job_dir: Path, expected: Path, op_id: str) -> Path:
+    """The folder a provider is asked to launch must be this operation's, already written."""
+    from engine.training.job import CONTRACT
+
+    job_dir = Path(job_dir)
+    if job_dir.resolve() != Path(expected).resolve():
+        raise ValueError(f"job dir {job_dir} is not {expected} (operation {op_id})")
+    if not (job_dir / CONTRACT).exists():
+        raise FileNotFoundError(f"{job_dir / CONTRACT} is missing: write the job directory first")
+    return job_dir

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from engine.evidence import atomic_write_text, now_iso
-from engine.providers.base import TERMINAL_STAGES, Handle, JobStatus
+from engine.providers.base import TERMINAL_STAGES, Handle, JobStatus, require_job_dir
 from engine.training import job as jobfiles
 
 PID_FILE = "pid.json"
@@ -104,13 +104,7 @@ class LocalProvider:
         before a terminal status ("lost") is adopted too unless `resume` is asked for: then it
         restarts in the same directory and continues from its last checkpoint.
         """
-        job_dir = Path(job_dir)
-        if job_dir.resolve() != self.job_dir(op_id).resolve():
-            raise ValueError(f"job dir {job_dir} is not {self.job_dir(op_id)} (operation {op_id})")
-        if not (job_dir / jobfiles.CONTRACT).exists():
-            raise FileNotFoundError(
-                f"{job_dir / jobfiles.CONTRACT} is missing: write the job directory first"
-            )
+        job_dir = require_job_dir(job_dir, self.job_dir(op_id), op_id)
         lock = job_dir / LAUNCH_LOCK
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.evidence import atomic_write_text, now_iso
-from engine.providers.base import TERMINAL_STAGES, Handle, JobStatus
+from engine.providers.base import TERMINAL_STAGES, Handle, JobStatus, require_job_dir
 from engine.training import job as jobfiles
 
 RECORD = "ray.json"
@@ -313,13 +313,7 @@ class RayJobsProvider:
         (lost, failed, stopped) is deleted from Ray's table — its logs kept first — and submitted
         again under the same id; the training job continues from its last checkpoint.
         """
-        job_dir = Path(job_dir)
-        if job_dir.resolve() != self.job_dir(op_id).resolve():
-            raise ValueError(f"job dir {job_dir} is not {self.job_dir(op_id)} (operation {op_id})")
-        if not (job_dir / jobfiles.CONTRACT).exists():
-            raise FileNotFoundError(
-                f"{job_dir / jobfiles.CONTRACT} is missing: write the job directory first"
-            )
+        job_dir = require_job_dir(job_dir, self.job_dir(op_id), op_id)
         out_dir = self._named_output(job_dir, op_id)
 
         existing = self.client.get(op_id)
