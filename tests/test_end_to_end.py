@@ -114,3 +114,15 @@ def test_one_changed_byte_of_source_data_fails_at_checksum_and_marks_downstream(
     assert rows[("source", "source.checksum")] == "differs"
     downstream = {r["stage"]: r["outcome"] for r in result["rows"] if r["stage"] in ("split", "artifact")}
     assert downstream == {"split": "stale", "artifact": "stale"}
+
+
+def test_retrain_reruns_the_job_in_a_scratch_copy_and_reproduces(built: Path, tmp_path: Path, capsys) -> None:
+    session_dir = _copy(built, tmp_path)
+    before = sorted(p.relative_to(session_dir) for p in session_dir.rglob("*"))
+    assert main(["--replay", str(session_dir), "--retrain", "--json"]) == 0
+    import json
+
+    result = json.loads(capsys.readouterr().out)
+    assert result["timing"]["retrain"]
+    assert {r["outcome"] for r in result["rows"] if r["stage"] == "dispatch"} <= {"reproduced", "observation"}
+    assert sorted(p.relative_to(session_dir) for p in session_dir.rglob("*")) == before, "replay only reads"
