@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pytest
 
+from engine import calibration, uncertainty
 from engine import metrics as m
 
 C3 = ["a", "b", "c"]
@@ -100,10 +101,10 @@ def test_statistics_match_sklearn_point_values():
     p = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
     r = m.classification_report(y, p, classes)
     for name in ("accuracy", "macro_f1", "weighted_f1", "balanced_accuracy", "log_loss", "brier"):
-        s = m.classification_statistic(name, classes)
+        s = uncertainty.classification_statistic(name, classes)
         val = s.finish(s.rows(y, p).sum(0, keepdims=True))[0]
         assert val == pytest.approx(r[name], abs=1e-12), name
-    s = m.classification_statistic("recall.x", classes)
+    s = uncertainty.classification_statistic("recall.x", classes)
     assert s.finish(s.rows(y, p).sum(0, keepdims=True))[0] == pytest.approx(r["per_class"][1]["recall"])
 
 
@@ -114,8 +115,8 @@ def test_group_bootstrap_wider_than_row_bootstrap_when_groups_correlate():
     group_right = rng.random(40) < 0.6
     y = np.zeros(400, dtype=int)
     pred = np.where(group_right[groups], 0, 1)
-    row = m.bootstrap_ci("accuracy", y, pred, None, n=500, seed=3, classes=["a", "b"])
-    grp = m.bootstrap_ci("accuracy", y, pred, groups, n=500, seed=3, classes=["a", "b"])
+    row = uncertainty.bootstrap_ci("accuracy", y, pred, None, n=500, seed=3, classes=["a", "b"])
+    grp = uncertainty.bootstrap_ci("accuracy", y, pred, groups, n=500, seed=3, classes=["a", "b"])
     assert row["estimate"] == grp["estimate"] == group_right.mean()
     assert grp["units"] == 40 and row["units"] == 400 and grp["unit"] == "group"
     assert (grp["hi"] - grp["lo"]) > 2 * (row["hi"] - row["lo"])
@@ -126,10 +127,10 @@ def test_bootstrap_deterministic_and_callable_path_agrees():
     y = rng.integers(0, 2, 200)
     pred = np.where(rng.random(200) < 0.8, y, 1 - y)
     units = rng.integers(0, 50, 200)
-    a = m.bootstrap_ci("accuracy", y, pred, units, n=300, seed=7, classes=["n", "p"])
-    b = m.bootstrap_ci("accuracy", y, pred, units, n=300, seed=7, classes=["n", "p"])
+    a = uncertainty.bootstrap_ci("accuracy", y, pred, units, n=300, seed=7, classes=["n", "p"])
+    b = uncertainty.bootstrap_ci("accuracy", y, pred, units, n=300, seed=7, classes=["n", "p"])
     assert a == b
-    slow = m.bootstrap_ci(
+    slow = uncertainty.bootstrap_ci(
         lambda t, q: float((t == q).mean()), y, pred, units, n=300, seed=7, classes=["n", "p"]
     )
     # same unit draws, so the same interval up to float rounding
@@ -140,7 +141,7 @@ def test_paired_diff_and_mcnemar():
     y = np.zeros(100, dtype=int)
     a_right = np.arange(100) < 90
     b_right = np.arange(100) < 60
-    d = m.paired_bootstrap_diff(
+    d = uncertainty.paired_bootstrap_diff(
         "accuracy",
         y,
         np.where(a_right, 0, 1),
@@ -151,10 +152,10 @@ def test_paired_diff_and_mcnemar():
         classes=["x", "y"],
     )
     assert d["estimate"] == pytest.approx(0.3) and d["excludes_zero"] and d["lo"] > 0
-    t = m.mcnemar(a_right, b_right)
+    t = uncertainty.mcnemar(a_right, b_right)
     assert (t["a_only_correct"], t["b_only_correct"]) == (30, 0)
     assert t["method"].startswith("chi-square") and t["statistic"] == pytest.approx(29**2 / 30)
-    small = m.mcnemar([True, True, True, False], [False, False, True, False])
+    small = uncertainty.mcnemar([True, True, True, False], [False, False, True, False])
     # b=2, c=0 → exact two-sided binomial p = 2 · 0.5² = 0.5
     assert small["method"] == "exact binomial" and small["p_value"] == pytest.approx(0.5)
 
@@ -166,7 +167,7 @@ def test_bootstrap_speed_20k_rows():
     p = rng.dirichlet(np.ones(6), n)
     units = rng.integers(0, 8000, n)
     t0 = time.perf_counter()
-    m.paired_bootstrap_diff(
+    uncertainty.paired_bootstrap_diff(
         "macro_f1", y, p, np.zeros(n, dtype=int), units, n=1000, seed=0, classes=list("abcdef")
     )
     assert time.perf_counter() - t0 < 10.0
@@ -176,7 +177,7 @@ def test_regression_and_ranking_and_exact_match():
     r = m.regression_report([1, 2, 3, 4], [1, 2, 3, 8])
     assert r["mae"] == 1.0 and r["rmse"] == 2.0 and r["r2"] == pytest.approx(1 - 16 / 5)
     assert "r2" in m.regression_report([2, 2], [1, 3])["undefined"]
-    stat = m.regression_statistic("r2")
+    stat = uncertainty.regression_statistic("r2")
     y, yh = np.array([1.0, 2, 3, 4]), np.array([1.0, 2, 3, 8])
     assert stat.finish(stat.rows(y, yh).sum(0, keepdims=True))[0] == pytest.approx(r["r2"])
     rel = np.array([[1, 0, 1, 0], [0, 0, 0, 0]])
@@ -199,15 +200,15 @@ def test_temperature_recovers_known_value():
     rng = np.random.default_rng(0)
     n, k = 4000, 3
     z = rng.normal(scale=2.0, size=(n, k))
-    true_p = m._softmax(z)
+    true_p = calibration._softmax(z)
     y = np.array([rng.choice(k, p=row) for row in true_p])
-    over = m._softmax(z * 2.5)  # overconfident by a factor 2.5
-    t = m.fit_temperature(over, y)
+    over = calibration._softmax(z * 2.5)  # overconfident by a factor 2.5
+    t = calibration.fit_temperature(over, y)
     assert t == pytest.approx(2.5, rel=0.1)
-    cal = m.fit_calibrator("temperature", over, y)
+    cal = calibration.fit_calibrator("temperature", over, y)
     assert m.expected_calibration_error(y, cal.transform(over)) < m.expected_calibration_error(y, over)
     for method in ("platt", "isotonic", "none"):
-        q = m.fit_calibrator(method, over, y).transform(over)
+        q = calibration.fit_calibrator(method, over, y).transform(over)
         assert np.allclose(q.sum(1), 1.0)
 
 
@@ -215,14 +216,14 @@ def test_choose_threshold_rules():
     pos = np.array([1, 1, 0, 1, 0, 0], dtype=bool)
     score = np.array([0.9, 0.8, 0.7, 0.6, 0.3, 0.1])
     # precision ≥ 0.75: t=.6 flags 4 rows with 3 positives (0.75) — the lowest such t
-    r = m.choose_threshold(pos, score, constraint="min_precision", target=0.75)
+    r = calibration.choose_threshold(pos, score, constraint="min_precision", target=0.75)
     assert r["threshold"] == 0.6 and r["fit"]["precision"] == 0.75 and r["fit"]["recall"] == 1.0
-    r = m.choose_threshold(pos, score, constraint="min_recall", target=0.6)
+    r = calibration.choose_threshold(pos, score, constraint="min_recall", target=0.6)
     assert r["threshold"] == 0.8
     # FN costs 5, FP 1: t=.6 → FP 1, FN 0 → cost 1 (best)
-    r = m.choose_threshold(pos, score, constraint="cost", cost_fp=1, cost_fn=5)
+    r = calibration.choose_threshold(pos, score, constraint="cost", cost_fp=1, cost_fn=5)
     assert r["threshold"] == 0.6 and r["fit"]["cost"] == 1.0
-    r = m.choose_threshold(pos, score, constraint="min_precision", target=1.01)
+    r = calibration.choose_threshold(pos, score, constraint="min_precision", target=1.01)
     assert not r["feasible"] and math.isinf(r["threshold"])
 
 
@@ -235,7 +236,7 @@ def test_macro_auroc_callable_bootstrap():
     r = m.classification_report(y, p, C3)
     assert m.macro_auroc(y, p) == pytest.approx(r["macro_auroc"])
     assert m.macro_auprc(y, p) == pytest.approx(r["macro_auprc"])
-    d = m.paired_bootstrap_diff(
+    d = uncertainty.paired_bootstrap_diff(
         m.macro_auroc, y, p, np.full((120, 3), 1 / 3), None, n=100, seed=0, classes=C3
     )
     assert d["estimate"] == pytest.approx(r["macro_auroc"] - 0.5) and d["lo"] > 0

@@ -431,6 +431,7 @@ def _quality(
     import numpy as np
 
     from engine import metrics as M
+    from engine import uncertainty
 
     arms = list(preds)
     shared = (y >= 0) & np.logical_and.reduce([preds[a]["ok"] for a in arms])
@@ -452,7 +453,7 @@ def _quality(
     reports = {a: M.classification_report(ys, _renorm(preds[a]["proba"][shared]), classes) for a in arms}
     raw = {
         a: float(
-            M.bootstrap_ci(
+            uncertainty.bootstrap_ci(
                 metric,
                 ys,
                 _renorm(preds[a]["proba"][shared]),
@@ -468,7 +469,7 @@ def _quality(
     out: list[Check] = []
     diffs, mcn = {}, {}
     for comp in (a for a in arms if a != "candidate"):
-        d = M.paired_bootstrap_diff(
+        d = uncertainty.paired_bootstrap_diff(
             metric,
             ys,
             _renorm(preds["candidate"]["proba"][shared]),
@@ -482,7 +483,7 @@ def _quality(
         diffs[comp] = d
         ca = preds["candidate"]["proba"][shared].argmax(axis=1) == ys
         cb = preds[comp]["proba"][shared].argmax(axis=1) == ys
-        mcn[comp] = M.mcnemar(ca, cb)
+        mcn[comp] = uncertainty.mcnemar(ca, cb)
     lower = metric in ("log_loss", "brier")
     better = {c: bool("lo" in d and ((d["hi"] < 0) if lower else (d["lo"] > 0))) for c, d in diffs.items()}
     parts = [f"{a} {raw[a]:.4f}" for a in arms]
@@ -619,6 +620,7 @@ def _calibrated(
 ) -> Check:
     import numpy as np
 
+    from engine import calibration
     from engine import metrics as M
 
     ok_cal = y_cal >= 0
@@ -634,7 +636,7 @@ def _calibrated(
     for arm, p in preds.items():
         m = ok_cal & p["cal_ok"]
         cal_p = p["cal_proba"]
-        fitted = M.fit_calibrator(inputs.calibration, _renorm(cal_p[m]), y_cal[m], seed=inputs.seed)
+        fitted = calibration.fit_calibrator(inputs.calibration, _renorm(cal_p[m]), y_cal[m], seed=inputs.seed)
         test_p = fitted.transform(_renorm(p["proba"][shared]))
         rep_raw = M.classification_report(ys, _renorm(p["proba"][shared]), classes)
         rep_cal = M.classification_report(ys, _renorm(test_p), classes)

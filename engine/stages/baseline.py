@@ -657,14 +657,14 @@ def _intervals(
     present: list[int],
     metric: str,
 ) -> dict[str, Any]:
-    from engine import metrics as m
+    from engine import uncertainty
 
     names = ["accuracy", "macro_f1"] + (
         [metric] if metric in DECOMPOSABLE and metric not in ("accuracy", "macro_f1") else []
     )
     out = {}
     for name in names:
-        out[name] = m.bootstrap_ci(
+        out[name] = uncertainty.bootstrap_ci(
             name,
             y,
             proba,
@@ -876,6 +876,7 @@ def _learnability_check(
     notes: list[Note],
 ) -> Check:
     from engine import metrics as m
+    from engine import uncertainty
 
     ref = (
         inputs.trivial_reference
@@ -897,7 +898,7 @@ def _learnability_check(
     pa, pb = fitted[best].eval_pred[mask], fitted[ref].eval_pred[mask]
     # AUROC / AUPRC do not decompose into per-unit sums: the (slower) per-resample path computes them
     stat: Any = getattr(m, boot_metric) if boot_metric in RANKING else boot_metric
-    diff = m.paired_bootstrap_diff(
+    diff = uncertainty.paired_bootstrap_diff(
         stat,
         y,
         pa,
@@ -912,7 +913,7 @@ def _learnability_check(
     if boot_metric in RANKING:
         diff["method"] += " (per-resample recomputation; macro over classes defined in each resample)"
     diff["unit"] = data.unit_kind
-    acc_diff = m.paired_bootstrap_diff(
+    acc_diff = uncertainty.paired_bootstrap_diff(
         "accuracy",
         y,
         pa,
@@ -925,7 +926,7 @@ def _learnability_check(
     )
     acc_diff["unit"] = data.unit_kind
     yi = m.encode(y, data.classes)
-    test = m.mcnemar(m.argmax_pred(pa) == yi, m.argmax_pred(pb) == yi)
+    test = uncertainty.mcnemar(m.argmax_pred(pa) == yi, m.argmax_pred(pb) == yi)
     better = "lo" in diff and ((diff["hi"] < 0) if lower else (diff["lo"] > 0))
     ceiling, ceiling_from = _noise_ceiling(upstream)
     acc = reports[best]["accuracy"]
@@ -1008,6 +1009,7 @@ def _calibration_check(
 ) -> tuple[Check, Any]:
     import numpy as np
 
+    from engine import calibration
     from engine import metrics as m
 
     base = dict(
@@ -1044,7 +1046,7 @@ def _calibration_check(
     if where == "calibration_split":
         cal_p, cal_y = sets
         cal_i = m.encode(cal_y, data.classes)
-        calib = m.fit_calibrator(inputs.calibration, cal_p, cal_i, seed=inputs.seed)
+        calib = calibration.fit_calibrator(inputs.calibration, cal_p, cal_i, seed=inputs.seed)
         out_p = calib.transform(raw)
         fitting = {
             "raw": figures(cal_p, cal_y, "in-sample (fitting rows, before calibration)"),
@@ -1059,10 +1061,10 @@ def _calibration_check(
             if len(set(yi[other].tolist())) < 2:
                 out_p[folds == k] = p_all[folds == k]
                 continue
-            out_p[folds == k] = m.fit_calibrator(
+            out_p[folds == k] = calibration.fit_calibrator(
                 inputs.calibration, p_all[other], yi[other], seed=inputs.seed
             ).transform(p_all[folds == k])
-        calib = m.fit_calibrator(inputs.calibration, p_all, yi, seed=inputs.seed)
+        calib = calibration.fit_calibrator(inputs.calibration, p_all, yi, seed=inputs.seed)
         fitting = {"calibrated": figures(calib.transform(p_all), y, "in-sample (all out-of-fold rows)")}
         calibrated_fit = (out_p, yi)
     evaluation = {
@@ -1106,6 +1108,7 @@ def _operating_point_check(
 ) -> Check:
     import numpy as np
 
+    from engine import calibration
     from engine import metrics as m
 
     op = inputs.operating_point
@@ -1148,17 +1151,17 @@ def _operating_point_check(
         )
     eval_p, (fit_p, fit_y), _ = calibrated
     if data.mode == "holdout":
-        choice = m.choose_threshold(fit_y == j, fit_p[:, j], **kw)
-        applied = m.binary_counts(yi == j, eval_p[:, j], choice["threshold"])
+        choice = calibration.choose_threshold(fit_y == j, fit_p[:, j], **kw)
+        applied = calibration.binary_counts(yi == j, eval_p[:, j], choice["threshold"])
     else:
         folds = data.eval_fold[mask]
         flags = np.zeros(len(yi), dtype=bool)
         for k in sorted(set(folds.tolist())):
             other, this = folds != k, folds == k
-            t = m.choose_threshold(fit_y[other] == j, fit_p[other, j], **kw)["threshold"]
+            t = calibration.choose_threshold(fit_y[other] == j, fit_p[other, j], **kw)["threshold"]
             flags[this] = eval_p[this, j] >= t
-        choice = m.choose_threshold(fit_y == j, fit_p[:, j], **kw)
-        applied = m.binary_counts(yi == j, flags.astype(float), 0.5)
+        choice = calibration.choose_threshold(fit_y == j, fit_p[:, j], **kw)
+        applied = calibration.binary_counts(yi == j, flags.astype(float), 0.5)
         applied["threshold"] = "cross-fitted per fold"
     choice["fit_sample"] = "in-sample (the rows the threshold was chosen on)"
     applied["sample"] = f"out-of-sample ({_where(data)})"
@@ -1211,12 +1214,13 @@ def _regression_checks(
     metric: str,
 ) -> list[Check]:
     from engine import metrics as m
+    from engine import uncertainty
 
     cov = _coverage(data, mask)
     reps = {n: m.regression_report(y, f.eval_pred[mask]) for n, f in fitted.items()}
     for n, f in fitted.items():
         reps[n]["intervals"] = {
-            k: m.bootstrap_ci(
+            k: uncertainty.bootstrap_ci(
                 k, y, f.eval_pred[mask], units, n=inputs.bootstrap_resamples, seed=inputs.bootstrap_seed
             )
             | {"unit": data.unit_kind}
@@ -1250,7 +1254,7 @@ def _regression_checks(
     if conv and trivial:
         best = min(conv, key=lambda n: reps[n][boot] if boot != "r2" else -reps[n].get("r2", -1e9))
         ref = inputs.trivial_reference if inputs.trivial_reference in trivial else trivial[0]
-        diff = m.paired_bootstrap_diff(
+        diff = uncertainty.paired_bootstrap_diff(
             boot,
             y,
             fitted[best].eval_pred[mask],
@@ -1286,6 +1290,7 @@ def _generation_checks(
     import numpy as np
 
     from engine import metrics as m
+    from engine import uncertainty
 
     f = fitted["most_frequent_answer"]
     answer = str(f.eval_pred[0]) if len(f.eval_pred) else ""
@@ -1296,7 +1301,9 @@ def _generation_checks(
 
     yy = np.asarray([" ".join(str(s).split()).casefold() for s in y], dtype=object)
     pp = np.asarray([" ".join(answer.split()).casefold()] * len(yy), dtype=object)
-    ci = m.bootstrap_ci(em_fn, yy, pp, units, n=inputs.bootstrap_resamples, seed=inputs.bootstrap_seed)
+    ci = uncertainty.bootstrap_ci(
+        em_fn, yy, pp, units, n=inputs.bootstrap_resamples, seed=inputs.bootstrap_seed
+    )
     ci["unit"] = data.unit_kind
     cov = _coverage(data, mask)
     return [

@@ -203,7 +203,7 @@ def metric_value(metric: str, y: list[int], proba: Any, classes: list[str]) -> f
     """One declared metric through engine.metrics, macro averages over the classes present in y."""
     import numpy as np
 
-    from engine.metrics import classification_statistic
+    from engine.uncertainty import classification_statistic
 
     y_arr = np.asarray(y, dtype=np.int64)
     labels = sorted(set(y_arr.tolist()))
