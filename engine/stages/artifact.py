@@ -256,34 +256,6 @@ def _torch_arm(model: Any, tok: Any, eff: dict[str, Any], classes: list[str]):
     return fn, batcher
 
 
-def _baseline_arm(upstream: dict[str, StageRecord], ctx: StageContext, classes: list[str]) -> tuple[Any, str]:
-    """Refit the baseline stage's best conventional learner on its own fitting rows (train, or
-    train+dev for K-fold), with its recorded settings, through the baseline module's own code."""
-    from engine.stages import baseline as bl
-
-    rec = upstream.get("baseline")
-    conv = rec.check("baseline.conventional") if rec else None
-    learners = dict(conv.measured.get("learners", {})) if conv else {}
-    if not learners:
-        raise StageInputError("the baseline stage recorded no conventional learner to compare against")
-    metric = str(conv.measured.get("primary_metric", "macro_f1"))
-    lower = metric in bl.LOWER_IS_BETTER
-    best = sorted(
-        learners,
-        key=lambda n: float(learners[n].get(metric, math.inf if lower else -math.inf)) * (1 if lower else -1),
-    )[0]
-    binp = bl.Inputs.model_validate(rec.inputs)
-    data = bl._load(binp, upstream, ctx)
-    c_value = float(learners[best].get("C", binp.C))
-    model = bl._make_model(best, data, binp, c_value)
-    model.fit(bl._features(best, data.fit, data), bl._target(data.fit, data))
-
-    def fn(frame: Any) -> Any:
-        return bl._predict(model, bl._features(best, frame, data), data)
-
-    return fn, best
-
-
 def compare(
     inputs: Inputs, eff: dict[str, Any], final: Path, upstream: dict[str, StageRecord], ctx: StageContext
 ) -> dict[str, Any]:
@@ -291,6 +263,7 @@ def compare(
     import torch
 
     from engine import splits
+    from engine.stages import baseline
     from engine.training.evaluate import build_base, load_artifact
 
     torch.set_num_threads(2)
@@ -326,7 +299,7 @@ def compare(
         )
     if "best_baseline" in arms_wanted:
         try:
-            fns["best_baseline"], best = _baseline_arm(upstream, ctx, classes)
+            fns["best_baseline"], best = baseline.refit_best(upstream, ctx)
             notes["best_baseline"] = (
                 f"{best}, refitted on its fitting rows with the baseline stage's recorded settings"
             )

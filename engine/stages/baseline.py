@@ -529,6 +529,33 @@ def _run_learner(name: str, data: Data, inputs: Inputs, metric: str) -> Fitted:
     return out
 
 
+def refit_best(upstream: dict[str, StageRecord], ctx: StageContext) -> tuple[Any, str]:
+    """Refit the recorded best conventional learner on its own fitting rows (train, or train+dev for
+    K-fold) with its recorded settings, for a later stage's comparison. Returns (predict(frame), name)."""
+    import math
+
+    rec = upstream.get("baseline")
+    conv = rec.check("baseline.conventional") if rec else None
+    learners = dict(conv.measured.get("learners", {})) if conv else {}
+    if not learners:
+        raise StageInputError("the baseline stage recorded no conventional learner to compare against")
+    metric = str(conv.measured.get("primary_metric", "macro_f1"))
+    lower = metric in LOWER_IS_BETTER
+    best = sorted(
+        learners,
+        key=lambda n: float(learners[n].get(metric, math.inf if lower else -math.inf)) * (1 if lower else -1),
+    )[0]
+    inputs = Inputs.model_validate(rec.inputs)
+    data = _load(inputs, upstream, ctx)
+    model = _make_model(best, data, inputs, float(learners[best].get("C", inputs.C)))
+    model.fit(_features(best, data.fit, data), _target(data.fit, data))
+
+    def predict(frame: Any) -> Any:
+        return _predict(model, _features(best, frame, data), data)
+
+    return predict, best
+
+
 # ---------------------------------------------------------------- the stage
 
 
