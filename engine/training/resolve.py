@@ -1,0 +1,381 @@
+"""The contract's requested → effective resolution: every setting either honoured as requested,
+resolved (an "auto" made concrete, with the reason) or refused with the reason — never silently
+replaced. Hardware probes are cached per process.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.context import StageContext
+from engine.evidence import digest_of
+
+if TYPE_CHECKING:
+    from engine.stages.contract import Inputs
+
+
+# ---------------------------------------------------------------- hardware probes (cached per process)
+
+
+@functools.lru_cache(maxsize=4)
+def _bnb_usable(device: str) -> tuple[bool, str]:
+    """Can bitsandbytes quantise to NF4 and back on this device? A real round trip, not an import."""
+    try:
+        import bitsandbytes.functional as bnbf
+        import torch
+
+        x = torch.randn(64, 64, dtype=torch.bfloat16, device=device)
+        q, state = bnbf.quantize_4bit(x, quant_type="nf4")
+        err = float((bnbf.dequantize_4bit(q, state) - x).abs().mean())
+        if not math.isfinite(err) or err > 0.5:
+            return False, f"bitsandbytes NF4 round trip on {device} is wrong (mean error {err:.3f})"
+        return True, ""
+    except Exception as exc:  # noqa: BLE001 - any failure means 4-bit is unusable here
+        return False, f"bitsandbytes cannot quantise to 4-bit on {device}: {type(exc).__name__}: {exc}"
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def _bf16_supported(device: str) -> bool:
+    import torch
+
+    return device == "cuda" and bool(torch.cuda.is_bf16_supported())
+
+
+# ---------------------------------------------------------------- resolution: requested → effective
+
+
+class Resolution:
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+        self.refused: list[dict[str, str]] = []
+
+    def same(self, setting: str, value: Any) -> Any:
+        self.rows.append(
+            {
+                "setting": setting,
+                "requested": _show(value),
+                "effective": _show(value),
+                "outcome": "as requested",
+            }
+        )
+        return value
+
+    def resolved(self, setting: str, requested: Any, effective: Any, how: str) -> Any:
+        self.rows.append(
+            {
+                "setting": setting,
+                "requested": _show(requested),
+                "effective": _show(effective),
+                "outcome": "resolved: " + how,
+            }
+        )
+        return effective
+
+    def refuse(self, setting: str, requested: Any, reason: str) -> None:
+        self.rows.append(
+            {
+                "setting": setting,
+                "requested": _show(requested),
+                "effective": "REFUSED",
+                "outcome": "refused: " + reason,
+            }
+        )
+        self.refused.append({"setting": setting, "requested": _show(requested), "reason": reason})
+
+
+def _show(v: Any) -> str:
+    if isinstance(v, str):
+        return v if v else '""'
+    if isinstance(v, list):
+        return "[" + ", ".join(str(x) for x in v) + "]"
+    return str(v)
+
+
+def resolve(
+    inp: Inputs, ctx: StageContext, claim: dict[str, Any], source_inputs: dict[str, Any]
+) -> tuple[dict, Resolution, dict]:
+    """The effective contract, the side-by-side table with refusals, and identity facts."""
+    from engine.training import models
+    from engine.training.prepare import has_generation_markers, template_fields
+
+    R = Resolution()
+    ws = ctx.workspace
+    facts: dict[str, Any] = {}
+    eff: dict[str, Any] = {"task_kind": R.same("task_kind", inp.task_kind)}
+    if inp.task_kind == "tabular":
+        R.refuse(
+            "task_kind",
+            "tabular",
+            "tabular learners are the baseline stage's scikit-learn models; "
+            "this stage contracts torch fine-tuning only",
+        )
+
+    # device
+    has_gpu = cuda_available()
+    if inp.device == "auto":
+        device = R.resolved(
+            "device",
+            "auto",
+            "cuda" if has_gpu else "cpu",
+            "a GPU is visible" if has_gpu else "no GPU visible",
+        )
+    elif inp.device == "cuda" and not has_gpu:
+        R.refuse("device", "cuda", "no CUDA GPU is visible on this machine")
+        device = "cuda"
+    else:
+        device = R.same("device", inp.device)
+    eff["device"] = device
+
+    # model and tokenizer identity
+    model_dir = models.resolve_model_path(inp.model_path, ws)
+    eff["model_path"] = R.same("model_path", inp.model_path)
+    tok_spec = inp.tokenizer_path or inp.model_path
+    eff["tokenizer_path"] = (
+        R.resolved("tokenizer_path", "", tok_spec, "same as model_path")
+        if not inp.tokenizer_path
+        else R.same("tokenizer_path", tok_spec)
+    )
+    tok_dir = models.resolve_model_path(tok_spec, ws)
+    detected = models.hub_revision_of(model_dir)
+    if inp.hub_revision and detected and inp.hub_revision != detected:
+        R.refuse("hub_revision", inp.hub_revision, f"the local snapshot is revision {detected}")
+        eff["hub_revision"] = inp.hub_revision
+    elif inp.hub_revision and not detected:
+        R.refuse(
+            "hub_revision",
+            inp.hub_revision,
+            "the model folder is not a Hugging Face cache snapshot, "
+            "so its revision cannot be confirmed; leave hub_revision empty or point at the cache",
+        )
+        eff["hub_revision"] = inp.hub_revision
+    elif detected and not inp.hub_revision:
+        eff["hub_revision"] = R.resolved("hub_revision", "", detected, "read from the cache snapshot path")
+    else:
+        eff["hub_revision"] = R.same("hub_revision", inp.hub_revision)
+    model_manifest = models.file_manifest(model_dir)
+    tok_manifest = model_manifest if tok_dir == model_dir else models.file_manifest(tok_dir)
+    eff["model_sha256"] = digest_of(model_manifest)
+    eff["tokenizer_sha256"] = digest_of(tok_manifest)
+    facts.update(model_dir=model_dir, model_manifest=model_manifest, tok_manifest=tok_manifest)
+
+    # adapter and quantisation
+    mode = eff["adapter_mode"] = R.same("adapter_mode", inp.adapter_mode)
+    q = inp.quant
+    if mode == "qlora":
+        ok, why = _bnb_usable(device if device in ("cpu", "cuda") else "cpu")
+        if not ok:
+            R.refuse("adapter_mode", "qlora", why)
+        if q.quant_type != "nf4":
+            R.refuse(
+                "quant.quant_type",
+                q.quant_type,
+                "fp4 is transformers' silent default; QLoRA's 4-bit "
+                'weights are NF4 — set quant_type = "nf4"',
+            )
+        if q.compute_dtype == "float32":
+            R.refuse(
+                "quant.compute_dtype",
+                q.compute_dtype,
+                "float32 is transformers' silent default compute "
+                "dtype for 4-bit layers; set bfloat16 explicitly",
+            )
+        elif q.compute_dtype == "float16" or inp.precision == "fp16":
+            R.refuse(
+                "quant.compute_dtype" if q.compute_dtype == "float16" else "precision",
+                "float16",
+                "fp16 with 4-bit weights overflows into NaN / zero loss; use bfloat16",
+            )
+    eff["quant"] = {
+        "load_in_4bit": mode == "qlora",
+        "quant_type": R.same("quant.quant_type", q.quant_type) if mode == "qlora" else q.quant_type,
+        "double_quant": R.same("quant.double_quant", q.double_quant) if mode == "qlora" else q.double_quant,
+        "compute_dtype": R.same("quant.compute_dtype", q.compute_dtype)
+        if mode == "qlora"
+        else q.compute_dtype,
+    }
+    if mode == "head" and inp.task_kind == "causal_lm_sft":
+        R.refuse(
+            "adapter_mode",
+            "head",
+            "head-only training is for classification heads; use lora or qlora for SFT",
+        )
+
+    # precision
+    if inp.precision == "bf16" and not _bf16_supported(device):
+        R.refuse(
+            "precision",
+            "bf16",
+            f"bf16 autocast is not supported on {device} by the local job "
+            "(a GPU with bf16 is needed); use fp32 here",
+        )
+    elif inp.precision == "fp16" and device != "cuda":
+        R.refuse("precision", "fp16", "fp16 mixed precision needs a CUDA GPU; use fp32 on CPU")
+    eff["precision"] = R.same("precision", inp.precision)
+
+    # LoRA targets, checked against the real architecture (meta device, no weights)
+    eff["lora"] = {
+        "r": inp.lora.r,
+        "alpha": inp.lora.alpha,
+        "dropout": inp.lora.dropout,
+        "target_modules": inp.lora.target_modules,
+    }
+    if inp.task_kind != "tabular":
+        meta = models.meta_model(
+            {"model_path": inp.model_path, "task_kind": inp.task_kind},
+            ws,
+            num_labels=max(2, len(claim.get("class_order") or []))
+            if inp.task_kind == "text_classification"
+            else None,
+        )
+        facts["meta"] = meta
+        max_pos = int(getattr(meta.config, "max_position_embeddings", 0) or 0)
+        if max_pos and inp.max_length > max_pos:
+            R.refuse("max_length", inp.max_length, f"the model's position table has {max_pos} positions")
+        if mode in ("lora", "qlora"):
+            hits = models.match_targets(meta, inp.lora.target_modules)
+            facts["target_hits"] = hits
+            for name, found in hits.items():
+                if not found:
+                    linear = sorted({n.split(".")[-1] for n in models.linear_names(meta)})
+                    R.refuse(
+                        "lora.target_modules",
+                        name,
+                        f"matches no linear layer; this model's linear layer names are {linear}",
+                    )
+            if all(hits.values()):
+                R.same("lora.target_modules", inp.lora.target_modules)
+    eff["max_length"] = R.same("max_length", inp.max_length)
+
+    # optimizer and schedule
+    opt = inp.optimizer
+    if opt.name == "paged_adamw_8bit" and device != "cuda":
+        R.refuse("optimizer.name", opt.name, "paged 8-bit AdamW needs a CUDA GPU")
+    head_lr = opt.head_lr or opt.lr
+    if not opt.head_lr and inp.task_kind == "text_classification":
+        R.resolved("optimizer.head_lr", 0.0, head_lr, "0 means the same as lr")
+    eff["optimizer"] = {
+        "name": R.same("optimizer.name", opt.name),
+        "lr": R.same("optimizer.lr", opt.lr),
+        "head_lr": head_lr,
+        "weight_decay": R.same("optimizer.weight_decay", opt.weight_decay),
+    }
+    eff["max_grad_norm"] = R.same("optimizer.max_grad_norm", opt.max_grad_norm)
+    eff["schedule"] = {
+        "name": R.same("schedule.name", inp.schedule.name),
+        "warmup_ratio": R.same("schedule.warmup_ratio", inp.schedule.warmup_ratio),
+    }
+
+    # batch arithmetic
+    for k in ("micro_batch", "grad_accum", "dp_replicas"):
+        eff[k] = R.same(k, getattr(inp, k))
+    eff["effective_batch"] = R.resolved(
+        "effective_batch",
+        "(derived)",
+        inp.micro_batch * inp.grad_accum * inp.dp_replicas,
+        "micro_batch × grad_accum × dp_replicas",
+    )
+    for k in ("epochs", "max_steps", "seed", "gradient_checkpointing"):
+        eff[k] = R.same(k, getattr(inp, k))
+    if inp.packing:
+        R.refuse(
+            "packing",
+            True,
+            "packing is not implemented with per-example attention isolation here; "
+            "packed examples would attend to each other",
+        )
+    eff["packing"] = False
+
+    # template and objective
+    allowed = _allowed_columns(source_inputs)
+    if inp.task_kind == "text_classification":
+        fields = template_fields(inp.text_template)
+        if not fields:
+            R.refuse(
+                "text_template",
+                inp.text_template,
+                "refers to no column, so the model would see constant text",
+            )
+        bad = [f for f in fields if f not in allowed]
+        if bad:
+            R.refuse(
+                "text_template",
+                inp.text_template,
+                f"uses column(s) {bad} that are not model inputs "
+                f"(model inputs: {allowed}; unavailable, sensitive or unknown columns are excluded)",
+            )
+        eff["text_template"] = R.same("text_template", inp.text_template)
+        eff["objective"] = "cross_entropy_over_classes"
+        eff["chat_template"] = ""
+        eff["chat_template_sha256"] = ""
+        eff["messages_column"] = ""
+    else:
+        eff["text_template"] = ""
+        eff["objective"] = "causal_lm_next_token_on_assistant_turns"
+        tok_template = _tokenizer_template(tok_dir)
+        chat = inp.chat_template or tok_template
+        if not chat:
+            R.refuse("chat_template", "", "the tokenizer has no chat template; give one in chat_template")
+        elif inp.chat_template:
+            R.same("chat_template", "(text, sha256 " + digest_of(chat)[7:19] + ")")
+        else:
+            R.resolved(
+                "chat_template",
+                "",
+                "(tokenizer's, sha256 " + digest_of(chat)[7:19] + ")",
+                "the tokenizer's own template",
+            )
+        eff["chat_template"] = chat
+        eff["chat_template_sha256"] = digest_of(chat)
+        facts["generation_markers"] = has_generation_markers(chat)
+        if inp.messages_column not in allowed and not {"prompt", "response"} <= set(allowed):
+            R.refuse(
+                "messages_column",
+                inp.messages_column,
+                f"is not a model input column (model inputs: {allowed})",
+            )
+        eff["messages_column"] = R.same("messages_column", inp.messages_column)
+    eff["target_turn_policy"] = R.same("target_turn_policy", inp.target_turn_policy)
+
+    # what the job does over time
+    for k in (
+        "eval_every_steps",
+        "checkpoint_every_steps",
+        "checkpoint_selection",
+        "stopping_rule",
+        "patience_evals",
+        "required_checks",
+        "on_required_fail",
+    ):
+        eff[k] = R.same(k, getattr(inp, k))
+    eff["dev_metric"] = str(
+        claim.get("primary_metric") or ("macro_f1" if inp.task_kind == "text_classification" else "dev_loss")
+    )
+    eff["alarms"] = inp.alarms.model_dump(mode="json")
+    return eff, R, facts
+
+
+def _allowed_columns(source_inputs: dict[str, Any]) -> list[str]:
+    from engine.data import model_inputs
+
+    return model_inputs(source_inputs)
+
+
+def _tokenizer_template(tok_dir: Path) -> str:
+    jinja = tok_dir / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text("utf-8")
+    import json
+
+    cfg = tok_dir / "tokenizer_config.json"
+    if cfg.is_file():
+        t = json.loads(cfg.read_text("utf-8")).get("chat_template") or ""
+        return t if isinstance(t, str) else ""
+    return ""
