@@ -180,3 +180,9 @@ def test_lock_refuses_second_process_and_names_holder(session: Session) -> None:
     assert session.lock.holder()["pid"] == os.getpid()
     session.lock.release()
     assert not session.lock.file.exists()
+
+
+def test_claim_warns_on_a_comparator_nothing_will_measure(session: Session) -> None:
+    rec = session.run_stage("claim", {**CLAIM, "comparators": [*CLAIM["comparators"], "gpt_judge"]})
+    check = rec.check("claim.comparators")
+    assert check.status == "warn" and check.measured["unmeasured"] == ["gpt_judge"]

@@ -29,6 +29,8 @@ PB_SCOPE = "Preserve the requested model and run scope. Recommend a simpler base
 
 TRIVIAL = "trivial_baseline"
 BASE_MODEL = "base_model"
+# The arms the artifact stage scores on the locked test beside the candidate.
+KNOWN_COMPARATORS = (TRIVIAL, "best_baseline", BASE_MODEL)
 
 # Metrics the later stages know how to compute; the claim must name one of them.
 KNOWN_METRICS = (
@@ -185,14 +187,23 @@ def _success_criterion(inp: Inputs) -> Check:
 def _comparators(inp: Inputs) -> Check:
     need = [TRIVIAL] + ([BASE_MODEL] if inp.fine_tuning else [])
     absent = [c for c in need if c not in inp.comparators]
+    unmeasured = [c for c in inp.comparators if c not in KNOWN_COMPARATORS]
+    if absent:
+        status, summary = "fail", "add comparators: " + ", ".join(absent)
+    elif unmeasured:
+        status = "warn"
+        summary = (
+            f"{', '.join(unmeasured)}: not a comparator the artifact stage measures "
+            f"({', '.join(KNOWN_COMPARATORS)}); it would stay unmeasured"
+        )
+    else:
+        status, summary = "pass", "comparators: " + ", ".join(inp.comparators)
     return Check(
         id="claim.comparators",
-        status="fail" if absent else "pass",
+        status=status,
         basis="decided",
-        summary=("add comparators: " + ", ".join(absent))
-        if absent
-        else "comparators: " + ", ".join(inp.comparators),
-        measured={"comparators": list(inp.comparators), "required_absent": absent},
+        summary=summary,
+        measured={"comparators": list(inp.comparators), "required_absent": absent, "unmeasured": unmeasured},
         why="Without the trivial baseline and the unchanged base model, 'better' has no reference.",
         playbook=PB_SCOPE,
     )
