@@ -332,4 +332,3 @@ def find_sessions(root: Path, exclude: Path | None = None, max_depth: int = 3) -
                 found.append(here)
             dirnames[:] = []
     return sorted(found)
-

@@ -73,7 +73,13 @@ def test_long_and_tiny_texts_take_the_single_shingle_path(monkeypatch: pytest.Mo
 def test_chunking_does_not_change_results(monkeypatch: pytest.MonkeyPatch) -> None:
     df = _frame(8, 150)
     full = neardup.near_duplicates(df, ["body"], threshold=0.6, shingle_size=3)
-    for name, value in [("CHUNK_TEXTS", 7), ("PAIR_BLOCK", 5), ("VERIFY_SHINGLES", 11), ("SIG_BLOCK", 13)]:
+    for name, value in [
+        ("CHUNK_TEXTS", 7),
+        ("PAIR_BLOCK", 5),
+        ("VERIFY_SHINGLES", 11),
+        ("SIG_BLOCK", 13),
+        ("GEN_BLOCK", 5),
+    ]:
         monkeypatch.setattr(neardup, name, value)
     small = neardup.near_duplicates(df, ["body"], threshold=0.6, shingle_size=3)
     assert small.pairs.equals(full.pairs)
@@ -93,3 +99,76 @@ def test_sketch_bound_never_drops_a_true_pair() -> None:
     _, _, jac = neardup._verify(texts, codes, sizes, 2)
     assert ok[jac >= 0.5].all()
     assert not ok.all(), "the bound should prune something"
+
+
+def _source_and_split(tmp_path, **split_kw):
+    from engine.context import StageContext
+    from engine.stages import source, split
+
+    df = _frame(5, 240).with_columns(
+        lab=pl.Series(["xy"[i % 2] for i in range(240)]),
+        cust=pl.Series([f"c{i // 3}" for i in range(240)]),
+        ts=pl.Series([f"2024-{1 + i % 12:02d}-01" for i in range(240)]),
+    )
+    df.drop("row_id").write_csv(tmp_path / "d.csv")
+    ctx = StageContext(session_dir=tmp_path / "s", workspace=tmp_path)
+    src = source.run(
+        source.Inputs(
+            files=["d.csv"],
+            label_column="lab",
+            input_columns=["subject", "body"],
+            text_columns=["subject", "body"],
+            availability={"subject": "yes", "body": "yes"},
+            entity_columns=["cust"],
+            time_column="ts",
+            near_dup_threshold=0.6,
+            shingle_size=3,
+        ),
+        {},
+        ctx,
+    )
+    inputs = split.Inputs(rationale="bench", near_dup_threshold=0.6, shingle_size=3, **split_kw)
+    return src, split, inputs, ctx
+
+
+def test_split_reuses_source_pairs_exactly(tmp_path, monkeypatch) -> None:
+    src, split, inputs, ctx = _source_and_split(tmp_path, strategy="time", gap_days=20)
+    m = src.check("source.near_duplicates").measured
+    assert m["pairs"] > 0 and (ctx.session_dir / m["pairs_path"]).is_file()
+    reused = split.run(inputs, {"source": src}, ctx).check("split.near_duplicate_overlap")
+    assert reused.measured["pairs_crossing"] > 0
+    calls = []
+    real = neardup.near_duplicates
+    monkeypatch.setattr(neardup, "near_duplicates", lambda *a, **k: calls.append(1) or real(*a, **k))
+    # A different definition cannot reuse the saved pairs: recomputed.
+    split.run(inputs.model_copy(update={"shingle_size": 2}), {"source": src}, ctx)
+    assert calls == [1]
+    # The same definition recomputed (no saved file recorded) gives the identical check.
+    bare = src.model_copy(deep=True)
+    bare.check("source.near_duplicates").measured.pop("pairs_path")
+    recomputed = split.run(inputs, {"source": bare}, ctx).check("split.near_duplicate_overlap")
+    assert calls == [1, 1]
+    assert recomputed.measured == reused.measured
+
+
+def test_tampered_pairs_file_is_refused(tmp_path) -> None:
+    from engine.evidence import EvidenceError
+
+    src, split, inputs, ctx = _source_and_split(tmp_path)
+    path = ctx.session_dir / src.check("source.near_duplicates").measured["pairs_path"]
+    pl.read_parquet(path).head(1).write_parquet(path)
+    with pytest.raises(EvidenceError, match="pairs_sha256"):
+        split.run(inputs, {"source": src}, ctx)
+
+
+def test_replay_compares_pairs_hash_without_writing(tmp_path) -> None:
+    from engine.context import StageContext
+    from engine.stages import source
+
+    src, _, _, ctx = _source_and_split(tmp_path)
+    path = ctx.session_dir / src.check("source.near_duplicates").measured["pairs_path"]
+    path.unlink()
+    replay_ctx = StageContext(session_dir=ctx.session_dir, workspace=tmp_path, replay=True)
+    again = source.run(source.Inputs(**src.inputs), {}, replay_ctx)
+    assert not path.exists()
+    assert again.check("source.near_duplicates").measured == src.check("source.near_duplicates").measured

@@ -25,6 +25,7 @@ each text's prefix (a few shingles), verification re-hashes just the texts that 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -40,6 +41,7 @@ PAIR_BLOCK = 4_000_000  # candidate pairs generated at a time
 VERIFY_SHINGLES = 4_000_000  # shingles re-hashed per verification block
 SKETCH_BUCKETS = 64  # per-text shingle counts by hash bucket, for an exact overlap upper bound
 SIG_BLOCK = 16_000_000  # prefix-pair signatures matched at a time
+GEN_BLOCK = 2_000_000  # prefix-pair signatures generated at a time (bounds the temporaries)
 LONG_PREFIX = 32  # texts with longer extended prefixes are matched by single shared shingles
 
 
@@ -268,6 +270,16 @@ def _run_pairs(key: np.ndarray, doc: np.ndarray, sizes: np.ndarray, threshold: f
     order = np.argsort(key)
     key, doc = key[order], doc[order]
     del order
+    if key.size < 2:
+        return []
+    # Most keys occur once: keep only entries that share their key before building the runs (memory).
+    same = key[1:] == key[:-1]
+    shared = np.zeros(key.size, dtype=bool)
+    shared[1:] = same
+    shared[:-1] |= same
+    del same
+    key, doc = key[shared], doc[shared]
+    del shared
     n = key.size
     if n < 2:
         return []
@@ -309,7 +321,9 @@ def _pair_signatures(
     return sig, doc[left]
 
 
-def _candidates(tok: np.ndarray, offs: np.ndarray, sizes: np.ndarray, threshold: float) -> np.ndarray:
+def _candidates(
+    tok: np.ndarray, offs: np.ndarray, sizes: np.ndarray, threshold: float, sketch: np.ndarray | None = None
+) -> np.ndarray:
     """Text pairs that may reach the threshold, as codes lo*2^32+hi (a superset of the true pairs).
 
     Extended-prefix rule: if J(x, y) >= t, x and y share at least min(2, alpha) shingles among their
@@ -318,7 +332,13 @@ def _candidates(tok: np.ndarray, offs: np.ndarray, sizes: np.ndarray, threshold:
     shingles — keyed by one hash per pair, which is far more selective on templated text than one
     shared shingle. Texts with long prefixes (>= LONG_PREFIX shingles) are matched by single shared
     shingles instead, and so are tiny sets, where alpha can be 1.
+    With `sketch`, each block's pairs are filtered by _sketch_ok at once (the same final set, but the
+    many false candidates are never held together).
     """
+
+    def bound(c: np.ndarray) -> np.ndarray:
+        return c if sketch is None else c[_sketch_ok(c, sizes, sketch, threshold)]
+
     n = sizes.size
     plen = np.diff(offs)
     doc = np.repeat(np.arange(n, dtype=np.int64), plen)
@@ -336,7 +356,7 @@ def _candidates(tok: np.ndarray, offs: np.ndarray, sizes: np.ndarray, threshold:
         for c in pairs:
             a = (c >> np.uint64(32)).astype(np.int64)
             b = (c & np.uint64(0xFFFFFFFF)).astype(np.int64)
-            out.append(c[(tiny[a] & tiny[b]) | big[a] | big[b]])
+            out.append(bound(c[(tiny[a] & tiny[b]) | big[a] | big[b]]))
     # 2. ordered pairs of prefix shingles, for texts with 2..LONG_PREFIX prefix shingles (tiny ones too:
     #    a tiny text can pair with a larger one, where alpha >= 2).
     sel = np.flatnonzero(~big & (plen >= 2))
@@ -344,8 +364,10 @@ def _candidates(tok: np.ndarray, offs: np.ndarray, sizes: np.ndarray, threshold:
         # Signatures are generated per block of texts and matched in passes over disjoint hash ranges,
         # so at most ~SIG_BLOCK of them are held at once.
         n_sig = plen[sel] * (plen[sel] - 1) // 2
-        passes = max(1, -(-int(n_sig.sum()) // SIG_BLOCK))
-        blocks = np.searchsorted(np.cumsum(n_sig), np.arange(1, passes + 1) * SIG_BLOCK, side="left")
+        total = int(n_sig.sum())
+        passes = max(1, -(-total // SIG_BLOCK))
+        n_gen = max(1, -(-total // GEN_BLOCK))
+        blocks = np.searchsorted(np.cumsum(n_sig), np.arange(1, n_gen + 1) * GEN_BLOCK, side="left")
         bounds = np.unique(np.concatenate([[0], np.minimum(blocks + 1, sel.size)]))
         for r in range(passes):
             sigs, owners = [], []
@@ -353,9 +375,13 @@ def _candidates(tok: np.ndarray, offs: np.ndarray, sizes: np.ndarray, threshold:
                 sig, owner = _pair_signatures(tok, offs, doc, sel[lo:hi])
                 keep = (sig % np.uint64(passes)) == np.uint64(r) if passes > 1 else slice(None)
                 sigs.append(sig[keep])
-                owners.append(owner[keep])
+                owners.append(owner[keep].astype(np.int32))  # text indices fit (codes hold them in 32 bits)
                 del sig, owner
-            out.extend(_run_pairs(np.concatenate(sigs), np.concatenate(owners), sizes, threshold))
+            key, own = np.concatenate(sigs), np.concatenate(owners)
+            sigs.clear()
+            owners.clear()
+            out.extend(bound(c) for c in _run_pairs(key, own, sizes, threshold))
+            del key, own
     return _unique(np.concatenate(out)) if out else np.empty(0, dtype=np.uint64)
 
 
@@ -427,10 +453,8 @@ def near_duplicates(
         return NearDupResult(empty, 0, 0, 0, 0)
     texts, rows, text_of = _texts(df, text_columns, row_id)
     tok, offs, sizes, sketch = _prefixes(texts, shingle_size, threshold)
-    codes = _candidates(tok, offs, sizes, threshold)
-    del tok, offs
-    codes = codes[_sketch_ok(codes, sizes, sketch, threshold)]
-    del sketch
+    codes = _candidates(tok, offs, sizes, threshold, sketch)
+    del tok, offs, sketch
     a, b, jac = _verify(texts, codes, sizes, shingle_size)
     hit = jac >= threshold - 1e-12
     a, b, jac = a[hit], b[hit], jac[hit]
@@ -476,3 +500,39 @@ def cluster_summary(pairs: pl.DataFrame) -> dict[str, int]:
         "rows_in_clusters": int(nodes.size),
         "largest_cluster_rows": int(np.bincount(labels).max()),
     }
+
+
+PAIRS_FILE = "near_duplicates.parquet"
+
+
+def pairs_payload(pairs: pl.DataFrame) -> bytes:
+    """The verified row pairs as parquet bytes (row_id_a < row_id_b, jaccard), written by the source stage."""
+    import io
+
+    buf = io.BytesIO()
+    pairs.select(
+        pl.col("row_a").alias("row_id_a"), pl.col("row_b").alias("row_id_b"), pl.col("jaccard")
+    ).write_parquet(buf, statistics=False)
+    return buf.getvalue()
+
+
+def read_pairs(path: Path, sha256: str) -> pl.DataFrame:
+    """Saved pairs back as (row_a, row_b, jaccard), after checking the file's sha256 against the record."""
+    from engine.data import sha256_file
+    from engine.evidence import EvidenceError
+
+    if not path.is_file():
+        raise EvidenceError(
+            path, "(file)", "the near-duplicate pairs file is missing", "re-run the source stage"
+        )
+    digest = sha256_file(path)
+    if digest != sha256:
+        raise EvidenceError(
+            path,
+            "pairs_sha256",
+            f"file sha256 {digest[:12]}… differs from the recorded {sha256[:12]}…",
+            "the file was changed after the source stage ran; re-run the source stage",
+        )
+    return pl.read_parquet(path).select(
+        pl.col("row_id_a").alias("row_a"), pl.col("row_id_b").alias("row_b"), pl.col("jaccard")
+    )

@@ -151,7 +151,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     checks.extend(_duplicates(dataset, inputs, cov))
     ctx.check_cancelled()
     ctx.progress(0.5, "near-duplicates")
-    checks.append(_near_duplicates(dataset, inputs, cov))
+    checks.append(_near_duplicates(dataset, inputs, ctx, cov))
     ctx.check_cancelled()
     ctx.progress(0.7, "single-feature leakage")
     checks.extend(_leakage(dataset, inputs))
@@ -481,8 +481,10 @@ def _duplicates(ds: Any, inp: Inputs, cov: str) -> list[Check]:
     return [dup, noise]
 
 
-def _near_duplicates(ds: Any, inp: Inputs, cov: str) -> Check:
-    from engine.audit.neardup import METHOD, cluster_summary, near_duplicates
+def _near_duplicates(ds: Any, inp: Inputs, ctx: StageContext, cov: str) -> Check:
+    import hashlib
+
+    from engine.audit.neardup import METHOD, PAIRS_FILE, cluster_summary, near_duplicates, pairs_payload
     from engine.data import text_inputs
 
     cols = text_inputs(inp.model_dump(mode="json"))
@@ -498,6 +500,11 @@ def _near_duplicates(ds: Any, inp: Inputs, cov: str) -> Check:
         )
     res = near_duplicates(ds, cols, threshold=inp.near_dup_threshold, shingle_size=inp.shingle_size)
     cl = cluster_summary(res.pairs)
+    # Saved so the split stage reuses the pairs instead of recomputing them; replay only compares the hash.
+    payload = pairs_payload(res.pairs)
+    rel = f"data/{PAIRS_FILE}"
+    if not ctx.replay:
+        atomic_write_bytes(ctx.session_dir / rel, payload)
     return Check(
         id="source.near_duplicates",
         status="warn" if res.pairs.height else "pass",
@@ -517,6 +524,8 @@ def _near_duplicates(ds: Any, inp: Inputs, cov: str) -> Check:
             "shingle_size": inp.shingle_size,
             "method": METHOD,
             "candidate_probability_at_threshold": round(res.recall_at(inp.near_dup_threshold), 9),
+            "pairs_path": rel,
+            "pairs_sha256": hashlib.sha256(payload).hexdigest(),
         },
         why="Near-copies on both sides of a split make a held-out score measure memory, not generalisation.",
         playbook=PB_NEAR,

@@ -119,7 +119,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     checks.append(_exact_overlap(joined, src.inputs))
     ctx.check_cancelled()
     ctx.progress(0.7, "near-duplicate overlap")
-    checks.append(_near_overlap(joined, src.inputs, inputs))
+    checks.append(_near_overlap(joined, src, inputs, ctx))
     checks.append(_label_coverage(joined))
     checks.append(_support(joined, inputs))
     if inputs.strategy == "group_kfold":
@@ -423,12 +423,38 @@ def _exact_overlap(joined: Any, source_inputs: dict[str, Any]) -> Check:
     )
 
 
-def _near_overlap(joined: Any, source_inputs: dict[str, Any], inp: Inputs) -> Check:
+def _source_pairs(joined: Any, src: StageRecord, inp: Inputs, ctx: StageContext) -> Any:
+    """The source stage's verified pairs restricted to the split's rows, or None when they do not apply.
+
+    Same definition (threshold, shingle size, full pass) → the pairs among a subset of rows are exactly the
+    source pairs with both rows in it, so recomputing would give the same frame.
+    """
+    import polars as pl
+
+    from engine.audit.neardup import read_pairs
+    from engine.data import ROW_ID
+
+    check = src.check("source.near_duplicates")
+    m = check.measured if check is not None else {}
+    if (
+        "pairs_path" not in m
+        or src.inputs.get("preview_rows")
+        or m.get("threshold") != inp.near_dup_threshold
+        or m.get("shingle_size") != inp.shingle_size
+    ):
+        return None
+    pairs = read_pairs(ctx.session_dir / str(m["pairs_path"]), str(m.get("pairs_sha256", "")))
+    ids = joined.get_column(ROW_ID)
+    return pairs.filter(pl.col("row_a").is_in(ids) & pl.col("row_b").is_in(ids))
+
+
+def _near_overlap(joined: Any, src: StageRecord, inp: Inputs, ctx: StageContext) -> Check:
     import polars as pl
 
     from engine.audit.neardup import near_duplicates
     from engine.data import ROW_ID, text_inputs
 
+    source_inputs = src.inputs
     cols = text_inputs(source_inputs)
     if not cols:
         return Check(
@@ -438,10 +464,14 @@ def _near_overlap(joined: Any, source_inputs: dict[str, Any], inp: Inputs) -> Ch
             summary="no free-text model input: near-duplicate overlap not checked",
             playbook=PB_NEAR,
         )
-    res = near_duplicates(joined, cols, threshold=inp.near_dup_threshold, shingle_size=inp.shingle_size)
+    pairs = _source_pairs(joined, src, inp, ctx)
+    if pairs is None:
+        pairs = near_duplicates(
+            joined, cols, threshold=inp.near_dup_threshold, shingle_size=inp.shingle_size
+        ).pairs
     lab = joined.select(ROW_ID, "split")
     p = (
-        res.pairs.join(lab.rename({ROW_ID: "row_a", "split": "sa"}), on="row_a")
+        pairs.join(lab.rename({ROW_ID: "row_a", "split": "sa"}), on="row_a")
         .join(lab.rename({ROW_ID: "row_b", "split": "sb"}), on="row_b")
         .filter(pl.col("sa") != pl.col("sb"))
     )
