@@ -220,6 +220,21 @@ def time_expr(column: str, dtype: pl.DataType) -> pl.Expr:
     return pl.lit(None, dtype=pl.Datetime("us"))
 
 
+def verify_pinned(path: Path, recorded_sha256: str, field: str, what: str, stage: str) -> Path:
+    """A file a stage saved and pinned by sha256 in its record: present and unchanged, or a clear error."""
+    if not path.is_file():
+        raise EvidenceError(path, "(file)", f"the {what} file is missing", f"re-run the {stage} stage")
+    digest = sha256_file(path)
+    if digest != recorded_sha256:
+        raise EvidenceError(
+            path,
+            field,
+            f"file sha256 {digest[:12]}… differs from the recorded {str(recorded_sha256)[:12]}…",
+            f"the file was changed after the {stage} stage ran; re-run the {stage} stage",
+        )
+    return path
+
+
 def families_path(ctx: StageContext) -> Path:
     return ctx.data_dir / FAMILIES_FILE
 
@@ -237,14 +252,7 @@ def families(source_record: StageRecord, ctx: StageContext) -> pl.DataFrame:
             "re-run the source stage",
         )
     path = ctx.session_dir / str(check.measured["families_path"])
-    if not path.is_file():
-        raise EvidenceError(path, "(file)", "the entity-families file is missing", "re-run the source stage")
-    digest = sha256_file(path)
-    if digest != check.measured.get("families_sha256"):
-        raise EvidenceError(
-            path,
-            "families_sha256",
-            f"file sha256 {digest[:12]}… differs from the recorded {str(check.measured.get('families_sha256'))[:12]}…",
-            "the file was changed after the source stage ran; re-run the source stage",
-        )
+    verify_pinned(
+        path, str(check.measured.get("families_sha256", "")), "families_sha256", "entity-families", "source"
+    )
     return pl.read_parquet(path).select(ROW_ID, FAMILY)

@@ -182,7 +182,7 @@ def membership(split_record: StageRecord, ctx: StageContext) -> pl.DataFrame:
     """row_id → split (and fold) as the split stage saved it; raises EvidenceError if the file changed."""
     import polars as pl
 
-    from engine.data import sha256_file
+    from engine.data import verify_pinned
 
     check = split_record.check("split.membership")
     if check is None or "path" not in check.measured:
@@ -190,16 +190,7 @@ def membership(split_record: StageRecord, ctx: StageContext) -> pl.DataFrame:
             "split record", "checks.split.membership", "has no membership file", "re-run the split stage"
         )
     path = ctx.session_dir / str(check.measured["path"])
-    if not path.is_file():
-        raise EvidenceError(path, "(file)", "the split membership file is missing", "re-run the split stage")
-    digest = sha256_file(path)
-    if digest != check.measured.get("sha256"):
-        raise EvidenceError(
-            path,
-            "sha256",
-            f"membership file sha256 {digest[:12]}… differs from the recorded one",
-            "the file was changed after the split stage ran; re-run the split stage",
-        )
+    verify_pinned(path, str(check.measured.get("sha256", "")), "sha256", "split membership", "split")
     return pl.read_parquet(path)
 
 

@@ -518,21 +518,9 @@ def pairs_payload(pairs: pl.DataFrame) -> bytes:
 
 def read_pairs(path: Path, sha256: str) -> pl.DataFrame:
     """Saved pairs back as (row_a, row_b, jaccard), after checking the file's sha256 against the record."""
-    from engine.data import sha256_file
-    from engine.evidence import EvidenceError
+    from engine.data import verify_pinned
 
-    if not path.is_file():
-        raise EvidenceError(
-            path, "(file)", "the near-duplicate pairs file is missing", "re-run the source stage"
-        )
-    digest = sha256_file(path)
-    if digest != sha256:
-        raise EvidenceError(
-            path,
-            "pairs_sha256",
-            f"file sha256 {digest[:12]}… differs from the recorded {sha256[:12]}…",
-            "the file was changed after the source stage ran; re-run the source stage",
-        )
+    verify_pinned(path, sha256, "pairs_sha256", "near-duplicate pairs", "source")
     return pl.read_parquet(path).select(
         pl.col("row_id_a").alias("row_a"), pl.col("row_id_b").alias("row_b"), pl.col("jaccard")
     )
