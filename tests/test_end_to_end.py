@@ -119,10 +119,11 @@ def test_one_changed_byte_of_source_data_fails_at_checksum_and_marks_downstream(
 def test_retrain_reruns_the_job_in_a_scratch_copy_and_reproduces(built: Path, tmp_path: Path, capsys) -> None:
     session_dir = _copy(built, tmp_path)
     before = sorted(p.relative_to(session_dir) for p in session_dir.rglob("*"))
-    assert main(["--replay", str(session_dir), "--retrain", "--json"]) == 0
+    code = main(["--replay", str(session_dir), "--retrain", "--json"])
     import json
 
     result = json.loads(capsys.readouterr().out)
+    assert code == 0, [r for r in result["rows"] if r["outcome"] not in ("reproduced", "observation")]
     assert result["timing"]["retrain"]
     assert {r["outcome"] for r in result["rows"] if r["stage"] == "dispatch"} <= {"reproduced", "observation"}
     assert sorted(p.relative_to(session_dir) for p in session_dir.rglob("*")) == before, "replay only reads"

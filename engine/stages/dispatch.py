@@ -416,7 +416,6 @@ def _progress(
             "optimizer_steps": len(steps),
             "last_step": st.step,
             "total_steps": st.total_steps,
-            "heartbeats": int(hb.get("beats", 0)),
             "resumed_from": list(st.resumed_from),
         },
         why="A job is finished only when it says so; a heartbeat is not an optimizer step, so both are counted.",
@@ -438,6 +437,8 @@ def _liveness(st: Any, hb: dict[str, Any]) -> Check:
             "last_heartbeat_age_s": st.heartbeat_age_s,
             "heartbeat_step": int(hb.get("step", 0)),
             "heartbeat_interval_s": float(hb.get("interval", 0.0)),
+            # How many heartbeats a run takes depends on the machine's speed, not the run.
+            "heartbeats": int(hb.get("beats", 0)),
         },
         replay="observation",
         why="Process liveness and heartbeat age are a look at the world now, not a property of the run.",
@@ -547,6 +548,9 @@ def _alarm_check(alarm: dict[str, Any]) -> Check:
         basis="not_run" if state == "not_run" else ("decided" if state == "disabled" else "measured"),
         summary=f"{alarm['name'].replace('_', ' ')}: {state} — {alarm['detail']}",
         measured=measured,
+        # The stall alarm counts wall-clock heartbeats: a re-run on a busier machine counts
+        # others, so replay reports it but does not compare it.
+        replay="observation" if alarm["name"] == "stall" else "compare",
         why="Alarms run while the job runs; a disabled alarm is disclosed, never silently absent.",
         playbook=PB_DISABLED if state == "disabled" else PB_MONITOR,
     )

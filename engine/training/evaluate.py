@@ -257,6 +257,20 @@ def evaluate(model: Any, enc: Encoded, metric: str, classes: list[str]) -> dict[
 # ---------------------------------------------------------------- the artifact
 
 
+# Fields peft holds as Python sets and writes as list(set): their order follows the
+# process's string-hash seed, so two identical runs would write different bytes.
+_SET_FIELDS = ("target_modules", "modules_to_save", "exclude_modules", "trainable_token_indices")
+
+
+def _sort_set_fields(path: Path) -> None:
+    """Rewrite peft's adapter_config.json with set-valued fields sorted, so its sha256 is stable."""
+    doc = json.loads(path.read_text())
+    for key in _SET_FIELDS:
+        if isinstance(doc.get(key), list) and all(isinstance(v, str) for v in doc[key]):
+            doc[key] = sorted(doc[key])
+    path.write_text(json.dumps(doc, indent=2, sort_keys=True))
+
+
 def save_artifact(
     final: Path,
     model: Any,
@@ -285,6 +299,7 @@ def save_artifact(
     save_file(state, str(tmp / TRAINABLE))
     if hasattr(model, "peft_config"):
         model.save_pretrained(str(tmp / ADAPTER_DIR))
+        _sort_set_fields(tmp / ADAPTER_DIR / "adapter_config.json")
     tok.save_pretrained(str(tmp / TOKENIZER_DIR))
     cfg = getattr(model, "config", None)
     if cfg is not None and hasattr(cfg, "to_json_string"):

@@ -1,7 +1,8 @@
 """Tiny models and tokenizers built on the spot, for tests and offline demos.
 
-Nothing here downloads anything: the tokenizers are trained with the `tokenizers` library on a
-small deterministic corpus, the models are initialised from a config under a fixed seed.
+Nothing here downloads anything: the BPE tokenizer is trained with the `tokenizers` library on a
+small deterministic corpus, the WordPiece vocabulary is written out, and the models are
+initialised from a config under a fixed seed. Every file is byte-identical across processes.
 """
 
 from __future__ import annotations
@@ -48,6 +49,15 @@ def _corpus(seed: int, n: int = 600) -> list[str]:
         lines.append(" ".join(rng.choice(_WORDS) for _ in range(k)))
     lines.extend(_WORDS)
     return lines
+
+
+def _wordpiece_vocab(vocab_size: int) -> dict[str, int]:
+    """Specials, every printable ASCII character alone and as a continuation, then whole words."""
+    import string
+
+    chars = sorted(set(string.ascii_lowercase + string.digits + string.punctuation))
+    tokens = list(BERT_SPECIALS) + chars + [f"##{c}" for c in chars] + sorted(set(_WORDS))
+    return {t: i for i, t in enumerate(dict.fromkeys(tokens[:vocab_size]))}
 
 
 def make_tiny_llama(
@@ -119,19 +129,17 @@ def make_tiny_encoder(
     holds a BertForSequenceClassification with that head.
     """
     import torch
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import BertConfig, BertForSequenceClassification, BertModel, PreTrainedTokenizerFast
 
     dir = Path(dir)
     dir.mkdir(parents=True, exist_ok=True)
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    # The vocabulary is written out, not trained: the WordPiece trainer breaks ties in hash
+    # order, so two processes trained different vocabularies and fits differed between runs.
+    tok = Tokenizer(models.WordPiece(vocab=_wordpiece_vocab(vocab_size), unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(
-        vocab_size=vocab_size, special_tokens=BERT_SPECIALS, show_progress=False
-    )
-    tok.train_from_iterator(_corpus(seed), trainer=trainer)
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]",
