@@ -61,6 +61,30 @@ def test_matches_brute_force(seed: int, t: float, k: int) -> None:
     assert res.candidates >= res.verified_text_pairs
 
 
+def _templated(seed: int, n: int) -> pl.DataFrame:
+    """Texts of very different lengths built from shared sentences, each with a unique tail and some
+    light edits: shared shingles that co-occur, unique ones, and pairs near every threshold."""
+    rng = random.Random(seed)
+    sentences = [" ".join(f"s{j}w{i}" for i in range(rng.randint(3, 9))) for j in range(12)]
+    base = [" ".join(rng.choice(sentences) for _ in range(rng.randint(1, 7))) for _ in range(25)]
+    body = []
+    for i in range(n):
+        words = (rng.choice(base) + f" order{i}").split(" ")
+        for _ in range(rng.randint(0, 3)):
+            words[rng.randrange(len(words))] = f"e{rng.randint(0, 5)}"
+        body.append(" ".join(words))
+    return pl.DataFrame({"row_id": list(range(n)), "body": body})
+
+
+@pytest.mark.parametrize(("seed", "t", "k"), [(11, 0.8, 5), (12, 0.6, 3), (13, 0.9, 2), (14, 0.5, 4)])
+def test_shared_shingle_and_positional_filters_lose_no_pair(seed: int, t: float, k: int) -> None:
+    df = _templated(seed, 220)
+    want = _brute(df, ["body"], t, k)
+    res = neardup.near_duplicates(df, ["body"], threshold=t, shingle_size=k)
+    assert want, "the fixture should hold near duplicates"
+    assert set(zip(res.pairs["row_a"].to_list(), res.pairs["row_b"].to_list(), strict=True)) == want
+
+
 def test_long_and_tiny_texts_take_the_single_shingle_path(monkeypatch: pytest.MonkeyPatch) -> None:
     # A small LONG_PREFIX forces every text through the single-shared-shingle path; results must not change.
     df = _frame(7, 120)
@@ -91,7 +115,8 @@ def test_sketch_bound_never_drops_a_true_pair() -> None:
 
     df = _frame(9, 100)
     texts, _, _ = neardup._texts(df, ["body"], "row_id")
-    _, _, sizes, sketch = neardup._prefixes(texts, 2, 0.5)
+    pre = neardup._prefixes(texts, 2, 0.5)
+    sizes, sketch = pre.sizes, pre.sketch
     n = texts.len()
     a, b = np.triu_indices(n, 1)
     codes = (a.astype(np.uint64) << np.uint64(32)) | b.astype(np.uint64)
@@ -172,3 +197,141 @@ def test_replay_compares_pairs_hash_without_writing(tmp_path) -> None:
     again = source.run(source.Inputs(**src.inputs), {}, replay_ctx)
     assert not path.exists()
     assert again.check("source.near_duplicates").measured == src.check("source.near_duplicates").measured
+
+
+# ---------------------------------------------------------------- hashed duplicate keys
+
+
+def _dup_frame(seed: int, n: int = 400) -> pl.DataFrame:
+    rng = random.Random(seed)
+    words = ["Refund", "refund ", "  REFUND", "late  parcel", None, "login"]
+    return pl.DataFrame(
+        {
+            "row_id": list(range(n)),
+            "a": [rng.choice(words) for _ in range(n)],
+            "b": [rng.choice([1, 2, None]) for _ in range(n)],
+            "c": [rng.randint(0, 60) for _ in range(n)],
+            "target": [rng.choice("xyz") for _ in range(n)],
+        }
+    )
+
+
+def _by_definition(df: pl.DataFrame, cols: list[str], norm: bool) -> dict:
+    """Plain group-by on the (normalised) values: the definition the hashed path must reproduce."""
+    from engine.audit.duplicates import key_exprs
+
+    keyed = df.select(*key_exprs(df.schema, cols, "lower_strip_ws" if norm else "none"), "target")
+    g = keyed.group_by(cols).agg(pl.len().alias("n"), pl.col("target").n_unique().alias("k"))
+    top = keyed.group_by([*cols, "target"]).len().group_by(cols).agg(pl.col("len").max())
+    many = g.filter(pl.col("n") > 1)
+    return {
+        "groups": many.height,
+        "rows": int(many["n"].sum()),
+        "conflict_rows": int(g.filter(pl.col("k") > 1)["n"].sum()),
+        "best": int(top["len"].sum()),
+    }
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_hashed_duplicates_match_the_definition_even_when_every_hash_collides(monkeypatch, seed) -> None:
+    from engine.audit import duplicates as D
+
+    df = _dup_frame(seed)
+    cols = ["a", "b", "c"]
+    runs = []
+    for collide in (False, True):
+        if collide:  # every row gets one hash: only the exact comparison of values can separate them
+            monkeypatch.setattr(
+                D, "key_hashes", lambda d, c, n: pl.Series("h", [7] * d.height, dtype=pl.UInt64)
+            )
+        runs.append(
+            (
+                D.duplicate_stats(df, cols, "none"),
+                D.duplicate_stats(df, cols, "lower_strip_ws"),
+                D.conflict_stats(df, cols),
+            )
+        )
+    assert runs[0] == runs[1]
+    exact, norm, conf = runs[0]
+    ref, ref_norm = _by_definition(df, cols, False), _by_definition(df, cols, True)
+    assert (exact["groups"], exact["rows"]) == (ref["groups"], ref["rows"])
+    assert (norm["groups"], norm["rows"]) == (ref_norm["groups"], ref_norm["rows"])
+    assert norm["rows"] > exact["rows"] > 0
+    assert conf["rows"] == ref["conflict_rows"] and conf["rows_above_ceiling"] == df.height - ref["best"]
+
+
+def test_split_exact_overlap_is_exact_under_hash_collisions(tmp_path, monkeypatch) -> None:
+    from engine.audit import duplicates as D
+
+    src, split, inputs, ctx = _source_and_split(tmp_path, strategy="random")
+    honest = split.run(inputs, {"source": src}, ctx).check("split.exact_overlap").measured
+    monkeypatch.setattr(D, "key_hashes", lambda d, c, n: pl.Series("h", [7] * d.height, dtype=pl.UInt64))
+    collided = split.run(inputs, {"source": src}, ctx).check("split.exact_overlap").measured
+    assert honest == collided
+
+
+# ---------------------------------------------------------------- single-feature scores
+
+
+def _oof_by_definition(df: pl.DataFrame, column: str) -> float:
+    """Out-of-fold accuracy of the per-cell majority class, fold by fold in plain Python."""
+    from collections import Counter
+
+    import numpy as np
+
+    from engine.audit import leakage as L
+    from engine.splits import unit_position
+
+    cells = L.cell_codes(df, column)[0].tolist()
+    fold = (unit_position(df["row_id"].to_numpy(), L.SEED) % np.uint64(L.FOLDS)).tolist()
+    y = df["target"].to_list()
+    correct = 0
+    for f in range(L.FOLDS):
+        train = [(c, t) for c, t, g in zip(cells, y, fold, strict=True) if g != f]
+        by_cell: dict[int, Counter] = {}
+        for c, t in train:
+            by_cell.setdefault(c, Counter())[t] += 1
+        overall = Counter(t for _, t in train)
+        majority = min(overall, key=lambda t: (-overall[t], t))
+        for c, t, g in zip(cells, y, fold, strict=True):
+            if g == f:
+                cnt = by_cell.get(c)
+                correct += (min(cnt, key=lambda k: (-cnt[k], k)) if cnt else majority) == t
+    return correct / df.height
+
+
+def test_single_feature_scores_match_the_per_fold_definition() -> None:
+    from engine.audit import leakage as L
+
+    rng = random.Random(3)
+    n = 3000
+    y = [rng.choice(["a", "b", "c", "d"]) for _ in range(n)]
+    df = pl.DataFrame(
+        {
+            "row_id": list(range(n)),
+            "target": y,
+            "ident": [i * 3 + "abcd".index(t) * 10_000 for i, t in enumerate(y)],  # ids in per-class ranges
+            "tied": [i // 2 if i % 7 else None for i in range(n)],  # ties across rank-bin edges, nulls
+            "small": [rng.randint(0, 20) for _ in range(n)],
+            "real": [rng.random() for _ in range(n)],
+            "text": [rng.choice(["p", "q", None]) for _ in range(n)],
+            "many": [f"v{rng.randint(0, 1500)}" for _ in range(n)],
+        }
+    )
+    cols = ["ident", "tied", "small", "real", "text", "many"]
+    scores = L.single_feature_scores(df, cols)
+    for c in cols:
+        assert scores[c]["accuracy"] == round(_oof_by_definition(df, c), 6), c
+        assert scores[c]["distinct"] == df[c].n_unique(), c
+    assert scores["ident"]["gain"] > 0.9 and scores["real"]["gain"] < 0.1
+    assert scores["tied"]["encoding"] == scores["many"]["encoding"] == "rank bins (100)"
+    assert scores["small"]["encoding"] == "categories"
+
+
+def test_normalisation_matches_its_definition_on_unicode_whitespace() -> None:
+    """lower_strip_ws = lowercase, strip, every whitespace run → one space (the faster regex is exact)."""
+    rng = random.Random(5)
+    alphabet = ["A", "b", " ", "  ", "\t", "\n", "\u00a0", "\u2003", "\u3000", "\x85", "\r\n", "É", "x y"]
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(5000)]
+    got = pl.DataFrame({"t": texts}).select(neardup.norm_text_expr("t")).to_series().to_list()
+    assert got == [" ".join(t.lower().split()) for t in texts]

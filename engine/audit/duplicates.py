@@ -6,31 +6,53 @@ Definitions (docs/checks.md#source-duplicate-inputs):
 - a conflicting group is an exact duplicate group holding more than one target;
 - the label-noise ceiling is the best accuracy any function of the inputs can reach on these rows:
   each input-identical group predicted as its most frequent target, i.e. sum(max count) / rows.
+
+How, exactly and in bounded memory: each row's (normalised) input columns are hashed to 64 bits a
+slice at a time, so normalised copies of the text exist for one slice only. Rows with distinct hashes
+have distinct inputs, so only rows whose hash repeats can be in a group; those candidates alone are
+grouped on their real values, which removes any hash collision. The figures are the exact ones.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import polars as pl
 
-from engine.audit.neardup import norm_text_expr
+from engine.audit.neardup import norm_text_expr, row_hashes
 from engine.data import TARGET
 
 
-def _keys(df: pl.DataFrame, columns: list[str], normalisation: str) -> tuple[pl.DataFrame, list[str]]:
+def key_exprs(schema: pl.Schema, columns: list[str], normalisation: str) -> list[pl.Expr]:
+    """The model-input columns as compared: lower_strip_ws applies to string columns only."""
     if normalisation == "lower_strip_ws":
-        exprs = [norm_text_expr(c).alias(c) if df.schema[c] == pl.String else pl.col(c) for c in columns]
-        return df.select(*exprs, pl.col(TARGET)), columns
-    return df.select(*columns, TARGET), columns
+        return [norm_text_expr(c).alias(c) if schema[c] == pl.String else pl.col(c) for c in columns]
+    return [pl.col(c) for c in columns]
 
 
-def duplicate_stats(df: pl.DataFrame, columns: list[str], normalisation: str = "none") -> dict[str, Any]:
+def key_hashes(df: pl.DataFrame, columns: list[str], normalisation: str) -> pl.Series:
+    """A 64-bit hash of each row's compared inputs (equal inputs → equal hash), one slice at a time."""
+    return row_hashes(df, key_exprs(df.schema, columns, normalisation))
+
+
+def candidate_rows(
+    df: pl.DataFrame, columns: list[str], normalisation: str, hashes: pl.Series | None = None
+) -> pl.DataFrame:
+    """The compared inputs and target of the rows whose hash repeats: the only rows a group can hold."""
+    h = key_hashes(df, columns, normalisation) if hashes is None else hashes
+    idx = np.flatnonzero(h.is_duplicated().to_numpy())
+    return df[idx].select(*key_exprs(df.schema, columns, normalisation), pl.col(TARGET))
+
+
+def duplicate_stats(
+    df: pl.DataFrame, columns: list[str], normalisation: str = "none", cand: pl.DataFrame | None = None
+) -> dict[str, Any]:
     """Groups of input-identical rows and the rows in them."""
     if df.height == 0 or not columns:
         return {"groups": 0, "rows": 0, "share": 0.0, "largest_group_rows": 0}
-    keyed, cols = _keys(df, columns, normalisation)
-    g = keyed.group_by(cols).agg(pl.len().alias("n")).filter(pl.col("n") > 1)
+    cand = candidate_rows(df, columns, normalisation) if cand is None else cand
+    g = cand.group_by(columns).agg(pl.len().alias("n")).filter(pl.col("n") > 1)
     rows = int(g.get_column("n").sum()) if g.height else 0
     return {
         "groups": g.height,
@@ -40,17 +62,21 @@ def duplicate_stats(df: pl.DataFrame, columns: list[str], normalisation: str = "
     }
 
 
-def conflict_stats(df: pl.DataFrame, columns: list[str]) -> dict[str, Any]:
-    """Input-identical groups with more than one target, and the label-noise ceiling."""
+def conflict_stats(df: pl.DataFrame, columns: list[str], cand: pl.DataFrame | None = None) -> dict[str, Any]:
+    """Input-identical groups with more than one target, and the label-noise ceiling.
+
+    `cand` is candidate_rows(df, columns, "none"), when the caller already has it.
+    """
     if df.height == 0 or not columns:
         return {"groups": 0, "rows": 0, "noise_ceiling_accuracy": 1.0, "rows_above_ceiling": 0}
-    keyed = df.select(*columns, TARGET)
-    per = keyed.group_by([*columns, TARGET]).agg(pl.len().alias("n"))
+    cand = candidate_rows(df, columns, "none") if cand is None else cand
+    per = cand.group_by([*columns, TARGET]).agg(pl.len().alias("n"))
     grp = per.group_by(columns).agg(
         pl.col("n").sum().alias("n"), pl.col("n").max().alias("top"), pl.len().alias("k")
     )
     conflict = grp.filter(pl.col("k") > 1)
-    best = int(grp.get_column("top").sum())
+    # A row outside the candidates is alone in its group: always predictable.
+    best = df.height - cand.height + (int(grp.get_column("top").sum()) if grp.height else 0)
     return {
         "groups": conflict.height,
         "rows": int(conflict.get_column("n").sum()) if conflict.height else 0,

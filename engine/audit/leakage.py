@@ -27,6 +27,7 @@ MAX_CATEGORIES = 1000
 RANK_BINS = 100
 SAMPLE_ROWS = 100_000
 SEED = 20240917
+DENSE_PAIRS = 1 << 16  # (cell, class) tables up to this size are counted densely
 
 
 def sample(df: pl.DataFrame, limit: int = SAMPLE_ROWS) -> tuple[pl.DataFrame, str]:
@@ -38,54 +39,122 @@ def sample(df: pl.DataFrame, limit: int = SAMPLE_ROWS) -> tuple[pl.DataFrame, st
     return df[np.sort(keep)], f"sample: {limit} of {df.height} rows"
 
 
-def cells(df: pl.DataFrame, column: str) -> tuple[pl.Expr, str]:
-    """The discrete cell of each row for a column, and how it was made."""
-    n_unique = df.get_column(column).n_unique()
-    if n_unique <= MAX_CATEGORIES:
-        return pl.col(column).cast(pl.String).fill_null("<null>").alias("cell"), "categories"
-    rank = pl.col(column).rank("ordinal")
+def cell_codes(df: pl.DataFrame, column: str) -> tuple[np.ndarray, str, int]:
+    """Each row's discrete cell as an integer code, how the cells were made, and the distinct count.
+
+    Null is a cell of its own. Integer-like columns (identifiers, mostly) and NaN-free floats take one
+    stable radix sort in numpy; other types take Polars' ranks of their text form.
+    """
+    col = df.get_column(column)
     n = max(df.height, 1)
-    binned = ((rank - 1) * RANK_BINS // n).cast(pl.Int64).cast(pl.String)
-    return binned.fill_null("<null>").alias("cell"), f"rank bins ({RANK_BINS})"
+    sortable = col.dtype.is_integer() or col.dtype.is_temporal() or col.dtype == pl.Boolean
+    if sortable or (col.dtype.is_float() and not col.is_nan().any()):
+        return _sorted_cells(col, n)
+    distinct = col.n_unique()
+    if distinct <= MAX_CATEGORIES:
+        codes = col.cast(pl.String).rank("dense").fill_null(0)
+        return codes.to_numpy().astype(np.int64), "categories", distinct
+    binned = (col.rank("ordinal").cast(pl.Int64) - 1) * RANK_BINS // n
+    return binned.fill_null(RANK_BINS).to_numpy().astype(np.int64), f"rank bins ({RANK_BINS})", distinct
 
 
-def single_feature_score(df: pl.DataFrame, column: str) -> dict[str, Any]:
-    """Out-of-fold accuracy of the single-column lookup classifier vs the trivial rate."""
+def _stable_argsort(v: np.ndarray) -> np.ndarray:
+    """np.argsort(kind="stable"), by the faster unstable sort of (value, position) keys where they fit."""
+    if v.size and v.dtype.kind in "iub":
+        lo, hi = int(v.min()), int(v.max())
+        if hi < 2**62 and (hi - lo + 1) * v.size < 2**62:
+            keys = (v.astype(np.int64) - lo) * v.size + np.arange(v.size, dtype=np.int64)
+            return np.argsort(keys)
+    return np.argsort(v, kind="stable")
+
+
+def _sorted_cells(col: pl.Series, n: int) -> tuple[np.ndarray, str, int]:
+    """cell_codes by one stable sort: ties keep row order, as Polars' ordinal rank does."""
+    nulls = col.null_count()
+    v = col.drop_nulls() if nulls else col
+    v = v.to_physical().to_numpy() if not col.dtype.is_float() else v.to_numpy()
+    order = _stable_argsort(v)
+    s = v[order]
+    if nulls:
+        order = np.flatnonzero(col.is_not_null().to_numpy())[order]  # positions in the full column
+    new = np.empty(s.size, dtype=bool)
+    new[:1] = True
+    np.not_equal(s[1:], s[:-1], out=new[1:])
+    distinct = int(new.sum()) + (1 if nulls else 0)
+    codes = np.full(col.len(), -1, dtype=np.int64)
+    if distinct <= MAX_CATEGORIES:
+        codes[order] = np.cumsum(new) - 1
+        codes[codes < 0] = distinct - 1  # null
+        return codes, "categories", distinct
+    codes[order] = np.arange(s.size, dtype=np.int64) * RANK_BINS // n
+    codes[codes < 0] = RANK_BINS
+    return codes, f"rank bins ({RANK_BINS})", distinct
+
+
+def _target_codes(df: pl.DataFrame) -> np.ndarray:
+    """Targets as codes in sort order, so argmax's first maximum breaks ties by class name."""
+    t = df.get_column(TARGET).cast(pl.String)
+    classes = t.drop_nulls().unique().sort()
+    # Null (never present after load_dataset's filter) gets the code after every class.
+    return t.cast(pl.Enum(classes)).to_physical().fill_null(len(classes)).to_numpy().astype(np.int64)
+
+
+def single_feature_scores(df: pl.DataFrame, columns: list[str]) -> dict[str, dict[str, Any]]:
+    """Each column's out-of-fold accuracy as a single-column lookup classifier, vs the trivial rate."""
     n = df.height
     if n < FOLDS * 2:
-        return {"column": column, "accuracy": 0.0, "trivial": 0.0, "gain": 0.0, "encoding": "too few rows"}
-    cell, how = cells(df, column)
+        return {
+            c: {"column": c, "accuracy": 0.0, "trivial": 0.0, "gain": 0.0, "encoding": "too few rows"}
+            for c in columns
+        }
+    y = _target_codes(df)
     fold = (unit_position(df.get_column(ROW_ID).to_numpy(), SEED) % np.uint64(FOLDS)).astype(np.int64)
-    data = df.select(cell, pl.col(TARGET)).with_columns(pl.Series("fold", fold))
-    counts = data.group_by(["fold", "cell", TARGET]).agg(pl.len().alias("n"))
-    correct = 0
-    for f in range(FOLDS):
-        train = counts.filter(pl.col("fold") != f).group_by(["cell", TARGET]).agg(pl.col("n").sum())
-        majority = (
-            train.group_by(TARGET)
-            .agg(pl.col("n").sum())
-            .sort(["n", TARGET], descending=[True, False])
-            .row(0)[0]
-        )
-        best = (
-            train.sort(["n", TARGET], descending=[True, False]).group_by("cell", maintain_order=True).first()
-        )
-        test = data.filter(pl.col("fold") == f).join(
-            best.select("cell", pl.col(TARGET).alias("pred")), on="cell", how="left"
-        )
-        pred = test.get_column("pred").fill_null(majority)
-        correct += int((pred == test.get_column(TARGET)).sum())
-    acc = correct / n
-    trivial = df.get_column(TARGET).value_counts().get_column("count").max() / n
-    gain = (acc - trivial) / (1 - trivial) if trivial < 1 else 0.0
-    return {
-        "column": column,
-        "accuracy": round(acc, 6),
-        "trivial": round(float(trivial), 6),
-        "gain": round(max(gain, 0.0), 6),
-        "encoding": how,
-        "distinct": int(df.get_column(column).n_unique()),
-    }
+    trivial = int(np.bincount(y).max()) / n
+    out = {}
+    for c in columns:
+        cell, how, distinct = cell_codes(df, c)
+        acc = _oof_correct(cell, y, fold) / n
+        gain = (acc - trivial) / (1 - trivial) if trivial < 1 else 0.0
+        out[c] = {
+            "column": c,
+            "accuracy": round(acc, 6),
+            "trivial": round(float(trivial), 6),
+            "gain": round(max(gain, 0.0), 6),
+            "encoding": how,
+            "distinct": distinct,
+        }
+    return out
+
+
+def _oof_correct(cell: np.ndarray, y: np.ndarray, fold: np.ndarray) -> int:
+    """Out-of-fold correct predictions of the per-cell majority class, all folds at once.
+
+    Counts per (cell, class) pair, in cell-then-class order: dense when the table is small, else only
+    the pairs present (so a label with thousands of values costs no dense table). A fold's training
+    counts are all counts minus its own; each cell predicts its first maximum (ties → the class that
+    sorts first); a cell unseen in training predicts the training majority.
+    """
+    n_classes = int(y.max()) + 1
+    key = cell * n_classes + y
+    size = (int(cell.max()) + 1) * n_classes
+    if size <= DENSE_PAIRS:
+        pairs, pid = np.arange(size), key
+    else:
+        pairs, pid = np.unique(key, return_inverse=True)
+    p_cell, p_class = pairs // n_classes, pairs % n_classes
+    starts = np.flatnonzero(np.r_[True, p_cell[1:] != p_cell[:-1]])
+    seg_of_cell = np.zeros(int(p_cell[-1]) + 1, dtype=np.int64)
+    seg_of_cell[p_cell[starts]] = np.arange(starts.size)
+    per_fold = np.bincount(fold * pairs.size + pid, minlength=FOLDS * pairs.size).reshape(FOLDS, -1)
+    train = per_fold.sum(axis=0) - per_fold
+    top = np.maximum.reduceat(train, starts, axis=1)
+    is_top = train == np.repeat(top, np.diff(np.r_[starts, pairs.size]), axis=1)
+    first = np.minimum.reduceat(np.where(is_top, np.arange(pairs.size), pairs.size), starts, axis=1)
+    cls = np.bincount(fold * n_classes + y, minlength=FOLDS * n_classes).reshape(FOLDS, -1)
+    majority = (cls.sum(axis=0) - cls).argmax(axis=1)
+    table = np.where(top > 0, p_class[np.minimum(first, pairs.size - 1)], majority[:, None])  # (fold, cell)
+    pred = table.ravel()[fold * starts.size + seg_of_cell[cell]]
+    return int((pred == y).sum())
 
 
 def identifier_candidates(

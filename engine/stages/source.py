@@ -441,13 +441,14 @@ def _class_coverage(kept: Any, inp: Inputs, cov: str) -> Check:
 
 
 def _duplicates(ds: Any, inp: Inputs, cov: str) -> list[Check]:
-    from engine.audit.duplicates import conflict_stats, duplicate_stats
+    from engine.audit.duplicates import candidate_rows, conflict_stats, duplicate_stats
     from engine.data import model_inputs
 
     cols = model_inputs(inp.model_dump(mode="json"))
-    exact = duplicate_stats(ds, cols, "none")
+    cand = candidate_rows(ds, cols, "none") if cols and ds.height else None
+    exact = duplicate_stats(ds, cols, "none", cand)
     norm = duplicate_stats(ds, cols, inp.normalisation) if inp.normalisation != "none" else exact
-    conf = conflict_stats(ds, cols)
+    conf = conflict_stats(ds, cols, cand)
     status = (
         "warn"
         if norm["share"] > DUP_SHARE_WARN
@@ -533,7 +534,7 @@ def _near_duplicates(ds: Any, inp: Inputs, ctx: StageContext, cov: str) -> Check
 
 
 def _leakage(ds: Any, inp: Inputs) -> list[Check]:
-    from engine.audit.leakage import identifier_candidates, sample, single_feature_score
+    from engine.audit.leakage import identifier_candidates, sample, single_feature_scores
     from engine.data import ENGINE_COLUMNS, model_inputs
 
     d = inp.model_dump(mode="json")
@@ -545,7 +546,7 @@ def _leakage(ds: Any, inp: Inputs) -> list[Check]:
         if c not in ENGINE_COLUMNS and c != inp.label_column and c not in inp.text_columns
     ]
     ids = identifier_candidates(sm, cols, inp.id_column)
-    scores = {c: single_feature_score(sm, c) for c in cols} if sm.height else {}
+    scores = single_feature_scores(sm, cols) if sm.height else {}
     id_rows = [scores[c] for c in ids if c in scores]
     id_hit = [r["column"] for r in id_rows if r["gain"] > ID_GAIN_WARN]
     id_bad = [c for c in id_hit if c in allowed and scores[c]["gain"] >= ID_GAIN_FAIL]

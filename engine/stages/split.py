@@ -379,9 +379,10 @@ def _chronology(joined: Any, time_col: str, inp: Inputs) -> Check:
 
 
 def _exact_overlap(joined: Any, source_inputs: dict[str, Any]) -> Check:
+    import numpy as np
     import polars as pl
 
-    from engine.audit.neardup import norm_text_expr
+    from engine.audit.duplicates import key_exprs, key_hashes
     from engine.data import model_inputs
 
     cols = model_inputs(source_inputs)
@@ -394,22 +395,25 @@ def _exact_overlap(joined: Any, source_inputs: dict[str, Any]) -> Check:
             summary="no model inputs declared",
             playbook=PB_VERIFY,
         )
-    exprs = [
-        norm_text_expr(c).alias(c)
-        if norm == "lower_strip_ws" and joined.schema[c] == pl.String
-        else pl.col(c)
-        for c in cols
-    ]
-    keyed = joined.select(*exprs, pl.col("split"))
+    # Hash first, compare values only where a held-out row's hash occurs in train (exact, bounded memory).
+    hashed = pl.DataFrame({"h": key_hashes(joined, cols, norm), "split": joined.get_column("split")})
+    is_train = pl.col("split") == "train"
+    indexed = hashed.with_row_index("i")
+    train_h = hashed.filter(is_train).get_column("h").unique()
+    held = indexed.filter(~is_train & pl.col("h").is_in(train_h.implode()))
+    twins = indexed.filter(is_train & pl.col("h").is_in(held.get_column("h").unique().implode()))
+    idx = np.sort(np.concatenate([held.get_column("i").to_numpy(), twins.get_column("i").to_numpy()]))
+    keyed = joined[idx].select(*key_exprs(joined.schema, cols, norm), "split")
     train_keys = keyed.filter(pl.col("split") == "train").select(cols).unique()
     per: dict[str, int] = {}
     share: dict[str, float] = {}
+    sizes = dict(hashed.group_by("split").len().iter_rows())
     for s in ("dev", "calibration", "test"):
-        part = keyed.filter(pl.col("split") == s)
-        if part.height == 0:
+        if not sizes.get(s):
             continue
+        part = keyed.filter(pl.col("split") == s)
         hit = part.join(train_keys, on=cols, how="semi", nulls_equal=True).height
-        per[s], share[s] = hit, round(hit / part.height, 6)
+        per[s], share[s] = hit, round(hit / sizes[s], 6)
     test_share = share.get("test", 0.0)
     status = "fail" if test_share > EXACT_OVERLAP_FAIL else ("warn" if any(per.values()) else "pass")
     return Check(
