@@ -36,3 +36,16 @@ def test_cli_help_is_light() -> None:
     for sub in ("report", "run"):
         out = subprocess.run([sys.executable, "-m", "tui.cli", sub, "--help"], capture_output=True, text=True)
         assert out.returncode == 0 and "usage: claimcheck " + sub in out.stdout
+
+
+def test_the_cli_asks_polars_to_return_freed_memory_unless_the_user_chose() -> None:
+    import os
+
+    code = "import tui.cli, polars, os; print(os.environ['_RJEM_MALLOC_CONF'])"
+    env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
+    ours = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    # Polars puts its own defaults first; the later options win in jemalloc.
+    assert ours.stdout.strip().endswith("dirty_decay_ms:0,muzzy_decay_ms:0")
+    env["_RJEM_MALLOC_CONF"] = "dirty_decay_ms:250"
+    theirs = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert theirs.stdout.strip().endswith("dirty_decay_ms:250")
