@@ -42,8 +42,10 @@ def test_launch_survives_sighup_reattaches_and_cancel_stops_only_that_job(
     op = "aaaaaaaaaaaaaaaa-a1"
     jd = kit.job_dir(tmp_path, model_dir, op, runtime={"step_delay_seconds": 0.3})
     # The "app": launches the job, then its terminal goes away (SIGHUP) and it dies.
+    # SIGHUP's default action first: a runner started under nohup would pass it on as ignored.
     app = (
         "import os, signal, sys\n"
+        "signal.signal(signal.SIGHUP, signal.SIG_DFL)\n"
         "from pathlib import Path\n"
         "from engine.providers.local import LocalProvider\n"
         f"h = LocalProvider(Path({str(tmp_path)!r})).launch(Path({str(jd)!r}), {op!r})\n"
