@@ -281,10 +281,11 @@ def _shingle_lists(texts: list[str], k: int) -> list[list[bytes]]:
 
 def phase_neardup(work: Path, n_texts: int) -> dict:
     from engine.audit import neardup
+    from engine.audit.texts import Texts, distinct_texts
 
     ctx, rec, ds, mem = _loaded(work)
     del mem
-    source, _, _ = neardup._texts(ds, ["body"], "row_id")
+    source, _, _ = distinct_texts(ds, ["body"], "row_id")
     texts = source.gather(np.arange(n_texts or source.len()))  # the distinct normalised bodies, as one Series
     del ds, source
     frame = pl.DataFrame({"row_id": np.arange(texts.len()), "body": texts})
@@ -304,7 +305,7 @@ def phase_neardup(work: Path, n_texts: int) -> dict:
     mh, t_mh = timed(MinHash.bulk, sh, num_perm=128)
     del sh
     # Set sizes for verification blocks (not timed), over the same texts in the same order.
-    same = neardup.Texts(frame, ["body"], np.arange(texts.len()))
+    same = Texts(frame, ["body"], np.arange(texts.len()))
     sizes = neardup._prefixes(same, 5, 0.8).sizes
     runs = []
     for lsh_t in (0.8, 0.7, 0.6, 0.5):

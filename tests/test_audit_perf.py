@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 
 from engine.audit import neardup
+from engine.audit import texts as texts_mod
 
 
 def _shingles(text: str, k: int) -> set[str]:
@@ -19,7 +20,7 @@ def _shingles(text: str, k: int) -> set[str]:
 
 
 def _brute(df: pl.DataFrame, cols: list[str], t: float, k: int) -> set[tuple[int, int]]:
-    norm = df.select("row_id", *[neardup.norm_text_expr(c).alias(c) for c in cols])
+    norm = df.select("row_id", *[texts_mod.norm_text_expr(c).alias(c) for c in cols])
     rows = norm.rows()
     out = set()
     for (ra, *ka), (rb, *kb) in itertools.combinations(rows, 2):
@@ -114,7 +115,7 @@ def test_sketch_bound_never_drops_a_true_pair() -> None:
     import numpy as np
 
     df = _frame(9, 100)
-    texts, _, _ = neardup._texts(df, ["body"], "row_id")
+    texts, _, _ = texts_mod.distinct_texts(df, ["body"], "row_id")
     pre = neardup._prefixes(texts, 2, 0.5)
     sizes, sketch = pre.sizes, pre.sketch
     n = texts.len()
@@ -333,5 +334,5 @@ def test_normalisation_matches_its_definition_on_unicode_whitespace() -> None:
     rng = random.Random(5)
     alphabet = ["A", "b", " ", "  ", "\t", "\n", "\u00a0", "\u2003", "\u3000", "\x85", "\r\n", "É", "x y"]
     texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(5000)]
-    got = pl.DataFrame({"t": texts}).select(neardup.norm_text_expr("t")).to_series().to_list()
+    got = pl.DataFrame({"t": texts}).select(texts_mod.norm_text_expr("t")).to_series().to_list()
     assert got == [" ".join(t.lower().split()) for t in texts]

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from engine.audit.neardup import norm_text_expr, row_hashes
+from engine.audit.texts import norm_text_expr, row_hashes
 from engine.data import TARGET
 
 

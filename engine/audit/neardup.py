@@ -31,6 +31,7 @@ from typing import NamedTuple
 import numpy as np
 import polars as pl
 
+from engine.audit.texts import Texts, distinct_texts
 from engine.splits import splitmix64
 
 METHOD = "prefix filtering (exact)"
@@ -81,18 +82,6 @@ def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return np.repeat(starts - ends + counts, counts) + np.arange(total, dtype=np.int64)
 
 
-def norm_text_expr(col: str) -> pl.Expr:
-    """lower_strip_ws: lowercase, strip, collapse whitespace runs (null stays null)."""
-    # "\s{2,}|[^\S ]" rewrites exactly what "\s+" → " " does (a lone space is left as it is), 5x faster.
-    return (
-        pl.col(col)
-        .cast(pl.String)
-        .str.to_lowercase()
-        .str.strip_chars()
-        .str.replace_all(r"\s{2,}|[^\S ]", " ")
-    )
-
-
 @dataclass
 class NearDupResult:
     # Row-level pairs (row ids, a < b) with their exact Jaccard.
@@ -105,73 +94,6 @@ class NearDupResult:
     def recall_at(self, threshold: float) -> float:
         """Probability a pair with Jaccard = threshold is found: 1, the search is exact."""
         return 1.0
-
-
-HASH_SLICE = 200_000  # rows normalised and hashed at a time
-
-
-def row_hashes(df: pl.DataFrame, exprs: list[pl.Expr]) -> pl.Series:
-    """A 64-bit hash of each row's values of `exprs` (equal values → equal hash), a slice at a time,
-    so that normalised copies of the text exist for one slice only."""
-    parts = [
-        df.slice(off, HASH_SLICE).select(pl.struct(exprs).hash(seed=0).alias("h")).to_series()
-        for off in range(0, df.height, HASH_SLICE)
-    ]
-    return pl.concat(parts) if parts else pl.Series("h", [], dtype=pl.UInt64)
-
-
-def _joined(columns: list[str]) -> pl.Expr:
-    """A row's text: its normalised text columns joined by one space, nulls and empty values skipped.
-
-    Each part is already stripped and collapsed, so once empty parts are null the join has single
-    spaces only: no second whitespace pass over the joined text.
-    """
-    parts = [norm_text_expr(c).replace("", None) for c in columns]
-    return pl.concat_str(parts, separator=" ", ignore_nulls=True).fill_null("").alias("text")
-
-
-@dataclass
-class Texts:
-    """The distinct normalised texts, made on demand from the rows that first hold them: no copy of
-    every text is kept, only one chunk at a time."""
-
-    frame: pl.DataFrame  # the text columns (shares the caller's buffers)
-    columns: list[str]
-    reps: np.ndarray  # row position of each text's first row, ascending
-
-    def len(self) -> int:
-        return int(self.reps.size)
-
-    def gather(self, idx: np.ndarray) -> pl.Series:
-        return (
-            self.frame[self.reps[np.asarray(idx, dtype=np.int64)]].select(_joined(self.columns)).to_series()
-        )
-
-    def slice(self, lo: int, n: int) -> pl.Series:
-        return self.gather(np.arange(lo, min(lo + n, self.len()), dtype=np.int64))
-
-
-def _texts(df: pl.DataFrame, text_columns: list[str], row_id: str) -> tuple[Texts, np.ndarray, np.ndarray]:
-    """Distinct normalised texts, and per row (grouped by text, in text order) its row id and text index.
-
-    Rows are one text when their normalised text columns are equal. Rows whose hash is unique are
-    texts of their own; rows whose hash repeats are grouped on their real normalised values (a hash
-    collision splits there), each group's first row standing for the text.
-    """
-    keys = [f"__n{i}" for i in range(len(text_columns))]
-    exprs = [norm_text_expr(c).alias(k) for c, k in zip(text_columns, keys, strict=True)]
-    h = row_hashes(df, exprs)
-    n = df.height
-    rep_of = np.arange(n, dtype=np.int64)
-    dup = np.flatnonzero(h.is_duplicated().to_numpy())
-    if dup.size:
-        keyed = df[dup].select(*exprs).with_columns(pl.Series("h", h.gather(dup)), pl.Series("i", dup))
-        rep_of[dup] = keyed.select(pl.col("i").min().over(["h", *keys])).to_series().to_numpy()
-    reps = np.flatnonzero(rep_of == np.arange(n, dtype=np.int64))
-    text_id = np.searchsorted(reps, rep_of)
-    order = np.argsort(text_id, kind="stable")
-    rows = df.get_column(row_id).to_numpy().astype(np.int64)[order]
-    return Texts(df.select(text_columns), list(text_columns), reps), rows, text_id[order]
 
 
 _M1, _M2, _GOLDEN = (
@@ -545,7 +467,7 @@ def near_duplicates(
     )
     if df.height == 0 or not text_columns:
         return NearDupResult(empty, 0, 0, 0, 0)
-    texts, rows, text_of = _texts(df, text_columns, row_id)
+    texts, rows, text_of = distinct_texts(df, text_columns, row_id)
     prefixes = _prefixes(texts, shingle_size, threshold)
     sizes = prefixes.sizes
     codes = _candidates(prefixes, threshold)
