@@ -339,7 +339,7 @@ def _pair_signatures(
     return sig, doc[left], rank[right]
 
 
-def _candidates(p: Prefixes, threshold: float, use_sketch: bool = True) -> np.ndarray:
+def _candidates(p: Prefixes, threshold: float) -> np.ndarray:
     """Text pairs that may reach the threshold, as codes lo*2^32+hi (a superset of the true pairs).
 
     Extended-prefix rule: if J(x, y) >= t, x and y share at least min(2, alpha) shingles among their
@@ -349,13 +349,13 @@ def _candidates(p: Prefixes, threshold: float, use_sketch: bool = True) -> np.nd
     shared shingle. Texts with long prefixes (>= LONG_PREFIX shingles) are matched by single shared
     shingles instead, and so are tiny sets, where alpha can be 1. Only shingles another text may hold
     take part (c1 and c2 are common, so they are among them).
-    With `use_sketch`, each block's pairs are filtered by _sketch_ok at once (the same final set, but
-    the many false candidates are never held together).
+    Each block's pairs are filtered by _sketch_ok at once (the same final set as one filter at the
+    end, but the many false candidates are never held together).
     """
     sizes = p.sizes
 
     def bound(c: np.ndarray) -> np.ndarray:
-        return c[_sketch_ok(c, sizes, p.sketch, threshold)] if use_sketch else c
+        return c[_sketch_ok(c, sizes, p.sketch, threshold)]
 
     n = sizes.size
     plen = np.diff(p.offs)
