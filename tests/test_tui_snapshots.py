@@ -365,7 +365,8 @@ def test_source_data_rows(snap_compare, tmp_path: Path) -> None:
 
         await ready(pilot)
         await pilot.press("2", "f6")
-        await wait_for(pilot, lambda: "of 500" in screen_text(pilot.app))
+        # The row count shows before the table widens its columns to the loaded cells: wait for both.
+        await wait_for(pilot, lambda: "of 500" in (t := screen_text(pilot.app)) and "billing" in t)
 
     app = make_app(s.path, workspace=tmp_path)
     assert snap_compare(app, terminal_size=SIZE, run_before=rows_shown)
