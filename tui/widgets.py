@@ -313,9 +313,16 @@ class BoundedTable(Vertical):
 
     class Loaded(Message):
         def __init__(
-            self, columns: list[str], rows: list[Sequence[Any]], total: int, start: int, error: str
+            self,
+            columns: list[str],
+            rows: list[Sequence[Any]],
+            total: int,
+            start: int,
+            error: str,
+            fetch: int,
         ) -> None:
             self.columns, self.rows, self.total, self.start, self.error = columns, rows, total, start, error
+            self.fetch = fetch
             super().__init__()
 
     def __init__(self, loader: Loader | None = None, **kwargs: Any) -> None:
@@ -324,6 +331,7 @@ class BoundedTable(Vertical):
         self._start = 0
         self._total = 0
         self._columns: list[str] = []
+        self._fetches = 0  # a thread cannot be cancelled: only the newest fetch's rows are shown
 
     def compose(self) -> ComposeResult:
         yield Label("", classes="bounded-caption")
@@ -341,19 +349,22 @@ class BoundedTable(Vertical):
 
     def _fetch(self, start: int) -> None:
         self.query_one(".bounded-caption", Label).update(f"loading rows from {start + 1:,}…")
-        self._load(start)
+        self._fetches += 1
+        self._load(start, self._fetches)
 
     @work(thread=True, exclusive=True, group="bounded-load")
-    def _load(self, start: int) -> None:
+    def _load(self, start: int, fetch: int) -> None:
         try:
             columns, rows, total = self._loader(start, self.WINDOW)  # type: ignore[misc]
         except Exception as exc:  # a file that cannot be read: say so in the caption
-            self.post_message(self.Loaded([], [], 0, start, f"{type(exc).__name__}: {exc}"))
+            self.post_message(self.Loaded([], [], 0, start, f"{type(exc).__name__}: {exc}", fetch))
             return
-        self.post_message(self.Loaded(columns, rows, total, start, ""))
+        self.post_message(self.Loaded(columns, rows, total, start, "", fetch))
 
     def on_bounded_table_loaded(self, event: Loaded) -> None:
         event.stop()
+        if event.fetch != self._fetches:
+            return  # an older fetch that finished late
         caption = self.query_one(".bounded-caption", Label)
         if event.error:
             caption.update(literal("cannot show rows: " + event.error, limit=300))
