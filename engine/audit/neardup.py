@@ -7,8 +7,9 @@ Definitions (docs/checks.md#source-near-duplicates):
 - rows with the same normalised text columns are one *text* (exact duplicates are another check);
   a near-duplicate pair is two rows of different texts whose shingle sets have Jaccard >= t (0.8).
 
-Shingles are hashed to 64 bits (Polars' seeded hash of each word, combined in order with splitmix64);
-Jaccard is computed exactly on these 64-bit shingle hashes (a collision needs ~2^32 shingles).
+Shingles are hashed to 64 bits (Polars' seeded hash of each word; a shingle's hash is splitmix64 of
+the sum of its word hashes, each times an odd constant of its position); Jaccard is computed exactly on
+these 64-bit shingle hashes (a collision needs ~2^32 shingles).
 
 Search — exact, no false negatives and no false positives: prefix filtering (Chaudhuri et al. 2006,
 Bayardo et al. 2007). Put all shingles in one global order; if J(x, y) >= t then x and y share one of
@@ -18,15 +19,21 @@ shingles, so templated text yields few candidates — unlike MinHash-LSH, which 
 floods such text with false candidates. Candidates sharing a prefix shingle that pass the length
 filter t·max(|x|,|y|) <= min(|x|,|y|) are verified by exact Jaccard.
 
-Memory is bounded by a chunk of texts, not by the data: pass 1 fills the count table, pass 2 keeps only
-each text's prefix (a few shingles), verification re-hashes just the texts that appear in candidates.
+Memory is bounded by a chunk of texts, not by the data: pass 1 hashes the shingles and fills the count
+table, pass 2 keeps only each text's prefix (a few shingles), verification re-hashes just the texts that
+appear in candidates. What would not fit that bound goes to temporary files (tempfile's folder, TMPDIR),
+removed as soon as they are read: pass 1's shingle hashes for pass 2 (12 bytes a shingle) and the
+prefix-pair signatures, one file per matching pass (8 bytes a signature) — about 0.6 GB at most for a
+million ticket-length texts.
 """
 
 from __future__ import annotations
 
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import BinaryIO, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -46,6 +53,11 @@ SKETCH_CHUNK = 100_000  # candidate pairs bounded at a time (two 64-byte sketche
 SIG_BLOCK = 6_000_000  # prefix-pair signatures matched at a time
 GEN_BLOCK = 2_000_000  # prefix-pair signatures generated at a time (bounds the temporaries)
 LONG_PREFIX = 32  # texts with longer extended prefixes are matched by single shared shingles
+
+
+def _scratch() -> tempfile.TemporaryDirectory[str]:
+    """A temporary folder for intermediate arrays that would not fit the memory bound (removed after)."""
+    return tempfile.TemporaryDirectory(prefix="claimcheck-neardup-")
 
 
 def _unique(x: np.ndarray) -> np.ndarray:
@@ -118,43 +130,56 @@ def _mix(z: np.ndarray, tmp: np.ndarray) -> np.ndarray:
     return z
 
 
+def _position_weights(k: int) -> np.ndarray:
+    """One odd 64-bit constant per word position of a shingle (odd: multiplying by it is a bijection)."""
+    return splitmix64(np.arange(1, k + 1, dtype=np.uint64)) | np.uint64(1)
+
+
 def _doc_shingles(texts: pl.Series, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every shingle's 64-bit hash and its text's index in `texts` (duplicates within a text kept)."""
+    """Every shingle's 64-bit hash and its text's index in `texts` (duplicates within a text kept).
+
+    A shingle of words w_0..w_{m-1} (m = k, or fewer for a short text) hashes to
+    splitmix64(H0 + sum_j C_j * hash(w_j)) with wrapping arithmetic: one finaliser per shingle instead of
+    one per word position.
+    """
     words = pl.DataFrame({"w": texts.str.split(" ")})
     lens = words.select(pl.col("w").list.len()).to_series().to_numpy().astype(np.int64)
     flat = words.select(pl.col("w").explode().hash(_SEED)).to_series().to_numpy()
     del words
     offsets = np.zeros(lens.size + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
+    weight = _position_weights(k)
     hs, ds = [], []
     long = lens >= k
-    if long.any():
-        # Shingle hashes at every word position from k shifted views of the word hashes (no gathers);
-        # only positions whose k words lie inside one text are kept.
-        m = flat.size - k + 1
-        h = np.full(m, _H0, dtype=np.uint64)
-        tmp = np.empty_like(h)
-        for j in range(k):
-            h ^= flat[j : j + m]
-            _mix(h, tmp)
-        del tmp
-        docs = np.flatnonzero(long)
-        n_sh = lens[docs] - k + 1
-        hs.append(h[_ranges(offsets[docs], n_sh)])
-        ds.append(np.repeat(docs, n_sh))
-        del h
-    if not long.all():
-        # A text shorter than k words is one shingle: all its words.
-        docs = np.flatnonzero(~long)
-        width, start = lens[docs], offsets[docs]
-        h = np.full(docs.size, _H0, dtype=np.uint64)
-        for j in range(k):
-            sel = j < width
-            if not sel.any():
-                break
-            h[sel] = splitmix64(h[sel] ^ flat[start[sel] + j])
-        hs.append(h)
-        ds.append(docs)
+    with np.errstate(over="ignore"):
+        if long.any():
+            # Shingle hashes at every word position from k shifted views of the word hashes (no gathers);
+            # only positions whose k words lie inside one text are kept.
+            m = flat.size - k + 1
+            h = np.full(m, _H0, dtype=np.uint64)
+            term = np.empty_like(h)
+            for j in range(k):
+                np.multiply(flat[j : j + m], weight[j], out=term)
+                h += term
+            _mix(h, term)
+            del term
+            docs = np.flatnonzero(long)
+            n_sh = lens[docs] - k + 1
+            hs.append(h[_ranges(offsets[docs], n_sh)])
+            ds.append(np.repeat(docs, n_sh))
+            del h
+        if not long.all():
+            # A text shorter than k words is one shingle: all its words.
+            docs = np.flatnonzero(~long)
+            width, start = lens[docs], offsets[docs]
+            h = np.full(docs.size, _H0, dtype=np.uint64)
+            for j in range(k):
+                sel = j < width
+                if not sel.any():
+                    break
+                h[sel] += flat[start[sel] + j] * weight[j]
+            hs.append(splitmix64(h))
+            ds.append(docs)
     return np.concatenate(hs), np.concatenate(ds)
 
 
@@ -192,22 +217,40 @@ def _prefixes(texts: Texts, k: int, threshold: float) -> Prefixes:
     n = texts.len()
     mask = np.uint64((1 << COUNT_BITS) - 1)
     counts = np.zeros(1 << COUNT_BITS, dtype=np.uint32)
-    buckets: list[np.ndarray] = []
-    for lo in range(0, n, CHUNK_TEXTS):
-        h, _ = _doc_shingles(texts.slice(lo, CHUNK_TEXTS), k)
-        buckets.append((h & mask).astype(np.uint32))
-        # The table is updated every few chunks: one bincount over 8M buckets costs as much as a chunk.
-        if len(buckets) == 4 or lo + CHUNK_TEXTS >= n:
-            counts += np.bincount(np.concatenate(buckets), minlength=counts.size).astype(np.uint32)
-            buckets.clear()
+    with _scratch() as tmp:
+        # Pass 1 hashes every shingle once and keeps the hashes in a temporary file for pass 2: reading
+        # them back costs far less than normalising, splitting and hashing the texts again.
+        store = Path(tmp) / "shingles"
+        held: list[int] = []
+        buckets: list[np.ndarray] = []
+        with store.open("wb") as f:
+            for lo in range(0, n, CHUNK_TEXTS):
+                h, d = _doc_shingles(texts.slice(lo, CHUNK_TEXTS), k)
+                h.tofile(f)
+                d.astype(np.int32).tofile(f)
+                held.append(h.size)
+                buckets.append((h & mask).astype(np.uint32))
+                del h, d
+                # The table is updated every few chunks: one bincount over 8M buckets costs as much as a
+                # chunk.
+                if len(buckets) == 4 or lo + CHUNK_TEXTS >= n:
+                    counts += np.bincount(_drain(buckets), minlength=counts.size).astype(np.uint32)
+        with store.open("rb") as f:
+            return _prefixes_pass2(f, held, counts, n, threshold)
+
+
+def _prefixes_pass2(f: BinaryIO, held: list[int], counts: np.ndarray, n: int, threshold: float) -> Prefixes:
+    """Pass 2 of _prefixes over the shingle hashes of pass 1, read back chunk by chunk from `f`."""
+    mask = np.uint64(counts.size - 1)
     sizes = np.zeros(n, dtype=np.int64)
     ext_all = np.zeros(n, dtype=np.int64)
     kept = np.zeros(n, dtype=np.int64)
     sketch = np.zeros((n, SKETCH_BUCKETS), dtype=np.uint8)
     shift = np.uint64(64 - SKETCH_BUCKETS.bit_length() + 1)
     toks, ranks = [], []
-    for lo in range(0, n, CHUNK_TEXTS):
-        h, d = _doc_shingles(texts.slice(lo, CHUNK_TEXTS), k)
+    for lo, m in zip(range(0, n, CHUNK_TEXTS), held, strict=True):
+        h = np.fromfile(f, dtype=np.uint64, count=m)
+        d = np.fromfile(f, dtype=np.int32, count=m).astype(np.int64)
         # Global order: (approximate count, hash) — the same total order in every text.
         h, d = _dedupe(h, d, counts[(h & mask).astype(np.int64)])
         size = np.bincount(d, minlength=min(CHUNK_TEXTS, n - lo))
@@ -263,80 +306,195 @@ def _drain(parts: list[np.ndarray]) -> np.ndarray:
     return whole
 
 
-def _group_by_key(
-    key: np.ndarray, doc: np.ndarray, pos: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """Entries sorted by key, keeping only keys held by two entries or more (most occur once).
-
-    Pass the arrays as temporaries: each is replaced by its sorted copy as soon as it is made.
-    """
-    order = np.argsort(key)
-    key = key[order]
-    doc = doc[order]
-    pos = pos[order] if pos is not None else None
-    del order
+def _repeated(key: np.ndarray) -> np.ndarray:
+    """Of sorted keys, those held by two entries or more (most occur once)."""
     same = key[1:] == key[:-1]
     shared = np.zeros(key.size, dtype=bool)
     shared[1:] = same
     shared[:-1] |= same
-    del same
-    return key[shared], doc[shared], (pos[shared] if pos is not None else None)
+    return shared
 
 
-def _run_pairs(
-    key: np.ndarray, doc: np.ndarray, sizes: np.ndarray, threshold: float, pos: np.ndarray | None = None
-) -> list[np.ndarray]:
-    """Text pairs sharing a key (length-filtered codes) from _group_by_key's output, generated block
-    by block to bound memory.
+def _group_by_key(key: np.ndarray, doc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Entries sorted by key, keeping only keys held by two entries or more."""
+    order = np.argsort(key)
+    key = key[order]
+    doc = doc[order]
+    del order
+    shared = _repeated(key)
+    return key[shared], doc[shared]
 
-    With `pos` (the position of a signature's second shingle in its text's ordered set), pairs also
-    pass the positional filter: the second common shingle of a true pair sits at a position
-    <= |x| + 1 - alpha in each text, since alpha - 2 common shingles must still follow it.
-    """
-    n = key.size
-    if n < 2:
-        return []
-    new_run = np.ones(n, dtype=bool)
-    new_run[1:] = key[1:] != key[:-1]
-    run_end = np.append(np.flatnonzero(new_run)[1:], n)[np.cumsum(new_run) - 1]
-    later = run_end - np.arange(n) - 1  # partners after each entry in its run
+
+def _block_pairs(later: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Entry pairs (i, i+1 .. i+later[i]) of the sorted entries, as (left, right) index blocks of about
+    PAIR_BLOCK pairs each, so that no more than a block of pairs is ever held."""
+    n = later.size
     cum = np.cumsum(later)
-    out = []
+    blocks = []
     start = int(np.searchsorted(cum, 0, side="right"))
     while start < n:
         base = cum[start - 1] if start else 0
         stop = max(start + 1, int(np.searchsorted(cum, base + PAIR_BLOCK, side="right")))
         lat = later[start:stop]
         left = np.repeat(np.arange(start, stop, dtype=np.int64), lat)
-        right = left + 1 + _ranges(np.zeros(lat.size, dtype=np.int64), lat)
+        blocks.append((left, left + 1 + _ranges(np.zeros(lat.size, dtype=np.int64), lat)))
+        start = stop
+    return blocks
+
+
+def _run_pairs(key: np.ndarray, doc: np.ndarray, sizes: np.ndarray, threshold: float) -> list[np.ndarray]:
+    """Text pairs sharing a key (length-filtered codes) from _group_by_key's output."""
+    n = key.size
+    if n < 2:
+        return []
+    new_run = np.ones(n, dtype=bool)
+    new_run[1:] = key[1:] != key[:-1]
+    run_end = np.append(np.flatnonzero(new_run)[1:], n)[np.cumsum(new_run) - 1]
+    out = []
+    for left, right in _block_pairs(run_end - np.arange(n) - 1):
         a, b = doc[left], doc[right]
         ok = (a != b) & _length_ok(a, b, sizes, threshold)
-        if pos is not None:
-            sa, sb = sizes[a], sizes[b]
-            alpha = np.ceil(threshold * (sa + sb) / (1 + threshold) - 1e-9).astype(np.int64)
-            ok &= (pos[left] <= sa + 1 - alpha) & (pos[right] <= sb + 1 - alpha)
         out.append(_unique(_codes(a[ok], b[ok])))
-        start = stop
     return out
 
 
+def _positional_pairs(
+    key: np.ndarray, doc: np.ndarray, pos: np.ndarray, sizes: np.ndarray, threshold: float
+) -> list[np.ndarray]:
+    """Text pairs sharing a signature that pass the length and positional filters (codes).
+
+    `pos` is the position of a signature's second shingle in its text's ordered set: the second common
+    shingle of a true pair sits at a position <= |x| + 1 - alpha in each text, since alpha - 2 common
+    shingles must still follow it. With alpha = ceil(t(|x|+|y|)/(1+t)) this bounds the partner's size:
+    |y| <= (|x| + 1 - pos)(1+t)/t - |x|. So each run is sorted by size and every entry is paired only
+    with the later entries up to its own bound (the other side's bound is checked on the pairs made):
+    templated text's long runs of one signature no longer make every pair of the run.
+    """
+    n = key.size
+    if n < 2:
+        return []
+    new_run = np.ones(n, dtype=bool)
+    new_run[1:] = key[1:] != key[:-1]
+    run = np.cumsum(new_run) - 1
+    s = sizes[doc]
+    shift = max(int(s.max()).bit_length(), 1)
+    combo = (run << shift) | s
+    order = np.argsort(combo)  # runs stay in place (run is sorted); within each, by size
+    combo, doc, p, s = combo[order], doc[order], pos[order].astype(np.int64), s[order]
+    del order
+    t = threshold
+    # Generous by 1e-3 (sizes are integers): the exact filters below decide.
+    hi = np.floor(np.minimum((s + 1 - p) * (1 + t) / t - s, s / t) + 1e-3)
+    hi = np.clip(hi, 0, (1 << shift) - 1).astype(np.int64)
+    end = np.searchsorted(combo, (run << shift) | hi, side="right")
+    del combo, hi
+    later = np.maximum(end - np.arange(n) - 1, 0)
+    out = []
+    for left, right in _block_pairs(later):
+        a, b = doc[left], doc[right]
+        sa, sb = sizes[a], sizes[b]
+        alpha = np.ceil(t * (sa + sb) / (1 + t) - 1e-9).astype(np.int64)
+        ok = (a != b) & _length_ok(a, b, sizes, t)
+        ok &= (p[left] <= sa + 1 - alpha) & (p[right] <= sb + 1 - alpha)
+        out.append(_unique(_codes(a[ok], b[ok])))
+    return out
+
+
+class Packing(NamedTuple):
+    """A prefix-pair signature packed in one uint64, so that one plain sort groups them (no argsort and
+    gathers): the pair's hash in the high bits, then its text, then the position of its second shingle.
+    The hash keeps 64 - doc_bits - pos_bits bits; two pairs whose kept bits collide only add a candidate,
+    which the filters or verification drop."""
+
+    doc_bits: int
+    pos_bits: int
+
+    @property
+    def low(self) -> int:
+        return self.doc_bits + self.pos_bits
+
+    def unpack(self, packed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Sorted packed signatures → key, text and position of the shared ones."""
+        key = packed >> np.uint64(self.low)
+        shared = _repeated(key)
+        key, packed = key[shared], packed[shared]
+        doc = ((packed >> np.uint64(self.pos_bits)) & np.uint64((1 << self.doc_bits) - 1)).astype(np.int64)
+        return key, doc, (packed & np.uint64((1 << self.pos_bits) - 1)).astype(np.int64)
+
+
 def _pair_signatures(
-    tok: np.ndarray, offs: np.ndarray, doc: np.ndarray, sel: np.ndarray, rank: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One hash per ordered pair (i < j) of prefix shingles of each selected text, its text, and the
-    position of its second shingle in the text's ordered set (`rank`)."""
-    plen = offs[sel + 1] - offs[sel]
+    p: Prefixes, doc: np.ndarray, sel: np.ndarray, pack: Packing
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each ordered pair (i < j) of prefix shingles of each selected text, packed (see Packing), and
+    the pass its hash falls in as a fraction of 2^32 (its high 32 bits)."""
+    plen = p.offs[sel + 1] - p.offs[sel]
     # Entry e pairs with e+1 .. the end of its text's prefix.
-    entry = _ranges(offs[sel], plen)
-    later = np.repeat(offs[sel] + plen, plen) - entry - 1
+    entry = _ranges(p.offs[sel], plen)
+    later = np.repeat(p.offs[sel] + plen, plen) - entry - 1
     left = np.repeat(entry, later)
     right = left + 1 + _ranges(np.zeros(later.size, dtype=np.int64), later)
     del entry, later
     # Shingle hashes are already well mixed; a collision only adds a candidate, which verification drops.
     with np.errstate(over="ignore"):
-        sig = tok[right] * _M1
-    sig ^= tok[left]
-    return sig, doc[left], rank[right]
+        sig = p.tok[right] * _M1
+    sig ^= p.tok[left]
+    high = sig >> np.uint64(32)
+    sig <<= np.uint64(pack.low)
+    sig |= doc[left].astype(np.uint64) << np.uint64(pack.pos_bits)
+    sig |= p.rank[right].astype(np.uint64)
+    return sig, high
+
+
+def _signature_passes(
+    p: Prefixes, doc: np.ndarray, sel: np.ndarray
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The prefix-pair signatures of the texts `sel` shared by two texts or more, as (key, text,
+    position) sorted by key, one pass over a disjoint range of keys at a time: at most ~SIG_BLOCK are
+    held.
+
+    Signatures are generated once, a block of texts at a time, and each block is written to one
+    temporary file per pass: reading a pass back costs far less than generating every signature again
+    for each pass.
+    """
+    if sel.size == 0:
+        return
+    plen = np.diff(p.offs)[sel]
+    n_sig = plen * (plen - 1) // 2
+    total = int(n_sig.sum())
+    passes = max(1, -(-total // SIG_BLOCK))
+    n_gen = max(1, -(-total // GEN_BLOCK))
+    blocks = np.searchsorted(np.cumsum(n_sig), np.arange(1, n_gen + 1) * GEN_BLOCK, side="left")
+    bounds = np.unique(np.concatenate([[0], np.minimum(blocks + 1, sel.size)]))
+    # A second shingle's position is below its text's extended prefix length (<= LONG_PREFIX here).
+    pack = Packing(max(int(p.sizes.size - 1).bit_length(), 1), max(int(p.ext[sel].max() - 1).bit_length(), 1))
+    gen = (_pair_signatures(p, doc, sel[lo:hi], pack) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True))
+    if passes == 1:
+        packed = np.concatenate([sig for sig, _ in gen])
+        packed.sort()
+        yield pack.unpack(packed)
+        return
+    with _scratch() as tmp:
+        paths = [Path(tmp) / f"pass{r}.sig" for r in range(passes)]
+        files = [path.open("wb") for path in paths]
+        try:
+            for sig, high in gen:
+                # The pass: the hash's high bits scaled to [0, passes) (multiply-shift, no division).
+                part = ((high * np.uint64(passes)) >> np.uint64(32)).astype(np.int64)
+                order = np.argsort(part.astype(np.uint16 if passes <= 1 << 16 else np.uint32), kind="stable")
+                cuts = np.cumsum(np.bincount(part, minlength=passes))[:-1]
+                for f, chunk in zip(files, np.split(sig[order], cuts), strict=True):
+                    chunk.tofile(f)
+                del sig, high, part, order
+        finally:
+            for f in files:
+                f.close()
+        for path in paths:
+            packed = np.fromfile(path, dtype=np.uint64)
+            path.unlink()
+            packed.sort()
+            grouped = pack.unpack(packed)
+            del packed
+            yield grouped
 
 
 def _candidates(p: Prefixes, threshold: float) -> np.ndarray:
@@ -368,7 +526,7 @@ def _candidates(p: Prefixes, threshold: float) -> np.ndarray:
     if single.any():
         # Every entry whose shingle is also in a tiny/long text's prefix takes part.
         part = np.isin(p.tok, _unique(p.tok[single]), assume_unique=False)
-        pairs = _run_pairs(*_group_by_key(p.tok[part], doc[part])[:2], sizes, threshold)
+        pairs = _run_pairs(*_group_by_key(p.tok[part], doc[part]), sizes, threshold)
         # Keep only pairs where a side needs the single-shingle rule.
         for c in pairs:
             a = (c >> np.uint64(32)).astype(np.int64)
@@ -377,27 +535,9 @@ def _candidates(p: Prefixes, threshold: float) -> np.ndarray:
     # 2. ordered pairs of prefix shingles, for texts with 2..LONG_PREFIX prefix shingles (tiny ones too:
     #    a tiny text can pair with a larger one, where alpha >= 2).
     sel = np.flatnonzero(~big & (plen >= 2))
-    if sel.size:
-        # Signatures are generated per block of texts and matched in passes over disjoint hash ranges,
-        # so at most ~SIG_BLOCK of them are held at once.
-        n_sig = plen[sel] * (plen[sel] - 1) // 2
-        total = int(n_sig.sum())
-        passes = max(1, -(-total // SIG_BLOCK))
-        n_gen = max(1, -(-total // GEN_BLOCK))
-        blocks = np.searchsorted(np.cumsum(n_sig), np.arange(1, n_gen + 1) * GEN_BLOCK, side="left")
-        bounds = np.unique(np.concatenate([[0], np.minimum(blocks + 1, sel.size)]))
-        for r in range(passes):
-            sigs, owners, where = [], [], []
-            for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
-                sig, owner, at = _pair_signatures(p.tok, p.offs, doc, sel[lo:hi], p.rank)
-                keep = (sig % np.uint64(passes)) == np.uint64(r) if passes > 1 else slice(None)
-                sigs.append(sig[keep])
-                owners.append(owner[keep])
-                where.append(at[keep])
-                del sig, owner, at
-            key, own, at = _group_by_key(_drain(sigs), _drain(owners), _drain(where))
-            out.extend(bound(c) for c in _run_pairs(key, own, sizes, threshold, at))
-            del key, own, at
+    for key, own, at in _signature_passes(p, doc, sel):
+        out.extend(bound(c) for c in _positional_pairs(key, own, at, sizes, threshold))
+        del key, own, at
     return _unique(np.concatenate(out)) if out else np.empty(0, dtype=np.uint64)
 
 
@@ -468,9 +608,19 @@ def near_duplicates(
     if df.height == 0 or not text_columns:
         return NearDupResult(empty, 0, 0, 0, 0)
     texts, rows, text_of = distinct_texts(df, text_columns, row_id)
-    prefixes = _prefixes(texts, shingle_size, threshold)
-    sizes = prefixes.sizes
-    codes = _candidates(prefixes, threshold)
+    try:
+        prefixes = _prefixes(texts, shingle_size, threshold)
+        sizes = prefixes.sizes
+        codes = _candidates(prefixes, threshold)
+    except OSError as exc:
+        from engine.context import StageInputError
+
+        raise StageInputError(
+            f"The near-duplicate search could not use its temporary folder {tempfile.gettempdir()}: "
+            f"{exc.strerror or exc}. It needs room there for about 12 bytes per word of text "
+            f"({texts.len():,} distinct texts). Free space there or set TMPDIR to a writable folder "
+            "with room, then run the stage again."
+        ) from exc
     del prefixes
     a, b, jac = _verify(texts, codes, sizes, shingle_size)
     hit = jac >= threshold - 1e-12
