@@ -95,6 +95,13 @@ def test_long_and_tiny_texts_take_the_single_shingle_path(monkeypatch: pytest.Mo
     assert set(zip(res.pairs["row_a"].to_list(), res.pairs["row_b"].to_list(), strict=True)) == want
 
 
+def test_texts_with_one_shingle_each_make_no_signatures() -> None:
+    # Every text shorter than k words: no prefix pairs at all, only the single-shingle path.
+    df = pl.DataFrame({"row_id": [0, 1, 2, 3], "body": ["a b", "a b", "a c", "x"]})
+    res = neardup.near_duplicates(df, ["body"], threshold=0.8, shingle_size=5)
+    assert res.pairs.height == 0 and res.texts == 3
+
+
 def test_chunking_does_not_change_results(monkeypatch: pytest.MonkeyPatch) -> None:
     df = _frame(8, 150)
     full = neardup.near_duplicates(df, ["body"], threshold=0.6, shingle_size=3)
@@ -109,6 +116,46 @@ def test_chunking_does_not_change_results(monkeypatch: pytest.MonkeyPatch) -> No
     small = neardup.near_duplicates(df, ["body"], threshold=0.6, shingle_size=3)
     assert small.pairs.equals(full.pairs)
     assert full.pairs.height > 0
+
+
+def test_signature_key_collisions_only_add_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Packed signatures keep only some hash bits; with 4 bits nearly every key collides, and the
+    # filters and exact verification must still give the same pairs.
+    df = _templated(15, 200)
+    shared: list[int] = []
+    real_pairs = neardup._positional_pairs
+
+    def counting(key, *rest):
+        shared.append(key.size)
+        return real_pairs(key, *rest)
+
+    monkeypatch.setattr(neardup, "_positional_pairs", counting)
+    full = neardup.near_duplicates(df, ["body"], threshold=0.7, shingle_size=3)
+    shared_full = sum(shared)
+    shared.clear()
+    real = neardup.Packing
+
+    def four_key_bits(doc_bits: int, pos_bits: int) -> neardup.Packing:
+        return real(64 - 4 - pos_bits, pos_bits)
+
+    monkeypatch.setattr(neardup, "Packing", four_key_bits)
+    monkeypatch.setattr(neardup, "SIG_BLOCK", 50)  # several spilled passes
+    crowded = neardup.near_duplicates(df, ["body"], threshold=0.7, shingle_size=3)
+    assert crowded.pairs.equals(full.pairs)
+    assert sum(shared) > shared_full  # the collisions did put more signatures in runs
+    assert full.pairs.height > 0
+
+
+def test_unusable_temporary_folder_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    import tempfile
+
+    from engine.context import StageInputError
+
+    missing = tmp_path / "no-such-folder"
+    monkeypatch.setattr(tempfile, "tempdir", str(missing))
+    with pytest.raises(StageInputError, match="TMPDIR") as err:
+        neardup.near_duplicates(_frame(3, 30), ["body"], threshold=0.8, shingle_size=2)
+    assert str(missing) in str(err.value)
 
 
 def test_sketch_bound_never_drops_a_true_pair() -> None:
@@ -327,6 +374,27 @@ def test_single_feature_scores_match_the_per_fold_definition() -> None:
     assert scores["ident"]["gain"] > 0.9 and scores["real"]["gain"] < 0.1
     assert scores["tied"]["encoding"] == scores["many"]["encoding"] == "rank bins (100)"
     assert scores["small"]["encoding"] == "categories"
+
+
+def test_stable_argsort_matches_numpy_on_sorted_tied_and_random_values() -> None:
+    import numpy as np
+
+    from engine.audit import leakage as L
+
+    rng = np.random.default_rng(0)
+    cases = [
+        np.arange(50),  # already in order: the shortcut
+        np.repeat(np.arange(10), 5),  # in order with ties
+        np.arange(50)[::-1].copy(),
+        rng.integers(-5, 5, 200),
+        rng.random(100),
+        np.sort(rng.random(100)),
+        rng.random(30) < 0.5,
+        np.array([7]),
+        np.array([], dtype=np.int64),
+    ]
+    for v in cases:
+        assert np.array_equal(L._stable_argsort(v), np.argsort(v, kind="stable")), v
 
 
 def test_normalisation_matches_its_definition_on_unicode_whitespace() -> None:
