@@ -101,6 +101,27 @@ class StageNavigator(ListView):
 # ---------------------------------------------------------------- checks table + detail
 
 
+def set_rows(
+    table: DataTable,
+    labels: Sequence[str | Text],
+    rows: Sequence[Sequence[Text]],
+    fixed: dict[int, int] | None = None,
+) -> None:
+    """Replace a table's columns and rows, each column as wide as its widest cell or label, or as
+    `fixed` says for a column index (a steady width whatever the rows).
+
+    Widths are set here rather than left to DataTable's auto width: that is measured on idle, and
+    lines drawn before it stay cached at the header's width (seen as "billi" for "billing").
+    """
+    heads = [Text(label) if isinstance(label, str) else label for label in labels]
+    table.clear(columns=True)
+    for i, head in enumerate(heads):
+        widest = max([head.cell_len, *(r[i].cell_len for r in rows if i < len(r))])
+        table.add_column(head, width=(fixed or {}).get(i, widest))
+    for row in rows:
+        table.add_row(*row)
+
+
 class ChecksTable(DataTable):
     """Status, check, summary, basis and coverage of every check of one stage record."""
 
@@ -114,24 +135,21 @@ class ChecksTable(DataTable):
         self._checks: list[Check] = []
 
     def on_mount(self) -> None:
-        self.add_column("status", key="status", width=9)
-        self.add_column("check", key="check")
-        self.add_column("summary", key="summary")
-        self.add_column("basis", key="basis")
-        self.add_column("coverage", key="coverage")
+        self.show(None)
 
     def show(self, record: StageRecord | None) -> None:
-        self.clear()
         self._checks = list(record.checks) if record else []
-        for i, c in enumerate(self._checks):
-            self.add_row(
+        rows = [
+            [
                 status_text(c.status),
                 literal(c.id),
                 literal(c.summary, limit=160),
                 literal(c.basis),
                 literal(c.coverage, limit=40),
-                key=str(i),
-            )
+            ]
+            for c in self._checks
+        ]
+        set_rows(self, ["status", "check", "summary", "basis", "coverage"], rows, fixed={0: 9})
         self.post_message(self.Highlighted(self._checks[0] if self._checks else None))
 
     @on(DataTable.RowHighlighted)
@@ -330,7 +348,6 @@ class BoundedTable(Vertical):
         self._loader = loader
         self._start = 0
         self._total = 0
-        self._columns: list[str] = []
         self._fetches = 0  # a thread cannot be cancelled: only the newest fetch's rows are shown
 
     def compose(self) -> ComposeResult:
@@ -344,7 +361,7 @@ class BoundedTable(Vertical):
             self.query_one(".bounded-caption", Label).update("no rows to show")
 
     def set_loader(self, loader: Loader) -> None:
-        self._loader, self._start, self._columns = loader, 0, []
+        self._loader, self._start = loader, 0
         self._fetch(0)
 
     def _fetch(self, start: int) -> None:
@@ -369,16 +386,11 @@ class BoundedTable(Vertical):
         if event.error:
             caption.update(literal("cannot show rows: " + event.error, limit=300))
             return
-        table = self.query_one(DataTable)
-        if event.columns != self._columns:
-            table.clear(columns=True)
-            for c in event.columns:
-                table.add_column(literal(c, limit=30))
-            self._columns = list(event.columns)
-        else:
-            table.clear()
-        for row in event.rows:
-            table.add_row(*(literal(v, limit=80) for v in row))
+        set_rows(
+            self.query_one(DataTable),
+            [literal(c, limit=30) for c in event.columns],
+            [[literal(v, limit=80) for v in row] for row in event.rows],
+        )
         self._start, self._total = event.start, event.total
         end = event.start + len(event.rows)
         text = (
