@@ -301,6 +301,7 @@ def _shingle_lists(texts: list[str], k: int) -> list[list[bytes]]:
 
 def phase_neardup(work: Path, n_texts: int) -> dict:
     from engine.audit import neardup
+    from engine.audit.neardup import shingles, verify
     from engine.audit.texts import Texts, distinct_texts
 
     ctx, rec, ds, mem = _loaded(work)
@@ -326,7 +327,7 @@ def phase_neardup(work: Path, n_texts: int) -> dict:
     del sh
     # Set sizes for verification blocks (not timed), over the same texts in the same order.
     same = Texts(frame, ["body"], np.arange(texts.len()))
-    sizes = neardup._prefixes(same, 5, 0.8).sizes
+    sizes = shingles.build_prefixes(same, 5, 0.8).sizes
     runs = []
     for lsh_t in (0.8, 0.7, 0.6, 0.5):
         t0 = time.perf_counter()
@@ -343,7 +344,7 @@ def phase_neardup(work: Path, n_texts: int) -> dict:
         # Verification of their candidates with our exact, vectorised Jaccard (generous to them).
         t0 = time.perf_counter()
         codes = np.fromiter((a << 32 | b for a, b in cand), dtype=np.uint64, count=len(cand))
-        a, b, jac = neardup._verify(same, np.sort(codes), sizes, 5)
+        a, b, jac = verify.verify_pairs(same, np.sort(codes), sizes, 5)
         found = {(int(x), int(y)) for x, y, j in zip(a, b, jac, strict=True) if j >= 0.8 - 1e-12}
         t_ver = time.perf_counter() - t0
         recall = len(found & truth) / max(len(truth), 1)

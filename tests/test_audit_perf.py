@@ -10,6 +10,7 @@ import pytest
 
 from engine.audit import neardup
 from engine.audit import texts as texts_mod
+from engine.audit.neardup import candidates, shingles, verify
 
 
 def _shingles(text: str, k: int) -> set[str]:
@@ -90,7 +91,7 @@ def test_long_and_tiny_texts_take_the_single_shingle_path(monkeypatch: pytest.Mo
     # A small LONG_PREFIX forces every text through the single-shared-shingle path; results must not change.
     df = _frame(7, 120)
     want = _brute(df, ["body"], 0.7, 2)
-    monkeypatch.setattr(neardup, "LONG_PREFIX", 2)
+    monkeypatch.setattr(candidates, "LONG_PREFIX", 2)
     res = neardup.near_duplicates(df, ["body"], threshold=0.7, shingle_size=2)
     assert set(zip(res.pairs["row_a"].to_list(), res.pairs["row_b"].to_list(), strict=True)) == want
 
@@ -105,14 +106,14 @@ def test_texts_with_one_shingle_each_make_no_signatures() -> None:
 def test_chunking_does_not_change_results(monkeypatch: pytest.MonkeyPatch) -> None:
     df = _frame(8, 150)
     full = neardup.near_duplicates(df, ["body"], threshold=0.6, shingle_size=3)
-    for name, value in [
-        ("CHUNK_TEXTS", 7),
-        ("PAIR_BLOCK", 5),
-        ("VERIFY_SHINGLES", 11),
-        ("SIG_BLOCK", 13),
-        ("GEN_BLOCK", 5),
+    for module, name, value in [
+        (shingles, "CHUNK_TEXTS", 7),
+        (candidates, "PAIR_BLOCK", 5),
+        (verify, "VERIFY_SHINGLES", 11),
+        (candidates, "SIG_BLOCK", 13),
+        (candidates, "GEN_BLOCK", 5),
     ]:
-        monkeypatch.setattr(neardup, name, value)
+        monkeypatch.setattr(module, name, value)
     small = neardup.near_duplicates(df, ["body"], threshold=0.6, shingle_size=3)
     assert small.pairs.equals(full.pairs)
     assert full.pairs.height > 0
@@ -123,23 +124,23 @@ def test_signature_key_collisions_only_add_candidates(monkeypatch: pytest.Monkey
     # filters and exact verification must still give the same pairs.
     df = _templated(15, 200)
     shared: list[int] = []
-    real_pairs = neardup._positional_pairs
+    real_pairs = candidates._positional_pairs
 
     def counting(key, *rest):
         shared.append(key.size)
         return real_pairs(key, *rest)
 
-    monkeypatch.setattr(neardup, "_positional_pairs", counting)
+    monkeypatch.setattr(candidates, "_positional_pairs", counting)
     full = neardup.near_duplicates(df, ["body"], threshold=0.7, shingle_size=3)
     shared_full = sum(shared)
     shared.clear()
-    real = neardup.Packing
+    real = candidates.Packing
 
-    def four_key_bits(doc_bits: int, pos_bits: int) -> neardup.Packing:
+    def four_key_bits(doc_bits: int, pos_bits: int) -> candidates.Packing:
         return real(64 - 4 - pos_bits, pos_bits)
 
-    monkeypatch.setattr(neardup, "Packing", four_key_bits)
-    monkeypatch.setattr(neardup, "SIG_BLOCK", 50)  # several spilled passes
+    monkeypatch.setattr(candidates, "Packing", four_key_bits)
+    monkeypatch.setattr(candidates, "SIG_BLOCK", 50)  # several spilled passes
     crowded = neardup.near_duplicates(df, ["body"], threshold=0.7, shingle_size=3)
     assert crowded.pairs.equals(full.pairs)
     assert sum(shared) > shared_full  # the collisions did put more signatures in runs
@@ -163,13 +164,13 @@ def test_sketch_bound_never_drops_a_true_pair() -> None:
 
     df = _frame(9, 100)
     texts, _, _ = texts_mod.distinct_texts(df, ["body"], "row_id")
-    pre = neardup._prefixes(texts, 2, 0.5)
+    pre = shingles.build_prefixes(texts, 2, 0.5)
     sizes, sketch = pre.sizes, pre.sketch
     n = texts.len()
     a, b = np.triu_indices(n, 1)
     codes = (a.astype(np.uint64) << np.uint64(32)) | b.astype(np.uint64)
-    ok = neardup._sketch_ok(codes, sizes, sketch, 0.5)
-    _, _, jac = neardup._verify(texts, codes, sizes, 2)
+    ok = candidates.sketch_ok(codes, sizes, sketch, 0.5)
+    _, _, jac = verify.verify_pairs(texts, codes, sizes, 2)
     assert ok[jac >= 0.5].all()
     assert not ok.all(), "the bound should prune something"
 

@@ -1,0 +1,163 @@
+"""Near-duplicate text inputs: exact all-pairs Jaccard over word shingles by prefix filtering.
+
+Definitions (docs/checks.md#source-near-duplicates):
+- a row's text = its text columns, each normalised (lowercase, strip, whitespace runs → one space),
+  joined by one space, nulls and empty values skipped;
+- shingles = the set of `k` consecutive words (k=5); a text shorter than k words is one shingle;
+- rows with the same normalised text columns are one *text* (exact duplicates are another check);
+  a near-duplicate pair is two rows of different texts whose shingle sets have Jaccard >= t (0.8).
+
+Shingles are hashed to 64 bits (Polars' seeded hash of each word; a shingle's hash is splitmix64 of
+the sum of its word hashes, each times an odd constant of its position); Jaccard is computed exactly on
+these 64-bit shingle hashes (a collision needs ~2^32 shingles).
+
+Search — exact, no false negatives and no false positives: prefix filtering (Chaudhuri et al. 2006,
+Bayardo et al. 2007). Put all shingles in one global order; if J(x, y) >= t then x and y share one of
+the first |x| - ceil(t|x|) + 1 shingles of x and of y. Any fixed total order keeps this exact; ordering
+rarest-first (by a hashed count table, which can only over-count) makes prefixes hold the rare
+shingles, so templated text yields few candidates — unlike MinHash-LSH, which is probabilistic and
+floods such text with false candidates. Candidates sharing a prefix shingle that pass the length
+filter t·max(|x|,|y|) <= min(|x|,|y|) are verified by exact Jaccard.
+
+Memory is bounded by a chunk of texts, not by the data: pass 1 hashes the shingles and fills the count
+table, pass 2 keeps only each text's prefix (a few shingles), verification re-hashes just the texts that
+appear in candidates. What would not fit that bound goes to temporary files (tempfile's folder, TMPDIR),
+removed as soon as they are read: pass 1's shingle hashes for pass 2 (12 bytes a shingle) and the
+prefix-pair signatures, one file per matching pass (8 bytes a signature) — about 0.6 GB at most for a
+million ticket-length texts.
+
+One module per step: shingles.py (hashing, passes 1 and 2: prefixes), candidates.py (signatures and
+the length, positional and sketch bounds), verify.py (exact Jaccard); arrays.py holds their helpers.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from engine.audit.neardup.arrays import ranges, unique_inverse
+from engine.audit.neardup.candidates import find_candidates
+from engine.audit.neardup.shingles import build_prefixes
+from engine.audit.neardup.verify import verify_pairs
+from engine.audit.texts import distinct_texts
+
+METHOD = "prefix filtering (exact)"
+
+
+@dataclass
+class NearDupResult:
+    # Row-level pairs (row ids, a < b) with their exact Jaccard.
+    pairs: pl.DataFrame
+    texts: int
+    candidates: int
+    verified_text_pairs: int
+    shingles: int
+
+    def recall_at(self, threshold: float) -> float:
+        """Probability a pair with Jaccard = threshold is found: 1, the search is exact."""
+        return 1.0
+
+
+def near_duplicates(
+    df: pl.DataFrame,
+    text_columns: list[str],
+    *,
+    row_id: str = "row_id",
+    threshold: float = 0.8,
+    shingle_size: int = 5,
+) -> NearDupResult:
+    """Near-duplicate row pairs across different normalised texts (see module docstring)."""
+    empty = pl.DataFrame(
+        {"row_a": [], "row_b": [], "jaccard": []},
+        schema={"row_a": pl.Int64, "row_b": pl.Int64, "jaccard": pl.Float64},
+    )
+    if df.height == 0 or not text_columns:
+        return NearDupResult(empty, 0, 0, 0, 0)
+    texts, rows, text_of = distinct_texts(df, text_columns, row_id)
+    try:
+        prefixes = build_prefixes(texts, shingle_size, threshold)
+        sizes = prefixes.sizes
+        codes = find_candidates(prefixes, threshold)
+    except OSError as exc:
+        from engine.context import StageInputError
+
+        raise StageInputError(
+            f"The near-duplicate search could not use its temporary folder {tempfile.gettempdir()}: "
+            f"{exc.strerror or exc}. It needs room there for about 12 bytes per word of text "
+            f"({texts.len():,} distinct texts). Free space there or set TMPDIR to a writable folder "
+            "with room, then run the stage again."
+        ) from exc
+    del prefixes
+    a, b, jac = verify_pairs(texts, codes, sizes, shingle_size)
+    hit = jac >= threshold - 1e-12
+    a, b, jac = a[hit], b[hit], jac[hit]
+    return NearDupResult(
+        _expand(rows, text_of, a, b, jac, empty), texts.len(), int(codes.size), int(a.size), int(sizes.sum())
+    )
+
+
+def _expand(
+    rows: np.ndarray, text_of: np.ndarray, a: np.ndarray, b: np.ndarray, jac: np.ndarray, empty: pl.DataFrame
+) -> pl.DataFrame:
+    """Text pairs → every row pair between their rows (rows grouped by text, in text order)."""
+    if a.size == 0:
+        return empty
+    n_texts = int(text_of.max()) + 1
+    per = np.bincount(text_of, minlength=n_texts)
+    first = np.zeros(n_texts, dtype=np.int64)
+    np.cumsum(per[:-1], out=first[1:])
+    na, nb = per[a], per[b]
+    combos = na * nb
+    pair = np.repeat(np.arange(a.size, dtype=np.int64), combos)
+    within = ranges(np.zeros(a.size, dtype=np.int64), combos)
+    left = rows[first[a][pair] + within // nb[pair]]
+    right = rows[first[b][pair] + within % nb[pair]]
+    return pl.DataFrame(
+        {"row_a": np.minimum(left, right), "row_b": np.maximum(left, right), "jaccard": jac[pair]}
+    ).sort(["row_a", "row_b"])
+
+
+def cluster_summary(pairs: pl.DataFrame) -> dict[str, int]:
+    """Connected clusters of near-duplicate rows: count, rows in them, largest cluster."""
+    if pairs.height == 0:
+        return {"clusters": 0, "rows_in_clusters": 0, "largest_cluster_rows": 0}
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    nodes, inv = unique_inverse(np.concatenate([pairs["row_a"].to_numpy(), pairs["row_b"].to_numpy()]))
+    m = pairs.height
+    g = coo_matrix((np.ones(m, dtype=np.int8), (inv[:m], inv[m:])), shape=(nodes.size, nodes.size))
+    k, labels = connected_components(g, directed=False)
+    return {
+        "clusters": int(k),
+        "rows_in_clusters": int(nodes.size),
+        "largest_cluster_rows": int(np.bincount(labels).max()),
+    }
+
+
+PAIRS_FILE = "near_duplicates.parquet"
+
+
+def pairs_payload(pairs: pl.DataFrame) -> bytes:
+    """The verified row pairs as parquet bytes (row_id_a < row_id_b, jaccard), written by the source stage."""
+    import io
+
+    buf = io.BytesIO()
+    pairs.select(
+        pl.col("row_a").alias("row_id_a"), pl.col("row_b").alias("row_id_b"), pl.col("jaccard")
+    ).write_parquet(buf, statistics=False)
+    return buf.getvalue()
+
+
+def read_pairs(path: Path, sha256: str) -> pl.DataFrame:
+    """Saved pairs back as (row_a, row_b, jaccard), after checking the file's sha256 against the record."""
+    from engine.data import verify_pinned
+
+    verify_pinned(path, sha256, "pairs_sha256", "near-duplicate pairs", "source")
+    return pl.read_parquet(path).select(
+        pl.col("row_id_a").alias("row_a"), pl.col("row_id_b").alias("row_b"), pl.col("jaccard")
+    )

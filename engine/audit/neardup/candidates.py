@@ -1,0 +1,278 @@
+"""Candidate pairs of the near-duplicate search: texts that share an ordered pair of extended-prefix
+shingles (or one shingle, for tiny and long texts), kept only if the length, positional and sketch
+bounds allow the threshold. A superset of the true pairs; verify.py decides."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from engine.audit.neardup.arrays import pair_codes, ranges, scratch, unique
+from engine.audit.neardup.shingles import Prefixes
+
+PAIR_BLOCK = 1_000_000  # candidate pairs generated at a time
+SKETCH_CHUNK = 100_000  # candidate pairs bounded at a time (two 64-byte sketches each)
+SIG_BLOCK = 6_000_000  # prefix-pair signatures matched at a time
+GEN_BLOCK = 2_000_000  # prefix-pair signatures generated at a time (bounds the temporaries)
+LONG_PREFIX = 32  # texts with longer extended prefixes are matched by single shared shingles
+_PAIR_MIX = np.uint64(0xBF58476D1CE4E5B9)  # odd: the second shingle's hash times it, xor the first's
+
+
+def sketch_ok(codes: np.ndarray, sizes: np.ndarray, sketch: np.ndarray, threshold: float) -> np.ndarray:
+    """Exact upper bound on the Jaccard from the bucket sketches: common shingles share a bucket, so
+    |x & y| <= sum over buckets of min(count_x, count_y). False for pairs that cannot reach t."""
+    keep = np.ones(codes.size, dtype=bool)
+    for lo in range(0, codes.size, SKETCH_CHUNK):
+        c = codes[lo : lo + SKETCH_CHUNK]
+        a = (c >> np.uint64(32)).astype(np.int64)
+        b = (c & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        m = np.minimum(sketch[a], sketch[b])
+        # A saturated bucket (255 on both sides) bounds nothing: count it as unlimited.
+        ub = m.sum(axis=1, dtype=np.int64) + (m == 255).any(axis=1) * (1 << 40)
+        sa, sb = sizes[a], sizes[b]
+        inter = np.minimum(ub, np.minimum(sa, sb))
+        keep[lo : lo + c.size] = inter >= threshold * (sa + sb - inter) - 1e-9
+    return keep
+
+
+def _length_ok(a: np.ndarray, b: np.ndarray, sizes: np.ndarray, threshold: float) -> np.ndarray:
+    sa, sb = sizes[a], sizes[b]
+    return np.minimum(sa, sb) >= threshold * np.maximum(sa, sb) - 1e-9
+
+
+def _repeated(key: np.ndarray) -> np.ndarray:
+    """Of sorted keys, those held by two entries or more (most occur once)."""
+    same = key[1:] == key[:-1]
+    shared = np.zeros(key.size, dtype=bool)
+    shared[1:] = same
+    shared[:-1] |= same
+    return shared
+
+
+def _group_by_key(key: np.ndarray, doc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Entries sorted by key, keeping only keys held by two entries or more."""
+    order = np.argsort(key)
+    key = key[order]
+    doc = doc[order]
+    del order
+    shared = _repeated(key)
+    return key[shared], doc[shared]
+
+
+def _block_pairs(later: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Entry pairs (i, i+1 .. i+later[i]) of the sorted entries, as (left, right) index blocks of about
+    PAIR_BLOCK pairs each, so that no more than a block of pairs is ever held."""
+    n = later.size
+    cum = np.cumsum(later)
+    blocks = []
+    start = int(np.searchsorted(cum, 0, side="right"))
+    while start < n:
+        base = cum[start - 1] if start else 0
+        stop = max(start + 1, int(np.searchsorted(cum, base + PAIR_BLOCK, side="right")))
+        lat = later[start:stop]
+        left = np.repeat(np.arange(start, stop, dtype=np.int64), lat)
+        blocks.append((left, left + 1 + ranges(np.zeros(lat.size, dtype=np.int64), lat)))
+        start = stop
+    return blocks
+
+
+def _run_pairs(key: np.ndarray, doc: np.ndarray, sizes: np.ndarray, threshold: float) -> list[np.ndarray]:
+    """Text pairs sharing a key (length-filtered codes) from _group_by_key's output."""
+    n = key.size
+    if n < 2:
+        return []
+    new_run = np.ones(n, dtype=bool)
+    new_run[1:] = key[1:] != key[:-1]
+    run_end = np.append(np.flatnonzero(new_run)[1:], n)[np.cumsum(new_run) - 1]
+    out = []
+    for left, right in _block_pairs(run_end - np.arange(n) - 1):
+        a, b = doc[left], doc[right]
+        ok = (a != b) & _length_ok(a, b, sizes, threshold)
+        out.append(unique(pair_codes(a[ok], b[ok])))
+    return out
+
+
+def _positional_pairs(
+    key: np.ndarray, doc: np.ndarray, pos: np.ndarray, sizes: np.ndarray, threshold: float
+) -> list[np.ndarray]:
+    """Text pairs sharing a signature that pass the length and positional filters (codes).
+
+    `pos` is the position of a signature's second shingle in its text's ordered set: the second common
+    shingle of a true pair sits at a position <= |x| + 1 - alpha in each text, since alpha - 2 common
+    shingles must still follow it. With alpha = ceil(t(|x|+|y|)/(1+t)) this bounds the partner's size:
+    |y| <= (|x| + 1 - pos)(1+t)/t - |x|. So each run is sorted by size and every entry is paired only
+    with the later entries up to its own bound (the other side's bound is checked on the pairs made):
+    templated text's long runs of one signature no longer make every pair of the run.
+    """
+    n = key.size
+    if n < 2:
+        return []
+    new_run = np.ones(n, dtype=bool)
+    new_run[1:] = key[1:] != key[:-1]
+    run = np.cumsum(new_run) - 1
+    s = sizes[doc]
+    shift = max(int(s.max()).bit_length(), 1)
+    combo = (run << shift) | s
+    order = np.argsort(combo)  # runs stay in place (run is sorted); within each, by size
+    combo, doc, p, s = combo[order], doc[order], pos[order].astype(np.int64), s[order]
+    del order
+    t = threshold
+    # Generous by 1e-3 (sizes are integers): the exact filters below decide.
+    hi = np.floor(np.minimum((s + 1 - p) * (1 + t) / t - s, s / t) + 1e-3)
+    hi = np.clip(hi, 0, (1 << shift) - 1).astype(np.int64)
+    end = np.searchsorted(combo, (run << shift) | hi, side="right")
+    del combo, hi
+    later = np.maximum(end - np.arange(n) - 1, 0)
+    out = []
+    for left, right in _block_pairs(later):
+        a, b = doc[left], doc[right]
+        sa, sb = sizes[a], sizes[b]
+        alpha = np.ceil(t * (sa + sb) / (1 + t) - 1e-9).astype(np.int64)
+        ok = (a != b) & _length_ok(a, b, sizes, t)
+        ok &= (p[left] <= sa + 1 - alpha) & (p[right] <= sb + 1 - alpha)
+        out.append(unique(pair_codes(a[ok], b[ok])))
+    return out
+
+
+class Packing(NamedTuple):
+    """A prefix-pair signature packed in one uint64, so that one plain sort groups them (no argsort and
+    gathers): the pair's hash in the high bits, then its text, then the position of its second shingle.
+    The hash keeps 64 - doc_bits - pos_bits bits; two pairs whose kept bits collide only add a candidate,
+    which the filters or verification drop."""
+
+    doc_bits: int
+    pos_bits: int
+
+    @property
+    def low(self) -> int:
+        return self.doc_bits + self.pos_bits
+
+    def unpack(self, packed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Sorted packed signatures → key, text and position of the shared ones."""
+        key = packed >> np.uint64(self.low)
+        shared = _repeated(key)
+        key, packed = key[shared], packed[shared]
+        doc = ((packed >> np.uint64(self.pos_bits)) & np.uint64((1 << self.doc_bits) - 1)).astype(np.int64)
+        return key, doc, (packed & np.uint64((1 << self.pos_bits) - 1)).astype(np.int64)
+
+
+def _pair_signatures(
+    p: Prefixes, doc: np.ndarray, sel: np.ndarray, pack: Packing
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each ordered pair (i < j) of prefix shingles of each selected text, packed (see Packing), and
+    the pass its hash falls in as a fraction of 2^32 (its high 32 bits)."""
+    plen = p.offs[sel + 1] - p.offs[sel]
+    # Entry e pairs with e+1 .. the end of its text's prefix.
+    entry = ranges(p.offs[sel], plen)
+    later = np.repeat(p.offs[sel] + plen, plen) - entry - 1
+    left = np.repeat(entry, later)
+    right = left + 1 + ranges(np.zeros(later.size, dtype=np.int64), later)
+    del entry, later
+    # Shingle hashes are already well mixed; a collision only adds a candidate, which verification drops.
+    with np.errstate(over="ignore"):
+        sig = p.tok[right] * _PAIR_MIX
+    sig ^= p.tok[left]
+    high = sig >> np.uint64(32)
+    sig <<= np.uint64(pack.low)
+    sig |= doc[left].astype(np.uint64) << np.uint64(pack.pos_bits)
+    sig |= p.rank[right].astype(np.uint64)
+    return sig, high
+
+
+def _signature_passes(
+    p: Prefixes, doc: np.ndarray, sel: np.ndarray
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The prefix-pair signatures of the texts `sel` shared by two texts or more, as (key, text,
+    position) sorted by key, one pass over a disjoint range of keys at a time: at most ~SIG_BLOCK are
+    held.
+
+    Signatures are generated once, a block of texts at a time, and each block is written to one
+    temporary file per pass: reading a pass back costs far less than generating every signature again
+    for each pass.
+    """
+    if sel.size == 0:
+        return
+    plen = np.diff(p.offs)[sel]
+    n_sig = plen * (plen - 1) // 2
+    total = int(n_sig.sum())
+    passes = max(1, -(-total // SIG_BLOCK))
+    n_gen = max(1, -(-total // GEN_BLOCK))
+    blocks = np.searchsorted(np.cumsum(n_sig), np.arange(1, n_gen + 1) * GEN_BLOCK, side="left")
+    bounds = np.unique(np.concatenate([[0], np.minimum(blocks + 1, sel.size)]))
+    # A second shingle's position is below its text's extended prefix length (<= LONG_PREFIX here).
+    pack = Packing(max(int(p.sizes.size - 1).bit_length(), 1), max(int(p.ext[sel].max() - 1).bit_length(), 1))
+    gen = (_pair_signatures(p, doc, sel[lo:hi], pack) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True))
+    if passes == 1:
+        packed = np.concatenate([sig for sig, _ in gen])
+        packed.sort()
+        yield pack.unpack(packed)
+        return
+    with scratch() as tmp:
+        paths = [Path(tmp) / f"pass{r}.sig" for r in range(passes)]
+        files = [path.open("wb") for path in paths]
+        try:
+            for sig, high in gen:
+                # The pass: the hash's high bits scaled to [0, passes) (multiply-shift, no division).
+                part = ((high * np.uint64(passes)) >> np.uint64(32)).astype(np.int64)
+                order = np.argsort(part.astype(np.uint16 if passes <= 1 << 16 else np.uint32), kind="stable")
+                cuts = np.cumsum(np.bincount(part, minlength=passes))[:-1]
+                for f, chunk in zip(files, np.split(sig[order], cuts), strict=True):
+                    chunk.tofile(f)
+                del sig, high, part, order
+        finally:
+            for f in files:
+                f.close()
+        for path in paths:
+            packed = np.fromfile(path, dtype=np.uint64)
+            path.unlink()
+            packed.sort()
+            grouped = pack.unpack(packed)
+            del packed
+            yield grouped
+
+
+def find_candidates(p: Prefixes, threshold: float) -> np.ndarray:
+    """Text pairs that may reach the threshold, as codes lo*2^32+hi (a superset of the true pairs).
+
+    Extended-prefix rule: if J(x, y) >= t, x and y share at least min(2, alpha) shingles among their
+    first |.| - ceil(t|.|) + 2, where alpha = ceil(t(|x|+|y|)/(1+t)) is the least overlap (the second
+    common shingle lies within both extended prefixes). So texts must share an ordered pair of prefix
+    shingles — keyed by one hash per pair, which is far more selective on templated text than one
+    shared shingle. Texts with long prefixes (>= LONG_PREFIX shingles) are matched by single shared
+    shingles instead, and so are tiny sets, where alpha can be 1. Only shingles another text may hold
+    take part (c1 and c2 are common, so they are among them).
+    Each block's pairs are filtered by sketch_ok at once (the same final set as one filter at the
+    end, but the many false candidates are never held together).
+    """
+    sizes = p.sizes
+
+    def bound(c: np.ndarray) -> np.ndarray:
+        return c[sketch_ok(c, sizes, p.sketch, threshold)]
+
+    n = sizes.size
+    plen = np.diff(p.offs)
+    doc = np.repeat(np.arange(n, dtype=np.int32), plen)  # text indices fit (codes hold them in 32 bits)
+    out: list[np.ndarray] = []
+    tiny = sizes <= (1 + threshold) / threshold - 1 + 1e-9
+    big = p.ext > LONG_PREFIX
+    # 1. single shared shingle for pairs with a long-prefix or a tiny text (never both tiny and long).
+    single = tiny[doc] | big[doc]
+    if single.any():
+        # Every entry whose shingle is also in a tiny/long text's prefix takes part.
+        part = np.isin(p.tok, unique(p.tok[single]), assume_unique=False)
+        pairs = _run_pairs(*_group_by_key(p.tok[part], doc[part]), sizes, threshold)
+        # Keep only pairs where a side needs the single-shingle rule.
+        for c in pairs:
+            a = (c >> np.uint64(32)).astype(np.int64)
+            b = (c & np.uint64(0xFFFFFFFF)).astype(np.int64)
+            out.append(bound(c[(tiny[a] & tiny[b]) | big[a] | big[b]]))
+    # 2. ordered pairs of prefix shingles, for texts with 2..LONG_PREFIX prefix shingles (tiny ones too:
+    #    a tiny text can pair with a larger one, where alpha >= 2).
+    sel = np.flatnonzero(~big & (plen >= 2))
+    for key, own, at in _signature_passes(p, doc, sel):
+        out.extend(bound(c) for c in _positional_pairs(key, own, at, sizes, threshold))
+        del key, own, at
+    return unique(np.concatenate(out)) if out else np.empty(0, dtype=np.uint64)

@@ -1,0 +1,189 @@
+"""Shingle hashing and each text's extended prefix (passes 1 and 2 of the near-duplicate search).
+
+Shingles are hashed to 64 bits: Polars' seeded hash of each word; a shingle's hash is splitmix64 of
+the sum of its word hashes, each times an odd constant of its position. Pass 1 hashes every shingle,
+fills an over-counting table of shingle counts and keeps the hashes in a temporary file; pass 2 reads
+them back and keeps, per text, its set size, a bucket sketch and its extended prefix in the global
+(count, hash) order.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import BinaryIO, NamedTuple
+
+import numpy as np
+import polars as pl
+
+from engine.audit.neardup.arrays import drain, ranges, scratch
+from engine.audit.texts import Texts
+from engine.splits import splitmix64
+
+_SEED = 20240917
+_H0 = np.uint64(0x243F6A8885A308D3)
+CHUNK_TEXTS = 25_000  # texts hashed at a time
+COUNT_BITS = 23  # 8M-bucket frequency table (32 MB)
+SKETCH_BUCKETS = 64  # per-text shingle counts by hash bucket, for an exact overlap upper bound
+
+_M1, _M2, _GOLDEN = (
+    np.uint64(0xBF58476D1CE4E5B9),
+    np.uint64(0x94D049BB133111EB),
+    np.uint64(0x9E3779B97F4A7C15),
+)
+
+
+def _mix(z: np.ndarray, tmp: np.ndarray) -> np.ndarray:
+    """engine.splits.splitmix64 in place (same values, no temporaries)."""
+    with np.errstate(over="ignore"):
+        z += _GOLDEN
+        np.right_shift(z, np.uint64(30), out=tmp)
+        z ^= tmp
+        z *= _M1
+        np.right_shift(z, np.uint64(27), out=tmp)
+        z ^= tmp
+        z *= _M2
+        np.right_shift(z, np.uint64(31), out=tmp)
+        z ^= tmp
+    return z
+
+
+def _position_weights(k: int) -> np.ndarray:
+    """One odd 64-bit constant per word position of a shingle (odd: multiplying by it is a bijection)."""
+    return splitmix64(np.arange(1, k + 1, dtype=np.uint64)) | np.uint64(1)
+
+
+def doc_shingles(texts: pl.Series, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every shingle's 64-bit hash and its text's index in `texts` (duplicates within a text kept).
+
+    A shingle of words w_0..w_{m-1} (m = k, or fewer for a short text) hashes to
+    splitmix64(H0 + sum_j C_j * hash(w_j)) with wrapping arithmetic: one finaliser per shingle instead of
+    one per word position.
+    """
+    words = pl.DataFrame({"w": texts.str.split(" ")})
+    lens = words.select(pl.col("w").list.len()).to_series().to_numpy().astype(np.int64)
+    flat = words.select(pl.col("w").explode().hash(_SEED)).to_series().to_numpy()
+    del words
+    offsets = np.zeros(lens.size + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    weight = _position_weights(k)
+    hs, ds = [], []
+    long = lens >= k
+    with np.errstate(over="ignore"):
+        if long.any():
+            # Shingle hashes at every word position from k shifted views of the word hashes (no gathers);
+            # only positions whose k words lie inside one text are kept.
+            m = flat.size - k + 1
+            h = np.full(m, _H0, dtype=np.uint64)
+            term = np.empty_like(h)
+            for j in range(k):
+                np.multiply(flat[j : j + m], weight[j], out=term)
+                h += term
+            _mix(h, term)
+            del term
+            docs = np.flatnonzero(long)
+            n_sh = lens[docs] - k + 1
+            hs.append(h[ranges(offsets[docs], n_sh)])
+            ds.append(np.repeat(docs, n_sh))
+            del h
+        if not long.all():
+            # A text shorter than k words is one shingle: all its words.
+            docs = np.flatnonzero(~long)
+            width, start = lens[docs], offsets[docs]
+            h = np.full(docs.size, _H0, dtype=np.uint64)
+            for j in range(k):
+                sel = j < width
+                if not sel.any():
+                    break
+                h[sel] += flat[start[sel] + j] * weight[j]
+            hs.append(splitmix64(h))
+            ds.append(docs)
+    return np.concatenate(hs), np.concatenate(ds)
+
+
+def dedupe(h: np.ndarray, d: np.ndarray, rank: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Sort shingles by (text, rank, hash) and drop repeats of a shingle within a text."""
+    cols = (
+        {"d": d.astype(np.uint32), "h": h} if rank is None else {"d": d.astype(np.uint32), "r": rank, "h": h}
+    )
+    f = pl.DataFrame(cols).sort(list(cols))
+    h, d = f.get_column("h").to_numpy(), f.get_column("d").to_numpy().astype(np.int64)
+    del f
+    keep = np.ones(h.size, dtype=bool)
+    if h.size > 1:
+        keep[1:] = (h[1:] != h[:-1]) | (d[1:] != d[:-1])
+    return h[keep], d[keep]
+
+
+class Prefixes(NamedTuple):
+    """What candidate generation needs from pass 2, in text-major CSR form."""
+
+    tok: np.ndarray  # hashes of the extended-prefix shingles another text may hold
+    rank: np.ndarray  # each one's position in its text's ordered set (uint16), for the positional filter
+    offs: np.ndarray  # tok[offs[i]:offs[i+1]] belong to text i
+    ext: np.ndarray  # each text's extended prefix length, counting every shingle
+    sizes: np.ndarray  # each text's shingle set size
+    sketch: np.ndarray  # per text, its shingles counted in SKETCH_BUCKETS hash buckets (saturating)
+
+
+def build_prefixes(texts: Texts, k: int, threshold: float) -> Prefixes:
+    """Each text's extended prefix (first |x| - ceil(t|x|) + 2 shingles, rarest first) and set sizes.
+
+    A shingle counted once in the (over-counting) table occurs in one text only: no pair can share it,
+    so it takes a prefix place (it counts for positions and lengths) but is not kept.
+    """
+    n = texts.len()
+    mask = np.uint64((1 << COUNT_BITS) - 1)
+    counts = np.zeros(1 << COUNT_BITS, dtype=np.uint32)
+    with scratch() as tmp:
+        # Pass 1 hashes every shingle once and keeps the hashes in a temporary file for pass 2: reading
+        # them back costs far less than normalising, splitting and hashing the texts again.
+        store = Path(tmp) / "shingles"
+        held: list[int] = []
+        buckets: list[np.ndarray] = []
+        with store.open("wb") as f:
+            for lo in range(0, n, CHUNK_TEXTS):
+                h, d = doc_shingles(texts.slice(lo, CHUNK_TEXTS), k)
+                h.tofile(f)
+                d.astype(np.int32).tofile(f)
+                held.append(h.size)
+                buckets.append((h & mask).astype(np.uint32))
+                del h, d
+                # The table is updated every few chunks: one bincount over 8M buckets costs as much as a
+                # chunk.
+                if len(buckets) == 4 or lo + CHUNK_TEXTS >= n:
+                    counts += np.bincount(drain(buckets), minlength=counts.size).astype(np.uint32)
+        with store.open("rb") as f:
+            return _prefixes_pass2(f, held, counts, n, threshold)
+
+
+def _prefixes_pass2(f: BinaryIO, held: list[int], counts: np.ndarray, n: int, threshold: float) -> Prefixes:
+    """Pass 2 of build_prefixes over the shingle hashes of pass 1, read back chunk by chunk from `f`."""
+    mask = np.uint64(counts.size - 1)
+    sizes = np.zeros(n, dtype=np.int64)
+    ext_all = np.zeros(n, dtype=np.int64)
+    kept = np.zeros(n, dtype=np.int64)
+    sketch = np.zeros((n, SKETCH_BUCKETS), dtype=np.uint8)
+    shift = np.uint64(64 - SKETCH_BUCKETS.bit_length() + 1)
+    toks, ranks = [], []
+    for lo, m in zip(range(0, n, CHUNK_TEXTS), held, strict=True):
+        h = np.fromfile(f, dtype=np.uint64, count=m)
+        d = np.fromfile(f, dtype=np.int32, count=m).astype(np.int64)
+        # Global order: (approximate count, hash) — the same total order in every text.
+        h, d = dedupe(h, d, counts[(h & mask).astype(np.int64)])
+        size = np.bincount(d, minlength=min(CHUNK_TEXTS, n - lo))
+        first = np.zeros(size.size, dtype=np.int64)
+        np.cumsum(size[:-1], out=first[1:])
+        pos = np.arange(d.size, dtype=np.int64) - first[d]
+        ext = np.minimum(size, size - np.ceil(threshold * size - 1e-9).astype(np.int64) + 2)
+        take = (pos < ext[d]) & (counts[(h & mask).astype(np.int64)] > 1)
+        toks.append(h[take])
+        ranks.append(np.minimum(pos[take], 65535).astype(np.uint16))
+        kept[lo : lo + size.size] = np.bincount(d[take], minlength=size.size)
+        sizes[lo : lo + size.size] = size
+        ext_all[lo : lo + size.size] = ext
+        cell = d * SKETCH_BUCKETS + (h >> shift).astype(np.int64)
+        per = np.bincount(cell, minlength=size.size * SKETCH_BUCKETS).reshape(size.size, SKETCH_BUCKETS)
+        sketch[lo : lo + size.size] = np.minimum(per, 255)
+    offs = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(kept, out=offs[1:])
+    return Prefixes(np.concatenate(toks), np.concatenate(ranks), offs, ext_all, sizes, sketch)
