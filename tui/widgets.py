@@ -125,6 +125,9 @@ def set_rows(
 class ChecksTable(DataTable):
     """Status, check, summary, basis and coverage of every check of one stage record."""
 
+    LABELS = ("status", "check", "summary", "basis", "coverage")
+    FIXED = {0: 9}  # the status column keeps one width whatever the record
+
     class Highlighted(Message):
         def __init__(self, check: Check | None) -> None:
             self.check = check
@@ -135,7 +138,7 @@ class ChecksTable(DataTable):
         self._checks: list[Check] = []
 
     def on_mount(self) -> None:
-        self.show(None)
+        set_rows(self, self.LABELS, [], fixed=self.FIXED)
 
     def show(self, record: StageRecord | None) -> None:
         self._checks = list(record.checks) if record else []
@@ -149,7 +152,7 @@ class ChecksTable(DataTable):
             ]
             for c in self._checks
         ]
-        set_rows(self, ["status", "check", "summary", "basis", "coverage"], rows, fixed={0: 9})
+        set_rows(self, self.LABELS, rows, fixed=self.FIXED)
         self.post_message(self.Highlighted(self._checks[0] if self._checks else None))
 
     @on(DataTable.RowHighlighted)
