@@ -203,6 +203,33 @@ async def test_unbuilt_stage_says_so(tmp_path: Path, monkeypatch) -> None:
         assert app.session.record("artifact") is None
 
 
+async def test_tab_switch_while_the_tab_strip_is_still_empty_retries(tmp_path: Path, monkeypatch) -> None:
+    # A tab switch can land while TabbedContent has not composed its strip yet: Textual raises
+    # NoMatches then (a full-suite run crashed the app on it). The switch must wait, not crash.
+    from textual.css.query import NoMatches
+    from textual.widgets import ContentSwitcher, TabbedContent
+
+    session = Session.create(tmp_path / "runs" / "s", workspace=tmp_path)
+    app = make_app(session.path, workspace=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot)
+        tabs = app.screen.view().query_one(TabbedContent)
+        real = TabbedContent._watch_active
+        failures = [1, 1]
+
+        def not_built_yet(self, active: str) -> None:
+            if failures:
+                failures.pop()
+                raise NoMatches("No immediate child of type ContentTabs")
+            real(self, active)
+
+        monkeypatch.setattr(TabbedContent, "_watch_active", not_built_yet)
+        app.screen.view().show_tab("checks")
+        switcher = tabs.query_one(ContentSwitcher)
+        await wait_for(pilot, lambda: switcher.current == "tab-checks")
+        assert not failures and tabs.active == "tab-checks"
+
+
 async def test_invalid_toml_shows_field_and_reason(tmp_path: Path, monkeypatch) -> None:
     patch_modules(monkeypatch, {"claim": toy_module("claim")})
     session = Session.create(tmp_path / "runs" / "s", workspace=tmp_path)

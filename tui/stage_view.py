@@ -18,6 +18,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import Label, ProgressBar, Static, TabbedContent, TabPane
 
@@ -181,9 +182,13 @@ class StageView(Vertical):
         if not tabs:  # not composed yet: on_mount applies it
             self._pending_tab = tab
             return
+        content = tabs.first()
+        before = content.active
         try:
-            tabs.first().active = f"tab-{tab}"
-        except ValueError:  # the tab strip is still being built: try again after the next refresh
+            content.active = f"tab-{tab}"
+        except (ValueError, NoMatches):  # the tab strip is still being built: try again after a refresh
+            # The value was stored before its watcher failed; put it back, or the retry is no change.
+            content.set_reactive(TabbedContent.active, before)
             if _tries < 5:
                 self.call_after_refresh(self.show_tab, tab, _tries + 1)
             return
