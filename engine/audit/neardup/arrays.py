@@ -58,3 +58,8 @@ def pair_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Text pairs as one uint64 each, lower index in the high 32 bits (so sorting orders pairs)."""
     a, b = a.astype(np.uint64), b.astype(np.uint64)
     return (np.minimum(a, b) << np.uint64(32)) | np.maximum(a, b)
+
+
+def split_codes(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """pair_codes back into the two text indices."""
+    return (codes >> np.uint64(32)).astype(np.int64), (codes & np.uint64(0xFFFFFFFF)).astype(np.int64)

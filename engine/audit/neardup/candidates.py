@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from engine.audit.neardup.arrays import pair_codes, ranges, scratch, unique
+from engine.audit.neardup.arrays import pair_codes, ranges, scratch, split_codes, unique
 from engine.audit.neardup.shingles import Prefixes
 
 PAIR_BLOCK = 1_000_000  # candidate pairs generated at a time
@@ -27,8 +27,7 @@ def sketch_ok(codes: np.ndarray, sizes: np.ndarray, sketch: np.ndarray, threshol
     keep = np.ones(codes.size, dtype=bool)
     for lo in range(0, codes.size, SKETCH_CHUNK):
         c = codes[lo : lo + SKETCH_CHUNK]
-        a = (c >> np.uint64(32)).astype(np.int64)
-        b = (c & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        a, b = split_codes(c)
         m = np.minimum(sketch[a], sketch[b])
         # A saturated bucket (255 on both sides) bounds nothing: count it as unlimited.
         ub = m.sum(axis=1, dtype=np.int64) + (m == 255).any(axis=1) * (1 << 40)
@@ -50,6 +49,13 @@ def _repeated(key: np.ndarray) -> np.ndarray:
     shared[1:] = same
     shared[:-1] |= same
     return shared
+
+
+def _run_index(key: np.ndarray) -> np.ndarray:
+    """Of sorted keys, each entry's run number (entries with equal keys form one run)."""
+    new_run = np.ones(key.size, dtype=bool)
+    new_run[1:] = key[1:] != key[:-1]
+    return np.cumsum(new_run) - 1
 
 
 def _group_by_key(key: np.ndarray, doc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -84,9 +90,8 @@ def _run_pairs(key: np.ndarray, doc: np.ndarray, sizes: np.ndarray, threshold: f
     n = key.size
     if n < 2:
         return []
-    new_run = np.ones(n, dtype=bool)
-    new_run[1:] = key[1:] != key[:-1]
-    run_end = np.append(np.flatnonzero(new_run)[1:], n)[np.cumsum(new_run) - 1]
+    run = _run_index(key)
+    run_end = np.cumsum(np.bincount(run))[run]
     out = []
     for left, right in _block_pairs(run_end - np.arange(n) - 1):
         a, b = doc[left], doc[right]
@@ -110,9 +115,7 @@ def _positional_pairs(
     n = key.size
     if n < 2:
         return []
-    new_run = np.ones(n, dtype=bool)
-    new_run[1:] = key[1:] != key[:-1]
-    run = np.cumsum(new_run) - 1
+    run = _run_index(key)
     s = sizes[doc]
     shift = max(int(s.max()).bit_length(), 1)
     combo = (run << shift) | s
@@ -266,8 +269,7 @@ def find_candidates(p: Prefixes, threshold: float) -> np.ndarray:
         pairs = _run_pairs(*_group_by_key(p.tok[part], doc[part]), sizes, threshold)
         # Keep only pairs where a side needs the single-shingle rule.
         for c in pairs:
-            a = (c >> np.uint64(32)).astype(np.int64)
-            b = (c & np.uint64(0xFFFFFFFF)).astype(np.int64)
+            a, b = split_codes(c)
             out.append(bound(c[(tiny[a] & tiny[b]) | big[a] | big[b]]))
     # 2. ordered pairs of prefix shingles, for texts with 2..LONG_PREFIX prefix shingles (tiny ones too:
     #    a tiny text can pair with a larger one, where alpha >= 2).

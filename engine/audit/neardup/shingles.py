@@ -100,18 +100,22 @@ def doc_shingles(texts: pl.Series, k: int) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(hs), np.concatenate(ds)
 
 
-def dedupe(h: np.ndarray, d: np.ndarray, rank: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Sort shingles by (text, rank, hash) and drop repeats of a shingle within a text."""
+def dedupe(
+    h: np.ndarray, d: np.ndarray, rank: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Sort shingles by (text, rank, hash) and drop repeats of a shingle within a text; the rank
+    comes back in the same order (None without one)."""
     cols = (
         {"d": d.astype(np.uint32), "h": h} if rank is None else {"d": d.astype(np.uint32), "r": rank, "h": h}
     )
     f = pl.DataFrame(cols).sort(list(cols))
     h, d = f.get_column("h").to_numpy(), f.get_column("d").to_numpy().astype(np.int64)
+    rank = f.get_column("r").to_numpy() if rank is not None else None
     del f
     keep = np.ones(h.size, dtype=bool)
     if h.size > 1:
         keep[1:] = (h[1:] != h[:-1]) | (d[1:] != d[:-1])
-    return h[keep], d[keep]
+    return h[keep], d[keep], (rank[keep] if rank is not None else None)
 
 
 class Prefixes(NamedTuple):
@@ -169,13 +173,13 @@ def _prefixes_pass2(f: BinaryIO, held: list[int], counts: np.ndarray, n: int, th
         h = np.fromfile(f, dtype=np.uint64, count=m)
         d = np.fromfile(f, dtype=np.int32, count=m).astype(np.int64)
         # Global order: (approximate count, hash) — the same total order in every text.
-        h, d = dedupe(h, d, counts[(h & mask).astype(np.int64)])
+        h, d, count = dedupe(h, d, counts[(h & mask).astype(np.int64)])
         size = np.bincount(d, minlength=min(CHUNK_TEXTS, n - lo))
         first = np.zeros(size.size, dtype=np.int64)
         np.cumsum(size[:-1], out=first[1:])
         pos = np.arange(d.size, dtype=np.int64) - first[d]
         ext = np.minimum(size, size - np.ceil(threshold * size - 1e-9).astype(np.int64) + 2)
-        take = (pos < ext[d]) & (counts[(h & mask).astype(np.int64)] > 1)
+        take = (pos < ext[d]) & (count > 1)
         toks.append(h[take])
         ranks.append(np.minimum(pos[take], 65535).astype(np.uint16))
         kept[lo : lo + size.size] = np.bincount(d[take], minlength=size.size)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.audit.neardup.arrays import ranges, unique, unique_inverse
+from engine.audit.neardup.arrays import ranges, split_codes, unique, unique_inverse
 from engine.audit.neardup.shingles import dedupe, doc_shingles
 from engine.audit.texts import Texts
 
@@ -42,8 +42,7 @@ def verify_pairs(
     texts: Texts, codes: np.ndarray, sizes: np.ndarray, k: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Exact Jaccard of candidate text pairs, re-hashing only the texts involved, block by block."""
-    a = (codes >> np.uint64(32)).astype(np.int64)
-    b = (codes & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    a, b = split_codes(codes)
     jac = np.zeros(a.size, dtype=np.float64)
     work = np.cumsum(sizes[a] + sizes[b])
     start = 0
@@ -52,7 +51,7 @@ def verify_pairs(
         stop = max(start + 1, int(np.searchsorted(work, base + VERIFY_SHINGLES, side="right")))
         pa, pb = a[start:stop], b[start:stop]
         docs = unique(np.concatenate([pa, pb]))
-        h, d = dedupe(*doc_shingles(texts.gather(docs), k))
+        h, d, _ = dedupe(*doc_shingles(texts.gather(docs), k))
         # Dense ids keep each text's hash order, so _jaccard's sorted-set search applies.
         _, ids = unique_inverse(h)
         offs = np.zeros(docs.size + 1, dtype=np.int64)
