@@ -17,11 +17,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import tomlkit
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from engine import __version__
+from engine.shapes import Shape, ShapeError, validate_measured
 
-SCHEMA_VERSION = 1
+# 2: the measured values of every check id with a shape (engine/shapes) conform to it. Version-1
+# records have the same layout and are read by the same shapes; nothing is rewritten.
+SCHEMA_VERSION = 2
 
 Status = Literal["pass", "warn", "fail", "info", "not_run"]
 # Where a status came from: an engine measurement, a person's recorded decision, or nothing yet.
@@ -83,10 +86,20 @@ class Check(Strict):
     why: str = ""
     playbook: str = ""
 
-    @field_validator("measured")
+    @field_validator("measured", mode="before")
     @classmethod
-    def _toml_only(cls, v: dict[str, Any]) -> dict[str, Any]:
+    def _toml_only(cls, v: Any) -> dict[str, Any]:
+        if isinstance(v, Shape):
+            v = v.dump()
         return _check_toml_value(v, "measured")
+
+    @model_validator(mode="after")
+    def _shaped(self) -> Check:
+        try:
+            validate_measured(self.id, self.measured)
+        except ShapeError as exc:
+            raise ValueError(str(exc)) from None
+        return self
 
 
 class Note(Strict):

@@ -1,0 +1,12 @@
+"""Typed shapes of the evidence that anything reads: one pydantic model per check id.
+
+`parse(check, Shape)` is the one way to read a check's measured values outside the stage that
+wrote them; `validate_measured` is applied whenever a Check is built (written or loaded). Which
+file holds what: artifact.py (the final comparison), baseline.py, data.py (source and split),
+training.py (claim criterion, contract and dispatch), common.py (intervals, McNemar).
+"""
+
+from engine.shapes import artifact, baseline, common, data, training  # noqa: F401  (registers)
+from engine.shapes.base import FIGURES, Shape, ShapeError, parse, registered, shape_for, validate_measured
+
+__all__ = ["FIGURES", "Shape", "ShapeError", "parse", "registered", "shape_for", "validate_measured"]

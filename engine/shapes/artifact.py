@@ -1,0 +1,206 @@
+"""Shapes of the artifact stage's checks: identity, the arms table, the final comparison, verdict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ConfigDict, Field, model_validator
+
+from engine.shapes.base import Part, Shape, check_extra_keys
+from engine.shapes.common import Interval, McNemar
+
+Scalar = float | int | str | bool
+
+
+class JobFinished(Shape):
+    check_ids = ("artifact.job_finished",)
+    job_state: str
+
+
+class Identity(Shape):
+    check_ids = ("artifact.identity",)
+    path: str
+    file_sha256: dict[str, str] | None = None
+    files: int | None = None
+    tensor_count: int | None = None
+    tensor_count_recorded: int | None = None
+    tensor_shapes: dict[str, list[int]] | None = None
+    lora_b_matrices: int | None = None
+    lora_b_min_norm: float | None = None
+    selected_step: int | None = None
+    checkpoint_selection: str | None = None
+    problems: list[str] | None = None
+
+
+class ReloadParity(Shape):
+    check_ids = ("artifact.reload_parity",)
+    error: str | None = None
+    rows: int | None = None
+    compared: int | None = None
+    missing_recorded: int | None = None
+    prediction_mismatches: int | None = None
+    mismatched_row_ids: list[str] | None = None
+    max_abs_proba_diff: float | None = None
+    tolerance: float | None = None
+    missing_keys: list[str] | None = None
+    unexpected_keys: list[str] | None = None
+    inference_mode: str | None = None
+    keys_ok: bool | None = None
+
+
+class LockedRead(Part):
+    caller: str
+    rows: int
+    labels: bool
+    split: str | None = None
+
+
+class LockedTestRead(Shape):
+    check_ids = ("artifact.locked_test_read",)
+    test_rows: int
+    reads: list[dict[str, Scalar]]
+
+
+class ArmCounts(Part):
+    """One arm of the locked-test comparison: a failed prediction is missing evidence, never a zero."""
+
+    requested: int
+    scored: int
+    failed: int
+    missing: int
+    errors: list[str] = Field(default_factory=list)
+    what: str = ""
+
+
+class Arms(Shape):
+    check_ids = ("artifact.arms",)
+    arms: dict[str, ArmCounts]
+    labels_outside_class_order: int = 0
+
+
+class Comparison(Shape):
+    """The primary metric per arm and the candidate's paired differences to every comparator."""
+
+    check_ids = ("artifact.comparison",)
+    figure = "forest"
+    metric: str
+    values: dict[str, float]
+    differences: dict[str, Interval]
+    mcnemar: dict[str, McNemar] = Field(default_factory=dict)
+    candidate_better: dict[str, bool]
+    unit: str
+    shared_rows: int
+
+
+class ClassFigures(Part):
+    support: int | None = None
+    precision: float | None = None
+    recall: float | None = None
+    f1: float | None = None
+
+
+class ClassRegression(Part):
+    class_: str = Field(alias="class")
+    versus: str
+    candidate_f1: float
+    comparator_f1: float
+    support: int
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class PerClass(Shape):
+    check_ids = ("artifact.per_class",)
+    figure = "bars"
+    per_class: dict[str, dict[str, ClassFigures]]
+    regressions: list[ClassRegression]
+
+
+class SliceRegression(Part):
+    slice: str
+    versus: str
+    rows: int
+
+
+class Slices(Shape):
+    check_ids = ("artifact.slices",)
+    metric: str
+    # "column=value" -> the metric per arm, plus "rows".
+    slices: dict[str, dict[str, float | int]]
+    regressions: list[SliceRegression]
+
+
+class Reliability(Part):
+    confidence: list[float]
+    accuracy: list[float]
+    count: list[int]
+
+
+class ArmReliability(Part):
+    bins: int
+    raw: Reliability
+    calibrated: Reliability
+
+
+class ProperScores(Part):
+    log_loss: float | None = None
+    brier: float | None = None
+    ece: float | None = None
+
+
+class CalibratedArm(Part):
+    # One computed key `calibrated_<primary metric>` rides along (the v1 layout).
+    model_config = ConfigDict(extra="allow")
+    params: dict[str, float | list[float]]
+    raw: ProperScores
+    calibrated: ProperScores
+    reliability: ArmReliability
+
+    @model_validator(mode="after")
+    def _metric_key(self) -> CalibratedArm:
+        check_extra_keys(self.model_extra or {}, "calibrated_")
+        return self
+
+    def calibrated_metric(self) -> tuple[str, float] | None:
+        for key, value in (self.model_extra or {}).items():
+            return key.removeprefix("calibrated_"), float(value)
+        return None
+
+
+class HeadlineReliability(Reliability):
+    arm: str
+
+
+class Calibrated(Shape):
+    check_ids = ("artifact.calibrated",)
+    figure = "reliability"
+    method: str
+    arms: dict[str, CalibratedArm]
+    reliability: HeadlineReliability | dict[str, Any] = Field(default_factory=dict)
+
+
+class Latency(Part):
+    p50_ms: float
+    p95_ms: float
+    examples: int
+
+
+class ArtifactLatency(Shape):
+    check_ids = ("artifact.latency",)
+    arms: dict[str, Latency]
+    batch_size: int
+    device: str
+
+
+class Verdict(Shape):
+    """The four outcomes kept apart, and the success criterion's rule and measured value."""
+
+    check_ids = ("artifact.verdict",)
+    job_finished: bool
+    artifact_verified: bool
+    candidate_better: bool
+    claim_met: bool
+    claim_state: str
+    criterion: str
+    limitations: list[str] = Field(default_factory=list)
+    disabled_alarms: list[str] = Field(default_factory=list)

@@ -1,0 +1,147 @@
+"""Shapes of the source and split stages' checks that later stages and the report read."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from engine.shapes.base import Part, Shape
+
+Label = str | int | float | bool
+
+
+class FileSum(Part):
+    path: str
+    sha256: str
+    bytes: int
+
+
+class Checksum(Shape):
+    check_ids = ("source.checksum",)
+    total_bytes: int
+    files: list[FileSum]
+
+
+class ClassCoverage(Shape):
+    check_ids = ("source.class_coverage",)
+    figure = "class_coverage"
+    rows: int
+    null_labels: int
+    unused_mapping_keys: list[str]
+    rare_classes: list[str]
+    rare_limit_rows: int
+    per_raw_label: dict[str, int]
+    per_target: dict[str, int]
+    unmapped_raw_values: dict[str, int]
+    routes: dict[str, list[str]] = Field(default_factory=dict)
+
+
+class Missingness(Shape):
+    check_ids = ("source.missingness",)
+    figure = "bars"
+    inputs_mostly_null: list[str]
+    null_share: dict[str, float]
+    null_share_by_class: dict[str, dict[str, float]] = Field(default_factory=dict)
+
+
+class ConflictingLabels(Shape):
+    check_ids = ("source.conflicting_labels",)
+    columns: list[str]
+    groups: int
+    rows: int
+    noise_ceiling_accuracy: float
+    rows_above_ceiling: int
+
+
+class NearDuplicates(Shape):
+    check_ids = ("source.near_duplicates",)
+    columns: list[str]
+    pairs: int
+    text_pairs: int
+    distinct_texts: int
+    candidates: int
+    clusters: int
+    rows_in_clusters: int
+    largest_cluster_rows: int
+    threshold: float
+    shingle_size: int
+    method: str
+    candidate_probability_at_threshold: float
+    pairs_path: str
+    pairs_sha256: str
+
+
+class EntityFamilies(Shape):
+    check_ids = ("source.entity_families",)
+    entity_columns: list[str]
+    rows: int
+    families: int
+    singleton_families: int
+    largest_family_rows: int
+    rows_in_multi_row_families: int
+    rows_without_entity_id: int
+    multi_row_families: int
+    families_path: str
+    families_sha256: str
+    size_quantiles: dict[str, int] = Field(default_factory=dict)
+    families_linking_several_ids: dict[str, int] = Field(default_factory=dict)
+
+
+class Membership(Shape):
+    check_ids = ("split.membership",)
+    path: str
+    sha256: str
+    rows: int
+    sizes: dict[str, int]
+    excluded: dict[str, int]
+
+
+class Prevalence(Shape):
+    check_ids = ("split.prevalence",)
+    figure = "class_coverage"
+    max_abs_share_difference: float
+    sizes: dict[str, int]
+    whole: dict[str, float]
+    per_split: dict[str, dict[str, float]]
+
+
+class FamilyIntersection(Shape):
+    check_ids = ("split.family_intersection",)
+    families_crossing: int
+    rows_in_crossing_families: int
+    pairs: dict[str, int]
+
+
+class Chronology(Shape):
+    check_ids = ("split.chronology",)
+    max_train_time: str
+    min_test_time: str
+    test_share_before_max_train: float
+
+
+class ExactOverlap(Shape):
+    check_ids = ("split.exact_overlap",)
+    columns: list[str]
+    normalisation: str
+    rows: dict[str, int]
+    share: dict[str, float]
+
+
+class NearDuplicateOverlap(Shape):
+    check_ids = ("split.near_duplicate_overlap",)
+    pairs_crossing: int
+    pairs_by_splits: dict[str, int]
+    held_out_rows_with_train_near_copy: dict[str, int]
+
+
+class LabelCoverage(Shape):
+    check_ids = ("split.label_coverage",)
+    train_labels: list[Label]
+    absent_from_train: dict[str, list[Label]]
+
+
+class ClassSupport(Shape):
+    check_ids = ("split.class_support",)
+    figure = "class_coverage"
+    floor: int
+    support: dict[str, dict[str, int]]
+    below_floor: dict[str, list[str]]

@@ -1,0 +1,174 @@
+"""Shapes of the contract and dispatch stages' checks that the report, the TUI and later stages read."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import Field
+
+from engine.shapes.base import Part, Shape
+
+_BIN = re.compile(r"^\s*(\d+)-(\d+)\s.*?(\d+)(\s*← max_length)?\s*$")
+
+
+class SuccessCriterion(Shape):
+    check_ids = ("claim.success_criterion",)
+    criterion: str
+    problems: list[str] = Field(default_factory=list)
+
+
+class SettingRow(Part):
+    setting: str
+    requested: str
+    effective: str
+    outcome: str
+
+
+class RequestedVsEffective(Shape):
+    check_ids = ("contract.requested_vs_effective",)
+    refused: list[str]
+    table: list[SettingRow]
+
+
+class PreparedLengths(Shape):
+    check_ids = ("contract.prepared_lengths",)
+    figure = "length_histogram"
+    count: int
+    p50: int
+    p95: int
+    p99: int
+    max: int
+    mean: float
+    # One text line per bin ("lo-hi  bar  count", the max_length bin marked); `bins()` reads them.
+    histogram: list[str]
+    max_length: int
+    truncated: int
+    truncated_share: float
+    truncated_ids: list[str]
+    targets_cut: int | None = None
+    target_tokens_cut: int | None = None
+    targets_cut_ids: list[str] | None = None
+
+    def bins(self) -> list[tuple[int, int, int]]:
+        """(low, high, count) per histogram bin, in order."""
+        out = []
+        for line in self.histogram:
+            m = _BIN.match(line)
+            if m:
+                out.append((int(m.group(1)), int(m.group(2)), int(m.group(3))))
+        return out
+
+
+class Sample(Part):
+    id: str
+    tokens: int
+    label: str | None = None
+    label_id: int | None = None
+    truncated: bool
+    decoded: str
+    supervised: str | None = None
+    supervised_tokens: int | None = None
+
+
+class PreparedSamples(Shape):
+    check_ids = ("contract.prepared_samples",)
+    legend: str
+    ids: list[str]
+    samples: list[dict[str, Any]]
+
+
+class Memory(Shape):
+    check_ids = ("contract.memory",)
+    label: str
+    seq_len: int
+    micro_batch: int
+    quantised_params: int
+    unquantised_params: int
+    lora_params: int
+    trainable_params: int
+    weights_bytes: int
+    trainable_state_bytes: int
+    activations_bytes: int
+    activations_checkpointed_bytes: int
+    gradient_checkpointing: bool
+    logits_bytes: int
+    total_bytes: int
+    total_gib: float
+    device_memory_bytes: int
+    device_memory_gib: float
+    share_of_device: float
+
+
+class Effective(Shape):
+    check_ids = ("contract.effective",)
+    refused: list[str]
+    effective: dict[str, Any] = Field(default_factory=dict)
+
+
+class Digest(Shape):
+    check_ids = ("contract.digest",)
+    digest: str
+
+
+class DispatchIdentity(Shape):
+    check_ids = ("dispatch.identity",)
+    operation_id: str
+    digest: str
+    attempt: int
+    train_sha256: str
+    dev_sha256: str
+    train_rows: int
+    dev_rows: int
+    problems: list[str]
+
+
+class Progress(Shape):
+    check_ids = ("dispatch.progress",)
+    job_state: str
+    stage: str
+    reason: str
+    optimizer_steps: int
+    last_step: int
+    total_steps: int
+    resumed_from: list[int]
+
+
+class LossCurve(Shape):
+    check_ids = ("dispatch.loss_curve",)
+    figure = "training_curves"
+    step: list[int]
+    loss: list[float]
+    lr: list[float]
+    grad_norm: list[float]
+    loss_first: float | None = None
+    loss_last: float | None = None
+
+
+class DevMetric(Shape):
+    check_ids = ("dispatch.dev_metric",)
+    figure = "training_curves"
+    metric: str
+    step: list[int]
+    value: list[float]
+    train_reference_value: list[float] = Field(default_factory=list)
+    trivial_value: float | None = None
+    final_value: float | None = None
+    beats_trivial: bool | None = None
+    final_pred_distribution: dict[str, int] = Field(default_factory=dict)
+
+
+class Alarm(Shape):
+    check_ids = ("dispatch.alarms.*",)
+    state: str
+    detail: str
+    step: int
+    gap: float | None = None
+
+
+class Checkpoints(Shape):
+    check_ids = ("dispatch.checkpoints",)
+    steps: list[int]
+    incomplete: list[int]
+    every_steps: int
+    files: list[str]
