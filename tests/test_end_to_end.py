@@ -5,19 +5,15 @@ optimizer steps), then replay, report, and the tamper proofs of issue 8 on that 
 
 from __future__ import annotations
 
-import shutil
-import tomllib
 from pathlib import Path
 
 import pytest
-import tomlkit
 
 from engine.session import Session
+from tests import real_session as rs
 from tui.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = ROOT / "docs" / "answers-example.toml"
-SAMPLE = ROOT / "sample_data" / "tickets.csv"
+SAMPLE = rs.SAMPLE
 
 pytestmark = [
     pytest.mark.slow,
@@ -25,45 +21,13 @@ pytestmark = [
 ]
 
 
-def _ci_sized(answers: dict, model_dir: Path) -> dict:
-    """The documented example, shrunk for CI; every other decision stays as documented."""
-    answers["session"]["workspace"] = "."
-    answers["source"]["filters"] = [{"reason": "CI: one ticket in eight", "where": "ticket_id % 8 = 0"}]
-    c = answers["contract"]
-    c.update(model_path=str(model_dir), adapter_mode="lora", max_length=32, max_steps=12)
-    c.update(eval_every_steps=6, checkpoint_every_steps=6, seed=3, on_required_fail="warn")
-    c["lora"]["target_modules"] = ["query", "value"]
-    c["optimizer"]["lr"] = 3e-3
-    c["fit_check"].update(rows=16, steps=30, lr=1e-2)
-    answers["dispatch"]["poll_seconds"] = 0.3
-    answers["artifact"].update(bootstrap_resamples=200, latency_examples=3)
-    answers["baseline"]["bootstrap_resamples"] = 200
-    return answers
-
-
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> Path:
-    """A workspace with a copy of the sample data and a session built by `claimcheck run --answers`."""
-    import torch
-
-    from engine.training.tiny import make_tiny_encoder
-
-    torch.set_num_threads(1)
-    ws = tmp_path_factory.mktemp("ws")
-    (ws / "sample_data").mkdir()
-    shutil.copy(SAMPLE, ws / "sample_data" / "tickets.csv")
-    answers = _ci_sized(tomllib.loads(EXAMPLE.read_text()), make_tiny_encoder(ws / "tiny-encoder"))
-    (ws / "answers.toml").write_text(tomlkit.dumps(answers))
-    code = main(["run", "--answers", str(ws / "answers.toml"), str(ws / "runs" / "sample")])
-    assert code == 0
-    return ws
+def built(real_workspace: Path) -> Path:
+    return real_workspace
 
 
 def _copy(ws: Path, tmp_path: Path) -> Path:
-    """A copy of the whole workspace, so one test's edits cannot touch another's."""
-    dest = tmp_path / "ws"
-    shutil.copytree(ws, dest, ignore=shutil.ignore_patterns(".lock"))
-    return dest / "runs" / "sample"
+    return rs.copy_workspace(ws, tmp_path)
 
 
 def test_every_stage_is_frozen_with_its_outcomes_kept_apart(built: Path) -> None:

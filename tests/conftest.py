@@ -1,0 +1,25 @@
+"""Fixtures shared by the suite. `real_session` is the one real session (tests/real_session.py),
+built once per test run; readers of evidence (report, model-index, replay, TUI panels) are tested
+on it rather than on hand-made records.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests import real_session as rs
+
+
+@pytest.fixture(scope="session")
+def real_workspace(tmp_path_factory) -> Path:
+    if not rs.SAMPLE.exists():
+        pytest.skip("sample_data/tickets.csv is not generated")
+    return rs.build(tmp_path_factory.mktemp("real"))
+
+
+@pytest.fixture(scope="session")
+def real_session(real_workspace: Path) -> Path:
+    """The session folder of the real session (read only: copy it with rs.copy_workspace to edit)."""
+    return real_workspace / rs.SESSION
