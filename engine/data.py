@@ -243,16 +243,17 @@ def families(source_record: StageRecord, ctx: StageContext) -> pl.DataFrame:
     """row_id → family_id as saved by the source stage; the file's sha256 is verified against the record."""
     import polars as pl
 
-    check = source_record.check("source.entity_families")
-    if check is None or "families_path" not in check.measured:
+    from engine.shapes import data as shapes
+    from engine.shapes import parse
+
+    fam = parse(source_record.check("source.entity_families"), shapes.EntityFamilies)
+    if fam is None:
         raise EvidenceError(
             "source record",
             "checks.source.entity_families",
             "has no families file",
             "re-run the source stage",
         )
-    path = ctx.session_dir / str(check.measured["families_path"])
-    verify_pinned(
-        path, str(check.measured.get("families_sha256", "")), "families_sha256", "entity-families", "source"
-    )
+    path = ctx.session_dir / fam.families_path
+    verify_pinned(path, fam.families_sha256, "families_sha256", "entity-families", "source")
     return pl.read_parquet(path).select(ROW_ID, FAMILY)

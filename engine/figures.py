@@ -49,9 +49,7 @@ class Lines:
     reference_label: str = ""
 
     def rows(self) -> list[tuple[str, str]]:
-        out = [
-            (f"{name} @ {_fmt(x)}", _fmt(y)) for name, pts in self.series.items() for x, y in pts
-        ]
+        out = [(f"{name} @ {_fmt(x)}", _fmt(y)) for name, pts in self.series.items() for x, y in pts]
         if self.reference is not None:
             out.append((self.reference_label or "reference", _fmt(self.reference)))
         if self.marks:
@@ -95,9 +93,7 @@ class Grouped:
         cats: list[str] = []
         for g in self.groups.values():
             cats += [c for c in g if c not in cats]
-        return [
-            (c, ", ".join(f"{n}: {_fmt(g[c])}" for n, g in self.groups.items() if c in g)) for c in cats
-        ]
+        return [(c, ", ".join(f"{n}: {_fmt(g[c])}" for n, g in self.groups.items() if c in g)) for c in cats]
 
 
 Figure = Heatmap | Lines | Forest | Histogram | Grouped
@@ -141,7 +137,11 @@ def _forest_comparison(check_id: str, shape: A.Comparison) -> list[Figure]:
         for arm, d in shape.differences.items()
         if d.lo is not None and d.hi is not None
     ]
-    return [Forest(f"{check_id} · paired {shape.metric} differences ({shape.unit} bootstrap)", items)] if items else []
+    return (
+        [Forest(f"{check_id} · paired {shape.metric} differences ({shape.unit} bootstrap)", items)]
+        if items
+        else []
+    )
 
 
 def _forest_learnability(check_id: str, shape: B.Learnability) -> list[Figure]:
@@ -149,20 +149,40 @@ def _forest_learnability(check_id: str, shape: B.Learnability) -> list[Figure]:
     if d.lo is None or d.hi is None:
         return []
     label = f"{shape.learner} − {shape.reference}"
-    return [Forest(f"{check_id} · paired {d.metric} difference ({d.unit} bootstrap)", [(label, d.estimate, d.lo, d.hi)])]
+    return [
+        Forest(
+            f"{check_id} · paired {d.metric} difference ({d.unit} bootstrap)",
+            [(label, d.estimate, d.lo, d.hi)],
+        )
+    ]
 
 
 def _lengths(check_id: str, shape: T.PreparedLengths) -> list[Figure]:
     bins = shape.bins()
     if not bins:
         return []
-    return [Histogram(f"{check_id} · prepared token lengths before truncation", bins, shape.max_length, "max_length")]
+    return [
+        Histogram(
+            f"{check_id} · prepared token lengths before truncation", bins, shape.max_length, "max_length"
+        )
+    ]
 
 
 def _loss(check_id: str, shape: T.LossCurve, marks: list[float]) -> list[Figure]:
     pts = [(float(s), v) for s, v in zip(shape.step, shape.loss, strict=False) if math.isfinite(v)]
-    return [Lines(f"{check_id} · training loss per optimizer step", {"loss": pts}, "step", marks=marks,
-                  mark_label="checkpoints")] if pts else []
+    return (
+        [
+            Lines(
+                f"{check_id} · training loss per optimizer step",
+                {"loss": pts},
+                "step",
+                marks=marks,
+                mark_label="checkpoints",
+            )
+        ]
+        if pts
+        else []
+    )
 
 
 def _dev(check_id: str, shape: T.DevMetric, marks: list[float]) -> list[Figure]:
@@ -171,12 +191,23 @@ def _dev(check_id: str, shape: T.DevMetric, marks: list[float]) -> list[Figure]:
         series[f"train {shape.metric}"] = [
             (float(s), v) for s, v in zip(shape.step, shape.train_reference_value, strict=False)
         ]
-    return [Lines(f"{check_id} · {shape.metric} at each evaluation", series, "step", marks=marks,
-                  mark_label="checkpoints", reference=shape.trivial_value, reference_label="trivial baseline")]
+    return [
+        Lines(
+            f"{check_id} · {shape.metric} at each evaluation",
+            series,
+            "step",
+            marks=marks,
+            mark_label="checkpoints",
+            reference=shape.trivial_value,
+            reference_label="trivial baseline",
+        )
+    ]
 
 
 def _class_counts(check_id: str, shape: D.ClassCoverage) -> list[Figure]:
-    return [Grouped(f"{check_id} · rows per class", {"rows": {k: float(v) for k, v in shape.per_target.items()}})]
+    return [
+        Grouped(f"{check_id} · rows per class", {"rows": {k: float(v) for k, v in shape.per_target.items()}})
+    ]
 
 
 def _prevalence(check_id: str, shape: D.Prevalence) -> list[Figure]:

@@ -16,16 +16,21 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from engine import __version__
+from engine import __version__, report_svg
+from engine import figures as F
 from engine import stages as registry
 from engine.evidence import Check, StageRecord, atomic_write_text
-from engine.report_svg import Figure, figures_from_measured
 from engine.session import Session
+from engine.shapes import artifact as A
+from engine.shapes import data as D
+from engine.shapes import parse
+from engine.shapes import training as T
 
 STATUS_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "info": "INFO", "not_run": "NOT RUN"}
-COUNT_KEYS = ("requested", "scored", "failed", "missing")
-CANDIDATE_WORDS = ("candidate", "fine_tuned", "finetuned", "trained", "adapter", "model")
 MAX_TABLE_ROWS = 25
+# Shown in their own sections ("Final comparison", "Latency"), not under the artifact stage's checks.
+COMPARISON_IDS = ("artifact.arms", "artifact.comparison")
+LATENCY_IDS = ("artifact.latency",)
 
 # Each line traces to the playbook; they hold whatever the records say.
 DOES_NOT_ESTABLISH = (
@@ -99,7 +104,7 @@ class Bullets:
 
 @dataclass
 class Fig:
-    figure: Figure
+    figure: F.Figure
 
 
 Block = Heading | Para | Banner | Table | Bullets | Fig
@@ -139,20 +144,6 @@ def fmt_value(value: Any, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _is_row_list(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(isinstance(r, dict) for r in value)
-
-
-def rows_table(caption: str, rows: list[dict[str, Any]], max_cols: int = 9) -> Table:
-    headers: list[str] = []
-    for r in rows:
-        headers += [k for k in r if k not in headers]
-    headers = headers[:max_cols]
-    body = [[fmt_value(r.get(h, ""), 80) for h in headers] for r in rows[:MAX_TABLE_ROWS]]
-    note = f"{len(rows) - MAX_TABLE_ROWS} more rows in the record" if len(rows) > MAX_TABLE_ROWS else ""
-    return Table(headers, body, caption, note)
-
-
 # ---------------------------------------------------------------- building
 
 
@@ -179,8 +170,7 @@ def _claim_section(c: _Ctx) -> None:
     _state_banner(c, "claim")
     i = rec.inputs
     success = i.get("success", {}) if isinstance(i.get("success"), dict) else {}
-    crit = rec.check("claim.success_criterion")
-    criterion = str(crit.measured.get("criterion", "")) if crit else ""
+    criterion = _criterion(c)
     rows = [
         ("Task kind", i.get("task_kind", "")),
         ("Prediction unit", i.get("prediction_unit", "")),
@@ -249,23 +239,10 @@ def _state_banner(c: _Ctx, name: str) -> None:
         )
 
 
-def _is_comparison(chk: Check) -> bool:
-    return any(_is_row_list(v) and any(k in v[0] for k in COUNT_KEYS) for v in chk.measured.values())
-
-
-def _is_latency(chk: Check) -> bool:
-    return "latency" in chk.id
-
-
-def _check_details(c: _Ctx, chk: Check, state: str) -> None:
-    """Figures and tables of one check's measured values (its summary sits in the checks table)."""
-    figs = figures_from_measured(chk.id, chk.measured)
-    plotted = {f.title.split(" · ", 1)[1] for f in figs}
-    for f in figs:
-        c.add(Fig(f))
-    for key, value in chk.measured.items():
-        if key not in plotted and _is_row_list(value):
-            c.add(rows_table(f"{chk.id} · {key}" + ("" if state == "frozen" else f" ({state})"), value))
+def _check_details(c: _Ctx, chk: Check, rec: StageRecord) -> None:
+    """The pictures a check's typed shape calls for (its summary sits in the checks table)."""
+    for fig in F.figures_for(chk, rec):
+        c.add(Fig(fig))
 
 
 def _stage_section(c: _Ctx, spec: registry.StageSpec) -> None:
@@ -289,9 +266,8 @@ def _stage_section(c: _Ctx, spec: registry.StageSpec) -> None:
     if rows:
         c.add(Table(["Status", "Check", "Basis", "Coverage", "Summary"], rows))
     for chk in rec.checks:
-        if _is_comparison(chk) or _is_latency(chk):
-            continue  # shown under "Final comparison" / "Latency"
-        _check_details(c, chk, state)
+        if chk.id not in COMPARISON_IDS + LATENCY_IDS:
+            _check_details(c, chk, rec)
     if rec.notes:
         c.add(Heading(3, "Notes"))
         c.add(Bullets([f"[{n.tag.replace('_', ' ')}] {n.text} ({n.at})" for n in rec.notes]))
@@ -306,35 +282,119 @@ def _comparison_section(c: _Ctx) -> None:
     state = c.states.get("artifact", "not_run")
     if state != "frozen":
         c.add(Banner(state, f"The artifact stage is {state}: the comparison below is not established."))
-    comps = [chk for chk in rec.checks if _is_comparison(chk)]
-    if not comps:
-        c.add(
-            Para(
-                "The artifact record holds no comparison table with requested / scored / failed / missing counts."
-            )
+    arms = parse(rec.check("artifact.arms"), A.Arms)
+    comp_check = rec.check("artifact.comparison")
+    comp = parse(comp_check, A.Comparison)
+    if arms is None:
+        c.add(Para("The artifact record holds no arms table: no arm was asked for on the locked test."))
+        return
+    c.add(_arms_table(arms, comp))
+    if comp is None:
+        why = comp_check.summary if comp_check is not None else "no comparison was recorded"
+        c.add(Para(f"No paired comparison: {why}.", lead="artifact.comparison"))
+    else:
+        c.add(Para(f"{_status_text(comp_check.status, state)}: {comp_check.summary}", lead=comp_check.id))
+        for fig in F.figures_for(comp_check, rec):
+            c.add(Fig(fig))
+    _outcomes_table(c, rec)
+
+
+def _arms_table(arms: A.Arms, comp: A.Comparison | None) -> Table:
+    """One row per arm: its counts, the primary metric, and the candidate's paired difference to it."""
+    metric = comp.metric if comp else "metric"
+    rows = []
+    for name, a in arms.arms.items():
+        value = comp.values.get(name) if comp else None
+        diff = comp.differences.get(name) if comp else None
+        mcn = comp.mcnemar.get(name) if comp else None
+        rows.append(
+            [
+                name,
+                str(a.requested),
+                str(a.scored),
+                str(a.failed),
+                str(a.missing),
+                fmt_value(value) if value is not None else "—",
+                _interval_text(diff) if diff else ("reference" if name == "candidate" else "—"),
+                f"{mcn.p_value:.3g}" if mcn else "—",
+                fmt_value(a.what, 200),
+            ]
         )
-    for chk in comps:
-        c.add(Para(f"{_status_text(chk.status, state)}: {chk.summary}", lead=chk.id))
-        _check_details(c, chk, state)
+    unit = f" over {comp.shared_rows} rows every arm scored ({comp.unit} bootstrap)" if comp else ""
+    return Table(
+        [
+            "Arm",
+            "Requested",
+            "Scored",
+            "Failed",
+            "Missing",
+            metric,
+            "Candidate − arm [interval]",
+            "McNemar p",
+            "What",
+        ],
+        rows,
+        f"Arms on the locked test{unit}",
+        "A failed or missing prediction is missing evidence, never a zero score."
+        + (
+            f" {arms.labels_outside_class_order} test rows carry a label outside the class order."
+            if arms.labels_outside_class_order
+            else ""
+        ),
+    )
+
+
+def _interval_text(d: Any) -> str:
+    if d.lo is None or d.hi is None:
+        return f"{d.estimate:+.4f} (interval undefined)"
+    return f"{d.estimate:+.4f} [{d.lo:+.4f}, {d.hi:+.4f}] ({int(d.level * 100)}%)"
+
+
+def _outcomes_table(c: _Ctx, rec: StageRecord) -> None:
+    v = parse(rec.check("artifact.verdict"), A.Verdict)
+    if v is None:
+        return
+    yes = {True: "yes", False: "no"}
+    rows = [
+        ["The training job finished", yes[v.job_finished]],
+        ["The artifact is verified (identity and reload parity)", yes[v.artifact_verified]],
+        ["The candidate beats every comparator (interval excludes zero)", yes[v.candidate_better]],
+        [
+            "The claim's success criterion is met",
+            {"met": "yes", "not_met": "no"}.get(v.claim_state, "not decided"),
+        ],
+    ]
+    c.add(
+        Table(
+            ["Outcome", "Holds"], rows, "Four outcomes, kept apart", f"Criterion as measured: {v.criterion}"
+        )
+    )
 
 
 def _latency_section(c: _Ctx) -> None:
     c.add(Heading(2, "Latency (a separate axis from quality)"))
-    found = [(name, chk) for name, rec in c.records.items() for chk in rec.checks if _is_latency(chk)]
-    if not found:
+    rec = c.records.get("artifact")
+    lat = parse(rec.check("artifact.latency"), A.ArtifactLatency) if rec else None
+    if lat is None:
         c.add(Para("No latency was measured."))
         return
+    state = c.states.get("artifact", "not_run")
+    chk = rec.check("artifact.latency")
     c.add(Para("Timing is reported apart from quality; it is not a serving benchmark."))
-    for name, chk in found:
-        state = c.states.get(name, "not_run")
-        c.add(Para(f"{_status_text(chk.status, state)}: {chk.summary}", lead=chk.id))
-        _check_details(c, chk, state)
+    rows = [[arm, f"{x.p50_ms:.1f}", f"{x.p95_ms:.1f}", str(x.examples)] for arm, x in lat.arms.items()]
+    c.add(
+        Table(
+            ["Arm", "p50 ms", "p95 ms", "Examples"],
+            rows,
+            f"{_status_text(chk.status, state)}: batch {lat.batch_size}, device {lat.device} ({chk.coverage})",
+        )
+    )
 
 
 def _criterion(c: _Ctx) -> str:
     rec = c.records.get("claim")
-    crit = rec.check("claim.success_criterion") if rec else None
-    return str(crit.measured.get("criterion", "")) if crit else ""
+    crit = parse(rec.check("claim.success_criterion"), T.SuccessCriterion) if rec else None
+    return crit.criterion if crit else ""
 
 
 def verdict(c: _Ctx) -> tuple[str, str]:
@@ -347,16 +407,17 @@ def verdict(c: _Ctx) -> tuple[str, str]:
             "not_run",
             f"No verdict: the locked-test comparison has not been run, so '{criterion}' is untested.",
         )
-    chk = next((x for x in rec.checks if "verdict" in x.id or "success" in x.id), None)
     if state != "frozen":
         return (
             state,
             f"No established verdict: the artifact stage is {state}; '{criterion}' is not established.",
         )
-    if chk is None:
+    chk = rec.check("artifact.verdict")
+    v = parse(chk, A.Verdict)
+    if v is None:
         return "not_run", f"No verdict: the artifact record holds no check against '{criterion}'."
-    word = {"pass": "MET", "fail": "NOT MET"}.get(chk.status, STATUS_MARK.get(chk.status, chk.status))
-    return ("ok" if chk.status == "pass" else "fail"), f"{word}: {chk.summary} (criterion: {criterion})"
+    word = {"met": "CLAIM MET", "not_met": "CLAIM NOT MET"}.get(v.claim_state, "CLAIM NOT DECIDED")
+    return ("ok" if v.claim_state == "met" else "fail"), f"{word}: {chk.summary} (criterion: {criterion})"
 
 
 def _verdict_section(c: _Ctx) -> None:
@@ -450,11 +511,12 @@ def to_markdown(blocks: list[Block]) -> str:
             out.append(_md_table(b))
         elif isinstance(b, Fig):
             fig = b.figure
+            rows = fig.rows()
             t = Table(
-                ["", "value"], [[lab, val] for lab, val in fig.rows[:MAX_TABLE_ROWS]], f"Figure: {fig.title}"
+                ["", "value"], [[lab, val] for lab, val in rows[:MAX_TABLE_ROWS]], f"Figure: {fig.title}"
             )
-            if len(fig.rows) > MAX_TABLE_ROWS:
-                t.note = f"{len(fig.rows) - MAX_TABLE_ROWS} more points; the plot is in report.html"
+            if len(rows) > MAX_TABLE_ROWS:
+                t.note = f"{len(rows) - MAX_TABLE_ROWS} more points; the plot is in report.html"
             out.append(_md_table(t))
     return "\n\n".join(out) + "\n"
 
@@ -535,7 +597,7 @@ def to_html(blocks: list[Block], title: str) -> str:
         elif isinstance(b, Table):
             out.append(_html_table(b))
         elif isinstance(b, Fig):
-            out.append(f"<figure>{b.figure.svg}</figure>")
+            out.append(f"<figure>{report_svg.render(b.figure)}</figure>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"
 
@@ -562,92 +624,73 @@ def _html_table(t: Table) -> str:
 
 def _source_revision(records: dict[str, StageRecord]) -> str:
     src = records.get("source")
-    if src is None:
-        return ""
-    chk = src.check("source.checksum")
-    for value in chk.measured.values() if chk else []:
-        found = _find_sha(value)
-        if found:
-            return found
-    return ""
+    sums = parse(src.check("source.checksum"), D.Checksum) if src else None
+    return sums.files[0].sha256 if sums and sums.files else ""
 
 
-def _find_sha(value: Any) -> str:
-    if isinstance(value, str) and (value.startswith("sha256:") or (len(value) == 64 and value.isalnum())):
-        return value
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, list):
-        for v in value:
-            if found := _find_sha(v):
-                return found
-    return ""
+def _model_identity(records: dict[str, StageRecord]) -> tuple[str, str]:
+    """(base model, revision) from the contract's effective settings: path or hub id, pinned revision."""
+    con = records.get("contract")
+    eff = parse(con.check("contract.effective"), T.Effective) if con else None
+    if eff is None:
+        return "", ""
+    e = eff.effective
+    model = str(e.get("model_path", ""))
+    if model.startswith("package:"):
+        model = model.removeprefix("package:")
+    revision = str(e.get("hub_revision", "") or e.get("model_sha256", ""))
+    return model, revision
 
 
-def _candidate_rows(rec: StageRecord) -> list[dict[str, Any]]:
-    out = []
-    for chk in rec.checks:
-        if not _is_comparison(chk):
-            continue
-        for value in chk.measured.values():
-            if not _is_row_list(value):
-                continue
-            for row in value:
-                name = next((str(row[k]) for k in ("name", "arm", "comparator") if k in row), "")
-                if any(w in name.lower() for w in CANDIDATE_WORDS) and "base" not in name.lower():
-                    out.append(row)
-    return out
+def model_card_data(session: Session) -> Any:
+    """A Hugging Face `ModelCardData` whose eval results are the frozen locked-test comparison.
+
+    Results are included only when the artifact stage is frozen and not stale; otherwise the card has
+    no results (never a number that is not established).
+    """
+    from huggingface_hub import EvalResult, ModelCardData
+
+    records, states = session.records(), session.states()
+    claim = records.get("claim")
+    ci = claim.inputs if claim else {}
+    base, revision = _model_identity(records)
+    name = f"{Path(base).name or base} fine-tuned (claimcheck session {session.meta.id})" if base else ""
+    results = []
+    artifact = records.get("artifact")
+    comp = parse(artifact.check("artifact.comparison"), A.Comparison) if artifact else None
+    if comp is not None and states.get("artifact") == "frozen" and "candidate" in comp.values:
+        hf_type, args = HF_METRICS.get(comp.metric, (comp.metric, {}))
+        task_type, task_name = HF_TASKS.get(str(ci.get("task_kind", "")), ("other", "Other"))
+        source = records.get("source")
+        files = source.inputs.get("files", []) if source else []
+        ds_name = Path(str(files[0])).stem if files else "unknown"
+        results.append(
+            EvalResult(
+                task_type=task_type,
+                task_name=task_name,
+                dataset_type=ds_name,
+                dataset_name=ds_name,
+                dataset_split="test",
+                dataset_revision=_source_revision(records) or "unknown",
+                metric_type=hf_type,
+                metric_value=float(comp.values["candidate"]),
+                metric_name=f"{comp.metric} on the locked test",
+                metric_args=dict(args) or None,
+            )
+        )
+    return ModelCardData(
+        model_name=name or f"claimcheck session {session.meta.id}",
+        base_model=base or None,
+        eval_results=results or None,
+        base_model_revision=revision or None,
+    )
 
 
 def model_index(session: Session) -> dict[str, Any]:
-    """A Hugging Face model-card `model-index` block from the frozen locked-test evaluation.
-
-    Results are included only when the artifact stage is frozen and not stale; otherwise the block
-    has no results (never a number that is not established).
-    """
-    records = session.records()
-    states = session.states()
-    claim = records.get("claim")
-    ci = claim.inputs if claim else {}
-    contract = records.get("contract")
-    name = ""
-    for key in ("model_name", "model", "base_model", "model_id"):
-        if contract is not None and isinstance(contract.inputs.get(key), str) and contract.inputs[key]:
-            name = f"{contract.inputs[key]} (fine-tuned, session {session.meta.id})"
-            break
-    entry: dict[str, Any] = {"name": name or f"claimcheck session {session.meta.id}", "results": []}
-    artifact = records.get("artifact")
-    if artifact is None or states.get("artifact") != "frozen":
-        return {"model-index": [entry]}
-    metric = str(ci.get("primary_metric", ""))
-    hf_type, args = HF_METRICS.get(metric, (metric, {}))
-    task_type, task_name = HF_TASKS.get(str(ci.get("task_kind", "")), ("other", "Other"))
-    source = records.get("source")
-    files = source.inputs.get("files", []) if source else []
-    ds_name = Path(str(files[0])).stem if files else "unknown"
-    dataset = {
-        "name": ds_name,
-        "type": ds_name,
-        "split": "test",
-        "revision": _source_revision(records) or "unknown",
-    }
-    metrics = []
-    for row in _candidate_rows(artifact):
-        value = next(
-            (row[k] for k in ("value", "estimate", "metric", "score") if isinstance(row.get(k), int | float)),
-            None,
-        )
-        if value is None or isinstance(value, bool):
-            continue
-        m: dict[str, Any] = {"type": hf_type, "value": float(value), "name": f"{metric} on the locked test"}
-        if args:
-            m["args"] = dict(args)
-        metrics.append(m)
-    if metrics:
-        entry["results"].append(
-            {"task": {"type": task_type, "name": task_name}, "dataset": dataset, "metrics": metrics}
-        )
-    return {"model-index": [entry]}
+    """The `model-index` block (and base model) of the card data, as a plain dict."""
+    data = model_card_data(session).to_dict()
+    data.setdefault("model-index", [{"name": data.get("model_name", ""), "results": []}])
+    return data
 
 
 def model_index_yaml(session: Session) -> str:
@@ -655,7 +698,7 @@ def model_index_yaml(session: Session) -> str:
 
     block = model_index(session)
     head = "# model-index block for a Hugging Face model card, written by claimcheck from frozen records.\n"
-    if not block["model-index"][0]["results"]:
+    if not block["model-index"][0].get("results"):
         head += "# No results: the artifact stage's locked-test evaluation is not frozen in this session.\n"
     return head + yaml.safe_dump(block, sort_keys=False, allow_unicode=True)
 

@@ -1,41 +1,16 @@
 """Small inline SVG plots for the HTML report: no plotting library, no network, print-friendly.
 
-Every label is escaped; every function takes plain numbers and returns one <svg> element. Figures
-are found in a check's `measured` values by shape (see `figures_from_measured`), read defensively:
-anything that does not have the expected shape is simply not plotted.
+Every label is escaped; every function takes plain numbers and returns one <svg> element. Which
+picture a check gets is decided by its typed shape (engine/figures.py); `render` draws one.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from html import escape
-from typing import Any
 
 W, H = 640, 260
 PAD_L, PAD_R, PAD_T, PAD_B = 150, 20, 28, 36
 PALETTE = ("#1f4e79", "#c55a11", "#548235", "#7030a0", "#bf9000", "#2e75b6")
-
-POINT_KEYS = ("value", "estimate", "delta", "mean", "metric", "score")
-INTERVAL_KEYS = (("lo", "hi"), ("low", "high"), ("ci_low", "ci_high"), ("lower", "upper"))
-NAME_KEYS = ("name", "arm", "comparator", "label", "class", "slice", "metric")
-X_KEYS = ("step", "epoch", "bin")
-CONF_KEYS = ("confidence", "mean_predicted", "predicted", "mean_confidence")
-OBS_KEYS = ("accuracy", "observed", "fraction_positive", "empirical")
-
-
-@dataclass
-class Figure:
-    title: str
-    svg: str
-    # The figure's data as rows, for the Markdown report (which cannot hold SVG).
-    rows: list[tuple[str, str]]
-
-
-def _num(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return None
-    return float(v) if math.isfinite(v) else None
 
 
 def _fmt(v: float) -> str:
@@ -120,10 +95,20 @@ def _legend(names: list[str], y: float) -> str:
     return "".join(out)
 
 
-def line_chart(title: str, series: dict[str, list[tuple[float, float]]], *, diagonal: bool = False) -> str:
-    """Lines over a shared x axis (loss per step); `diagonal` adds y = x (a reliability curve's ideal)."""
+def line_chart(
+    title: str,
+    series: dict[str, list[tuple[float, float]]],
+    *,
+    diagonal: bool = False,
+    marks: list[float] | None = None,
+    reference: float | None = None,
+) -> str:
+    """Lines over a shared x axis (loss per step); `diagonal` adds y = x (a reliability curve's ideal),
+    `marks` dashed verticals (checkpoint steps), `reference` a dashed horizontal (the trivial baseline)."""
     pts = [p for s in series.values() for p in s]
     xs, ys = [p[0] for p in pts] or [0.0, 1.0], [p[1] for p in pts] or [0.0, 1.0]
+    if reference is not None:
+        ys = ys + [reference]
     if diagonal:
         xs, ys = xs + [0.0, 1.0], ys + [0.0, 1.0]
     x0, x1 = min(xs), max(xs)
@@ -147,6 +132,14 @@ def line_chart(title: str, series: dict[str, list[tuple[float, float]]], *, diag
     ]
     if diagonal:
         body.append(f'<line x1="{sx(0)}" y1="{sy(0)}" x2="{sx(1)}" y2="{sy(1)}" class="ideal"/>')
+    for m in marks or []:
+        body.append(f'<line x1="{sx(m):.1f}" y1="{top}" x2="{sx(m):.1f}" y2="{bottom}" class="ideal"/>')
+    if reference is not None:
+        body.append(
+            f'<line x1="{left}" y1="{sy(reference):.1f}" x2="{right}" y2="{sy(reference):.1f}" class="ideal"/>'
+            f'<text x="{right}" y="{sy(reference) - 3:.1f}" text-anchor="end" class="val">reference '
+            f"{escape(_fmt(reference))}</text>"
+        )
     for i, s in enumerate(series.values()):
         color = PALETTE[i % len(PALETTE)]
         path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in s)
@@ -192,113 +185,81 @@ def interval_chart(title: str, rows: list[tuple[str, float, float, float]]) -> s
     return _svg(title, body, height)
 
 
-# ---------------------------------------------------------------- finding figures by shape
+# ---------------------------------------------------------------- figures chosen by meaning
 
 
-def _name(row: dict[str, Any], i: int) -> str:
-    for k in NAME_KEYS:
-        if isinstance(row.get(k), str) and row[k]:
-            return row[k]
-    return f"#{i + 1}"
-
-
-def _first(row: dict[str, Any], keys: tuple[str, ...]) -> tuple[str, float] | None:
-    for k in keys:
-        v = _num(row.get(k))
-        if v is not None:
-            return k, v
-    return None
-
-
-def _numeric_dict(value: Any) -> dict[str, float] | None:
-    if not isinstance(value, dict) or not 2 <= len(value) <= 40:
-        return None
-    out = {str(k): _num(v) for k, v in value.items()}
-    return out if all(v is not None for v in out.values()) else None  # type: ignore[return-value]
-
-
-def _intervals(value: list[Any]) -> list[tuple[str, float, float, float]] | None:
-    rows = []
-    for i, row in enumerate(value):
-        if not isinstance(row, dict):
-            return None
-        point = _first(row, POINT_KEYS)
-        bounds = next(
-            ((_num(row.get(a)), _num(row.get(b))) for a, b in INTERVAL_KEYS if a in row and b in row), None
+def heatmap(title: str, rows: list[str], cols: list[str], cells: list[list[float]]) -> str:
+    """A count matrix (confusion: rows true, columns predicted), each cell shaded by its row share."""
+    n_r, n_c = max(len(rows), 1), max(len(cols), 1)
+    cell_w = min(60.0, (W - PAD_L - PAD_R) / n_c)
+    cell_h = min(24.0, 200.0 / n_r)
+    height = int(PAD_T + 30 + cell_h * n_r + 20)
+    top = PAD_T + 24
+    body = []
+    for j, col in enumerate(cols):
+        x = PAD_L + j * cell_w + cell_w / 2
+        body.append(
+            f'<text x="{x:.1f}" y="{top - 6}" text-anchor="middle" class="lab">{escape(col[:9])}</text>'
         )
-        if point is None or bounds is None or None in bounds:
-            return None
-        rows.append((_name(row, i), point[1], bounds[0], bounds[1]))  # type: ignore[arg-type]
-    return rows or None
+    for i, (lab, row) in enumerate(zip(rows, cells, strict=False)):
+        y = top + i * cell_h
+        total = sum(row) or 1.0
+        body.append(
+            f'<text x="{PAD_L - 6}" y="{y + cell_h * 0.7:.1f}" text-anchor="end" class="lab">{escape(lab[:24])}</text>'
+        )
+        for j, v in enumerate(row):
+            shade = int(255 - 180 * (v / total))
+            body.append(
+                f'<rect x="{PAD_L + j * cell_w:.1f}" y="{y:.1f}" width="{cell_w - 1:.1f}" height="{cell_h - 1:.1f}" '
+                f'fill="rgb({shade},{shade},255)"/><text x="{PAD_L + j * cell_w + cell_w / 2:.1f}" '
+                f'y="{y + cell_h * 0.7:.1f}" text-anchor="middle" class="val">{escape(_fmt(v))}</text>'
+            )
+    body.append(
+        f'<text x="{PAD_L}" y="{height - 4}" class="val">rows: true class · columns: predicted</text>'
+    )
+    return _svg(title, body, height)
 
 
-def _series(value: list[Any]) -> dict[str, list[tuple[float, float]]] | None:
-    if len(value) < 2 or not all(isinstance(r, dict) for r in value):
-        return None
-    xkey = next((k for k in X_KEYS if all(_num(r.get(k)) is not None for r in value)), None)
-    if xkey is None:
-        return None
-    ykeys = [k for k, v in value[0].items() if k != xkey and _num(v) is not None][:3]
-    series = {k: [(float(r[xkey]), float(r[k])) for r in value if _num(r.get(k)) is not None] for k in ykeys}
-    return {k: s for k, s in series.items() if len(s) >= 2} or None
+def histogram(title: str, bins: list[tuple[int, int, int]], marker: float | None, marker_label: str) -> str:
+    """Bars per bin, with a dashed vertical line at the marker (the truncation length)."""
+    left, right, top, bottom = 60, W - PAD_R, PAD_T, H - PAD_B
+    lo, hi = (bins[0][0], bins[-1][1] + 1) if bins else (0, 1)
+    cmax = max([c for _, _, c in bins] + [1])
+
+    def sx(x: float) -> float:
+        return left + (x - lo) / max(hi - lo, 1) * (right - left)
+
+    body = [f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" class="axis"/>']
+    for a, b, c in bins:
+        h = (bottom - top) * c / cmax
+        body.append(
+            f'<rect x="{sx(a):.1f}" y="{bottom - h:.1f}" width="{max(sx(b + 1) - sx(a) - 1, 1):.1f}" height="{h:.1f}" '
+            f'fill="{PALETTE[0]}"><title>{a}-{b}: {c}</title></rect>'
+        )
+    body.append(f'<text x="{left}" y="{bottom + 14}" class="val">{lo}</text>')
+    body.append(f'<text x="{right}" y="{bottom + 14}" text-anchor="end" class="val">{hi - 1}</text>')
+    if marker is not None:
+        x = sx(min(max(marker, lo), hi))
+        body.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" class="ideal"/>')
+        body.append(
+            f'<text x="{x + 4:.1f}" y="{top + 10}" class="val">{escape(marker_label)} {escape(_fmt(marker))}</text>'
+        )
+    return _svg(title, body)
 
 
-def _reliability(value: list[Any]) -> list[tuple[float, float]] | None:
-    pts = []
-    for r in value:
-        if not isinstance(r, dict):
-            return None
-        c, o = _first(r, CONF_KEYS), _first(r, OBS_KEYS)
-        if c is None or o is None:
-            return None
-        pts.append((c[1], o[1]))
-    return sorted(pts) if len(pts) >= 2 else None
+def render(fig) -> str:  # noqa: ANN001 - one of engine.figures.Figure
+    """The SVG of one figure from engine/figures.py."""
+    from engine import figures as F
 
-
-def figures_from_measured(check_id: str, measured: dict[str, Any], limit: int = 3) -> list[Figure]:
-    """Plots a check's measured values support, by shape; never more than `limit`."""
-    figs: list[Figure] = []
-    for key, value in measured.items():
-        if len(figs) >= limit:
-            break
-        title = f"{check_id} · {key}"
-        if isinstance(value, dict):
-            flat = _numeric_dict(value)
-            if flat is not None:
-                figs.append(
-                    Figure(
-                        title,
-                        bar_chart(title, list(flat), list(flat.values())),
-                        [(k, _fmt(v)) for k, v in flat.items()],
-                    )
-                )
-                continue
-            nested = {str(g): _numeric_dict(v) for g, v in value.items()}
-            if 2 <= len(nested) <= 8 and all(v is not None for v in nested.values()):
-                groups = {g: v for g, v in nested.items() if v is not None}
-                rows = [(f"{g} / {c}", _fmt(v)) for g, d in groups.items() for c, v in d.items()]
-                figs.append(Figure(title, grouped_bars(title, groups), rows))
-        elif isinstance(value, list) and value:
-            if all(_num(v) is not None for v in value) and len(value) >= 3:
-                pts = [(float(i), float(v)) for i, v in enumerate(value)]
-                figs.append(Figure(title, line_chart(title, {key: pts}), [(str(i), _fmt(v)) for i, v in pts]))
-            elif (iv := _intervals(value)) is not None:
-                figs.append(
-                    Figure(
-                        title,
-                        interval_chart(title, iv),
-                        [(n, f"{_fmt(p)} [{_fmt(a)}, {_fmt(b)}]") for n, p, a, b in iv],
-                    )
-                )
-            elif (rel := _reliability(value)) is not None:
-                figs.append(
-                    Figure(
-                        title,
-                        line_chart(title, {"observed": rel}, diagonal=True),
-                        [(_fmt(c), _fmt(o)) for c, o in rel],
-                    )
-                )
-            elif (ser := _series(value)) is not None:
-                rows = [(f"{k} @ {_fmt(x)}", _fmt(y)) for k, s in ser.items() for x, y in s]
-                figs.append(Figure(title, line_chart(title, ser), rows))
-    return figs
+    if isinstance(fig, F.Heatmap):
+        return heatmap(fig.title, fig.row_labels, fig.col_labels, fig.cells)
+    if isinstance(fig, F.Histogram):
+        return histogram(fig.title, fig.bins, fig.marker, fig.marker_label)
+    if isinstance(fig, F.Forest):
+        return interval_chart(fig.title, fig.items)
+    if isinstance(fig, F.Grouped):
+        if len(fig.groups) == 1:
+            (only,) = fig.groups.values()
+            return bar_chart(fig.title, list(only), list(only.values()))
+        return grouped_bars(fig.title, fig.groups)
+    return line_chart(fig.title, fig.series, diagonal=fig.diagonal, marks=fig.marks, reference=fig.reference)

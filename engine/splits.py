@@ -183,14 +183,16 @@ def membership(split_record: StageRecord, ctx: StageContext) -> pl.DataFrame:
     import polars as pl
 
     from engine.data import verify_pinned
+    from engine.shapes import data as shapes
+    from engine.shapes import parse
 
-    check = split_record.check("split.membership")
-    if check is None or "path" not in check.measured:
+    mem = parse(split_record.check("split.membership"), shapes.Membership)
+    if mem is None:
         raise EvidenceError(
             "split record", "checks.split.membership", "has no membership file", "re-run the split stage"
         )
-    path = ctx.session_dir / str(check.measured["path"])
-    verify_pinned(path, str(check.measured.get("sha256", "")), "sha256", "split membership", "split")
+    path = ctx.session_dir / mem.path
+    verify_pinned(path, mem.sha256, "sha256", "split membership", "split")
     return pl.read_parquet(path)
 
 

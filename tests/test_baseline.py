@@ -13,6 +13,7 @@ from engine import splits
 from engine.context import StageContext, StageInputError
 from engine.evidence import Check, StageRecord, dump_toml
 from engine.stages import baseline
+from tests.training_fixtures import FAMILY_COUNTS
 
 CLASSES = ["billing", "technical", "security"]
 WORDS = {
@@ -81,7 +82,8 @@ def make_session(
                 id="source.entity_families",
                 status="info",
                 summary="x",
-                measured={
+                measured=FAMILY_COUNTS
+                | {
                     "families_path": "data/families.parquet",
                     "families_sha256": _sha(data / "families.parquet"),
                 },
@@ -90,7 +92,13 @@ def make_session(
                 id="source.conflicting_labels",
                 status="info",
                 summary="x",
-                measured={"noise_ceiling_accuracy": 0.97},
+                measured={
+                    "columns": ["body"],
+                    "groups": 1,
+                    "rows": 2,
+                    "noise_ceiling_accuracy": 0.97,
+                    "rows_above_ceiling": 0,
+                },
             ),
         ],
     )
@@ -102,7 +110,13 @@ def make_session(
                 id="split.membership",
                 status="info",
                 summary="x",
-                measured={"path": "data/split.parquet", "sha256": _sha(data / "split.parquet")},
+                measured={
+                    "path": "data/split.parquet",
+                    "sha256": _sha(data / "split.parquet"),
+                    "rows": 0,
+                    "sizes": {},
+                    "excluded": {},
+                },
             )
         ],
     )

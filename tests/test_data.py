@@ -12,6 +12,7 @@ import pytest
 from engine import data, splits
 from engine.context import StageContext, StageInputError
 from engine.evidence import Check, EvidenceError, StageRecord
+from tests.training_fixtures import FAMILY_COUNTS
 
 
 def _ctx(tmp_path: Path) -> StageContext:
@@ -88,7 +89,8 @@ def _families_record(tmp_path: Path, ctx: StageContext) -> StageRecord:
         id="source.entity_families",
         status="info",
         summary="",
-        measured={"families_path": "data/families.parquet", "families_sha256": data.sha256_file(path)},
+        measured=FAMILY_COUNTS
+        | {"families_path": "data/families.parquet", "families_sha256": data.sha256_file(path)},
     )
     return StageRecord(stage="source", checks=[check])
 
@@ -139,7 +141,8 @@ def _split_session(tmp_path: Path) -> tuple[dict[str, StageRecord], StageContext
                 id="source.entity_families",
                 status="info",
                 summary="",
-                measured={
+                measured=FAMILY_COUNTS
+                | {
                     "families_path": "data/families.parquet",
                     "families_sha256": data.sha256_file(ctx.data_dir / "families.parquet"),
                 },
@@ -156,6 +159,9 @@ def _split_session(tmp_path: Path) -> tuple[dict[str, StageRecord], StageContext
                 measured={
                     "path": "data/split.parquet",
                     "sha256": data.sha256_file(ctx.data_dir / "split.parquet"),
+                    "rows": 0,
+                    "sizes": {},
+                    "excluded": {},
                 },
             )
         ],

@@ -66,7 +66,7 @@ def source_run(inputs: SourceInputs, upstream: dict[str, StageRecord], ctx: Stag
         inputs=inputs.model_dump(mode="json"),
         checks=[
             Check(
-                id="source.checksum",
+                id="source.synthetic_checksum",
                 status="info",
                 summary=f"{len(raw)} bytes",
                 measured={"sha256": "sha256:" + hashlib.sha256(raw).hexdigest(), "bytes": len(raw)},
@@ -95,13 +95,13 @@ def split_run(inputs: SplitInputs, upstream: dict[str, StageRecord], ctx: StageC
         inputs=inputs.model_dump(mode="json"),
         checks=[
             Check(
-                id="split.membership",
+                id="split.synthetic_membership",
                 status="pass",
                 summary="membership saved",
                 measured={"path": "data/split.json", "sha256": hashlib.sha256(blob).hexdigest()},
             ),
             Check(
-                id="split.prevalence",
+                id="split.synthetic_prevalence",
                 status="pass",
                 summary="prevalence per split",
                 measured={"prevalence": prevalence},
@@ -125,14 +125,14 @@ def baseline_run(inputs: BaselineInputs, upstream: dict[str, StageRecord], ctx: 
         inputs=inputs.model_dump(mode="json"),
         checks=[
             Check(
-                id="baseline.metrics",
+                id="baseline.synthetic_metrics",
                 status="pass",
                 summary="dev macro-F1",
                 measured={"macro_f1": f1, "per_class": [f1, f1], "curve": curve},
                 tolerance={"macro_f1": inputs.tolerance, "per_class": inputs.tolerance},
             ),
             Check(
-                id="baseline.timing",
+                id="baseline.synthetic_timing",
                 status="info",
                 summary="seconds",
                 measured={"seconds": rng.random() if inputs.noise else 0.25},
@@ -152,7 +152,7 @@ def contract_run(inputs: EmptyInputs, upstream: dict[str, StageRecord], ctx: Sta
         inputs=inputs.model_dump(mode="json"),
         checks=[
             Check(
-                id="contract.digest",
+                id="contract.synthetic_digest",
                 status="pass",
                 summary="pinned",
                 measured={"digest": "sha256:" + "ab" * 32},
@@ -176,13 +176,13 @@ def dispatch_run(inputs: DispatchInputs, upstream: dict[str, StageRecord], ctx: 
         inputs=inputs.model_dump(mode="json"),
         checks=[
             Check(
-                id="dispatch.identity",
+                id="dispatch.synthetic_identity",
                 status="pass",
                 summary=f"job {inputs.op_id}",
                 measured={"operation_id": inputs.op_id},
             ),
             Check(
-                id="dispatch.progress",
+                id="dispatch.synthetic_progress",
                 status="info",
                 summary=f"job is {status['stage']}",
                 measured={"stage": status["stage"]},
@@ -235,25 +235,25 @@ def artifact_run(inputs: ArtifactInputs, upstream: dict[str, StageRecord], ctx: 
         inputs=inputs.model_dump(mode="json"),
         checks=[
             Check(
-                id="artifact.comparison",
+                id="artifact.synthetic_comparison",
                 status="pass",
                 summary="locked test, 3 arms",
                 measured={"arms": arms},
             ),
             Check(
-                id="artifact.verdict",
+                id="artifact.synthetic_verdict",
                 status="pass",
                 summary=f"candidate macro_f1 {inputs.candidate_f1} beats trivial_baseline by 0.59",
                 measured={"delta": round(inputs.candidate_f1 - 0.12, 6)},
             ),
             Check(
-                id="artifact.calibration",
+                id="artifact.synthetic_calibration",
                 status="info",
                 summary="reliability",
                 measured={"bins": reliability},
             ),
             Check(
-                id="artifact.latency",
+                id="artifact.synthetic_latency",
                 status="info",
                 summary="p50 12 ms",
                 measured={"p50_ms": 12.0, "p95_ms": 30.5},
@@ -351,10 +351,10 @@ def test_replay_reproduces_a_fresh_session(tmp_path: Path, monkeypatch: pytest.M
     result = replay(session, progress=messages.append)
     got = outcomes(result)
     assert result.exit_code == 0, result.render_table()
-    assert got[("source", "source.checksum")] == "reproduced"
-    assert got[("split", "split.prevalence")] == "reproduced"
+    assert got[("source", "source.synthetic_checksum")] == "reproduced"
+    assert got[("split", "split.synthetic_prevalence")] == "reproduced"
     assert got[("claim", "claim.prior_sessions")] == "observation"
-    assert got[("baseline", "baseline.timing")] == "observation"
+    assert got[("baseline", "baseline.synthetic_timing")] == "observation"
     assert got[("contract", "(stage)")] == "not_run"
     assert any("re-running" in m for m in messages)
     data = result.to_json()
@@ -396,9 +396,9 @@ def test_one_edited_value_byte_is_tampered_and_downstream_stale(
     got = outcomes(result)
     assert result.exit_code == 1
     assert got[("source", "(record)")] == "tampered"
-    assert got[("source", "source.checksum")] == "differs"  # the re-run names the edited value
-    assert got[("split", "split.prevalence")] == "stale"
-    assert got[("baseline", "baseline.metrics")] == "stale"
+    assert got[("source", "source.synthetic_checksum")] == "differs"  # the re-run names the edited value
+    assert got[("split", "split.synthetic_prevalence")] == "stale"
+    assert got[("baseline", "baseline.synthetic_metrics")] == "stale"
     tampered = next(r for r in result.rows if r.outcome == "tampered")
     assert "02-source.toml" in tampered.detail
 
@@ -442,13 +442,13 @@ def test_one_changed_source_byte_fails_at_checksum_and_marks_downstream(
     result = replay(session)
     got = outcomes(result)
     assert result.exit_code == 1
-    assert got[("source", "source.checksum")] == "differs"
-    row = next(r for r in result.rows if r.check == "source.checksum")
+    assert got[("source", "source.synthetic_checksum")] == "differs"
+    row = next(r for r in result.rows if r.check == "source.synthetic_checksum")
     assert any(d.key == "measured.sha256" for d in row.differences)
     for stage, check in (
-        ("split", "split.membership"),
-        ("split", "split.prevalence"),
-        ("baseline", "baseline.metrics"),
+        ("split", "split.synthetic_membership"),
+        ("split", "split.synthetic_prevalence"),
+        ("baseline", "baseline.synthetic_metrics"),
     ):
         assert got[(stage, check)] == "stale"
     stale = next(r for r in result.rows if r.stage == "split")
@@ -473,13 +473,13 @@ def test_tolerance_declared_in_the_check(tmp_path: Path, monkeypatch: pytest.Mon
     s.run_stage("baseline", {"noise": 0.001, "tolerance": 0.01})
     s.freeze("baseline")
     result = replay(session)
-    row = next(r for r in result.rows if r.check == "baseline.metrics")
+    row = next(r for r in result.rows if r.check == "baseline.synthetic_metrics")
     assert row.outcome == "reproduced" and "tolerance" in row.detail
     # Noise far beyond the declared tolerance: it differs, and says by how much was allowed.
     s.run_stage("baseline", {"noise": 0.2, "tolerance": 1e-9})
     s.freeze("baseline")
     result = replay(session)
-    row = next(r for r in result.rows if r.check == "baseline.metrics")
+    row = next(r for r in result.rows if r.check == "baseline.synthetic_metrics")
     assert row.outcome == "differs" and row.differences[0].tolerance == 1e-9
     assert result.exit_code == 1
 
@@ -507,7 +507,7 @@ def test_unbuilt_stage_is_not_run_and_does_not_fail(tmp_path: Path, monkeypatch:
     session = build(tmp_path, monkeypatch)
     use_fakes(monkeypatch, unbuilt=("baseline",))
     result = replay(session)
-    assert outcomes(result)[("baseline", "baseline.metrics")] == "not_run"
+    assert outcomes(result)[("baseline", "baseline.synthetic_metrics")] == "not_run"
     assert result.exit_code == 0
 
 
@@ -517,7 +517,7 @@ def test_deleted_record_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     result = replay(session)
     got = outcomes(result)
     assert got[("split", "(record)")] == "missing"
-    assert got[("baseline", "baseline.metrics")] == "stale"
+    assert got[("baseline", "baseline.synthetic_metrics")] == "stale"
     assert result.exit_code == 1
 
 

@@ -40,6 +40,20 @@ def tiny_dirs_fixture(tmp_path_factory) -> dict[str, Path]:
     }
 
 
+# The counts of a source.entity_families record (engine/shapes/data.py EntityFamilies); the
+# fixtures below only need its families file, the other figures are placeholders.
+FAMILY_COUNTS = {
+    "entity_columns": [],
+    "rows": 0,
+    "families": 0,
+    "singleton_families": 0,
+    "largest_family_rows": 0,
+    "rows_in_multi_row_families": 0,
+    "rows_without_entity_id": 0,
+    "multi_row_families": 0,
+}
+
+
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -66,13 +80,17 @@ def _records(tmp: Path, frame: pl.DataFrame, source_inputs: dict, claim_inputs: 
                 id="source.checksum",
                 status="info",
                 summary="x",
-                measured={"files": [{"path": "t.csv", "sha256": _sha(tmp / "t.csv"), "bytes": 1}]},
+                measured={
+                    "total_bytes": 1,
+                    "files": [{"path": "t.csv", "sha256": _sha(tmp / "t.csv"), "bytes": 1}],
+                },
             ),
             Check(
                 id="source.entity_families",
                 status="info",
                 summary="x",
-                measured={
+                measured=FAMILY_COUNTS
+                | {
                     "families_path": "data/families.parquet",
                     "families_sha256": _sha(data / "families.parquet"),
                 },
@@ -87,7 +105,13 @@ def _records(tmp: Path, frame: pl.DataFrame, source_inputs: dict, claim_inputs: 
                 id="split.membership",
                 status="info",
                 summary="x",
-                measured={"path": "data/split.parquet", "sha256": _sha(data / "split.parquet")},
+                measured={
+                    "path": "data/split.parquet",
+                    "sha256": _sha(data / "split.parquet"),
+                    "rows": frame.height,
+                    "sizes": {},
+                    "excluded": {},
+                },
             )
         ],
     )

@@ -50,7 +50,9 @@ class Shape(Part):
         super().__init_subclass__(**kwargs)
         for cid in cls.__dict__.get("check_ids", ()):
             if cid in _REGISTRY:
-                raise RuntimeError(f"two shapes claim check id {cid}: {_REGISTRY[cid].__name__}, {cls.__name__}")
+                raise RuntimeError(
+                    f"two shapes claim check id {cid}: {_REGISTRY[cid].__name__}, {cls.__name__}"
+                )
             _REGISTRY[cid] = cls
 
     def dump(self) -> dict[str, Any]:
@@ -100,8 +102,11 @@ def parse(check: Any, expect: type[S]) -> S | None:
         return None
     cls = shape_for(check.id)
     if cls is not expect:
-        raise ShapeError(check.id, "(shape)", f"is read as {expect.__name__} but its shape is "
-                         f"{cls.__name__ if cls else 'not declared'}")
+        raise ShapeError(
+            check.id,
+            "(shape)",
+            f"is read as {expect.__name__} but its shape is {cls.__name__ if cls else 'not declared'}",
+        )
     return validate_measured(check.id, check.measured)  # type: ignore[return-value]
 
 
@@ -111,5 +116,5 @@ _KEY = re.compile(r"^[a-z][a-z0-9_]*$")
 def check_extra_keys(values: dict[str, Any], prefix: str) -> None:
     """For parts that allow computed keys (`calibrated_<metric>`): each must be `prefix<metric>`."""
     for key in values:
-        if not (key.startswith(prefix) and _KEY.match(key[len(prefix):] or "")):
+        if not (key.startswith(prefix) and _KEY.match(key[len(prefix) :] or "")):
             raise ValueError(f"unknown field {key!r}")

@@ -151,7 +151,8 @@ class OperatingPoint(Shape):
     learner: str
     positive_class: str
     rule: str
-    choice: dict[str, Scalar]
+    # calibration.choose_threshold / binary_counts: the threshold and its counts and rates
+    choice: dict[str, Scalar | dict[str, Scalar]]
     applied: dict[str, Scalar]
 
 

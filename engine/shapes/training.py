@@ -25,9 +25,15 @@ class SettingRow(Part):
     outcome: str
 
 
+class Refusal(Part):
+    setting: str
+    requested: str
+    reason: str
+
+
 class RequestedVsEffective(Shape):
     check_ids = ("contract.requested_vs_effective",)
-    refused: list[str]
+    refused: list[Refusal]
     table: list[SettingRow]
 
 
@@ -102,7 +108,7 @@ class Memory(Shape):
 
 class Effective(Shape):
     check_ids = ("contract.effective",)
-    refused: list[str]
+    refused: list[Refusal]
     effective: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -159,11 +165,15 @@ class DevMetric(Shape):
 
 
 class Alarm(Shape):
+    """One in-run alarm (engine/training/alarms.py): its state, what it compared, and at which step."""
+
     check_ids = ("dispatch.alarms.*",)
     state: str
     detail: str
     step: int
+    # The figure the alarm compared, per alarm.
     gap: float | None = None
+    max_beats_without_step: int | None = None
 
 
 class Checkpoints(Shape):

@@ -19,6 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from engine.context import StageContext, StageInputError
 from engine.evidence import Check, StageRecord
+from engine.shapes import artifact as shapes
+from engine.shapes import parse
+from engine.shapes import training as upstream_shapes
 
 TITLE = "Artifact"
 
@@ -80,7 +83,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
             + (f" ({gate.summary})" if gate else "")
             + ": there is no artifact to verify"
         )
-    op_id = str(disp.check("dispatch.identity").measured.get("operation_id", ""))
+    op_id = parse(disp.check("dispatch.identity"), upstream_shapes.DispatchIdentity).operation_id
     job_dir = ctx.session_dir / "jobs" / op_id
     final = job_dir / "final"
     checks: list[Check] = [_job_finished(disp)]
@@ -120,8 +123,8 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
 
 
 def _job_finished(disp: StageRecord) -> Check:
-    prog = disp.check("dispatch.progress")
-    state = str(prog.measured.get("job_state", "")) if prog else ""
+    prog = parse(disp.check("dispatch.progress"), upstream_shapes.Progress)
+    state = prog.job_state if prog else ""
     return Check(
         id="artifact.job_finished",
         status="pass" if state == "finished" else "fail",
@@ -358,32 +361,25 @@ def _arm_counts(
     for arm in wanted:
         if arm in preds:
             ok = preds[arm]["ok"][:n]
-            counts[arm] = {
-                "requested": n,
-                "scored": int(ok.sum()),
-                "failed": int((~ok).sum()),
-                "missing": 0,
-                "errors": preds[arm]["errors"][:5],
-                "what": notes.get(arm, ""),
-            }
+            counts[arm] = shapes.ArmCounts(
+                requested=n,
+                scored=int(ok.sum()),
+                failed=int((~ok).sum()),
+                missing=0,
+                errors=preds[arm]["errors"][:5],
+                what=notes.get(arm, ""),
+            )
         else:
-            counts[arm] = {
-                "requested": n,
-                "scored": 0,
-                "failed": 0,
-                "missing": n,
-                "errors": [],
-                "what": notes.get(arm, ""),
-            }
+            counts[arm] = shapes.ArmCounts(requested=n, scored=0, failed=0, missing=n, what=notes.get(arm, ""))
     unlabeled = int((y < 0).sum())
-    incomplete = [a for a, c in counts.items() if c["scored"] < n]
+    incomplete = [a for a, c in counts.items() if c.scored < n]
     return Check(
         id="artifact.arms",
         status="warn" if incomplete or unlabeled else "pass",
-        summary=", ".join(f"{a}: {c['scored']}/{c['requested']} scored" for a, c in counts.items())
+        summary=", ".join(f"{a}: {c.scored}/{c.requested} scored" for a, c in counts.items())
         + (f"; {unlabeled} test rows with a label outside the class order" if unlabeled else ""),
         coverage=coverage,
-        measured={"arms": counts, "labels_outside_class_order": unlabeled},
+        measured=shapes.Arms(arms=counts, labels_outside_class_order=unlabeled),
         why="A failed prediction is missing evidence, never a zero score; paired metrics use rows every arm scored.",
         playbook=PB_ARMS,
     )
@@ -470,15 +466,15 @@ def _quality(
             status="pass" if diffs and all(better.values()) else "warn",
             summary=f"{metric} (raw): " + ", ".join(parts) + "; " + "; ".join(dtext),
             coverage=cov,
-            measured={
-                "metric": metric,
-                "values": raw,
-                "differences": {c: _clean(d) for c, d in diffs.items()},
-                "mcnemar": {c: _clean(m) for c, m in mcn.items()},
-                "candidate_better": better,
-                "unit": unit_kind,
-                "shared_rows": n_shared,
-            },
+            measured=shapes.Comparison(
+                metric=metric,
+                values=raw,
+                differences={c: _clean(d) for c, d in diffs.items()},
+                mcnemar={c: _clean(m) for c, m in mcn.items()},
+                candidate_better=better,
+                unit=unit_kind,
+                shared_rows=n_shared,
+            ),
             why=f"Paired {inputs.bootstrap_resamples}-resample bootstrap over {unit_kind}s: every arm sees the same resamples.",
             playbook=PB_REPORT,
         )
@@ -700,16 +696,13 @@ def _criterion(
     s = claim.get("success", {}) or {}
     if not s.get("metric") or comparison is None:
         return "not_run", "no success criterion or no comparison"
-    comp = next((c for c in checks if c.id == "artifact.comparison"), None)
-    if comp is None or comp.status == "not_run":
+    comp = parse(next((c for c in checks if c.id == "artifact.comparison"), None), shapes.Comparison)
+    if comp is None:
         return "not_run", "no comparison"
     metric = str(s["metric"])
-    if metric != comp.measured.get("metric"):
-        return (
-            "not_run",
-            f"the criterion's metric {metric} is not the compared metric {comp.measured.get('metric')}",
-        )
-    values = comp.measured["values"]
+    if metric != comp.metric:
+        return "not_run", f"the criterion's metric {metric} is not the compared metric {comp.metric}"
+    values = comp.values
     op, target, rel = (
         str(s.get("op", ">=")),
         float(s.get("value", 0.0)),
@@ -717,10 +710,11 @@ def _criterion(
     )
     if rel == "absolute":
         lhs, text = values["candidate"], f"candidate {metric} {values['candidate']:.4f} {op} {target}"
-    elif rel in comp.measured["differences"]:
-        d = comp.measured["differences"][rel]
+    elif rel in comp.differences:
+        d = comp.differences[rel]
         # the interval's conservative end must meet the criterion, not just the point estimate
-        lhs = d.get("lo", math.nan) if op in (">=", ">") else d.get("hi", math.nan)
+        end = d.lo if op in (">=", ">") else d.hi
+        lhs = math.nan if end is None else end
         text = f"candidate − {rel} interval end {lhs:+.4f} {op} {target}"
     else:
         return "not_run", f"the criterion is relative to {rel!r}, which was not compared"
@@ -745,7 +739,7 @@ def _outcomes(
         c.id
         for rec in upstream.values()
         for c in rec.checks
-        if c.id.startswith("dispatch.alarms.") and c.measured.get("state") == "disabled"
+        if c.id.startswith("dispatch.alarms.") and _alarm_state(c) == "disabled"
     ]
     outcomes = {
         "job_finished": finished,
@@ -762,13 +756,18 @@ def _outcomes(
             f"candidate better than every comparator: {'yes' if better else 'no'}; claim met: "
             f"{ {'met': 'yes', 'not_met': 'no'}.get(claim_state, 'not decided') } ({claim_text})"
         ),
-        measured={
+        measured=shapes.Verdict(
             **outcomes,
-            "claim_state": claim_state,
-            "criterion": claim_text,
-            "limitations": limitations,
-            "disabled_alarms": disabled,
-        },
+            claim_state=claim_state,
+            criterion=claim_text,
+            limitations=limitations,
+            disabled_alarms=disabled,
+        ),
         why="Four different outcomes: a finished job, a verified artifact, a better model and a met claim.",
         playbook=PB_OUTCOMES,
     )
+
+
+def _alarm_state(check: Check) -> str:
+    alarm = parse(check, upstream_shapes.Alarm)
+    return alarm.state if alarm else ""

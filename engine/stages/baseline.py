@@ -124,20 +124,27 @@ def refit_best(upstream: dict[str, StageRecord], ctx: StageContext) -> tuple[Any
     K-fold) with its recorded settings, for a later stage's comparison. Returns (predict(frame), name)."""
     import math
 
+    from engine.shapes import baseline as shapes
+    from engine.shapes import parse
+
     rec = upstream.get("baseline")
-    conv = rec.check("baseline.conventional") if rec else None
-    learners = dict(conv.measured.get("learners", {})) if conv else {}
+    conv = parse(rec.check("baseline.conventional"), shapes.Conventional) if rec else None
+    learners = conv.learners if conv else {}
     if not learners:
         raise StageInputError("the baseline stage recorded no conventional learner to compare against")
-    metric = str(conv.measured.get("primary_metric", "macro_f1"))
+    metric = conv.primary_metric or "macro_f1"
     lower = metric in LOWER_IS_BETTER
-    best = sorted(
-        learners,
-        key=lambda n: float(learners[n].get(metric, math.inf if lower else -math.inf)) * (1 if lower else -1),
-    )[0]
+    worst = math.inf if lower else -math.inf
+
+    def score(name: str) -> float:
+        value = learners[name].metric(metric)
+        return (worst if value is None else value) * (1 if lower else -1)
+
+    best = sorted(learners, key=score)[0]
     inputs = Inputs.model_validate(rec.inputs)
     data = load(inputs, upstream, ctx)
-    model = make_model(best, data, inputs, float(learners[best].get("C", inputs.C)))
+    chosen_c = learners[best].C
+    model = make_model(best, data, inputs, float(inputs.C if chosen_c is None else chosen_c))
     model.fit(features(best, data.fit, data), target(data.fit, data))
 
     def predict_frame(frame: Any) -> Any:
@@ -463,18 +470,14 @@ def _best(conventional: list[str], reports: dict[str, Any], metric: str) -> str:
 
 def _noise_ceiling(upstream: dict[str, StageRecord]) -> tuple[float | None, str]:
     """The accuracy ceiling implied by conflicting labels, if the source stage recorded one."""
+    from engine.shapes import data as shapes
+    from engine.shapes import parse
+
     check = upstream["source"].check("source.conflicting_labels")
-    if check is None or check.status == "not_run":
+    conflicts = parse(check, shapes.ConflictingLabels) if check is not None else None
+    if conflicts is None:
         return None, "the source stage recorded no conflicting-labels measurement"
-    meas = check.measured
-    for key in ("noise_ceiling_accuracy", "accuracy_ceiling", "noise_ceiling", "label_noise_ceiling"):
-        v = meas.get(key)
-        if isinstance(v, int | float) and 0 <= v <= 1:
-            return float(v), f"source.conflicting_labels.{key}"
-    for key, v in meas.items():
-        if "ceiling" in key and isinstance(v, int | float) and 0 <= v <= 1:
-            return float(v), f"source.conflicting_labels.{key}"
-    return None, "source.conflicting_labels has no ceiling value"
+    return conflicts.noise_ceiling_accuracy, "source.conflicting_labels.noise_ceiling_accuracy"
 
 
 def _learnability_check(

@@ -437,17 +437,18 @@ def _source_pairs(joined: Any, src: StageRecord, inp: Inputs, ctx: StageContext)
 
     from engine.audit.neardup import read_pairs
     from engine.data import ROW_ID
+    from engine.shapes import data as shapes
+    from engine.shapes import parse
 
-    check = src.check("source.near_duplicates")
-    m = check.measured if check is not None else {}
+    m = parse(src.check("source.near_duplicates"), shapes.NearDuplicates)
     if (
-        "pairs_path" not in m
+        m is None
         or src.inputs.get("preview_rows")
-        or m.get("threshold") != inp.near_dup_threshold
-        or m.get("shingle_size") != inp.shingle_size
+        or m.threshold != inp.near_dup_threshold
+        or m.shingle_size != inp.shingle_size
     ):
         return None
-    pairs = read_pairs(ctx.session_dir / str(m["pairs_path"]), str(m.get("pairs_sha256", "")))
+    pairs = read_pairs(ctx.session_dir / m.pairs_path, m.pairs_sha256)
     ids = joined.get_column(ROW_ID)
     return pairs.filter(pl.col("row_a").is_in(ids) & pl.col("row_b").is_in(ids))
 

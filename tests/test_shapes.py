@@ -1,0 +1,82 @@
+"""Typed evidence shapes (engine/shapes): enforced when a check is built, read back by `parse`,
+documented in docs/evidence-format.md, and fitting the records a real session wrote."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from engine.evidence import SCHEMA_VERSION, Check, EvidenceError, load_record
+from engine.session import Session
+from engine.shapes import ShapeError, parse, registered, shape_for
+from engine.shapes import artifact as A
+from engine.shapes import training as T
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "evidence-format.md"
+
+
+def test_a_check_whose_values_do_not_fit_its_shape_cannot_be_built() -> None:
+    with pytest.raises(ValueError, match=r"artifact.arms: measured.arms.candidate.scored"):
+        Check(
+            id="artifact.arms",
+            status="pass",
+            summary="x",
+            measured={"arms": {"candidate": {"requested": 3, "failed": 0, "missing": 0}}},
+        )
+    with pytest.raises(ValueError, match="Extra inputs are not permitted"):
+        Check(id="contract.digest", status="pass", summary="x", measured={"digest": "d", "model_name": "m"})
+
+
+def test_parse_gives_the_model_or_a_clear_error() -> None:
+    chk = Check(id="contract.digest", status="pass", summary="x", measured=T.Digest(digest="sha256:ab"))
+    assert parse(chk, T.Digest).digest == "sha256:ab"
+    with pytest.raises(ShapeError, match="is read as Comparison but its shape is Digest"):
+        parse(chk, A.Comparison)
+    empty = Check(id="artifact.comparison", status="not_run", summary="no rows", basis="not_run")
+    assert parse(empty, A.Comparison) is None and parse(None, A.Comparison) is None
+    assert shape_for("dispatch.alarms.stall") is T.Alarm
+
+
+def test_every_shape_is_documented_with_its_fields() -> None:
+    doc = DOC.read_text()
+    for check_id, cls in registered().items():
+        assert f"### `{check_id}` — `{cls.__name__}`" in doc, check_id
+        for name, field in cls.model_fields.items():
+            assert f"| `{field.alias or name}` |" in doc, f"{check_id}.{name}"
+
+
+@pytest.mark.slow
+def test_the_real_session_fits_every_shape(real_session: Path) -> None:
+    """Every shaped check a real session wrote parses, and most shapes are exercised by it."""
+    records = Session.open(real_session).records()
+    seen = set()
+    for rec in records.values():
+        assert rec.provenance.schema_version == SCHEMA_VERSION
+        for chk in rec.checks:
+            cls = shape_for(chk.id)
+            if cls is not None and chk.measured:
+                assert isinstance(parse(chk, cls), cls)
+                seen.add(cls)
+    # baseline.operating_point runs only when an operating point is declared (not in the example)
+    missing = {c.__name__ for c in registered().values()} - {c.__name__ for c in seen}
+    assert missing == {"OperatingPoint"}
+
+
+@pytest.mark.slow
+def test_a_version_1_record_is_read_by_the_same_shapes(real_session: Path, tmp_path: Path) -> None:
+    text = (real_session / "07-artifact.toml").read_text()
+    old = tmp_path / "07-artifact.toml"
+    old.write_text(re.sub(r"(\[provenance\]\nschema_version = )2", r"\g<1>1", text))
+    rec = load_record(old)
+    assert rec.provenance.schema_version == 1
+    assert parse(rec.check("artifact.arms"), A.Arms).arms["candidate"].scored > 0
+    # a version-1 record whose values do not fit is an error naming the file, check and field
+    bad = tmp_path / "bad.toml"
+    bad.write_text(old.read_text().replace("shared_rows = ", "shared_row = ", 1))
+    with pytest.raises(EvidenceError) as info:
+        load_record(bad)
+    assert "bad.toml" in str(info.value) and "artifact.comparison" in str(info.value)
+    assert tomllib.loads(bad.read_text())  # still valid TOML: the shape, not the syntax, is wrong
