@@ -27,7 +27,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Static
 
-from engine import stages as registry
+from engine import registry
 from engine.evidence import EvidenceError, StageRecord
 from engine.session import Session, SessionLocked, StageOrderError, find_sessions, new_session_id
 from tui.safe import clean, literal
@@ -476,12 +476,6 @@ class ClaimcheckApp(App):
                 self.notify(clean(str(exc)), title="recipe not loaded", severity="warning", timeout=8)
         module = registry.get(name).module()
         base = _drop_none(module.Inputs().model_dump(mode="json")) if module is not None else {}
-        if (
-            module is not None
-            and "wait" in getattr(module.Inputs, "model_fields", {})
-            and "wait" not in recipe
-        ):
-            base["wait"] = False  # the app polls the job live instead of blocking until it ends
         return _merge(_merge(base, recipe), self.overrides.get(name, {}))
 
     # ------------------------------------------------------------ app-wide actions
