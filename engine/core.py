@@ -44,10 +44,11 @@ class Runtime(BaseModel):
     """The runtime knobs an answers file may still give in a stage's table (they go to the context)."""
 
     model_config = ConfigDict(extra="forbid")
-    wait: bool = True
-    poll_seconds: float = Field(default=2.0, gt=0)
+    # Defaults are the StageContext's own (its dataclass fields).
+    wait: bool = StageContext.wait
+    poll_seconds: float = Field(default=StageContext.poll_seconds, gt=0)
     # 0 = wait as long as the job runs.
-    wait_timeout_seconds: float = Field(default=0.0, ge=0)
+    wait_timeout_seconds: float = Field(default=StageContext.wait_timeout_seconds, ge=0)
 
 
 def split_runtime(stage: str, inputs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
