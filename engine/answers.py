@@ -5,23 +5,31 @@
     [[notes]]               stage, tag (fact / suspected_cause / untested_remedy / limitation), text
 
 Stages run in order, each on the frozen records before it, and each is frozen right after it ran:
-evidence of a failure is still evidence. The result has replay's exit codes: 0 when every stage
-answered was recorded and frozen with no failing check, 1 when a check failed (or the run stopped
-early), 2 for an unusable answers file. The format is documented in docs/answers-format.md.
+evidence of a failure is still evidence. Each stage runs through `Session.run_stage`, that is the
+one core (`engine.core.compute`) the app and replay use too. The result (`AnswersResult`) has the exit
+codes of engine.errors: 0 when every stage answered was recorded and frozen with no failing check, 1
+when a check failed (or the run stopped early), 2 for an unusable answers file. The format is
+documented in docs/answers-format.md.
+
+Runtime knobs (dispatch's `wait`, `poll_seconds`, `wait_timeout_seconds`) may still be given in a
+stage's table: they are validated, kept out of the stage's inputs and set on its StageContext.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engine import stages as registry
+from engine import registry
 from engine.context import StageInputError
-from engine.evidence import EvidenceError, NoteTag, read_toml
-from engine.replay import Progress, ReplayResult, Row, _progress_adapter
+from engine.core import InvalidInputs, runtime_knobs, split_runtime, validate
+from engine.errors import Problem, validation_problem
+from engine.evidence import EvidenceError, NoteTag, StageRecord, read_toml
+from engine.outcomes import Progress, Row, RunResult, stage_progress, timing
 from engine.session import Session
 
 FIX = "see docs/answers-format.md"
@@ -54,24 +62,27 @@ class Answers(BaseModel):
     session: SessionAnswers
     stages: dict[str, dict[str, Any]]
     notes: list[NoteAnswer]
+    # Per stage: runtime knobs its table gave (engine.core.RUNTIME_KEYS); they go to the StageContext.
+    runtime: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # Stages answered whose module is not built in this claimcheck: skipped, with later ones.
     unbuilt: list[str] = Field(default_factory=list)
 
 
-def _loc(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
+@dataclass
+class AnswersResult(RunResult):
+    """Was each answered stage recorded and frozen? Exit 0 when no check failed, 1 otherwise."""
+
+    mode: str = "answers"
+
+    VERDICT_OK: ClassVar[str] = "every stage recorded and frozen"
+    VERDICT_DIFFERS: ClassVar[str] = "a check failed or a stage did not finish"
 
 
-def _invalid(path: Path, prefix: str, exc: ValidationError) -> EvidenceError:
-    err = exc.errors()[0]
-    where = ".".join(p for p in (prefix, _loc(tuple(err["loc"]))) if p) or prefix
-    if err["type"] == "extra_forbidden":
-        return EvidenceError(path, where, "is not a known field", f"remove it or check its spelling ({FIX})")
-    more = f" (and {len(exc.errors()) - 1} more problems)" if len(exc.errors()) > 1 else ""
-    return EvidenceError(path, where, f"{err['msg']}{more}", f"correct the value ({FIX})")
+def _invalid(path: Path, prefix: str, problem: Problem | ValidationError) -> EvidenceError:
+    if isinstance(problem, ValidationError):
+        problem = validation_problem(problem)
+    where = ".".join(p for p in (prefix, problem.field) if p)
+    return EvidenceError(path, where, problem.problem, f"{problem.fix} ({FIX})")
 
 
 def load_answers(answers_path: Path) -> Answers:
@@ -93,6 +104,7 @@ def load_answers(answers_path: Path) -> Answers:
         raise _invalid(path, "session", exc) from None
     stages: dict[str, dict[str, Any]] = {}
     unbuilt: list[str] = []
+    runtime: dict[str, dict[str, Any]] = {}
     gap = ""
     for spec in registry.STAGES:
         table = data.get(spec.name)
@@ -108,15 +120,18 @@ def load_answers(answers_path: Path) -> Answers:
                 f"answers '{spec.name}' but not the earlier stage '{gap}', which it rests on",
                 f"add a [{gap}] table, or remove [{spec.name}]",
             )
-        module = spec.module()
-        if module is None:
+        if spec.module() is None:
             unbuilt.append(spec.name)
         else:
             try:
-                module.Inputs.model_validate(table)
+                validate(spec.name, table)
+                if knobs := runtime_knobs(spec.name, table):
+                    runtime[spec.name] = knobs
+            except InvalidInputs as exc:
+                raise _invalid(path, spec.name, exc.problem) from None
             except ValidationError as exc:
                 raise _invalid(path, spec.name, exc) from None
-        stages[spec.name] = table
+        stages[spec.name] = split_runtime(spec.name, table)[0]
     raw_notes = data.get("notes", [])
     if not isinstance(raw_notes, list):
         raise EvidenceError(
@@ -136,7 +151,7 @@ def load_answers(answers_path: Path) -> Answers:
                 "note only stages the file answers",
             )
         notes.append(note)
-    return Answers(path=path, session=session, stages=stages, notes=notes, unbuilt=unbuilt)
+    return Answers(path=path, session=session, stages=stages, notes=notes, unbuilt=unbuilt, runtime=runtime)
 
 
 def _workspace(answers: Answers, override: Path | None) -> Path:
@@ -154,7 +169,7 @@ def run_answers(
     workspace: Path | None = None,
     progress: Progress | None = None,
     stop_on_fail: bool | None = None,
-) -> ReplayResult:
+) -> AnswersResult:
     """Create a session from an answers file, run and freeze every answered stage in order.
 
     workspace: explicit argument, else [session].workspace (relative to the answers file), else the
@@ -174,39 +189,23 @@ def run_answers(
         workspace=_workspace(answers, workspace),
         session_id=answers.session.id or None,
     )
-    result = ReplayResult(session_dir, mode="answers")
+    result = AnswersResult(session_dir)
     per_stage: dict[str, float] = {}
     session.lock.acquire()
     try:
         stopped = ""
-        for name, table in answers.stages.items():
+        for name in answers.stages:
             if stopped:
                 result.rows.append(Row(name, "(stage)", "not_run", "", stopped))
                 continue
             if name in answers.unbuilt:
                 stopped = f"not run: '{name}' is not built in this claimcheck"
-                result.rows.append(
-                    Row(
-                        name,
-                        "(stage)",
-                        "not_run",
-                        "",
-                        "stage not built in this claimcheck; answers for it unused",
-                    )
-                )
+                why = "stage not built in this claimcheck; answers for it unused"
+                result.rows.append(Row(name, "(stage)", "not_run", "", why))
                 continue
-            say(f"{name}: running")
-            ctx = session.context(name, progress=_progress_adapter(say, name))
             t0 = time.perf_counter()
-            try:
-                session.run_stage(name, table, ctx=ctx)
-            except StageInputError as exc:
-                raise StageInputError(f"{answers.path}: [{name}]: {exc}") from None
+            rec = _run_and_freeze(session, answers, name, say)
             per_stage[name] = time.perf_counter() - t0
-            for note in (n for n in answers.notes if n.stage == name):
-                session.add_note(name, note.tag, note.text)
-            rec = session.freeze(name)
-            say(f"{name}: frozen ({len(rec.checks)} checks, worst status {rec.worst_status() or '-'})")
             result.rows += [
                 Row(name, c.id, "failed" if c.status == "fail" else "recorded", c.status, c.summary)
                 for c in rec.checks
@@ -215,13 +214,20 @@ def run_answers(
                 stopped = f"not run: stopped after '{name}' failed a check (stop_on_fail)"
     finally:
         session.lock.release()
-    total = time.perf_counter() - t_start
-    compute = sum(per_stage.values())
-    result.timing = {
-        "total_s": round(total, 4),
-        "compute_s": round(compute, 4),
-        "overhead_s": round(total - compute, 4),
-        "ratio": round(total / compute, 3) if compute > 0 else None,
-        "per_stage_s": {k: round(v, 4) for k, v in per_stage.items()},
-    }
+    result.timing = timing(time.perf_counter() - t_start, per_stage)
     return result
+
+
+def _run_and_freeze(session: Session, answers: Answers, name: str, say: Progress) -> StageRecord:
+    """Run one answered stage (its runtime knobs on the context), attach its notes, freeze it."""
+    say(f"{name}: running")
+    ctx = session.context(name, progress=stage_progress(say, name), **answers.runtime.get(name, {}))
+    try:
+        session.run_stage(name, answers.stages[name], ctx=ctx)
+    except StageInputError as exc:
+        raise StageInputError(f"{answers.path}: [{name}]: {exc}") from None
+    for note in (n for n in answers.notes if n.stage == name):
+        session.add_note(name, note.tag, note.text)
+    rec = session.freeze(name)
+    say(f"{name}: frozen ({len(rec.checks)} checks, worst status {rec.worst_status() or '-'})")
+    return rec

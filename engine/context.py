@@ -1,4 +1,8 @@
-"""What a stage's run() may use besides its inputs: paths, progress and cancellation."""
+"""What a stage's run() may use besides its inputs: paths, progress, cancellation and runtime knobs.
+
+Runtime knobs say how this run behaves (whether dispatch waits for its job, how often it polls), not
+what the person decided: they are never part of a stage's inputs, so never part of its evidence.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.errors import ClaimcheckError
 
-class Cancelled(Exception):
+
+class Cancelled(ClaimcheckError):
     """Raised inside a stage when the person cancelled the running computation."""
 
 
-class StageInputError(Exception):
+class StageInputError(ClaimcheckError):
     """A user mistake in a stage's inputs (missing file, unknown column): a clear message, no traceback."""
 
 
@@ -31,6 +37,12 @@ class StageContext:
     replay: bool = False
     # The stage calling into the engine; the locked-test guard names it in refusals.
     stage: str = ""
+    # Runtime knobs of the dispatch stage (not evidence): wait for the launched job to end (headless
+    # runs and tests) or return at once (the app follows the job live); how often to poll it; and
+    # how long to wait at most (0 = as long as the job runs; the job itself keeps running).
+    wait: bool = True
+    poll_seconds: float = 2.0
+    wait_timeout_seconds: float = 0.0
 
     @property
     def data_dir(self) -> Path:

@@ -20,6 +20,7 @@ import tomlkit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from engine import __version__
+from engine.errors import ClaimcheckError, validation_problem
 from engine.shapes import Shape, ShapeError, validate_measured
 
 # 2: the measured values of every check id with a shape (engine/shapes) conform to it. Version-1
@@ -35,7 +36,7 @@ StageState = Literal["not_run", "draft", "frozen", "stale"]
 STATUS_ORDER: dict[str, int] = {"fail": 0, "warn": 1, "not_run": 2, "info": 3, "pass": 4}
 
 
-class EvidenceError(Exception):
+class EvidenceError(ClaimcheckError):
     """A record that cannot be used: says which file, which field and what to do."""
 
     def __init__(self, file: Path | str, field: str, problem: str, fix: str):
@@ -280,25 +281,9 @@ def read_toml(path: Path) -> dict[str, Any]:
         ) from None
 
 
-def _field_path(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
-
-
 def _validation_to_error(path: Path, exc: ValidationError) -> EvidenceError:
-    err = exc.errors()[0]
-    field = _field_path(tuple(err["loc"]))
-    kind = err["type"]
-    if kind == "extra_forbidden":
-        return EvidenceError(path, field, "is not a known field", "remove it or check its spelling")
-    if kind == "missing":
-        return EvidenceError(path, field, "is required but missing", "add it (see docs/evidence-format.md)")
-    more = f" (and {len(exc.errors()) - 1} more problems)" if len(exc.errors()) > 1 else ""
-    return EvidenceError(
-        path, field, f"{err['msg']}{more}", "correct the value (see docs/evidence-format.md)"
-    )
+    p = validation_problem(exc)
+    return EvidenceError(path, p.field or "(top level)", p.problem, f"{p.fix} (see docs/evidence-format.md)")
 
 
 def _check_version(path: Path, data: dict[str, Any], where: str) -> None:

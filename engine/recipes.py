@@ -6,7 +6,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from engine import stages as registry
+from engine import registry
 from engine.evidence import EvidenceError, read_toml
 
 RECIPES_DIR = Path(__file__).resolve().parents[1] / "recipes"

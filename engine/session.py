@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from engine import stages as registry
-from engine.context import StageContext, StageInputError
+from engine import core, registry
+from engine.context import StageContext
+from engine.errors import ClaimcheckError
 from engine.evidence import (
     EvidenceError,
     Note,
@@ -38,7 +39,7 @@ SESSION_FILE = "session.toml"
 LOCK_FILE = ".lock"
 
 
-class SessionLocked(Exception):
+class SessionLocked(ClaimcheckError):
     def __init__(self, path: Path, holder: dict[str, Any], stale: bool):
         self.path, self.holder, self.stale = path, holder, stale
         who = f"pid {holder.get('pid')} on {holder.get('host')} since {holder.get('since')}"
@@ -50,7 +51,7 @@ class SessionLocked(Exception):
         super().__init__(f"session {path} is open in another process ({who}); {hint}")
 
 
-class StageOrderError(Exception):
+class StageOrderError(ClaimcheckError):
     """A stage was run or frozen before the stages it rests on were frozen."""
 
 
@@ -239,34 +240,21 @@ class Session:
         return out
 
     def validate_inputs(self, name: str, inputs: dict[str, Any]) -> BaseModel:
-        module = registry.get(name).module()
-        if module is None:
-            raise StageInputError(f"stage '{name}' is not built yet in this version of claimcheck")
-        try:
-            return module.Inputs.model_validate(inputs)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            field = ".".join(str(p) for p in err["loc"]) or "(inputs)"
-            raise StageInputError(f"{name} inputs: field '{field}': {err['msg']}") from None
+        """The stage's Inputs model; raises StageInputError (core.InvalidInputs) naming the field."""
+        return core.validate(name, inputs)
 
     def run_stage(
         self, name: str, inputs: dict[str, Any], ctx: StageContext | None = None, save: bool = True
     ) -> StageRecord:
-        """Validate inputs, run the stage on its frozen upstream, record the chain, save as draft."""
-        model = self.validate_inputs(name, inputs)
+        """Validate inputs, run the stage on its frozen upstream (engine.core.compute), save as draft."""
+        model = core.validate(name, inputs)
         upstream = self.upstream_records(name)
-        ctx = ctx or self.context(name)
-        ctx.stage = name
-        module = registry.get(name).module()
-        rec = module.run(model, upstream, ctx)
+        rec = core.compute(name, model, upstream, ctx or self.context(name))
         old = self.record(name)
         if old is not None:
             # The person's notes outlive a re-run; notes the stage itself writes are regenerated, not stacked.
             fresh = {(n.tag, n.text) for n in rec.notes}
             rec.notes = [*(n for n in old.notes if (n.tag, n.text) not in fresh), *rec.notes]
-        rec.provenance.upstream = {k: v.provenance.digest for k, v in upstream.items()}
-        rec.provenance.frozen = False
-        rec.provenance.frozen_at = ""
         return self.save_record(rec) if save else rec.sealed()
 
     def freeze(self, name: str) -> StageRecord:

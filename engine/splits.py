@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.context import StageContext, StageInputError
+from engine.errors import ClaimcheckError
 from engine.evidence import EvidenceError, StageRecord
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ MEMBERSHIP_FILE = "split.parquet"
 LOCKED_READER = "artifact"  # the only stage allowed to see locked-test labels
 
 
-class LockedTestError(Exception):
+class LockedTestError(ClaimcheckError):
     """A stage other than the artifact stage asked for the locked test labels."""
 
 

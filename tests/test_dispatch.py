@@ -53,7 +53,8 @@ def pipeline(tmp_path_factory):
     )
     upstream["contract"] = contract.run(cinp, upstream, ctx)
     ctx.stage = "dispatch"
-    rec = dispatch.run(dispatch.Inputs(poll_seconds=0.3, wait_timeout_seconds=240), upstream, ctx)
+    ctx.poll_seconds, ctx.wait_timeout_seconds = 0.3, 240  # runtime knobs, not inputs
+    rec = dispatch.run(dispatch.Inputs(), upstream, ctx)
     return upstream, ctx, rec
 
 
@@ -99,11 +100,11 @@ def test_second_dispatch_and_replay_do_not_relaunch(pipeline) -> None:
     op = rec.check("dispatch.identity").measured["operation_id"]
     pid_file = ctx.session_dir / "jobs" / op / "pid.json"
     starts = json.loads(pid_file.read_text())["starts"]
-    again = dispatch.run(dispatch.Inputs(poll_seconds=0.3), upstream, ctx)
+    again = dispatch.run(dispatch.Inputs(), upstream, ctx)
     assert "adopted" in again.check("dispatch.acknowledged").measured["how"]
     ctx.replay = True
     try:
-        replayed = dispatch.run(dispatch.Inputs(poll_seconds=0.3), upstream, ctx)
+        replayed = dispatch.run(dispatch.Inputs(), upstream, ctx)
     finally:
         ctx.replay = False
     assert json.loads(pid_file.read_text())["starts"] == starts  # still one process ever started

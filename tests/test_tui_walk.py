@@ -79,7 +79,7 @@ def walk_recipe(model_dir: Path, runs: Path) -> dict:
             "alarms": {"disabled": ["train_dev_gap"], "worse_than_trivial_after_step": 10},
             "on_required_fail": "warn",
         },
-        "dispatch": {"poll_seconds": 0.3},
+        "dispatch": {},  # the app never waits for the job (ctx.wait = False): it follows it live
         "artifact": {
             "comparators": ["base_model", "best_baseline", "trivial_baseline"],
             "bootstrap_resamples": 100,

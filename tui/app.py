@@ -27,7 +27,8 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Static
 
-from engine import stages as registry
+from engine import registry
+from engine.core import split_runtime
 from engine.evidence import EvidenceError, StageRecord
 from engine.session import Session, SessionLocked, StageOrderError, find_sessions, new_session_id
 from tui.safe import clean, literal
@@ -459,13 +460,17 @@ class ClaimcheckApp(App):
             self.show_start()
 
     def initial_inputs(self, session: Session, name: str) -> dict[str, Any]:
-        """A stage's form start: its recorded inputs, else the recipe's defaults over the Inputs() defaults."""
+        """A stage's form start: its recorded inputs, else the recipe's defaults over the Inputs() defaults.
+
+        Runtime knobs an older record or recipe still holds (dispatch's `wait`, ...) are left out: they
+        are no stage input any more (engine/core.py), and the app never waits for a job.
+        """
         try:
             rec: StageRecord | None = session.record(name)
         except EvidenceError:
             rec = None
         if rec is not None:
-            return dict(rec.inputs)
+            return split_runtime(name, rec.inputs)[0]
         recipe_name = session.meta.recipe or self.recipe or ""
         recipe: dict[str, Any] = {}
         _, loader = _recipes()
@@ -476,13 +481,7 @@ class ClaimcheckApp(App):
                 self.notify(clean(str(exc)), title="recipe not loaded", severity="warning", timeout=8)
         module = registry.get(name).module()
         base = _drop_none(module.Inputs().model_dump(mode="json")) if module is not None else {}
-        if (
-            module is not None
-            and "wait" in getattr(module.Inputs, "model_fields", {})
-            and "wait" not in recipe
-        ):
-            base["wait"] = False  # the app polls the job live instead of blocking until it ends
-        return _merge(_merge(base, recipe), self.overrides.get(name, {}))
+        return split_runtime(name, _merge(_merge(base, recipe), self.overrides.get(name, {})))[0]
 
     # ------------------------------------------------------------ app-wide actions
 

@@ -22,7 +22,7 @@ from pathlib import Path
 # takes effect before polars loads, and a value the user set wins.
 os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
 
-EXIT_OK, EXIT_DIFFERS, EXIT_UNUSABLE = 0, 1, 2
+from engine.errors import EXIT_OK, EXIT_UNUSABLE  # noqa: E402  (light: no pydantic, no torch)
 
 DESCRIPTION = (
     "claimcheck walks a fine-tuning claim through seven stages (claim, source, split, baseline, "
@@ -88,18 +88,10 @@ def _user_error(exc: BaseException) -> int:
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    from engine.context import StageInputError
-    from engine.evidence import EvidenceError
-    from engine.session import SessionLocked, StageOrderError
+    """What the person can fix: claimcheck's own errors (one root), and a session folder in the way."""
+    from engine.errors import ClaimcheckError
 
-    return (
-        EvidenceError,
-        StageInputError,
-        SessionLocked,
-        StageOrderError,
-        FileExistsError,
-        FileNotFoundError,
-    )
+    return (ClaimcheckError, FileExistsError, FileNotFoundError)
 
 
 def _print_result(result, as_json: bool) -> int:

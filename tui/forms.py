@@ -19,17 +19,15 @@ from textual.message import Message
 from textual.validation import Number
 from textual.widgets import Checkbox, Input, Label, Select, TextArea
 
+from engine.errors import validation_problem
 from engine.evidence import dump_toml
 from tui.safe import clean, literal
 
 
 def validation_message(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err["loc"]) or "(inputs)"
-    more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-    if err["type"] == "extra_forbidden":
-        return f"field '{loc}': not a known field — remove it or check its spelling{more}"
-    return f"field '{loc}': {err['msg']}{more}"
+    """The engine's one wording of a validation error (engine.errors.validation_problem)."""
+    p = validation_problem(exc)
+    return f"{p.text()} — {p.fix}"
 
 
 def validate(model: type[BaseModel], data: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:

@@ -22,10 +22,11 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import Label, ProgressBar, Static, TabbedContent, TabPane
 
-from engine.context import Cancelled, StageInputError
+from engine.context import Cancelled
+from engine.errors import ClaimcheckError
 from engine.evidence import EvidenceError, StageRecord
-from engine.session import Session, StageOrderError
-from engine.stages import StageSpec
+from engine.registry import StageSpec
+from engine.session import Session
 from tui.forms import CLAIM_FIELDS, ClaimForm, StageForm, TomlForm
 from tui.panels import DispatchPanel, VisualPanel
 from tui.safe import clean, literal
@@ -255,12 +256,13 @@ class StageView(Vertical):
             self._last_progress = now
             self.post_message(RunProgress(name, fraction, message))
 
-        ctx = self.session.context(name, progress=progress, cancel_event=cancel)
+        # wait=False: dispatch records the launch and returns; the Visual tab follows the job live.
+        ctx = self.session.context(name, progress=progress, cancel_event=cancel, wait=False)
         try:
             record = self.session.run_stage(name, inputs, ctx)
         except Cancelled:
             self.post_message(RunEnded(name, None, "cancelled: nothing was saved", cancelled=True))
-        except (StageInputError, StageOrderError, EvidenceError, FileExistsError) as exc:
+        except (ClaimcheckError, FileExistsError) as exc:
             self.post_message(RunEnded(name, None, str(exc)))
         except Exception as exc:  # a bug in a stage: show it plainly, keep the app alive
             tb = traceback.format_exc(limit=3)

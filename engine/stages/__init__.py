@@ -1,71 +1,11 @@
-"""The seven stages, registered in order. Each is a module with the same interface:
+"""The seven stage modules (claim, source, split, baseline, contract, dispatch, artifact).
 
-    TITLE: str
-    Inputs: a pydantic model (extra="forbid") of what the person decides
-    run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> StageRecord
-
-Modules are imported lazily so that listing the stages never pulls in heavy libraries.
+The stage table itself lives in `engine.registry`, below the stages; it is re-exported here so that
+`from engine import stages as registry` and `from engine.stages import STAGES, StageSpec` keep working.
 """
 
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass
-from types import ModuleType
+from engine.registry import STAGE_NAMES, STAGES, StageSpec, downstream_names, get, upstream_names
 
-
-@dataclass(frozen=True)
-class StageSpec:
-    name: str
-    index: int
-    title: str
-    question: str
-
-    @property
-    def file_name(self) -> str:
-        return f"{self.index:02d}-{self.name}.toml"
-
-    def module(self) -> ModuleType | None:
-        """The stage's module, or None while the stage is not built yet."""
-        try:
-            return importlib.import_module(f"engine.stages.{self.name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"engine.stages.{self.name}":
-                return None
-            raise
-
-    @property
-    def implemented(self) -> bool:
-        return self.module() is not None
-
-
-STAGES: tuple[StageSpec, ...] = (
-    StageSpec("claim", 1, "Claim", "What exactly is claimed, for whom, measured how, against what?"),
-    StageSpec("source", 2, "Source", "What is in the data, and can the inputs determine the target?"),
-    StageSpec("split", 3, "Split", "Does the held-out data answer the deployment question without leakage?"),
-    StageSpec("baseline", 4, "Baseline", "Is the task learnable, and what must a model beat?"),
-    StageSpec(
-        "contract", 5, "Contract", "Is the training run pinned, verified on real inputs, and able to fit?"
-    ),
-    StageSpec("dispatch", 6, "Dispatch", "Did the contracted job really run, and how did it behave?"),
-    StageSpec(
-        "artifact", 7, "Artifact", "Is the saved model the one trained, and is it better on the locked test?"
-    ),
-)
-STAGE_NAMES: tuple[str, ...] = tuple(s.name for s in STAGES)
-_BY_NAME = {s.name: s for s in STAGES}
-
-
-def get(name: str) -> StageSpec:
-    try:
-        return _BY_NAME[name]
-    except KeyError:
-        raise KeyError(f"unknown stage {name!r}; stages are: {', '.join(STAGE_NAMES)}") from None
-
-
-def upstream_names(name: str) -> tuple[str, ...]:
-    return STAGE_NAMES[: get(name).index - 1]
-
-
-def downstream_names(name: str) -> tuple[str, ...]:
-    return STAGE_NAMES[get(name).index :]
+__all__ = ["STAGES", "STAGE_NAMES", "StageSpec", "downstream_names", "get", "upstream_names"]

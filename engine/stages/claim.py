@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine import stages as registry
+from engine import registry
 from engine.context import StageContext
 from engine.evidence import Check, EvidenceError, StageRecord
 

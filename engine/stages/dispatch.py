@@ -58,11 +58,8 @@ class Inputs(BaseModel):
     # Shared storage the Ray job writes to; empty = the session's own job folder, read in place.
     output_location: str = ""
     attempt: int = Field(default=1, ge=1)
-    # Headless runs and tests wait for the job to end; the TUI polls instead.
-    wait: bool = True
-    poll_seconds: float = Field(default=2.0, gt=0)
-    # 0 = wait as long as the job runs.
-    wait_timeout_seconds: float = Field(default=0.0, ge=0)
+    # Whether to wait for the job, how often to poll it and for how long are runtime knobs, not
+    # evidence: StageContext.wait / poll_seconds / wait_timeout_seconds (engine/core.py).
     # Restart a job whose process died before a terminal status, from its last checkpoint.
     resume: bool = False
 
@@ -89,7 +86,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
         try:
             handle = provider.launch(job_dir, op_id, resume=inputs.resume)
             launch_info.update(started=handle.started, ref=handle.ref)
-            if inputs.wait:
+            if ctx.wait:
                 _wait(provider, handle, inputs, ctx)
         except _provider_errors() as exc:
             raise StageInputError(f"dispatch via {inputs.provider}: {exc}") from None
@@ -223,10 +220,10 @@ def _wait(provider: Any, handle: Any, inputs: Inputs, ctx: StageContext) -> None
         if st.terminal:
             provider.fetch(handle)  # local: nothing to copy; ray: logs + artifact home, checksums verified
             return
-        if inputs.wait_timeout_seconds and time.time() - start > inputs.wait_timeout_seconds:
+        if ctx.wait_timeout_seconds and time.time() - start > ctx.wait_timeout_seconds:
             return  # the job keeps running; the checks say so
         ctx.check_cancelled()  # stops waiting only: the detached job is not touched
-        time.sleep(inputs.poll_seconds)
+        time.sleep(ctx.poll_seconds)
 
 
 # ---------------------------------------------------------------- checks from the job's files

@@ -1,0 +1,164 @@
+"""Replay's comparisons: a recorded check against its re-computation, and a record against itself.
+
+- `diff_values`, `compare_check`, `compare_records`: what a re-run measured now against what was
+  recorded, exactly or within the absolute tolerance the recorded check declares;
+- `integrity`: a record's digest, its exact bytes and session.toml's stage table must agree;
+- `chain`: the upstream digests a record was computed from must be the current ones.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from engine import registry
+from engine.evidence import Check, StageRecord, record_to_toml
+from engine.outcomes import Difference, Row
+from engine.session import Session
+
+# ---------------------------------------------------------------- comparison
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def diff_values(old: Any, new: Any, tolerance: float | None = None, key: str = "") -> list[Difference]:
+    """Differences between two TOML values; numbers within `tolerance` (absolute) count as equal."""
+    if _is_number(old) and _is_number(new):
+        if isinstance(old, float) and isinstance(new, float) and math.isnan(old) and math.isnan(new):
+            return []
+        if tolerance is None:
+            return [] if old == new else [Difference(key, old, new)]
+        return [] if abs(old - new) <= tolerance else [Difference(key, old, new, tolerance)]
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[Difference] = []
+        for k in list(old) + [k for k in new if k not in old]:
+            sub = f"{key}.{k}" if key else k
+            if k not in new:
+                out.append(Difference(sub, old[k], "(absent)"))
+            elif k not in old:
+                out.append(Difference(sub, "(absent)", new[k]))
+            else:
+                out += diff_values(old[k], new[k], tolerance, sub)
+        return out
+    if isinstance(old, list) and isinstance(new, list):
+        if len(old) != len(new):
+            return [Difference(key, old, new, tolerance)]
+        out = []
+        for i, (a, b) in enumerate(zip(old, new, strict=True)):
+            out += diff_values(a, b, tolerance, f"{key}[{i}]")
+        return out
+    if type(old) is not type(new) or old != new:
+        return [Difference(key, old, new)]
+    return []
+
+
+def compare_check(stage: str, old: Check, new: Check) -> Row:
+    """One recorded check against its re-computation; tolerances come from the recorded check."""
+    diffs: list[Difference] = []
+    for attr in ("status", "basis", "coverage"):
+        if getattr(old, attr) != getattr(new, attr):
+            diffs.append(Difference(attr, getattr(old, attr), getattr(new, attr)))
+    for key in list(old.measured) + [k for k in new.measured if k not in old.measured]:
+        if key not in new.measured:
+            diffs.append(Difference(f"measured.{key}", old.measured[key], "(absent)"))
+        elif key not in old.measured:
+            diffs.append(Difference(f"measured.{key}", "(absent)", new.measured[key]))
+        else:
+            diffs += diff_values(
+                old.measured[key], new.measured[key], old.tolerance.get(key), f"measured.{key}"
+            )
+    if old.replay == "observation":
+        detail = "observation (not compared)" + ("; it changed since recorded" if diffs else "")
+        return Row(stage, old.id, "observation", old.status, detail, diffs)
+    within = any(d.tolerance is not None for d in diffs) or any(k in old.tolerance for k in old.measured)
+    if diffs:
+        return Row(stage, old.id, "differs", old.status, "", diffs)
+    return Row(stage, old.id, "reproduced", old.status, "within declared tolerance" if within else "")
+
+
+def compare_records(stage: str, old: StageRecord, new: StageRecord) -> list[Row]:
+    rows: list[Row] = []
+    in_diffs = diff_values(old.inputs, new.inputs, None, "inputs")
+    if in_diffs:
+        rows.append(
+            Row(stage, "(inputs)", "differs", "", "the stage now records its inputs differently", in_diffs)
+        )
+    new_by_id = {c.id: c for c in new.checks}
+    for chk in old.checks:
+        now = new_by_id.pop(chk.id, None)
+        if now is None:
+            rows.append(Row(stage, chk.id, "missing", chk.status, "recorded, but not produced by the re-run"))
+        else:
+            rows.append(compare_check(stage, chk, now))
+    for chk in new_by_id.values():
+        rows.append(Row(stage, chk.id, "new", chk.status, "produced by the re-run, absent from the record"))
+    return rows
+
+
+# ---------------------------------------------------------------- integrity
+
+
+def integrity(session: Session, name: str, path: Path, rec: StageRecord, text: str) -> list[Row]:
+    rel = path.name
+    rows = []
+    if rec.stage != name:
+        rows.append(Row(name, "(record)", "tampered", "", f"{rel} says it is stage '{rec.stage}'"))
+    actual = rec.compute_digest()
+    if actual != rec.provenance.digest:
+        rows.append(
+            Row(
+                name,
+                "(record)",
+                "tampered",
+                "",
+                f"{rel} was edited after it was sealed: its content digest is {actual[:19]}…, "
+                f"its provenance says {rec.provenance.digest[:19]}…",
+            )
+        )
+    elif record_to_toml(rec) != text:
+        rows.append(
+            Row(
+                name,
+                "(record)",
+                "tampered",
+                "",
+                f"{rel}: bytes differ from what claimcheck wrote (edited by hand)",
+            )
+        )
+    entry = session.meta.stages.get(name)
+    if entry is not None and entry.digest and entry.digest != rec.provenance.digest:
+        rows.append(
+            Row(
+                name,
+                "(record)",
+                "tampered",
+                "",
+                f"session.toml records digest {entry.digest[:19]}… for {rel}, the file holds "
+                f"{rec.provenance.digest[:19]}…",
+            )
+        )
+    return rows
+
+
+def chain(name: str, rec: StageRecord, records: dict[str, StageRecord]) -> list[Row]:
+    rows = []
+    for up in registry.upstream_names(name):
+        recorded = rec.provenance.upstream.get(up, "")
+        current = records.get(up)
+        if current is None:
+            rows.append(Row(name, "(chain)", "stale", "", f"rests on '{up}', whose record is missing"))
+        elif recorded != current.provenance.digest:
+            rows.append(
+                Row(
+                    name,
+                    "(chain)",
+                    "stale",
+                    "",
+                    f"computed from '{up}' {recorded[:19] or '(none)'}…, the current '{up}' is "
+                    f"{current.provenance.digest[:19]}…",
+                )
+            )
+    return rows
