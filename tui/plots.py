@@ -125,8 +125,10 @@ GLYPHS = "●○◆◇▲△"
 def lines(fig: Lines, width: int = WIDTH, height: int = 8) -> Text:
     """Curves on a character grid; a curve of one point is named with its value, never drawn as a chart."""
     t = title(fig.title)
-    series = {name: [(x, y) for x, y in pts if math.isfinite(x) and math.isfinite(y)]
-              for name, pts in fig.series.items()}
+    series = {
+        name: [(x, y) for x, y in pts if math.isfinite(x) and math.isfinite(y)]
+        for name, pts in fig.series.items()
+    }
     glyph = {name: GLYPHS[i % len(GLYPHS)] for i, name in enumerate(series)}
     xs = [x for pts in series.values() for x, _ in pts]
     multi = any(len(pts) > 1 for pts in series.values())
@@ -151,7 +153,9 @@ def lines(fig: Lines, width: int = WIDTH, height: int = 8) -> Text:
             t.append(": no finite point\n", style="dim")
     if fig.marks:
         t.append("  ┆ ", style="bold yellow")
-        t.append_text(literal(f"{fig.mark_label or 'marked'} at {x_name} " + ", ".join(num(m) for m in fig.marks)))
+        t.append_text(
+            literal(f"{fig.mark_label or 'marked'} at {x_name} " + ", ".join(num(m) for m in fig.marks))
+        )
         t.append("\n")
     if fig.reference is not None:
         t.append("  ┄ ", style="bold red")
@@ -162,8 +166,9 @@ def lines(fig: Lines, width: int = WIDTH, height: int = 8) -> Text:
     return t
 
 
-def _grid(fig: Lines, series: dict[str, list[tuple[float, float]]], glyph: dict[str, str],
-          width: int, height: int) -> Text:
+def _grid(
+    fig: Lines, series: dict[str, list[tuple[float, float]]], glyph: dict[str, str], width: int, height: int
+) -> Text:
     xs = [x for pts in series.values() for x, _ in pts] + list(fig.marks)
     ys = [y for pts in series.values() for _, y in pts]
     if fig.reference is not None and math.isfinite(fig.reference):
@@ -198,7 +203,8 @@ def _grid(fig: Lines, series: dict[str, list[tuple[float, float]]], glyph: dict[
         c = cx(m)
         for r in range(height):
             grid[r][c] = ("┆", "yellow")
-    for i, (name, pts) in enumerate(series.items()):
+    # the first series last, so it stays visible where curves meet
+    for i, (name, pts) in reversed(list(enumerate(series.items()))):
         style = "cyan" if i % 2 == 0 else "magenta"
         # the line between points, one cell per column, under the points themselves
         for (xa, ya), (xb, yb) in zip(pts, pts[1:], strict=False):
@@ -218,7 +224,9 @@ def _grid(fig: Lines, series: dict[str, list[tuple[float, float]]], glyph: dict[
     t.append(" " * lab_w + " └" + "─" * cols + "\n", style="dim")
     left, right = num(x0), num(x1)
     x_name = clean(fig.x_label)
-    axis = left + (f" {x_name} " if x_name else " ").center(max(1, cols - len(left) - len(right)), " ") + right
+    axis = (
+        left + (f" {x_name} " if x_name else " ").center(max(1, cols - len(left) - len(right)), " ") + right
+    )
     t.append_text(literal(" " * (lab_w + 2) + axis, "dim"))
     t.append("\n")
     return t
@@ -353,7 +361,7 @@ def grouped(fig: Grouped, width: int = WIDTH) -> Text:
         for cat, name in zip(cats, names, strict=False):
             t.append_text(literal(name, "bold"))
             t.append("\n")
-            for g, (gname, vals) in zip(gnames, fig.groups.items(), strict=False):
+            for gname, vals in zip(gnames, fig.groups.values(), strict=False):
                 t.append_text(literal("  " + gname.ljust(g_w) + " "))
                 t.append_text(_bar(vals.get(cat), top, bar_w, val_w))
                 t.append("\n")
