@@ -23,7 +23,7 @@ from textual.widgets import Sparkline, Static
 from engine.evidence import StageRecord
 from engine.shapes import ShapeError
 from tui.safe import clean, literal
-from tui.stage_panels import NOT_MEASURED, RENDERERS, render_dispatch_record
+from tui.stage_panels import NOT_MEASURED, PANEL_WIDTH, RENDERERS, render_dispatch_record
 
 __all__ = ["NOT_MEASURED", "RENDERERS", "DispatchPanel", "VisualPanel", "poll_jobs", "render_dispatch_record"]
 
@@ -37,22 +37,41 @@ def _num(v: Any) -> float | None:
 
 
 class VisualPanel(VerticalScroll):
-    """A stage's pictures, redrawn whenever its record changes."""
+    """A stage's pictures at the panel's own width, redrawn when its record or its width changes."""
 
     can_focus = True
 
     def __init__(self, stage: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.stage = stage
+        self._shown: tuple[StageRecord | None, Any] | None = None
+        self._drawn_width = 0
 
     def compose(self) -> ComposeResult:
         yield Static(id="visual-body")
 
     def show(self, record: StageRecord | None, session: Any) -> None:
+        self._shown = (record, session)
+        self._draw()
+
+    def on_resize(self) -> None:
+        if self._shown is not None and self._width() != self._drawn_width:
+            self._draw()
+
+    def _width(self) -> int:
+        """Columns the pictures may use: the panel less its scroll bar; PANEL_WIDTH before layout."""
+        width = self.content_region.width - self.styles.scrollbar_size_vertical
+        return width if width >= 30 else PANEL_WIDTH
+
+    def _draw(self) -> None:
+        if self._shown is None:
+            return
+        record, session = self._shown
         render = RENDERERS.get(self.stage)
         body = self.query_one("#visual-body", Static)
+        self._drawn_width = width = self._width()
         try:
-            body.update(render(record, session) if render else Text(NOT_MEASURED))
+            body.update(render(record, session, width) if render else Text(NOT_MEASURED))
         except ShapeError as exc:  # a record whose values do not fit their typed shape: say which
             body.update(literal(f"{NOT_MEASURED}: {exc}"))
         except Exception as exc:  # a record shape we did not expect must not take the screen down

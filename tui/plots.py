@@ -73,13 +73,17 @@ def abbreviate(labels: Sequence[str], limit: int) -> list[str]:
     return out
 
 
-def legend(labels: Sequence[str], shown: Sequence[str], what: str) -> Text:
-    """'what: a = full label, …' for every label that was shortened; empty when none was."""
-    pairs = [(s, clean(x)) for x, s in zip(labels, shown, strict=False) if s != clean(x)]
+def legend(labels: Sequence[str], shown: Sequence[str], what: str, width: int = WIDTH) -> Text:
+    """'what: a = full label, …' for every label that was shortened (one a line when they do not
+    fit on one); empty when none was."""
+    pairs = [f"{s} = {clean(x)}" for x, s in zip(labels, shown, strict=False) if s != clean(x)]
     t = Text()
-    if pairs:
-        t.append(f"  {what}: ", style="dim")
-        t.append_text(literal(", ".join(f"{s} = {x}" for s, x in pairs), "dim"))
+    if not pairs:
+        return t
+    one = f"  {what}: " + ", ".join(pairs)
+    lines = [one] if len(one) <= width else [f"  {what}:"] + [f"    {p}" for p in pairs]
+    for line in lines:
+        t.append_text(literal(line, "dim"))
         t.append("\n")
     return t
 
@@ -112,8 +116,8 @@ def heatmap(fig: Heatmap, width: int = WIDTH) -> Text:
             style = "dim" if v == 0 else ("bold green" if i == j else ("red" if v / top > 0.2 else "yellow"))
             t.append(num(v).rjust(cell_w), style=style)
         t.append("\n")
-    t.append_text(legend(fig.row_labels, rows, "rows"))
-    t.append_text(legend(fig.col_labels, cols, "columns"))
+    t.append_text(legend(fig.row_labels, rows, "rows", width))
+    t.append_text(legend(fig.col_labels, cols, "columns", width))
     return t
 
 
@@ -142,15 +146,20 @@ def lines(fig: Lines, width: int = WIDTH, height: int = 8) -> Text:
         t.append_text(literal(name, "bold"))
         if len(pts) == 1:
             x, y = pts[0]
-            t.append(f": one point, {num(y)} at {x_name} {num(x)}\n")
+            detail = f"one point, {num(y)} at {x_name} {num(x)}"
         elif pts:
             ys = [y for _, y in pts]
-            t.append(
-                f": {len(pts)} points, {x_name} {num(pts[0][0])}–{num(pts[-1][0])}: first {num(ys[0])}, "
-                f"last {num(ys[-1])}, min {num(min(ys))}, max {num(max(ys))}\n"
+            detail = (
+                f"{len(pts)} points ({x_name} {num(pts[0][0])}–{num(pts[-1][0])}), "
+                f"first {num(ys[0])}, last {num(ys[-1])}"
             )
+            if 4 + len(clean(name)) + 2 + len(detail) > width:
+                detail = f"{len(pts)} points, first {num(ys[0])}, last {num(ys[-1])}"
         else:
-            t.append(": no finite point\n", style="dim")
+            detail = "no finite point"
+        # on a narrow panel the details go on their own line rather than wrap anywhere
+        fits = 4 + len(clean(name)) + 2 + len(detail) <= width
+        t.append(": " + detail + "\n" if fits else ":\n    " + detail + "\n")
     if fig.marks:
         t.append("  ┆ ", style="bold yellow")
         t.append_text(
@@ -236,18 +245,29 @@ def _grid(
 
 
 def forest(fig: Forest, width: int = WIDTH) -> Text:
-    """Each interval as a bar on one shared axis, the point estimate ●, zero as ┃."""
+    """Each interval as a bar on one shared axis, the point estimate ●, zero as ┃.
+
+    Label, bar and numbers share a line when that leaves the bar 20 columns; on a narrower panel
+    the label and numbers go on one line and the bar on the next, so nothing is cut.
+    """
     t = title(fig.title)
     if not fig.items:
         return t.append("  no bounded interval\n", style="dim")
-    lab_w = min(30, max(len(clean(n)) for n, *_ in fig.items))
-    names = abbreviate([n for n, *_ in fig.items], lab_w)
+    full = [n for n, *_ in fig.items]
+    nums = [f"{p:+.4f} [{a:+.4f}, {b:+.4f}]" for _, p, a, b in fig.items]
+    num_w = max(len(x) for x in nums)
+    lab_w = min(30, max(len(clean(n)) for n in full))
+    one_line = width - lab_w - num_w - 3 >= 20
+    if one_line:
+        bar_w, indent = width - lab_w - num_w - 3, lab_w + 1
+    else:
+        lab_w = max(4, min(lab_w, width - num_w - 3))
+        bar_w, indent = max(10, width - 4), 2
+    names = abbreviate(full, lab_w)
     lo = min(0.0, *(a for _, _, a, _ in fig.items))
     hi = max(0.0, *(b for _, _, _, b in fig.items))
     if hi == lo:
         lo, hi = lo - 1.0, hi + 1.0
-    nums = [f"{p:+.4f} [{a:+.4f}, {b:+.4f}]" for _, p, a, b in fig.items]
-    bar_w = max(10, width - lab_w - max(len(s) for s in nums) - 4)
 
     def col(v: float) -> int:
         return min(bar_w - 1, max(0, round((v - lo) / (hi - lo) * (bar_w - 1))))
@@ -260,17 +280,21 @@ def forest(fig: Forest, width: int = WIDTH) -> Text:
         cells[col(a)], cells[col(b)] = "├", "┤"
         cells[zero] = "┃" if cells[zero] == " " else "╋"
         cells[col(p)] = "●"
-        t.append_text(literal(name.ljust(lab_w) + " "))
         excludes = a > 0 or b < 0
+        if one_line:
+            t.append_text(literal(name.ljust(lab_w) + " "))
+        else:
+            t.append_text(literal(name.ljust(lab_w) + "  " + text))
+            t.append("\n" + " " * indent)
         for ch in cells:
             t.append(ch, style="bold" if ch in "┃╋" else ("bold green" if excludes else "yellow"))
-        t.append(" " + text + "\n")
+        t.append((" " + text if one_line else "") + "\n")
     left, right = (f"{v:+.3g}" if v else "0" for v in (lo, hi))
     axis = list(left.ljust(bar_w - len(right)) + right)
     if lo < 0 < hi and len(left) < zero - 1 and zero + 1 < bar_w - len(right):
         axis[zero] = "0"
-    t.append(" " * (lab_w + 1) + "".join(axis) + "\n", style="dim")
-    t.append_text(legend([n for n, *_ in fig.items], names, "rows"))
+    t.append(" " * indent + "".join(axis) + "\n", style="dim")
+    t.append_text(legend(full, names, "rows", width))
     t.append("  ┃ zero (no difference); a bar clear of it excludes zero\n", style="dim")
     return t
 
@@ -336,7 +360,7 @@ def grouped(fig: Grouped, width: int = WIDTH) -> Text:
     n = len(fig.groups)
     cell_w = (width - cat_w - 1) // n
     bar_w = cell_w - val_w - 3
-    if n == 1 or bar_w >= 4:
+    if n == 1 or bar_w >= 2:
         if n == 1:
             bar_w = max(8, min(40, width - cat_w - val_w - 3))
             cell_w = bar_w + val_w + 2
@@ -353,7 +377,7 @@ def grouped(fig: Grouped, width: int = WIDTH) -> Text:
                 t.append_text(_bar(vals.get(cat), top, bar_w, val_w))
             t.append("\n")
         if n > 1:
-            t.append_text(legend(list(fig.groups), gnames, "columns"))
+            t.append_text(legend(list(fig.groups), gnames, "columns", width))
     else:
         g_w = min(14, max(len(g) for g in groups))
         gnames = abbreviate(list(fig.groups), g_w)
@@ -365,8 +389,8 @@ def grouped(fig: Grouped, width: int = WIDTH) -> Text:
                 t.append_text(literal("  " + gname.ljust(g_w) + " "))
                 t.append_text(_bar(vals.get(cat), top, bar_w, val_w))
                 t.append("\n")
-        t.append_text(legend(list(fig.groups), gnames, "groups"))
-    t.append_text(legend(cats, names, "rows"))
+        t.append_text(legend(list(fig.groups), gnames, "groups", width))
+    t.append_text(legend(cats, names, "rows", width))
     return t
 
 
@@ -374,13 +398,18 @@ def _bar(v: float | None, top: float, bar_w: int, val_w: int) -> Text:
     t = Text()
     if v is None or not math.isfinite(v):
         return t.append(" " * bar_w + " " + "–".rjust(val_w), style="dim")
-    k = round(bar_w * min(abs(v) / top, 1.0))
-    if v and not k:
-        k = 1
-    t.append("█" * k, style="cyan")
-    t.append("░" * (bar_w - k), style="dim")
+    eighths = round(bar_w * 8 * min(abs(v) / top, 1.0))
+    if v and not eighths:
+        eighths = 1
+    full, part = divmod(eighths, 8)
+    drawn = "█" * full + (_EIGHTHS[part] if part else "")
+    t.append(drawn, style="cyan")
+    t.append("░" * (bar_w - len(drawn)), style="dim")
     t.append(" " + _short(v).rjust(val_w))
     return t
+
+
+_EIGHTHS = " ▏▎▍▌▋▊▉"
 
 
 def _short(v: float) -> str:

@@ -26,6 +26,9 @@ from tui.safe import clean, literal
 from tui.widgets import bar_lines
 
 NOT_MEASURED = "not measured"
+# The visual panel's width in an 80-column terminal (the stage navigator takes the rest); the
+# VisualPanel passes its real width, this is what a caller that does not know it gets.
+PANEL_WIDTH = 60
 Sh = TypeVar("Sh", bound=S.Shape)
 
 
@@ -49,12 +52,12 @@ def read(record: StageRecord | None, check_id: str, shape: type[Sh]) -> tuple[Ch
     return check, S.parse(check, shape)
 
 
-def pictures(record: StageRecord | None, check_id: str) -> Text:
+def pictures(record: StageRecord | None, check_id: str, width: int = PANEL_WIDTH) -> Text:
     """Every figure the check's shape calls for, drawn; empty when it has none."""
     check = record.check(check_id) if record is not None else None
     t = Text()
     for fig in figures_for(check, record) if check is not None else []:
-        t.append_text(plot(fig))
+        t.append_text(plot(fig, width))
         t.append("\n")
     return t
 
@@ -81,7 +84,7 @@ def _table(head: list[str], rows: list[list[str]], widths: list[int]) -> Text:
 # ---------------------------------------------------------------- claim
 
 
-def render_claim(record: StageRecord | None, session: Any) -> Text:
+def render_claim(record: StageRecord | None, session: Any, width: int = PANEL_WIDTH) -> Text:
     if record is None:
         return not_measured("Claim", "run the claim checks first")
     t = section("The claim as recorded")
@@ -114,11 +117,11 @@ def render_claim(record: StageRecord | None, session: Any) -> Text:
 # ---------------------------------------------------------------- source
 
 
-def render_source(record: StageRecord | None, session: Any) -> Text:
+def render_source(record: StageRecord | None, session: Any, width: int = PANEL_WIDTH) -> Text:
     t = Text()
     check, cov = read(record, "source.class_coverage", D.ClassCoverage)
     if cov is not None and cov.per_target:
-        t.append_text(pictures(record, "source.class_coverage"))
+        t.append_text(pictures(record, "source.class_coverage", width))
         counts = sorted(cov.per_target.items(), key=lambda kv: -kv[1])
         total = sum(n for _, n in counts) or 1
         t.append(f"  {len(counts)} classes, {cov.rows:,} rows; ", style="dim")
@@ -134,7 +137,7 @@ def render_source(record: StageRecord | None, session: Any) -> Text:
         t.append_text(not_measured("Class distribution"))
     check, miss = read(record, "source.missingness", D.Missingness)
     if miss is not None:
-        shown = pictures(record, "source.missingness")
+        shown = pictures(record, "source.missingness", width)
         if shown.plain:
             t.append_text(shown)
         else:
@@ -168,7 +171,7 @@ def _label_noise(record: StageRecord | None) -> Text:
 # ---------------------------------------------------------------- split
 
 
-def render_split(record: StageRecord | None, session: Any) -> Text:
+def render_split(record: StageRecord | None, session: Any, width: int = PANEL_WIDTH) -> Text:
     t = Text()
     check, member = read(record, "split.membership", D.Membership)
     if member is not None and member.sizes:
@@ -182,7 +185,7 @@ def render_split(record: StageRecord | None, session: Any) -> Text:
         t.append_text(not_measured("Rows per split"))
     _, prev = read(record, "split.prevalence", D.Prevalence)
     if prev is not None:
-        t.append_text(pictures(record, "split.prevalence"))
+        t.append_text(pictures(record, "split.prevalence", width))
         t.append(
             f"  largest share difference from the whole: {prev.max_abs_share_difference:.3f}\n\n", style="dim"
         )
@@ -190,7 +193,7 @@ def render_split(record: StageRecord | None, session: Any) -> Text:
         t.append_text(not_measured("Prevalence per split"))
     _, support = read(record, "split.class_support", D.ClassSupport)
     if support is not None:
-        t.append_text(pictures(record, "split.class_support"))
+        t.append_text(pictures(record, "split.class_support", width))
         for split, classes in support.below_floor.items():
             if classes:
                 t.append_text(
@@ -216,9 +219,9 @@ def _learner(record: StageRecord | None) -> tuple[str, str, B.LearnerReport | No
     return check.id if check else "", name, conv.learners[name]
 
 
-def render_baseline(record: StageRecord | None, session: Any) -> Text:
+def render_baseline(record: StageRecord | None, session: Any, width: int = PANEL_WIDTH) -> Text:
     t = Text()
-    shown = pictures(record, "baseline.conventional")
+    shown = pictures(record, "baseline.conventional", width)
     if shown.plain:
         t.append("Confusion matrices (rows true, columns predicted)\n", style="bold")
         t.append_text(shown)
@@ -236,7 +239,7 @@ def render_baseline(record: StageRecord | None, session: Any) -> Text:
         ]
         t.append_text(section(f"Per class, {name}", cid))
         t.append_text(_table(["class", "precision", "recall", "f1", "support"], rows, [lab_w, 9, 9, 9, 8]))
-        t.append_text(legend([r.class_ for r in report.per_class], labels, "classes"))
+        t.append_text(legend([r.class_ for r in report.per_class], labels, "classes", width))
         bits = [
             f"{k} {v:.4f}"
             for k in ("macro_f1", "accuracy", "balanced_accuracy", "log_loss")
@@ -245,15 +248,15 @@ def render_baseline(record: StageRecord | None, session: Any) -> Text:
         t.append("  " + "  ".join(bits) + "\n\n", style="dim")
     else:
         t.append_text(not_measured("Per-class table"))
-    t.append_text(_learnability(record))
+    t.append_text(_learnability(record, width))
     return t
 
 
-def _learnability(record: StageRecord | None) -> Text:
+def _learnability(record: StageRecord | None, width: int) -> Text:
     check, learn = read(record, "baseline.learnability", B.Learnability)
     if learn is None:
         return not_measured("Learnability")
-    t = pictures(record, "baseline.learnability")
+    t = pictures(record, "baseline.learnability", width)
     if not t.plain:
         t.append_text(section(f"{learn.learner} − {learn.reference}", check.id if check else ""))
         t.append("  no bounded interval\n", style="dim")
@@ -279,10 +282,10 @@ def _learnability(record: StageRecord | None) -> Text:
 # ---------------------------------------------------------------- contract
 
 
-def render_contract(record: StageRecord | None, session: Any) -> Text:
+def render_contract(record: StageRecord | None, session: Any, width: int = PANEL_WIDTH) -> Text:
     t = Text()
     _, lengths = read(record, "contract.prepared_lengths", T.PreparedLengths)
-    shown = pictures(record, "contract.prepared_lengths")
+    shown = pictures(record, "contract.prepared_lengths", width)
     if lengths is not None and shown.plain:
         t.append_text(shown)
         t.append(
@@ -357,7 +360,7 @@ def _decoded(sample: dict[str, Any], i: int) -> Text:
 # ---------------------------------------------------------------- dispatch (the record's part)
 
 
-def render_dispatch_record(record: StageRecord | None) -> Text:
+def render_dispatch_record(record: StageRecord | None, width: int = PANEL_WIDTH) -> Text:
     """The recorded curves (checkpoint steps marked, the trivial baseline as reference) and checkpoints."""
     t = Text()
     if record is None:
@@ -366,7 +369,7 @@ def render_dispatch_record(record: StageRecord | None) -> Text:
         ("dispatch.loss_curve", "Recorded loss curve"),
         ("dispatch.dev_metric", "Recorded dev metric"),
     ):
-        shown = pictures(record, check_id)
+        shown = pictures(record, check_id, width)
         t.append_text(shown if shown.plain else not_measured(what))
     _, ckpt = read(record, "dispatch.checkpoints", T.Checkpoints)
     if ckpt is not None:
@@ -381,12 +384,12 @@ def render_dispatch_record(record: StageRecord | None) -> Text:
 # ---------------------------------------------------------------- artifact
 
 
-def render_artifact(record: StageRecord | None, session: Any) -> Text:
+def render_artifact(record: StageRecord | None, session: Any, width: int = PANEL_WIDTH) -> Text:
     t = _verdict(record)
-    t.append_text(_arms_table(record))
+    t.append_text(_arms_table(record, width))
     _, comp = read(record, "artifact.comparison", A.Comparison)
     if comp is not None:
-        t.append_text(pictures(record, "artifact.comparison"))
+        t.append_text(pictures(record, "artifact.comparison", width))
         for arm, d in comp.differences.items():
             ci = f" [{d.lo:+.4f}, {d.hi:+.4f}]" if d.bounded else " (no interval)"
             t.append_text(literal(f"  candidate − {arm}: {d.estimate:+.4f}{ci}"))
@@ -401,10 +404,10 @@ def render_artifact(record: StageRecord | None, session: Any) -> Text:
             f"  {comp.shared_rows:,} rows scored by every arm; intervals over {clean(comp.unit)}\n\n",
             style="dim",
         )
-    shown = pictures(record, "artifact.per_class")
+    shown = pictures(record, "artifact.per_class", width)
     if shown.plain:
         t.append_text(shown)
-    t.append_text(_calibration(record))
+    t.append_text(_calibration(record, width))
     return t
 
 
@@ -427,7 +430,7 @@ def _verdict(record: StageRecord | None) -> Text:
     return t
 
 
-def _arms_table(record: StageRecord | None) -> Text:
+def _arms_table(record: StageRecord | None, width: int) -> Text:
     check, arms = read(record, "artifact.arms", A.Arms)
     _, comp = read(record, "artifact.comparison", A.Comparison)
     if arms is None:
@@ -456,7 +459,7 @@ def _arms_table(record: StageRecord | None) -> Text:
             [arm_w, 9, 7, 7, 7, max(6, min(12, len(metric)))],
         )
     )
-    t.append_text(legend(list(arms.arms), names, "arms"))
+    t.append_text(legend(list(arms.arms), names, "arms", width))
     for arm, n in arms.arms.items():
         for err in n.errors[:3]:
             t.append_text(literal(f"  {arm}: {err}", "red", limit=200))
@@ -465,7 +468,7 @@ def _arms_table(record: StageRecord | None) -> Text:
     return t
 
 
-def _calibration(record: StageRecord | None) -> Text:
+def _calibration(record: StageRecord | None, width: int) -> Text:
     check, cal = read(record, "artifact.calibrated", A.Calibrated)
     if cal is None or not cal.arms:
         return not_measured("Calibration", "the artifact record holds no calibrated arm")
@@ -480,7 +483,7 @@ def _calibration(record: StageRecord | None) -> Text:
         t.append_text(literal(line))
         t.append("\n")
     t.append("\n")
-    t.append_text(pictures(record, "artifact.calibrated"))
+    t.append_text(pictures(record, "artifact.calibrated", width))
     return t
 
 
