@@ -38,6 +38,10 @@ def shape(session: Session, stage: str, check_id: str, cls: type[S.Shape]):
     return value
 
 
+def conv_check(session: Session):
+    return session.record("baseline").check("baseline.conventional")
+
+
 def panel(session: Session, stage: str) -> str:
     record = session.record(stage)
     if stage == "dispatch":
@@ -120,11 +124,16 @@ def test_baseline_panel_shows_the_confusion_matrix(session: Session) -> None:
     for name in drawn:
         rep = conv.learners[name]
         rows = block(text, f"baseline.conventional · confusion matrix of {name}")
-        assert "predicted" in rows[0]
-        assert_named(rows[1].split()[2:], [r.class_ for r in rep.per_class], text)
-        for cls_row, counts in zip(rep.per_class, rep.confusion, strict=True):
-            line = line_of("\n".join(rows), rf"^{re.escape(cls_row.class_)}\s")
-            assert [int(x.replace(",", "")) for x in line.split()[1:]] == counts
+        classes = [r.class_ for r in rep.per_class]
+        # six class names do not fit the panel as column heads: columns numbered as the rows
+        assert "predicted" in rows[0] and rows[1].split()[2:] == [str(i + 1) for i in range(len(classes))]
+        assert "columns are numbered as the rows" in rows[-1]
+        for i, (cls, counts) in enumerate(zip(classes, rep.confusion, strict=True), start=1):
+            line = line_of("\n".join(rows), rf"^{i} {re.escape(cls)}\s")
+            assert [int(x.replace(",", "")) for x in line.split()[2:]] == counts
+        # with room, the columns carry the class names whole
+        wide = plot(next(f for f in figures_for(conv_check(session), None) if name in f.title), 120).plain
+        assert wide.splitlines()[2].split()[2:] == classes
     report = conv.learners[learn.learner]
     for r in report.per_class:
         line_of(
@@ -189,8 +198,9 @@ def test_artifact_panel_arms_table_differences_and_verdict(session: Session) -> 
             rf"^{arm}\s+{n.requested:,}\s+{n.scored:,}\s+{n.failed:,}\s+{n.missing:,}\s+{comp.values[arm]:.4f}\s*$",
         )
     for arm, d in comp.differences.items():
+        forest = line_of(text, rf"^candidate − {arm} ")
+        assert forest.endswith(f"{d.estimate:+.4f} [{d.lo:+.4f}, {d.hi:+.4f}]")
         line = line_of(text, rf"^  candidate − {arm}: ")
-        assert f"{d.estimate:+.4f} [{d.lo:+.4f}, {d.hi:+.4f}]" in line
         assert ("not shown better" not in line) == comp.candidate_better[arm]
         assert f"McNemar p = {comp.mcnemar[arm].p_value:.4g}" in line
     for label, flag in (
@@ -279,14 +289,21 @@ def test_abbreviations_are_never_ambiguous() -> None:
     short = abbreviate(labels, 5)
     assert len(set(short)) == len(labels) and all(len(s) <= 5 for s in short)
     assert short[2] == "acc" and short[4] == "b", "labels that fit stay whole"
-    fig = Heatmap("m", labels, labels, [[float(i == j) for j in range(5)] for i in range(5)])
-    text = plot(fig, width=40).plain
+    cells = [[float(i == j) for j in range(5)] for i in range(5)]
+    # columns that are not the rows: cut, all different, and named in a legend
+    text = plot(Heatmap("m", labels, labels[::-1], cells), width=40).plain
     lines = text.splitlines()
     cols = lines[2].split()[2:]
-    assert len(set(cols)) == len(labels) and cols != labels, "cut, and still all different"
-    assert_named(cols, labels, text)
+    assert len(set(cols)) == len(labels) and cols != labels[::-1], "cut, and still all different"
+    assert_named(cols, labels[::-1], text)
     assert_named([ln.split()[0] for ln in lines[3:8]], labels, text)
     assert max(cell_len(ln) for ln in lines) <= 40
+    # a confusion matrix (columns = rows): the columns are numbered, the numbered rows are the legend
+    lines = plot(Heatmap("m", labels, labels, cells), width=40).plain.splitlines()
+    assert lines[2].split()[2:] == ["1", "2", "3", "4", "5"]
+    assert [ln.split()[0] for ln in lines[3:8]] == ["1", "2", "3", "4", "5"]
+    assert_named([ln.split()[1] for ln in lines[3:8]], labels, "\n".join(lines))
+    assert "columns are numbered as the rows" in lines[-1]
 
 
 def test_figure_labels_are_literal() -> None:

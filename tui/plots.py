@@ -92,18 +92,33 @@ def legend(labels: Sequence[str], shown: Sequence[str], what: str, width: int = 
 
 
 def heatmap(fig: Heatmap, width: int = WIDTH) -> Text:
-    """The matrix with the count in every cell: rows true, columns predicted; the diagonal bold."""
+    """The matrix with the count in every cell: rows true, columns predicted; the diagonal bold.
+
+    Column labels are shown whole when they fit. When they do not and the columns are the rows'
+    classes (a confusion matrix), rows are numbered and the columns carry the numbers: the row
+    labels are then the legend. Otherwise the columns are cut and a legend names them.
+    """
     t = title(fig.title)
     n_cols = len(fig.col_labels)
     values = [v for row in fig.cells for v in row]
     digits = max((len(num(v)) for v in values), default=1)
     row_w = min(14, max((len(clean(r)) for r in fig.row_labels), default=4), max(4, width // 4))
-    rows = abbreviate(fig.row_labels, row_w)
-    room = width - row_w - 2
     longest = max((len(clean(c)) for c in fig.col_labels), default=1)
-    # wide enough for the whole column labels when the row allows it, never narrower than a count
-    cell_w = max(digits + 1, min(longest + 1, room // max(1, n_cols), 12))
-    cols = abbreviate(fig.col_labels, max(1, cell_w - 1))
+    fits = (longest + 1) * n_cols <= width - row_w - 2 and longest < 12
+    numbered = not fits and list(fig.col_labels) == list(fig.row_labels)
+    if numbered:
+        tag_w = len(str(n_cols)) + 1
+        row_w = min(row_w, max(4, width - tag_w - 2 - (digits + 1) * n_cols))
+        rows = [f"{i + 1:>{tag_w - 1}} {r}" for i, r in enumerate(abbreviate(fig.row_labels, row_w))]
+        row_w += tag_w
+        cell_w = max(digits + 1, len(str(n_cols)) + 1, min(6, (width - row_w - 2) // max(1, n_cols)))
+        cols = [str(i + 1) for i in range(n_cols)]
+    else:
+        rows = abbreviate(fig.row_labels, row_w)
+        room = width - row_w - 2
+        # wide enough for the whole column labels when the row allows it, never narrower than a count
+        cell_w = max(digits + 1, min(longest + 1, room // max(1, n_cols), 12))
+        cols = abbreviate(fig.col_labels, max(1, cell_w - 1))
     top = max(values, default=0.0) or 1.0
     t.append(" " * (row_w + 1) + "predicted →\n", style="dim")
     t.append("true ↓".ljust(row_w + 1), style="dim")
@@ -116,8 +131,12 @@ def heatmap(fig: Heatmap, width: int = WIDTH) -> Text:
             style = "dim" if v == 0 else ("bold green" if i == j else ("red" if v / top > 0.2 else "yellow"))
             t.append(num(v).rjust(cell_w), style=style)
         t.append("\n")
-    t.append_text(legend(fig.row_labels, rows, "rows", width))
-    t.append_text(legend(fig.col_labels, cols, "columns", width))
+    if numbered:
+        t.append_text(legend(fig.row_labels, [r.split(" ", 1)[1] for r in rows], "rows", width))
+        t.append("  columns are numbered as the rows\n", style="dim")
+    else:
+        t.append_text(legend(fig.row_labels, rows, "rows", width))
+        t.append_text(legend(fig.col_labels, cols, "columns", width))
     return t
 
 
@@ -261,9 +280,8 @@ def forest(fig: Forest, width: int = WIDTH) -> Text:
     if one_line:
         bar_w, indent = width - lab_w - num_w - 3, lab_w + 1
     else:
-        lab_w = max(4, min(lab_w, width - num_w - 3))
         bar_w, indent = max(10, width - 4), 2
-    names = abbreviate(full, lab_w)
+    names = abbreviate(full, lab_w) if one_line else [clean(n) for n in full]
     lo = min(0.0, *(a for _, _, a, _ in fig.items))
     hi = max(0.0, *(b for _, _, _, b in fig.items))
     if hi == lo:
@@ -284,8 +302,9 @@ def forest(fig: Forest, width: int = WIDTH) -> Text:
         if one_line:
             t.append_text(literal(name.ljust(lab_w) + " "))
         else:
-            t.append_text(literal(name.ljust(lab_w) + "  " + text))
-            t.append("\n" + " " * indent)
+            # the label whole, the numbers beside it when they fit, else under it; the bar below
+            t.append_text(literal(name))
+            t.append(("  " if len(name) + 2 + len(text) <= width else "\n  ") + text + "\n" + " " * indent)
         for ch in cells:
             t.append(ch, style="bold" if ch in "┃╋" else ("bold green" if excludes else "yellow"))
         t.append((" " + text if one_line else "") + "\n")
@@ -295,7 +314,7 @@ def forest(fig: Forest, width: int = WIDTH) -> Text:
         axis[zero] = "0"
     t.append(" " * indent + "".join(axis) + "\n", style="dim")
     t.append_text(legend(full, names, "rows", width))
-    t.append("  ┃ zero (no difference); a bar clear of it excludes zero\n", style="dim")
+    t.append("  ┃ zero difference; a bar clear of it excludes zero\n", style="dim")
     return t
 
 
@@ -360,7 +379,7 @@ def grouped(fig: Grouped, width: int = WIDTH) -> Text:
     n = len(fig.groups)
     cell_w = (width - cat_w - 1) // n
     bar_w = cell_w - val_w - 3
-    if n == 1 or bar_w >= 2:
+    if n == 1 or bar_w >= 1:
         if n == 1:
             bar_w = max(8, min(40, width - cat_w - val_w - 3))
             cell_w = bar_w + val_w + 2
@@ -398,6 +417,12 @@ def _bar(v: float | None, top: float, bar_w: int, val_w: int) -> Text:
     t = Text()
     if v is None or not math.isfinite(v):
         return t.append(" " * bar_w + " " + "–".rjust(val_w), style="dim")
+    if bar_w == 1:  # a narrow panel: one cell whose height is the value
+        level = round(8 * min(abs(v) / top, 1.0))
+        if v and not level:
+            level = 1
+        t.append(" ▁▂▃▄▅▆▇█"[level], style="cyan")
+        return t.append(" " + _short(v).rjust(val_w))
     eighths = round(bar_w * 8 * min(abs(v) / top, 1.0))
     if v and not eighths:
         eighths = 1

@@ -28,7 +28,7 @@ from tui.widgets import bar_lines
 NOT_MEASURED = "not measured"
 # The visual panel's width in an 80-column terminal (the stage navigator takes the rest); the
 # VisualPanel passes its real width, this is what a caller that does not know it gets.
-PANEL_WIDTH = 60
+PANEL_WIDTH = 56
 Sh = TypeVar("Sh", bound=S.Shape)
 
 
@@ -391,12 +391,11 @@ def render_artifact(record: StageRecord | None, session: Any, width: int = PANEL
     if comp is not None:
         t.append_text(pictures(record, "artifact.comparison", width))
         for arm, d in comp.differences.items():
-            ci = f" [{d.lo:+.4f}, {d.hi:+.4f}]" if d.bounded else " (no interval)"
-            t.append_text(literal(f"  candidate − {arm}: {d.estimate:+.4f}{ci}"))
+            # the interval is in the forest plot above; one without bounds is not drawn there
+            shown = "" if d.bounded else f" {d.estimate:+.4f} (no interval)"
+            t.append_text(literal(f"  candidate − {arm}:{shown}"))
             better = comp.candidate_better.get(arm)
-            t.append(
-                "  better" if better else "  not shown better", style="bold green" if better else "yellow"
-            )
+            t.append(" better" if better else " not shown better", style="bold green" if better else "yellow")
             if arm in comp.mcnemar:
                 t.append(f"; McNemar p = {comp.mcnemar[arm].p_value:.4g}")
             t.append("\n")
