@@ -1,7 +1,8 @@
 """The figures of engine/figures.py drawn in the terminal, as rich Text.
 
 The HTML report draws the same figure data as SVG (engine/report_svg.py); here each kind becomes
-text that fits `width` columns (80 by default): a heat map with the count in every cell, a
+text that fits `width` columns (78 by default: an 80-column terminal; the TUI's visual panel
+passes its own width): a heat map with the count in every cell, a
 character chart of curves with checkpoint steps and the reference value marked, a forest plot of
 intervals around a zero mark, a histogram with the max_length bin marked, and grouped bars.
 Every data string (labels, titles) goes through tui/safe.py, so none is parsed as markup.
@@ -189,7 +190,7 @@ def lines(fig: Lines, width: int = WIDTH, height: int = 8) -> Text:
         t.append("  ┄ ", style="bold red")
         t.append_text(literal(f"{fig.reference_label or 'reference'} {num(fig.reference)}"))
         t.append("\n")
-    if fig.diagonal:
+    if fig.diagonal and multi:
         t.append("  · ideal (y = x)\n", style="dim")
     return t
 
