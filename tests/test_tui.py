@@ -153,11 +153,23 @@ async def test_freeze_then_change_makes_later_stage_stale(tmp_path: Path, monkey
         assert nav_words(app)["claim"] == "draft"
         assert app.session.record("claim").provenance.revision == 2
         # a stale stage cannot be frozen: the app says why instead of crashing
-        await pilot.press("ctrl+f", "y")
-        await pilot.press("ctrl+l", "2")
         await pilot.press("ctrl+f")
-        await pilot.pause(0.2)
-        assert not isinstance(app.screen, ConfirmScreen) or "Freeze" in screen_text(app)
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: nav_words(app)["claim"] == "frozen")
+        await pilot.press("ctrl+l", "2")
+        await wait_for(pilot, lambda: app.screen.current == "source")
+        await pilot.press("ctrl+f")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert "Freeze source?" in screen_text(app)
+        await pilot.press("y")
+        await wait_for(pilot, lambda: any(n.title == "not frozen" for n in app._notifications))
+        assert isinstance(app.screen, SessionScreen)
+        refused = [n for n in app._notifications if n.title == "not frozen"]
+        assert len(refused) == 1 and refused[0].severity == "error"
+        assert "stage 'source' is stale: re-run it on its current upstream" in str(refused[0].message)
+        assert app.session.state("source") == "stale"
+        assert nav_words(app)["source"].startswith("STALE")
 
 
 async def test_cancel_running_check(tmp_path: Path, monkeypatch) -> None:
@@ -261,15 +273,28 @@ HOSTILE = "[bold red]boom[/] \x1b[31mred\x1b[0m \x1b]52;c;SGVsbG8=\x07 tab\there
 
 async def test_untrusted_text_is_shown_literally(tmp_path: Path, monkeypatch) -> None:
     def checks(inputs):
+        counts = {"\x1b[31mred[b]x": 3, "ok": 2}
+        coverage = {
+            "rows": 5,
+            "null_labels": 0,
+            "unused_mapping_keys": [],
+            "rare_classes": [],
+            "rare_limit_rows": 1,
+            "per_raw_label": counts,
+            "per_target": counts,
+            "unmapped_raw_values": {},
+        }
         return [
             Check(
                 id="source.hostile",
                 status="warn",
                 summary=HOSTILE,
                 coverage="full",
-                measured={"cell": HOSTILE, "class_counts": {"\x1b[31mred[b]x": 3, "ok": 2}},
+                measured={"cell": HOSTILE},
                 why=HOSTILE,
-            )
+            ),
+            # the visual panel reads the typed class coverage: the hostile class name rides there
+            Check(id="source.class_coverage", status="info", summary="classes", measured=coverage),
         ]
 
     patch_modules(monkeypatch, {"source": toy_module("source", checks)})

@@ -1,8 +1,8 @@
 """Snapshot tests: every screen at 80x24, deterministic (fixed ids, no cursor blink, fixed recipes).
 
 Regenerate after an intended change with:  .venv/bin/pytest tests/test_tui_snapshots.py --snapshot-update
-Records for the visual panels are written here in the shape each stage records, so the pictures do
-not move when a stage's numbers change; the stages' own tests check the numbers.
+The visual panels are drawn from the real session (tests/real_session.py), never from hand-made
+records; tests/test_tui_panels.py checks their numbers against the record's typed shapes.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import pytest
 import tui.app as tui_app
 from engine.evidence import Check, StageRecord
 from engine.session import Session
+from tests import real_session as rs
 from tests.claim_answers import CLAIM
 from tests.test_tui_support import patch_modules, toy_module
 from tui.app import make_app
@@ -131,221 +132,35 @@ def test_locked(snap_compare, tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------- visual panels
+# On the real session (tests/real_session.py), not on hand-made records: only the panels whose
+# figures come from the data and seeded scikit-learn (source, split, baseline), so the pictures
+# are the same on every machine. Contract lengths depend on the tokenizer built on the spot and
+# dispatch/artifact on training numbers: tests/test_tui_panels.py asserts those panels instead.
 
 
-def test_source_visual(snap_compare, tmp_path: Path) -> None:
-    s = new_session(tmp_path)
-    put(
-        s,
-        "source",
-        [
-            Check(
-                id="source.class_coverage",
-                status="warn",
-                summary="security is rare",
-                measured={
-                    "per_target": {
-                        "billing": 6100,
-                        "technical": 5200,
-                        "account": 3900,
-                        "shipping": 2500,
-                        "returns": 2000,
-                        "security": 300,
-                    },
-                    "rows": 20000,
-                },
-            ),
-            Check(
-                id="source.missingness",
-                status="info",
-                summary="3 columns have nulls",
-                measured={
-                    "null_share": {
-                        "subject": 0.0,
-                        "body": 0.004,
-                        "case_id": 0.61,
-                        "thread_id": 0.35,
-                        "queue": 0.0,
-                    }
-                },
-            ),
-        ],
-    )
-    app = make_app(s.path, workspace=tmp_path)
-    assert snap_compare(app, press=["2", "f4"], terminal_size=SIZE, run_before=ready)
+def _real_app(real_workspace: Path, tmp_path: Path):
+    path = rs.copy_workspace(real_workspace, tmp_path)
+    return make_app(path, workspace=path.parents[1])
 
 
-def _upto_split(tmp_path: Path) -> Session:
-    s = new_session(tmp_path)
-    put(
-        s,
-        "source",
-        [Check(id="source.class_coverage", status="pass", summary="ok", measured={"per_target": {"a": 1}})],
-    )
-    put(
-        s,
-        "split",
-        [
-            Check(
-                id="split.prevalence",
-                status="info",
-                summary="sizes",
-                measured={
-                    "sizes": {"train": 12000, "dev": 3000, "calibration": 2000, "test": 3000},
-                    "per_split": {
-                        sp: {"billing": 0.305, "security": 0.015, "technical": 0.26}
-                        for sp in ("train", "dev", "calibration", "test")
-                    },
-                },
-            ),
-        ],
-    )
-    return s
+def test_source_visual(snap_compare, real_workspace: Path, tmp_path: Path) -> None:
+    app = _real_app(real_workspace, tmp_path)
+    assert snap_compare(app, press=["ctrl+l", "2", "f4"], terminal_size=SIZE, run_before=ready)
 
 
-def test_split_visual(snap_compare, tmp_path: Path) -> None:
-    app = make_app(_upto_split(tmp_path).path, workspace=tmp_path)
-    assert snap_compare(app, press=["3", "f4"], terminal_size=SIZE, run_before=ready)
+def test_split_visual(snap_compare, real_workspace: Path, tmp_path: Path) -> None:
+    app = _real_app(real_workspace, tmp_path)
+    assert snap_compare(app, press=["ctrl+l", "3", "f4"], terminal_size=SIZE, run_before=ready)
 
 
-def test_baseline_visual(snap_compare, tmp_path: Path) -> None:
-    s = _upto_split(tmp_path)
-    per = [
-        {"class": c, "precision": p, "recall": r, "f1": f, "support": n}
-        for c, p, r, f, n in (
-            ("billing", 0.81, 0.84, 0.825, 900),
-            ("security", 0.5, 0.2, 0.286, 45),
-            ("technical", 0.7, 0.72, 0.71, 780),
-        )
-    ]
-    put(
-        s,
-        "baseline",
-        [
-            Check(
-                id="baseline.conventional",
-                status="info",
-                summary="tfidf_logreg: macro_f1 0.607",
-                measured={
-                    "primary_metric": "macro_f1",
-                    "learners": {
-                        "tfidf_logreg": {
-                            "macro_f1": 0.607,
-                            "accuracy": 0.74,
-                            "per_class": per,
-                            "confusion": [[756, 4, 140], [20, 9, 16], [210, 8, 562]],
-                        }
-                    },
-                },
-            ),
-        ],
-    )
-    app = make_app(s.path, workspace=tmp_path)
-    assert snap_compare(app, press=["4", "f4"], terminal_size=SIZE, run_before=ready)
-
-
-def test_contract_visual(snap_compare, tmp_path: Path) -> None:
-    s = _upto_split(tmp_path)
-    put(s, "baseline", [Check(id="baseline.trivial", status="info", summary="floor")])
-    hist = [
-        f"{i * 26:>6}-{(i + 1) * 26 - 1:<6} {'█' * c:<30} {c * 10}" + (" ← max_length" if i == 4 else "")
-        for i, c in enumerate((3, 12, 30, 18, 7, 4, 2, 1, 0, 1))
-    ]
-    put(
-        s,
-        "contract",
-        [
-            Check(
-                id="contract.prepared_lengths",
-                status="warn",
-                summary="p95 140",
-                measured={
-                    "count": 780,
-                    "p50": 70,
-                    "p95": 140,
-                    "p99": 190,
-                    "max": 250,
-                    "histogram": hist,
-                    "max_length": 128,
-                    "truncated": 62,
-                    "truncated_share": 0.0795,
-                },
-            ),
-            Check(
-                id="contract.prepared_samples",
-                status="info",
-                summary="2 examples",
-                measured={
-                    "samples": [
-                        {
-                            "id": "17",
-                            "tokens": 12,
-                            "supervised_tokens": 4,
-                            "masked_tokens": 8,
-                            "decoded": "<user> where is my parcel [b]?</user><assistant>⟦shipping⟧</assistant>",
-                        },
-                        {
-                            "id": "42",
-                            "tokens": 30,
-                            "label": "billing",
-                            "label_id": 0,
-                            "truncated": True,
-                            "decoded": "refund not received \x1b[31m card declined",
-                        },
-                    ]
-                },
-            ),
-        ],
-    )
-    app = make_app(s.path, workspace=tmp_path)
-    assert snap_compare(app, press=["5", "f4"], terminal_size=SIZE, run_before=ready)
+def test_baseline_visual(snap_compare, real_workspace: Path, tmp_path: Path) -> None:
+    app = _real_app(real_workspace, tmp_path)
+    assert snap_compare(app, press=["ctrl+l", "4", "f4"], terminal_size=SIZE, run_before=ready)
 
 
 def test_dispatch_visual_without_job(snap_compare, tmp_path: Path) -> None:
     app = make_app(new_session(tmp_path).path, workspace=tmp_path)
     assert snap_compare(app, press=["6", "f4"], terminal_size=SIZE, run_before=ready)
-
-
-def test_artifact_visual(snap_compare, tmp_path: Path) -> None:
-    s = _upto_split(tmp_path)
-    for name in ("baseline", "contract", "dispatch"):
-        put(s, name, [Check(id=f"{name}.x", status="info", summary="-")])
-    put(
-        s,
-        "artifact",
-        [
-            Check(
-                id="artifact.comparison",
-                status="warn",
-                summary="macro_f1",
-                measured={
-                    "metric": "macro_f1",
-                    "values": {
-                        "candidate": 0.655,
-                        "base_model": 0.166,
-                        "best_baseline": 0.607,
-                        "trivial_baseline": 0.08,
-                    },
-                    "differences": {
-                        "base_model": {"estimate": 0.489, "lo": 0.46, "hi": 0.52},
-                        "best_baseline": {"estimate": 0.048, "lo": -0.004, "hi": 0.1},
-                    },
-                    "candidate_better": {"base_model": True, "best_baseline": False},
-                },
-            ),
-            Check(
-                id="artifact.calibrated",
-                status="info",
-                summary="ece",
-                measured={
-                    "method": "temperature",
-                    "arms": {"candidate": {"raw": {"ece": 0.081}, "calibrated": {"ece": 0.031}}},
-                },
-            ),
-        ],
-    )
-    app = make_app(s.path, workspace=tmp_path)
-    assert snap_compare(app, press=["7", "f4"], terminal_size=SIZE, run_before=ready)
 
 
 def _data_rows_session(tmp_path: Path) -> Session:
