@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from engine.metric_names import LOWER_IS_BETTER  # noqa: E402,F401  (re-exported)
+
 EPS = float(np.finfo(np.float64).eps)
 
 

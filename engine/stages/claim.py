@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from engine import registry
 from engine.context import StageContext
 from engine.evidence import Check, EvidenceError, StageRecord
+from engine.metric_names import LOWER_IS_BETTER
 
 TITLE = "Claim"
 
@@ -49,7 +50,6 @@ KNOWN_METRICS = (
     "recall_at_k",
     "exact_match",
 )
-LOWER_IS_BETTER = {"log_loss", "brier", "mae", "rmse"}
 
 
 class SuccessCriterion(BaseModel):

@@ -1,8 +1,8 @@
 """The baseline stage's learners: loading the split rows they see, building trivial and conventional
 scikit-learn models, and fitting / predicting them (held-out or group- and time-respecting K-fold).
 
-The baseline stage (engine/stages/baseline.py) turns their predictions into checks; the artifact stage
-refits the recorded best learner through `engine.stages.baseline.refit_best`.
+The baseline checks (engine/baseline/) turn their predictions into checks; the artifact stage refits
+the recorded best learner through `engine.stages.baseline.refit_best`.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from engine.context import StageContext, StageInputError
 from engine.evidence import StageRecord
-from engine.stages.claim import LOWER_IS_BETTER
+from engine.metric_names import LOWER_IS_BETTER
 
 if TYPE_CHECKING:
     import numpy as np
     import polars as pl
 
-    from engine.stages.baseline import Inputs
+    from engine.baseline.settings import LearnerSettings as Inputs
 
 CALLER = "baseline"
 CLASS_TRIVIAL = ("most_frequent", "prior")
