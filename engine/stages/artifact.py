@@ -11,12 +11,14 @@ Playbook: "Verify the artifact and report the evidence".
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.artifact.arms import arm_counts, arm_predict, latency, locked_read, torch_arm
+from engine.artifact.common import ARM_NAMES, PB_COMPARE, PB_IDENTITY, PB_OUTCOMES, PB_PARITY
+from engine.artifact.quality import Scored, quality
 from engine.context import StageContext, StageInputError
 from engine.evidence import Check, StageRecord
 from engine.shapes import artifact as shapes
@@ -24,28 +26,6 @@ from engine.shapes import parse
 from engine.shapes import training as upstream_shapes
 
 TITLE = "Artifact"
-
-PB_IDENTITY = "Verify saved model/adapter/head/tokenizer identity and reload behavior on retained inputs."
-PB_PARITY = "Check training-serving parity. Weight reload is not proof of optimizer resume or exact stochastic reproducibility. Evaluate in the correct inference mode."
-PB_ARMS = (
-    "Inspect every arm's requested, scored, failed and missing counts. Provider errors are missing evidence, not zero "
-    "quality. Paired metrics use shared valid examples; discuss coverage bias."
-)
-PB_COMPARE = "Evaluate the selected artifact against frozen comparators."
-PB_REPORT = (
-    "Report raw and calibrated results separately, including per-class/slice regressions, uncertainty appropriate to "
-    "the independent unit, and latency as a separate axis."
-)
-PB_CAL = (
-    "Scores on the data used to fit calibration are in-sample; calibrated final-test scores are distinct."
-)
-PB_LATENCY = "Performance timing and quality benchmarks are different experiments."
-PB_OUTCOMES = (
-    "Distinguish preparation, optimization, artifact verification, final comparison and serving readiness. Process "
-    "success does not establish model improvement or production safety."
-)
-PB_BASE = "Match the requested unchanged-base comparator to the exact model identity and inference contract."
-ARM_NAMES = ("candidate", "base_model", "best_baseline", "trivial_baseline")
 
 
 class Inputs(BaseModel):
@@ -213,52 +193,6 @@ def _claim(upstream: dict[str, StageRecord]) -> dict[str, Any]:
     return upstream["claim"].inputs if "claim" in upstream else {}
 
 
-def _arm_predict(fn: Any, frames: dict[str, Any], batch: int = 64) -> dict[str, Any]:
-    """Predict in batches; a failing batch is counted failed (missing evidence), never scored 0."""
-    import numpy as np
-
-    out = {}
-    for name, frame in frames.items():
-        probas, ok_mask, errors = [], [], []
-        for start in range(0, frame.height, batch):
-            part = frame.slice(start, batch)
-            try:
-                p = np.asarray(fn(part), dtype=np.float64)
-                if p.shape[0] != part.height or not np.isfinite(p).all():
-                    raise ValueError(f"{p.shape[0]} rows returned for {part.height}, or non-finite scores")
-                probas.append(p)
-                ok_mask.extend([True] * part.height)
-            except Exception as exc:  # noqa: BLE001 - recorded per arm as failed predictions
-                errors.append(f"rows {start}..{start + part.height - 1}: {type(exc).__name__}: {exc}"[:200])
-                probas.append(None)
-                ok_mask.extend([False] * part.height)
-        k = next((p.shape[1] for p in probas if p is not None), 1)
-        full = (
-            np.vstack(
-                [
-                    p if p is not None else np.full((min(batch, frame.height - i * batch), k), np.nan)
-                    for i, p in enumerate(probas)
-                ]
-            )
-            if probas
-            else np.zeros((0, k))
-        )
-        out[name] = {"proba": full, "ok": np.asarray(ok_mask, dtype=bool), "errors": errors}
-    return out
-
-
-def _torch_arm(model: Any, tok: Any, eff: dict[str, Any], classes: list[str]):
-    from engine.training.evaluate import Batcher, predict
-
-    batcher = Batcher(eff, tok, classes, "cpu")
-
-    def fn(frame: Any) -> Any:
-        enc = batcher.prepare(frame, with_labels=False)
-        return predict(model, enc)["proba"]
-
-    return fn, batcher
-
-
 def compare(
     inputs: Inputs, eff: dict[str, Any], final: Path, upstream: dict[str, StageRecord], ctx: StageContext
 ) -> dict[str, Any]:
@@ -288,13 +222,13 @@ def compare(
     notes: dict[str, str] = {}
     ctx.progress(0.3, "loading the candidate and the unchanged base model")
     cand_model, cand_tok, _, _ = load_artifact(final, ctx.workspace)
-    fns["candidate"], _ = _torch_arm(cand_model, cand_tok, eff, classes)
+    fns["candidate"], _ = torch_arm(cand_model, cand_tok, eff, classes)
     notes["candidate"] = (
         "the saved artifact reloaded (trainable tensors into the contracted model, saved tokenizer)"
     )
     if "base_model" in arms_wanted:
         base_model, base_tok = build_base(eff, ctx.workspace)
-        fns["base_model"], _ = _torch_arm(base_model, base_tok, eff, classes)
+        fns["base_model"], _ = torch_arm(base_model, base_tok, eff, classes)
         notes["base_model"] = (
             "the unchanged base model under the identical template, tokenizer and inference mode; "
             f"its classification head is untrained (seed {eff.get('seed', 0)}), so it is a "
@@ -321,14 +255,14 @@ def compare(
     for i, arm in enumerate(a for a in arms_wanted if a in fns):
         ctx.check_cancelled()
         ctx.progress(0.35 + 0.4 * i / len(fns), f"predicting the locked test: {arm}")
-        r = _arm_predict(fns[arm], {"test": test, "calibration": cal})
+        r = arm_predict(fns[arm], {"test": test, "calibration": cal})
         preds[arm] = {**r["test"], "cal_proba": r["calibration"]["proba"], "cal_ok": r["calibration"]["ok"]}
-    checks = [_locked_read(reads, total_test, coverage)]
-    checks.append(_arm_counts(arms_wanted, preds, notes, test.height, y, coverage))
+    checks = [locked_read(reads, total_test, coverage)]
+    checks.append(arm_counts(arms_wanted, preds, notes, test.height, y, coverage))
     metric = _primary_metric(upstream)
-    checks.extend(_quality(inputs, preds, y, y_cal, units, unit_kind, classes, metric, test, coverage))
+    checks.extend(quality(Scored(inputs, preds, y, y_cal, units, unit_kind, classes, metric, test, coverage)))
     ctx.progress(0.85, "latency")
-    checks.append(_latency(inputs, fns, test))
+    checks.append(latency(inputs.latency_examples, fns, test))
     return {"checks": checks, "metric": metric}
 
 
@@ -338,351 +272,6 @@ def _primary_metric(upstream: dict[str, StageRecord]) -> str:
         m
         if m in ("accuracy", "macro_f1", "weighted_f1", "balanced_accuracy", "log_loss", "brier")
         else "macro_f1"
-    )
-
-
-def _locked_read(reads: list[dict[str, Any]], total: int, coverage: str) -> Check:
-    return Check(
-        id="artifact.locked_test_read",
-        status="info",
-        summary=f"locked test labels read by the artifact stage ({total} rows); reads logged: {len(reads)}",
-        coverage=coverage,
-        measured={"test_rows": total, "reads": [{k: v for k, v in r.items() if k != "time"} for r in reads]},
-        replay="observation",
-        why="Final results must not select recipes, checkpoints or thresholds; the read is recorded.",
-        playbook="If a test influenced development, disclose that and obtain a fresh holdout for a new generalization claim.",
-    )
-
-
-def _arm_counts(
-    wanted: list[str], preds: dict[str, Any], notes: dict[str, str], n: int, y: Any, coverage: str
-) -> Check:
-    counts = {}
-    for arm in wanted:
-        if arm in preds:
-            ok = preds[arm]["ok"][:n]
-            counts[arm] = shapes.ArmCounts(
-                requested=n,
-                scored=int(ok.sum()),
-                failed=int((~ok).sum()),
-                missing=0,
-                errors=preds[arm]["errors"][:5],
-                what=notes.get(arm, ""),
-            )
-        else:
-            counts[arm] = shapes.ArmCounts(requested=n, scored=0, failed=0, missing=n, what=notes.get(arm, ""))
-    unlabeled = int((y < 0).sum())
-    incomplete = [a for a, c in counts.items() if c.scored < n]
-    return Check(
-        id="artifact.arms",
-        status="warn" if incomplete or unlabeled else "pass",
-        summary=", ".join(f"{a}: {c.scored}/{c.requested} scored" for a, c in counts.items())
-        + (f"; {unlabeled} test rows with a label outside the class order" if unlabeled else ""),
-        coverage=coverage,
-        measured=shapes.Arms(arms=counts, labels_outside_class_order=unlabeled),
-        why="A failed prediction is missing evidence, never a zero score; paired metrics use rows every arm scored.",
-        playbook=PB_ARMS,
-    )
-
-
-def _quality(
-    inputs: Inputs,
-    preds: dict[str, Any],
-    y: Any,
-    y_cal: Any,
-    units: Any,
-    unit_kind: str,
-    classes: list[str],
-    metric: str,
-    test: Any,
-    coverage: str,
-) -> list[Check]:
-    import numpy as np
-
-    from engine import metrics as M
-    from engine import uncertainty
-
-    arms = list(preds)
-    shared = (y >= 0) & np.logical_and.reduce([preds[a]["ok"] for a in arms])
-    n_shared = int(shared.sum())
-    cov = f"{n_shared} test rows scored by every arm" + ("" if coverage == "full" else f" ({coverage})")
-    if n_shared == 0:
-        return [
-            Check(
-                id="artifact.comparison",
-                status="not_run",
-                basis="not_run",
-                summary="no test row was scored by every arm",
-                playbook=PB_COMPARE,
-            )
-        ]
-    ys = y[shared]
-    us = units[shared] if units is not None else None
-    labels = sorted(set(ys.tolist()))
-    reports = {a: M.classification_report(ys, _renorm(preds[a]["proba"][shared]), classes) for a in arms}
-    raw = {
-        a: float(
-            uncertainty.bootstrap_ci(
-                metric,
-                ys,
-                _renorm(preds[a]["proba"][shared]),
-                us,
-                n=inputs.bootstrap_resamples,
-                seed=inputs.seed,
-                classes=classes,
-                labels=labels,
-            )["estimate"]
-        )
-        for a in arms
-    }
-    out: list[Check] = []
-    diffs, mcn = {}, {}
-    for comp in (a for a in arms if a != "candidate"):
-        d = uncertainty.paired_bootstrap_diff(
-            metric,
-            ys,
-            _renorm(preds["candidate"]["proba"][shared]),
-            _renorm(preds[comp]["proba"][shared]),
-            us,
-            n=inputs.bootstrap_resamples,
-            seed=inputs.seed,
-            classes=classes,
-            labels=labels,
-        )
-        diffs[comp] = d
-        ca = preds["candidate"]["proba"][shared].argmax(axis=1) == ys
-        cb = preds[comp]["proba"][shared].argmax(axis=1) == ys
-        mcn[comp] = uncertainty.mcnemar(ca, cb)
-    lower = metric in ("log_loss", "brier")
-    better = {c: bool("lo" in d and ((d["hi"] < 0) if lower else (d["lo"] > 0))) for c, d in diffs.items()}
-    parts = [f"{a} {raw[a]:.4f}" for a in arms]
-    dtext = [
-        f"candidate − {c}: {d['estimate']:+.4f} [{d.get('lo', math.nan):+.4f}, {d.get('hi', math.nan):+.4f}]"
-        for c, d in diffs.items()
-    ]
-    out.append(
-        Check(
-            id="artifact.comparison",
-            status="pass" if diffs and all(better.values()) else "warn",
-            summary=f"{metric} (raw): " + ", ".join(parts) + "; " + "; ".join(dtext),
-            coverage=cov,
-            measured=shapes.Comparison(
-                metric=metric,
-                values=raw,
-                differences={c: _clean(d) for c, d in diffs.items()},
-                mcnemar={c: _clean(m) for c, m in mcn.items()},
-                candidate_better=better,
-                unit=unit_kind,
-                shared_rows=n_shared,
-            ),
-            why=f"Paired {inputs.bootstrap_resamples}-resample bootstrap over {unit_kind}s: every arm sees the same resamples.",
-            playbook=PB_REPORT,
-        )
-    )
-    out.append(_per_class(reports, classes))
-    out.append(_slices(inputs, preds, shared, ys, test, classes, metric))
-    out.append(_calibrated(inputs, preds, shared, ys, y_cal, classes, metric))
-    return out
-
-
-def _renorm(p: Any) -> Any:
-    import numpy as np
-
-    p = np.clip(np.asarray(p, dtype=np.float64), 0.0, None)
-    return p / p.sum(axis=1, keepdims=True)
-
-
-def _clean(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: (float(v) if isinstance(v, float) else v) for k, v in d.items() if v is not None}
-
-
-def _per_class(reports: dict[str, Any], classes: list[str]) -> Check:
-    table = {
-        a: {
-            r["class"]: {k: r[k] for k in ("support", "precision", "recall", "f1") if k in r}
-            for r in rep["per_class"]
-        }
-        for a, rep in reports.items()
-    }
-    regressions = []
-    for comp in (a for a in reports if a != "candidate"):
-        for c in classes:
-            a, b = table["candidate"].get(c, {}), table[comp].get(c, {})
-            if "f1" in a and "f1" in b and a["f1"] < b["f1"]:
-                regressions.append(
-                    {
-                        "class": c,
-                        "versus": comp,
-                        "candidate_f1": a["f1"],
-                        "comparator_f1": b["f1"],
-                        "support": a.get("support", 0),
-                    }
-                )
-    return Check(
-        id="artifact.per_class",
-        status="warn" if regressions else "pass",
-        summary=(
-            f"{len(regressions)} per-class F1 regressions: "
-            + ", ".join(f"{r['class']} vs {r['versus']}" for r in regressions[:6])
-            if regressions
-            else "no class where the candidate's F1 is below a comparator's"
-        ),
-        measured={"per_class": table, "regressions": regressions},
-        why="An average can hide a class the candidate gets worse at — often the rare one.",
-        playbook=PB_REPORT,
-    )
-
-
-def _slices(
-    inputs: Inputs, preds: dict[str, Any], shared: Any, ys: Any, test: Any, classes: list[str], metric: str
-) -> Check:
-    import numpy as np
-
-    from engine.training.evaluate import metric_value
-
-    if not inputs.slice_columns:
-        return Check(
-            id="artifact.slices",
-            status="not_run",
-            basis="not_run",
-            summary="no slice columns chosen (inputs.slice_columns)",
-            playbook=PB_REPORT,
-        )
-    table: dict[str, Any] = {}
-    regressions = []
-    for col in inputs.slice_columns:
-        if col not in test.columns:
-            raise StageInputError(
-                f"slice column {col!r} is not in the test rows; columns: {', '.join(test.columns)}"
-            )
-        vals = np.asarray([str(v) for v in test[col].to_list()], dtype=object)[shared]
-        for v in sorted(set(vals.tolist())):
-            m = vals == v
-            if m.sum() < 5:
-                continue
-            entry = {
-                a: metric_value(metric, ys[m].tolist(), _renorm(preds[a]["proba"][shared][m]), classes)
-                for a in preds
-            }
-            entry["rows"] = int(m.sum())
-            table[f"{col}={v}"] = entry
-            for comp in (a for a in preds if a != "candidate"):
-                worse = (
-                    entry["candidate"] > entry[comp]
-                    if metric in ("log_loss", "brier")
-                    else entry["candidate"] < entry[comp]
-                )
-                if worse:
-                    regressions.append({"slice": f"{col}={v}", "versus": comp, "rows": int(m.sum())})
-    return Check(
-        id="artifact.slices",
-        status="warn" if regressions else "pass",
-        summary=f"{len(table)} slices; {len(regressions)} where the candidate is below a comparator",
-        measured={"metric": metric, "slices": table, "regressions": regressions},
-        why="Slices with fewer than 5 rows are left out; per-slice figures carry no interval.",
-        playbook=PB_REPORT,
-    )
-
-
-def _calibrated(
-    inputs: Inputs, preds: dict[str, Any], shared: Any, ys: Any, y_cal: Any, classes: list[str], metric: str
-) -> Check:
-    import numpy as np
-
-    from engine import calibration
-    from engine import metrics as M
-
-    ok_cal = y_cal >= 0
-    if ok_cal.sum() < 10 or inputs.calibration == "none":
-        return Check(
-            id="artifact.calibrated",
-            status="not_run",
-            basis="not_run",
-            summary=f"calibration not fitted ({int(ok_cal.sum())} calibration rows)",
-            playbook=PB_CAL,
-        )
-    out: dict[str, Any] = {}
-    for arm, p in preds.items():
-        m = ok_cal & p["cal_ok"]
-        cal_p = p["cal_proba"]
-        fitted = calibration.fit_calibrator(inputs.calibration, _renorm(cal_p[m]), y_cal[m], seed=inputs.seed)
-        test_p = fitted.transform(_renorm(p["proba"][shared]))
-        rep_raw = M.classification_report(ys, _renorm(p["proba"][shared]), classes)
-        rep_cal = M.classification_report(ys, _renorm(test_p), classes)
-        out[arm] = {
-            "params": fitted.params,
-            "raw": {k: rep_raw[k] for k in ("log_loss", "brier", "ece") if k in rep_raw},
-            "calibrated": {k: rep_cal[k] for k in ("log_loss", "brier", "ece") if k in rep_cal},
-            f"calibrated_{metric}": float(rep_cal.get(metric, np.nan)),
-            # Reliability curve (non-empty bins): mean confidence vs accuracy, raw and calibrated.
-            "reliability": {
-                "bins": inputs.reliability_bins,
-                "raw": _reliability(ys, _renorm(p["proba"][shared]), classes, inputs.reliability_bins),
-                "calibrated": _reliability(ys, _renorm(test_p), classes, inputs.reliability_bins),
-            },
-        }
-    return Check(
-        id="artifact.calibrated",
-        status="info",
-        summary="; ".join(
-            f"{a}: ECE {v['raw']['ece']:.3f} raw → {v['calibrated']['ece']:.3f} calibrated"
-            for a, v in out.items()
-        )
-        or "no arm had calibration predictions",
-        coverage=f"{inputs.calibration} fitted on {int(ok_cal.sum())} calibration rows, applied to the test",
-        measured={
-            "method": inputs.calibration,
-            "arms": out,
-            # The curve a reader looks at first: the candidate's raw reliability on the test.
-            "reliability": {"arm": "candidate", **out["candidate"]["reliability"]["raw"]}
-            if "candidate" in out
-            else {},
-        },
-        why="Calibrated and raw results are different figures; calibration is fitted on the calibration split only.",
-        playbook=PB_CAL,
-    )
-
-
-def _reliability(y: Any, proba: Any, classes: list[str], n_bins: int) -> dict[str, list[float]]:
-    from engine import metrics as M
-
-    bins = M.calibration_bins(y, proba, n_bins, classes=classes)
-    return {
-        "confidence": [float(b["confidence"]) for b in bins],
-        "accuracy": [float(b["accuracy"]) for b in bins],
-        "count": [int(b["count"]) for b in bins],
-    }
-
-
-def _latency(inputs: Inputs, fns: dict[str, Any], test: Any) -> Check:
-    import numpy as np
-
-    n = min(inputs.latency_examples, test.height)
-    rows = test.slice(0, n)
-    out = {}
-    for arm, fn in fns.items():
-        if arm == "trivial_baseline":
-            continue
-        fn(rows.slice(0, 1))  # warm-up, not timed
-        times = []
-        for i in range(n):
-            t0 = time.perf_counter()
-            fn(rows.slice(i, 1))
-            times.append((time.perf_counter() - t0) * 1000)
-        out[arm] = {
-            "p50_ms": float(np.percentile(times, 50)),
-            "p95_ms": float(np.percentile(times, 95)),
-            "examples": n,
-        }
-    return Check(
-        id="artifact.latency",
-        status="info",
-        summary="; ".join(f"{a}: p50 {v['p50_ms']:.1f} ms, p95 {v['p95_ms']:.1f} ms" for a, v in out.items()),
-        coverage=f"sample: {n} test rows, one at a time, CPU, after one warm-up call",
-        measured={"arms": out, "batch_size": 1, "device": "cpu"},
-        replay="observation",
-        why="Timing is measured apart from quality, one example at a time, on this machine.",
-        playbook=PB_LATENCY,
     )
 
 

@@ -1,0 +1,3 @@
+"""The artifact stage's machinery, below the stage module (engine/stages/artifact.py keeps the
+inputs, `run`, identity, parity and the four outcomes): arms.py predicts every arm and counts it,
+quality.py compares the arms on the rows every arm scored."""

@@ -1,0 +1,135 @@
+"""The locked-test arms: predicting in batches (a failing batch is missing evidence, never a zero),
+a torch model as an arm, the recorded read of the locked labels, the per-arm counts, and latency."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from engine.artifact.common import PB_ARMS, PB_LATENCY
+from engine.evidence import Check
+from engine.shapes import artifact as shapes
+
+
+def arm_predict(fn: Any, frames: dict[str, Any], batch: int = 64) -> dict[str, Any]:
+    """Predict in batches; a failing batch is counted failed (missing evidence), never scored 0."""
+    import numpy as np
+
+    out = {}
+    for name, frame in frames.items():
+        probas, ok_mask, errors = [], [], []
+        for start in range(0, frame.height, batch):
+            part = frame.slice(start, batch)
+            try:
+                p = np.asarray(fn(part), dtype=np.float64)
+                if p.shape[0] != part.height or not np.isfinite(p).all():
+                    raise ValueError(f"{p.shape[0]} rows returned for {part.height}, or non-finite scores")
+                probas.append(p)
+                ok_mask.extend([True] * part.height)
+            except Exception as exc:  # noqa: BLE001 - recorded per arm as failed predictions
+                errors.append(f"rows {start}..{start + part.height - 1}: {type(exc).__name__}: {exc}"[:200])
+                probas.append(None)
+                ok_mask.extend([False] * part.height)
+        k = next((p.shape[1] for p in probas if p is not None), 1)
+        full = (
+            np.vstack(
+                [
+                    p if p is not None else np.full((min(batch, frame.height - i * batch), k), np.nan)
+                    for i, p in enumerate(probas)
+                ]
+            )
+            if probas
+            else np.zeros((0, k))
+        )
+        out[name] = {"proba": full, "ok": np.asarray(ok_mask, dtype=bool), "errors": errors}
+    return out
+
+
+def torch_arm(model: Any, tok: Any, eff: dict[str, Any], classes: list[str]):
+    from engine.training.evaluate import Batcher, predict
+
+    batcher = Batcher(eff, tok, classes, "cpu")
+
+    def fn(frame: Any) -> Any:
+        enc = batcher.prepare(frame, with_labels=False)
+        return predict(model, enc)["proba"]
+
+    return fn, batcher
+
+
+def locked_read(reads: list[dict[str, Any]], total: int, coverage: str) -> Check:
+    return Check(
+        id="artifact.locked_test_read",
+        status="info",
+        summary=f"locked test labels read by the artifact stage ({total} rows); reads logged: {len(reads)}",
+        coverage=coverage,
+        measured={"test_rows": total, "reads": [{k: v for k, v in r.items() if k != "time"} for r in reads]},
+        replay="observation",
+        why="Final results must not select recipes, checkpoints or thresholds; the read is recorded.",
+        playbook="If a test influenced development, disclose that and obtain a fresh holdout for a new generalization claim.",
+    )
+
+
+def arm_counts(
+    wanted: list[str], preds: dict[str, Any], notes: dict[str, str], n: int, y: Any, coverage: str
+) -> Check:
+    counts = {}
+    for arm in wanted:
+        if arm in preds:
+            ok = preds[arm]["ok"][:n]
+            counts[arm] = shapes.ArmCounts(
+                requested=n,
+                scored=int(ok.sum()),
+                failed=int((~ok).sum()),
+                missing=0,
+                errors=preds[arm]["errors"][:5],
+                what=notes.get(arm, ""),
+            )
+        else:
+            counts[arm] = shapes.ArmCounts(
+                requested=n, scored=0, failed=0, missing=n, what=notes.get(arm, "")
+            )
+    unlabeled = int((y < 0).sum())
+    incomplete = [a for a, c in counts.items() if c.scored < n]
+    return Check(
+        id="artifact.arms",
+        status="warn" if incomplete or unlabeled else "pass",
+        summary=", ".join(f"{a}: {c.scored}/{c.requested} scored" for a, c in counts.items())
+        + (f"; {unlabeled} test rows with a label outside the class order" if unlabeled else ""),
+        coverage=coverage,
+        measured=shapes.Arms(arms=counts, labels_outside_class_order=unlabeled),
+        why="A failed prediction is missing evidence, never a zero score; paired metrics use rows every arm scored.",
+        playbook=PB_ARMS,
+    )
+
+
+def latency(examples: int, fns: dict[str, Any], test: Any) -> Check:
+    import numpy as np
+
+    n = min(examples, test.height)
+    rows = test.slice(0, n)
+    out = {}
+    for arm, fn in fns.items():
+        if arm == "trivial_baseline":
+            continue
+        fn(rows.slice(0, 1))  # warm-up, not timed
+        times = []
+        for i in range(n):
+            t0 = time.perf_counter()
+            fn(rows.slice(i, 1))
+            times.append((time.perf_counter() - t0) * 1000)
+        out[arm] = {
+            "p50_ms": float(np.percentile(times, 50)),
+            "p95_ms": float(np.percentile(times, 95)),
+            "examples": n,
+        }
+    return Check(
+        id="artifact.latency",
+        status="info",
+        summary="; ".join(f"{a}: p50 {v['p50_ms']:.1f} ms, p95 {v['p95_ms']:.1f} ms" for a, v in out.items()),
+        coverage=f"sample: {n} test rows, one at a time, CPU, after one warm-up call",
+        measured={"arms": out, "batch_size": 1, "device": "cpu"},
+        replay="observation",
+        why="Timing is measured apart from quality, one example at a time, on this machine.",
+        playbook=PB_LATENCY,
+    )

@@ -1,0 +1,288 @@
+"""The quality comparison on the rows every arm scored: the primary metric per arm with paired
+bootstrap differences over the independent unit and McNemar's test, per-class F1, slices, and
+calibrated figures (fitted on the calibration split only)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from engine.artifact.common import PB_CAL, PB_COMPARE, PB_REPORT
+from engine.context import StageInputError
+from engine.evidence import Check
+from engine.shapes import artifact as shapes
+
+
+@dataclass
+class Scored:
+    """Every arm's locked-test predictions and what they are judged against."""
+
+    inputs: Any  # the artifact stage's Inputs
+    preds: dict[str, Any]  # arm -> {"proba", "ok", "errors", "cal_proba", "cal_ok"}
+    y: Any  # class index per test row (-1: a label outside the class order)
+    y_cal: Any  # the same for the calibration rows
+    units: Any  # independent unit per test row, or None (rows)
+    unit_kind: str
+    classes: list[str]
+    metric: str
+    test: Any  # the test rows (for slice columns)
+    coverage: str
+
+
+def quality(sc: Scored) -> list[Check]:
+    import numpy as np
+
+    from engine import metrics as M
+    from engine import uncertainty
+
+    inputs, preds, y, units, classes, metric = sc.inputs, sc.preds, sc.y, sc.units, sc.classes, sc.metric
+    unit_kind, coverage = sc.unit_kind, sc.coverage
+    arms = list(preds)
+    shared = (y >= 0) & np.logical_and.reduce([preds[a]["ok"] for a in arms])
+    n_shared = int(shared.sum())
+    cov = f"{n_shared} test rows scored by every arm" + ("" if coverage == "full" else f" ({coverage})")
+    if n_shared == 0:
+        return [
+            Check(
+                id="artifact.comparison",
+                status="not_run",
+                basis="not_run",
+                summary="no test row was scored by every arm",
+                playbook=PB_COMPARE,
+            )
+        ]
+    ys = y[shared]
+    us = units[shared] if units is not None else None
+    labels = sorted(set(ys.tolist()))
+    reports = {a: M.classification_report(ys, _renorm(preds[a]["proba"][shared]), classes) for a in arms}
+    raw = {
+        a: float(
+            uncertainty.bootstrap_ci(
+                metric,
+                ys,
+                _renorm(preds[a]["proba"][shared]),
+                us,
+                n=inputs.bootstrap_resamples,
+                seed=inputs.seed,
+                classes=classes,
+                labels=labels,
+            )["estimate"]
+        )
+        for a in arms
+    }
+    out: list[Check] = []
+    diffs, mcn = {}, {}
+    for comp in (a for a in arms if a != "candidate"):
+        d = uncertainty.paired_bootstrap_diff(
+            metric,
+            ys,
+            _renorm(preds["candidate"]["proba"][shared]),
+            _renorm(preds[comp]["proba"][shared]),
+            us,
+            n=inputs.bootstrap_resamples,
+            seed=inputs.seed,
+            classes=classes,
+            labels=labels,
+        )
+        diffs[comp] = d
+        ca = preds["candidate"]["proba"][shared].argmax(axis=1) == ys
+        cb = preds[comp]["proba"][shared].argmax(axis=1) == ys
+        mcn[comp] = uncertainty.mcnemar(ca, cb)
+    lower = metric in ("log_loss", "brier")
+    better = {c: bool("lo" in d and ((d["hi"] < 0) if lower else (d["lo"] > 0))) for c, d in diffs.items()}
+    parts = [f"{a} {raw[a]:.4f}" for a in arms]
+    dtext = [
+        f"candidate − {c}: {d['estimate']:+.4f} [{d.get('lo', math.nan):+.4f}, {d.get('hi', math.nan):+.4f}]"
+        for c, d in diffs.items()
+    ]
+    out.append(
+        Check(
+            id="artifact.comparison",
+            status="pass" if diffs and all(better.values()) else "warn",
+            summary=f"{metric} (raw): " + ", ".join(parts) + "; " + "; ".join(dtext),
+            coverage=cov,
+            measured=shapes.Comparison(
+                metric=metric,
+                values=raw,
+                differences={c: _clean(d) for c, d in diffs.items()},
+                mcnemar={c: _clean(m) for c, m in mcn.items()},
+                candidate_better=better,
+                unit=unit_kind,
+                shared_rows=n_shared,
+            ),
+            why=f"Paired {inputs.bootstrap_resamples}-resample bootstrap over {unit_kind}s: every arm sees the same resamples.",
+            playbook=PB_REPORT,
+        )
+    )
+    out.append(_per_class(reports, classes))
+    out.append(_slices(sc, shared, ys))
+    out.append(_calibrated(sc, shared, ys))
+    return out
+
+
+def _renorm(p: Any) -> Any:
+    import numpy as np
+
+    p = np.clip(np.asarray(p, dtype=np.float64), 0.0, None)
+    return p / p.sum(axis=1, keepdims=True)
+
+
+def _clean(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: (float(v) if isinstance(v, float) else v) for k, v in d.items() if v is not None}
+
+
+def _per_class(reports: dict[str, Any], classes: list[str]) -> Check:
+    table = {
+        a: {
+            r["class"]: {k: r[k] for k in ("support", "precision", "recall", "f1") if k in r}
+            for r in rep["per_class"]
+        }
+        for a, rep in reports.items()
+    }
+    regressions = []
+    for comp in (a for a in reports if a != "candidate"):
+        for c in classes:
+            a, b = table["candidate"].get(c, {}), table[comp].get(c, {})
+            if "f1" in a and "f1" in b and a["f1"] < b["f1"]:
+                regressions.append(
+                    {
+                        "class": c,
+                        "versus": comp,
+                        "candidate_f1": a["f1"],
+                        "comparator_f1": b["f1"],
+                        "support": a.get("support", 0),
+                    }
+                )
+    return Check(
+        id="artifact.per_class",
+        status="warn" if regressions else "pass",
+        summary=(
+            f"{len(regressions)} per-class F1 regressions: "
+            + ", ".join(f"{r['class']} vs {r['versus']}" for r in regressions[:6])
+            if regressions
+            else "no class where the candidate's F1 is below a comparator's"
+        ),
+        measured={"per_class": table, "regressions": regressions},
+        why="An average can hide a class the candidate gets worse at — often the rare one.",
+        playbook=PB_REPORT,
+    )
+
+
+def _slices(sc: Scored, shared: Any, ys: Any) -> Check:
+    import numpy as np
+
+    from engine.training.evaluate import metric_value
+
+    inputs, preds, test, classes, metric = sc.inputs, sc.preds, sc.test, sc.classes, sc.metric
+    if not inputs.slice_columns:
+        return Check(
+            id="artifact.slices",
+            status="not_run",
+            basis="not_run",
+            summary="no slice columns chosen (inputs.slice_columns)",
+            playbook=PB_REPORT,
+        )
+    table: dict[str, Any] = {}
+    regressions = []
+    for col in inputs.slice_columns:
+        if col not in test.columns:
+            raise StageInputError(
+                f"slice column {col!r} is not in the test rows; columns: {', '.join(test.columns)}"
+            )
+        vals = np.asarray([str(v) for v in test[col].to_list()], dtype=object)[shared]
+        for v in sorted(set(vals.tolist())):
+            m = vals == v
+            if m.sum() < 5:
+                continue
+            entry = {
+                a: metric_value(metric, ys[m].tolist(), _renorm(preds[a]["proba"][shared][m]), classes)
+                for a in preds
+            }
+            entry["rows"] = int(m.sum())
+            table[f"{col}={v}"] = entry
+            for comp in (a for a in preds if a != "candidate"):
+                worse = (
+                    entry["candidate"] > entry[comp]
+                    if metric in ("log_loss", "brier")
+                    else entry["candidate"] < entry[comp]
+                )
+                if worse:
+                    regressions.append({"slice": f"{col}={v}", "versus": comp, "rows": int(m.sum())})
+    return Check(
+        id="artifact.slices",
+        status="warn" if regressions else "pass",
+        summary=f"{len(table)} slices; {len(regressions)} where the candidate is below a comparator",
+        measured={"metric": metric, "slices": table, "regressions": regressions},
+        why="Slices with fewer than 5 rows are left out; per-slice figures carry no interval.",
+        playbook=PB_REPORT,
+    )
+
+
+def _calibrated(sc: Scored, shared: Any, ys: Any) -> Check:
+    import numpy as np
+
+    from engine import calibration
+    from engine import metrics as M
+
+    inputs, preds, y_cal, classes, metric = sc.inputs, sc.preds, sc.y_cal, sc.classes, sc.metric
+    ok_cal = y_cal >= 0
+    if ok_cal.sum() < 10 or inputs.calibration == "none":
+        return Check(
+            id="artifact.calibrated",
+            status="not_run",
+            basis="not_run",
+            summary=f"calibration not fitted ({int(ok_cal.sum())} calibration rows)",
+            playbook=PB_CAL,
+        )
+    out: dict[str, Any] = {}
+    for arm, p in preds.items():
+        m = ok_cal & p["cal_ok"]
+        cal_p = p["cal_proba"]
+        fitted = calibration.fit_calibrator(inputs.calibration, _renorm(cal_p[m]), y_cal[m], seed=inputs.seed)
+        test_p = fitted.transform(_renorm(p["proba"][shared]))
+        rep_raw = M.classification_report(ys, _renorm(p["proba"][shared]), classes)
+        rep_cal = M.classification_report(ys, _renorm(test_p), classes)
+        out[arm] = {
+            "params": fitted.params,
+            "raw": {k: rep_raw[k] for k in ("log_loss", "brier", "ece") if k in rep_raw},
+            "calibrated": {k: rep_cal[k] for k in ("log_loss", "brier", "ece") if k in rep_cal},
+            f"calibrated_{metric}": float(rep_cal.get(metric, np.nan)),
+            # Reliability curve (non-empty bins): mean confidence vs accuracy, raw and calibrated.
+            "reliability": {
+                "bins": inputs.reliability_bins,
+                "raw": _reliability(ys, _renorm(p["proba"][shared]), classes, inputs.reliability_bins),
+                "calibrated": _reliability(ys, _renorm(test_p), classes, inputs.reliability_bins),
+            },
+        }
+    return Check(
+        id="artifact.calibrated",
+        status="info",
+        summary="; ".join(
+            f"{a}: ECE {v['raw']['ece']:.3f} raw → {v['calibrated']['ece']:.3f} calibrated"
+            for a, v in out.items()
+        )
+        or "no arm had calibration predictions",
+        coverage=f"{inputs.calibration} fitted on {int(ok_cal.sum())} calibration rows, applied to the test",
+        measured={
+            "method": inputs.calibration,
+            "arms": out,
+            # The curve a reader looks at first: the candidate's raw reliability on the test.
+            "reliability": {"arm": "candidate", **out["candidate"]["reliability"]["raw"]}
+            if "candidate" in out
+            else {},
+        },
+        why="Calibrated and raw results are different figures; calibration is fitted on the calibration split only.",
+        playbook=PB_CAL,
+    )
+
+
+def _reliability(y: Any, proba: Any, classes: list[str], n_bins: int) -> dict[str, list[float]]:
+    from engine import metrics as M
+
+    bins = M.calibration_bins(y, proba, n_bins, classes=classes)
+    return {
+        "confidence": [float(b["confidence"]) for b in bins],
+        "accuracy": [float(b["accuracy"]) for b in bins],
+        "count": [int(b["count"]) for b in bins],
+    }
