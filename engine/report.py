@@ -10,24 +10,32 @@ same bytes (the golden test relies on it).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from html import escape
 from pathlib import Path
 from typing import Any
 
-from engine import __version__, report_svg
+from engine import __version__, registry
 from engine import figures as F
-from engine import stages as registry
 from engine.evidence import Check, StageRecord, atomic_write_text
+from engine.model_card import model_index_yaml
+from engine.report_render import (
+    STATUS_MARK,
+    Banner,
+    Block,
+    Bullets,
+    Fig,
+    Heading,
+    Para,
+    Table,
+    fmt_value,
+    to_html,
+    to_markdown,
+)
 from engine.session import Session
 from engine.shapes import artifact as A
-from engine.shapes import data as D
 from engine.shapes import parse
 from engine.shapes import training as T
 
-STATUS_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "info": "INFO", "not_run": "NOT RUN"}
-MAX_TABLE_ROWS = 25
 # Shown in their own sections ("Final comparison", "Latency"), not under the artifact stage's checks.
 COMPARISON_IDS = ("artifact.arms", "artifact.comparison")
 LATENCY_IDS = ("artifact.latency",)
@@ -47,68 +55,6 @@ DOES_NOT_ESTABLISH = (
 )
 LABEL_LINE = "Predicting a recorded workflow label is not making a correct real-world decision."
 
-HF_METRICS = {
-    "macro_f1": ("f1", {"average": "macro"}),
-    "weighted_f1": ("f1", {"average": "weighted"}),
-    "accuracy": ("accuracy", {}),
-    "balanced_accuracy": ("balanced_accuracy", {}),
-    "auroc": ("roc_auc", {}),
-    "auprc": ("average_precision", {}),
-    "log_loss": ("log_loss", {}),
-    "brier": ("brier_score", {}),
-    "mae": ("mae", {}),
-    "rmse": ("rmse", {}),
-    "r2": ("r2", {}),
-    "exact_match": ("exact_match", {}),
-}
-HF_TASKS = {
-    "text_classification": ("text-classification", "Text Classification"),
-    "causal_lm_sft": ("text-generation", "Text Generation"),
-    "tabular": ("tabular-classification", "Tabular Classification"),
-}
-
-
-# ---------------------------------------------------------------- blocks
-
-
-@dataclass
-class Heading:
-    level: int
-    text: str
-
-
-@dataclass
-class Para:
-    text: str
-    lead: str = ""
-
-
-@dataclass
-class Banner:
-    kind: str  # ok / draft / stale / not_run / fail
-    text: str
-
-
-@dataclass
-class Table:
-    headers: list[str]
-    rows: list[list[str]]
-    caption: str = ""
-    note: str = ""
-
-
-@dataclass
-class Bullets:
-    items: list[str]
-
-
-@dataclass
-class Fig:
-    figure: F.Figure
-
-
-Block = Heading | Para | Banner | Table | Bullets | Fig
-
 
 @dataclass
 class _Ctx:
@@ -122,26 +68,6 @@ class _Ctx:
 
     def established(self, stage: str) -> bool:
         return self.states.get(stage) == "frozen"
-
-
-# ---------------------------------------------------------------- value formatting
-
-
-def fmt_value(value: Any, limit: int = 160) -> str:
-    if isinstance(value, bool):
-        text = "yes" if value else "no"
-    elif isinstance(value, float):
-        text = f"{value:.4g}"
-    elif isinstance(value, str):
-        text = value if value else "—"
-    elif isinstance(value, list) and all(
-        isinstance(v, str | int | float) and not isinstance(v, bool) for v in value
-    ):
-        text = ", ".join(fmt_value(v) for v in value) if value else "—"
-    else:
-        text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # ---------------------------------------------------------------- building
@@ -484,223 +410,6 @@ def build_blocks(session_dir: Path) -> tuple[_Ctx, list[Block]]:
     _limitations(c)
     _not_established(c)
     return c, c.blocks
-
-
-# ---------------------------------------------------------------- Markdown
-
-
-def md_escape(text: str) -> str:
-    out = text.replace("\\", "\\\\")
-    for ch in "`|*[]<>":
-        out = out.replace(ch, "\\" + ch)
-    return " ".join(out.split())
-
-
-def to_markdown(blocks: list[Block]) -> str:
-    out: list[str] = []
-    for b in blocks:
-        if isinstance(b, Heading):
-            out.append("#" * b.level + " " + md_escape(b.text))
-        elif isinstance(b, Para):
-            out.append((f"**{md_escape(b.lead)}** — " if b.lead else "") + md_escape(b.text))
-        elif isinstance(b, Banner):
-            out.append(f"> **{b.kind.replace('_', ' ').upper()}** — {md_escape(b.text)}")
-        elif isinstance(b, Bullets):
-            out.append("\n".join(f"- {md_escape(i)}" for i in b.items))
-        elif isinstance(b, Table):
-            out.append(_md_table(b))
-        elif isinstance(b, Fig):
-            fig = b.figure
-            rows = fig.rows()
-            t = Table(
-                ["", "value"], [[lab, val] for lab, val in rows[:MAX_TABLE_ROWS]], f"Figure: {fig.title}"
-            )
-            if len(rows) > MAX_TABLE_ROWS:
-                t.note = f"{len(rows) - MAX_TABLE_ROWS} more points; the plot is in report.html"
-            out.append(_md_table(t))
-    return "\n\n".join(out) + "\n"
-
-
-def _md_table(t: Table) -> str:
-    lines = []
-    if t.caption:
-        lines.append(f"*{md_escape(t.caption)}*")
-        lines.append("")
-    lines.append("| " + " | ".join(md_escape(h) or " " for h in t.headers) + " |")
-    lines.append("|" + "|".join(" --- " for _ in t.headers) + "|")
-    lines += ["| " + " | ".join(md_escape(c) for c in row) + " |" for row in t.rows]
-    if t.note:
-        lines.append("")
-        lines.append(f"({md_escape(t.note)})")
-    return "\n".join(lines)
-
-
-# ---------------------------------------------------------------- HTML
-
-CSS = """
-:root { --ink:#1a1a1a; --mute:#555; --line:#c8c8c8; --ok:#e8f3e8; --warn:#fff4d6; --bad:#fbe3e3; --off:#eeeeee; }
-* { box-sizing: border-box; }
-body { font: 10.5pt/1.45 "DejaVu Sans", Helvetica, Arial, sans-serif; color: var(--ink); margin: 0 auto;
-       max-width: 180mm; padding: 8mm 0; }
-h1 { font-size: 18pt; margin: 0 0 4pt; } h2 { font-size: 13.5pt; margin: 18pt 0 6pt; border-bottom: 1px solid var(--line); }
-h3 { font-size: 11pt; margin: 10pt 0 4pt; color: var(--mute); }
-h2, h3 { break-after: avoid; page-break-after: avoid; }
-p { margin: 4pt 0; }
-table { border-collapse: collapse; width: 100%; margin: 4pt 0 8pt; font-size: 9pt; page-break-inside: auto; }
-thead { display: table-header-group; }
-tr { break-inside: avoid; page-break-inside: avoid; }
-th, td { border: 1px solid var(--line); padding: 2pt 4pt; text-align: left; vertical-align: top;
-         overflow-wrap: break-word; }
-th { background: #f2f2f2; }
-caption { caption-side: top; text-align: left; font-style: italic; color: var(--mute); padding-bottom: 2pt; }
-.banner { border-left: 4pt solid var(--mute); padding: 4pt 8pt; margin: 6pt 0; background: var(--off); }
-.banner.ok { border-color: #548235; background: var(--ok); }
-.banner.stale, .banner.draft { border-color: #bf9000; background: var(--warn); }
-.banner.fail { border-color: #c00000; background: var(--bad); }
-.banner.not_run { border-color: #888; background: var(--off); }
-.st-pass { background: var(--ok); } .st-warn { background: var(--warn); } .st-fail { background: var(--bad); }
-.st-not_run, .st-info { background: var(--off); }
-figure { margin: 6pt 0 10pt; break-inside: avoid; page-break-inside: avoid; }
-svg.plot { max-width: 100%; height: auto; border: 1px solid var(--line); background: #fff; }
-svg .plot-title { font-size: 12px; font-weight: bold; } svg .lab { font-size: 10px; } svg .val { font-size: 9px; fill: #333; }
-svg .axis { stroke: #333; } svg .ideal { stroke: #999; stroke-dasharray: 4 3; }
-.note { color: var(--mute); font-size: 9pt; }
-@page { size: A4; margin: 15mm 14mm; }
-@media print { body { max-width: none; padding: 0; } a { color: inherit; text-decoration: none; } }
-"""
-
-
-def _html_status_cell(text: str) -> str:
-    key = next((k for k, v in STATUS_MARK.items() if text.startswith(v)), "")
-    cls = f' class="st-{key}"' if key else ""
-    return f"<td{cls}>{escape(text)}</td>"
-
-
-def to_html(blocks: list[Block], title: str) -> str:
-    out = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">",
-        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>",
-    ]
-    for b in blocks:
-        if isinstance(b, Heading):
-            out.append(f"<h{b.level}>{escape(b.text)}</h{b.level}>")
-        elif isinstance(b, Para):
-            lead = f"<strong>{escape(b.lead)}</strong> — " if b.lead else ""
-            out.append(f"<p>{lead}{escape(b.text)}</p>")
-        elif isinstance(b, Banner):
-            out.append(f'<div class="banner {escape(b.kind)}">{escape(b.text)}</div>')
-        elif isinstance(b, Bullets):
-            out.append("<ul>" + "".join(f"<li>{escape(i)}</li>" for i in b.items) + "</ul>")
-        elif isinstance(b, Table):
-            out.append(_html_table(b))
-        elif isinstance(b, Fig):
-            out.append(f"<figure>{report_svg.render(b.figure)}</figure>")
-    out.append("</body></html>")
-    return "\n".join(out) + "\n"
-
-
-def _html_table(t: Table) -> str:
-    status_col = t.headers.index("Status") if "Status" in t.headers else -1
-    parts = ["<table>"]
-    if t.caption:
-        parts.append(f"<caption>{escape(t.caption)}</caption>")
-    parts.append("<thead><tr>" + "".join(f"<th>{escape(h)}</th>" for h in t.headers) + "</tr></thead><tbody>")
-    for row in t.rows:
-        cells = [
-            _html_status_cell(c) if i == status_col else f"<td>{escape(c)}</td>" for i, c in enumerate(row)
-        ]
-        parts.append("<tr>" + "".join(cells) + "</tr>")
-    parts.append("</tbody></table>")
-    if t.note:
-        parts.append(f'<p class="note">({escape(t.note)})</p>')
-    return "".join(parts)
-
-
-# ---------------------------------------------------------------- model-index
-
-
-def _source_revision(records: dict[str, StageRecord]) -> str:
-    src = records.get("source")
-    sums = parse(src.check("source.checksum"), D.Checksum) if src else None
-    return sums.files[0].sha256 if sums and sums.files else ""
-
-
-def _model_identity(records: dict[str, StageRecord]) -> tuple[str, str]:
-    """(base model, revision) from the contract's effective settings: path or hub id, pinned revision."""
-    con = records.get("contract")
-    eff = parse(con.check("contract.effective"), T.Effective) if con else None
-    if eff is None:
-        return "", ""
-    e = eff.effective
-    model = str(e.get("model_path", ""))
-    if model.startswith("package:"):
-        model = model.removeprefix("package:")
-    revision = str(e.get("hub_revision", "") or e.get("model_sha256", ""))
-    return model, revision
-
-
-def model_card_data(session: Session) -> Any:
-    """A Hugging Face `ModelCardData` whose eval results are the frozen locked-test comparison.
-
-    Results are included only when the artifact stage is frozen and not stale; otherwise the card has
-    no results (never a number that is not established).
-    """
-    from huggingface_hub import EvalResult, ModelCardData
-
-    records, states = session.records(), session.states()
-    claim = records.get("claim")
-    ci = claim.inputs if claim else {}
-    base, revision = _model_identity(records)
-    name = f"{Path(base).name or base} fine-tuned (claimcheck session {session.meta.id})" if base else ""
-    results = []
-    artifact = records.get("artifact")
-    comp = parse(artifact.check("artifact.comparison"), A.Comparison) if artifact else None
-    if comp is not None and states.get("artifact") == "frozen" and "candidate" in comp.values:
-        hf_type, args = HF_METRICS.get(comp.metric, (comp.metric, {}))
-        task_type, task_name = HF_TASKS.get(str(ci.get("task_kind", "")), ("other", "Other"))
-        source = records.get("source")
-        files = source.inputs.get("files", []) if source else []
-        ds_name = Path(str(files[0])).stem if files else "unknown"
-        results.append(
-            EvalResult(
-                task_type=task_type,
-                task_name=task_name,
-                dataset_type=ds_name,
-                dataset_name=ds_name,
-                dataset_split="test",
-                dataset_revision=_source_revision(records) or "unknown",
-                metric_type=hf_type,
-                metric_value=float(comp.values["candidate"]),
-                metric_name=f"{comp.metric} on the locked test",
-                metric_args=dict(args) or None,
-            )
-        )
-    return ModelCardData(
-        model_name=name or f"claimcheck session {session.meta.id}",
-        base_model=base or None,
-        eval_results=results or None,
-        base_model_revision=revision or None,
-    )
-
-
-def model_index(session: Session) -> dict[str, Any]:
-    """The `model-index` block (and base model) of the card data, as a plain dict."""
-    data = model_card_data(session).to_dict()
-    data.setdefault("model-index", [{"name": data.get("model_name", ""), "results": []}])
-    return data
-
-
-def model_index_yaml(session: Session) -> str:
-    import yaml  # pyyaml comes with transformers; loaded only when the report is written
-
-    block = model_index(session)
-    head = "# model-index block for a Hugging Face model card, written by claimcheck from frozen records.\n"
-    if not block["model-index"][0].get("results"):
-        head += "# No results: the artifact stage's locked-test evaluation is not frozen in this session.\n"
-    return head + yaml.safe_dump(block, sort_keys=False, allow_unicode=True)
 
 
 # ---------------------------------------------------------------- entry point

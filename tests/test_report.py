@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine.report import fmt_value, md_escape, model_card_data, model_index, render, write_report
+from engine.model_card import model_card_data, model_index
+from engine.report import render, write_report
+from engine.report_render import fmt_value, md_escape
 from engine.session import Session
 from engine.shapes import artifact as A
 from engine.shapes import data as D

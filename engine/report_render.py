@@ -1,0 +1,211 @@
+"""The report's blocks and their two renderings: Markdown (report.md) and a self-contained, printable
+HTML page (report.html, SVG figures inline, no script, nothing loaded from the network). Every data
+string is escaped for its format here, in one place."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from html import escape
+from typing import Any
+
+from engine import figures as F
+from engine import report_svg
+
+STATUS_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "info": "INFO", "not_run": "NOT RUN"}
+MAX_TABLE_ROWS = 25
+
+
+# ---------------------------------------------------------------- blocks
+
+
+@dataclass
+class Heading:
+    level: int
+    text: str
+
+
+@dataclass
+class Para:
+    text: str
+    lead: str = ""
+
+
+@dataclass
+class Banner:
+    kind: str  # ok / draft / stale / not_run / fail
+    text: str
+
+
+@dataclass
+class Table:
+    headers: list[str]
+    rows: list[list[str]]
+    caption: str = ""
+    note: str = ""
+
+
+@dataclass
+class Bullets:
+    items: list[str]
+
+
+@dataclass
+class Fig:
+    figure: F.Figure
+
+
+Block = Heading | Para | Banner | Table | Bullets | Fig
+
+
+# ---------------------------------------------------------------- value formatting
+
+
+def fmt_value(value: Any, limit: int = 160) -> str:
+    if isinstance(value, bool):
+        text = "yes" if value else "no"
+    elif isinstance(value, float):
+        text = f"{value:.4g}"
+    elif isinstance(value, str):
+        text = value if value else "—"
+    elif isinstance(value, list) and all(
+        isinstance(v, str | int | float) and not isinstance(v, bool) for v in value
+    ):
+        text = ", ".join(fmt_value(v) for v in value) if value else "—"
+    else:
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# ---------------------------------------------------------------- Markdown
+
+
+def md_escape(text: str) -> str:
+    out = text.replace("\\", "\\\\")
+    for ch in "`|*[]<>":
+        out = out.replace(ch, "\\" + ch)
+    return " ".join(out.split())
+
+
+def to_markdown(blocks: list[Block]) -> str:
+    out: list[str] = []
+    for b in blocks:
+        if isinstance(b, Heading):
+            out.append("#" * b.level + " " + md_escape(b.text))
+        elif isinstance(b, Para):
+            out.append((f"**{md_escape(b.lead)}** — " if b.lead else "") + md_escape(b.text))
+        elif isinstance(b, Banner):
+            out.append(f"> **{b.kind.replace('_', ' ').upper()}** — {md_escape(b.text)}")
+        elif isinstance(b, Bullets):
+            out.append("\n".join(f"- {md_escape(i)}" for i in b.items))
+        elif isinstance(b, Table):
+            out.append(_md_table(b))
+        elif isinstance(b, Fig):
+            fig = b.figure
+            rows = fig.rows()
+            t = Table(
+                ["", "value"], [[lab, val] for lab, val in rows[:MAX_TABLE_ROWS]], f"Figure: {fig.title}"
+            )
+            if len(rows) > MAX_TABLE_ROWS:
+                t.note = f"{len(rows) - MAX_TABLE_ROWS} more points; the plot is in report.html"
+            out.append(_md_table(t))
+    return "\n\n".join(out) + "\n"
+
+
+def _md_table(t: Table) -> str:
+    lines = []
+    if t.caption:
+        lines.append(f"*{md_escape(t.caption)}*")
+        lines.append("")
+    lines.append("| " + " | ".join(md_escape(h) or " " for h in t.headers) + " |")
+    lines.append("|" + "|".join(" --- " for _ in t.headers) + "|")
+    lines += ["| " + " | ".join(md_escape(c) for c in row) + " |" for row in t.rows]
+    if t.note:
+        lines.append("")
+        lines.append(f"({md_escape(t.note)})")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- HTML
+
+CSS = """
+:root { --ink:#1a1a1a; --mute:#555; --line:#c8c8c8; --ok:#e8f3e8; --warn:#fff4d6; --bad:#fbe3e3; --off:#eeeeee; }
+* { box-sizing: border-box; }
+body { font: 10.5pt/1.45 "DejaVu Sans", Helvetica, Arial, sans-serif; color: var(--ink); margin: 0 auto;
+       max-width: 180mm; padding: 8mm 0; }
+h1 { font-size: 18pt; margin: 0 0 4pt; } h2 { font-size: 13.5pt; margin: 18pt 0 6pt; border-bottom: 1px solid var(--line); }
+h3 { font-size: 11pt; margin: 10pt 0 4pt; color: var(--mute); }
+h2, h3 { break-after: avoid; page-break-after: avoid; }
+p { margin: 4pt 0; }
+table { border-collapse: collapse; width: 100%; margin: 4pt 0 8pt; font-size: 9pt; page-break-inside: auto; }
+thead { display: table-header-group; }
+tr { break-inside: avoid; page-break-inside: avoid; }
+th, td { border: 1px solid var(--line); padding: 2pt 4pt; text-align: left; vertical-align: top;
+         overflow-wrap: break-word; }
+th { background: #f2f2f2; }
+caption { caption-side: top; text-align: left; font-style: italic; color: var(--mute); padding-bottom: 2pt; }
+.banner { border-left: 4pt solid var(--mute); padding: 4pt 8pt; margin: 6pt 0; background: var(--off); }
+.banner.ok { border-color: #548235; background: var(--ok); }
+.banner.stale, .banner.draft { border-color: #bf9000; background: var(--warn); }
+.banner.fail { border-color: #c00000; background: var(--bad); }
+.banner.not_run { border-color: #888; background: var(--off); }
+.st-pass { background: var(--ok); } .st-warn { background: var(--warn); } .st-fail { background: var(--bad); }
+.st-not_run, .st-info { background: var(--off); }
+figure { margin: 6pt 0 10pt; break-inside: avoid; page-break-inside: avoid; }
+svg.plot { max-width: 100%; height: auto; border: 1px solid var(--line); background: #fff; }
+svg .plot-title { font-size: 12px; font-weight: bold; } svg .lab { font-size: 10px; } svg .val { font-size: 9px; fill: #333; }
+svg .axis { stroke: #333; } svg .ideal { stroke: #999; stroke-dasharray: 4 3; }
+.note { color: var(--mute); font-size: 9pt; }
+@page { size: A4; margin: 15mm 14mm; }
+@media print { body { max-width: none; padding: 0; } a { color: inherit; text-decoration: none; } }
+"""
+
+
+def _html_status_cell(text: str) -> str:
+    key = next((k for k, v in STATUS_MARK.items() if text.startswith(v)), "")
+    cls = f' class="st-{key}"' if key else ""
+    return f"<td{cls}>{escape(text)}</td>"
+
+
+def to_html(blocks: list[Block], title: str) -> str:
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">",
+        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>",
+    ]
+    for b in blocks:
+        if isinstance(b, Heading):
+            out.append(f"<h{b.level}>{escape(b.text)}</h{b.level}>")
+        elif isinstance(b, Para):
+            lead = f"<strong>{escape(b.lead)}</strong> — " if b.lead else ""
+            out.append(f"<p>{lead}{escape(b.text)}</p>")
+        elif isinstance(b, Banner):
+            out.append(f'<div class="banner {escape(b.kind)}">{escape(b.text)}</div>')
+        elif isinstance(b, Bullets):
+            out.append("<ul>" + "".join(f"<li>{escape(i)}</li>" for i in b.items) + "</ul>")
+        elif isinstance(b, Table):
+            out.append(_html_table(b))
+        elif isinstance(b, Fig):
+            out.append(f"<figure>{report_svg.render(b.figure)}</figure>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
+def _html_table(t: Table) -> str:
+    status_col = t.headers.index("Status") if "Status" in t.headers else -1
+    parts = ["<table>"]
+    if t.caption:
+        parts.append(f"<caption>{escape(t.caption)}</caption>")
+    parts.append("<thead><tr>" + "".join(f"<th>{escape(h)}</th>" for h in t.headers) + "</tr></thead><tbody>")
+    for row in t.rows:
+        cells = [
+            _html_status_cell(c) if i == status_col else f"<td>{escape(c)}</td>" for i, c in enumerate(row)
+        ]
+        parts.append("<tr>" + "".join(cells) + "</tr>")
+    parts.append("</tbody></table>")
+    if t.note:
+        parts.append(f'<p class="note">({escape(t.note)})</p>')
+    return "".join(parts)
