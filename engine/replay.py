@@ -36,6 +36,7 @@ from engine import stages as registry
 from engine.context import StageContext, StageInputError
 from engine.evidence import Check, EvidenceError, StageRecord, load_record, record_to_toml
 from engine.session import SESSION_FILE, Session
+from engine.training import jobfiles
 
 Progress = Callable[[str], None]
 
@@ -56,8 +57,6 @@ OUTCOMES = (
 FAILING = frozenset({"differs", "missing", "new", "stale", "tampered", "incomplete", "failed"})
 EXIT_OK, EXIT_DIFFERS, EXIT_UNUSABLE = 0, 1, 2
 
-# The job's own word for a finished run (engine.providers.base.TERMINAL_STAGES).
-JOB_DONE = "done"
 TRAINING_STAGES = ("dispatch",)
 
 
@@ -350,21 +349,15 @@ def _job_rows(session_dir: Path, rec: StageRecord) -> list[Row]:
     for job_dir in sorted(p for p in jobs.iterdir() if p.is_dir()):
         if job_dir.name not in blob:
             continue
-        status_file = job_dir / "status.json"
-        try:
-            status = json.loads(status_file.read_text())
-        except FileNotFoundError:
-            rows.append(Row(rec.stage, "(job)", "incomplete", "", f"jobs/{job_dir.name}: no status.json"))
-            continue
-        except (OSError, ValueError) as exc:
-            rows.append(
-                Row(
-                    rec.stage, "(job)", "incomplete", "", f"jobs/{job_dir.name}/status.json unreadable: {exc}"
-                )
+        status, problem = jobfiles.read_status_checked(job_dir)
+        if status is None:
+            where = f"jobs/{job_dir.name}" + (
+                f": no {jobfiles.STATUS}" if problem == "missing" else f"/{jobfiles.STATUS} {problem}"
             )
+            rows.append(Row(rec.stage, "(job)", "incomplete", "", where))
             continue
         stage = str(status.get("stage", "unknown"))
-        if stage != JOB_DONE:
+        if jobfiles.job_state(stage) != "finished":
             step, total = status.get("step", "?"), status.get("total_steps", "?")
             rows.append(
                 Row(

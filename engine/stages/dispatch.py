@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,6 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from engine.context import StageContext, StageInputError
 from engine.evidence import Check, StageRecord, digest_of
+from engine.training import jobfiles
+from engine.training.alarms import LOWER_BETTER
+from engine.training.jobfiles import job_state, latest_by_step
+from engine.training.schema import Effective, effective
 
 TITLE = "Dispatch"
 
@@ -71,13 +76,14 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     from engine.providers.base import operation_id
 
     eff, digest = contract_of(upstream)
-    op_id = operation_id(digest, inputs.attempt)
+    op = Operation(eff, digest, operation_id(digest, inputs.attempt), inputs.attempt)
+    op_id = op.op_id
     jobs_root = ctx.session_dir / "jobs"
     job_dir = jobs_root / op_id
     provider = _provider(inputs, jobs_root, ctx)
     launch_info: dict[str, Any] = {"provider": inputs.provider, "operation_id": op_id}
     gate = _required_checks(eff, upstream["contract"])
-    if gate.status == "fail" and not (job_dir / "contract.toml").exists():
+    if gate.status == "fail" and not jobfiles.has_contract(job_dir):
         return StageRecord(stage="dispatch", inputs=inputs.model_dump(mode="json"), checks=[gate])
     if ctx.replay:
         launch_info["replay"] = True  # look, never launch
@@ -85,7 +91,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
         runtime = {}
         if inputs.provider == "ray" and inputs.output_location:
             runtime["output_location"] = str(ctx.resolve(inputs.output_location).resolve() / op_id)
-        export_job(job_dir, eff, digest, op_id, inputs.attempt, upstream, ctx, runtime)
+        export_job(job_dir, op, upstream, ctx, runtime)
         try:
             handle = provider.launch(job_dir, op_id, resume=inputs.resume)
             launch_info.update(started=handle.started, ref=handle.ref)
@@ -95,6 +101,31 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
             raise StageInputError(f"dispatch via {inputs.provider}: {exc}") from None
     checks = [gate, *job_checks(job_dir, eff, digest, op_id, provider, launch_info)]
     return StageRecord(stage="dispatch", inputs=inputs.model_dump(mode="json"), checks=checks)
+
+
+@dataclass
+class Operation:
+    """One deliberate launch: the frozen effective contract, its digest, identity and attempt."""
+
+    eff: dict[str, Any]
+    digest: str
+    op_id: str
+    attempt: int
+
+
+def typed(eff: dict[str, Any] | Effective) -> Effective:
+    """The effective contract as its typed model; a field it does not know is the person's to fix."""
+    from pydantic import ValidationError
+
+    try:
+        return effective(eff)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ()))
+        raise StageInputError(
+            f"the contract record's effective settings do not fit this engine ({where}: {first.get('msg')}): "
+            "re-run and freeze the contract stage"
+        ) from None
 
 
 def contract_of(upstream: dict[str, StageRecord]) -> tuple[dict[str, Any], str]:
@@ -118,8 +149,8 @@ def contract_of(upstream: dict[str, StageRecord]) -> tuple[dict[str, Any], str]:
 
 def _required_checks(eff: dict[str, Any], contract: StageRecord) -> Check:
     """The contract's required checks, and what it said to do when one fails (refuse or warn)."""
-    required = [str(x) for x in eff.get("required_checks", [])]
-    policy = str(eff.get("on_required_fail", "refuse_dispatch"))
+    c = typed(eff)
+    required, policy = list(c.required_checks), c.on_required_fail
     states = {}
     for cid in required:
         c = contract.check(cid)
@@ -147,38 +178,33 @@ def _required_checks(eff: dict[str, Any], contract: StageRecord) -> Check:
 
 def export_job(
     job_dir: Path,
-    eff: dict[str, Any],
-    digest: str,
-    op_id: str,
-    attempt: int,
+    op: Operation,
     upstream: dict[str, StageRecord],
     ctx: StageContext,
     extra_runtime: dict[str, Any] | None = None,
 ) -> None:
     """Write the job's own inputs once: contract copy, train / dev rows (never the test split)."""
-    from engine.training.job import CONTRACT, write_job_dir
-
-    if (job_dir / CONTRACT).exists():
+    if jobfiles.has_contract(job_dir):
         return  # the same identity: reuse exactly what the first launch wrote
     from engine import splits
 
     frames = {}
     for name in ("train", "dev"):
-        ctx.progress(None, f"exporting {name} rows for {op_id}")
+        ctx.progress(None, f"exporting {name} rows for {op.op_id}")
         df = splits.rows(name, upstream, ctx, caller="dispatch")
-        frames[name] = _job_frame(df, eff)
-    runtime = {"heartbeat_seconds": float(eff.get("heartbeat_seconds", 2.0) or 2.0), **(extra_runtime or {})}
-    write_job_dir(
-        job_dir,
-        effective=eff,
-        digest=digest,
-        op_id=op_id,
-        attempt=attempt,
+        frames[name] = _job_frame(df, op.eff)
+    runtime = {"heartbeat_seconds": jobfiles.HEARTBEAT_SECONDS, **(extra_runtime or {})}
+    spec = jobfiles.JobSpec(
+        effective=op.eff,
+        digest=op.digest,
+        op_id=op.op_id,
+        attempt=op.attempt,
         train=frames["train"],
         dev=frames["dev"],
         workspace=ctx.workspace,
         runtime=runtime,
     )
+    jobfiles.write_job_dir(job_dir, spec)
 
 
 def _job_frame(df: Any, eff: dict[str, Any]) -> Any:
@@ -186,7 +212,7 @@ def _job_frame(df: Any, eff: dict[str, Any]) -> Any:
 
     from engine.training.evaluate import model_inputs
 
-    if eff.get("task_kind") == "causal_lm_sft":
+    if typed(eff).task_kind == "causal_lm_sft":
         import json
 
         msgs = [json.dumps(m) for m in model_inputs(eff, df)]
@@ -196,20 +222,14 @@ def _job_frame(df: Any, eff: dict[str, Any]) -> Any:
 
 
 def _provider(inputs: Inputs, jobs_root: Path, ctx: StageContext) -> Any:
-    from engine.providers.base import get_provider
+    from engine.providers.registry import from_inputs
 
-    if inputs.provider != "ray":
-        return get_provider(inputs.provider, jobs_root)
-    from engine.providers.ray_jobs import RayJobsProvider, RayResources
-
-    resources = RayResources(inputs.ray_num_cpus, inputs.ray_num_gpus, int(inputs.ray_memory_gb * 2**30))
-    output = str(ctx.resolve(inputs.output_location)) if inputs.output_location else None
-    return RayJobsProvider(jobs_root, address=inputs.ray_address, resources=resources, output_root=output)
+    return from_inputs(inputs.model_dump(mode="json"), jobs_root, ctx.resolve)
 
 
 def _provider_errors() -> tuple[type[BaseException], ...]:
     """Errors a provider raises for an unreachable or refusing cluster: the person's to fix, not a bug."""
-    from engine.providers.ray_jobs import RayJobsError
+    from engine.providers.ray_http import RayJobsError
 
     return (RayJobsError, ValueError)
 
@@ -236,9 +256,9 @@ def job_checks(
     job_dir: Path, eff: dict[str, Any], digest: str, op_id: str, provider: Any, launch_info: dict[str, Any]
 ) -> list[Check]:
     from engine.providers.base import Handle
-    from engine.training import job as jf
+    from engine.training import alarms
 
-    if not (job_dir / jf.CONTRACT).exists():
+    if not jobfiles.has_contract(job_dir):
         return [
             Check(
                 id="dispatch.identity",
@@ -249,12 +269,13 @@ def job_checks(
                 playbook=PB_IDENTITY,
             )
         ]
-    doc = jf.read_contract(job_dir)
+    c = typed(eff)
+    doc = jobfiles.read_contract(job_dir)
     handle = Handle(op_id=op_id, job_dir=job_dir, provider=provider.name, ref=str(launch_info.get("ref", "")))
     st = provider.status(handle)
-    status_doc = jf.read_status(job_dir)
-    hb = jf.read_heartbeat(job_dir)
-    records = jf.read_metrics(job_dir)
+    status_doc = jobfiles.read_status(job_dir)
+    hb = jobfiles.read_heartbeat(job_dir)
+    records = jobfiles.read_metrics(job_dir)
     total = int(status_doc.get("total_steps", 0) or 0)
     checks = [
         _identity(doc, eff, digest, op_id, job_dir),
@@ -264,11 +285,11 @@ def job_checks(
         _loss_curve(records),
         _dev_metric(records),
     ]
-    for alarm in jf.evaluate_alarms(records, eff, {**hb, **_stall_of(status_doc, hb)}, total):
+    for alarm in alarms.evaluate(records, c, {**hb, **_stall_of(status_doc, hb)}, total):
         checks.append(_alarm_check(alarm))
-    checks.append(_checkpoints(job_dir, eff, total))
+    checks.append(_checkpoints(job_dir, c, total))
     checks.append(_resume(status_doc, records))
-    if (job_dir / "ray.json").exists():
+    if (job_dir / jobfiles.RAY_RECORD).exists():
         checks.append(_ray_record(job_dir))
     return checks
 
@@ -278,12 +299,12 @@ def _ray_record(job_dir: Path) -> Check:
     import json
 
     try:
-        doc = json.loads((job_dir / "ray.json").read_text())
+        doc = json.loads((job_dir / jobfiles.RAY_RECORD).read_text())
     except (OSError, ValueError) as exc:
         return Check(
             id="dispatch.provider_record",
             status="fail",
-            summary=f"jobs/{job_dir.name}/ray.json is unreadable ({exc})",
+            summary=f"jobs/{job_dir.name}/{jobfiles.RAY_RECORD} is unreadable ({exc})",
             playbook=PB_IDENTITY,
         )
     keys = ("address", "ray_version", "submission_id", "entrypoint", "runtime_env", "resources")
@@ -381,19 +402,9 @@ def _acknowledged(st: Any, status_doc: dict[str, Any], launch_info: dict[str, An
     )
 
 
-def job_state(stage: str) -> str:
-    if stage == "done":
-        return "finished"
-    if stage in ("failed", "cancelled"):
-        return stage
-    return "incomplete"
-
-
 def _progress(
     st: Any, status_doc: dict[str, Any], hb: dict[str, Any], records: list[dict[str, Any]]
 ) -> Check:
-    from engine.training.job import latest_by_step
-
     steps = latest_by_step(records, "step")
     state = job_state(st.stage)
     status = {"finished": "pass", "failed": "fail", "cancelled": "warn"}.get(
@@ -457,8 +468,6 @@ def _num(x: Any) -> float:
 
 
 def _loss_curve(records: list[dict[str, Any]]) -> Check:
-    from engine.training.job import latest_by_step
-
     steps = latest_by_step(records, "step")
     if not steps:
         return Check(
@@ -492,9 +501,7 @@ def _loss_curve(records: list[dict[str, Any]]) -> Check:
 
 
 def _dev_metric(records: list[dict[str, Any]]) -> Check:
-    from engine.training.job import latest_by_step
-
-    evals = [e for e in latest_by_step(records, "eval") if e.get("split") == "dev"]
+    evals = jobfiles.dev_evals(records)
     trivial = next((r for r in records if r.get("kind") == "trivial"), {})
     if not evals:
         return Check(
@@ -508,7 +515,7 @@ def _dev_metric(records: list[dict[str, Any]]) -> Check:
     values = [_num(e.get("value")) for e in evals]
     tv = _num(trivial.get("value"))
     last = values[-1]
-    lower = metric in ("log_loss", "brier", "dev_loss")
+    lower = metric in LOWER_BETTER
     beats = math.isfinite(tv) and (last < tv if lower else last > tv)
     return Check(
         id="dispatch.dev_metric",
@@ -556,10 +563,10 @@ def _alarm_check(alarm: dict[str, Any]) -> Check:
     )
 
 
-def _checkpoints(job_dir: Path, eff: dict[str, Any], total: int) -> Check:
+def _checkpoints(job_dir: Path, c: Effective, total: int) -> Check:
     from engine.training import checkpoint
 
-    found = checkpoint.complete(job_dir / "checkpoints")
+    found = checkpoint.complete(job_dir / jobfiles.CHECKPOINTS)
     need = (
         "trainable.safetensors",
         "optimizer.pt",
@@ -569,7 +576,7 @@ def _checkpoints(job_dir: Path, eff: dict[str, Any], total: int) -> Check:
         "trainer_state.json",
     )
     incomplete = [p.name for p in found if not all((p / f).is_file() for f in need)]
-    every = int(eff.get("checkpoint_every_steps", 0) or 0)
+    every = c.checkpoint_every_steps
     expected = bool(every) and total > every
     if not found:
         status = "warn" if expected else "info"

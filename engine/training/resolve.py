@@ -14,7 +14,7 @@ from engine.context import StageContext
 from engine.evidence import digest_of
 
 if TYPE_CHECKING:
-    from engine.stages.contract import Inputs
+    from engine.training.schema import Inputs
 
 
 # ---------------------------------------------------------------- hardware probes (cached per process)
