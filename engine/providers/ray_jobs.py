@@ -27,19 +27,18 @@ first POST), how the launch ended (submitted / adopted / reconciled), and Ray's 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import secrets
 import shlex
 import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.data import sha256_file
 from engine.evidence import atomic_write_text, now_iso
 from engine.providers.base import TERMINAL_STAGES, Handle, JobStatus, require_job_dir
 from engine.providers.ray_http import (
@@ -53,21 +52,7 @@ from engine.providers.ray_http import (
 from engine.training import jobfiles
 
 RECORD = jobfiles.RAY_RECORD
-# Small files the job rewrites while it runs; mirrored from the output location on each status.
-PROGRESS_FILES = jobfiles.PROGRESS_FILES
 META_PREFIX = "claimcheck_"
-
-__all__ = [
-    "RAY_TERMINAL",
-    "RECORD",
-    "RayHTTPError",
-    "RayJobsClient",
-    "RayJobsError",
-    "RayJobsProvider",
-    "RayResources",
-    "RayUncertain",
-    "RayUnreachable",
-]
 
 
 def _already_exists(exc: RayHTTPError) -> bool:
@@ -92,28 +77,20 @@ class RayResources:
         return out
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+@dataclass
+class RaySettings:
+    """Where and how the provider submits: the dashboard, resources, output location, patience."""
 
-
-def _copy_if_changed(src: Path, dst: Path) -> None:
-    try:
-        data = src.read_bytes()
-    except OSError:
-        return
-    try:
-        if dst.read_bytes() == data:
-            return
-    except OSError:
-        pass
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, dst)
+    address: str = "http://127.0.0.1:8265"
+    resources: RayResources | dict[str, Any] | None = None
+    # Shared storage the job writes to; None = the session's own job folder, read in place.
+    output_root: Path | str | None = None
+    python: str | None = None  # the interpreter on the cluster (default: the app's own)
+    code_root: Path | str | None = None  # PYTHONPATH on the cluster (default: this checkout)
+    reconcile_s: float = 15.0  # how long an uncertain POST is looked for by id
+    max_posts: int = 3
+    startup_grace_s: float = 180.0  # RUNNING without a heartbeat for longer: unconfirmed
+    fetch_wait_s: float = 30.0
 
 
 class RayJobsProvider:
@@ -122,32 +99,26 @@ class RayJobsProvider:
     def __init__(
         self,
         jobs_root: Path,
+        settings: RaySettings | None = None,
         *,
-        address: str = "http://127.0.0.1:8265",
-        resources: RayResources | dict[str, Any] | None = None,
-        output_root: Path | str | None = None,
-        python: str | None = None,
-        code_root: Path | str | None = None,
         client: RayJobsClient | None = None,
-        reconcile_s: float = 15.0,
-        max_posts: int = 3,
-        startup_grace_s: float = 180.0,
-        fetch_wait_s: float = 30.0,
+        **options: Any,
     ):
+        """`options` are RaySettings fields, for callers that name one or two of them."""
+        s = settings or RaySettings(**options)
         self.jobs_root = Path(jobs_root)
-        self.client = client or RayJobsClient(address)
+        self.client = client or RayJobsClient(s.address)
         self.address = self.client.address
-        if isinstance(resources, dict):
-            resources = RayResources(**resources)
+        resources = RayResources(**s.resources) if isinstance(s.resources, dict) else s.resources
         self.resources = resources or RayResources()
-        self.output_root = Path(output_root).resolve() if output_root else None
+        self.output_root = Path(s.output_root).resolve() if s.output_root else None
         # Same-machine / shared-image clusters: the app's interpreter and code path are valid there.
-        self.python = python or sys.executable
-        self.code_root = Path(code_root) if code_root else Path(__file__).resolve().parents[2]
-        self.reconcile_s = reconcile_s
-        self.max_posts = max(1, max_posts)
-        self.startup_grace_s = startup_grace_s
-        self.fetch_wait_s = fetch_wait_s
+        self.python = s.python or sys.executable
+        self.code_root = Path(s.code_root) if s.code_root else Path(__file__).resolve().parents[2]
+        self.reconcile_s = s.reconcile_s
+        self.max_posts = max(1, s.max_posts)
+        self.startup_grace_s = s.startup_grace_s
+        self.fetch_wait_s = s.fetch_wait_s
 
     # ------------------------------------------------------------ places and records
 
@@ -228,33 +199,12 @@ class RayJobsProvider:
                 raise ValueError(
                     f"the contract names output location {named!r} but the ray provider writes to {out_dir}"
                 )
-            self._stage_inputs(job_dir, out_dir)
+            jobfiles.copy_inputs(job_dir, out_dir)
         elif named and Path(named).resolve() != out_dir:
             raise ValueError(
                 f"the contract names output location {named!r}; configure the provider's output_root"
             )
         return out_dir
-
-    def _stage_inputs(self, job_dir: Path, out_dir: Path) -> None:
-        """Copy contract.toml and data/ to the output location (the job reads only its own folder)."""
-        src_contract = job_dir / jobfiles.CONTRACT
-        dst_contract = out_dir / jobfiles.CONTRACT
-        if dst_contract.exists():
-            if _sha256(dst_contract) != _sha256(src_contract):
-                raise ValueError(
-                    f"{dst_contract} holds a different contract than {src_contract}: one identity, two contracts"
-                )
-            return
-        out_dir.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".stage-", dir=out_dir))
-        try:
-            shutil.copytree(job_dir / "data", tmp / "data")
-            shutil.copy2(src_contract, tmp / jobfiles.CONTRACT)
-            shutil.rmtree(out_dir / "data", ignore_errors=True)  # a staging cut short before the contract
-            os.replace(tmp / "data", out_dir / "data")
-            os.replace(tmp / jobfiles.CONTRACT, dst_contract)  # last: its presence means "staged"
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
 
     def _check_ours(self, info: dict[str, Any], op_id: str, out_dir: Path) -> None:
         meta = info.get("metadata") or {}
@@ -400,9 +350,7 @@ class RayJobsProvider:
         """The job's own files first (mirrored home), Ray's word on the process; judged by jobfiles."""
         job_dir, op_id = handle.job_dir, handle.op_id
         out_dir = self._out(handle)
-        if out_dir.resolve() != job_dir.resolve():
-            for name in PROGRESS_FILES:
-                _copy_if_changed(out_dir / name, job_dir / name)
+        jobfiles.mirror_progress(out_dir, job_dir)
         st = jobfiles.read_status(out_dir)
         hb = jobfiles.read_heartbeat(out_dir)
         now = time.time()
@@ -482,8 +430,6 @@ class RayJobsProvider:
         Returns the folder holding the job's files on this machine. Raises RayJobsError when the
         artifact's files do not match its manifest (the artifact stage must not run on it).
         """
-        from engine.training.evaluate import verify_artifact
-
         dest = Path(dest) if dest else handle.job_dir
         # Wait (bounded) for the job's own terminal status AND Ray's, so the logs are whole.
         deadline = time.monotonic() + self.fetch_wait_s
@@ -497,37 +443,10 @@ class RayJobsProvider:
         if info is not None:
             self._save_logs(dest, handle.op_id)
         out_dir = self._out(handle)
-        if out_dir.resolve() != dest.resolve():
-            for name in PROGRESS_FILES:
-                _copy_if_changed(out_dir / name, dest / name)
+        jobfiles.mirror_progress(out_dir, dest)
         verified: dict[str, Any] = {"fetched_at": now_iso(), "stage": st.stage, "ray_terminal": ray_done}
-        src_final = out_dir / jobfiles.FINAL
-        if st.stage == "done" and src_final.is_dir():
-            final = dest / jobfiles.FINAL
-            if src_final.resolve() != final.resolve():
-                tmp = dest / (jobfiles.FINAL + ".fetch")
-                shutil.rmtree(tmp, ignore_errors=True)
-                shutil.copytree(src_final, tmp)
-                shutil.rmtree(final, ignore_errors=True)
-                os.replace(tmp, final)
-                verified["copied_from"] = str(src_final)
-            else:
-                verified["copied_from"] = ""  # read in place: the output location is the job folder
-            result = verify_artifact(final)
-            verified.update(
-                ok=bool(result.get("ok")),
-                files=int(result.get("files", 0) or 0),
-                problems=[str(p) for p in result.get("problems", [])],
-                manifest_sha256=_sha256(final / jobfiles.MANIFEST)
-                if (final / jobfiles.MANIFEST).exists()
-                else "",
-                source_manifest_sha256=_sha256(src_final / jobfiles.MANIFEST),
-            )
-            if verified["manifest_sha256"] != verified["source_manifest_sha256"]:
-                verified["ok"] = False
-                verified["problems"].append(
-                    "the fetched manifest differs from the one in the output location"
-                )
+        if st.stage == "done" and (out_dir / jobfiles.FINAL).is_dir():
+            verified.update(_bring_artifact(out_dir / jobfiles.FINAL, dest / jobfiles.FINAL))
             self._update_record(handle.job_dir, fetch=verified)
             if not verified["ok"]:
                 raise RayJobsError(
@@ -536,3 +455,30 @@ class RayJobsProvider:
         else:
             self._update_record(handle.job_dir, fetch=verified)
         return dest
+
+
+def _bring_artifact(src_final: Path, final: Path) -> dict[str, Any]:
+    """Copy the artifact home (unless read in place) and verify its files against its manifest."""
+    from engine.training.evaluate import verify_artifact
+
+    out: dict[str, Any] = {"copied_from": ""}  # "": read in place, the output location is the job folder
+    if src_final.resolve() != final.resolve():
+        tmp = final.with_name(final.name + ".fetch")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(src_final, tmp)
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        out["copied_from"] = str(src_final)
+    result = verify_artifact(final)
+    manifest = final / jobfiles.MANIFEST
+    out.update(
+        ok=bool(result.get("ok")),
+        files=int(result.get("files", 0) or 0),
+        problems=[str(p) for p in result.get("problems", [])],
+        manifest_sha256=sha256_file(manifest) if manifest.exists() else "",
+        source_manifest_sha256=sha256_file(src_final / jobfiles.MANIFEST),
+    )
+    if out["manifest_sha256"] != out["source_manifest_sha256"]:
+        out["ok"] = False
+        out["problems"].append("the fetched manifest differs from the one in the output location")
+    return out

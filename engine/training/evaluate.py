@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.training.schema import effective as typed
+
 EVAL_BATCH = 32
 TRAINABLE = "trainable.safetensors"
 ADAPTER_DIR = "adapter"
@@ -67,12 +69,13 @@ def model_inputs(effective: dict[str, Any], frame: Any, *, rendered: bool = Fals
     """
     from engine.training.prepare import messages_from_row, render_texts
 
-    if effective.get("task_kind") == "causal_lm_sft":
-        column = "messages" if rendered else str(effective.get("messages_column") or "messages")
+    c = typed(effective)
+    if c.task_kind == "causal_lm_sft":
+        column = "messages" if rendered else (c.messages_column or "messages")
         return [messages_from_row(r, messages_column=column) for r in frame.iter_rows(named=True)]
     if rendered and "text" in frame.columns:
         return [str(t) for t in frame["text"].to_list()]
-    template = str(effective.get("text_template") or "")
+    template = c.text_template
     if not template:
         raise ValueError("the rows have no 'text' column and the contract has no text_template")
     return render_texts(template, list(frame.iter_rows(named=True)))
@@ -132,7 +135,7 @@ class Batcher:
 
     def __init__(self, effective: dict[str, Any], tokenizer: Any, classes: list[str], device: str):
         self.eff, self.tok, self.classes, self.device = effective, tokenizer, classes, device
-        self.classification = effective.get("task_kind", "text_classification") == "text_classification"
+        self.classification = typed(effective).is_classification
 
     def prepare(self, frame: Any, with_labels: bool = True, rendered: bool = False) -> Encoded:
         """Encode rows with engine.training.prepare.encode, the code the contract verified.
@@ -408,8 +411,7 @@ def load_artifact(
 
     final = Path(final)
     eff = json.loads((final / EFFECTIVE).read_text())
-    classes = [str(c) for c in eff.get("label_classes", [])]
-    is_cls = eff.get("task_kind", "text_classification") == "text_classification"
+    classes, is_cls = list(typed(eff).label_classes), typed(eff).is_classification
     model, _, _ = build(eff, num_labels=len(classes) if is_cls else None, workspace=workspace, device=device)
     missing, unexpected = load_trainable(model, final / TRAINABLE)
     tok = AutoTokenizer.from_pretrained(
@@ -424,8 +426,7 @@ def build_base(eff: dict[str, Any], workspace: Path, device: str = "cpu") -> tup
     and, for a classification head, the seeded random initialisation — a chance-level head."""
     from engine.training.models import build
 
-    classes = [str(c) for c in eff.get("label_classes", [])]
-    is_cls = eff.get("task_kind", "text_classification") == "text_classification"
+    classes, is_cls = list(typed(eff).label_classes), typed(eff).is_classification
     model, tok, _ = build(
         eff, num_labels=len(classes) if is_cls else None, workspace=workspace, device=device
     )
@@ -452,7 +453,7 @@ def reload_parity(
     eff = {**eff, **(overrides or {})}
     recorded = pl.read_parquet(final / DEV_PREDICTIONS)
     dev = pl.read_parquet(job_dir / "data/dev.parquet")
-    classes = [str(c) for c in eff.get("label_classes", [])]
+    classes = list(typed(eff).label_classes)
     enc = Batcher(eff, tok, classes, "cpu").prepare(dev, rendered=True)
     proba = predict(model, enc)["proba"]
     rec_by_row = {int(r): i for i, r in enumerate(recorded["row_id"].to_list())}

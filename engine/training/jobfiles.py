@@ -254,6 +254,62 @@ def write_job_dir(job_dir: Path, spec: JobSpec | None = None, **fields: Any) -> 
     return doc
 
 
+def copy_inputs(job_dir: Path, out_dir: Path) -> None:
+    """Copy contract.toml and data/ to another output location (the job reads only its own folder).
+
+    The contract copy goes last, so its presence means "staged"; a different contract already
+    there is refused: one identity, two contracts.
+    """
+    import shutil
+    import tempfile
+
+    from engine.data import sha256_file
+
+    src_contract, dst_contract = Path(job_dir) / CONTRACT, Path(out_dir) / CONTRACT
+    if dst_contract.exists():
+        if sha256_file(dst_contract) != sha256_file(src_contract):
+            raise ValueError(
+                f"{dst_contract} holds a different contract than {src_contract}: one identity, two contracts"
+            )
+        return
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".stage-", dir=out_dir))
+    try:
+        shutil.copytree(Path(job_dir) / DATA, tmp / DATA)
+        shutil.copy2(src_contract, tmp / CONTRACT)
+        shutil.rmtree(out_dir / DATA, ignore_errors=True)  # a staging cut short before the contract
+        os.replace(tmp / DATA, out_dir / DATA)
+        os.replace(tmp / CONTRACT, dst_contract)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def mirror_progress(src_dir: Path, dst_dir: Path) -> None:
+    """Copy the progress files a job rewrites while it runs from where it writes them (a shared
+    output location) to the session's job folder; nothing when they are the same folder."""
+    src_dir, dst_dir = Path(src_dir), Path(dst_dir)
+    if src_dir.resolve() == dst_dir.resolve():
+        return
+    for name in PROGRESS_FILES:
+        _copy_if_changed(src_dir / name, dst_dir / name)
+
+
+def _copy_if_changed(src: Path, dst: Path) -> None:
+    try:
+        data = src.read_bytes()
+    except OSError:
+        return
+    try:
+        if dst.read_bytes() == data:
+            return
+    except OSError:
+        pass
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, dst)
+
+
 def session_job_stages(jobs_root: Path) -> list[str]:
     """The stage each job under jobs/ last wrote ("unknown" when none, "unreadable")."""
     out = []
