@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.training.jobfiles import DEV_FILE, DEV_PREDICTIONS, MANIFEST
 from engine.training.schema import effective as typed
 
 EVAL_BATCH = 32
@@ -23,8 +24,6 @@ ADAPTER_DIR = "adapter"
 TOKENIZER_DIR = "tokenizer"
 EFFECTIVE = "effective.json"
 MODEL_CONFIG = "model_config.json"
-MANIFEST = "manifest.json"
-DEV_PREDICTIONS = "dev_predictions.parquet"
 INFERENCE_MODE = "model.eval(), torch.no_grad, float32, right padding, batch 32, arg-max of softmax(logits)"
 
 
@@ -452,7 +451,7 @@ def reload_parity(
     model, tok, eff, report = load_artifact(final, workspace)
     eff = {**eff, **(overrides or {})}
     recorded = pl.read_parquet(final / DEV_PREDICTIONS)
-    dev = pl.read_parquet(job_dir / "data/dev.parquet")
+    dev = pl.read_parquet(job_dir / DEV_FILE)
     classes = list(typed(eff).label_classes)
     enc = Batcher(eff, tok, classes, "cpu").prepare(dev, rendered=True)
     proba = predict(model, enc)["proba"]
