@@ -273,19 +273,22 @@ def _sort_set_fields(path: Path) -> None:
     path.write_text(json.dumps(doc, indent=2, sort_keys=True))
 
 
-def save_artifact(
-    final: Path,
-    model: Any,
-    tok: Any,
-    eff: dict[str, Any],
-    batcher: Batcher,
-    dev_b: Encoded,
-    dev_frame: Any,
-    *,
-    selected_step: int,
-    selection: str,
-    info: dict[str, Any],
-) -> dict[str, Any]:
+@dataclass
+class Trained:
+    """What the artifact is written from: the trained model, its tokenizer and contract, the dev
+    rows it predicts, and which state was selected."""
+
+    model: Any
+    tok: Any
+    eff: dict[str, Any]
+    batcher: Batcher
+    dev_b: Encoded
+    selected_step: int
+    selection: str
+    info: dict[str, Any]
+
+
+def save_artifact(final: Path, trained: Trained) -> dict[str, Any]:
     """Write the artifact folder, then its manifest (sha256 of every file, tensors, LoRA B norms)."""
     import shutil
 
@@ -294,6 +297,7 @@ def save_artifact(
 
     from engine.training.checkpoint import trainable_state
 
+    model, tok, eff, batcher, dev_b = trained.model, trained.tok, trained.eff, trained.batcher, trained.dev_b
     tmp = final.with_name(final.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -323,11 +327,11 @@ def save_artifact(
         "tensors": {k: list(v.shape) for k, v in sorted(state.items())},
         "tensor_count": len(state),
         "lora_b_norms": {k: float(v.float().norm()) for k, v in sorted(state.items()) if "lora_B" in k},
-        "selected_step": selected_step,
-        "checkpoint_selection": selection,
+        "selected_step": trained.selected_step,
+        "checkpoint_selection": trained.selection,
         "inference_mode": INFERENCE_MODE,
         "classes": batcher.classes,
-        "model_info": info,
+        "model_info": trained.info,
         "written_at": time.time(),
     }
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))

@@ -106,7 +106,6 @@ class Training:
     train_b: Any  # encoded train rows
     dev_b: Any  # encoded dev rows
     ref_b: Any  # a train subset evaluated like dev (the train-dev gap)
-    dev: Any  # the dev frame (its rows go into the artifact's predictions)
     optimizer: Any
     scheduler: Any
     scaler: Any
@@ -242,7 +241,6 @@ class Job:
             train_b=train_b,
             dev_b=dev_b,
             ref_b=ref_b,
-            dev=dev,
             optimizer=optimizer,
             scheduler=scheduler,
             scaler=torch.amp.GradScaler("cuda") if use_scaler else None,
@@ -398,7 +396,7 @@ class Job:
     def _finish(self, run: Training) -> None:
         """Final dev evaluation, the checkpoint selection rule, and the artifact."""
         from engine.training import checkpoint
-        from engine.training.evaluate import save_artifact
+        from engine.training.evaluate import Trained, save_artifact
 
         self.set_stage("final-eval")
         value = self._eval(run)
@@ -410,18 +408,17 @@ class Job:
             checkpoint.load_trainable(run.model, saved_best[-1] / checkpoint.TRAINABLE)
             selected = int(run.best["step"])
             self._eval(run, selected=selected)
-        save_artifact(
-            self.dir / jobfiles.FINAL,
-            run.model,
-            run.tok,
-            self.eff,
-            run.batcher,
-            run.dev_b,
-            run.dev,
+        trained = Trained(
+            model=run.model,
+            tok=run.tok,
+            eff=self.eff,
+            batcher=run.batcher,
+            dev_b=run.dev_b,
             selected_step=selected,
             selection=selection,
             info=self.status.get("model_info", {}),
         )
+        save_artifact(self.dir / jobfiles.FINAL, trained)
 
     def _better(self, value: float | None, than: float | None, metric: str) -> bool:
         if value is None or not math.isfinite(value):
