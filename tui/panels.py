@@ -455,9 +455,8 @@ def poll_jobs(jobs_root: Path, inputs: dict[str, Any] | None = None) -> list[dic
 
     out = []
     for job_dir in sorted(p for p in jobs_root.iterdir() if p.is_dir()):
-        if not (job_dir / jobfiles.PID_FILE).exists() and not (job_dir / jobfiles.STATUS).exists():
-            if not (job_dir / jobfiles.RAY_RECORD).exists():
-                continue
+        if not jobfiles.launched(job_dir):
+            continue
         provider = for_job(job_dir, inputs)
         st = provider.status(Handle(op_id=job_dir.name, job_dir=job_dir, provider=provider.name))
         records = jobfiles.read_metrics(job_dir)

@@ -195,6 +195,11 @@ def has_contract(job_dir: Path) -> bool:
     return (Path(job_dir) / CONTRACT).exists()
 
 
+def launched(job_dir: Path) -> bool:
+    """A provider launched the job or the job wrote its status (not only exported inputs)."""
+    return any((Path(job_dir) / name).exists() for name in (PID_FILE, STATUS, RAY_RECORD))
+
+
 @dataclass
 class JobSpec:
     """What a job folder is written from: its identity, its effective contract and its rows."""
