@@ -58,7 +58,7 @@ def make_job(jobs_root: Path, workspace: Path, attempt: int, max_steps: int) -> 
 
     from engine.evidence import digest_of
     from engine.providers.base import operation_id
-    from engine.training import job as jobfiles
+    from engine.training import jobfiles
 
     eff = effective(max_steps)
     digest = digest_of(eff)
@@ -111,7 +111,8 @@ def main() -> int:
     import torch  # imported once up front so neither provider's fetch pays for it
 
     from engine.providers.local import LocalProvider
-    from engine.providers.ray_jobs import LoopbackHead, RayJobsProvider
+    from engine.providers.ray_jobs import RayJobsProvider
+    from engine.providers.ray_testhead import LoopbackHead
     from engine.training.tiny import make_tiny_encoder
 
     del torch

@@ -51,9 +51,8 @@ from engine.outcomes import (
 from engine.registry import StageSpec
 from engine.replay_compare import chain, compare_check, compare_records, diff_values, integrity
 from engine.session import SESSION_FILE, Session
+from engine.training import jobfiles
 
-# The job's own word for a finished run (engine.providers.base.TERMINAL_STAGES).
-JOB_DONE = "done"
 TRAINING_STAGES = ("dispatch",)
 
 
@@ -80,21 +79,15 @@ def _job_rows(session_dir: Path, rec: StageRecord) -> list[Row]:
     for job_dir in sorted(p for p in jobs.iterdir() if p.is_dir()):
         if job_dir.name not in blob:
             continue
-        status_file = job_dir / "status.json"
-        try:
-            status = json.loads(status_file.read_text())
-        except FileNotFoundError:
-            rows.append(Row(rec.stage, "(job)", "incomplete", "", f"jobs/{job_dir.name}: no status.json"))
-            continue
-        except (OSError, ValueError) as exc:
-            rows.append(
-                Row(
-                    rec.stage, "(job)", "incomplete", "", f"jobs/{job_dir.name}/status.json unreadable: {exc}"
-                )
+        status, problem = jobfiles.read_status_checked(job_dir)
+        if status is None:
+            where = f"jobs/{job_dir.name}" + (
+                f": no {jobfiles.STATUS}" if problem == "missing" else f"/{jobfiles.STATUS} {problem}"
             )
+            rows.append(Row(rec.stage, "(job)", "incomplete", "", where))
             continue
         stage = str(status.get("stage", "unknown"))
-        if stage != JOB_DONE:
+        if jobfiles.job_state(stage) != "finished":
             step, total = status.get("step", "?"), status.get("total_steps", "?")
             rows.append(
                 Row(

@@ -35,7 +35,7 @@ def _run(jd: Path) -> int:
 
 
 def test_full_run_writes_its_own_progress(tmp_path: Path, model_dir: Path) -> None:
-    from engine.training import job as jf
+    from engine.training import jobfiles as jf
     from engine.training.evaluate import verify_artifact
 
     jd = kit.job_dir(tmp_path, model_dir)
@@ -61,7 +61,8 @@ def test_full_run_writes_its_own_progress(tmp_path: Path, model_dir: Path) -> No
 
 
 def test_non_finite_loss_halts_with_a_clear_status(tmp_path: Path, model_dir: Path) -> None:
-    from engine.training import job as jf
+    from engine.training import alarms as job_alarms
+    from engine.training import jobfiles as jf
 
     jd = kit.job_dir(
         tmp_path, model_dir, optimizer={"lr": 1e30, "head_lr": 1e30}, schedule={"warmup_ratio": 0.0}
@@ -70,13 +71,15 @@ def test_non_finite_loss_halts_with_a_clear_status(tmp_path: Path, model_dir: Pa
     st = jf.read_status(jd)
     assert st["stage"] == "failed" and "non-finite" in st["reason"]
     assert not (jd / "final").exists()
-    alarms = {a["name"]: a for a in jf.evaluate_alarms(jf.read_metrics(jd), kit.effective(model_dir), {}, 12)}
+    alarms = {
+        a["name"]: a for a in job_alarms.evaluate(jf.read_metrics(jd), kit.effective(model_dir), {}, 12)
+    }
     assert alarms["non_finite"]["state"] == "raised"
     assert alarms["train_dev_gap"]["state"] == "disabled"
 
 
 def test_alarms_on_a_synthetic_series() -> None:
-    from engine.training.job import evaluate_alarms
+    from engine.training.alarms import evaluate as evaluate_alarms
 
     eff = {
         "alarms": {
@@ -122,14 +125,14 @@ def test_alarms_on_a_synthetic_series() -> None:
 
 
 def test_truncated_metrics_line_is_skipped(tmp_path: Path) -> None:
-    from engine.training.job import read_metrics
+    from engine.training.jobfiles import read_metrics
 
     (tmp_path / "metrics.jsonl").write_text(json.dumps({"kind": "step", "step": 1}) + '\n{"kind": "st')
     assert read_metrics(tmp_path) == [{"kind": "step", "step": 1}]
 
 
 def test_best_dev_selection_and_early_stopping(tmp_path: Path, model_dir: Path) -> None:
-    from engine.training import job as jf
+    from engine.training import jobfiles as jf
 
     jd = kit.job_dir(
         tmp_path,

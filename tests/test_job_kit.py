@@ -99,7 +99,7 @@ def job_dir(
     **over: Any,
 ) -> Path:
     from engine.evidence import digest_of
-    from engine.training.job import write_job_dir
+    from engine.training.jobfiles import write_job_dir
 
     eff = effective(model_dir, **over)
     jd = root / op_id

@@ -37,7 +37,7 @@ def test_launch_survives_sighup_reattaches_and_cancel_stops_only_that_job(
     tmp_path: Path, model_dir: Path
 ) -> None:
     from engine.providers.local import LocalProvider
-    from engine.training import job as jf
+    from engine.training import jobfiles as jf
 
     op = "aaaaaaaaaaaaaaaa-a1"
     jd = kit.job_dir(tmp_path, model_dir, op, runtime={"step_delay_seconds": 0.3})
@@ -81,7 +81,7 @@ def test_launch_survives_sighup_reattaches_and_cancel_stops_only_that_job(
 
 def test_killed_job_resumes_and_its_loss_curve_continues(tmp_path: Path, model_dir: Path) -> None:
     from engine.providers.local import LocalProvider
-    from engine.training import job as jf
+    from engine.training import jobfiles as jf
     from engine.training.job import Job
 
     # Reference: the same contract, uninterrupted, in this process.

@@ -23,8 +23,10 @@ import pytest
 
 from engine.evidence import digest_of
 from engine.providers.base import operation_id
-from engine.providers.ray_jobs import RECORD, LoopbackHead, RayJobsError, RayJobsProvider, _find_ray_cli
-from engine.training import job as jobfiles
+from engine.providers.ray_http import RayJobsError
+from engine.providers.ray_jobs import RECORD, RayJobsProvider
+from engine.providers.ray_testhead import LoopbackHead, _find_ray_cli
+from engine.training import jobfiles
 
 pytestmark = pytest.mark.ray
 

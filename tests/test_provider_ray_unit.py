@@ -16,16 +16,15 @@ import pytest
 
 from engine.evidence import dump_toml
 from engine.providers.base import Provider
-from engine.providers.ray_jobs import (
-    RECORD,
+from engine.providers.ray_http import (
     RayHTTPError,
     RayJobsClient,
     RayJobsError,
-    RayJobsProvider,
     RayUncertain,
     RayUnreachable,
 )
-from engine.training import job as jobfiles
+from engine.providers.ray_jobs import RECORD, RayJobsProvider
+from engine.training import jobfiles
 
 OP = "0123456789abcdef-a1"
 

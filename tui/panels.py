@@ -81,31 +81,34 @@ class VisualPanel(VerticalScroll):
 # ---------------------------------------------------------------- dispatch: live job view
 
 
-def poll_jobs(jobs_root: Path) -> list[dict[str, Any]]:
-    """A snapshot of every job under jobs/: status, step, heartbeat age, losses, dev metric, alarms."""
+def poll_jobs(jobs_root: Path, inputs: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """A snapshot of every job under jobs/: status, step, heartbeat age, losses, dev metric, alarms.
+
+    Each job is judged by its own provider: the one the dispatch inputs name (`inputs`), or the
+    one the job's folder records (a Ray job is asked of Ray, not taken for a dead local process).
+    """
     if not jobs_root.is_dir():
         return []
-    from engine.providers.local import LocalProvider
-    from engine.training import job as jobfiles
+    from engine.providers.base import Handle
+    from engine.providers.registry import for_job
+    from engine.training import alarms as job_alarms
+    from engine.training import jobfiles
 
-    provider = LocalProvider(jobs_root)
     out = []
     for job_dir in sorted(p for p in jobs_root.iterdir() if p.is_dir()):
-        handle = provider.find(job_dir.name)
-        if handle is None:
+        if not jobfiles.launched(job_dir):
             continue
-        st = provider.status(handle)
+        provider = for_job(job_dir, inputs)
+        st = provider.status(Handle(op_id=job_dir.name, job_dir=job_dir, provider=provider.name))
         records = jobfiles.read_metrics(job_dir)
         steps = jobfiles.latest_by_step(records, "step")
-        evals = [e for e in jobfiles.latest_by_step(records, "eval") if e.get("split") == "dev"]
+        evals = jobfiles.dev_evals(records)
         try:
             effective = jobfiles.read_contract(job_dir)
         except (OSError, ValueError):
             effective = {}
         try:
-            alarms = jobfiles.evaluate_alarms(
-                records, effective, jobfiles.read_heartbeat(job_dir), st.total_steps
-            )
+            alarms = job_alarms.evaluate(records, effective, jobfiles.read_heartbeat(job_dir), st.total_steps)
         except Exception:  # alarms on a half-written file: show none rather than crash the view
             alarms = []
         out.append(
@@ -162,7 +165,7 @@ class DispatchPanel(VerticalScroll):
     @work(thread=True, exclusive=True, group="job-poll")
     def poll(self) -> None:
         try:
-            jobs = poll_jobs(self.jobs_root)
+            jobs = poll_jobs(self.jobs_root, self._record.inputs if self._record else None)
         except Exception as exc:  # unreadable files: say so instead of crashing
             jobs = [
                 {

@@ -11,6 +11,8 @@ local one without changing the stages:
     cancel(handle) -> None                           stops that job only
     fetch(handle, dest) -> Path                      the job's files on this machine
 
+Which provider serves a job is engine.providers.registry's business; this module imports none.
+
 Operation identity = contract digest + attempt number (`operation_id`). An uncertain reply is
 reconciled by `find` / `status`, never by launching again with a new identity.
 """
@@ -21,11 +23,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-# Stages the job itself writes into status.json.
-RUNNING_STAGES = ("loading", "initial-eval", "training", "final-eval")
-TERMINAL_STAGES = ("done", "failed", "cancelled")
-# Stages a provider derives when the job's own word is not the whole story.
-DERIVED_STAGES = ("launching", "lost", "stalled", "unconfirmed", "not_found")
+from engine.training import jobfiles
+
+# The state vocabulary lives with the job's files (engine.training.jobfiles); named here for providers.
+RUNNING_STAGES = jobfiles.RUNNING_STAGES
+TERMINAL_STAGES = jobfiles.TERMINAL_STAGES
+DERIVED_STAGES = jobfiles.DERIVED_STAGES
 
 
 def operation_id(digest: str, attempt: int) -> str:
@@ -67,11 +70,11 @@ class JobStatus:
 
     @property
     def terminal(self) -> bool:
-        return self.stage in TERMINAL_STAGES or self.stage in ("lost", "not_found")
+        return jobfiles.is_terminal(self.stage)
 
     @property
     def running(self) -> bool:
-        return self.stage in RUNNING_STAGES or self.stage in ("launching", "stalled")
+        return jobfiles.is_running(self.stage)
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -92,22 +95,12 @@ class Provider(Protocol):
     def fetch(self, handle: Handle, dest: Path | None = None) -> Path: ...
 
 
-def get_provider(name: str, jobs_root: Path) -> Provider:
-    """The provider named in the dispatch inputs, rooted at the session's jobs folder."""
-    if name == "local":
-        from engine.providers.local import LocalProvider
-
-        return LocalProvider(jobs_root)
-    raise ValueError(f"unknown provider {name!r}; available: local")
-
-
 def require_job_dir(job_dir: Path, expected: Path, op_id: str) -> Path:
     """The folder a provider is asked to launch must be this operation's, already written."""
-    from engine.training.job import CONTRACT
-
     job_dir = Path(job_dir)
+    contract = job_dir / jobfiles.CONTRACT
     if job_dir.resolve() != Path(expected).resolve():
         raise ValueError(f"job dir {job_dir} is not {expected} (operation {op_id})")
-    if not (job_dir / CONTRACT).exists():
-        raise FileNotFoundError(f"{job_dir / CONTRACT} is missing: write the job directory first")
+    if not contract.exists():
+        raise FileNotFoundError(f"{contract} is missing: write the job directory first")
     return job_dir

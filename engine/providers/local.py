@@ -10,7 +10,6 @@ never the end of a log.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -19,14 +18,12 @@ import sys
 import time
 from pathlib import Path
 
-from engine.evidence import atomic_write_text, now_iso
+from engine.evidence import now_iso
 from engine.providers.base import TERMINAL_STAGES, Handle, JobStatus, require_job_dir
-from engine.training import job as jobfiles
+from engine.training import jobfiles
 
-PID_FILE = "pid.json"
-LAUNCH_LOCK = "launch.lock"
-# A heartbeat older than this many intervals means the process is alive but not beating.
-STALL_INTERVALS = 5
+PID_FILE = jobfiles.PID_FILE
+LAUNCH_LOCK = jobfiles.LAUNCH_LOCK
 
 
 def _proc_state(pid: int) -> str:
@@ -73,10 +70,7 @@ class LocalProvider:
         return self.jobs_root / op_id
 
     def _pid_info(self, job_dir: Path) -> dict:
-        try:
-            return json.loads((job_dir / PID_FILE).read_text())
-        except (OSError, ValueError):
-            return {}
+        return jobfiles.read_pid(job_dir)
 
     def _alive(self, op_id: str, job_dir: Path) -> tuple[bool, int]:
         child = self._children.get(op_id)
@@ -153,48 +147,27 @@ class LocalProvider:
         self._children[op_id] = proc
         starts = list(info.get("starts", [])) + [now_iso()]
         pid_doc = {"pid": proc.pid, "pgid": proc.pid, "host": socket.gethostname(), "starts": starts}
-        atomic_write_text(job_dir / PID_FILE, json.dumps(pid_doc))
+        jobfiles.write_pid(job_dir, pid_doc)
         return Handle(op_id=op_id, job_dir=job_dir, provider=self.name, ref=str(proc.pid), started=True)
 
     # ------------------------------------------------------------ status / cancel / fetch
 
     def status(self, handle: Handle) -> JobStatus:
+        """The job's own status.json and heartbeat, and whether its process lives; judged by jobfiles."""
         job_dir = handle.job_dir
         st = jobfiles.read_status(job_dir)
         hb = jobfiles.read_heartbeat(job_dir)
         alive, pid = self._alive(handle.op_id, job_dir)
-        stage = str(st.get("stage", ""))
-        age = time.time() - float(hb["time"]) if "time" in hb else -1.0
-        interval = float(hb.get("interval", st.get("heartbeat_seconds", 2.0)) or 2.0)
-        if not (job_dir / PID_FILE).exists() and not st:
-            derived = "not_found"
-        elif stage in TERMINAL_STAGES:
-            derived = stage
-        elif not alive:
-            # Started but the process is gone without writing a terminal status.
-            derived = "lost" if pid else "not_found"
-        elif not stage:
-            derived = "launching"
-        elif age > STALL_INTERVALS * interval:
-            derived = "stalled"
-        else:
-            derived = stage
-        reason = str(st.get("reason", ""))
-        if derived == "lost":
-            reason = f"process {pid} is gone and the job never wrote a terminal status (last stage: {stage or 'none'})"
-        elif derived == "stalled":
-            reason = f"process alive but last heartbeat {age:.1f}s ago (interval {interval:.1f}s)"
+        now = time.time()
+        proc = jobfiles.Process(alive=alive, pid=pid, launched=(job_dir / PID_FILE).exists())
+        derived, reason = jobfiles.local_stage(st, hb, proc, now)
         return JobStatus(
             op_id=handle.op_id,
             stage=derived,
             reason=reason,
-            step=int(st.get("step", 0) or 0),
-            total_steps=int(st.get("total_steps", 0) or 0),
             alive=alive,
             pid=pid,
-            heartbeat_age_s=round(age, 3),
-            heartbeats=int(hb.get("beats", 0) or 0),
-            resumed_from=[int(x) for x in st.get("resumed_from", [])],
+            **jobfiles.progress_fields(st, hb, jobfiles.heartbeat_age(hb, now)),
         )
 
     def cancel(self, handle: Handle) -> None:

@@ -27,161 +27,32 @@ first POST), how the launch ended (submitted / adopted / reconciled), and Ray's 
 
 from __future__ import annotations
 
-import errno
-import hashlib
-import http.client
 import json
 import os
 import secrets
 import shlex
 import shutil
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.data import sha256_file
 from engine.evidence import atomic_write_text, now_iso
 from engine.providers.base import TERMINAL_STAGES, Handle, JobStatus, require_job_dir
-from engine.training import job as jobfiles
+from engine.providers.ray_http import (
+    RAY_TERMINAL,
+    RayHTTPError,
+    RayJobsClient,
+    RayJobsError,
+    RayUncertain,
+    RayUnreachable,
+)
+from engine.training import jobfiles
 
-RECORD = "ray.json"
-# Small files the job rewrites while it runs; mirrored from the output location on each status.
-PROGRESS_FILES = (jobfiles.STATUS, jobfiles.HEARTBEAT, jobfiles.METRICS)
-RAY_TERMINAL = ("STOPPED", "SUCCEEDED", "FAILED")
-# A heartbeat older than this many intervals means the job is not confirmed alive.
-STALL_INTERVALS = 5
+RECORD = jobfiles.RAY_RECORD
 META_PREFIX = "claimcheck_"
-
-
-# ---------------------------------------------------------------- HTTP client
-
-
-class RayJobsError(RuntimeError):
-    """A definite failure talking to Ray (the request was refused or answered with an error)."""
-
-
-class RayUnreachable(RayJobsError):
-    """The request never reached the dashboard (connection refused, bad host): safe to retry."""
-
-
-class RayUncertain(RayJobsError):
-    """The request may have reached the dashboard but no reply came (timeout, dropped connection)."""
-
-
-class RayHTTPError(RayJobsError):
-    def __init__(self, status: int, body: str, what: str):
-        super().__init__(f"{what}: HTTP {status}: {_first_lines(body)}")
-        self.status, self.body = status, body
-
-
-def _first_lines(text: str, n: int = 3) -> str:
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    # Ray answers errors with a Python traceback: its last line is the message.
-    return " | ".join(lines[-n:])[:500]
-
-
-class RayJobsClient:
-    """Ray's Job Submission REST API over urllib (no proxies: the address is used as given)."""
-
-    def __init__(self, address: str, *, timeout: float = 30.0, retries: int = 3):
-        parsed = urllib.parse.urlparse(address if "://" in address else f"http://{address}")
-        if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise ValueError(f"Ray dashboard address {address!r} is not an http(s)://host:port URL")
-        self.address = f"{parsed.scheme}://{parsed.netloc}"
-        self.timeout = float(timeout)
-        self.retries = max(1, int(retries))
-        # An empty ProxyHandler: an http_proxy variable must not reroute the cluster's traffic.
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-    def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, bytes]:
-        """One HTTP exchange. Returns (status, body) for every HTTP answer, 4xx/5xx included."""
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.address + path, data=data, method=method)
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        try:
-            with self._opener.open(req, timeout=self.timeout) as resp:
-                return resp.status, resp.read()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read()
-        except urllib.error.URLError as exc:
-            # Raised while connecting / sending: refused means nothing arrived.
-            reason = exc.reason
-            if isinstance(reason, ConnectionRefusedError | socket.gaierror) or (
-                isinstance(reason, OSError) and reason.errno in (errno.ECONNREFUSED, errno.EHOSTUNREACH)
-            ):
-                raise RayUnreachable(f"Ray dashboard {self.address} unreachable: {reason}") from None
-            raise RayUncertain(
-                f"{method} {path}: no complete exchange with {self.address}: {reason}"
-            ) from None
-        except (TimeoutError, http.client.HTTPException, ConnectionError, OSError) as exc:
-            # Raised while waiting for the reply: the server may have acted on the request.
-            raise RayUncertain(
-                f"{method} {path}: no reply from {self.address}: {type(exc).__name__}: {exc}"
-            ) from None
-
-    def _get(self, path: str) -> tuple[int, bytes]:
-        """GET with a bounded retry: reading is always safe to repeat."""
-        last: RayJobsError | None = None
-        for i in range(self.retries):
-            try:
-                return self._request("GET", path)
-            except (RayUncertain, RayUnreachable) as exc:
-                last = exc
-                time.sleep(min(2.0, 0.25 * (2**i)))
-        assert last is not None
-        raise last
-
-    @staticmethod
-    def _json(status: int, raw: bytes, what: str) -> Any:
-        text = raw.decode(errors="replace")
-        if status != 200:
-            raise RayHTTPError(status, text, what)
-        try:
-            return json.loads(text)
-        except ValueError:
-            raise RayHTTPError(status, text, f"{what} (reply is not JSON)") from None
-
-    def version(self) -> dict[str, Any]:
-        return self._json(*self._get("/api/version"), "GET /api/version")
-
-    def submit(self, payload: dict[str, Any]) -> dict[str, Any]:
-        """POST /api/jobs/ once (never retried here: the caller reconciles an uncertain reply)."""
-        status, raw = self._request("POST", "/api/jobs/", payload)
-        return self._json(status, raw, "POST /api/jobs/")
-
-    def get(self, submission_id: str) -> dict[str, Any] | None:
-        status, raw = self._get(f"/api/jobs/{urllib.parse.quote(submission_id, safe='')}")
-        if status == 404:
-            return None
-        return self._json(status, raw, f"GET /api/jobs/{submission_id}")
-
-    def list(self) -> list[dict[str, Any]]:
-        return self._json(*self._get("/api/jobs/"), "GET /api/jobs/")
-
-    def logs(self, submission_id: str) -> str:
-        status, raw = self._get(f"/api/jobs/{urllib.parse.quote(submission_id, safe='')}/logs")
-        return str(self._json(status, raw, f"GET /api/jobs/{submission_id}/logs").get("logs", ""))
-
-    def stop(self, submission_id: str) -> bool:
-        status, raw = self._request("POST", f"/api/jobs/{urllib.parse.quote(submission_id, safe='')}/stop")
-        if status == 404:
-            return False
-        return bool(self._json(status, raw, f"POST /api/jobs/{submission_id}/stop").get("stopped", False))
-
-    def delete(self, submission_id: str) -> bool:
-        status, raw = self._request("DELETE", f"/api/jobs/{urllib.parse.quote(submission_id, safe='')}")
-        if status == 404:
-            return False
-        return bool(self._json(status, raw, f"DELETE /api/jobs/{submission_id}").get("deleted", False))
 
 
 def _already_exists(exc: RayHTTPError) -> bool:
@@ -206,28 +77,20 @@ class RayResources:
         return out
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+@dataclass
+class RaySettings:
+    """Where and how the provider submits: the dashboard, resources, output location, patience."""
 
-
-def _copy_if_changed(src: Path, dst: Path) -> None:
-    try:
-        data = src.read_bytes()
-    except OSError:
-        return
-    try:
-        if dst.read_bytes() == data:
-            return
-    except OSError:
-        pass
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, dst)
+    address: str = "http://127.0.0.1:8265"
+    resources: RayResources | dict[str, Any] | None = None
+    # Shared storage the job writes to; None = the session's own job folder, read in place.
+    output_root: Path | str | None = None
+    python: str | None = None  # the interpreter on the cluster (default: the app's own)
+    code_root: Path | str | None = None  # PYTHONPATH on the cluster (default: this checkout)
+    reconcile_s: float = 15.0  # how long an uncertain POST is looked for by id
+    max_posts: int = 3
+    startup_grace_s: float = 180.0  # RUNNING without a heartbeat for longer: unconfirmed
+    fetch_wait_s: float = 30.0
 
 
 class RayJobsProvider:
@@ -236,32 +99,26 @@ class RayJobsProvider:
     def __init__(
         self,
         jobs_root: Path,
+        settings: RaySettings | None = None,
         *,
-        address: str = "http://127.0.0.1:8265",
-        resources: RayResources | dict[str, Any] | None = None,
-        output_root: Path | str | None = None,
-        python: str | None = None,
-        code_root: Path | str | None = None,
         client: RayJobsClient | None = None,
-        reconcile_s: float = 15.0,
-        max_posts: int = 3,
-        startup_grace_s: float = 180.0,
-        fetch_wait_s: float = 30.0,
+        **options: Any,
     ):
+        """`options` are RaySettings fields, for callers that name one or two of them."""
+        s = settings or RaySettings(**options)
         self.jobs_root = Path(jobs_root)
-        self.client = client or RayJobsClient(address)
+        self.client = client or RayJobsClient(s.address)
         self.address = self.client.address
-        if isinstance(resources, dict):
-            resources = RayResources(**resources)
+        resources = RayResources(**s.resources) if isinstance(s.resources, dict) else s.resources
         self.resources = resources or RayResources()
-        self.output_root = Path(output_root).resolve() if output_root else None
+        self.output_root = Path(s.output_root).resolve() if s.output_root else None
         # Same-machine / shared-image clusters: the app's interpreter and code path are valid there.
-        self.python = python or sys.executable
-        self.code_root = Path(code_root) if code_root else Path(__file__).resolve().parents[2]
-        self.reconcile_s = reconcile_s
-        self.max_posts = max(1, max_posts)
-        self.startup_grace_s = startup_grace_s
-        self.fetch_wait_s = fetch_wait_s
+        self.python = s.python or sys.executable
+        self.code_root = Path(s.code_root) if s.code_root else Path(__file__).resolve().parents[2]
+        self.reconcile_s = s.reconcile_s
+        self.max_posts = max(1, s.max_posts)
+        self.startup_grace_s = s.startup_grace_s
+        self.fetch_wait_s = s.fetch_wait_s
 
     # ------------------------------------------------------------ places and records
 
@@ -342,33 +199,12 @@ class RayJobsProvider:
                 raise ValueError(
                     f"the contract names output location {named!r} but the ray provider writes to {out_dir}"
                 )
-            self._stage_inputs(job_dir, out_dir)
+            jobfiles.copy_inputs(job_dir, out_dir)
         elif named and Path(named).resolve() != out_dir:
             raise ValueError(
                 f"the contract names output location {named!r}; configure the provider's output_root"
             )
         return out_dir
-
-    def _stage_inputs(self, job_dir: Path, out_dir: Path) -> None:
-        """Copy contract.toml and data/ to the output location (the job reads only its own folder)."""
-        src_contract = job_dir / jobfiles.CONTRACT
-        dst_contract = out_dir / jobfiles.CONTRACT
-        if dst_contract.exists():
-            if _sha256(dst_contract) != _sha256(src_contract):
-                raise ValueError(
-                    f"{dst_contract} holds a different contract than {src_contract}: one identity, two contracts"
-                )
-            return
-        out_dir.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".stage-", dir=out_dir))
-        try:
-            shutil.copytree(job_dir / "data", tmp / "data")
-            shutil.copy2(src_contract, tmp / jobfiles.CONTRACT)
-            shutil.rmtree(out_dir / "data", ignore_errors=True)  # a staging cut short before the contract
-            os.replace(tmp / "data", out_dir / "data")
-            os.replace(tmp / jobfiles.CONTRACT, dst_contract)  # last: its presence means "staged"
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
 
     def _check_ours(self, info: dict[str, Any], op_id: str, out_dir: Path) -> None:
         meta = info.get("metadata") or {}
@@ -511,108 +347,32 @@ class RayJobsProvider:
     # ------------------------------------------------------------ status
 
     def status(self, handle: Handle) -> JobStatus:
+        """The job's own files first (mirrored home), Ray's word on the process; judged by jobfiles."""
         job_dir, op_id = handle.job_dir, handle.op_id
         out_dir = self._out(handle)
-        if out_dir.resolve() != job_dir.resolve():
-            for name in PROGRESS_FILES:
-                _copy_if_changed(out_dir / name, job_dir / name)
+        jobfiles.mirror_progress(out_dir, job_dir)
         st = jobfiles.read_status(out_dir)
         hb = jobfiles.read_heartbeat(out_dir)
-        stage = str(st.get("stage", ""))
-        age = time.time() - float(hb["time"]) if "time" in hb else -1.0
-        interval = float(hb.get("interval", st.get("heartbeat_seconds", 2.0)) or 2.0)
+        now = time.time()
         try:
             info = self.client.get(op_id)
-            ray_status, ray_msg = (
-                (str(info.get("status", "")), str(info.get("message", ""))) if info else ("", "")
+            word = jobfiles.RayWord(
+                info, str((info or {}).get("status", "")), str((info or {}).get("message", ""))
             )
         except RayJobsError as exc:
-            info, ray_status, ray_msg = None, "UNKNOWN", str(exc)
-        derived, reason = self._derive(out_dir, st, stage, age, interval, info, ray_status, ray_msg)
-        if info is not None and ray_status in RAY_TERMINAL:
+            info, word = None, jobfiles.RayWord(None, "UNKNOWN", str(exc))
+        word.address, word.startup_grace_s = self.address, self.startup_grace_s
+        derived, reason = jobfiles.ray_stage(out_dir, st, hb, word, now)
+        if info is not None and word.status in RAY_TERMINAL:
             self._note_final(job_dir, info)
         return JobStatus(
             op_id=op_id,
             stage=derived,
             reason=reason,
-            step=int(st.get("step", 0) or 0),
-            total_steps=int(st.get("total_steps", 0) or 0),
-            alive=ray_status in ("PENDING", "RUNNING"),
+            alive=word.status in ("PENDING", "RUNNING"),
             pid=int(st.get("pid", 0) or 0),
-            heartbeat_age_s=round(age, 3),
-            heartbeats=int(hb.get("beats", 0) or 0),
-            resumed_from=[int(x) for x in st.get("resumed_from", [])],
+            **jobfiles.progress_fields(st, hb, jobfiles.heartbeat_age(hb, now)),
         )
-
-    def _derive(
-        self,
-        out_dir: Path,
-        st: dict[str, Any],
-        stage: str,
-        age: float,
-        interval: float,
-        info: dict[str, Any] | None,
-        ray_status: str,
-        ray_msg: str,
-    ) -> tuple[str, str]:
-        reason = str(st.get("reason", ""))
-        if ray_status == "UNKNOWN":
-            if stage in TERMINAL_STAGES:
-                return self._judge_terminal(out_dir, st, stage, reason)
-            return "unconfirmed", f"Ray cannot be asked ({ray_msg}); the job's last word: {stage or 'none'}"
-        if info is None:
-            if stage in TERMINAL_STAGES:
-                return self._judge_terminal(out_dir, st, stage, reason)
-            return ("lost" if stage else "not_found"), (
-                f"Ray at {self.address} has no job {out_dir.name!r} and the job never wrote a terminal status "
-                f"(last stage: {stage or 'none'})"
-            )
-        if stage in TERMINAL_STAGES:
-            return self._judge_terminal(out_dir, st, stage, reason)
-        if ray_status == "PENDING":
-            return "launching", f"Ray: PENDING {ray_msg}".strip()
-        if ray_status == "RUNNING":
-            started = float(info.get("start_time") or 0) / 1000.0
-            if started and age >= 0 and age > time.time() - started + 1.0:
-                age = -1.0  # a heartbeat from before this Ray run (a resubmitted job) is not this run's
-            if age < 0:
-                waited = time.time() - started if started else 0.0
-                if waited > self.startup_grace_s:
-                    return (
-                        "unconfirmed",
-                        f"Ray says RUNNING for {waited:.0f}s but the job never wrote a heartbeat",
-                    )
-                return "launching", "Ray says RUNNING; waiting for the job's first heartbeat"
-            if age > STALL_INTERVALS * interval:
-                return "unconfirmed", (
-                    f"Ray says RUNNING but the job's last heartbeat is {age:.1f}s old (interval {interval:.1f}s)"
-                )
-            return stage or "launching", reason
-        # Ray says the process ended, and the job did not write a terminal status itself.
-        last = stage or "none"
-        if ray_status == "STOPPED":
-            return "cancelled", f"Ray stopped the job at stage {last} before it wrote its own status"
-        if ray_status == "FAILED":
-            return "failed", f"Ray: FAILED: {ray_msg} (the job's last stage: {last})"
-        return (
-            "failed",
-            f"Ray says {ray_status} but the job never wrote a terminal status (last stage: {last})",
-        )
-
-    def _judge_terminal(self, out_dir: Path, st: dict[str, Any], stage: str, reason: str) -> tuple[str, str]:
-        """A "done" counts only with metrics up to the last step and an artifact manifest."""
-        if stage != "done":
-            return stage, reason
-        total = int(st.get("total_steps", 0) or 0)
-        steps = [int(r.get("step", 0)) for r in jobfiles.read_metrics(out_dir) if r.get("kind") == "step"]
-        if total <= 0 or not steps or max(steps) < total:
-            return (
-                "failed",
-                f"status.json says done but metrics.jsonl reaches step {max(steps, default=0)} of {total}",
-            )
-        if not (out_dir / jobfiles.FINAL / jobfiles.MANIFEST).exists():
-            return "failed", f"status.json says done but {jobfiles.FINAL}/{jobfiles.MANIFEST} is missing"
-        return stage, reason
 
     def _note_final(self, job_dir: Path, info: dict[str, Any]) -> None:
         rec = self._record(job_dir)
@@ -670,8 +430,6 @@ class RayJobsProvider:
         Returns the folder holding the job's files on this machine. Raises RayJobsError when the
         artifact's files do not match its manifest (the artifact stage must not run on it).
         """
-        from engine.training.evaluate import verify_artifact
-
         dest = Path(dest) if dest else handle.job_dir
         # Wait (bounded) for the job's own terminal status AND Ray's, so the logs are whole.
         deadline = time.monotonic() + self.fetch_wait_s
@@ -685,37 +443,10 @@ class RayJobsProvider:
         if info is not None:
             self._save_logs(dest, handle.op_id)
         out_dir = self._out(handle)
-        if out_dir.resolve() != dest.resolve():
-            for name in PROGRESS_FILES:
-                _copy_if_changed(out_dir / name, dest / name)
+        jobfiles.mirror_progress(out_dir, dest)
         verified: dict[str, Any] = {"fetched_at": now_iso(), "stage": st.stage, "ray_terminal": ray_done}
-        src_final = out_dir / jobfiles.FINAL
-        if st.stage == "done" and src_final.is_dir():
-            final = dest / jobfiles.FINAL
-            if src_final.resolve() != final.resolve():
-                tmp = dest / (jobfiles.FINAL + ".fetch")
-                shutil.rmtree(tmp, ignore_errors=True)
-                shutil.copytree(src_final, tmp)
-                shutil.rmtree(final, ignore_errors=True)
-                os.replace(tmp, final)
-                verified["copied_from"] = str(src_final)
-            else:
-                verified["copied_from"] = ""  # read in place: the output location is the job folder
-            result = verify_artifact(final)
-            verified.update(
-                ok=bool(result.get("ok")),
-                files=int(result.get("files", 0) or 0),
-                problems=[str(p) for p in result.get("problems", [])],
-                manifest_sha256=_sha256(final / jobfiles.MANIFEST)
-                if (final / jobfiles.MANIFEST).exists()
-                else "",
-                source_manifest_sha256=_sha256(src_final / jobfiles.MANIFEST),
-            )
-            if verified["manifest_sha256"] != verified["source_manifest_sha256"]:
-                verified["ok"] = False
-                verified["problems"].append(
-                    "the fetched manifest differs from the one in the output location"
-                )
+        if st.stage == "done" and (out_dir / jobfiles.FINAL).is_dir():
+            verified.update(_bring_artifact(out_dir / jobfiles.FINAL, dest / jobfiles.FINAL))
             self._update_record(handle.job_dir, fetch=verified)
             if not verified["ok"]:
                 raise RayJobsError(
@@ -726,200 +457,28 @@ class RayJobsProvider:
         return dest
 
 
-# ---------------------------------------------------------------- a loopback head (tests, benchmarks)
+def _bring_artifact(src_final: Path, final: Path) -> dict[str, Any]:
+    """Copy the artifact home (unless read in place) and verify its files against its manifest."""
+    from engine.training.evaluate import verify_artifact
 
-
-def _free_ports(names: tuple[str, ...]) -> dict[str, int]:
-    """Distinct free ports on 127.0.0.1 (all held open while choosing, so none repeats)."""
-    socks = []
-    try:
-        for _ in names:
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return {name: int(s.getsockname()[1]) for name, s in zip(names, socks, strict=True)}
-    finally:
-        for s in socks:
-            s.close()
-
-
-def _free_range(width: int = 100, tries: int = 50) -> int:
-    """A start port with `width` free ports above it on 127.0.0.1 (workers bind there)."""
-    import random
-
-    rng = random.Random(os.getpid() ^ int(time.time()))
-    for _ in range(tries):
-        base = rng.randrange(20000, 30000 - width)
-        ok = True
-        for p in range(base, base + width, 10):
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                try:
-                    s.bind(("127.0.0.1", p))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
-            return base
-    raise RuntimeError("no free port range for Ray workers on 127.0.0.1")
-
-
-class LoopbackHead:
-    """A single-node Ray head bound to 127.0.0.1 only, for tests and the overhead benchmark.
-
-    Runs `ray start --head --block` in its own process group, so stopping it ends exactly the
-    processes it started (SIGTERM to that group, then SIGKILL) — never other Ray processes on
-    the machine, which `ray stop --force` would kill too. Needs the `ray` CLI (ray[default]).
-    """
-
-    def __init__(self, *, num_cpus: int = 2, ray_cli: str | None = None, start_timeout_s: float = 90.0):
-        self.num_cpus = num_cpus
-        self.ray_cli = ray_cli or _find_ray_cli()
-        self.start_timeout_s = start_timeout_s
-        self.proc: subprocess.Popen | None = None
-        self.temp_dir: Path | None = None
-        self.address = ""
-        self.log_path: Path | None = None
-        self.ray_version = ""
-
-    def start(self) -> str:
-        if not self.ray_cli:
-            raise RuntimeError("the `ray` command is not installed (pip install 'ray[default]')")
-        # Short path: Ray's unix sockets live under it and must stay under 107 characters.
-        self.temp_dir = Path(tempfile.mkdtemp(prefix="ccray-", dir="/tmp"))
-        ports = _free_ports((
-            "port", "dashboard-port", "ray-client-server-port", "dashboard-agent-listen-port",
-            "dashboard-agent-grpc-port", "runtime-env-agent-port", "metrics-export-port",
-            "node-manager-port", "object-manager-port",
-        ))  # fmt: skip
-        workers = _free_range()
-        args = [
-            self.ray_cli, "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
-            "--dashboard-host", "127.0.0.1", "--include-dashboard", "true", "--disable-usage-stats",
-            "--num-cpus", str(self.num_cpus), "--num-gpus", "0", "--temp-dir", str(self.temp_dir),
-            "--object-store-memory", str(100 * 1024 * 1024),
-            "--min-worker-port", str(workers), "--max-worker-port", str(workers + 99),
-        ]  # fmt: skip
-        for name, port in ports.items():
-            args += [f"--{name}", str(port)]
-        env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
-        env.pop("RAY_ADDRESS", None)
-        self.log_path = self.temp_dir / "head.log"
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True, env=env, cwd=str(self.temp_dir),
-            )  # fmt: skip
-        self.address = f"http://127.0.0.1:{ports['dashboard-port']}"
-        client = RayJobsClient(self.address, timeout=5.0, retries=1)
-        deadline = time.monotonic() + self.start_timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                code = self.proc.returncode
-                tail = self.log_path.read_text(errors="replace")[-1500:]
-                self.stop()
-                raise RuntimeError(f"ray start exited with {code}: {tail}")
-            try:
-                self.ray_version = str(client.version().get("ray_version", ""))
-                client.list()  # the job module answers, not only the dashboard shell
-                return self.address
-            except RayJobsError:
-                time.sleep(0.5)
-        tail = self.log_path.read_text(errors="replace")[-1500:]
-        self.stop()
-        raise RuntimeError(f"Ray dashboard did not answer within {self.start_timeout_s:.0f}s: {tail}")
-
-    def stop(self, timeout_s: float = 3.0) -> None:
-        """End what this head started: its process group, then any descendant that left the group
-        (Ray workers take groups of their own), each by its pid."""
-        if self.proc is None:
-            return
-        self._stop_jobs()
-        leader = self.proc.pid
-        started = _descendants(leader)
-        for sig, wait in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 5.0)):
-            try:
-                os.killpg(leader, sig)  # start_new_session: the group id is the leader's pid
-            except ProcessLookupError:
-                pass
-            try:
-                self.proc.wait(timeout=wait)
-            except subprocess.TimeoutExpired:
-                continue
-            end = time.monotonic() + wait
-            while time.monotonic() < end and _group_alive(leader):
-                time.sleep(0.2)
-            if not _group_alive(leader):
-                break
-        started |= _descendants(leader)
-        for pid in sorted(started):
-            if _proc_alive(pid):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-        self.proc = None
-        if self.temp_dir is not None:
-            shutil.rmtree(self.temp_dir, ignore_errors=True)
-
-    def _stop_jobs(self, wait_s: float = 15.0) -> None:
-        """Stop jobs still running: their entrypoints run in sessions of their own, outside our group."""
-        if not self.address or self.proc is None or self.proc.poll() is not None:
-            return
-        client = RayJobsClient(self.address, timeout=5.0, retries=1)
-        try:
-            live = [j["submission_id"] for j in client.list() if j.get("status") not in RAY_TERMINAL]
-            for sid in live:
-                client.stop(sid)
-            deadline = time.monotonic() + wait_s
-            while live and time.monotonic() < deadline:
-                time.sleep(0.5)
-                live = [s for s in live if (client.get(s) or {}).get("status") not in (*RAY_TERMINAL, None)]
-        except RayJobsError:
-            pass
-
-
-def _descendants(root: int) -> set[int]:
-    """Pids below `root` in the process tree (Linux /proc; empty elsewhere)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    out: set[int] = set()
-    todo = [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in out:
-                out.add(child)
-                todo.append(child)
+    out: dict[str, Any] = {"copied_from": ""}  # "": read in place, the output location is the job folder
+    if src_final.resolve() != final.resolve():
+        tmp = final.with_name(final.name + ".fetch")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(src_final, tmp)
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        out["copied_from"] = str(src_final)
+    result = verify_artifact(final)
+    manifest = final / jobfiles.MANIFEST
+    out.update(
+        ok=bool(result.get("ok")),
+        files=int(result.get("files", 0) or 0),
+        problems=[str(p) for p in result.get("problems", [])],
+        manifest_sha256=sha256_file(manifest) if manifest.exists() else "",
+        source_manifest_sha256=sha256_file(src_final / jobfiles.MANIFEST),
+    )
+    if out["manifest_sha256"] != out["source_manifest_sha256"]:
+        out["ok"] = False
+        out["problems"].append("the fetched manifest differs from the one in the output location")
     return out
-
-
-def _proc_alive(pid: int) -> bool:
-    """Alive and not a zombie."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
-def _group_alive(pgid: int) -> bool:
-    """Some member of the process group is alive (zombies left to an unreaping init do not count)."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            return True
-    return False
-
-
-def _find_ray_cli() -> str:
-    beside = Path(sys.executable).parent / "ray"
-    if beside.exists():
-        return str(beside)
-    return shutil.which("ray") or ""

@@ -218,17 +218,12 @@ def _session_status(path: Path) -> dict[str, object]:
     except EvidenceError as exc:
         return {"path": str(path), "status": "unreadable", "detail": str(exc)}
     failing = [n for n, r in session.records().items() if r.worst_status() == "fail"]
-    job_states = []
-    for status_file in sorted((path / "jobs").glob("*/status.json")):
-        try:
-            import json
+    from engine.training import jobfiles
 
-            job_states.append(str(json.loads(status_file.read_text()).get("stage", "unknown")))
-        except (OSError, ValueError):
-            job_states.append("unreadable")
-    if any(s in ("failed",) for s in job_states) or failing:
+    job_states = jobfiles.session_job_stages(path / "jobs")
+    if any(jobfiles.job_state(s) == "failed" for s in job_states) or failing:
         status = "failed"
-    elif any(s == "cancelled" for s in job_states):
+    elif any(jobfiles.job_state(s) == "cancelled" for s in job_states):
         status = "cancelled"
     elif any(v == "stale" for v in states.values()):
         status = "stale"

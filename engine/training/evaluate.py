@@ -15,14 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.training.jobfiles import DEV_FILE, DEV_PREDICTIONS, MANIFEST
+from engine.training.schema import effective as typed
+
 EVAL_BATCH = 32
 TRAINABLE = "trainable.safetensors"
 ADAPTER_DIR = "adapter"
 TOKENIZER_DIR = "tokenizer"
 EFFECTIVE = "effective.json"
 MODEL_CONFIG = "model_config.json"
-MANIFEST = "manifest.json"
-DEV_PREDICTIONS = "dev_predictions.parquet"
 INFERENCE_MODE = "model.eval(), torch.no_grad, float32, right padding, batch 32, arg-max of softmax(logits)"
 
 
@@ -67,12 +68,13 @@ def model_inputs(effective: dict[str, Any], frame: Any, *, rendered: bool = Fals
     """
     from engine.training.prepare import messages_from_row, render_texts
 
-    if effective.get("task_kind") == "causal_lm_sft":
-        column = "messages" if rendered else str(effective.get("messages_column") or "messages")
+    c = typed(effective)
+    if c.task_kind == "causal_lm_sft":
+        column = "messages" if rendered else (c.messages_column or "messages")
         return [messages_from_row(r, messages_column=column) for r in frame.iter_rows(named=True)]
     if rendered and "text" in frame.columns:
         return [str(t) for t in frame["text"].to_list()]
-    template = str(effective.get("text_template") or "")
+    template = c.text_template
     if not template:
         raise ValueError("the rows have no 'text' column and the contract has no text_template")
     return render_texts(template, list(frame.iter_rows(named=True)))
@@ -132,7 +134,7 @@ class Batcher:
 
     def __init__(self, effective: dict[str, Any], tokenizer: Any, classes: list[str], device: str):
         self.eff, self.tok, self.classes, self.device = effective, tokenizer, classes, device
-        self.classification = effective.get("task_kind", "text_classification") == "text_classification"
+        self.classification = typed(effective).is_classification
 
     def prepare(self, frame: Any, with_labels: bool = True, rendered: bool = False) -> Encoded:
         """Encode rows with engine.training.prepare.encode, the code the contract verified.
@@ -271,19 +273,22 @@ def _sort_set_fields(path: Path) -> None:
     path.write_text(json.dumps(doc, indent=2, sort_keys=True))
 
 
-def save_artifact(
-    final: Path,
-    model: Any,
-    tok: Any,
-    eff: dict[str, Any],
-    batcher: Batcher,
-    dev_b: Encoded,
-    dev_frame: Any,
-    *,
-    selected_step: int,
-    selection: str,
-    info: dict[str, Any],
-) -> dict[str, Any]:
+@dataclass
+class Trained:
+    """What the artifact is written from: the trained model, its tokenizer and contract, the dev
+    rows it predicts, and which state was selected."""
+
+    model: Any
+    tok: Any
+    eff: dict[str, Any]
+    batcher: Batcher
+    dev_b: Encoded
+    selected_step: int
+    selection: str
+    info: dict[str, Any]
+
+
+def save_artifact(final: Path, trained: Trained) -> dict[str, Any]:
     """Write the artifact folder, then its manifest (sha256 of every file, tensors, LoRA B norms)."""
     import shutil
 
@@ -292,6 +297,7 @@ def save_artifact(
 
     from engine.training.checkpoint import trainable_state
 
+    model, tok, eff, batcher, dev_b = trained.model, trained.tok, trained.eff, trained.batcher, trained.dev_b
     tmp = final.with_name(final.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -321,11 +327,11 @@ def save_artifact(
         "tensors": {k: list(v.shape) for k, v in sorted(state.items())},
         "tensor_count": len(state),
         "lora_b_norms": {k: float(v.float().norm()) for k, v in sorted(state.items()) if "lora_B" in k},
-        "selected_step": selected_step,
-        "checkpoint_selection": selection,
+        "selected_step": trained.selected_step,
+        "checkpoint_selection": trained.selection,
         "inference_mode": INFERENCE_MODE,
         "classes": batcher.classes,
-        "model_info": info,
+        "model_info": trained.info,
         "written_at": time.time(),
     }
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
@@ -408,8 +414,7 @@ def load_artifact(
 
     final = Path(final)
     eff = json.loads((final / EFFECTIVE).read_text())
-    classes = [str(c) for c in eff.get("label_classes", [])]
-    is_cls = eff.get("task_kind", "text_classification") == "text_classification"
+    classes, is_cls = list(typed(eff).label_classes), typed(eff).is_classification
     model, _, _ = build(eff, num_labels=len(classes) if is_cls else None, workspace=workspace, device=device)
     missing, unexpected = load_trainable(model, final / TRAINABLE)
     tok = AutoTokenizer.from_pretrained(
@@ -424,8 +429,7 @@ def build_base(eff: dict[str, Any], workspace: Path, device: str = "cpu") -> tup
     and, for a classification head, the seeded random initialisation — a chance-level head."""
     from engine.training.models import build
 
-    classes = [str(c) for c in eff.get("label_classes", [])]
-    is_cls = eff.get("task_kind", "text_classification") == "text_classification"
+    classes, is_cls = list(typed(eff).label_classes), typed(eff).is_classification
     model, tok, _ = build(
         eff, num_labels=len(classes) if is_cls else None, workspace=workspace, device=device
     )
@@ -451,8 +455,8 @@ def reload_parity(
     model, tok, eff, report = load_artifact(final, workspace)
     eff = {**eff, **(overrides or {})}
     recorded = pl.read_parquet(final / DEV_PREDICTIONS)
-    dev = pl.read_parquet(job_dir / "data/dev.parquet")
-    classes = [str(c) for c in eff.get("label_classes", [])]
+    dev = pl.read_parquet(job_dir / DEV_FILE)
+    classes = list(typed(eff).label_classes)
     enc = Batcher(eff, tok, classes, "cpu").prepare(dev, rendered=True)
     proba = predict(model, enc)["proba"]
     rec_by_row = {int(r): i for i, r in enumerate(recorded["row_id"].to_list())}

@@ -1,26 +1,17 @@
 """The training entrypoint: `python -m engine.training.job JOB_DIR`.
 
 The job reads only its own directory (contract.toml, data/train.parquet, data/dev.parquet) and
-writes its own progress there, so it can run detached from the app and be reattached later:
-
-    status.json     stage (loading / initial-eval / training / final-eval / done / failed /
-                    cancelled), reason, step, total steps, resume points
-    heartbeat       JSON written by a thread every `heartbeat_seconds`: time, beat count, the
-                    optimizer step at that moment — a heartbeat is not a step
-    metrics.jsonl   one JSON object a line: kind = step | eval | checkpoint | resume | alarm | halt
-    log.txt         stdout / stderr of the process (written by the provider)
-    checkpoints/    resumable state (engine.training.checkpoint)
-    final/          the artifact: trainable weights, tokenizer, config, dev predictions, manifest
+writes its own progress there — status.json, heartbeat, metrics.jsonl, checkpoints/, final/ — so
+it can run detached from the app and be reattached later. The folder's layout, its readers and
+writers and the job's state vocabulary live in engine.training.jobfiles; the alarms that judge
+its records in engine.training.alarms.
 
 A terminal status is written from the SIGTERM handler, so a cancelled job is never left showing
 "training". SIGHUP is ignored: a dropped SSH connection does not stop the job.
-
-The file-protocol helpers at the top are cheap (no torch) so providers and stages can use them.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -28,305 +19,18 @@ import signal
 import sys
 import threading
 import time
-import tomllib
 import traceback
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.evidence import atomic_write_text, dump_toml, now_iso
+from engine.evidence import now_iso
+from engine.training import jobfiles
+from engine.training.alarms import LOWER_BETTER
+from engine.training.jobfiles import append_metric, read_contract, read_status, write_status
+from engine.training.schema import Effective, effective
 
-CONTRACT = "contract.toml"
-STATUS = "status.json"
-HEARTBEAT = "heartbeat"
-METRICS = "metrics.jsonl"
-LOG = "log.txt"
-CHECKPOINTS = "checkpoints"
-FINAL = "final"
-TRAIN_FILE = "data/train.parquet"
-DEV_FILE = "data/dev.parquet"
-MANIFEST = "manifest.json"
-DEV_PREDICTIONS = "dev_predictions.parquet"
-
-ALARMS = ("non_finite", "divergence", "class_collapse", "train_dev_gap", "stall", "worse_than_trivial")
-ALARM_DEFAULTS: dict[str, Any] = {
-    "divergence_factor": 3.0,
-    "collapse_share": 0.95,
-    "gap_limit": 0.25,
-    "stall_heartbeats": 30,
-    "worse_than_trivial_after_step": -1,  # -1: from the half-way step on
-    "disabled": [],
-}
-LOWER_BETTER = {"log_loss", "brier", "dev_loss"}
 DEV_METRICS = ("accuracy", "macro_f1", "weighted_f1", "balanced_accuracy", "log_loss", "brier")
-
-
-# ---------------------------------------------------------------- file protocol (cheap)
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def read_status(job_dir: Path) -> dict[str, Any]:
-    return _read_json(Path(job_dir) / STATUS)
-
-
-def write_status(job_dir: Path, doc: dict[str, Any]) -> None:
-    atomic_write_text(Path(job_dir) / STATUS, json.dumps({**doc, "updated_at": now_iso()}, indent=1))
-
-
-def read_heartbeat(job_dir: Path) -> dict[str, Any]:
-    return _read_json(Path(job_dir) / HEARTBEAT)
-
-
-def read_metrics(job_dir: Path) -> list[dict[str, Any]]:
-    """Every complete line of metrics.jsonl (a line cut by a kill is skipped, not an error)."""
-    path = Path(job_dir) / METRICS
-    out: list[dict[str, Any]] = []
-    try:
-        text = path.read_text()
-    except OSError:
-        return out
-    for line in text.splitlines():
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(rec, dict):
-            out.append(rec)
-    return out
-
-
-def append_metric(job_dir: Path, rec: dict[str, Any]) -> None:
-    line = json.dumps(rec, allow_nan=True) + "\n"
-    with open(Path(job_dir) / METRICS, "a", encoding="utf-8") as fh:
-        fh.write(line)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def read_contract(job_dir: Path) -> dict[str, Any]:
-    with open(Path(job_dir) / CONTRACT, "rb") as fh:
-        return tomllib.load(fh)
-
-
-def write_job_dir(
-    job_dir: Path,
-    *,
-    effective: dict[str, Any],
-    digest: str,
-    op_id: str,
-    attempt: int,
-    train: Any,
-    dev: Any,
-    workspace: Path,
-    runtime: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Write contract.toml and the data files a job needs. Returns the contract document.
-
-    train / dev: Polars frames with row_id, text (or messages as a JSON string) and target.
-    Re-writing an existing job directory with the same identity changes nothing.
-    """
-    from engine.data import sha256_file
-
-    job_dir = Path(job_dir)
-    if (job_dir / CONTRACT).exists():
-        return read_contract(job_dir)
-    (job_dir / "data").mkdir(parents=True, exist_ok=True)
-    hashes = {}
-    for name, frame in (("train", train), ("dev", dev)):
-        path = job_dir / f"data/{name}.parquet"
-        tmp = path.with_suffix(".tmp")
-        frame.write_parquet(tmp)
-        os.replace(tmp, path)
-        hashes[name] = sha256_file(path)
-    doc = {
-        "operation_id": op_id,
-        "attempt": attempt,
-        "digest": digest,
-        "written_at": now_iso(),
-        "workspace": str(Path(workspace).resolve()),
-        "data": {
-            "train": TRAIN_FILE,
-            "dev": DEV_FILE,
-            "train_sha256": hashes["train"],
-            "dev_sha256": hashes["dev"],
-            "train_rows": train.height,
-            "dev_rows": dev.height,
-        },
-        "runtime": {"heartbeat_seconds": 2.0, "step_delay_seconds": 0.0, **(runtime or {})},
-        "effective": effective,
-    }
-    atomic_write_text(job_dir / CONTRACT, dump_toml(doc))
-    return doc
-
-
-# ---------------------------------------------------------------- alarms (pure, shared with dispatch)
-
-
-def alarm_config(effective: dict[str, Any]) -> dict[str, Any]:
-    if "effective" in effective and isinstance(effective["effective"], dict):
-        effective = effective["effective"]  # a whole contract.toml document was passed
-    cfg = {**ALARM_DEFAULTS, **dict(effective.get("alarms", {}) or {})}
-    cfg["disabled"] = [str(x) for x in cfg.get("disabled", [])]
-    return cfg
-
-
-def latest_by_step(records: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    """Records of one kind, the last written per step (a resumed run overwrites the lost tail)."""
-    by_step: dict[int, dict[str, Any]] = {}
-    for r in records:
-        if r.get("kind") == kind:
-            by_step[int(r.get("step", 0))] = r
-    return [by_step[s] for s in sorted(by_step)]
-
-
-def _finite(x: Any) -> bool:
-    return isinstance(x, int | float) and math.isfinite(float(x))
-
-
-def evaluate_alarms(
-    records: list[dict[str, Any]], effective: dict[str, Any], heartbeat: dict[str, Any], total_steps: int
-) -> list[dict[str, Any]]:
-    """One entry per alarm: name, state (raised / clear / disabled / not_run), detail, step."""
-    cfg = alarm_config(effective)
-    steps = latest_by_step(records, "step")
-    evals = [e for e in latest_by_step(records, "eval") if e.get("split") == "dev"]
-    higher = not any(e.get("metric") in LOWER_BETTER for e in evals[:1])
-    out = []
-
-    def add(name: str, state: str, detail: str, step: int = -1, **extra: Any) -> None:
-        out.append({"name": name, "state": state, "detail": detail, "step": step, **extra})
-
-    for name in ALARMS:
-        if name in cfg["disabled"]:
-            add(name, "disabled", "disabled in the contract (alarms.disabled)")
-            continue
-        if name == "non_finite":
-            halts = [r for r in records if r.get("kind") == "halt"]
-            bad = [s for s in steps if not _finite(s.get("loss")) or not _finite(s.get("grad_norm"))]
-            if halts or bad:
-                first = halts[0] if halts else bad[0]
-                add(
-                    name,
-                    "raised",
-                    str(first.get("reason", "non-finite loss or gradient norm")),
-                    int(first.get("step", -1)),
-                )
-            elif steps:
-                add(name, "clear", f"loss and gradient norm finite at all {len(steps)} steps")
-            else:
-                add(name, "not_run", "no optimizer step recorded")
-        elif name == "divergence":
-            losses = [(int(s["step"]), float(s["loss"])) for s in steps if _finite(s.get("loss"))]
-            if len(losses) < 10:
-                add(name, "not_run", f"{len(losses)} finite loss values; divergence needs ≥ 10")
-                continue
-            factor = float(cfg["divergence_factor"])
-            window = max(3, len(losses) // 10)
-            means = [
-                (losses[i][0], sum(v for _, v in losses[i - window + 1 : i + 1]) / window)
-                for i in range(window - 1, len(losses))
-            ]
-            best = math.inf
-            hit = None
-            for step, m in means:
-                if m > factor * best:
-                    hit = (step, m, best)
-                    break
-                best = min(best, m)
-            if hit:
-                add(name, "raised", f"rolling loss {hit[1]:.4g} > {factor}× best {hit[2]:.4g}", hit[0])
-            else:
-                add(name, "clear", f"rolling loss (window {window}) never exceeded {factor}× its best")
-        elif name == "class_collapse":
-            dists = [e for e in evals if e.get("pred_distribution")]
-            if not dists:
-                add(name, "not_run", "no predicted-class distribution recorded (not a classification job?)")
-                continue
-            share = float(cfg["collapse_share"])
-            last = dists[-1]
-            pred = last["pred_distribution"]
-            true = last.get("true_distribution", {})
-            n = max(1, sum(pred.values()))
-            top_cls, top_n = max(pred.items(), key=lambda kv: kv[1])
-            true_top = max(true.values()) / max(1, sum(true.values())) if true else 0.0
-            if top_n / n >= share and true_top < share:
-                add(
-                    name,
-                    "raised",
-                    f"{top_n / n:.1%} of dev predictions are '{top_cls}' (true top share {true_top:.1%})",
-                    int(last["step"]),
-                )
-            else:
-                add(
-                    name,
-                    "clear",
-                    f"top predicted class '{top_cls}' at {top_n / n:.1%} < {share:.0%} at last eval",
-                )
-        elif name == "train_dev_gap":
-            pairs = [e for e in evals if _finite(e.get("train_value")) and _finite(e.get("value"))]
-            if not pairs:
-                add(name, "not_run", "no train-reference metric recorded")
-                continue
-            last = pairs[-1]
-            gap = float(last["train_value"]) - float(last["value"])
-            gap = -gap if not higher else gap
-            limit = float(cfg["gap_limit"])
-            state = "raised" if gap > limit else "clear"
-            add(
-                name,
-                state,
-                f"train − dev {last.get('metric')} gap {gap:.3f} vs limit {limit}",
-                int(last["step"]),
-                gap=gap,
-            )
-        elif name == "stall":
-            worst = int(heartbeat.get("max_beats_without_step", -1))
-            if worst < 0:
-                add(name, "not_run", "no heartbeat recorded during training")
-                continue
-            limit = int(cfg["stall_heartbeats"])
-            state = "raised" if worst > limit else "clear"
-            add(
-                name,
-                state,
-                f"at most {worst} heartbeats without an optimizer step (limit {limit})",
-                -1,
-                max_beats_without_step=worst,
-            )
-        elif name == "worse_than_trivial":
-            after = int(cfg["worse_than_trivial_after_step"])
-            after = total_steps // 2 if after < 0 else after
-            trivial = next((r for r in records if r.get("kind") == "trivial"), None)
-            late = [e for e in evals if int(e["step"]) >= after and _finite(e.get("value"))]
-            if trivial is None or not _finite(trivial.get("value")):
-                add(name, "not_run", "no trivial-baseline dev value recorded")
-            elif not late:
-                add(name, "not_run", f"no dev evaluation at or after step {after}")
-            else:
-                tv = float(trivial["value"])
-                worse = [e for e in late if (float(e["value"]) < tv if higher else float(e["value"]) > tv)]
-                if worse:
-                    e = worse[0]
-                    add(
-                        name,
-                        "raised",
-                        f"dev {e.get('metric')} {float(e['value']):.4f} worse than trivial {tv:.4f} "
-                        f"at step {e['step']} (after step {after})",
-                        int(e["step"]),
-                    )
-                else:
-                    add(
-                        name,
-                        "clear",
-                        f"dev metric not worse than trivial {tv:.4f} at {len(late)} evals from step {after}",
-                    )
-    return out
 
 
 # ---------------------------------------------------------------- the job
@@ -380,7 +84,7 @@ class Heartbeat(threading.Thread):
             "max_beats_without_step": self.max_without_step,
         }
         try:
-            atomic_write_text(self.job.dir / HEARTBEAT, json.dumps(doc))
+            jobfiles.write_heartbeat(self.job.dir, doc)
         except OSError:
             pass
 
@@ -388,6 +92,30 @@ class Heartbeat(threading.Thread):
         while not self.stop.is_set():
             self.beat()
             self.stop.wait(self.interval)
+
+
+@dataclass
+class Training:
+    """What the training loop works with, built once by `Job._setup`."""
+
+    contract: Effective
+    device: str
+    model: Any
+    tok: Any
+    batcher: Any
+    train_b: Any  # encoded train rows
+    dev_b: Any  # encoded dev rows
+    ref_b: Any  # a train subset evaluated like dev (the train-dev gap)
+    optimizer: Any
+    scheduler: Any
+    scaler: Any
+    metric: str
+    evaluate: Any
+    best: dict[str, Any] = field(default_factory=lambda: {"value": None, "step": -1, "stale_evals": 0})
+
+    @property
+    def accum(self) -> int:
+        return max(1, self.contract.grad_accum)
 
 
 class Job:
@@ -400,16 +128,18 @@ class Job:
         self.total_steps = 0
         self.stage = "loading"
         self.evaluating = False
+        beat_s = float(self.runtime.get("heartbeat_seconds", jobfiles.HEARTBEAT_SECONDS))
+        earlier = read_status(self.dir)
         self.status: dict[str, Any] = {
             "operation_id": self.doc.get("operation_id", self.dir.name),
             "digest": self.doc.get("digest", ""),
             "pid": os.getpid(),
             "started_at": now_iso(),
-            "heartbeat_seconds": float(self.runtime.get("heartbeat_seconds", 2.0)),
-            "resumed_from": list(read_status(self.dir).get("resumed_from", [])),
-            "runs": int(read_status(self.dir).get("runs", 0)) + 1,
+            "heartbeat_seconds": beat_s,
+            "resumed_from": list(earlier.get("resumed_from", [])),
+            "runs": int(earlier.get("runs", 0)) + 1,
         }
-        self.heartbeat = Heartbeat(self, float(self.runtime.get("heartbeat_seconds", 2.0)))
+        self.heartbeat = Heartbeat(self, beat_s)
 
     # ------------------------------------------------------------ status
 
@@ -421,7 +151,7 @@ class Job:
         write_status(self.dir, self.status)
 
     def _on_term(self, signum: int, frame: Any) -> None:
-        if self.stage in ("done", "failed", "cancelled"):
+        if self.stage in jobfiles.TERMINAL_STAGES:
             return
         self.set_stage("cancelled", f"received {signal.Signals(signum).name} at step {self.step}")
         raise JobCancelled()
@@ -455,209 +185,240 @@ class Job:
     # ------------------------------------------------------------ training
 
     def _train(self) -> None:
+        run = self._setup(effective(self.doc))
+        self._start_or_resume(run)
+        self.set_stage("training")
+        run.model.train()
+        delay = float(self.runtime.get("step_delay_seconds", 0.0))
+        while self.step < self.total_steps:
+            self._step(run)
+            if self._after_eval(run):
+                break
+            self._maybe_checkpoint(run)
+            write_status(self.dir, self.status)
+            if delay:
+                time.sleep(delay)
+        self._finish(run)
+
+    def _setup(self, c: Effective) -> Training:
+        """Device, data, model, batches, step budget, optimizer and the tracked dev metric."""
         import torch
 
-        from engine.training import checkpoint
-        from engine.training.evaluate import Batcher, evaluate, load_split, resolve_device, save_artifact
+        from engine.training.evaluate import Batcher, evaluate, load_split, resolve_device
+        from engine.training.models import build, make_optimizer
 
         torch.set_num_threads(int(self.runtime.get("threads", 0)) or max(1, min(4, os.cpu_count() or 1)))
-        eff = self.eff
-        device = resolve_device(str(eff.get("device", "cpu")))
-        if int(eff.get("dp_replicas", 1) or 1) != 1:
+        device = resolve_device(c.device)
+        if c.dp_replicas != 1:
             raise ValueError(
-                f"dp_replicas={eff.get('dp_replicas')}: the local job runs one replica; "
+                f"dp_replicas={c.dp_replicas}: the local job runs one replica; "
                 "edit the contract or use a cluster provider"
             )
-        seed = int(eff.get("seed", 0))
-        torch.manual_seed(seed)
+        torch.manual_seed(c.seed)
         train = load_split(self.dir, self.doc, "train")
         dev = load_split(self.dir, self.doc, "dev")
-        from engine.training.models import build
-
-        classes = [str(c) for c in eff.get("label_classes", [])]
-        is_cls = eff.get("task_kind", "text_classification") == "text_classification"
+        classes = [str(x) for x in c.label_classes]
         model, tok, info = build(
-            eff,
-            num_labels=len(classes) if is_cls else None,
+            self.eff,
+            num_labels=len(classes) if c.is_classification else None,
             workspace=Path(self.doc.get("workspace", ".")),
             device=device,
         )
         self.status["model_info"] = {k: v for k, v in info.items() if isinstance(v, int | float | str | bool)}
-        batcher = Batcher(eff, tok, classes, device)
+        batcher = Batcher(self.eff, tok, classes, device)
         train_b = batcher.prepare(train, rendered=True)
         dev_b = batcher.prepare(dev, rendered=True)
-        n_ref = min(train_b.n, max(dev_b.n, 32), 256)
-        ref_b = train_b.subset(list(range(n_ref)))
+        ref_b = train_b.subset(list(range(min(train_b.n, max(dev_b.n, 32), 256))))
+        self.total_steps = self._budget(c, train_b.n)
+        optimizer, scheduler = make_optimizer(model, self.eff, self.total_steps)
+        use_scaler = c.precision == "fp16" and device.startswith("cuda")
+        return Training(
+            contract=c,
+            device=device,
+            model=model,
+            tok=tok,
+            batcher=batcher,
+            train_b=train_b,
+            dev_b=dev_b,
+            ref_b=ref_b,
+            optimizer=optimizer,
+            scheduler=scheduler,
+            scaler=torch.amp.GradScaler("cuda") if use_scaler else None,
+            metric=self._tracked_metric(c),
+            evaluate=evaluate,
+        )
 
-        micro = int(eff.get("micro_batch", 8))
-        accum = max(1, int(eff.get("grad_accum", 1)))
-        per_epoch = math.ceil(train_b.n / micro)
-        max_steps = int(eff.get("max_steps", 0) or 0)
-        epochs = float(eff.get("epochs", 1) or 1)
-        self.total_steps = max_steps if max_steps > 0 else max(1, math.ceil(per_epoch * epochs / accum))
+    @staticmethod
+    def _budget(c: Effective, train_rows: int) -> int:
+        if c.max_steps > 0:
+            return c.max_steps
+        per_epoch = math.ceil(train_rows / c.micro_batch)
+        return max(1, math.ceil(per_epoch * float(c.epochs or 1) / max(1, c.grad_accum)))
 
-        from engine.training.models import make_optimizer
-
-        optimizer, scheduler = make_optimizer(model, eff, self.total_steps)
-        groups = optimizer.param_groups
-        precision = str(eff.get("precision", "fp32"))
-        scaler = torch.amp.GradScaler("cuda") if precision == "fp16" and device.startswith("cuda") else None
-        max_grad_norm = float(eff.get("max_grad_norm", 1.0) or 0.0)
-
-        metric = str(eff.get("dev_metric") or ("macro_f1" if is_cls else "dev_loss"))
-        if is_cls and metric not in DEV_METRICS:
+    def _tracked_metric(self, c: Effective) -> str:
+        if not c.is_classification:
+            return "dev_loss"
+        metric = c.dev_metric or "macro_f1"
+        if metric not in DEV_METRICS:
             self.status["dev_metric_note"] = f"{metric} is not tracked during training; macro_f1 is"
             metric = "macro_f1"
-        elif not is_cls:
-            metric = "dev_loss"
-        best: dict[str, Any] = {"value": None, "step": -1, "stale_evals": 0}
-        ckpt_root = self.dir / CHECKPOINTS
-        done = checkpoint.complete(ckpt_root)
-        if done:
-            state = checkpoint.load(done[-1], model, optimizer, scheduler, scaler)
-            self.step = int(state["step"])
-            best = state.get("best", best)
-            self.status["resumed_from"].append(self.step)
-            append_metric(
-                self.dir,
-                {
-                    "kind": "resume",
-                    "step": self.step,
-                    "time": time.time(),
-                    "checkpoint": done[-1].name,
-                    "run": self.status["runs"],
-                },
-            )
-        else:
-            self.set_stage("initial-eval")
-            trivial = batcher.trivial(train_b, dev_b, metric)
-            append_metric(self.dir, {"kind": "trivial", "step": 0, "metric": metric, **trivial})
-            self._eval(model, batcher, dev_b, ref_b, metric, evaluate)
+        return metric
 
-        self.set_stage("training")
-        delay = float(self.runtime.get("step_delay_seconds", 0.0))
-        ckpt_every = int(eff.get("checkpoint_every_steps", 0) or 0)
-        eval_every = int(eff.get("eval_every_steps", 0) or 0)
-        selection = str(eff.get("checkpoint_selection", "last"))
-        stopping = str(eff.get("stopping_rule", "fixed_budget"))
-        patience = max(1, int(eff.get("patience_evals", 3) or 3))
-        model.train()
-        while self.step < self.total_steps:
-            t0 = time.time()
-            optimizer.zero_grad(set_to_none=True)
-            loss_sum = 0.0
-            for k in range(accum):
-                idx = batcher.micro_indices(self.step * accum + k, micro, train_b.n, seed)
-                with torch.autocast(
-                    device_type=device.split(":")[0],
-                    dtype=torch.bfloat16,
-                    enabled=precision == "bf16" and device.startswith("cuda"),
-                ):
-                    out = model(**train_b.batch(idx))
-                loss = out.loss / accum
-                if not torch.isfinite(loss):
-                    raise Halt(
-                        f"non-finite loss ({float(out.loss.detach())}) at step {self.step + 1}", self.step + 1
-                    )
-                (scaler.scale(loss) if scaler else loss).backward()
-                loss_sum += float(loss.detach())
-            if scaler:
-                scaler.unscale_(optimizer)
-            params = [p for g in groups for p in g["params"]]
-            if max_grad_norm > 0:
-                gn = torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
-            else:
-                gn = torch.norm(torch.stack([p.grad.norm() for p in params if p.grad is not None]))
-            gn = float(gn)
-            if not math.isfinite(gn):
-                raise Halt(f"non-finite gradient norm ({gn}) at step {self.step + 1}", self.step + 1)
-            lr_now = float(scheduler.get_last_lr()[0])
-            if scaler:
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                optimizer.step()
-            scheduler.step()
-            self.step += 1
-            append_metric(
-                self.dir,
-                {
-                    "kind": "step",
-                    "step": self.step,
-                    "time": time.time(),
-                    "loss": loss_sum,
-                    "lr": lr_now,
-                    "grad_norm": gn,
-                    "seconds": round(time.time() - t0, 4),
-                    "epoch": round(self.step * accum * micro / train_b.n, 4),
-                },
-            )
-            self.status["step"] = self.step
-            if eval_every and self.step % eval_every == 0 and self.step < self.total_steps:
-                value = self._eval(model, batcher, dev_b, ref_b, metric, evaluate)
-                if self._better(value, best["value"], metric):
-                    best = {"value": value, "step": self.step, "stale_evals": 0}
-                    if selection == "best_dev":
-                        kept = checkpoint.save(
-                            self.dir / "best", self.step, model, optimizer, scheduler, scaler, {"best": best}
-                        )
-                        for old in checkpoint.complete(self.dir / "best"):
-                            if old != kept:
-                                shutil.rmtree(old, ignore_errors=True)
-                else:
-                    best["stale_evals"] = int(best.get("stale_evals", 0)) + 1
-                model.train()
-                if stopping == "early_stopping" and best["stale_evals"] >= patience:
-                    append_metric(
-                        self.dir,
-                        {
-                            "kind": "early_stop",
-                            "step": self.step,
-                            "time": time.time(),
-                            "reason": f"no dev improvement in {patience} evaluations",
-                        },
-                    )
-                    self.status["early_stopped_at"] = self.step
-                    break
-            if ckpt_every and self.step % ckpt_every == 0 and self.step < self.total_steps:
-                path = checkpoint.save(
-                    ckpt_root,
+    def _start_or_resume(self, run: Training) -> None:
+        """Continue from the last complete checkpoint, or record the trivial baseline and step 0."""
+        from engine.training import checkpoint
+
+        done = checkpoint.complete(self.dir / jobfiles.CHECKPOINTS)
+        if done:
+            state = checkpoint.load(done[-1], run.model, run.optimizer, run.scheduler, run.scaler)
+            self.step = int(state["step"])
+            run.best = state.get("best", run.best)
+            self.status["resumed_from"].append(self.step)
+            resume = {"kind": "resume", "step": self.step, "time": time.time(), "checkpoint": done[-1].name}
+            append_metric(self.dir, {**resume, "run": self.status["runs"]})
+            return
+        self.set_stage("initial-eval")
+        trivial = run.batcher.trivial(run.train_b, run.dev_b, run.metric)
+        append_metric(self.dir, {"kind": "trivial", "step": 0, "metric": run.metric, **trivial})
+        self._eval(run)
+
+    def _step(self, run: Training) -> None:
+        """One optimizer step over `grad_accum` micro-batches; a non-finite loss or norm halts."""
+        import torch
+
+        c, t0 = run.contract, time.time()
+        run.optimizer.zero_grad(set_to_none=True)
+        loss_sum = 0.0
+        for k in range(run.accum):
+            idx = run.batcher.micro_indices(self.step * run.accum + k, c.micro_batch, run.train_b.n, c.seed)
+            with torch.autocast(
+                device_type=run.device.split(":")[0],
+                dtype=torch.bfloat16,
+                enabled=c.precision == "bf16" and run.device.startswith("cuda"),
+            ):
+                out = run.model(**run.train_b.batch(idx))
+            loss = out.loss / run.accum
+            if not torch.isfinite(loss):
+                raise Halt(
+                    f"non-finite loss ({float(out.loss.detach())}) at step {self.step + 1}", self.step + 1
+                )
+            (run.scaler.scale(loss) if run.scaler else loss).backward()
+            loss_sum += float(loss.detach())
+        gn = self._clip(run)
+        lr_now = float(run.scheduler.get_last_lr()[0])
+        if run.scaler:
+            run.scaler.step(run.optimizer)
+            run.scaler.update()
+        else:
+            run.optimizer.step()
+        run.scheduler.step()
+        self.step += 1
+        rec = {"kind": "step", "step": self.step, "time": time.time(), "loss": loss_sum, "lr": lr_now}
+        rec.update(grad_norm=gn, seconds=round(time.time() - t0, 4))
+        rec["epoch"] = round(self.step * run.accum * c.micro_batch / run.train_b.n, 4)
+        append_metric(self.dir, rec)
+        self.status["step"] = self.step
+
+    def _clip(self, run: Training) -> float:
+        import torch
+
+        if run.scaler:
+            run.scaler.unscale_(run.optimizer)
+        params = [p for g in run.optimizer.param_groups for p in g["params"]]
+        max_norm = float(run.contract.max_grad_norm or 0.0)
+        if max_norm > 0:
+            gn = torch.nn.utils.clip_grad_norm_(params, max_norm)
+        else:
+            gn = torch.norm(torch.stack([p.grad.norm() for p in params if p.grad is not None]))
+        gn = float(gn)
+        if not math.isfinite(gn):
+            raise Halt(f"non-finite gradient norm ({gn}) at step {self.step + 1}", self.step + 1)
+        return gn
+
+    def _after_eval(self, run: Training) -> bool:
+        """Evaluate on schedule, keep the best state; True when early stopping ends training."""
+        from engine.training import checkpoint
+
+        c = run.contract
+        every = c.eval_every_steps
+        if not (every and self.step % every == 0 and self.step < self.total_steps):
+            return False
+        value = self._eval(run)
+        if self._better(value, run.best["value"], run.metric):
+            run.best = {"value": value, "step": self.step, "stale_evals": 0}
+            if c.checkpoint_selection == "best_dev":
+                best_dir = self.dir / jobfiles.BEST
+                kept = checkpoint.save(
+                    best_dir,
                     self.step,
-                    model,
-                    optimizer,
-                    scheduler,
-                    scaler,
-                    {"best": best, "total_steps": self.total_steps, "seed": seed},
+                    run.model,
+                    run.optimizer,
+                    run.scheduler,
+                    run.scaler,
+                    {"best": run.best},
                 )
-                append_metric(
-                    self.dir,
-                    {"kind": "checkpoint", "step": self.step, "time": time.time(), "path": path.name},
-                )
-            write_status(self.dir, self.status)
-            if delay:
-                time.sleep(delay)
+                for old in checkpoint.complete(best_dir):
+                    if old != kept:
+                        shutil.rmtree(old, ignore_errors=True)
+        else:
+            run.best["stale_evals"] = int(run.best.get("stale_evals", 0)) + 1
+        run.model.train()
+        patience = max(1, c.patience_evals or 3)
+        if c.stopping_rule == "early_stopping" and run.best["stale_evals"] >= patience:
+            reason = f"no dev improvement in {patience} evaluations"
+            append_metric(
+                self.dir, {"kind": "early_stop", "step": self.step, "time": time.time(), "reason": reason}
+            )
+            self.status["early_stopped_at"] = self.step
+            return True
+        return False
+
+    def _maybe_checkpoint(self, run: Training) -> None:
+        from engine.training import checkpoint
+
+        every = run.contract.checkpoint_every_steps
+        if not (every and self.step % every == 0 and self.step < self.total_steps):
+            return
+        state = {"best": run.best, "total_steps": self.total_steps, "seed": run.contract.seed}
+        path = checkpoint.save(
+            self.dir / jobfiles.CHECKPOINTS,
+            self.step,
+            run.model,
+            run.optimizer,
+            run.scheduler,
+            run.scaler,
+            state,
+        )
+        append_metric(
+            self.dir, {"kind": "checkpoint", "step": self.step, "time": time.time(), "path": path.name}
+        )
+
+    def _finish(self, run: Training) -> None:
+        """Final dev evaluation, the checkpoint selection rule, and the artifact."""
+        from engine.training import checkpoint
+        from engine.training.evaluate import Trained, save_artifact
 
         self.set_stage("final-eval")
-        value = self._eval(model, batcher, dev_b, ref_b, metric, evaluate)
+        value = self._eval(run)
         selected = self.step
-        saved_best = checkpoint.complete(self.dir / "best")
-        if selection == "best_dev" and saved_best and not self._better(value, best["value"], metric):
+        selection = run.contract.checkpoint_selection
+        saved_best = checkpoint.complete(self.dir / jobfiles.BEST)
+        if selection == "best_dev" and saved_best and not self._better(value, run.best["value"], run.metric):
             # an earlier evaluation was better: the artifact is that state (ties keep the earlier one)
-            checkpoint.load_trainable(model, saved_best[-1] / checkpoint.TRAINABLE)
-            selected = int(best["step"])
-            value = self._eval(model, batcher, dev_b, ref_b, metric, evaluate, selected=selected)
-        save_artifact(
-            self.dir / FINAL,
-            model,
-            tok,
-            eff,
-            batcher,
-            dev_b,
-            dev,
+            checkpoint.load_trainable(run.model, saved_best[-1] / checkpoint.TRAINABLE)
+            selected = int(run.best["step"])
+            self._eval(run, selected=selected)
+        trained = Trained(
+            model=run.model,
+            tok=run.tok,
+            eff=self.eff,
+            batcher=run.batcher,
+            dev_b=run.dev_b,
             selected_step=selected,
             selection=selection,
             info=self.status.get("model_info", {}),
         )
+        save_artifact(self.dir / jobfiles.FINAL, trained)
 
     def _better(self, value: float | None, than: float | None, metric: str) -> bool:
         if value is None or not math.isfinite(value):
@@ -666,28 +427,25 @@ class Job:
             return True
         return value < than if metric in LOWER_BETTER else value > than
 
-    def _eval(
-        self, model: Any, batcher: Any, dev_b: Any, ref_b: Any, metric: str, evaluate: Any, selected: int = -1
-    ) -> float:
+    def _eval(self, run: Training, selected: int = -1) -> float:
         self.evaluating = True
         try:
-            dev_r = evaluate(model, dev_b, metric, batcher.classes)
-            ref_r = evaluate(model, ref_b, metric, batcher.classes)
+            dev_r = run.evaluate(run.model, run.dev_b, run.metric, run.batcher.classes)
+            ref_r = run.evaluate(run.model, run.ref_b, run.metric, run.batcher.classes)
         finally:
             self.evaluating = False
             self.heartbeat.restart_count(self.step)
-        kind = "eval" if selected < 0 else "selected_eval"
         rec = {
-            "kind": kind,
+            "kind": "eval" if selected < 0 else "selected_eval",
             "split": "dev",
             "step": self.step,
             "time": time.time(),
-            "metric": metric,
+            "metric": run.metric,
             "value": dev_r["value"],
             "loss": dev_r["loss"],
             "train_value": ref_r["value"],
-            "train_rows": ref_b.n,
-            "rows": dev_b.n,
+            "train_rows": run.ref_b.n,
+            "rows": run.dev_b.n,
             "stage": self.stage,
             "selected_step": selected,
         }
@@ -704,9 +462,10 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m engine.training.job JOB_DIR", file=sys.stderr)
         return 2
     job_dir = Path(args[0])
-    if not (job_dir / CONTRACT).is_file():
+    if not (job_dir / jobfiles.CONTRACT).is_file():
         print(
-            f"{job_dir / CONTRACT} not found: a job directory holds the frozen contract copy", file=sys.stderr
+            f"{job_dir / jobfiles.CONTRACT} not found: a job directory holds the frozen contract copy",
+            file=sys.stderr,
         )
         return 2
     return Job(job_dir).run()

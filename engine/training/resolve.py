@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engine.context import StageContext
 from engine.evidence import digest_of
-
-if TYPE_CHECKING:
-    from engine.stages.contract import Inputs
-
+from engine.training.schema import Inputs
 
 # ---------------------------------------------------------------- hardware probes (cached per process)
 
@@ -99,16 +97,25 @@ def _show(v: Any) -> str:
     return str(v)
 
 
+@dataclass
+class _Resolving:
+    """One resolution in progress: the request, the table of outcomes, the effective contract."""
+
+    inp: Inputs
+    R: Resolution
+    eff: dict[str, Any]
+    facts: dict[str, Any]
+    ws: Path
+    claim: dict[str, Any]
+    source_inputs: dict[str, Any]
+    tok_dir: Path | None = None
+
+
 def resolve(
     inp: Inputs, ctx: StageContext, claim: dict[str, Any], source_inputs: dict[str, Any]
 ) -> tuple[dict, Resolution, dict]:
     """The effective contract, the side-by-side table with refusals, and identity facts."""
-    from engine.training import models
-    from engine.training.prepare import has_generation_markers, template_fields
-
     R = Resolution()
-    ws = ctx.workspace
-    facts: dict[str, Any] = {}
     eff: dict[str, Any] = {"task_kind": R.same("task_kind", inp.task_kind)}
     if inp.task_kind == "tabular":
         R.refuse(
@@ -117,8 +124,15 @@ def resolve(
             "tabular learners are the baseline stage's scikit-learn models; "
             "this stage contracts torch fine-tuning only",
         )
+    s = _Resolving(inp, R, eff, {}, ctx.workspace, claim, source_inputs)
+    for step in (_device, _identity, _adapter, _precision, _lora, _optimizer, _batch, _template, _over_time):
+        step(s)
+    return s.eff, s.R, s.facts
 
-    # device
+
+def _device(s: _Resolving) -> None:
+    """The device: auto made concrete; cuda refused without a visible GPU."""
+    inp, R, eff = s.inp, s.R, s.eff
     has_gpu = cuda_available()
     if inp.device == "auto":
         device = R.resolved(
@@ -134,7 +148,12 @@ def resolve(
         device = R.same("device", inp.device)
     eff["device"] = device
 
-    # model and tokenizer identity
+
+def _identity(s: _Resolving) -> None:
+    """Model and tokenizer identity: paths, hub revision, file manifests."""
+    from engine.training import models
+
+    inp, R, eff, ws = s.inp, s.R, s.eff, s.ws
     model_dir = models.resolve_model_path(inp.model_path, ws)
     eff["model_path"] = R.same("model_path", inp.model_path)
     tok_spec = inp.tokenizer_path or inp.model_path
@@ -164,9 +183,14 @@ def resolve(
     tok_manifest = model_manifest if tok_dir == model_dir else models.file_manifest(tok_dir)
     eff["model_sha256"] = digest_of(model_manifest)
     eff["tokenizer_sha256"] = digest_of(tok_manifest)
-    facts.update(model_dir=model_dir, model_manifest=model_manifest, tok_manifest=tok_manifest)
+    s.facts.update(model_dir=model_dir, model_manifest=model_manifest, tok_manifest=tok_manifest)
+    s.tok_dir = tok_dir
 
-    # adapter and quantisation
+
+def _adapter(s: _Resolving) -> None:
+    """Adapter mode and 4-bit quantisation (QLoRA needs a working NF4 round trip)."""
+    inp, R, eff = s.inp, s.R, s.eff
+    device = eff["device"]
     mode = eff["adapter_mode"] = R.same("adapter_mode", inp.adapter_mode)
     q = inp.quant
     if mode == "qlora":
@@ -208,7 +232,11 @@ def resolve(
             "head-only training is for classification heads; use lora or qlora for SFT",
         )
 
-    # precision
+
+def _precision(s: _Resolving) -> None:
+    """Mixed precision the local job can honour on the effective device."""
+    inp, R, eff = s.inp, s.R, s.eff
+    device = eff["device"]
     if inp.precision == "bf16" and not _bf16_supported(device):
         R.refuse(
             "precision",
@@ -220,7 +248,13 @@ def resolve(
         R.refuse("precision", "fp16", "fp16 mixed precision needs a CUDA GPU; use fp32 on CPU")
     eff["precision"] = R.same("precision", inp.precision)
 
-    # LoRA targets, checked against the real architecture (meta device, no weights)
+
+def _lora(s: _Resolving) -> None:
+    """LoRA settings, targets checked against the real architecture (meta device, no weights)."""
+    from engine.training import models
+
+    inp, R, eff, ws, claim = s.inp, s.R, s.eff, s.ws, s.claim
+    mode = eff["adapter_mode"]
     eff["lora"] = {
         "r": inp.lora.r,
         "alpha": inp.lora.alpha,
@@ -235,13 +269,13 @@ def resolve(
             if inp.task_kind == "text_classification"
             else None,
         )
-        facts["meta"] = meta
+        s.facts["meta"] = meta
         max_pos = int(getattr(meta.config, "max_position_embeddings", 0) or 0)
         if max_pos and inp.max_length > max_pos:
             R.refuse("max_length", inp.max_length, f"the model's position table has {max_pos} positions")
         if mode in ("lora", "qlora"):
             hits = models.match_targets(meta, inp.lora.target_modules)
-            facts["target_hits"] = hits
+            s.facts["target_hits"] = hits
             for name, found in hits.items():
                 if not found:
                     linear = sorted({n.split(".")[-1] for n in models.linear_names(meta)})
@@ -254,7 +288,11 @@ def resolve(
                 R.same("lora.target_modules", inp.lora.target_modules)
     eff["max_length"] = R.same("max_length", inp.max_length)
 
-    # optimizer and schedule
+
+def _optimizer(s: _Resolving) -> None:
+    """Optimizer and schedule."""
+    inp, R, eff = s.inp, s.R, s.eff
+    device = eff["device"]
     opt = inp.optimizer
     if opt.name == "paged_adamw_8bit" and device != "cuda":
         R.refuse("optimizer.name", opt.name, "paged 8-bit AdamW needs a CUDA GPU")
@@ -273,7 +311,10 @@ def resolve(
         "warmup_ratio": R.same("schedule.warmup_ratio", inp.schedule.warmup_ratio),
     }
 
-    # batch arithmetic
+
+def _batch(s: _Resolving) -> None:
+    """Batch arithmetic, step budget and packing."""
+    inp, R, eff = s.inp, s.R, s.eff
     for k in ("micro_batch", "grad_accum", "dp_replicas"):
         eff[k] = R.same(k, getattr(inp, k))
     eff["effective_batch"] = R.resolved(
@@ -293,7 +334,12 @@ def resolve(
         )
     eff["packing"] = False
 
-    # template and objective
+
+def _template(s: _Resolving) -> None:
+    """Template and objective: the text template's columns, or the chat template for SFT."""
+    from engine.training.prepare import has_generation_markers, template_fields
+
+    inp, R, eff, source_inputs = s.inp, s.R, s.eff, s.source_inputs
     allowed = _allowed_columns(source_inputs)
     if inp.task_kind == "text_classification":
         fields = template_fields(inp.text_template)
@@ -319,7 +365,7 @@ def resolve(
     else:
         eff["text_template"] = ""
         eff["objective"] = "causal_lm_next_token_on_assistant_turns"
-        tok_template = _tokenizer_template(tok_dir)
+        tok_template = _tokenizer_template(s.tok_dir)
         chat = inp.chat_template or tok_template
         if not chat:
             R.refuse("chat_template", "", "the tokenizer has no chat template; give one in chat_template")
@@ -334,7 +380,7 @@ def resolve(
             )
         eff["chat_template"] = chat
         eff["chat_template_sha256"] = digest_of(chat)
-        facts["generation_markers"] = has_generation_markers(chat)
+        s.facts["generation_markers"] = has_generation_markers(chat)
         if inp.messages_column not in allowed and not {"prompt", "response"} <= set(allowed):
             R.refuse(
                 "messages_column",
@@ -344,7 +390,10 @@ def resolve(
         eff["messages_column"] = R.same("messages_column", inp.messages_column)
     eff["target_turn_policy"] = R.same("target_turn_policy", inp.target_turn_policy)
 
-    # what the job does over time
+
+def _over_time(s: _Resolving) -> None:
+    """What the job does over time: evaluation, checkpoints, stopping, required checks, alarms."""
+    inp, R, eff, claim = s.inp, s.R, s.eff, s.claim
     for k in (
         "eval_every_steps",
         "checkpoint_every_steps",
@@ -359,7 +408,6 @@ def resolve(
         claim.get("primary_metric") or ("macro_f1" if inp.task_kind == "text_classification" else "dev_loss")
     )
     eff["alarms"] = inp.alarms.model_dump(mode="json")
-    return eff, R, facts
 
 
 def _allowed_columns(source_inputs: dict[str, Any]) -> list[str]:

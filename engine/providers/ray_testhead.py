@@ -1,0 +1,214 @@
+"""A loopback Ray head for tests and the overhead benchmark: `ray start --head` on 127.0.0.1.
+
+Needs the `ray` CLI (ray[default]); the app itself never does.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from engine.providers.ray_http import RAY_TERMINAL, RayJobsClient, RayJobsError
+
+
+def _free_ports(names: tuple[str, ...]) -> dict[str, int]:
+    """Distinct free ports on 127.0.0.1 (all held open while choosing, so none repeats)."""
+    socks = []
+    try:
+        for _ in names:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return {name: int(s.getsockname()[1]) for name, s in zip(names, socks, strict=True)}
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _free_range(width: int = 100, tries: int = 50) -> int:
+    """A start port with `width` free ports above it on 127.0.0.1 (workers bind there)."""
+    import random
+
+    rng = random.Random(os.getpid() ^ int(time.time()))
+    for _ in range(tries):
+        base = rng.randrange(20000, 30000 - width)
+        ok = True
+        for p in range(base, base + width, 10):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind(("127.0.0.1", p))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return base
+    raise RuntimeError("no free port range for Ray workers on 127.0.0.1")
+
+
+class LoopbackHead:
+    """A single-node Ray head bound to 127.0.0.1 only, for tests and the overhead benchmark.
+
+    Runs `ray start --head --block` in its own process group, so stopping it ends exactly the
+    processes it started (SIGTERM to that group, then SIGKILL) — never other Ray processes on
+    the machine, which `ray stop --force` would kill too. Needs the `ray` CLI (ray[default]).
+    """
+
+    def __init__(self, *, num_cpus: int = 2, ray_cli: str | None = None, start_timeout_s: float = 90.0):
+        self.num_cpus = num_cpus
+        self.ray_cli = ray_cli or _find_ray_cli()
+        self.start_timeout_s = start_timeout_s
+        self.proc: subprocess.Popen | None = None
+        self.temp_dir: Path | None = None
+        self.address = ""
+        self.log_path: Path | None = None
+        self.ray_version = ""
+
+    def start(self) -> str:
+        if not self.ray_cli:
+            raise RuntimeError("the `ray` command is not installed (pip install 'ray[default]')")
+        # Short path: Ray's unix sockets live under it and must stay under 107 characters.
+        self.temp_dir = Path(tempfile.mkdtemp(prefix="ccray-", dir="/tmp"))
+        ports = _free_ports((
+            "port", "dashboard-port", "ray-client-server-port", "dashboard-agent-listen-port",
+            "dashboard-agent-grpc-port", "runtime-env-agent-port", "metrics-export-port",
+            "node-manager-port", "object-manager-port",
+        ))  # fmt: skip
+        workers = _free_range()
+        args = [
+            self.ray_cli, "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
+            "--dashboard-host", "127.0.0.1", "--include-dashboard", "true", "--disable-usage-stats",
+            "--num-cpus", str(self.num_cpus), "--num-gpus", "0", "--temp-dir", str(self.temp_dir),
+            "--object-store-memory", str(100 * 1024 * 1024),
+            "--min-worker-port", str(workers), "--max-worker-port", str(workers + 99),
+        ]  # fmt: skip
+        for name, port in ports.items():
+            args += [f"--{name}", str(port)]
+        env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+        env.pop("RAY_ADDRESS", None)
+        self.log_path = self.temp_dir / "head.log"
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True, env=env, cwd=str(self.temp_dir),
+            )  # fmt: skip
+        self.address = f"http://127.0.0.1:{ports['dashboard-port']}"
+        client = RayJobsClient(self.address, timeout=5.0, retries=1)
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                code = self.proc.returncode
+                tail = self.log_path.read_text(errors="replace")[-1500:]
+                self.stop()
+                raise RuntimeError(f"ray start exited with {code}: {tail}")
+            try:
+                self.ray_version = str(client.version().get("ray_version", ""))
+                client.list()  # the job module answers, not only the dashboard shell
+                return self.address
+            except RayJobsError:
+                time.sleep(0.5)
+        tail = self.log_path.read_text(errors="replace")[-1500:]
+        self.stop()
+        raise RuntimeError(f"Ray dashboard did not answer within {self.start_timeout_s:.0f}s: {tail}")
+
+    def stop(self, timeout_s: float = 3.0) -> None:
+        """End what this head started: its process group, then any descendant that left the group
+        (Ray workers take groups of their own), each by its pid."""
+        if self.proc is None:
+            return
+        self._stop_jobs()
+        leader = self.proc.pid
+        started = _descendants(leader)
+        for sig, wait in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(leader, sig)  # start_new_session: the group id is the leader's pid
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(timeout=wait)
+            except subprocess.TimeoutExpired:
+                continue
+            end = time.monotonic() + wait
+            while time.monotonic() < end and _group_alive(leader):
+                time.sleep(0.2)
+            if not _group_alive(leader):
+                break
+        started |= _descendants(leader)
+        for pid in sorted(started):
+            if _proc_alive(pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        self.proc = None
+        if self.temp_dir is not None:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+    def _stop_jobs(self, wait_s: float = 15.0) -> None:
+        """Stop jobs still running: their entrypoints run in sessions of their own, outside our group."""
+        if not self.address or self.proc is None or self.proc.poll() is not None:
+            return
+        client = RayJobsClient(self.address, timeout=5.0, retries=1)
+        try:
+            live = [j["submission_id"] for j in client.list() if j.get("status") not in RAY_TERMINAL]
+            for sid in live:
+                client.stop(sid)
+            deadline = time.monotonic() + wait_s
+            while live and time.monotonic() < deadline:
+                time.sleep(0.5)
+                live = [s for s in live if (client.get(s) or {}).get("status") not in (*RAY_TERMINAL, None)]
+        except RayJobsError:
+            pass
+
+
+def _descendants(root: int) -> set[int]:
+    """Pids below `root` in the process tree (Linux /proc; empty elsewhere)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out: set[int] = set()
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in out:
+                out.add(child)
+                todo.append(child)
+    return out
+
+
+def _proc_alive(pid: int) -> bool:
+    """Alive and not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _group_alive(pgid: int) -> bool:
+    """Some member of the process group is alive (zombies left to an unreaping init do not count)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
+def _find_ray_cli() -> str:
+    beside = Path(sys.executable).parent / "ray"
+    if beside.exists():
+        return str(beside)
+    return shutil.which("ray") or ""

@@ -1,0 +1,191 @@
+"""The training alarms: one function per alarm, each judging the job's own records.
+
+Thresholds come from the contract's typed model (engine.training.schema.Alarms), so the job, the
+dispatch stage and the TUI judge with the same defaults as the contract and docs/contract.md.
+Pure and cheap (no torch): the dispatch stage and the TUI call `evaluate` on a job's files.
+
+Each alarm returns one entry: name, state (raised / clear / disabled / not_run), detail, step,
+and any extra measured value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.training.jobfiles import dev_evals, latest_by_step
+from engine.training.schema import Alarms, Effective, effective
+
+ALARMS = ("non_finite", "divergence", "class_collapse", "train_dev_gap", "stall", "worse_than_trivial")
+LOWER_BETTER = {"log_loss", "brier", "dev_loss"}
+
+
+def config(contract: Effective | dict[str, Any]) -> Alarms:
+    """The alarm thresholds of an effective contract (its table, a whole contract.toml, or typed)."""
+    return effective(contract).alarms
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, int | float) and math.isfinite(float(x))
+
+
+@dataclass
+class Observed:
+    """A job's records, grouped once for all alarms."""
+
+    records: list[dict[str, Any]]
+    total_steps: int
+    # The most heartbeats the job spent in training without an optimizer step (-1: none recorded).
+    max_beats_without_step: int = -1
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    evals: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.steps = latest_by_step(self.records, "step")
+        self.evals = dev_evals(self.records)
+
+    @property
+    def higher_better(self) -> bool:
+        return not any(e.get("metric") in LOWER_BETTER for e in self.evals[:1])
+
+
+def _entry(name: str, state: str, detail: str, step: int = -1, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "state": state, "detail": detail, "step": step, **extra}
+
+
+def non_finite(obs: Observed, cfg: Alarms) -> dict[str, Any]:
+    name = "non_finite"
+    halts = [r for r in obs.records if r.get("kind") == "halt"]
+    bad = [s for s in obs.steps if not _finite(s.get("loss")) or not _finite(s.get("grad_norm"))]
+    if halts or bad:
+        first = halts[0] if halts else bad[0]
+        reason = str(first.get("reason", "non-finite loss or gradient norm"))
+        return _entry(name, "raised", reason, int(first.get("step", -1)))
+    if obs.steps:
+        return _entry(name, "clear", f"loss and gradient norm finite at all {len(obs.steps)} steps")
+    return _entry(name, "not_run", "no optimizer step recorded")
+
+
+def divergence(obs: Observed, cfg: Alarms) -> dict[str, Any]:
+    name = "divergence"
+    losses = [(int(s["step"]), float(s["loss"])) for s in obs.steps if _finite(s.get("loss"))]
+    if len(losses) < 10:
+        return _entry(name, "not_run", f"{len(losses)} finite loss values; divergence needs ≥ 10")
+    factor = float(cfg.divergence_factor)
+    window = max(3, len(losses) // 10)
+    means = [
+        (losses[i][0], sum(v for _, v in losses[i - window + 1 : i + 1]) / window)
+        for i in range(window - 1, len(losses))
+    ]
+    best = math.inf
+    for step, m in means:
+        if m > factor * best:
+            return _entry(name, "raised", f"rolling loss {m:.4g} > {factor}× best {best:.4g}", step)
+        best = min(best, m)
+    return _entry(name, "clear", f"rolling loss (window {window}) never exceeded {factor}× its best")
+
+
+def class_collapse(obs: Observed, cfg: Alarms) -> dict[str, Any]:
+    name = "class_collapse"
+    dists = [e for e in obs.evals if e.get("pred_distribution")]
+    if not dists:
+        return _entry(name, "not_run", "no predicted-class distribution recorded (not a classification job?)")
+    share = float(cfg.collapse_share)
+    last = dists[-1]
+    pred = last["pred_distribution"]
+    true = last.get("true_distribution", {})
+    n = max(1, sum(pred.values()))
+    top_cls, top_n = max(pred.items(), key=lambda kv: kv[1])
+    true_top = max(true.values()) / max(1, sum(true.values())) if true else 0.0
+    if top_n / n >= share and true_top < share:
+        detail = f"{top_n / n:.1%} of dev predictions are '{top_cls}' (true top share {true_top:.1%})"
+        return _entry(name, "raised", detail, int(last["step"]))
+    return _entry(
+        name, "clear", f"top predicted class '{top_cls}' at {top_n / n:.1%} < {share:.0%} at last eval"
+    )
+
+
+def train_dev_gap(obs: Observed, cfg: Alarms) -> dict[str, Any]:
+    name = "train_dev_gap"
+    pairs = [e for e in obs.evals if _finite(e.get("train_value")) and _finite(e.get("value"))]
+    if not pairs:
+        return _entry(name, "not_run", "no train-reference metric recorded")
+    last = pairs[-1]
+    gap = float(last["train_value"]) - float(last["value"])
+    gap = gap if obs.higher_better else -gap
+    limit = float(cfg.gap_limit)
+    state = "raised" if gap > limit else "clear"
+    detail = f"train − dev {last.get('metric')} gap {gap:.3f} vs limit {limit}"
+    return _entry(name, state, detail, int(last["step"]), gap=gap)
+
+
+def stall(obs: Observed, cfg: Alarms) -> dict[str, Any]:
+    """Raised when the job spent more heartbeats than the limit in training without a step.
+
+    A slow job whose steps each take a few heartbeats is not stalled; a dev evaluation between
+    steps does not count (the heartbeat thread restarts its count after one).
+    """
+    name = "stall"
+    worst = int(obs.max_beats_without_step)
+    if worst < 0:
+        return _entry(name, "not_run", "no heartbeat recorded during training")
+    limit = int(cfg.stall_heartbeats)
+    state = "raised" if worst > limit else "clear"
+    detail = f"at most {worst} heartbeats without an optimizer step (limit {limit})"
+    return _entry(name, state, detail, -1, max_beats_without_step=worst)
+
+
+def worse_than_trivial(obs: Observed, cfg: Alarms) -> dict[str, Any]:
+    name = "worse_than_trivial"
+    after = int(cfg.worse_than_trivial_after_step)
+    after = obs.total_steps // 2 if after < 0 else after  # -1: from the half-way step on
+    trivial = next((r for r in obs.records if r.get("kind") == "trivial"), None)
+    late = [e for e in obs.evals if int(e["step"]) >= after and _finite(e.get("value"))]
+    if trivial is None or not _finite(trivial.get("value")):
+        return _entry(name, "not_run", "no trivial-baseline dev value recorded")
+    if not late:
+        return _entry(name, "not_run", f"no dev evaluation at or after step {after}")
+    tv = float(trivial["value"])
+    higher = obs.higher_better
+    worse = [e for e in late if (float(e["value"]) < tv if higher else float(e["value"]) > tv)]
+    if worse:
+        e = worse[0]
+        detail = (
+            f"dev {e.get('metric')} {float(e['value']):.4f} worse than trivial {tv:.4f} "
+            f"at step {e['step']} (after step {after})"
+        )
+        return _entry(name, "raised", detail, int(e["step"]))
+    return _entry(
+        name, "clear", f"dev metric not worse than trivial {tv:.4f} at {len(late)} evals from step {after}"
+    )
+
+
+CHECKS: dict[str, Callable[[Observed, Alarms], dict[str, Any]]] = {
+    "non_finite": non_finite,
+    "divergence": divergence,
+    "class_collapse": class_collapse,
+    "train_dev_gap": train_dev_gap,
+    "stall": stall,
+    "worse_than_trivial": worse_than_trivial,
+}
+
+
+def evaluate(
+    records: list[dict[str, Any]],
+    contract: Effective | dict[str, Any],
+    heartbeat: dict[str, Any],
+    total_steps: int,
+) -> list[dict[str, Any]]:
+    """One entry per alarm, in ALARMS order; a disabled alarm is reported as disabled."""
+    cfg = config(contract)
+    obs = Observed(records, total_steps, int(heartbeat.get("max_beats_without_step", -1)))
+    disabled = {str(x) for x in cfg.disabled}
+    out = []
+    for name in ALARMS:
+        if name in disabled:
+            out.append(_entry(name, "disabled", "disabled in the contract (alarms.disabled)"))
+        else:
+            out.append(CHECKS[name](obs, cfg))
+    return out

@@ -1,0 +1,468 @@
+"""A training job's folder: the one module that knows its file names, reads and writes them, and
+decides what state the job is in.
+
+The job (engine.training.job) reads only its own folder and writes its own progress there, so it
+can run detached from the app and be reattached later:
+
+    contract.toml   the frozen contract copy: identity, data files and hashes, runtime, [effective]
+    data/           train.parquet, dev.parquet (never the test split)
+    status.json     stage (loading / initial-eval / training / final-eval / done / failed /
+                    cancelled), reason, step, total steps, resume points
+    heartbeat       JSON written by a thread every `heartbeat_seconds`: time, beat count, the
+                    optimizer step at that moment — a heartbeat is not a step
+    metrics.jsonl   one JSON object a line: kind = step | eval | checkpoint | resume | alarm | halt
+    log.txt         stdout / stderr of the process (written by the provider)
+    pid.json        the local provider's process record; ray.json the Ray provider's
+    checkpoints/    resumable state (engine.training.checkpoint); best/ the best-dev state
+    final/          the artifact: trainable weights, tokenizer, config, dev predictions, manifest
+
+State has three words, all decided here:
+  - the job's own stage (status.json): RUNNING_STAGES, then one of TERMINAL_STAGES;
+  - the stage a provider derives when the job's word is not the whole story (its process is gone,
+    its heartbeat stopped, the cluster cannot be asked): DERIVED_STAGES, from `local_stage` /
+    `ray_stage`;
+  - what the evidence says about the run: JOB_STATES, from `job_state`.
+
+Cheap: no torch, no polars at import, so providers, stages, replay and the TUI can use it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.evidence import atomic_write_text, dump_toml, now_iso
+
+# ---------------------------------------------------------------- names
+
+CONTRACT = "contract.toml"
+STATUS = "status.json"
+HEARTBEAT = "heartbeat"
+METRICS = "metrics.jsonl"
+LOG = "log.txt"
+PID_FILE = "pid.json"
+LAUNCH_LOCK = "launch.lock"
+RAY_RECORD = "ray.json"
+CHECKPOINTS = "checkpoints"
+BEST = "best"
+FINAL = "final"
+DATA = "data"
+TRAIN_FILE = "data/train.parquet"
+DEV_FILE = "data/dev.parquet"
+MANIFEST = "manifest.json"
+DEV_PREDICTIONS = "dev_predictions.parquet"
+# Small files the job rewrites while it runs (a remote provider mirrors them home).
+PROGRESS_FILES = (STATUS, HEARTBEAT, METRICS)
+
+HEARTBEAT_SECONDS = 2.0
+
+# ---------------------------------------------------------------- the state vocabulary
+
+# Stages the job itself writes into status.json.
+RUNNING_STAGES = ("loading", "initial-eval", "training", "final-eval")
+TERMINAL_STAGES = ("done", "failed", "cancelled")
+# Written by the Ray provider over a failed run's terminal word before it submits it again.
+RESUBMITTED = "resubmitted"
+# Stages a provider derives when the job's own word is not the whole story.
+DERIVED_STAGES = ("launching", "lost", "stalled", "unconfirmed", "not_found")
+# Derived stages that end the watch (nothing runs) and those that may still run.
+ENDED_DERIVED = ("lost", "not_found")
+LIVE_DERIVED = ("launching", "stalled")
+# What the evidence says about a run (dispatch.progress.job_state, replay, the claim's review).
+JOB_STATES = ("finished", "failed", "cancelled", "incomplete")
+# A heartbeat older than this many intervals: the process is alive but not beating (local), or
+# not confirmed alive (Ray).
+STALL_INTERVALS = 5
+
+
+def job_state(stage: str) -> str:
+    """The evidence word for a stage: finished only when the job said done."""
+    if stage == "done":
+        return "finished"
+    if stage in ("failed", "cancelled"):
+        return stage
+    return "incomplete"
+
+
+def is_terminal(stage: str) -> bool:
+    """Nothing runs any more: the job's own terminal word, or a job that is gone / never was."""
+    return stage in TERMINAL_STAGES or stage in ENDED_DERIVED
+
+
+def is_running(stage: str) -> bool:
+    return stage in RUNNING_STAGES or stage in LIVE_DERIVED
+
+
+# ---------------------------------------------------------------- readers and writers
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def read_status(job_dir: Path) -> dict[str, Any]:
+    """The job's status.json, {} when absent or unreadable."""
+    return _read_json(Path(job_dir) / STATUS)
+
+
+def read_status_checked(job_dir: Path) -> tuple[dict[str, Any] | None, str]:
+    """(status, "") or (None, why not): "missing", or "unreadable: <error>"."""
+    try:
+        data = json.loads((Path(job_dir) / STATUS).read_text())
+    except FileNotFoundError:
+        return None, "missing"
+    except (OSError, ValueError) as exc:
+        return None, f"unreadable: {exc}"
+    if not isinstance(data, dict):
+        return None, f"unreadable: a JSON {type(data).__name__}, not an object"
+    return data, ""
+
+
+def write_status(job_dir: Path, doc: dict[str, Any]) -> None:
+    atomic_write_text(Path(job_dir) / STATUS, json.dumps({**doc, "updated_at": now_iso()}, indent=1))
+
+
+def read_heartbeat(job_dir: Path) -> dict[str, Any]:
+    return _read_json(Path(job_dir) / HEARTBEAT)
+
+
+def write_heartbeat(job_dir: Path, doc: dict[str, Any]) -> None:
+    atomic_write_text(Path(job_dir) / HEARTBEAT, json.dumps(doc))
+
+
+def read_pid(job_dir: Path) -> dict[str, Any]:
+    return _read_json(Path(job_dir) / PID_FILE)
+
+
+def write_pid(job_dir: Path, doc: dict[str, Any]) -> None:
+    atomic_write_text(Path(job_dir) / PID_FILE, json.dumps(doc))
+
+
+def read_metrics(job_dir: Path) -> list[dict[str, Any]]:
+    """Every complete line of metrics.jsonl (a line cut by a kill is skipped, not an error)."""
+    path = Path(job_dir) / METRICS
+    out: list[dict[str, Any]] = []
+    try:
+        text = path.read_text()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
+
+
+def append_metric(job_dir: Path, rec: dict[str, Any]) -> None:
+    line = json.dumps(rec, allow_nan=True) + "\n"
+    with open(Path(job_dir) / METRICS, "a", encoding="utf-8") as fh:
+        fh.write(line)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def latest_by_step(records: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    """Records of one kind, the last written per step (a resumed run overwrites the lost tail)."""
+    by_step: dict[int, dict[str, Any]] = {}
+    for r in records:
+        if r.get("kind") == kind:
+            by_step[int(r.get("step", 0))] = r
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def dev_evals(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in latest_by_step(records, "eval") if e.get("split") == "dev"]
+
+
+def read_contract(job_dir: Path) -> dict[str, Any]:
+    with open(Path(job_dir) / CONTRACT, "rb") as fh:
+        return tomllib.load(fh)
+
+
+def has_contract(job_dir: Path) -> bool:
+    return (Path(job_dir) / CONTRACT).exists()
+
+
+def launched(job_dir: Path) -> bool:
+    """A provider launched the job or the job wrote its status (not only exported inputs)."""
+    return any((Path(job_dir) / name).exists() for name in (PID_FILE, STATUS, RAY_RECORD))
+
+
+@dataclass
+class JobSpec:
+    """What a job folder is written from: its identity, its effective contract and its rows."""
+
+    effective: dict[str, Any]
+    digest: str
+    op_id: str
+    attempt: int
+    train: Any  # Polars frames with row_id, text (or messages as a JSON string) and target
+    dev: Any
+    workspace: Path
+    runtime: dict[str, Any] | None = None
+
+
+def write_job_dir(job_dir: Path, spec: JobSpec | None = None, **fields: Any) -> dict[str, Any]:
+    """Write contract.toml and the data files a job needs. Returns the contract document.
+
+    Pass a JobSpec, or its fields as keywords. Re-writing an existing job directory with the same
+    identity changes nothing.
+    """
+    from engine.data import sha256_file
+
+    spec = spec or JobSpec(**fields)
+    job_dir = Path(job_dir)
+    if (job_dir / CONTRACT).exists():
+        return read_contract(job_dir)
+    (job_dir / DATA).mkdir(parents=True, exist_ok=True)
+    hashes = {}
+    for name, frame in (("train", spec.train), ("dev", spec.dev)):
+        path = job_dir / f"{DATA}/{name}.parquet"
+        tmp = path.with_suffix(".tmp")
+        frame.write_parquet(tmp)
+        os.replace(tmp, path)
+        hashes[name] = sha256_file(path)
+    doc = {
+        "operation_id": spec.op_id,
+        "attempt": spec.attempt,
+        "digest": spec.digest,
+        "written_at": now_iso(),
+        "workspace": str(Path(spec.workspace).resolve()),
+        "data": {
+            "train": TRAIN_FILE,
+            "dev": DEV_FILE,
+            "train_sha256": hashes["train"],
+            "dev_sha256": hashes["dev"],
+            "train_rows": spec.train.height,
+            "dev_rows": spec.dev.height,
+        },
+        "runtime": {
+            "heartbeat_seconds": HEARTBEAT_SECONDS,
+            "step_delay_seconds": 0.0,
+            **(spec.runtime or {}),
+        },
+        "effective": spec.effective,
+    }
+    atomic_write_text(job_dir / CONTRACT, dump_toml(doc))
+    return doc
+
+
+def copy_inputs(job_dir: Path, out_dir: Path) -> None:
+    """Copy contract.toml and data/ to another output location (the job reads only its own folder).
+
+    The contract copy goes last, so its presence means "staged"; a different contract already
+    there is refused: one identity, two contracts.
+    """
+    import shutil
+    import tempfile
+
+    from engine.data import sha256_file
+
+    src_contract, dst_contract = Path(job_dir) / CONTRACT, Path(out_dir) / CONTRACT
+    if dst_contract.exists():
+        if sha256_file(dst_contract) != sha256_file(src_contract):
+            raise ValueError(
+                f"{dst_contract} holds a different contract than {src_contract}: one identity, two contracts"
+            )
+        return
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".stage-", dir=out_dir))
+    try:
+        shutil.copytree(Path(job_dir) / DATA, tmp / DATA)
+        shutil.copy2(src_contract, tmp / CONTRACT)
+        shutil.rmtree(out_dir / DATA, ignore_errors=True)  # a staging cut short before the contract
+        os.replace(tmp / DATA, out_dir / DATA)
+        os.replace(tmp / CONTRACT, dst_contract)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def mirror_progress(src_dir: Path, dst_dir: Path) -> None:
+    """Copy the progress files a job rewrites while it runs from where it writes them (a shared
+    output location) to the session's job folder; nothing when they are the same folder."""
+    src_dir, dst_dir = Path(src_dir), Path(dst_dir)
+    if src_dir.resolve() == dst_dir.resolve():
+        return
+    for name in PROGRESS_FILES:
+        _copy_if_changed(src_dir / name, dst_dir / name)
+
+
+def _copy_if_changed(src: Path, dst: Path) -> None:
+    try:
+        data = src.read_bytes()
+    except OSError:
+        return
+    try:
+        if dst.read_bytes() == data:
+            return
+    except OSError:
+        pass
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, dst)
+
+
+def session_job_stages(jobs_root: Path) -> list[str]:
+    """The stage each job under jobs/ last wrote ("unknown" when none, "unreadable")."""
+    out = []
+    for status_file in sorted(Path(jobs_root).glob(f"*/{STATUS}")):
+        doc, problem = read_status_checked(status_file.parent)
+        out.append("unreadable" if doc is None else str(doc.get("stage", "unknown")))
+    return out
+
+
+# ---------------------------------------------------------------- heartbeat
+
+
+def heartbeat_age(hb: dict[str, Any], now: float | None = None) -> float:
+    """Seconds since the last heartbeat, -1 when none was written."""
+    if "time" not in hb:
+        return -1.0
+    return (time.time() if now is None else now) - float(hb["time"])
+
+
+def heartbeat_interval(hb: dict[str, Any], status: dict[str, Any]) -> float:
+    return float(hb.get("interval", status.get("heartbeat_seconds", HEARTBEAT_SECONDS)) or HEARTBEAT_SECONDS)
+
+
+def heartbeat_stale(age: float, interval: float) -> bool:
+    return age > STALL_INTERVALS * interval
+
+
+def progress_fields(status: dict[str, Any], hb: dict[str, Any], age: float) -> dict[str, Any]:
+    """The JobStatus fields every provider reads from the job's own files."""
+    return {
+        "step": int(status.get("step", 0) or 0),
+        "total_steps": int(status.get("total_steps", 0) or 0),
+        "heartbeat_age_s": round(age, 3),
+        "heartbeats": int(hb.get("beats", 0) or 0),
+        "resumed_from": [int(x) for x in status.get("resumed_from", [])],
+    }
+
+
+# ---------------------------------------------------------------- derived stage: local process
+
+
+@dataclass
+class Process:
+    """What a provider knows about the job's process, apart from the job's own files."""
+
+    alive: bool
+    pid: int = 0
+    launched: bool = False  # a launch was recorded (the local provider's pid file)
+
+
+def local_stage(
+    status: dict[str, Any], hb: dict[str, Any], proc: Process, now: float | None = None
+) -> tuple[str, str]:
+    """(stage, reason) of a job run as a local process: its own word unless the process says otherwise."""
+    stage = str(status.get("stage", ""))
+    age = heartbeat_age(hb, now)
+    interval = heartbeat_interval(hb, status)
+    reason = str(status.get("reason", ""))
+    if not proc.launched and not status:
+        return "not_found", reason
+    if stage in TERMINAL_STAGES:
+        return stage, reason
+    if not proc.alive:
+        # Started but the process is gone without writing a terminal status.
+        if not proc.pid:
+            return "not_found", reason
+        return "lost", (
+            f"process {proc.pid} is gone and the job never wrote a terminal status (last stage: {stage or 'none'})"
+        )
+    if not stage:
+        return "launching", reason
+    if heartbeat_stale(age, interval):
+        return "stalled", f"process alive but last heartbeat {age:.1f}s ago (interval {interval:.1f}s)"
+    return stage, reason
+
+
+# ---------------------------------------------------------------- derived stage: Ray job
+
+
+@dataclass
+class RayWord:
+    """What Ray said about the submission: its info (None = Ray has no such job), status, message."""
+
+    info: dict[str, Any] | None
+    status: str  # PENDING / RUNNING / STOPPED / SUCCEEDED / FAILED, "" when absent, UNKNOWN when not asked
+    message: str = ""
+    address: str = ""
+    startup_grace_s: float = 180.0
+
+
+def judge_done(out_dir: Path, status: dict[str, Any], stage: str, reason: str) -> tuple[str, str]:
+    """A "done" counts only with metrics up to the last step and an artifact manifest."""
+    if stage != "done":
+        return stage, reason
+    total = int(status.get("total_steps", 0) or 0)
+    steps = [int(r.get("step", 0)) for r in read_metrics(out_dir) if r.get("kind") == "step"]
+    if total <= 0 or not steps or max(steps) < total:
+        return (
+            "failed",
+            f"status.json says done but metrics.jsonl reaches step {max(steps, default=0)} of {total}",
+        )
+    if not (Path(out_dir) / FINAL / MANIFEST).exists():
+        return "failed", f"status.json says done but {FINAL}/{MANIFEST} is missing"
+    return stage, reason
+
+
+def ray_stage(
+    out_dir: Path, status: dict[str, Any], hb: dict[str, Any], ray: RayWord, now: float | None = None
+) -> tuple[str, str]:
+    """(stage, reason) of a job run on Ray: the job's files first, Ray's word for the process."""
+    stage = str(status.get("stage", ""))
+    reason = str(status.get("reason", ""))
+    if stage in TERMINAL_STAGES:
+        return judge_done(out_dir, status, stage, reason)
+    if ray.status == "UNKNOWN":
+        return "unconfirmed", f"Ray cannot be asked ({ray.message}); the job's last word: {stage or 'none'}"
+    if ray.info is None:
+        return ("lost" if stage else "not_found"), (
+            f"Ray at {ray.address} has no job {Path(out_dir).name!r} and the job never wrote a terminal status "
+            f"(last stage: {stage or 'none'})"
+        )
+    if ray.status == "PENDING":
+        return "launching", f"Ray: PENDING {ray.message}".strip()
+    if ray.status == "RUNNING":
+        return _ray_running(status, hb, ray, time.time() if now is None else now)
+    # Ray says the process ended, and the job did not write a terminal status itself.
+    last = stage or "none"
+    if ray.status == "STOPPED":
+        return "cancelled", f"Ray stopped the job at stage {last} before it wrote its own status"
+    if ray.status == "FAILED":
+        return "failed", f"Ray: FAILED: {ray.message} (the job's last stage: {last})"
+    return "failed", f"Ray says {ray.status} but the job never wrote a terminal status (last stage: {last})"
+
+
+def _ray_running(status: dict[str, Any], hb: dict[str, Any], ray: RayWord, now: float) -> tuple[str, str]:
+    stage = str(status.get("stage", ""))
+    age = heartbeat_age(hb, now)
+    interval = heartbeat_interval(hb, status)
+    started = float((ray.info or {}).get("start_time") or 0) / 1000.0
+    if started and age >= 0 and age > now - started + 1.0:
+        age = -1.0  # a heartbeat from before this Ray run (a resubmitted job) is not this run's
+    if age < 0:
+        waited = now - started if started else 0.0
+        if waited > ray.startup_grace_s:
+            return "unconfirmed", f"Ray says RUNNING for {waited:.0f}s but the job never wrote a heartbeat"
+        return "launching", "Ray says RUNNING; waiting for the job's first heartbeat"
+    if heartbeat_stale(age, interval):
+        return "unconfirmed", (
+            f"Ray says RUNNING but the job's last heartbeat is {age:.1f}s old (interval {interval:.1f}s)"
+        )
+    return stage or "launching", str(status.get("reason", ""))

@@ -1,0 +1,277 @@
+"""The job folder's state, decided in one place (engine.training.jobfiles), and each alarm on its own
+(engine.training.alarms) — no torch, no process: files and records written by hand."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.training import alarms, jobfiles
+from engine.training.schema import Alarms, Effective, Inputs, effective
+
+# ---------------------------------------------------------------- state
+
+
+def _job(
+    tmp: Path, status: dict[str, Any] | None = None, hb: dict[str, Any] | None = None, name: str = "op-a1"
+) -> Path:
+    jd = tmp / name
+    jd.mkdir(parents=True, exist_ok=True)
+    if status is not None:
+        jobfiles.write_status(jd, status)
+    if hb is not None:
+        jobfiles.write_heartbeat(jd, hb)
+    return jd
+
+
+def test_status_is_read_defensively_and_checked_reads_say_why(tmp_path: Path) -> None:
+    jd = _job(tmp_path)
+    assert jobfiles.read_status(jd) == {}
+    assert jobfiles.read_status_checked(jd) == (None, "missing")
+    (jd / jobfiles.STATUS).write_text('{"stage": "trai')
+    doc, why = jobfiles.read_status_checked(jd)
+    assert doc is None and why.startswith("unreadable: ")
+    (jd / jobfiles.STATUS).write_text("[1, 2]")
+    assert jobfiles.read_status(jd) == {}
+    assert jobfiles.read_status_checked(jd)[1].startswith("unreadable")
+    jobfiles.write_status(jd, {"stage": "training", "step": 3})
+    doc, why = jobfiles.read_status_checked(jd)
+    assert why == "" and doc["stage"] == "training" and "updated_at" in doc
+
+
+def test_one_vocabulary_for_the_evidence() -> None:
+    assert jobfiles.job_state("done") == "finished"
+    assert jobfiles.job_state("failed") == "failed"
+    assert jobfiles.job_state("cancelled") == "cancelled"
+    for stage in (*jobfiles.RUNNING_STAGES, *jobfiles.DERIVED_STAGES, "unreadable", "unknown", ""):
+        assert jobfiles.job_state(stage) == "incomplete"
+    assert set(map(jobfiles.job_state, jobfiles.TERMINAL_STAGES)) <= set(jobfiles.JOB_STATES)
+    assert all(jobfiles.is_terminal(s) for s in (*jobfiles.TERMINAL_STAGES, "lost", "not_found"))
+    assert all(jobfiles.is_running(s) for s in (*jobfiles.RUNNING_STAGES, "launching", "stalled"))
+    assert not jobfiles.is_running("unconfirmed") and not jobfiles.is_terminal("unconfirmed")
+
+
+def test_session_job_stages_reads_every_job(tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs"
+    _job(jobs, {"stage": "done"}, name="a")
+    _job(jobs, {"step": 1}, name="b")
+    (jobs / "c").mkdir(parents=True)
+    (jobs / "c" / jobfiles.STATUS).write_text("{")
+    assert jobfiles.session_job_stages(jobs) == ["done", "unknown", "unreadable"]
+
+
+def _local(status: dict[str, Any], hb: dict[str, Any], **proc: Any) -> tuple[str, str]:
+    return jobfiles.local_stage(status, hb, jobfiles.Process(**proc), now=1000.0)
+
+
+def test_local_stage_from_files_and_liveness() -> None:
+    beat = {"time": 999.0, "interval": 2.0}
+    assert _local({}, {}, alive=False)[0] == "not_found"
+    assert _local({"stage": "done", "reason": "ok"}, {}, alive=False, pid=5, launched=True) == ("done", "ok")
+    stage, why = _local({"stage": "training"}, beat, alive=False, pid=5, launched=True)
+    assert stage == "lost" and "process 5 is gone" in why
+    assert _local({}, {}, alive=True, pid=5, launched=True)[0] == "launching"
+    assert _local({"stage": "training"}, beat, alive=True, pid=5, launched=True)[0] == "training"
+    # silent for more than STALL_INTERVALS heartbeat intervals: alive but not beating
+    old = {"time": 1000.0 - jobfiles.STALL_INTERVALS * 2.0 - 1, "interval": 2.0}
+    stage, why = _local({"stage": "training"}, old, alive=True, pid=5, launched=True)
+    assert stage == "stalled" and "last heartbeat 11.0s ago" in why
+    # a slow heartbeat interval is the job's own: not stalled within its intervals
+    slow = {"time": 1000.0 - 50, "interval": 20.0}
+    assert _local({"stage": "training"}, slow, alive=True, pid=5, launched=True)[0] == "training"
+
+
+def test_ray_stage_judges_done_by_the_files(tmp_path: Path) -> None:
+    jd = _job(tmp_path, {"stage": "done", "total_steps": 2})
+    word = jobfiles.RayWord({"status": "SUCCEEDED"}, "SUCCEEDED", address="http://x")
+    stage, why = jobfiles.ray_stage(jd, jobfiles.read_status(jd), {}, word, now=1000.0)
+    assert stage == "failed" and "reaches step 0 of 2" in why
+    for s in (1, 2):
+        jobfiles.append_metric(jd, {"kind": "step", "step": s, "loss": 1.0})
+    stage, why = jobfiles.ray_stage(jd, jobfiles.read_status(jd), {}, word, now=1000.0)
+    assert stage == "failed" and jobfiles.MANIFEST in why
+    (jd / jobfiles.FINAL).mkdir()
+    (jd / jobfiles.FINAL / jobfiles.MANIFEST).write_text("{}")
+    assert jobfiles.ray_stage(jd, jobfiles.read_status(jd), {}, word, now=1000.0)[0] == "done"
+
+
+def test_ray_stage_from_rays_word(tmp_path: Path) -> None:
+    st = {"stage": "training"}
+    fresh = {"time": 999.0, "interval": 2.0}
+
+    def stage(word: jobfiles.RayWord, hb: dict[str, Any] = fresh) -> str:
+        return jobfiles.ray_stage(tmp_path, st, hb, word, now=1000.0)[0]
+
+    assert stage(jobfiles.RayWord(None, "UNKNOWN", "down")) == "unconfirmed"
+    assert stage(jobfiles.RayWord(None, "")) == "lost"
+    assert jobfiles.ray_stage(tmp_path, {}, {}, jobfiles.RayWord(None, ""), now=1000.0)[0] == "not_found"
+    assert stage(jobfiles.RayWord({"status": "PENDING"}, "PENDING")) == "launching"
+    running = {"status": "RUNNING", "start_time": 900_000}
+    assert stage(jobfiles.RayWord(running, "RUNNING")) == "training"
+    assert stage(jobfiles.RayWord(running, "RUNNING"), {}) == "launching"  # no heartbeat yet, within grace
+    assert stage(jobfiles.RayWord(running, "RUNNING", startup_grace_s=10), {}) == "unconfirmed"
+    assert stage(jobfiles.RayWord(running, "RUNNING"), {"time": 980.0, "interval": 2.0}) == "unconfirmed"
+    assert stage(jobfiles.RayWord({"status": "STOPPED"}, "STOPPED")) == "cancelled"
+    assert stage(jobfiles.RayWord({"status": "FAILED"}, "FAILED", "boom")) == "failed"
+
+
+# ---------------------------------------------------------------- alarms
+
+
+def test_alarm_defaults_are_the_contracts() -> None:
+    assert alarms.config({}) == Inputs().alarms == Alarms()
+    assert alarms.config({}).gap_limit == 0.5 and alarms.config({}).stall_heartbeats == 10
+    # a whole job contract.toml document, or the typed contract, give the same thresholds
+    doc = {"operation_id": "x", "effective": {"alarms": {"gap_limit": 0.1}}}
+    assert alarms.config(doc).gap_limit == 0.1
+    assert alarms.config(Effective(alarms=Alarms(stall_heartbeats=3))).stall_heartbeats == 3
+
+
+def test_effective_is_typed_and_forbids_unknown_fields() -> None:
+    from pydantic import ValidationError
+
+    c = effective({"micro_batch": 4, "optimizer": {"lr": 0.1}})
+    assert c.micro_batch == 4 and c.optimizer.lr == 0.1 and c.grad_accum == 1
+    assert Effective().micro_batch == Inputs().micro_batch  # one default, the contract's
+    with pytest.raises(ValidationError):
+        effective({"micro_btach": 4})
+
+
+def _obs(records: list[dict[str, Any]], total: int = 20, beats: int = -1) -> alarms.Observed:
+    return alarms.Observed(records, total, beats)
+
+
+def _steps(losses: list[float], grad: float = 1.0) -> list[dict[str, Any]]:
+    return [{"kind": "step", "step": i + 1, "loss": v, "grad_norm": grad} for i, v in enumerate(losses)]
+
+
+def _eval(step: int, value: float, **kw: Any) -> dict[str, Any]:
+    return {"kind": "eval", "split": "dev", "step": step, "metric": "macro_f1", "value": value, **kw}
+
+
+def test_non_finite() -> None:
+    cfg = Alarms()
+    assert alarms.non_finite(_obs([]), cfg)["state"] == "not_run"
+    assert alarms.non_finite(_obs(_steps([1.0, 0.9])), cfg)["state"] == "clear"
+    bad = alarms.non_finite(_obs(_steps([1.0, float("nan")])), cfg)
+    assert bad["state"] == "raised" and bad["step"] == 2
+    halt = [{"kind": "halt", "step": 7, "reason": "non-finite gradient norm (inf) at step 7"}]
+    got = alarms.non_finite(_obs(halt), cfg)
+    assert got["state"] == "raised" and got["step"] == 7 and "gradient" in got["detail"]
+
+
+def test_divergence() -> None:
+    cfg = Alarms(divergence_factor=2.0)
+    assert alarms.divergence(_obs(_steps([1.0] * 9)), cfg)["state"] == "not_run"
+    assert alarms.divergence(_obs(_steps([1.0 / (i + 1) for i in range(30)])), cfg)["state"] == "clear"
+    got = alarms.divergence(_obs(_steps([1.0] * 15 + [5.0] * 15)), cfg)
+    assert got["state"] == "raised" and got["step"] > 15
+
+
+def test_class_collapse() -> None:
+    cfg = Alarms(collapse_share=0.9)
+    assert alarms.class_collapse(_obs([]), cfg)["state"] == "not_run"
+    even = _eval(5, 0.5, pred_distribution={"a": 11, "b": 9}, true_distribution={"a": 10, "b": 10})
+    assert alarms.class_collapse(_obs([even]), cfg)["state"] == "clear"
+    one = _eval(5, 0.3, pred_distribution={"a": 19, "b": 1}, true_distribution={"a": 10, "b": 10})
+    assert alarms.class_collapse(_obs([one]), cfg)["state"] == "raised"
+    # predicting the majority is no collapse when the truth is that skewed too
+    skew = _eval(5, 0.3, pred_distribution={"a": 19, "b": 1}, true_distribution={"a": 19, "b": 1})
+    assert alarms.class_collapse(_obs([skew]), cfg)["state"] == "clear"
+
+
+def test_train_dev_gap() -> None:
+    cfg = Alarms()  # limit 0.5, the contract's
+    assert alarms.train_dev_gap(_obs([]), cfg)["state"] == "not_run"
+    assert alarms.train_dev_gap(_obs([_eval(5, 0.6, train_value=0.9)]), cfg)["state"] == "clear"
+    got = alarms.train_dev_gap(_obs([_eval(5, 0.3, train_value=0.9)]), cfg)
+    assert got["state"] == "raised" and got["gap"] == pytest.approx(0.6)
+    # lower-better metrics: dev loss above train loss is the gap
+    loss = {"kind": "eval", "split": "dev", "step": 5, "metric": "dev_loss", "value": 2.0, "train_value": 1.0}
+    assert alarms.train_dev_gap(_obs([loss]), cfg)["state"] == "raised"
+
+
+def test_worse_than_trivial() -> None:
+    cfg = Alarms(worse_than_trivial_after_step=-1)  # from half-way (step 10 of 20)
+    trivial = {"kind": "trivial", "step": 0, "value": 0.3}
+    assert alarms.worse_than_trivial(_obs([_eval(12, 0.2)]), cfg)["state"] == "not_run"
+    assert alarms.worse_than_trivial(_obs([trivial, _eval(4, 0.2)]), cfg)["state"] == "not_run"
+    assert alarms.worse_than_trivial(_obs([trivial, _eval(4, 0.2), _eval(12, 0.5)]), cfg)["state"] == "clear"
+    got = alarms.worse_than_trivial(_obs([trivial, _eval(12, 0.2)]), cfg)
+    assert got["state"] == "raised" and got["step"] == 12
+    assert alarms.worse_than_trivial(_obs([trivial, _eval(12, 0.2)]), Alarms())["state"] == "not_run"  # 200
+
+
+def test_stall_counts_heartbeats_without_a_step() -> None:
+    cfg = Alarms()  # stall_heartbeats = 10
+    assert alarms.stall(_obs([]), cfg)["state"] == "not_run"
+    assert alarms.stall(_obs([], beats=10), cfg)["state"] == "clear"  # at the limit is within it
+    got = alarms.stall(_obs([], beats=11), cfg)
+    assert got["state"] == "raised" and got["max_beats_without_step"] == 11
+
+
+class _FakeJob:
+    """What the heartbeat thread looks at: the job's step, stage and whether it evaluates."""
+
+    def __init__(self, job_dir: Path) -> None:
+        self.dir, self.step, self.stage, self.evaluating = job_dir, 0, "training", False
+
+
+def _beats(tmp: Path, steps_every: int, n_beats: int, evaluate_at: tuple[int, ...] = ()) -> dict[str, Any]:
+    from engine.training.job import Heartbeat
+
+    job = _FakeJob(tmp)
+    hb = Heartbeat(job, interval=0.01)  # never started: beats are driven by hand
+    for k in range(1, n_beats + 1):
+        if steps_every and k % steps_every == 0:
+            job.step += 1
+        job.evaluating = k in evaluate_at
+        hb.beat()
+    return jobfiles.read_heartbeat(tmp)
+
+
+def test_slow_but_healthy_job_is_not_stalled(tmp_path: Path) -> None:
+    # every step takes 9 heartbeats (slow), for 200 heartbeats: never more than 10 beats without a step
+    hb = _beats(tmp_path, steps_every=9, n_beats=200)
+    assert hb["max_beats_without_step"] == 8
+    got = {a["name"]: a for a in alarms.evaluate([], {}, hb, 20)}["stall"]
+    assert got["state"] == "clear"
+
+
+def test_a_dev_evaluation_is_not_a_stall(tmp_path: Path) -> None:
+    # 30 heartbeats of evaluation between two steps do not count as heartbeats without a step
+    hb = _beats(tmp_path, steps_every=0, n_beats=30, evaluate_at=tuple(range(1, 31)))
+    assert hb["max_beats_without_step"] == -1
+    assert {a["name"]: a for a in alarms.evaluate([], {}, hb, 20)}["stall"]["state"] == "not_run"
+
+
+def test_job_with_no_step_beyond_the_limit_is_stalled(tmp_path: Path) -> None:
+    hb = _beats(tmp_path, steps_every=0, n_beats=12)  # 12 heartbeats in training, no step
+    assert hb["max_beats_without_step"] == 11
+    got = {a["name"]: a for a in alarms.evaluate([], {}, hb, 20)}["stall"]
+    assert got["state"] == "raised" and "limit 10" in got["detail"]
+
+
+def test_evaluate_reports_every_alarm_in_order_and_discloses_disabled() -> None:
+    eff = {"alarms": {"disabled": ["divergence", "stall"]}}
+    got = alarms.evaluate(_steps([1.0, 0.5]), eff, {"max_beats_without_step": 99}, 2)
+    assert [a["name"] for a in got] == list(alarms.ALARMS)
+    states = {a["name"]: a["state"] for a in got}
+    assert states["divergence"] == states["stall"] == "disabled"
+    assert states["non_finite"] == "clear"
+
+
+def test_heartbeat_age_and_interval() -> None:
+    now = time.time()
+    assert jobfiles.heartbeat_age({}, now) == -1.0
+    assert jobfiles.heartbeat_age({"time": now - 3}, now) == pytest.approx(3.0)
+    assert jobfiles.heartbeat_interval({}, {"heartbeat_seconds": 0.5}) == 0.5
+    assert jobfiles.heartbeat_interval({}, {}) == jobfiles.HEARTBEAT_SECONDS
+    assert (
+        json.loads(json.dumps(jobfiles.progress_fields({"step": 2}, {"beats": 3}, 1.23456)))["heartbeats"]
+        == 3
+    )
