@@ -92,7 +92,7 @@ def test_sft_fitting_check_passes(tiny_dirs, mode):
     eff = _sft(tiny_dirs["llama"], mode)
     tok = models.load_tokenizer(eff, Path("."))
     p = prepare.encode(eff, tok, _convs(), None)
-    r = fitcheck.run(eff, p, workspace=Path("."), device="cpu", steps=20, lr=1e-2, go_rule=RULE)
+    r = fitcheck.run(eff, p, fitcheck.FitSettings(Path("."), "cpu", steps=20, lr=1e-2))
     go, failed = fitcheck.verdict(r, RULE, mode)
     assert go, failed
     assert r["lora_b_moved"] == r["lora_b_matrices"] == 14
@@ -112,7 +112,7 @@ def test_classification_build_modes(tiny_dirs, mode):
 def test_no_go_shows_the_diagnosis(tiny_dirs):
     eff = _sft(tiny_dirs["llama"], "lora")
     p = prepare.encode(eff, models.load_tokenizer(eff, Path(".")), _convs(8), None)
-    r = fitcheck.run(eff, p, workspace=Path("."), device="cpu", steps=2, lr=1e-6, go_rule=RULE)
+    r = fitcheck.run(eff, p, fitcheck.FitSettings(Path("."), "cpu", steps=2, lr=1e-6))
     go, failed = fitcheck.verdict(r, RULE, "lora")
     assert not go and any("loss ratio" in f for f in failed)
     diag = fitcheck.diagnosis(r, eff, p)
@@ -135,3 +135,18 @@ def test_memory_estimate_components(tiny_dirs):
         dict(eff, adapter_mode="lora"), meta, seq_len=64, device_memory_bytes=10 * memory.GIB
     )
     assert lora["weights_bytes"] > est["weights_bytes"]
+
+
+@pytest.mark.parametrize("max_grad_norm", [0.25, 0.0])
+def test_fitting_check_clips_at_the_contracts_max_grad_norm(tiny_dirs, monkeypatch, max_grad_norm):
+    """The effective contract holds max_grad_norm at its top level; the fitting check used to read it
+    from the optimizer table and always clip at 1.0."""
+    import torch
+
+    eff = {**_sft(tiny_dirs["llama"], "lora"), "max_grad_norm": max_grad_norm}
+    p = prepare.encode(eff, models.load_tokenizer(eff, Path(".")), _convs(4), None)
+    norms: list[float] = []
+    real = torch.nn.utils.clip_grad_norm_
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda ps, n: norms.append(n) or real(ps, n))
+    fitcheck.run(eff, p, fitcheck.FitSettings(Path("."), "cpu", steps=2, lr=1e-3))
+    assert norms == ([max_grad_norm] * 2 if max_grad_norm else [])

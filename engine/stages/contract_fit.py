@@ -39,17 +39,10 @@ def fit(inp: Inputs, eff: dict, p, labels, ctx: StageContext) -> tuple[list[Chec
 
     threads = torch.get_num_threads()
     try:
-        result = fitcheck.run(
-            eff,
-            sl,
-            workspace=ctx.workspace,
-            device=eff["device"],
-            steps=fc.steps,
-            lr=lr,
-            go_rule=rule,
-            progress=ctx.progress,
-            check_cancelled=ctx.check_cancelled,
+        settings = fitcheck.FitSettings(
+            ctx.workspace, eff["device"], fc.steps, lr, ctx.progress, ctx.check_cancelled
         )
+        result = fitcheck.run(eff, sl, settings)
     finally:
         torch.set_num_threads(threads)
     coverage = f"sample: {len(sl)} of {len(p)} train rows"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -158,24 +159,32 @@ def _lora_b(model) -> dict[str, Any]:
     }
 
 
-def run(
-    effective: dict,
-    prepared: Prepared,
-    *,
-    workspace: Path,
-    device: str,
-    steps: int,
-    lr: float,
-    go_rule: dict[str, Any],
-    progress: Callable[[float | None, str], None] | None = None,
-    check_cancelled: Callable[[], None] | None = None,
-) -> dict[str, Any]:
-    """Train the contracted model on the prepared slice for `steps` optimizer steps (micro-batch
-    from the contract, no accumulation, constant learning rate `lr`) and measure it."""
-    import torch
+@dataclass
+class FitSettings:
+    """How one fitting check runs: where, how many steps at which constant learning rate."""
 
-    t0 = time.perf_counter()
-    seed = int(effective.get("seed", 0))
+    workspace: Path
+    device: str
+    steps: int
+    lr: float
+    progress: Callable[[float | None, str], None] | None = None
+    check_cancelled: Callable[[], None] | None = None
+
+
+@dataclass
+class _Loop:
+    """What the step loop measured."""
+
+    curve: list[float] = field(default_factory=list)
+    step1: dict[str, float] = field(default_factory=dict)
+    no_grad_params: int = 0
+    nonfinite: int = 0
+    micro_batch: int = 1
+
+
+def _fit_contract(effective: dict, lr: float) -> dict:
+    """The contract as the fitting check trains it: constant learning rate `lr` (the head scaled
+    with the body), no warm-up."""
     fit_eff = dict(effective)
     base_lr = float(effective["optimizer"]["lr"])
     head_lr = float(effective["optimizer"].get("head_lr") or 0.0)
@@ -183,66 +192,86 @@ def run(
         effective["optimizer"], lr=lr, head_lr=(head_lr / base_lr * lr) if head_lr else 0.0
     )
     fit_eff["schedule"] = {"name": "constant", "warmup_ratio": 0.0}
-    num_labels = len(prepared.label_classes) or None
+    return fit_eff
+
+
+def _steps(model: Any, prepared: Prepared, fit_eff: dict, s: FitSettings, optim: tuple[Any, Any]) -> _Loop:
+    import torch
+
+    optimizer, scheduler = optim
+    # max_grad_norm is a top-level setting of the effective contract (0: no clipping)
+    max_norm = float(fit_eff.get("max_grad_norm", 1.0) or 0.0)
+    loop = _Loop(micro_batch=max(1, min(int(fit_eff["micro_batch"]), len(prepared))))
+    gen = torch.Generator().manual_seed(int(fit_eff.get("seed", 0)))
+    order: list[int] = []
+    model.train()
+    for step in range(s.steps):
+        if s.check_cancelled:
+            s.check_cancelled()
+        if len(order) < loop.micro_batch:
+            order += torch.randperm(len(prepared), generator=gen).tolist()
+        idx, order = order[: loop.micro_batch], order[loop.micro_batch :]
+        batch = _to(prepared.collate(idx), s.device)
+        with _autocast(fit_eff, s.device):
+            loss = model(**batch).loss
+        loss.backward()
+        if step == 0:
+            loop.step1, loop.no_grad_params = _group_norms(model)
+        if not torch.isfinite(loss):
+            loop.nonfinite += 1
+        if max_norm > 0:
+            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], max_norm)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        loop.curve.append(float(loss.detach()))
+        if s.progress:
+            s.progress(
+                (step + 1) / s.steps, f"fitting check step {step + 1}/{s.steps}: loss {loop.curve[-1]:.4f}"
+            )
+    return loop
+
+
+def run(effective: dict, prepared: Prepared, settings: FitSettings) -> dict[str, Any]:
+    """Train the contracted model on the prepared slice for `settings.steps` optimizer steps
+    (micro-batch from the contract, no accumulation, constant learning rate) and measure it."""
+    import torch
+
+    t0 = time.perf_counter()
+    s = settings
+    fit_eff = _fit_contract(effective, s.lr)
     was_det = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True, warn_only=True)
     try:
-        model, _tok, info = models.build(fit_eff, num_labels=num_labels, workspace=workspace, device=device)
+        num_labels = len(prepared.label_classes) or None
+        model, _tok, info = models.build(
+            fit_eff, num_labels=num_labels, workspace=s.workspace, device=s.device
+        )
         load_s = time.perf_counter() - t0
-        loss0, acc0 = evaluate_slice(model, prepared, fit_eff, device)
-        optimizer, scheduler = models.make_optimizer(model, fit_eff, steps)
+        loss0, acc0 = evaluate_slice(model, prepared, fit_eff, s.device)
+        optimizer, scheduler = models.make_optimizer(model, fit_eff, s.steps)
         group_lrs = {g["name"]: g["lr"] for g in optimizer.param_groups}
-        max_norm = float(effective["optimizer"].get("max_grad_norm", 1.0) or 0.0)
-        mb = max(1, min(int(effective["micro_batch"]), len(prepared)))
-        gen = torch.Generator().manual_seed(seed)
-        order: list[int] = []
-        curve: list[float] = []
-        step1: dict[str, float] = {}
-        no_grad_params = 0
-        nonfinite = 0
-        model.train()
-        for step in range(steps):
-            if check_cancelled:
-                check_cancelled()
-            if len(order) < mb:
-                order += torch.randperm(len(prepared), generator=gen).tolist()
-            idx, order = order[:mb], order[mb:]
-            batch = _to(prepared.collate(idx), device)
-            with _autocast(fit_eff, device):
-                loss = model(**batch).loss
-            loss.backward()
-            if step == 0:
-                step1, no_grad_params = _group_norms(model)
-            if not torch.isfinite(loss):
-                nonfinite += 1
-            if max_norm > 0:
-                torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], max_norm)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            curve.append(float(loss.detach()))
-            if progress:
-                progress((step + 1) / steps, f"fitting check step {step + 1}/{steps}: loss {curve[-1]:.4f}")
-        loss1, acc1 = evaluate_slice(model, prepared, fit_eff, device)
+        loop = _steps(model, prepared, fit_eff, s, (optimizer, scheduler))
+        loss1, acc1 = evaluate_slice(model, prepared, fit_eff, s.device)
         lora = _lora_b(model)
         heads = _head_sizes(model)
     finally:
         torch.use_deterministic_algorithms(was_det)
     result = {
         "rows": len(prepared),
-        "steps": steps,
-        "micro_batch": mb,
-        "lr": lr,
+        "steps": s.steps,
+        "micro_batch": loop.micro_batch,
+        "lr": s.lr,
         "group_lrs": group_lrs,
         "loss_before": loss0,
         "loss_after": loss1,
         "loss_ratio": (loss1 / loss0) if loss0 and math.isfinite(loss0) else float("nan"),
         "accuracy_before": acc0,
         "accuracy_after": acc1,
-        "loss_curve": curve,
-        "grad_norms_step1": step1,
-        "params_without_grad_step1": no_grad_params,
-        "nonfinite_losses": nonfinite,
+        "loss_curve": loop.curve,
+        "grad_norms_step1": loop.step1,
+        "params_without_grad_step1": loop.no_grad_params,
+        "nonfinite_losses": loop.nonfinite,
         "trainable_params": info["trainable_params"],
         "total_params": info["total_params"],
         "trainable_by_group": info["trainable_by_group"],
