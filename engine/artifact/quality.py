@@ -30,18 +30,35 @@ class Scored:
     coverage: str
 
 
+def _paired(sc: Scored, shared: Any) -> tuple[dict[str, float], dict[str, dict], dict[str, dict]]:
+    """The metric per arm, candidate − arm paired bootstrap differences, and McNemar per comparator."""
+    from engine import uncertainty
+
+    ys = sc.y[shared]
+    us = sc.units[shared] if sc.units is not None else None
+    boot = dict(n=sc.inputs.bootstrap_resamples, seed=sc.inputs.seed, classes=sc.classes)
+    boot["labels"] = sorted(set(ys.tolist()))
+    proba = {a: _renorm(p["proba"][shared]) for a, p in sc.preds.items()}
+    raw = {a: float(uncertainty.bootstrap_ci(sc.metric, ys, proba[a], us, **boot)["estimate"]) for a in proba}
+    diffs, mcn = {}, {}
+    for comp in (a for a in proba if a != "candidate"):
+        diffs[comp] = uncertainty.paired_bootstrap_diff(
+            sc.metric, ys, proba["candidate"], proba[comp], us, **boot
+        )
+        right = {a: sc.preds[a]["proba"][shared].argmax(axis=1) == ys for a in ("candidate", comp)}
+        mcn[comp] = uncertainty.mcnemar(right["candidate"], right[comp])
+    return raw, diffs, mcn
+
+
 def quality(sc: Scored) -> list[Check]:
     import numpy as np
 
     from engine import metrics as M
-    from engine import uncertainty
 
-    inputs, preds, y, units, classes, metric = sc.inputs, sc.preds, sc.y, sc.units, sc.classes, sc.metric
-    unit_kind, coverage = sc.unit_kind, sc.coverage
-    arms = list(preds)
-    shared = (y >= 0) & np.logical_and.reduce([preds[a]["ok"] for a in arms])
+    arms = list(sc.preds)
+    shared = (sc.y >= 0) & np.logical_and.reduce([sc.preds[a]["ok"] for a in arms])
     n_shared = int(shared.sum())
-    cov = f"{n_shared} test rows scored by every arm" + ("" if coverage == "full" else f" ({coverage})")
+    cov = f"{n_shared} test rows scored by every arm" + ("" if sc.coverage == "full" else f" ({sc.coverage})")
     if n_shared == 0:
         return [
             Check(
@@ -52,73 +69,36 @@ def quality(sc: Scored) -> list[Check]:
                 playbook=PB_COMPARE,
             )
         ]
-    ys = y[shared]
-    us = units[shared] if units is not None else None
-    labels = sorted(set(ys.tolist()))
-    reports = {a: M.classification_report(ys, _renorm(preds[a]["proba"][shared]), classes) for a in arms}
-    raw = {
-        a: float(
-            uncertainty.bootstrap_ci(
-                metric,
-                ys,
-                _renorm(preds[a]["proba"][shared]),
-                us,
-                n=inputs.bootstrap_resamples,
-                seed=inputs.seed,
-                classes=classes,
-                labels=labels,
-            )["estimate"]
-        )
-        for a in arms
-    }
-    out: list[Check] = []
-    diffs, mcn = {}, {}
-    for comp in (a for a in arms if a != "candidate"):
-        d = uncertainty.paired_bootstrap_diff(
-            metric,
-            ys,
-            _renorm(preds["candidate"]["proba"][shared]),
-            _renorm(preds[comp]["proba"][shared]),
-            us,
-            n=inputs.bootstrap_resamples,
-            seed=inputs.seed,
-            classes=classes,
-            labels=labels,
-        )
-        diffs[comp] = d
-        ca = preds["candidate"]["proba"][shared].argmax(axis=1) == ys
-        cb = preds[comp]["proba"][shared].argmax(axis=1) == ys
-        mcn[comp] = uncertainty.mcnemar(ca, cb)
-    lower = metric in ("log_loss", "brier")
+    ys = sc.y[shared]
+    raw, diffs, mcn = _paired(sc, shared)
+    lower = sc.metric in ("log_loss", "brier")
     better = {c: bool("lo" in d and ((d["hi"] < 0) if lower else (d["lo"] > 0))) for c, d in diffs.items()}
     parts = [f"{a} {raw[a]:.4f}" for a in arms]
     dtext = [
         f"candidate − {c}: {d['estimate']:+.4f} [{d.get('lo', math.nan):+.4f}, {d.get('hi', math.nan):+.4f}]"
         for c, d in diffs.items()
     ]
-    out.append(
-        Check(
-            id="artifact.comparison",
-            status="pass" if diffs and all(better.values()) else "warn",
-            summary=f"{metric} (raw): " + ", ".join(parts) + "; " + "; ".join(dtext),
-            coverage=cov,
-            measured=shapes.Comparison(
-                metric=metric,
-                values=raw,
-                differences={c: _clean(d) for c, d in diffs.items()},
-                mcnemar={c: _clean(m) for c, m in mcn.items()},
-                candidate_better=better,
-                unit=unit_kind,
-                shared_rows=n_shared,
-            ),
-            why=f"Paired {inputs.bootstrap_resamples}-resample bootstrap over {unit_kind}s: every arm sees the same resamples.",
-            playbook=PB_REPORT,
-        )
+    comparison = Check(
+        id="artifact.comparison",
+        status="pass" if diffs and all(better.values()) else "warn",
+        summary=f"{sc.metric} (raw): " + ", ".join(parts) + "; " + "; ".join(dtext),
+        coverage=cov,
+        measured=shapes.Comparison(
+            metric=sc.metric,
+            values=raw,
+            differences={c: _clean(d) for c, d in diffs.items()},
+            mcnemar={c: _clean(m) for c, m in mcn.items()},
+            candidate_better=better,
+            unit=sc.unit_kind,
+            shared_rows=n_shared,
+        ),
+        why=f"Paired {sc.inputs.bootstrap_resamples}-resample bootstrap over {sc.unit_kind}s: every arm sees the same resamples.",
+        playbook=PB_REPORT,
     )
-    out.append(_per_class(reports, classes))
-    out.append(_slices(sc, shared, ys))
-    out.append(_calibrated(sc, shared, ys))
-    return out
+    reports = {
+        a: M.classification_report(ys, _renorm(sc.preds[a]["proba"][shared]), sc.classes) for a in arms
+    }
+    return [comparison, _per_class(reports, sc.classes), _slices(sc, shared, ys), _calibrated(sc, shared, ys)]
 
 
 def _renorm(p: Any) -> Any:

@@ -259,22 +259,57 @@ def _noise_ceiling(upstream: dict[str, StageRecord]) -> tuple[float | None, str]
     return conflicts.noise_ceiling_accuracy, "source.conflicting_labels.noise_ceiling_accuracy"
 
 
-def _learnability_check(ev: Evaluation, reports: dict[str, Any], best: str, present: list[int]) -> Check:
-    cov = ev.coverage
+def _paired(ev: Evaluation, best: str, ref: str, present: list[int], metric: str) -> tuple[dict, dict, dict]:
+    """best − ref on `metric` and on accuracy (paired bootstrap over the unit), and McNemar's test."""
     from engine import metrics as m
     from engine import uncertainty
 
-    inputs, data, fitted, y, units, mask, metric, upstream, notes = (
-        ev.inputs,
-        ev.data,
-        ev.fitted,
-        ev.y,
-        ev.units,
-        ev.mask,
-        ev.metric,
-        ev.upstream,
-        ev.notes,
-    )
+    pa, pb = ev.fitted[best].eval_pred[ev.mask], ev.fitted[ref].eval_pred[ev.mask]
+    boot = dict(n=ev.inputs.bootstrap_resamples, seed=ev.inputs.bootstrap_seed, classes=ev.data.classes)
+    # AUROC / AUPRC do not decompose into per-unit sums: the (slower) per-resample path computes them
+    stat: Any = getattr(m, metric) if metric in RANKING else metric
+    diff = uncertainty.paired_bootstrap_diff(stat, ev.y, pa, pb, ev.units, labels=present, **boot)
+    diff["metric"] = metric
+    if metric in RANKING:
+        diff["method"] += " (per-resample recomputation; macro over classes defined in each resample)"
+    diff["unit"] = ev.data.unit_kind
+    acc_diff = uncertainty.paired_bootstrap_diff("accuracy", ev.y, pa, pb, ev.units, labels=present, **boot)
+    acc_diff["unit"] = ev.data.unit_kind
+    yi = m.encode(ev.y, ev.data.classes)
+    return diff, acc_diff, uncertainty.mcnemar(m.argmax_pred(pa) == yi, m.argmax_pred(pb) == yi)
+
+
+def _against_ceiling(ev: Evaluation, acc: float, measured: dict[str, Any]) -> tuple[bool, str]:
+    """Compare the best learner's accuracy with the label-noise ceiling; (suspect, sentence)."""
+    ceiling, ceiling_from = _noise_ceiling(ev.upstream)
+    measured["noise_ceiling_source"] = ceiling_from
+    if ceiling is None:
+        measured["ceiling_comparison"] = "not_run"
+        return False, "; label-noise ceiling not measured"
+    gap = ceiling - acc
+    measured.update(noise_ceiling=ceiling, accuracy=acc, gap_to_ceiling=gap)
+    if gap < -0.01:
+        measured["ceiling_comparison"] = "above_ceiling"
+        return True, (
+            f"; accuracy {acc:.4f} exceeds the label-noise ceiling {ceiling:.4f} — suspect leakage "
+            "or a ceiling measured on too few duplicated inputs"
+        )
+    measured["ceiling_comparison"] = "below_ceiling"
+    if ceiling < 1.0:
+        ev.notes.append(
+            Note(
+                tag="limitation",
+                text=(
+                    f"Contradictory labels on identical inputs cap accuracy at about {ceiling:.4f} "
+                    f"({ceiling_from}); no model trained on these labels can be expected to exceed it."
+                ),
+            )
+        )
+    return False, f"; accuracy {acc:.4f} vs label-noise ceiling {ceiling:.4f} (gap {gap:.4f})"
+
+
+def _learnability_check(ev: Evaluation, reports: dict[str, Any], best: str, present: list[int]) -> Check:
+    inputs, data, fitted = ev.inputs, ev.data, ev.fitted
     ref = (
         inputs.trivial_reference
         if inputs.trivial_reference in fitted
@@ -285,48 +320,15 @@ def _learnability_check(ev: Evaluation, reports: dict[str, Any], best: str, pres
             id="baseline.learnability",
             status="not_run",
             basis="not_run",
-            coverage=cov,
+            coverage=ev.coverage,
             summary="needs one trivial and one conventional learner",
             why="",
             playbook=PB_LEARN,
         )
-    boot_metric = metric if metric in DECOMPOSABLE or metric in RANKING else "macro_f1"
+    boot_metric = ev.metric if ev.metric in DECOMPOSABLE or ev.metric in RANKING else "macro_f1"
+    diff, acc_diff, test = _paired(ev, best, ref, present, boot_metric)
     lower = boot_metric in LOWER_IS_BETTER
-    pa, pb = fitted[best].eval_pred[mask], fitted[ref].eval_pred[mask]
-    # AUROC / AUPRC do not decompose into per-unit sums: the (slower) per-resample path computes them
-    stat: Any = getattr(m, boot_metric) if boot_metric in RANKING else boot_metric
-    diff = uncertainty.paired_bootstrap_diff(
-        stat,
-        y,
-        pa,
-        pb,
-        units,
-        n=inputs.bootstrap_resamples,
-        seed=inputs.bootstrap_seed,
-        classes=data.classes,
-        labels=present,
-    )
-    diff["metric"] = boot_metric
-    if boot_metric in RANKING:
-        diff["method"] += " (per-resample recomputation; macro over classes defined in each resample)"
-    diff["unit"] = data.unit_kind
-    acc_diff = uncertainty.paired_bootstrap_diff(
-        "accuracy",
-        y,
-        pa,
-        pb,
-        units,
-        n=inputs.bootstrap_resamples,
-        seed=inputs.bootstrap_seed,
-        classes=data.classes,
-        labels=present,
-    )
-    acc_diff["unit"] = data.unit_kind
-    yi = m.encode(y, data.classes)
-    test = uncertainty.mcnemar(m.argmax_pred(pa) == yi, m.argmax_pred(pb) == yi)
     better = "lo" in diff and ((diff["hi"] < 0) if lower else (diff["lo"] > 0))
-    ceiling, ceiling_from = _noise_ceiling(upstream)
-    acc = reports[best]["accuracy"]
     measured: dict[str, Any] = {
         "learner": best,
         "reference": ref,
@@ -336,50 +338,22 @@ def _learnability_check(ev: Evaluation, reports: dict[str, Any], best: str, pres
         "mcnemar": test,
         "beats_trivial": better,
         "selected_on": _where(data),
-        "noise_ceiling_source": ceiling_from,
     }
     verdict = (
-        f"{best} beats {ref} on {boot_metric} by {diff['estimate']:+.4f} "
-        f"[{diff.get('lo', float('nan')):+.4f}, {diff.get('hi', float('nan')):+.4f}] "
+        f"{best} {'beats' if better else 'does not clearly beat'} {ref} on {boot_metric} by "
+        f"{diff['estimate']:+.4f} [{diff.get('lo', float('nan')):+.4f}, {diff.get('hi', float('nan')):+.4f}] "
         f"({diff['resamples']} {data.unit_kind} resamples, {diff['units']} units); "
         f"McNemar p={test['p_value']:.3g}"
     )
-    if not better:
-        verdict = verdict.replace(" beats ", " does not clearly beat ")
-    status = "pass" if better else "warn"
-    if ceiling is None:
-        measured["ceiling_comparison"] = "not_run"
-        verdict += "; label-noise ceiling not measured"
-    else:
-        gap = ceiling - acc
-        measured.update(noise_ceiling=ceiling, accuracy=acc, gap_to_ceiling=gap)
-        if gap < -0.01:
-            measured["ceiling_comparison"] = "above_ceiling"
-            status = "warn"
-            verdict += (
-                f"; accuracy {acc:.4f} exceeds the label-noise ceiling {ceiling:.4f} — suspect leakage "
-                "or a ceiling measured on too few duplicated inputs"
-            )
-        else:
-            measured["ceiling_comparison"] = "below_ceiling"
-            verdict += f"; accuracy {acc:.4f} vs label-noise ceiling {ceiling:.4f} (gap {gap:.4f})"
-            if ceiling < 1.0:
-                notes.append(
-                    Note(
-                        tag="limitation",
-                        text=(
-                            f"Contradictory labels on identical inputs cap accuracy at about {ceiling:.4f} "
-                            f"({ceiling_from}); no model trained on these labels can be expected to exceed it."
-                        ),
-                    )
-                )
+    suspect, sentence = _against_ceiling(ev, reports[best]["accuracy"], measured)
+    verdict += sentence
     if data.mode == "holdout" and fitted[best].trials:
         verdict += "; C was selected on dev, so the dev figure of the chosen C is optimistic"
     return Check(
         id="baseline.learnability",
-        status=status,
+        status="pass" if better and not suspect else "warn",
         summary=verdict,
-        coverage=cov,
+        coverage=ev.coverage,
         measured=measured,
         why="Learnable means the conventional learner beats the trivial one with an interval over the independent "
         "unit that excludes zero; weak or contradictory labels are a limit, reported, not hidden.",

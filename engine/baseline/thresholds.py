@@ -25,13 +25,54 @@ def _calibration_sets(
     return "out_of_fold", (fitted[best].eval_pred[mask], y, data.eval_fold[mask])
 
 
-def calibration_check(ev: Evaluation, best: str) -> tuple[Check, Any]:
-    import numpy as np
+def _scores(ev: Evaluation, p: np.ndarray, yy: np.ndarray, sample: str) -> dict[str, Any]:
+    from engine import metrics as m
 
-    inputs, data, fitted, y, mask = ev.inputs, ev.data, ev.fitted, ev.y, ev.mask
+    r = m.classification_report(yy, p, ev.data.classes, ece_bins=ev.inputs.ece_bins)
+    keys = ("log_loss", "brier", "ece", "accuracy")
+    return {"sample": sample, **{k: r[k] for k in keys}, "rows": r["n"]}
+
+
+def _fit_on_split(ev: Evaluation, sets: Any, raw: np.ndarray) -> tuple[Any, ...]:
+    """Holdout: fit on the calibration split, apply to dev."""
     from engine import calibration
     from engine import metrics as m
 
+    cal_p, cal_y = sets
+    cal_i = m.encode(cal_y, ev.data.classes)
+    calib = calibration.fit_calibrator(ev.inputs.calibration, cal_p, cal_i, seed=ev.inputs.seed)
+    fitting = {
+        "raw": _scores(ev, cal_p, cal_y, "in-sample (fitting rows, before calibration)"),
+        "calibrated": _scores(ev, calib.transform(cal_p), cal_y, "in-sample (fitting rows)"),
+    }
+    return calib.transform(raw), fitting, (calib.transform(cal_p), cal_i), calib
+
+
+def _cross_fit(ev: Evaluation, sets: Any, yi: np.ndarray) -> tuple[Any, ...]:
+    """K-fold: each fold calibrated by the others; the reported calibrator is fitted on all folds."""
+    import numpy as np
+
+    from engine import calibration
+
+    method, seed = ev.inputs.calibration, ev.inputs.seed
+    p_all, _, folds = sets
+    out_p = np.zeros_like(p_all)
+    for k in sorted(set(folds.tolist())):
+        other = folds != k
+        if len(set(yi[other].tolist())) < 2:
+            out_p[folds == k] = p_all[folds == k]
+            continue
+        fitted = calibration.fit_calibrator(method, p_all[other], yi[other], seed=seed)
+        out_p[folds == k] = fitted.transform(p_all[folds == k])
+    calib = calibration.fit_calibrator(method, p_all, yi, seed=seed)
+    fitting = {"calibrated": _scores(ev, calib.transform(p_all), ev.y, "in-sample (all out-of-fold rows)")}
+    return out_p, fitting, (out_p, yi), calib
+
+
+def calibration_check(ev: Evaluation, best: str) -> tuple[Check, Any]:
+    from engine import metrics as m
+
+    inputs, data, mask = ev.inputs, ev.data, ev.mask
     base = dict(
         id="baseline.calibration",
         why="Calibration fitted on the rows it is scored on looks better than it is; "
@@ -41,7 +82,7 @@ def calibration_check(ev: Evaluation, best: str) -> tuple[Check, Any]:
     if not best or inputs.calibration == "none":
         why = "no conventional learner" if not best else "calibration method 'none' chosen"
         return Check(status="not_run", basis="not_run", summary=f"not run: {why}", **base), None
-    where, sets = _calibration_sets(data, fitted, mask, best, y)
+    where, sets = _calibration_sets(data, ev.fitted, mask, best, ev.y)
     if sets is None:
         return Check(
             status="not_run",
@@ -49,51 +90,15 @@ def calibration_check(ev: Evaluation, best: str) -> tuple[Check, Any]:
             summary="not run: no calibration split and not in K-fold mode; the split stage makes one",
             **base,
         ), None
-    raw = fitted[best].eval_pred[mask]
-    yi = m.encode(y, data.classes)
-
-    def figures(p: np.ndarray, yy: np.ndarray, sample: str) -> dict[str, Any]:
-        r = m.classification_report(yy, p, data.classes, ece_bins=inputs.ece_bins)
-        return {
-            "sample": sample,
-            "log_loss": r["log_loss"],
-            "brier": r["brier"],
-            "ece": r["ece"],
-            "accuracy": r["accuracy"],
-            "rows": r["n"],
-        }
-
+    raw = ev.fitted[best].eval_pred[mask]
     if where == "calibration_split":
-        cal_p, cal_y = sets
-        cal_i = m.encode(cal_y, data.classes)
-        calib = calibration.fit_calibrator(inputs.calibration, cal_p, cal_i, seed=inputs.seed)
-        out_p = calib.transform(raw)
-        fitting = {
-            "raw": figures(cal_p, cal_y, "in-sample (fitting rows, before calibration)"),
-            "calibrated": figures(calib.transform(cal_p), cal_y, "in-sample (fitting rows)"),
-        }
-        calibrated_fit = (calib.transform(cal_p), cal_i)
+        out_p, fitting, calibrated_fit, calib = _fit_on_split(ev, sets, raw)
     else:
-        p_all, _, folds = sets
-        out_p = np.zeros_like(p_all)
-        for k in sorted(set(folds.tolist())):  # cross-fit: each fold calibrated by the others
-            other = folds != k
-            if len(set(yi[other].tolist())) < 2:
-                out_p[folds == k] = p_all[folds == k]
-                continue
-            out_p[folds == k] = calibration.fit_calibrator(
-                inputs.calibration, p_all[other], yi[other], seed=inputs.seed
-            ).transform(p_all[folds == k])
-        calib = calibration.fit_calibrator(inputs.calibration, p_all, yi, seed=inputs.seed)
-        fitting = {"calibrated": figures(calib.transform(p_all), y, "in-sample (all out-of-fold rows)")}
-        calibrated_fit = (out_p, yi)
+        out_p, fitting, calibrated_fit, calib = _cross_fit(ev, sets, m.encode(ev.y, data.classes))
+    crossed = ", cross-fitted)" if where == "out_of_fold" else ")"
     evaluation = {
-        "raw": figures(raw, y, f"out-of-sample ({_where(data)})"),
-        "calibrated": figures(
-            out_p,
-            y,
-            f"out-of-sample ({_where(data)}" + (", cross-fitted)" if where == "out_of_fold" else ")"),
-        ),
+        "raw": _scores(ev, raw, ev.y, f"out-of-sample ({_where(data)})"),
+        "calibrated": _scores(ev, out_p, ev.y, f"out-of-sample ({_where(data)}" + crossed),
     }
     r0, r1 = evaluation["raw"], evaluation["calibrated"]
     summary = (
@@ -110,19 +115,39 @@ def calibration_check(ev: Evaluation, best: str) -> tuple[Check, Any]:
         "fitting_rows": fitting,
         "ece_bins": inputs.ece_bins,
     }
-    return Check(status="info", summary=summary, coverage=_coverage(data, mask), measured=measured, **base), (
-        out_p,
-        calibrated_fit,
-        calib,
-    )
+    check = Check(status="info", summary=summary, coverage=_coverage(data, mask), measured=measured, **base)
+    return check, (out_p, calibrated_fit, calib)
+
+
+def _threshold(ev: Evaluation, calibrated: Any, j: int, kw: dict[str, Any]) -> tuple[dict, dict]:
+    """Choose 'score ≥ t' for class j on the fitting scores; apply it out of sample (cross-fitted
+    per fold in K-fold mode)."""
+    import numpy as np
+
+    from engine import calibration
+    from engine import metrics as m
+
+    data, mask = ev.data, ev.mask
+    yi = m.encode(ev.y, data.classes)
+    eval_p, (fit_p, fit_y), _ = calibrated
+    if data.mode == "holdout":
+        choice = calibration.choose_threshold(fit_y == j, fit_p[:, j], **kw)
+        applied = calibration.binary_counts(yi == j, eval_p[:, j], choice["threshold"])
+    else:
+        folds = data.eval_fold[mask]
+        flags = np.zeros(len(yi), dtype=bool)
+        for k in sorted(set(folds.tolist())):
+            other, this = folds != k, folds == k
+            t = calibration.choose_threshold(fit_y[other] == j, fit_p[other, j], **kw)["threshold"]
+            flags[this] = eval_p[this, j] >= t
+        choice = calibration.choose_threshold(fit_y == j, fit_p[:, j], **kw)
+        applied = calibration.binary_counts(yi == j, flags.astype(float), 0.5)
+        applied["threshold"] = "cross-fitted per fold"
+    return choice, applied
 
 
 def operating_point_check(ev: Evaluation, best: str, calibrated: Any) -> Check:
-    import numpy as np
-
-    inputs, data, _fitted, y, mask = ev.inputs, ev.data, ev.fitted, ev.y, ev.mask
-    from engine import calibration
-    from engine import metrics as m
+    inputs, data, mask = ev.inputs, ev.data, ev.mask
 
     op = inputs.operating_point
     base = dict(
@@ -151,7 +176,6 @@ def operating_point_check(ev: Evaluation, best: str, calibrated: Any) -> Check:
             **base,
         )
     j = data.classes.index(op.positive_class)
-    yi = m.encode(y, data.classes)
     kw = dict(constraint=op.constraint, target=op.target, cost_fp=op.cost_fp, cost_fn=op.cost_fn)
     if (
         calibrated is None
@@ -162,20 +186,7 @@ def operating_point_check(ev: Evaluation, best: str, calibrated: Any) -> Check:
             summary="not run: no calibration split or out-of-fold predictions to fit a threshold on",
             **base,
         )
-    eval_p, (fit_p, fit_y), _ = calibrated
-    if data.mode == "holdout":
-        choice = calibration.choose_threshold(fit_y == j, fit_p[:, j], **kw)
-        applied = calibration.binary_counts(yi == j, eval_p[:, j], choice["threshold"])
-    else:
-        folds = data.eval_fold[mask]
-        flags = np.zeros(len(yi), dtype=bool)
-        for k in sorted(set(folds.tolist())):
-            other, this = folds != k, folds == k
-            t = calibration.choose_threshold(fit_y[other] == j, fit_p[other, j], **kw)["threshold"]
-            flags[this] = eval_p[this, j] >= t
-        choice = calibration.choose_threshold(fit_y == j, fit_p[:, j], **kw)
-        applied = calibration.binary_counts(yi == j, flags.astype(float), 0.5)
-        applied["threshold"] = "cross-fitted per fold"
+    choice, applied = _threshold(ev, calibrated, j, kw)
     choice["fit_sample"] = "in-sample (the rows the threshold was chosen on)"
     applied["sample"] = f"out-of-sample ({_where(data)})"
     rule = (
