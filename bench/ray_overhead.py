@@ -85,7 +85,7 @@ def run_once(provider: Any, job_dir: Path, op: str) -> dict[str, Any]:
     st = provider.wait(handle, timeout=600, poll=0.2)
     t_end = time.perf_counter() - t0
     provider.fetch(handle)
-    from engine.training.evaluate import verify_artifact
+    from engine.training.artifact_files import verify_artifact
 
     ok = bool(verify_artifact(job_dir / "final").get("ok")) if st.stage == "done" else False
     total = time.perf_counter() - t0

@@ -171,30 +171,7 @@ def classification_report(
     undefined: dict[str, str] = {}
 
     prec, rec, f1, _ = skm.precision_recall_fscore_support(y, yhat, labels=list(range(k)), zero_division=0.0)
-    per_class = []
-    for i, c in enumerate(classes):
-        row: dict[str, Any] = {
-            "class": c,
-            "support": int(support[i]),
-            "predicted": int(cm[:, i].sum()),
-            "tp": int(cm[i, i]),
-            "fp": int(cm[:, i].sum() - cm[i, i]),
-            "fn": int(support[i] - cm[i, i]),
-            "tn": int(len(y) - support[i] - cm[:, i].sum() + cm[i, i]),
-            "precision": _f(prec[i]),
-        }
-        if support[i] > 0:
-            row["recall"] = _f(rec[i])
-            row["f1"] = _f(f1[i])
-        else:
-            undefined[f"recall.{c}"] = "class absent from the evaluated rows"
-        pos = y == i
-        if 0 < pos.sum() < len(y):
-            row["auroc"] = _f(skm.roc_auc_score(pos, p[:, i]))
-            row["auprc"] = _f(skm.average_precision_score(pos, p[:, i]))
-        else:
-            undefined[f"auroc.{c}"] = "needs both members and non-members of the class"
-        per_class.append(row)
+    per_class = [_class_row(i, c, cm, y, p, (prec, rec, f1), undefined) for i, c in enumerate(classes)]
 
     majority = int(np.argmax(support))
     out: dict[str, Any] = {
@@ -227,9 +204,47 @@ def classification_report(
         r["class"] for r in per_class if r["support"] > 0 and r.get("recall", 0.0) == 0.0
     ]
     out["undefined"] = undefined
-    out["conventions"] = {
+    out["conventions"] = _conventions(classes, pred is None, ece_bins)
+    return out
+
+
+def _class_row(
+    i: int, c: str, cm: np.ndarray, y: np.ndarray, p: np.ndarray, prf: tuple, undefined: dict[str, str]
+) -> dict[str, Any]:
+    """One class's counts, precision / recall / F1 and one-vs-rest ranking figures."""
+    from sklearn import metrics as skm
+
+    prec, rec, f1 = prf
+    support = int(cm[i].sum())
+    row: dict[str, Any] = {
+        "class": c,
+        "support": support,
+        "predicted": int(cm[:, i].sum()),
+        "tp": int(cm[i, i]),
+        "fp": int(cm[:, i].sum() - cm[i, i]),
+        "fn": int(support - cm[i, i]),
+        "tn": int(len(y) - support - cm[:, i].sum() + cm[i, i]),
+        "precision": _f(prec[i]),
+    }
+    if support > 0:
+        row["recall"] = _f(rec[i])
+        row["f1"] = _f(f1[i])
+    else:
+        undefined[f"recall.{c}"] = "class absent from the evaluated rows"
+    pos = y == i
+    if 0 < pos.sum() < len(y):
+        row["auroc"] = _f(skm.roc_auc_score(pos, p[:, i]))
+        row["auprc"] = _f(skm.average_precision_score(pos, p[:, i]))
+    else:
+        undefined[f"auroc.{c}"] = "needs both members and non-members of the class"
+    return row
+
+
+def _conventions(classes: list[str], argmax: bool, ece_bins: int) -> dict[str, Any]:
+    k = len(classes)
+    return {
         "class_order": classes,
-        "decision": "arg-max (ties → earlier class)" if pred is None else "caller-supplied predictions",
+        "decision": "arg-max (ties → earlier class)" if argmax else "caller-supplied predictions",
         "averaging": "macro/weighted over classes with support in the evaluated rows",
         "zero_division": "precision of a never-predicted class = 0",
         "ranking": "AUROC/AUPRC one-vs-rest per class; macro = mean over classes where defined",
@@ -238,7 +253,6 @@ def classification_report(
         "ece": f"top-label, {ece_bins} equal-width bins on [0, 1], weighted by bin share",
         "denominator": "rows (sample-level)",
     }
-    return out
 
 
 def _macro_ovr(score_fn: Callable[..., float], y_idx: np.ndarray, proba: np.ndarray) -> float:

@@ -36,7 +36,7 @@ def _run(jd: Path) -> int:
 
 def test_full_run_writes_its_own_progress(tmp_path: Path, model_dir: Path) -> None:
     from engine.training import jobfiles as jf
-    from engine.training.evaluate import verify_artifact
+    from engine.training.artifact_files import verify_artifact
 
     jd = kit.job_dir(tmp_path, model_dir)
     assert _run(jd) == 0

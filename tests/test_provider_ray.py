@@ -130,7 +130,7 @@ def _ours(provider: RayJobsProvider, op: str) -> list[dict[str, Any]]:
 def test_tiny_job_end_to_end_to_a_verified_artifact(
     ray_head: LoopbackHead, workspace: Path, tmp_path: Path
 ) -> None:
-    from engine.training.evaluate import verify_artifact
+    from engine.training.artifact_files import verify_artifact
 
     shared = tmp_path / "shared"  # the "shared storage" output location, apart from the session
     job_dir, op = make_job(tmp_path, workspace, attempt=1, output_root=shared)

@@ -459,7 +459,7 @@ class RayJobsProvider:
 
 def _bring_artifact(src_final: Path, final: Path) -> dict[str, Any]:
     """Copy the artifact home (unless read in place) and verify its files against its manifest."""
-    from engine.training.evaluate import verify_artifact
+    from engine.training.artifact_files import verify_artifact
 
     out: dict[str, Any] = {"copied_from": ""}  # "": read in place, the output location is the job folder
     if src_final.resolve() != final.resolve():

@@ -116,7 +116,7 @@ def _job_finished(disp: StageRecord) -> Check:
 
 
 def _identity(final: Path, ctx: StageContext) -> Check:
-    from engine.training.evaluate import verify_artifact
+    from engine.training.artifact_files import verify_artifact
 
     v = verify_artifact(final)
     rel = final.relative_to(ctx.session_dir).as_posix()
@@ -156,7 +156,7 @@ def _identity(final: Path, ctx: StageContext) -> Check:
 
 
 def _parity(final: Path, job_dir: Path, ctx: StageContext, tolerance: float) -> Check:
-    from engine.training.evaluate import parity_in_fresh_process
+    from engine.training.artifact_files import parity_in_fresh_process
 
     r = parity_in_fresh_process(final, job_dir, ctx.workspace, tolerance)
     if "error" in r:
@@ -201,7 +201,7 @@ def compare(
 
     from engine import splits
     from engine.stages import baseline
-    from engine.training.evaluate import build_base, load_artifact
+    from engine.training.artifact_files import build_base, load_artifact
 
     torch.set_num_threads(2)
     classes = [str(c) for c in eff["label_classes"]]

@@ -396,7 +396,7 @@ class Job:
     def _finish(self, run: Training) -> None:
         """Final dev evaluation, the checkpoint selection rule, and the artifact."""
         from engine.training import checkpoint
-        from engine.training.evaluate import Trained, save_artifact
+        from engine.training.artifact_files import Trained, save_artifact
 
         self.set_stage("final-eval")
         value = self._eval(run)
