@@ -21,7 +21,8 @@ from textual.message import Message
 from textual.widgets import Sparkline, Static
 
 from engine.evidence import StageRecord
-from engine.shapes import ShapeError
+from engine.shapes import ShapeError, parse
+from engine.shapes.training import Progress
 from tui.safe import clean, literal
 from tui.stage_panels import NOT_MEASURED, PANEL_WIDTH, RENDERERS, render_dispatch_record
 
@@ -222,8 +223,8 @@ class DispatchPanel(VerticalScroll):
             t.append_text(literal(job["reason"], "dim", limit=200))
         if len(self.jobs) > 1:
             t.append(f"\n({len(self.jobs)} jobs in this session; showing the latest)", style="dim")
-        recorded = self._record.check("dispatch.progress") if self._record else None
-        if not job.get("running") and recorded and recorded.measured.get("stage") != job.get("stage"):
+        recorded = parse(self._record.check("dispatch.progress"), Progress) if self._record else None
+        if not job.get("running") and recorded and recorded.stage != job.get("stage"):
             t.append("\nThe job's state changed since the record: ctrl+r records it now.", style="bold")
         elif job.get("running"):
             t.append("\nThe job runs on its own: quitting claimcheck leaves it running.", style="dim")

@@ -102,12 +102,11 @@ def render_claim(record: StageRecord | None, session: Any, width: int = PANEL_WI
             t.append_text(literal(f"  problem: {problem}", "yellow"))
             t.append("\n")
         t.append("\n")
-    # claim.prior_sessions has no typed shape yet: its one documented key, nothing guessed.
-    prior = record.check("claim.prior_sessions")
-    counts = prior.measured.get("counts") if prior is not None else None
-    pairs = [(str(k), float(v)) for k, v in (counts or {}).items() if isinstance(v, int | float)]
+    prior_check = record.check("claim.prior_sessions")
+    prior = S.parse(prior_check, T.PriorSessions)
+    pairs = [(k, float(v)) for k, v in prior.counts.items()] if prior else []
     if pairs:
-        t.append_text(section("Earlier sessions by outcome", prior.id if prior else ""))
+        t.append_text(section("Earlier sessions by outcome", prior_check.id))
         t.append_text(bar_lines(pairs, width=24, fmt="{:.0f}"))
     else:
         t.append_text(not_measured("Earlier sessions by outcome", "none found in the review scope"))
@@ -336,21 +335,20 @@ def _changed_settings(record: StageRecord | None) -> Text:
     return t
 
 
-def _decoded(sample: dict[str, Any], i: int) -> Text:
-    """One decoded example (engine/training/prepare.py decode_sample: the keys it writes, nothing else)."""
+def _decoded(sample: T.Sample, i: int) -> Text:
+    """One decoded example as training sees it."""
     t = Text()
-    head = f"example {i + 1}, id {clean(sample.get('id', '?'))}, {clean(sample.get('tokens', '?'))} tokens"
-    if "label" in sample:
-        head += f", label {clean(sample['label'])}"
-    if "supervised_tokens" in sample:
-        head += f", {clean(sample['supervised_tokens'])} supervised / {clean(sample.get('masked_tokens', '?'))} masked"
-    if sample.get("truncated"):
+    head = f"example {i + 1}, id {clean(sample.id)}, {sample.tokens} tokens"
+    if sample.label is not None:
+        head += f", label {clean(sample.label)}"
+    if sample.supervised_tokens is not None:
+        head += f", {sample.supervised_tokens} supervised / {sample.masked_tokens} masked"
+    if sample.truncated:
         head += ", TRUNCATED"
     t.append(head + "\n", style="italic")
-    text = str(sample.get("decoded", ""))[:1200]
     # SFT samples mark supervised spans ⟦…⟧; everything outside is masked from the loss.
-    supervised = "label" not in sample
-    for j, part in enumerate(re.split(r"⟦|⟧", text)):
+    supervised = sample.label is None
+    for j, part in enumerate(re.split(r"⟦|⟧", sample.decoded[:1200])):
         style = "bold underline" if (supervised and j % 2 == 1) else ("dim" if supervised else "")
         t.append_text(literal(part, style, keep_newlines=True))
     t.append("\n")

@@ -18,6 +18,23 @@ class SuccessCriterion(Shape):
     problems: list[str] = Field(default_factory=list)
 
 
+class PriorSession(Part):
+    path: str
+    id: str
+    status: str
+    detail: str
+
+
+class PriorSessions(Shape):
+    """Earlier sessions found in the claim's review scope, and how many ended each way."""
+
+    check_ids = ("claim.prior_sessions",)
+    figure = "bars"
+    scope: list[str]
+    sessions: list[PriorSession]
+    counts: dict[str, int]
+
+
 class SettingRow(Part):
     setting: str
     requested: str
@@ -67,21 +84,24 @@ class PreparedLengths(Shape):
 
 
 class Sample(Part):
+    """One prepared example decoded as training sees it (engine/training/prepare.py decode_sample):
+    a classification row carries its label; an SFT row its supervised / masked token counts."""
+
     id: str
     tokens: int
+    decoded: str
     label: str | None = None
     label_id: int | None = None
-    truncated: bool
-    decoded: str
-    supervised: str | None = None
+    truncated: bool | None = None
     supervised_tokens: int | None = None
+    masked_tokens: int | None = None
 
 
 class PreparedSamples(Shape):
     check_ids = ("contract.prepared_samples",)
     legend: str
     ids: list[str]
-    samples: list[dict[str, Any]]
+    samples: list[Sample]
 
 
 class Memory(Shape):

@@ -116,12 +116,14 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
 
 
 def _data_identity(upstream: dict[str, StageRecord], train_rows: int) -> dict[str, Any]:
-    src = upstream["source"].check("source.checksum")
-    files = [f"{f.get('path')}:{f.get('sha256')}" for f in (src.measured.get("files", []) if src else [])]
-    mem = upstream["split"].check("split.membership")
+    from engine.shapes import data as shapes
+    from engine.shapes import parse
+
+    sums = parse(upstream["source"].check("source.checksum"), shapes.Checksum)
+    mem = parse(upstream["split"].check("split.membership"), shapes.Membership)
     return {
-        "source_files": files,
-        "split_sha256": str(mem.measured.get("sha256", "")) if mem else "",
+        "source_files": [f"{f.path}:{f.sha256}" for f in sums.files] if sums else [],
+        "split_sha256": mem.sha256 if mem else "",
         "source_record": upstream["source"].provenance.digest,
         "split_record": upstream["split"].provenance.digest,
         "train_rows": train_rows,

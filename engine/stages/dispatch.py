@@ -88,13 +88,17 @@ def contract_of(upstream: dict[str, StageRecord]) -> tuple[dict[str, Any], str]:
     rec = upstream.get("contract")
     if rec is None:
         raise StageInputError("dispatch needs a frozen contract stage")
-    eff_check, dig_check = rec.check("contract.effective"), rec.check("contract.digest")
-    if eff_check is None or "effective" not in eff_check.measured:
+    from engine.shapes import parse
+    from engine.shapes import training as shapes
+
+    effective = parse(rec.check("contract.effective"), shapes.Effective)
+    if effective is None or not effective.effective:
         raise StageInputError(
             "the contract record has no contract.effective check: re-run the contract stage"
         )
-    eff = dict(eff_check.measured["effective"])
-    digest = str(dig_check.measured.get("digest", "")) if dig_check is not None else ""
+    eff = dict(effective.effective)
+    recorded = parse(rec.check("contract.digest"), shapes.Digest)
+    digest = recorded.digest if recorded else ""
     if digest != digest_of(eff):
         raise StageInputError(
             f"the contract digest {digest[:20]} does not match its effective settings ({digest_of(eff)[:20]}): "
