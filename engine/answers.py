@@ -181,6 +181,12 @@ def _jsonl_objects(p: Path, name: str) -> None:
             )
 
 
+def _builtin(name: str) -> bool:
+    """The stage is this claimcheck's own module (not unbuilt, not replaced), so its files can be checked."""
+    module = registry.get(name).module()
+    return getattr(module, "__name__", "") == f"engine.stages.{name}"
+
+
 def preflight(answers: Answers, workspace: Path, session_dir: Path) -> None:
     """Everything checkable before the session folder is created: the workspace, the session folder,
     every data file (inside the workspace, readable, the columns named) and the model folder."""
@@ -204,10 +210,8 @@ def preflight(answers: Answers, workspace: Path, session_dir: Path) -> None:
         raise FileExistsError(f"{session_dir}: {parent} is a file, not a folder; give another session folder")
     ctx = StageContext(session_dir=session_dir, workspace=workspace)
     src = answers.stages.get("source")
-    if src is not None and "source" not in answers.unbuilt:
-        from engine.stages import source
-
-        inp = source.Inputs.model_validate(src)
+    if src is not None and _builtin("source"):
+        inp = registry.get("source").module().Inputs.model_validate(src)
         fix = "fix the data file or the path in [source].files"
         try:
             paths = [ctx.resolve(f, inside=not inp.allow_outside_workspace) for f in inp.files]
@@ -232,11 +236,10 @@ def preflight(answers: Answers, workspace: Path, session_dir: Path) -> None:
         except Exception as exc:  # noqa: BLE001 - a filter Polars cannot plan is a user mistake
             raise _fail(path, "source.filters", exc, "correct the filter expression (Polars SQL)") from None
     con = answers.stages.get("contract")
-    if con is not None and "contract" not in answers.unbuilt:
-        from engine.stages import contract
+    if con is not None and _builtin("contract"):
         from engine.training.models import resolve_model_path
 
-        inp = contract.Inputs.model_validate(con)
+        inp = registry.get("contract").module().Inputs.model_validate(con)
         try:
             resolve_model_path(inp.model_path, workspace)
         except StageInputError as exc:

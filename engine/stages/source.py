@@ -114,7 +114,9 @@ class Inputs(BaseModel):
     @field_validator("text_columns")
     @classmethod
     def _texts(cls, value: list[str], info: ValidationInfo) -> list[str]:
-        stray = [c for c in value if c not in info.data.get("input_columns", [])]
+        if "input_columns" not in info.data:  # already refused
+            return value
+        stray = [c for c in value if c not in info.data["input_columns"]]
         if stray:
             raise ValueError(f"{stray} are not in 'input_columns'; add them there or remove them")
         return value
@@ -122,7 +124,9 @@ class Inputs(BaseModel):
     @field_validator("availability")
     @classmethod
     def _availability(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
-        unknown = [c for c in value if c not in info.data.get("input_columns", [])]
+        if "input_columns" not in info.data:  # already refused
+            return value
+        unknown = [c for c in value if c not in info.data["input_columns"]]
         if unknown:
             raise ValueError(f"names column(s) {unknown} that are not input columns")
         return value
