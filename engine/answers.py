@@ -226,7 +226,7 @@ def preflight(answers: Answers, workspace: Path, session_dir: Path) -> None:
                 "entity_columns": inp.entity_columns,
                 "time_column": [inp.time_column],
             }
-            require_columns(lf, cols)
+            require_columns(lf, cols, text_columns=inp.text_columns)
             if lf.head(1).collect().height == 0:
                 raise StageInputError(f"the data file(s) {list(inp.files)} hold no rows; give data with rows")
         except StageInputError as exc:

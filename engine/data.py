@@ -52,6 +52,9 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
 
 
 GLOB_CHARS = frozenset("*?[]{}")
+# Columns per data file: every column is profiled and written into the source record, so the cost of
+# the audit and of the record grows with it (5,000 columns took minutes). Documented in docs/checks.md.
+MAX_COLUMNS = 1000
 
 
 def _nul_line(path: Path, chunk: int = 1 << 20) -> int:
@@ -137,6 +140,12 @@ def _scan_one(path: Path, name: str) -> pl.LazyFrame:
         cols = lf.collect_schema().names()
     except Exception as exc:  # polars raises several error types for unreadable files
         raise StageInputError(f"data file {name} cannot be read: {_first_line(exc)}") from None
+    if len(cols) - 1 > MAX_COLUMNS:  # the row index is not a column of the file
+        raise StageInputError(
+            f"data file {name} has {len(cols) - 1:,} columns; claimcheck audits at most {MAX_COLUMNS:,} "
+            "per file (each column is profiled and recorded); write the columns the claim needs to a "
+            "narrower file"
+        )
     clash = [c for c in cols if c in ENGINE_COLUMNS and c != SOURCE_LINE]
     if clash:
         raise StageInputError(
@@ -190,11 +199,15 @@ def filter_expr(where: str, reason: str = "") -> pl.Expr:
         ) from None
 
 
-# Columns that must hold plain values (a label, an id, a time), never lists or objects.
+# Columns that must hold plain values (a label, an id, a time), never lists or objects. With
+# `text_columns` given, every column but those must be plain: only a text column may be nested (chat
+# messages); the audits profile every other column of the file.
 SCALAR_FIELDS = ("label_column", "id_column", "entity_columns", "time_column")
 
 
-def require_columns(lf: pl.LazyFrame, wanted: dict[str, list[str]]) -> None:
+def require_columns(
+    lf: pl.LazyFrame, wanted: dict[str, list[str]], text_columns: list[str] | None = None
+) -> None:
     """Raise a clear error naming the input field whose column is not in the data."""
     schema = lf.collect_schema()
     have = set(schema.names())
@@ -212,6 +225,15 @@ def require_columns(lf: pl.LazyFrame, wanted: dict[str, list[str]]) -> None:
                     f"source input '{field}' names column(s) {nested} that hold nested values "
                     f"({schema[nested[0]]}), not plain values; flatten them or pick another column"
                 )
+    if text_columns is not None:
+        nested = [
+            c for c, t in schema.items() if t.is_nested() and c not in text_columns and c != SOURCE_FILE
+        ]
+        if nested:
+            raise StageInputError(
+                f"the data has column(s) {nested[:5]} holding nested values (lists or objects); only a "
+                "text column (text_columns) may; flatten them, or drop them from the file"
+            )
 
 
 def scan_source(source_inputs: dict[str, Any], ctx: StageContext) -> pl.LazyFrame:

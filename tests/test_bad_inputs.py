@@ -155,6 +155,9 @@ def _jsonl(lines: list[str]) -> str:
 
 
 GOOD_JSONL = [f'{{"id": {i}, "text": "t {i}", "label": "{"ab"[i % 2]}"}}' for i in range(ROWS)]
+WIDE = ",".join(["id", "text", "label", *(f"c{i}" for i in range(998))]) + "\n" + "".join(
+    ",".join([str(r), "t", "a", *("1" * 998)]) + "\n" for r in range(5)
+)
 NUL_LINE = _csv().replace("ticket number 3 says", "ticket\0number 3 says").encode()
 
 CASES: list[Case] = [
@@ -249,6 +252,9 @@ CASES: list[Case] = [
     data("jsonl garbage line", "bad2.jsonl", _jsonl([*GOOD_JSONL, "{oops"]), "not JSON objects"),
     data("jsonl nested label", "nest.jsonl", _jsonl([f'{{"id": {i}, "text": "t", "label": ["a"]}}' for i in range(ROWS)]), "label"),
     data("parquet that is text", "fake.parquet", _csv(), "cannot be read"),
+    data("jsonl nested extra column", "nest2.jsonl", _jsonl([f'{{"id": {i}, "text": "t", "label": "a", "meta": {{"k": [1]}}}}' for i in range(ROWS)]), "meta", "nested"),
+    data("jsonl nested list column", "nest3.jsonl", _jsonl([f'{{"id": {i}, "text": "t", "label": "a", "tags": ["x"]}}' for i in range(ROWS)]), "tags", "nested"),
+    data("too many columns", "wide.csv", WIDE, "1,001 columns", "1,000"),
     # ---------------------------------------------------------------- split
     k("split.fractions", "train", "nan", "split.fractions.train"),
     k("split.fractions", "train", "inf", "split.fractions.train"),
@@ -530,6 +536,27 @@ def test_source_stage_refuses_outside_paths_itself(tmp_path: Path) -> None:
     inputs = source.Inputs(files=["../outside.csv"], label_column="label", input_columns=["text"])
     with pytest.raises(StageInputError, match="outside the workspace"):
         source.run(inputs, {}, ctx)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [bytes(range(256)) * 64, b"id,text,label\r\n1,\"a\rb\"x\r\n\x81\x82,\rz\"\r", _csv().replace("ticket", "tic\0ket").encode()],
+    ids=["binary", "stray carriage returns", "NUL bytes"],
+)
+def test_source_stage_gives_a_clear_error_on_unreadable_csv(tmp_path: Path, content: bytes) -> None:
+    """The TUI path: the source stage itself says what is wrong, never a csv.Error traceback."""
+    from engine.context import StageContext, StageInputError
+    from engine.stages import source
+
+    (tmp_path / "d.csv").write_bytes(content)
+    ctx = StageContext(session_dir=tmp_path / "s", workspace=tmp_path)
+    inputs = source.Inputs(files=["d.csv"], label_column="label", input_columns=["text"])
+    try:
+        source.run(inputs, {}, ctx)
+    except StageInputError as exc:
+        assert "d.csv" in str(exc) and "\n" not in str(exc)
+    else:  # read as text: then the record must say what was altered, which the schema check does
+        pass
 
 
 def test_seed_bounds_keep_records_valid_toml() -> None:

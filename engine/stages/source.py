@@ -176,6 +176,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
             "entity_columns": inputs.entity_columns,
             "time_column": [inputs.time_column],
         },
+        text_columns=inputs.text_columns,
     )
     ctx.check_cancelled()
     if inputs.preview_rows:
