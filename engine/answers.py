@@ -195,7 +195,9 @@ def preflight(answers: Answers, workspace: Path, session_dir: Path) -> None:
 
     path = answers.path
     if not workspace.is_dir():
-        raise EvidenceError(path, "session.workspace", f"{workspace} is not a folder", f"give an existing folder ({FIX})")
+        raise EvidenceError(
+            path, "session.workspace", f"{workspace} is not a folder", f"give an existing folder ({FIX})"
+        )
     session_dir = Path(session_dir)
     if session_dir.exists() and (not session_dir.is_dir() or any(session_dir.iterdir())):
         what = "a session" if (session_dir / "session.toml").exists() else "files"
@@ -231,6 +233,8 @@ def preflight(answers: Answers, workspace: Path, session_dir: Path) -> None:
                 raise StageInputError(f"the data file(s) {list(inp.files)} hold no rows; give data with rows")
         except StageInputError as exc:
             raise _fail(path, "source.files", exc, fix) from None
+        except Exception as exc:  # noqa: BLE001 - an OS or reader error on a data file: say which
+            raise _fail(path, "source.files", exc, fix) from None
         try:
             apply_filters(lf, [f.model_dump() for f in inp.filters]).collect_schema()
         except Exception as exc:  # noqa: BLE001 - a filter Polars cannot plan is a user mistake
@@ -240,10 +244,15 @@ def preflight(answers: Answers, workspace: Path, session_dir: Path) -> None:
         from engine.training.models import resolve_model_path
 
         inp = registry.get("contract").module().Inputs.model_validate(con)
-        try:
-            resolve_model_path(inp.model_path, workspace)
-        except StageInputError as exc:
-            raise _fail(path, "contract.model_path", exc, "give a model folder with safetensors weights") from None
+        for field in ("model_path", "tokenizer_path"):
+            spec = getattr(inp, field)
+            if field == "tokenizer_path" and not spec:
+                continue
+            try:
+                resolve_model_path(spec, workspace)
+            except StageInputError as exc:
+                fix = "give a model folder with config.json and safetensors weights"
+                raise _fail(path, f"contract.{field}", exc, fix) from None
 
 
 def _workspace(answers: Answers, override: Path | None) -> Path:

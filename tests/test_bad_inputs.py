@@ -53,7 +53,10 @@ LATER = ("baseline", "contract", "dispatch", "artifact")
 
 def _csv(rows: int = ROWS) -> str:
     lines = ["id,text,label,grp"]
-    lines += [f"{i},ticket number {i} says {'yes' if i % 2 else 'no'},{'a' if i % 2 else 'b'},g{i % 7}" for i in range(rows)]
+    lines += [
+        f"{i},ticket number {i} says {'yes' if i % 2 else 'no'},{'a' if i % 2 else 'b'},g{i % 7}"
+        for i in range(rows)
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -100,7 +103,9 @@ def text(name: str, body: str | bytes, *expect: str) -> Case:
     return Case(name, lambda ws: body, expect)
 
 
-def data(name: str, file: str, content: str | bytes | Callable[[Path], None], *expect: str, files: str = "") -> Case:
+def data(
+    name: str, file: str, content: str | bytes | Callable[[Path], None], *expect: str, files: str = ""
+) -> Case:
     """A case that writes a data file into the workspace and points [source].files at it."""
 
     def setup(ws: Path) -> str:
@@ -155,8 +160,10 @@ def _jsonl(lines: list[str]) -> str:
 
 
 GOOD_JSONL = [f'{{"id": {i}, "text": "t {i}", "label": "{"ab"[i % 2]}"}}' for i in range(ROWS)]
-WIDE = ",".join(["id", "text", "label", *(f"c{i}" for i in range(998))]) + "\n" + "".join(
-    ",".join([str(r), "t", "a", *("1" * 998)]) + "\n" for r in range(5)
+WIDE = (
+    ",".join(["id", "text", "label", *(f"c{i}" for i in range(998))])
+    + "\n"
+    + "".join(",".join([str(r), "t", "a", *("1" * 998)]) + "\n" for r in range(5))
 )
 NUL_LINE = _csv().replace("ticket number 3 says", "ticket\0number 3 says").encode()
 
@@ -171,13 +178,30 @@ CASES: list[Case] = [
     text("duplicate key", '[claim]\npopulation = "a"\npopulation = "b"\n', "(syntax)"),
     text("unknown table", BASE + "\n[trainer]\nx = 1\n", "trainer"),
     text("stage not a table", "claim = 3\n", "claim"),
-    text("baseline without split", BASE.replace("[split]", "[baseline]").replace('strategy = "random"\nseed = 0\n', ""), "baseline", "split"),
+    text(
+        "baseline without split",
+        BASE.replace("[split]", "[baseline]").replace('strategy = "random"\nseed = 0\n', ""),
+        "baseline",
+        "split",
+    ),
     text("split without source", BASE[: BASE.index("[source]")] + '[split]\nstrategy = "random"\n', "split"),
     text("source without claim", BASE[BASE.index("[source]") :], "source"),
     text("notes not an array", BASE.replace("[session]\n", 'notes = "x"\n[session]\n'), "notes"),
-    text("note on an unanswered stage", BASE + '\n[[notes]]\nstage = "artifact"\ntag = "fact"\ntext = "x"\n', "notes[0].stage"),
-    text("note with an unknown tag", BASE + '\n[[notes]]\nstage = "claim"\ntag = "hunch"\ntext = "x"\n', "notes[0].tag"),
-    text("note with empty text", BASE + '\n[[notes]]\nstage = "claim"\ntag = "fact"\ntext = ""\n', "notes[0].text"),
+    text(
+        "note on an unanswered stage",
+        BASE + '\n[[notes]]\nstage = "artifact"\ntag = "fact"\ntext = "x"\n',
+        "notes[0].stage",
+    ),
+    text(
+        "note with an unknown tag",
+        BASE + '\n[[notes]]\nstage = "claim"\ntag = "hunch"\ntext = "x"\n',
+        "notes[0].tag",
+    ),
+    text(
+        "note with empty text",
+        BASE + '\n[[notes]]\nstage = "claim"\ntag = "fact"\ntext = ""\n',
+        "notes[0].text",
+    ),
     k("session", "colour", '"red"'),
     k("session", "stop_on_fail", '"yes"'),
     k("session", "stop_on_fail", "1"),
@@ -211,7 +235,7 @@ CASES: list[Case] = [
     src("text_columns", '["grp"]', "source.text_columns"),
     src("availability", '{ grp = "yes" }', "source.availability"),
     src("availability", '{ text = "maybe" }', "source.availability.text"),
-    src("filters", '[{ where = "grp = \'g1\'" }]', "source.filters", "reason"),
+    src("filters", "[{ where = \"grp = 'g1'\" }]", "source.filters", "reason"),
     src("preview_rows", "-1"),
     src("preview_rows", "9223372036854775807"),
     src("near_dup_threshold", "nan"),
@@ -224,14 +248,30 @@ CASES: list[Case] = [
     src("filters", '[{ reason = "no such column", where = "nosuch > 1" }]', "source.filters"),
     # ---------------------------------------------------------------- source: data files
     data("missing file", "x", "", "nope.csv", "not found", files='["nope.csv"]'),
-    data("parent folder path", "x", lambda ws: _outside(ws), "outside the workspace", files='["../outside.csv"]'),
-    data("deep parent path", "x", lambda ws: _outside(ws.parent), "outside the workspace", files='["../../outside.csv"]'),
+    data(
+        "parent folder path",
+        "x",
+        lambda ws: _outside(ws),
+        "outside the workspace",
+        files='["../outside.csv"]',
+    ),
+    data(
+        "deep parent path",
+        "x",
+        lambda ws: _outside(ws.parent),
+        "outside the workspace",
+        files='["../../outside.csv"]',
+    ),
     data("absolute /etc/passwd", "x", lambda ws: None, "outside the workspace", files='["/etc/passwd"]'),
     data("absolute path outside", "x", lambda ws: _outside(ws), "outside the workspace", files=""),
-    data("symlink to /etc/passwd", "pw.csv", _symlink_to(lambda ws: Path("/etc/passwd"), "pw.csv"), "symlink"),
+    data(
+        "symlink to /etc/passwd", "pw.csv", _symlink_to(lambda ws: Path("/etc/passwd"), "pw.csv"), "symlink"
+    ),
     data("symlink to an outside csv", "ln.csv", _symlink_to(_outside, "ln.csv"), "symlink"),
     data("folder symlink outside", "x", _linked_dir, "outside the workspace", files='["link/d.csv"]'),
-    data("glob brackets", "x", lambda ws: (ws / "ab.csv").write_text(_csv()), "a[b].csv", files='["a[b].csv"]'),
+    data(
+        "glob brackets", "x", lambda ws: (ws / "ab.csv").write_text(_csv()), "a[b].csv", files='["a[b].csv"]'
+    ),
     data("glob star", "x", lambda ws: None, "not found", files='["*.csv"]'),
     data("spreadsheet suffix", "data.xlsx", _csv(), "unsupported file type"),
     data("no suffix", "datafile", _csv(), "unsupported file type"),
@@ -242,18 +282,45 @@ CASES: list[Case] = [
     data("UTF-16 csv", "u16.csv", _csv().encode("utf-16"), "NUL"),
     data("gzip named .csv", "gz.csv", gzip.compress(_csv().encode()), "gz.csv"),
     data("NUL in a tsv", "nul.tsv", NUL_LINE.replace(b",", b"\t"), "NUL"),
-    data("NUL in jsonl", "nul.jsonl", _jsonl(GOOD_JSONL).replace('"t 2"', '"t\\u0000"').replace("\\u0000", "\0").encode(), "NUL"),
-    data("duplicate header", "dup.csv", _csv().replace("id,text,label,grp", "id,text,label,text"), "more than once"),
+    data(
+        "NUL in jsonl",
+        "nul.jsonl",
+        _jsonl(GOOD_JSONL).replace('"t 2"', '"t\\u0000"').replace("\\u0000", "\0").encode(),
+        "NUL",
+    ),
+    data(
+        "duplicate header",
+        "dup.csv",
+        _csv().replace("id,text,label,grp", "id,text,label,text"),
+        "more than once",
+    ),
     data("header only", "head.csv", "id,text,label,grp\n", "no rows"),
     data("label column missing", "nolab.csv", _csv().replace(",label,", ",queue,"), "label"),
     data("input column missing", "notext.csv", _csv().replace(",text,", ",body,"), "text"),
     data("reserved column name", "res.csv", _csv().replace(",grp", ",row_id"), "reserves"),
     data("jsonl line not an object", "bad.jsonl", _jsonl([*GOOD_JSONL, "[1, 2]"]), "not JSON objects"),
     data("jsonl garbage line", "bad2.jsonl", _jsonl([*GOOD_JSONL, "{oops"]), "not JSON objects"),
-    data("jsonl nested label", "nest.jsonl", _jsonl([f'{{"id": {i}, "text": "t", "label": ["a"]}}' for i in range(ROWS)]), "label"),
+    data(
+        "jsonl nested label",
+        "nest.jsonl",
+        _jsonl([f'{{"id": {i}, "text": "t", "label": ["a"]}}' for i in range(ROWS)]),
+        "label",
+    ),
     data("parquet that is text", "fake.parquet", _csv(), "cannot be read"),
-    data("jsonl nested extra column", "nest2.jsonl", _jsonl([f'{{"id": {i}, "text": "t", "label": "a", "meta": {{"k": [1]}}}}' for i in range(ROWS)]), "meta", "nested"),
-    data("jsonl nested list column", "nest3.jsonl", _jsonl([f'{{"id": {i}, "text": "t", "label": "a", "tags": ["x"]}}' for i in range(ROWS)]), "tags", "nested"),
+    data(
+        "jsonl nested extra column",
+        "nest2.jsonl",
+        _jsonl([f'{{"id": {i}, "text": "t", "label": "a", "meta": {{"k": [1]}}}}' for i in range(ROWS)]),
+        "meta",
+        "nested",
+    ),
+    data(
+        "jsonl nested list column",
+        "nest3.jsonl",
+        _jsonl([f'{{"id": {i}, "text": "t", "label": "a", "tags": ["x"]}}' for i in range(ROWS)]),
+        "tags",
+        "nested",
+    ),
     data("too many columns", "wide.csv", WIDE, "1,001 columns", "1,000"),
     # ---------------------------------------------------------------- split
     k("split.fractions", "train", "nan", "split.fractions.train"),
@@ -314,8 +381,16 @@ CASES: list[Case] = [
     k("contract", "target_device_memory_gb", "inf"),
     k("contract", "packing", '"yes"'),
     k("contract.fit_check", "rows", "1000000000000"),
-    Case("pickled model weights", _model({"config.json": b"{}", "pytorch_model.bin": b"\x80\x04N."}), ("contract.model_path", "pytorch_model.bin", "safetensors")),
-    Case("model folder without config", _model({"model.safetensors": b"x"}), ("contract.model_path", "config.json")),
+    Case(
+        "pickled model weights",
+        _model({"config.json": b"{}", "pytorch_model.bin": b"\x80\x04N."}),
+        ("contract.model_path", "pytorch_model.bin", "safetensors"),
+    ),
+    Case(
+        "model folder without config",
+        _model({"model.safetensors": b"x"}),
+        ("contract.model_path", "config.json"),
+    ),
     k("contract", "model_path", '"no-such-model"', "contract.model_path", "does not exist"),
     k("contract", "model_path", '""', "contract.model_path", "empty"),
     # ---------------------------------------------------------------- dispatch
@@ -540,7 +615,11 @@ def test_source_stage_refuses_outside_paths_itself(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "content",
-    [bytes(range(256)) * 64, b"id,text,label\r\n1,\"a\rb\"x\r\n\x81\x82,\rz\"\r", _csv().replace("ticket", "tic\0ket").encode()],
+    [
+        bytes(range(256)) * 64,
+        b'id,text,label\r\n1,"a\rb"x\r\n\x81\x82,\rz"\r',
+        _csv().replace("ticket", "tic\0ket").encode(),
+    ],
     ids=["binary", "stray carriage returns", "NUL bytes"],
 )
 def test_source_stage_gives_a_clear_error_on_unreadable_csv(tmp_path: Path, content: bytes) -> None:
