@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
 
 from engine import registry
 from engine.context import StageInputError
@@ -37,14 +37,21 @@ FIX = "see docs/answers-format.md"
 
 class SessionAnswers(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    title: str = ""
-    recipe: str = ""
-    # Session id; default: the session folder's name.
-    id: str = ""
+    title: str = Field(default="", max_length=500)
+    recipe: str = Field(default="", max_length=200)
+    # Session id; default: the session folder's name. Letters, digits, '.', '_' and '-' only.
+    id: str = Field(default="", max_length=128, pattern=r"^([A-Za-z0-9][A-Za-z0-9._-]*)?$")
     # Folder that relative data paths resolve against, relative to the answers file's folder.
-    workspace: str = ""
+    workspace: str = Field(default="", max_length=4096)
     # Stop after the first stage with a failing check (later stages stay unrun).
-    stop_on_fail: bool = False
+    stop_on_fail: StrictBool = False
+
+    @field_validator("title", "recipe", "workspace")
+    @classmethod
+    def _printable(cls, value: str) -> str:
+        if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+            raise ValueError("holds control characters (escape bytes, NUL, newlines)")
+        return value
 
 
 class NoteAnswer(BaseModel):
@@ -81,7 +88,7 @@ class AnswersResult(RunResult):
 def _invalid(path: Path, prefix: str, problem: Problem | ValidationError) -> EvidenceError:
     if isinstance(problem, ValidationError):
         problem = validation_problem(problem)
-    where = ".".join(p for p in (prefix, problem.field) if p)
+    where = ".".join(p for p in (prefix, problem.field) if p) or prefix
     return EvidenceError(path, where, problem.problem, f"{problem.fix} ({FIX})")
 
 
@@ -124,15 +131,23 @@ def load_answers(answers_path: Path) -> Answers:
             unbuilt.append(spec.name)
         else:
             try:
-                validate(spec.name, table)
+                model = validate(spec.name, table)
                 if knobs := runtime_knobs(spec.name, table):
                     runtime[spec.name] = knobs
             except InvalidInputs as exc:
                 raise _invalid(path, spec.name, exc.problem) from None
             except ValidationError as exc:
                 raise _invalid(path, spec.name, exc) from None
+            _required(path, spec.name, model)
         stages[spec.name] = split_runtime(spec.name, table)[0]
     raw_notes = data.get("notes", [])
+    if not stages:
+        raise EvidenceError(
+            path,
+            "(file)",
+            "answers no stage: the file has no [claim] table",
+            f"add a [claim] table and the stages after it that you want run ({FIX})",
+        )
     if not isinstance(raw_notes, list):
         raise EvidenceError(
             path, "notes", "must be an array of tables", f"write each note as [[notes]] ({FIX})"
@@ -152,6 +167,106 @@ def load_answers(answers_path: Path) -> Answers:
             )
         notes.append(note)
     return Answers(path=path, session=session, stages=stages, notes=notes, unbuilt=unbuilt, runtime=runtime)
+
+
+def _required(path: Path, stage: str, model: BaseModel) -> None:
+    """Fields a stage needs that its Inputs defaults leave empty (a form starts empty; a file may not)."""
+    if stage == "source":
+        for field, what in (("files", "at least one data file"), ("label_column", "the label column")):
+            if not getattr(model, field):
+                raise EvidenceError(path, f"source.{field}", "is empty", f"give {what} ({FIX})")
+
+
+def _fail(path: Path, field: str, exc: BaseException, fix: str) -> EvidenceError:
+    problem = " ".join(str(exc).split()) or type(exc).__name__
+    return EvidenceError(path, field, problem, fix)
+
+
+def _jsonl_objects(p: Path, name: str) -> None:
+    """Every line of a JSONL file is a JSON object, named by line (as the source stage says it)."""
+    from engine.audit.profile import malformed_records
+
+    if p.is_file() and p.suffix.lower() in (".jsonl", ".ndjson") and p.stat().st_size:
+        m = malformed_records(p, name)
+        if m["malformed"]:
+            where = ", ".join(f"line {loc['line']}" for loc in m["locations"] if loc["record"])[:200]
+            raise StageInputError(
+                f"data file {name}: {m['malformed']} line(s) are not JSON objects ({where}); fix or remove them"
+            )
+
+
+def _builtin(name: str) -> bool:
+    """The stage is this claimcheck's own module (not unbuilt, not replaced), so its files can be checked."""
+    module = registry.get(name).module()
+    return getattr(module, "__name__", "") == f"engine.stages.{name}"
+
+
+def preflight(answers: Answers, workspace: Path, session_dir: Path) -> None:
+    """Everything checkable before the session folder is created: the workspace, the session folder,
+    every data file (inside the workspace, readable, the columns named) and the model folder."""
+    from engine.context import StageContext
+    from engine.data import apply_filters, require_columns, scan_files
+
+    path = answers.path
+    if not workspace.is_dir():
+        raise EvidenceError(
+            path, "session.workspace", f"{workspace} is not a folder", f"give an existing folder ({FIX})"
+        )
+    session_dir = Path(session_dir)
+    if session_dir.exists() and (not session_dir.is_dir() or any(session_dir.iterdir())):
+        what = "a session" if (session_dir / "session.toml").exists() else "files"
+        raise FileExistsError(
+            f"{session_dir} already exists and holds {what if session_dir.is_dir() else 'a file'}; "
+            "give a new session folder (answers runs never write into an existing one)"
+        )
+    parent = session_dir.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise FileExistsError(f"{session_dir}: {parent} is a file, not a folder; give another session folder")
+    ctx = StageContext(session_dir=session_dir, workspace=workspace)
+    src = answers.stages.get("source")
+    if src is not None and _builtin("source"):
+        inp = registry.get("source").module().Inputs.model_validate(src)
+        fix = "fix the data file or the path in [source].files"
+        try:
+            paths = [ctx.resolve(f, inside=not inp.allow_outside_workspace) for f in inp.files]
+            for p, name in zip(paths, inp.files, strict=True):
+                _jsonl_objects(p, name)
+            lf = scan_files(paths, names=list(inp.files))
+            cols = {
+                "label_column": [inp.label_column],
+                "input_columns": inp.input_columns,
+                "text_columns": inp.text_columns,
+                "id_column": [inp.id_column],
+                "entity_columns": inp.entity_columns,
+                "time_column": [inp.time_column],
+            }
+            require_columns(lf, cols, text_columns=inp.text_columns)
+            if lf.head(1).collect().height == 0:
+                raise StageInputError(f"the data file(s) {list(inp.files)} hold no rows; give data with rows")
+        except StageInputError as exc:
+            raise _fail(path, "source.files", exc, fix) from None
+        except Exception as exc:  # noqa: BLE001 - an OS or reader error on a data file: say which
+            raise _fail(path, "source.files", exc, fix) from None
+        try:
+            apply_filters(lf, [f.model_dump() for f in inp.filters]).collect_schema()
+        except Exception as exc:  # noqa: BLE001 - a filter Polars cannot plan is a user mistake
+            raise _fail(path, "source.filters", exc, "correct the filter expression (Polars SQL)") from None
+    con = answers.stages.get("contract")
+    if con is not None and _builtin("contract"):
+        from engine.training.models import resolve_model_path
+
+        inp = registry.get("contract").module().Inputs.model_validate(con)
+        for field in ("model_path", "tokenizer_path"):
+            spec = getattr(inp, field)
+            if field == "tokenizer_path" and not spec:
+                continue
+            try:
+                resolve_model_path(spec, workspace)
+            except StageInputError as exc:
+                fix = "give a model folder with config.json and safetensors weights"
+                raise _fail(path, f"contract.{field}", exc, fix) from None
 
 
 def _workspace(answers: Answers, override: Path | None) -> Path:
@@ -182,11 +297,13 @@ def run_answers(
     answers = load_answers(answers_path)
     stop = answers.session.stop_on_fail if stop_on_fail is None else stop_on_fail
     session_dir = Path(session_dir)
+    ws = _workspace(answers, workspace)
+    preflight(answers, ws, session_dir)
     session = Session.create(
         session_dir,
         title=answers.session.title,
         recipe=answers.session.recipe,
-        workspace=_workspace(answers, workspace),
+        workspace=ws,
         session_id=answers.session.id or None,
     )
     result = AnswersResult(session_dir)

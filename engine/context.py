@@ -6,6 +6,7 @@ what the person decided: they are never part of a stage's inputs, so never part 
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -48,9 +49,25 @@ class StageContext:
     def data_dir(self) -> Path:
         return self.session_dir / "data"
 
-    def resolve(self, path: str | Path) -> Path:
+    def resolve(self, path: str | Path, *, inside: bool = False, field: str = "files") -> Path:
+        """A path from the inputs, relative to the workspace.
+
+        inside=True enforces the workspace boundary: the path, with every symlink followed, must lie
+        inside the workspace; otherwise StageInputError says so (the input `allow_outside_workspace =
+        true` lifts the rule and is recorded with the inputs).
+        """
         p = Path(path).expanduser()
-        return p if p.is_absolute() else (self.workspace / p)
+        out = p if p.is_absolute() else (self.workspace / p)
+        if inside:
+            root = Path(self.workspace).resolve()
+            real = out.resolve()
+            if not real.is_relative_to(root):
+                link = f" (a symlink to {real})" if real != Path(os.path.normpath(out.absolute())) else ""
+                raise StageInputError(
+                    f"'{field}': {str(path)!r} lies outside the workspace {root}{link}; move or copy it "
+                    "into the workspace, or set allow_outside_workspace = true to read it from there"
+                )
+        return out
 
     def check_cancelled(self) -> None:
         if self.cancel_event.is_set():

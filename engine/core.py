@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from engine import registry
 from engine.context import StageContext, StageInputError
@@ -43,12 +43,12 @@ class InvalidInputs(StageInputError):
 class Runtime(BaseModel):
     """The runtime knobs an answers file may still give in a stage's table (they go to the context)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     # Defaults are the StageContext's own (its dataclass fields).
-    wait: bool = StageContext.wait
-    poll_seconds: float = Field(default=StageContext.poll_seconds, gt=0)
-    # 0 = wait as long as the job runs.
-    wait_timeout_seconds: float = Field(default=StageContext.wait_timeout_seconds, ge=0)
+    wait: StrictBool = StageContext.wait
+    poll_seconds: float = Field(default=StageContext.poll_seconds, gt=0, le=3600)
+    # 0 = wait as long as the job runs (at most a year).
+    wait_timeout_seconds: float = Field(default=StageContext.wait_timeout_seconds, ge=0, le=31_536_000)
 
 
 def split_runtime(stage: str, inputs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

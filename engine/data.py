@@ -51,6 +51,61 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+GLOB_CHARS = frozenset("*?[]{}")
+# Columns per data file: every column is profiled and written into the source record, so the cost of
+# the audit and of the record grows with it (5,000 columns took minutes). Documented in docs/checks.md.
+MAX_COLUMNS = 1000
+
+
+def _nul_line(path: Path, chunk: int = 1 << 20) -> int:
+    """1-based line of the first NUL byte in the file, 0 when there is none (a fast byte scan)."""
+    lines = 1
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            at = block.find(b"\0")
+            if at >= 0:
+                return lines + block.count(b"\n", 0, at)
+            lines += block.count(b"\n")
+    return 0
+
+
+def _csv_header(path: Path, separator: str) -> list[str]:
+    import csv
+    import io
+
+    with open(path, "rb") as fh:
+        head = fh.read(1 << 20)
+    text = io.StringIO(head.decode("utf-8", errors="replace"), newline="")
+    csv.field_size_limit(2**31 - 1)
+    try:
+        return next(csv.reader(text, delimiter=separator), [])
+    except csv.Error:
+        return []
+
+
+def check_text_file(path: Path, name: str) -> None:
+    """A CSV / JSONL file that is text: no NUL bytes (a binary file, UTF-16, a compressed file), no
+    duplicate header names (Polars would rename them silently)."""
+    kind = file_kind(path)
+    if kind == "parquet":
+        return
+    line = _nul_line(path)
+    if line:
+        raise StageInputError(
+            f"data file {name}: line {line} holds a NUL byte — a binary file, UTF-16 text or a compressed "
+            f"file, not a UTF-8 {path.suffix.lower()} file; export it as UTF-8 text"
+        )
+    if kind == "csv":
+        header = _csv_header(path, "\t" if path.suffix.lower() == ".tsv" else ",")
+        seen: set[str] = set()
+        dups = sorted({c for c in header if c in seen or seen.add(c)})
+        if dups:
+            raise StageInputError(
+                f"data file {name}: the header names column(s) {dups} more than once; rename them so "
+                "every column has its own name"
+            )
+
+
 def _scan_one(path: Path, name: str) -> pl.LazyFrame:
     import polars as pl
 
@@ -59,10 +114,12 @@ def _scan_one(path: Path, name: str) -> pl.LazyFrame:
     if path.stat().st_size == 0:
         raise StageInputError(f"data file {name} is empty (0 bytes); give a file with a header and rows")
     kind = file_kind(path)
+    check_text_file(path, name)
     if kind == "csv":
         # Full-file schema inference: a column that turns from numbers to text late in the file
         # becomes a string column instead of failing mid-scan. Invalid UTF-8 is replaced here and
-        # located, line by line, by the source.schema check.
+        # located, line by line, by the source.schema check. glob=False: a path is a path — the file
+        # read is the file hashed, even when its name holds '[', '*' or '?'.
         lf = pl.scan_csv(
             path,
             separator="\t" if path.suffix.lower() == ".tsv" else ",",
@@ -71,15 +128,24 @@ def _scan_one(path: Path, name: str) -> pl.LazyFrame:
             encoding="utf8-lossy",
             row_index_name=SOURCE_LINE,
             row_index_offset=1,
+            glob=False,
         )
     elif kind == "parquet":
-        lf = pl.scan_parquet(path, row_index_name=SOURCE_LINE, row_index_offset=1)
+        lf = pl.scan_parquet(path, row_index_name=SOURCE_LINE, row_index_offset=1, glob=False)
     else:
-        lf = pl.scan_ndjson(path, infer_schema_length=None, row_index_name=SOURCE_LINE, row_index_offset=1)
+        # scan_ndjson has no glob switch: a name with glob characters is read from its bytes.
+        src: Any = path.read_bytes() if GLOB_CHARS & set(path.name) else path
+        lf = pl.scan_ndjson(src, infer_schema_length=None, row_index_name=SOURCE_LINE, row_index_offset=1)
     try:
         cols = lf.collect_schema().names()
     except Exception as exc:  # polars raises several error types for unreadable files
         raise StageInputError(f"data file {name} cannot be read: {_first_line(exc)}") from None
+    if len(cols) - 1 > MAX_COLUMNS:  # the row index is not a column of the file
+        raise StageInputError(
+            f"data file {name} has {len(cols) - 1:,} columns; claimcheck audits at most {MAX_COLUMNS:,} "
+            "per file (each column is profiled and recorded); write the columns the claim needs to a "
+            "narrower file"
+        )
     clash = [c for c in cols if c in ENGINE_COLUMNS and c != SOURCE_LINE]
     if clash:
         raise StageInputError(
@@ -133,15 +199,40 @@ def filter_expr(where: str, reason: str = "") -> pl.Expr:
         ) from None
 
 
-def require_columns(lf: pl.LazyFrame, wanted: dict[str, list[str]]) -> None:
+# Columns that must hold plain values (a label, an id, a time), never lists or objects. With
+# `text_columns` given, every column but those must be plain: only a text column may be nested (chat
+# messages); the audits profile every other column of the file.
+SCALAR_FIELDS = ("label_column", "id_column", "entity_columns", "time_column")
+
+
+def require_columns(
+    lf: pl.LazyFrame, wanted: dict[str, list[str]], text_columns: list[str] | None = None
+) -> None:
     """Raise a clear error naming the input field whose column is not in the data."""
-    have = set(lf.collect_schema().names())
+    schema = lf.collect_schema()
+    have = set(schema.names())
     for field, cols in wanted.items():
         missing = [c for c in cols if c and c not in have]
         if missing:
             raise StageInputError(
                 f"source input '{field}' names column(s) {missing} not in the data; "
                 f"columns are: {', '.join(sorted(have - set(ENGINE_COLUMNS)))}"
+            )
+        if field in SCALAR_FIELDS:
+            nested = [c for c in cols if c and schema[c].is_nested()]
+            if nested:
+                raise StageInputError(
+                    f"source input '{field}' names column(s) {nested} that hold nested values "
+                    f"({schema[nested[0]]}), not plain values; flatten them or pick another column"
+                )
+    if text_columns is not None:
+        nested = [
+            c for c, t in schema.items() if t.is_nested() and c not in text_columns and c != SOURCE_FILE
+        ]
+        if nested:
+            raise StageInputError(
+                f"the data has column(s) {nested[:5]} holding nested values (lists or objects); only a "
+                "text column (text_columns) may; flatten them, or drop them from the file"
             )
 
 

@@ -68,7 +68,9 @@ def validation_problem(exc: Any, prefix: str = "") -> Problem:
         return Problem(field, "not a known field" + tail, "remove it or check its spelling")
     if kind == "missing":
         return Problem(field, "required but missing" + tail, "add it")
-    return Problem(field, f"{err.get('msg', 'invalid value')}{tail}", "correct the value")
+    # a validator's own message reads as a sentence: no "Value error, " prefix, one line
+    msg = " ".join(str(err.get("msg", "invalid value")).removeprefix("Value error, ").split())
+    return Problem(field, f"{msg}{tail}", "correct the value")
 
 
 __all__ = [

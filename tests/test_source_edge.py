@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from engine.context import StageContext, StageInputError
 from engine.stages import source, split
@@ -97,7 +98,8 @@ def test_malformed_jsonl_is_a_clear_error(tmp_path: Path) -> None:
 def test_unknown_column_and_label_in_inputs(tmp_path: Path) -> None:
     with pytest.raises(StageInputError, match="entity_columns"):
         _run(tmp_path, HEADER + "a,1,c1,2024-01-01,x\n", entity_columns=["nope"])
-    with pytest.raises(StageInputError, match="label column"):
+    # A static mistake is refused by the Inputs model itself, before any data is read.
+    with pytest.raises(ValidationError, match="label column"):
         _run(tmp_path, HEADER + "a,1,c1,2024-01-01,x\n", input_columns=["txt", "lab"])
 
 
@@ -145,8 +147,8 @@ def test_split_stage_errors_and_time_split(tmp_path: Path) -> None:
         f"text number {i} here,{i},c{i // 4},2024-{1 + i % 12:02d}-01,{'xy'[i % 2]}\n" for i in range(120)
     )
     rec, ctx = _run(tmp_path, HEADER + rows)
-    with pytest.raises(StageInputError, match="add up"):
-        split.run(split.Inputs(fractions={"train": 0.5, "test": 0.2}), {"source": rec}, ctx)
+    with pytest.raises(ValidationError, match="add up"):  # refused by Inputs, before any data is read
+        split.Inputs(fractions={"train": 0.5, "test": 0.2})
     r = split.run(split.Inputs(strategy="time", rationale="next months", gap_days=10), {"source": rec}, ctx)
     assert r.check("split.chronology").status == "pass"
     assert r.check("split.membership").measured["excluded"]["inside the gap before a later split"] > 0

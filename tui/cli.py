@@ -97,6 +97,8 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 def _print_result(result, as_json: bool) -> int:
     if as_json:
         print(json.dumps(result.to_json(), indent=2, default=str))
+    elif getattr(result, "error", ""):
+        print(result.render_table(), file=sys.stderr)  # unusable input: an error, so on stderr
     else:
         print(result.render_table())
     return result.exit_code

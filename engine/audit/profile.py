@@ -10,6 +10,7 @@ from typing import Any
 
 import polars as pl
 
+from engine.context import StageInputError
 from engine.data import SOURCE_FILE, SOURCE_LINE, TARGET, file_kind, time_expr
 
 MAX_LOCATIONS = 20
@@ -29,6 +30,11 @@ def malformed_records(path: Path, name: str) -> dict[str, Any]:
     def lines():
         with open(path, "rb") as fh:
             for no, raw in enumerate(fh, start=1):
+                if b"\0" in raw:
+                    raise StageInputError(
+                        f"data file {name}: line {no} holds a NUL byte — a binary file, UTF-16 text or a "
+                        f"compressed file, not a UTF-8 {path.suffix.lower()} file; export it as UTF-8 text"
+                    )
                 try:
                     yield raw.decode("utf-8")
                 except UnicodeDecodeError:
@@ -39,24 +45,32 @@ def malformed_records(path: Path, name: str) -> dict[str, Any]:
     malformed = 0
     records = 0
     if kind == "csv":
+        # Polars reads fields of any size; so does this scan (the csv module's default limit is 128 KiB).
+        csv.field_size_limit(2**31 - 1)
         reader = csv.reader(lines(), delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
-        header = next(reader, None)
-        width = len(header or [])
-        start = reader.line_num + 1
-        for row in reader:
-            if row:
-                records += 1
-                if len(row) != width:
-                    malformed += 1
-                    if len(locations) < MAX_LOCATIONS:
-                        locations.append(
-                            {
-                                "line": start,
-                                "record": records,
-                                "problem": f"{len(row)} fields, header has {width}",
-                            }
-                        )
+        try:
+            header = next(reader, None)
+            width = len(header or [])
             start = reader.line_num + 1
+            for row in reader:
+                if row:
+                    records += 1
+                    if len(row) != width:
+                        malformed += 1
+                        if len(locations) < MAX_LOCATIONS:
+                            locations.append(
+                                {
+                                    "line": start,
+                                    "record": records,
+                                    "problem": f"{len(row)} fields, header has {width}",
+                                }
+                            )
+                start = reader.line_num + 1
+        except csv.Error as exc:
+            raise StageInputError(
+                f"data file {name}: line {reader.line_num} cannot be read as CSV ({exc}); "
+                "check that it is a text CSV file"
+            ) from None
     else:
         for no, text in enumerate(lines(), start=1):
             if not text.strip():

@@ -20,9 +20,9 @@ class SuccessCriterion(Shape):
 
 class PriorSession(Part):
     path: str
-    id: str
     status: str
     detail: str
+    id: str | None = None  # absent when the session could not be read
 
 
 class PriorSessions(Shape):

@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from engine.artifact.arms import arm_counts, arm_predict, latency, locked_read, torch_arm
 from engine.artifact.common import ARM_NAMES, PB_COMPARE, PB_IDENTITY, PB_OUTCOMES, PB_PARITY
@@ -29,18 +29,26 @@ TITLE = "Artifact"
 
 
 class Inputs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     comparators: list[str] = Field(default_factory=lambda: ["base_model", "candidate", "best_baseline"])
-    bootstrap_resamples: int = Field(default=1000, ge=100)
-    seed: int = 0
-    latency_examples: int = Field(default=50, ge=1)
-    parity_tolerance: float = Field(default=1e-5, ge=0)
+    bootstrap_resamples: int = Field(default=1000, ge=100, le=100_000)
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)
+    latency_examples: int = Field(default=50, ge=1, le=100_000)
+    parity_tolerance: float = Field(default=1e-5, ge=0, le=1)
     calibration: str = "temperature"
     # Columns to slice the test by (e.g. channel); each slice's metric per arm, regressions listed.
     slice_columns: list[str] = Field(default_factory=list)
     # 0 = every test row. A bound makes the comparison a sample, and the coverage says so.
-    max_test_rows: int = Field(default=0, ge=0)
-    reliability_bins: int = Field(default=10, ge=2)
+    max_test_rows: int = Field(default=0, ge=0, le=10**9)
+    reliability_bins: int = Field(default=10, ge=2, le=1000)
+
+    @field_validator("comparators")
+    @classmethod
+    def _comparators(cls, value: list[str]) -> list[str]:
+        bad = [c for c in value if c not in ARM_NAMES]
+        if bad:
+            raise ValueError(f"unknown comparator(s) {bad}; choose from {', '.join(ARM_NAMES)}")
+        return value
 
 
 # ---------------------------------------------------------------- run

@@ -12,7 +12,7 @@ Playbook: "Establish learnability and comparison evidence".
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -40,40 +40,40 @@ __all__ = ["PREDICTIONS_FILE", "TITLE", "Inputs", "OperatingPoint", "refit_best"
 
 
 class OperatingPoint(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     # "none": no action threshold is chosen; decisions stay arg-max and the check says so.
     constraint: Literal["none", "min_precision", "min_recall", "cost"] = "none"
     positive_class: str = ""
-    target: float = 0.9
-    cost_fp: float = 1.0
-    cost_fn: float = 1.0
+    target: float = Field(default=0.9, ge=0, le=1)
+    cost_fp: float = Field(default=1.0, ge=0, le=1e9)
+    cost_fn: float = Field(default=1.0, ge=0, le=1e9)
 
 
 class Inputs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     # Empty: the defaults for the claim's task kind (text: most_frequent, prior, tfidf_logreg).
     learners: list[str] = Field(default_factory=list)
-    max_features: int = Field(default=50_000, ge=1)
+    max_features: int = Field(default=50_000, ge=1, le=10_000_000)
     ngram_max: int = Field(default=2, ge=1, le=3)
-    min_df: int = Field(default=2, ge=1)
-    C: float = Field(default=1.0, gt=0)
+    min_df: int = Field(default=2, ge=1, le=10**9)
+    C: float = Field(default=1.0, gt=0, le=1e6)
     # When given, C is selected on dev (or inside the training folds, nested, for K-fold).
-    C_grid: list[float] = Field(default_factory=list)
-    max_iter: int = Field(default=300, ge=1)
-    seed: int = 0
-    bootstrap_resamples: int = Field(default=1000, ge=100)
-    bootstrap_seed: int = 0
+    C_grid: list[Annotated[float, Field(gt=0, le=1e6)]] = Field(default_factory=list, max_length=50)
+    max_iter: int = Field(default=300, ge=1, le=1_000_000)
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)
+    bootstrap_resamples: int = Field(default=1000, ge=100, le=100_000)
+    bootstrap_seed: int = Field(default=0, ge=0, le=2**32 - 1)
     unit: Literal["auto", "family", "row"] = "auto"
-    ece_bins: int = Field(default=15, ge=2)
+    ece_bins: int = Field(default=15, ge=2, le=1000)
     calibration: Literal["temperature", "platt", "isotonic", "none"] = "temperature"
     operating_point: OperatingPoint = Field(default_factory=OperatingPoint)
     cv: Literal["auto", "on", "off"] = "auto"
-    cv_folds: int = Field(default=5, ge=2)
+    cv_folds: int = Field(default=5, ge=2, le=50)
     # cv="auto" switches to K-fold when train has fewer rows than this (or dev is empty).
-    cv_below_rows: int = Field(default=2000, ge=0)
+    cv_below_rows: int = Field(default=2000, ge=0, le=10**9)
     trivial_reference: str = "most_frequent"
     # HistGradientBoosting boosting rounds (no early stopping, so runs are reproducible).
-    hgb_max_iter: int = Field(default=100, ge=1)
+    hgb_max_iter: int = Field(default=100, ge=1, le=10_000)
 
 
 def refit_best(upstream: dict[str, StageRecord], ctx: StageContext) -> tuple[Any, str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from engine import registry
 from engine.context import StageContext
@@ -53,16 +53,16 @@ KNOWN_METRICS = (
 
 
 class SuccessCriterion(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     metric: str = ""
     op: Literal[">=", ">", "<=", "<"] = ">="
-    value: float = 0.0
+    value: float = Field(default=0.0, ge=-1e12, le=1e12)
     # "absolute": metric op value. A comparator name: metric - comparator's metric op value.
     relative_to: str = "absolute"
 
 
 class Inputs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     task_kind: Literal["text_classification", "causal_lm_sft", "tabular"] = "text_classification"
     prediction_unit: str = ""
     target_meaning: str = ""
@@ -74,7 +74,7 @@ class Inputs(BaseModel):
     class_order: list[str] = Field(default_factory=list)
     success: SuccessCriterion = Field(default_factory=SuccessCriterion)
     comparators: list[str] = Field(default_factory=list)
-    fine_tuning: bool = True
+    fine_tuning: StrictBool = True
     run_scope: str = ""
     label_quality_limits: str = ""
     # Where the review of earlier sessions looked, relative to the workspace.

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from engine.context import StageContext, StageInputError
 from engine.evidence import Check, StageRecord, digest_of
@@ -27,20 +27,20 @@ TITLE = "Dispatch"
 
 
 class Inputs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     # local: a detached process on this machine. ray: Ray's Job Submission REST API (docs/ray.md).
     provider: Literal["local", "ray"] = "local"
     ray_address: str = "http://127.0.0.1:8265"
-    ray_num_cpus: float = Field(default=1.0, ge=0)
-    ray_num_gpus: float = Field(default=0.0, ge=0)
-    ray_memory_gb: float = Field(default=0.0, ge=0)
+    ray_num_cpus: float = Field(default=1.0, ge=0, le=100_000)
+    ray_num_gpus: float = Field(default=0.0, ge=0, le=10_000)
+    ray_memory_gb: float = Field(default=0.0, ge=0, le=10_000_000)
     # Shared storage the Ray job writes to; empty = the session's own job folder, read in place.
     output_location: str = ""
-    attempt: int = Field(default=1, ge=1)
+    attempt: int = Field(default=1, ge=1, le=10_000)
     # Whether to wait for the job, how often to poll it and for how long are runtime knobs, not
     # evidence: StageContext.wait / poll_seconds / wait_timeout_seconds (engine/core.py).
     # Restart a job whose process died before a terminal status, from its last checkpoint.
-    resume: bool = False
+    resume: StrictBool = False
 
 
 def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> StageRecord:

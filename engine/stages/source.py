@@ -11,7 +11,7 @@ import datetime as dt
 import io
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, field_validator
 
 from engine.context import StageContext, StageInputError
 from engine.evidence import Check, Note, StageRecord, atomic_write_bytes
@@ -66,7 +66,7 @@ class Filter(BaseModel):
 
 
 class Inputs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     files: list[str] = Field(default_factory=list)
     label_column: str = ""
     label_mapping: dict[str, str] = Field(default_factory=dict)
@@ -83,11 +83,70 @@ class Inputs(BaseModel):
     license: str = ""
     provenance: str = ""
     # 0 = full pass; N > 0 = preview on the first N rows (every figure then says so).
-    preview_rows: int = Field(default=0, ge=0)
+    preview_rows: int = Field(default=0, ge=0, le=10**9)
     near_dup_threshold: float = Field(default=0.8, gt=0.0, le=1.0)
     shingle_size: int = Field(default=5, ge=1, le=50)
     # Timestamps later than this (ISO date) count as future; empty = the time the check runs.
     as_of: str = ""
+    # Data files must lie inside the workspace (symlinks are followed); true lets them lie anywhere,
+    # and the record says so.
+    allow_outside_workspace: StrictBool = False
+
+    # Checked before any data is read (empty 'files' / 'label_column' only when the stage runs: a
+    # form starts empty), so an answers file is refused before a stage runs.
+    @field_validator("files")
+    @classmethod
+    def _files(cls, value: list[str]) -> list[str]:
+        if any(not f.strip() for f in value):
+            raise ValueError("holds an empty path")
+        if len(set(value)) != len(value):
+            raise ValueError("lists the same file twice")
+        return value
+
+    @field_validator("input_columns")
+    @classmethod
+    def _inputs(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        label = info.data.get("label_column", "")
+        if label and label in value:
+            raise ValueError(f"lists the label column '{label}'; a model may not see its target")
+        return value
+
+    @field_validator("text_columns")
+    @classmethod
+    def _texts(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        if "input_columns" not in info.data:  # already refused
+            return value
+        stray = [c for c in value if c not in info.data["input_columns"]]
+        if stray:
+            raise ValueError(f"{stray} are not in 'input_columns'; add them there or remove them")
+        return value
+
+    @field_validator("availability")
+    @classmethod
+    def _availability(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        if "input_columns" not in info.data:  # already refused
+            return value
+        unknown = [c for c in value if c not in info.data["input_columns"]]
+        if unknown:
+            raise ValueError(f"names column(s) {unknown} that are not input columns")
+        return value
+
+    @field_validator("filters")
+    @classmethod
+    def _filters(cls, value: list[Filter]) -> list[Filter]:
+        if any(not f.where.strip() or not f.reason.strip() for f in value):
+            raise ValueError("every filter needs a 'reason' and a 'where' expression (rows to keep)")
+        return value
+
+    @field_validator("as_of")
+    @classmethod
+    def _as_of(cls, value: str) -> str:
+        if value:
+            try:
+                dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+            except ValueError:
+                raise ValueError(f"{value!r} is not an ISO date (e.g. 2025-09-01)") from None
+        return value
 
 
 def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> StageRecord:
@@ -97,7 +156,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
 
     inp = inputs.model_dump(mode="json")
     _validate_fields(inputs)
-    paths = [ctx.resolve(f) for f in inputs.files]
+    paths = [ctx.resolve(f, inside=not inputs.allow_outside_workspace) for f in inputs.files]
     ctx.progress(0.02, "checksums")
     checks: list[Check] = [_checksum(inputs, paths)]
     from engine.audit import profile
@@ -117,6 +176,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
             "entity_columns": inputs.entity_columns,
             "time_column": [inputs.time_column],
         },
+        text_columns=inputs.text_columns,
     )
     ctx.check_cancelled()
     if inputs.preview_rows:

@@ -12,7 +12,7 @@ import hashlib
 import io
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from engine.context import StageContext, StageInputError
 from engine.evidence import Check, StageRecord, atomic_write_bytes
@@ -45,18 +45,43 @@ def _default_fractions() -> dict[str, float]:
 
 
 class Inputs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     strategy: Literal["random", "stratified", "group", "time", "group_time", "group_kfold"] = "group"
     fractions: dict[str, float] = Field(default_factory=_default_fractions)
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)
     # Ascending ISO dates separating consecutive non-empty splits (time strategies); empty = by fractions.
     time_cuts: list[str] = Field(default_factory=list)
-    gap_days: float = Field(default=0.0, ge=0.0)
+    gap_days: float = Field(default=0.0, ge=0.0, le=36_500)
     k: int = Field(default=5, ge=2, le=50)
     rationale: str = ""
-    class_support_floor: int = Field(default=20, ge=0)
+    class_support_floor: int = Field(default=20, ge=0, le=10**9)
     near_dup_threshold: float = Field(default=0.8, gt=0.0, le=1.0)
     shingle_size: int = Field(default=5, ge=1, le=50)
+
+    # Checked before any data is read, so an answers file is refused before a stage runs.
+    @field_validator("fractions")
+    @classmethod
+    def _fractions(cls, value: dict[str, float], info: ValidationInfo) -> dict[str, float]:
+        from types import SimpleNamespace
+
+        try:
+            _check_fractions(SimpleNamespace(fractions=value, strategy=info.data.get("strategy", "group")))
+        except StageInputError as exc:
+            raise ValueError(str(exc).removeprefix("split: ")) from None
+        return value
+
+    @field_validator("time_cuts")
+    @classmethod
+    def _time_cuts(cls, value: list[str]) -> list[str]:
+        from engine import splits
+
+        try:
+            cuts = [splits.to_datetime_us(c) for c in value]
+        except StageInputError as exc:
+            raise ValueError(str(exc).removeprefix("split: ")) from None
+        if cuts != sorted(cuts):
+            raise ValueError("the time cuts must be ascending")
+        return value
 
 
 def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> StageRecord:

@@ -72,6 +72,16 @@ def resolve_model_path(spec: str, workspace: Path) -> Path:
         raise StageInputError(f"model_path {spec!r}: folder {path} does not exist")
     if not (path / "config.json").is_file():
         raise StageInputError(f"model_path {spec!r}: {path} has no config.json — not a model folder")
+    # Pickled weights run code when loaded: claimcheck never unpickles, so it needs safetensors.
+    if not any(path.glob("*.safetensors")):
+        pickled = sorted(
+            p.name for p in path.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".pkl", ".ckpt")
+        )
+        if pickled:
+            raise StageInputError(
+                f"model_path {spec!r}: {path} holds pickled weights ({', '.join(pickled[:3])}) and no "
+                "*.safetensors file; claimcheck never unpickles — convert the weights to safetensors"
+            )
     return path
 
 

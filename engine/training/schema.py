@@ -13,34 +13,34 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 # ---------------------------------------------------------------- the requested contract (the stage's inputs)
 
 
 class _M(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Quant(_M):
     quant_type: Literal["nf4", "fp4"] = "nf4"
-    double_quant: bool = True
+    double_quant: StrictBool = True
     compute_dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
 
 
 class Lora(_M):
-    r: int = Field(default=8, ge=1)
-    alpha: int = Field(default=16, ge=1)
+    r: int = Field(default=8, ge=1, le=4096)
+    alpha: int = Field(default=16, ge=1, le=65_536)
     dropout: float = Field(default=0.05, ge=0.0, lt=1.0)
     target_modules: list[str] | Literal["all-linear"] = "all-linear"
 
 
 class Optimizer(_M):
     name: Literal["adamw", "paged_adamw_8bit", "sgd"] = "adamw"
-    lr: float = Field(default=5e-4, gt=0)
-    head_lr: float = Field(default=0.0, ge=0)  # 0 = same as lr
-    weight_decay: float = Field(default=0.0, ge=0)
-    max_grad_norm: float = Field(default=1.0, ge=0)
+    lr: float = Field(default=5e-4, gt=0, le=10)
+    head_lr: float = Field(default=0.0, ge=0, le=10)  # 0 = same as lr
+    weight_decay: float = Field(default=0.0, ge=0, le=10)
+    max_grad_norm: float = Field(default=1.0, ge=0, le=1e6)
 
 
 class Schedule(_M):
@@ -50,24 +50,24 @@ class Schedule(_M):
 
 class GoRule(_M):
     # go when eval loss on the slice after training ≤ max_loss_ratio × before …
-    max_loss_ratio: float = Field(default=0.5, gt=0)
+    max_loss_ratio: float = Field(default=0.5, gt=0, le=1e6)
     # … and accuracy on the slice (per example, or per supervised token for SFT) reaches this
     min_slice_accuracy: float = Field(default=0.9, ge=0, le=1)
 
 
 class FitCheck(_M):
-    rows: int = Field(default=64, ge=2)
-    steps: int = Field(default=30, ge=1)
-    lr: float = Field(default=0.0, ge=0)  # 0 = the contract's lr
+    rows: int = Field(default=64, ge=2, le=100_000)
+    steps: int = Field(default=30, ge=1, le=100_000)
+    lr: float = Field(default=0.0, ge=0, le=10)  # 0 = the contract's lr
     go_rule: GoRule = Field(default_factory=GoRule)
 
 
 class Alarms(_M):
-    divergence_factor: float = 3.0
-    collapse_share: float = 0.95
-    gap_limit: float = 0.5
-    stall_heartbeats: int = 10
-    worse_than_trivial_after_step: int = 200
+    divergence_factor: float = Field(default=3.0, gt=0, le=1e6)
+    collapse_share: float = Field(default=0.95, ge=0, le=1)
+    gap_limit: float = Field(default=0.5, ge=0, le=1e6)
+    stall_heartbeats: int = Field(default=10, ge=1, le=1_000_000)
+    worse_than_trivial_after_step: int = Field(default=200, ge=0, le=10**9)
     disabled: list[str] = Field(default_factory=list)
 
 
@@ -81,25 +81,25 @@ class Inputs(_M):
     lora: Lora = Field(default_factory=Lora)
     optimizer: Optimizer = Field(default_factory=Optimizer)
     schedule: Schedule = Field(default_factory=Schedule)
-    micro_batch: int = Field(default=16, ge=1)
-    grad_accum: int = Field(default=1, ge=1)
-    dp_replicas: int = Field(default=1, ge=1)
+    micro_batch: int = Field(default=16, ge=1, le=65_536)
+    grad_accum: int = Field(default=1, ge=1, le=65_536)
+    dp_replicas: int = Field(default=1, ge=1, le=1024)
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
-    max_length: int = Field(default=128, ge=8)
-    epochs: int = Field(default=1, ge=1)
-    max_steps: int = Field(default=0, ge=0)  # 0 = run `epochs` epochs
-    seed: int = 0
+    max_length: int = Field(default=128, ge=8, le=1_048_576)
+    epochs: int = Field(default=1, ge=1, le=10_000)
+    max_steps: int = Field(default=0, ge=0, le=10**9)  # 0 = run `epochs` epochs
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)
     text_template: str = "{subject}\n{body}"
     messages_column: str = "messages"
     chat_template: str = ""  # "" = the tokenizer's own
     target_turn_policy: Literal["all_assistant", "last_assistant"] = "all_assistant"
-    packing: bool = False
-    gradient_checkpointing: bool = False
-    eval_every_steps: int = Field(default=50, ge=0)
-    checkpoint_every_steps: int = Field(default=100, ge=0)
+    packing: StrictBool = False
+    gradient_checkpointing: StrictBool = False
+    eval_every_steps: int = Field(default=50, ge=0, le=10**9)
+    checkpoint_every_steps: int = Field(default=100, ge=0, le=10**9)
     checkpoint_selection: Literal["best_dev", "last"] = "best_dev"
     stopping_rule: Literal["fixed_budget", "early_stopping"] = "fixed_budget"
-    patience_evals: int = Field(default=3, ge=1)
+    patience_evals: int = Field(default=3, ge=1, le=100_000)
     required_checks: list[str] = Field(
         default_factory=lambda: [
             "contract.requested_vs_effective",
@@ -111,7 +111,7 @@ class Inputs(_M):
     fit_check: FitCheck = Field(default_factory=FitCheck)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # 0 = the effective device's own memory
-    target_device_memory_gb: float = Field(default=0.0, ge=0)
+    target_device_memory_gb: float = Field(default=0.0, ge=0, le=100_000)
     alarms: Alarms = Field(default_factory=Alarms)
 
 
