@@ -36,6 +36,7 @@ from engine import stages as registry
 from engine.context import StageContext, StageInputError
 from engine.evidence import Check, EvidenceError, StageRecord, load_record, record_to_toml
 from engine.session import SESSION_FILE, Session
+from engine.textsafe import visible
 
 Progress = Callable[[str], None]
 
@@ -138,9 +139,13 @@ class ReplayResult:
 
     def render_table(self) -> str:
         if self.error:
-            return f"claimcheck {self.mode}: unusable input: {self.error}"
+            return f"claimcheck {self.mode}: unusable input: {visible(self.error)}"
         head = ("stage", "check", "status", "outcome", "detail")
-        lines = [(r.stage, r.check, r.status or "-", r.outcome, _row_detail(r)) for r in self.rows]
+        # Every cell can carry data (label values, column names, file names): shown visible, never raw.
+        lines = [
+            tuple(visible(x) for x in (r.stage, r.check, r.status or "-", r.outcome, _row_detail(r)))
+            for r in self.rows
+        ]
         widths = [
             max(len(h), *(len(line[i]) for line in lines)) if lines else len(h) for i, h in enumerate(head)
         ]

@@ -11,8 +11,9 @@ same bytes (the golden test relies on it).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
-from html import escape
+from html import escape as _html_escape
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from engine import stages as registry
 from engine.evidence import Check, StageRecord, atomic_write_text
 from engine.report_svg import Figure, figures_from_measured
 from engine.session import Session
+from engine.textsafe import visible
 
 STATUS_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "info": "INFO", "not_run": "NOT RUN"}
 COUNT_KEYS = ("requested", "scored", "failed", "missing")
@@ -428,8 +430,18 @@ def build_blocks(session_dir: Path) -> tuple[_Ctx, list[Block]]:
 # ---------------------------------------------------------------- Markdown
 
 
+_MD_BREAKS = re.compile(r"[ \t\r\n]+")
+
+
 def md_escape(text: str) -> str:
-    out = text.replace("\\", "\\\\")
+    """Text as Markdown that shows exactly that text: no markup, no link / image, no hidden bytes.
+
+    Line breaks and tabs fold into one space (a table cell or list item stays one line); every other
+    control, bidi or zero-width character becomes a visible stand-in (engine.textsafe.visible);
+    the characters Markdown gives meaning to are backslash-escaped (escaped brackets cannot form a
+    link or image, escaped angle brackets no autolink or HTML).
+    """
+    out = visible(_MD_BREAKS.sub(" ", text)).replace("\\", "\\\\")
     for ch in "`|*[]<>":
         out = out.replace(ch, "\\" + ch)
     return " ".join(out.split())
@@ -456,7 +468,8 @@ def to_markdown(blocks: list[Block]) -> str:
             if len(fig.rows) > MAX_TABLE_ROWS:
                 t.note = f"{len(fig.rows) - MAX_TABLE_ROWS} more points; the plot is in report.html"
             out.append(_md_table(t))
-    return "\n\n".join(out) + "\n"
+    # Every text above went through md_escape; this guard keeps any other hidden byte out too.
+    return visible("\n\n".join(out) + "\n", keep_newlines=True)
 
 
 def _md_table(t: Table) -> str:
@@ -508,6 +521,11 @@ svg .axis { stroke: #333; } svg .ideal { stroke: #999; stroke-dasharray: 4 3; }
 """
 
 
+def escape(text: str) -> str:
+    """HTML text for untrusted data: markup escaped, hidden characters made visible."""
+    return _html_escape(visible(text))
+
+
 def _html_status_cell(text: str) -> str:
     key = next((k for k, v in STATUS_MARK.items() if text.startswith(v)), "")
     cls = f' class="st-{key}"' if key else ""
@@ -537,7 +555,9 @@ def to_html(blocks: list[Block], title: str) -> str:
         elif isinstance(b, Fig):
             out.append(f"<figure>{b.figure.svg}</figure>")
     out.append("</body></html>")
-    return "\n".join(out) + "\n"
+    # Figures are SVG built from data labels (escaped in report_svg): make sure no hidden character
+    # in them, or anywhere else, leaves in the file either.
+    return visible("\n".join(out) + "\n", keep_newlines=True)
 
 
 def _html_table(t: Table) -> str:
@@ -653,11 +673,22 @@ def model_index(session: Session) -> dict[str, Any]:
 def model_index_yaml(session: Session) -> str:
     import yaml  # pyyaml comes with transformers; loaded only when the report is written
 
-    block = model_index(session)
+    block = _visible_strings(model_index(session))
     head = "# model-index block for a Hugging Face model card, written by claimcheck from frozen records.\n"
     if not block["model-index"][0]["results"]:
         head += "# No results: the artifact stage's locked-test evaluation is not frozen in this session.\n"
     return head + yaml.safe_dump(block, sort_keys=False, allow_unicode=True)
+
+
+def _visible_strings(value: Any) -> Any:
+    """Every string (keys too) with hidden characters made visible: the YAML is read by people."""
+    if isinstance(value, str):
+        return visible(value)
+    if isinstance(value, dict):
+        return {_visible_strings(k): _visible_strings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_visible_strings(v) for v in value]
+    return value
 
 
 # ---------------------------------------------------------------- entry point

@@ -33,10 +33,17 @@ DESCRIPTION = (
 _last_progress = [""]
 
 
+def _say(text: object, file=None) -> None:
+    """Print text for a person: control / bidi / zero-width characters from data shown visible."""
+    from engine.textsafe import visible  # plain str functions only: keeps --help light
+
+    print(visible(text, keep_newlines=True), file=file or sys.stdout, flush=file is sys.stderr)
+
+
 def _progress(message: str) -> None:
     if message != _last_progress[0]:  # a polling job repeats itself; say each state once
         _last_progress[0] = message
-        print(message, file=sys.stderr, flush=True)
+        _say(message, file=sys.stderr)
 
 
 def _main_parser() -> argparse.ArgumentParser:
@@ -83,7 +90,7 @@ def _run_parser() -> argparse.ArgumentParser:
 
 
 def _user_error(exc: BaseException) -> int:
-    print(f"claimcheck: {exc}", file=sys.stderr)
+    _say(f"claimcheck: {exc}", file=sys.stderr)
     return EXIT_UNUSABLE
 
 
@@ -104,9 +111,10 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
 def _print_result(result, as_json: bool) -> int:
     if as_json:
-        print(json.dumps(result.to_json(), indent=2, default=str))
+        # ensure_ascii: every control and non-ASCII character is a \uXXXX escape in the output.
+        print(json.dumps(result.to_json(), indent=2, default=str, ensure_ascii=True))
     else:
-        print(result.render_table())
+        _say(result.render_table())
     return result.exit_code
 
 
@@ -128,7 +136,7 @@ def cmd_report(argv: Sequence[str]) -> int:
         md, html = write_report(args.session_dir)
     except _user_errors() as exc:
         return _user_error(exc)
-    print(f"wrote {md}\nwrote {html}")
+    _say(f"wrote {md}\nwrote {html}")
     return EXIT_OK
 
 

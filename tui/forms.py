@@ -20,7 +20,7 @@ from textual.validation import Number
 from textual.widgets import Checkbox, Input, Label, Select, TextArea
 
 from engine.evidence import dump_toml
-from tui.safe import clean, literal
+from tui.safe import LiteralInput, clean, literal
 
 
 def validation_message(exc: ValidationError) -> str:
@@ -190,11 +190,11 @@ class ClaimForm(StageForm):
             return Checkbox("yes", value=bool(value), compact=True, id=wid)
         if kind == "list":
             text = ", ".join(str(v) for v in value) if isinstance(value, list) else str(value or "")
-            w = Input(text, placeholder=PLACEHOLDERS.get(path, ""), compact=True, id=wid)
+            w = LiteralInput(text, placeholder=PLACEHOLDERS.get(path, ""), compact=True, id=wid)
         elif kind == "number":
-            w = Input(str(value if value != "" else 0.0), compact=True, validators=[Number()], id=wid)
+            w = LiteralInput(str(value if value != "" else 0.0), compact=True, validators=[Number()], id=wid)
         else:
-            w = Input(str(value or ""), placeholder=PLACEHOLDERS.get(path, ""), compact=True, id=wid)
+            w = LiteralInput(str(value or ""), placeholder=PLACEHOLDERS.get(path, ""), compact=True, id=wid)
         w.cursor_blink = False
         return w
 
