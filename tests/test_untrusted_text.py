@@ -226,7 +226,9 @@ def cli_pty(args: list[str], cwd: Path) -> tuple[int, str]:
         ready, _, _ = select.select([master], [], [], 120)
         if not ready:
             proc.kill()
-            raise AssertionError("claimcheck did not finish: " + b"".join(chunks)[-2000:].decode("utf-8", "replace"))
+            raise AssertionError(
+                "claimcheck did not finish: " + b"".join(chunks)[-2000:].decode("utf-8", "replace")
+            )
         try:
             chunk = os.read(master, 65536)
         except OSError:  # EIO: the child closed the terminal
@@ -332,7 +334,9 @@ def test_records_keep_the_exact_data(hostile: dict[str, Any]) -> None:
     claim = s.record("claim").inputs
     assert all(claim[f] == SHORT_TEXT for f in TEXT_FIELDS)
     assert claim["class_order"] == _labels()
-    assert [n.text for n in s.record("source").notes if n.text.startswith("note ")] == [f"note {k}: {p}" for k, p in PAYLOADS.items()]
+    assert [n.text for n in s.record("source").notes if n.text.startswith("note ")] == [
+        f"note {k}: {p}" for k, p in PAYLOADS.items()
+    ]
     assert s.meta.title == "title " + SHORT_TEXT
 
 
@@ -358,7 +362,9 @@ async def test_tui_screens_show_payloads_literally(hostile: dict[str, Any]) -> N
         await wait_for(pilot, lambda: ready() and "state:" in screen_text(app), timeout=30)
         seen["title bar"] = screen_text(app)
         await pilot.press("1")  # the claim form
-        await wait_for(pilot, lambda: app.screen.view("claim") is not None and app.screen.view("claim")._ready)
+        await wait_for(
+            pilot, lambda: app.screen.view("claim") is not None and app.screen.view("claim")._ready
+        )
         await pilot.press("f2")
         await pilot.pause()
         inputs = [i for i in app.screen.view("claim").query(Input) if (i.id or "").startswith("f-")]
@@ -371,6 +377,10 @@ async def test_tui_screens_show_payloads_literally(hostile: dict[str, Any]) -> N
                 line = "".join(seg.text for seg in widget.render_line(y))
                 assert hidden(line, allowed="") == 0, (widget.id, line[:200])
         seen["claim form"] = screen_text(app)
+        # The form says which field holds such characters, by name (the glyph ⍰ does not say which).
+        problem = str(app.screen.view("claim").query_one(".form-problem").render())
+        assert "field 'prediction_unit' holds \\x07 \\x08 \\r ␛" in problem, problem
+        assert "(kept as entered)" in problem
         # Pasted text: the value is exactly what was pasted, the screen shows stand-ins.
         population.focus()
         population.value = ""
@@ -384,7 +394,9 @@ async def test_tui_screens_show_payloads_literally(hostile: dict[str, Any]) -> N
         seen["claim form after paste"] = screen_text(app)
 
         await pilot.press("ctrl+l", "2")  # the source stage
-        await wait_for(pilot, lambda: app.screen.view("source") is not None and app.screen.view("source")._ready)
+        await wait_for(
+            pilot, lambda: app.screen.view("source") is not None and app.screen.view("source")._ready
+        )
         for key, name in (("f2", "source form"), ("f3", "checks"), ("f5", "notes"), ("f6", "data")):
             await pilot.press(key)
             await pilot.pause(0.3)

@@ -20,6 +20,7 @@ from textual.validation import Number
 from textual.widgets import Checkbox, Input, Label, Select, TextArea
 
 from engine.evidence import dump_toml
+from engine.textsafe import is_hidden, stand_in
 from tui.safe import LiteralInput, clean, literal
 
 
@@ -56,17 +57,22 @@ class StageForm(Vertical):
     def collect(self) -> tuple[dict[str, Any] | None, str]:
         raise NotImplementedError
 
+    def hidden_note(self) -> str:
+        """Which field holds control / bidi / zero-width characters (shown as glyphs), or ""."""
+        return ""
+
     def _report(self) -> None:
         data, problem = self.collect()
-        if problem == getattr(self, "_last_problem", None):
+        note = self.hidden_note()
+        if (problem, note) == getattr(self, "_last_problem", None):
             return  # unchanged: no relayout on every keystroke
-        self._last_problem = problem
+        self._last_problem = (problem, note)
         label = self.query_one(".form-problem", Label)
         if problem:
-            label.update(literal("✖ " + problem))
+            label.update(literal("✖ " + problem + note))
             label.set_class(True, "-invalid")
         else:
-            label.update("✔ inputs valid — ctrl+r runs the checks")
+            label.update(literal("✔ inputs valid — ctrl+r runs the checks" + note))
             label.set_class(False, "-invalid")
         self.post_message(self.Validity(problem))
 
@@ -209,6 +215,15 @@ class ClaimForm(StageForm):
         event.stop()
         if self._ready:
             self._report()
+
+    def hidden_note(self) -> str:
+        for path, _label, kind, _ in CLAIM_FIELDS:
+            if kind in ("text", "list", "number"):
+                chars = sorted({ch for ch in self.query_one("#" + _wid(path), Input).value if is_hidden(ch)})
+                if chars:
+                    shown = " ".join(stand_in(ch) for ch in chars[:6]) + (" …" if len(chars) > 6 else "")
+                    return f" · field '{path}' holds {shown} (kept as entered)"
+        return ""
 
     def collect(self) -> tuple[dict[str, Any] | None, str]:
         # Start from what was recorded so fields this form does not show are kept, not dropped.
