@@ -33,17 +33,17 @@ DESCRIPTION = (
 _last_progress = [""]
 
 
-def _say(text: object, file=None) -> None:
+def _say(text: object, *, err: bool = False) -> None:
     """Print text for a person: control / bidi / zero-width characters from data shown visible."""
     from engine.textsafe import visible  # plain str functions only: keeps --help light
 
-    print(visible(text, keep_newlines=True), file=file or sys.stdout, flush=file is sys.stderr)
+    print(visible(text, keep_newlines=True), file=sys.stderr if err else sys.stdout, flush=err)
 
 
 def _progress(message: str) -> None:
     if message != _last_progress[0]:  # a polling job repeats itself; say each state once
         _last_progress[0] = message
-        _say(message, file=sys.stderr)
+        _say(message, err=True)
 
 
 def _main_parser() -> argparse.ArgumentParser:
@@ -90,7 +90,7 @@ def _run_parser() -> argparse.ArgumentParser:
 
 
 def _user_error(exc: BaseException) -> int:
-    _say(f"claimcheck: {exc}", file=sys.stderr)
+    _say(f"claimcheck: {exc}", err=True)
     return EXIT_UNUSABLE
 
 
