@@ -431,6 +431,9 @@ def build_blocks(session_dir: Path) -> tuple[_Ctx, list[Block]]:
 
 
 _MD_BREAKS = re.compile(r"[ \t\r\n]+")
+# GitHub's Markdown links bare "scheme://...", "www." and e-mail text; "\:", "\." and "\@" (valid
+# escapes that render as ":", "." and "@") stop it from recognising them.
+_MD_AUTOLINK = re.compile(r"(?i):(?=//)|(?<=www)\.|(?<=\S)@(?=\S)")
 
 
 def md_escape(text: str) -> str:
@@ -439,11 +442,13 @@ def md_escape(text: str) -> str:
     Line breaks and tabs fold into one space (a table cell or list item stays one line); every other
     control, bidi or zero-width character becomes a visible stand-in (engine.textsafe.visible);
     the characters Markdown gives meaning to are backslash-escaped (escaped brackets cannot form a
-    link or image, escaped angle brackets no autolink or HTML).
+    link or image, escaped angle brackets no autolink or HTML, "http\\://", "www\\." and "a\\@b"
+    no bare URL or e-mail link).
     """
     out = visible(_MD_BREAKS.sub(" ", text)).replace("\\", "\\\\")
     for ch in "`|*[]<>":
         out = out.replace(ch, "\\" + ch)
+    out = _MD_AUTOLINK.sub(lambda m: "\\" + m.group(), out)
     return " ".join(out.split())
 
 

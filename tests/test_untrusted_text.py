@@ -61,6 +61,7 @@ PAYLOADS: dict[str, str] = {
     "html": "<script>alert(1)</script><img src=x onerror='alert(2)'>&amp;",
     "markdown_link": "[mdlink](http://evil.example/a)",
     "markdown_image": "![mdimg](http://evil.example/i.png)",
+    "bare_autolinks": "see http://evil.example/x or www.evil.example or mail@evil.example",
     "long_line_100k": "L" * 100_000 + f"{ESC}[5mblink",
 }
 
@@ -83,7 +84,7 @@ SIGNATURE: dict[str, str] = {
     "long_line_100k": f"{ESC}[5m",
 }
 MARKUP_KINDS = [k for k in PAYLOADS if k not in SIGNATURE]
-assert len(PAYLOADS) >= 19 and len(MARKUP_KINDS) == 7
+assert len(PAYLOADS) >= 19 and len(MARKUP_KINDS) == 8
 
 # Claim fields that take free text (lists: every payload is one item).
 TEXT_FIELDS = ("prediction_unit", "target_meaning", "population", "metric_averaging", "run_scope")
@@ -320,7 +321,15 @@ def test_reports_hold_no_hidden_bytes_and_no_live_markup(hostile: dict[str, Any]
     # Markdown: no link, image, autolink or HTML formed from data.
     for raw in ("[mdlink](", "![mdimg](", "<script>", "[bold red]boom[/]"):
         assert raw not in md
-    assert "\\!\\[mdimg\\](http" in md or "!\\[mdimg\\](http" in md
+    assert "!\\[mdimg\\](http" in md
+    # Rendered as GitHub-flavoured Markdown (markdown-it with linkify, as Textual ships it): no
+    # link, image or HTML element comes from the data, bare URLs and e-mail addresses included.
+    from markdown_it import MarkdownIt
+
+    rendered = MarkdownIt("gfm-like", {"linkify": True}).render(md)
+    for tag in ("<a ", "<img", "<script"):
+        assert tag not in rendered
+    assert "see http://evil.example/x or www.evil.example or mail@evil.example" in rendered
     # HTML: markup escaped.
     for raw in ("<script>", "<img src=x", "onerror='"):
         assert raw not in html
