@@ -451,3 +451,15 @@ async def test_literal_input_draws_stand_ins_and_keeps_the_value() -> None:
             assert hidden(line, allowed="") == 0 and not leaks(line)
         drawn = "".join(seg.text for seg in typed.render_line(0))
         assert INPUT_OTHER in drawn or typed.scroll_offset.x > 0
+
+
+def test_an_unexpected_traceback_is_made_visible(capsys: pytest.CaptureFixture[str]) -> None:
+    from tui import cli
+
+    try:
+        raise ValueError("column " + PAYLOADS["osc52_clipboard"] + PAYLOADS["rlo"])
+    except ValueError as exc:
+        cli._safe_excepthook(type(exc), exc, exc.__traceback__)
+    err = capsys.readouterr().err
+    assert "ValueError: column ␛]52;c;cm0gLXJmIH4K\\x07\\u202eexe.txt" in err
+    assert (hidden(err), leaks(err)) == (0, {})

@@ -40,6 +40,13 @@ def _say(text: object, *, err: bool = False) -> None:
     print(visible(text, keep_newlines=True), file=sys.stderr if err else sys.stdout, flush=err)
 
 
+def _safe_excepthook(kind: type[BaseException], value: BaseException, tb: object) -> None:
+    """An unexpected error's traceback, with data in its message made visible like every other text."""
+    import traceback
+
+    _say("".join(traceback.format_exception(kind, value, tb)).rstrip("\n"), err=True)
+
+
 def _progress(message: str) -> None:
     if message != _last_progress[0]:  # a polling job repeats itself; say each state once
         _last_progress[0] = message
@@ -163,6 +170,8 @@ def cmd_open(session_dir: Path | None, recipe: str | None, workspace: Path | Non
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:  # the real command line (tests pass argv and keep their own hook)
+        sys.excepthook = _safe_excepthook
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "report":
         return cmd_report(argv[1:])
