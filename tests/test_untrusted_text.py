@@ -463,3 +463,32 @@ def test_an_unexpected_traceback_is_made_visible(capsys: pytest.CaptureFixture[s
     err = capsys.readouterr().err
     assert "ValueError: column ␛]52;c;cm0gLXJmIH4K\\x07\\u202eexe.txt" in err
     assert (hidden(err), leaks(err)) == (0, {})
+
+
+async def test_start_screen_lists_and_fields_show_payloads_literally(tmp_path: Path) -> None:
+    from engine.session import Session
+    from tests.test_tui_support import screen_text, wait_for
+    from tui.app import make_app
+    from tui.safe import LiteralInput
+    from tui.screens import StartScreen
+
+    Session.create(tmp_path / "runs" / "old", title="title " + SHORT_TEXT, workspace=tmp_path)
+    app = make_app(workspace=tmp_path, session_id="new")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, StartScreen) and "Reopen" in screen_text(app))
+        listed = screen_text(app)
+        assert "title csi_clear_red=␛[2J␛[41mred" in listed
+        data_file, title = (
+            app.screen.query_one("#data-file", LiteralInput),
+            app.screen.query_one("#title", LiteralInput),
+        )
+        data_file.insert_text_at_cursor(PAYLOADS["osc0_title"] + PAYLOADS["c1_csi"] + ".csv")
+        title.insert_text_at_cursor(
+            PAYLOADS["osc52_clipboard"] + PAYLOADS["rich_markup"] + PAYLOADS["lri_pdi"]
+        )
+        await pilot.pause()
+        typed = screen_text(app)
+        assert data_file.value == PAYLOADS["osc0_title"] + PAYLOADS["c1_csi"] + ".csv"
+        assert "␛]0;pwned-title␇⍰31mc1red.csv" in typed and "[bold red]boom[/]" in typed
+    report = {name: (hidden(text), leaks(text)) for name, text in (("list", listed), ("typed", typed))}
+    assert report == {"list": (0, {}), "typed": (0, {})}, report
