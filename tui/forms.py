@@ -21,7 +21,7 @@ from textual.widgets import Checkbox, Input, Label, Select, TextArea
 
 from engine.evidence import dump_toml
 from engine.textsafe import is_hidden, stand_in
-from tui.safe import LiteralInput, clean, literal
+from tui.safe import LiteralInput, TomlArea, clean, literal
 
 
 def validation_message(exc: ValidationError) -> str:
@@ -82,7 +82,7 @@ class TomlForm(StageForm):
 
     def compose(self) -> ComposeResult:
         yield Label("Inputs (TOML) — edit, then ctrl+r to run the checks", classes="form-help")
-        area = TextArea(dump_toml(self.initial), soft_wrap=False, tab_behavior="indent", id="toml-editor")
+        area = TomlArea(dump_toml(self.initial), soft_wrap=False, tab_behavior="indent", id="toml-editor")
         area.cursor_blink = False
         area.show_line_numbers = True
         yield area

@@ -15,11 +15,12 @@ from typing import Any
 
 from rich.cells import cell_len
 from rich.text import Text
-from textual.widgets import Input
+from textual.widgets import Input, TextArea
+from textual.widgets.text_area import Edit
 
 from engine.textsafe import HIDDEN_RANGES, has_hidden, is_hidden, visible
 
-__all__ = ["HIDDEN_RANGES", "LiteralInput", "clean", "input_glyphs", "literal"]
+__all__ = ["HIDDEN_RANGES", "LiteralInput", "TomlArea", "clean", "input_glyphs", "literal", "toml_escapes"]
 
 
 def clean(value: Any, *, keep_newlines: bool = False, limit: int | None = None) -> str:
@@ -99,3 +100,41 @@ class LiteralInput(Input):
                 return index
             cell += width
         return max(0, min(offset, len(self.value)))
+
+
+# ---------------------------------------------------------------- the TOML editor
+
+
+def _toml_escape(ch: str) -> str:
+    code = ord(ch)
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def toml_escapes(text: str) -> str:
+    """Hidden characters (but tab and line breaks) as TOML \\uXXXX escapes.
+
+    Inside a TOML string (where such data can be: tomlkit writes C0 controls as escapes but leaves
+    C1, bidi and zero-width characters raw) the escape is the same value, so the inputs parsed
+    from the editor are exactly the recorded ones; anywhere else the raw character was a TOML
+    syntax error already.
+    """
+    if not has_hidden(text):
+        return text
+    return "".join(_toml_escape(ch) if ch not in "\t\n\r" and is_hidden(ch) else ch for ch in text)
+
+
+class TomlArea(TextArea):
+    """The stage inputs' TOML editor: no hidden character ever reaches the document (or the screen).
+
+    Loaded text and every edit (typing, paste, `insert` / `replace`) pass through `toml_escapes`.
+    """
+
+    def __init__(self, text: str = "", **kwargs: Any) -> None:
+        super().__init__(toml_escapes(text), **kwargs)
+
+    def load_text(self, text: str) -> None:
+        super().load_text(toml_escapes(text))
+
+    def edit(self, edit: Edit) -> Any:
+        edit.text = toml_escapes(edit.text)
+        return super().edit(edit)
