@@ -20,7 +20,7 @@ from textual.validation import Number
 from textual.widgets import Checkbox, Input, Label, Select, TextArea
 
 from engine.evidence import dump_toml
-from engine.textsafe import is_hidden, stand_in
+from engine.textsafe import has_hidden, is_hidden, stand_in
 from tui.safe import LiteralInput, TomlArea, clean, literal
 
 
@@ -218,11 +218,13 @@ class ClaimForm(StageForm):
 
     def hidden_note(self) -> str:
         for path, _label, kind, _ in CLAIM_FIELDS:
-            if kind in ("text", "list", "number"):
-                chars = sorted({ch for ch in self.query_one("#" + _wid(path), Input).value if is_hidden(ch)})
-                if chars:
-                    shown = " ".join(stand_in(ch) for ch in chars[:6]) + (" …" if len(chars) > 6 else "")
-                    return f" · field '{path}' holds {shown} (kept as entered)"
+            value = (
+                self.query_one("#" + _wid(path), Input).value if kind in ("text", "list", "number") else ""
+            )
+            if has_hidden(value):  # one regex scan per field: cheap on every keystroke
+                chars = sorted({ch for ch in value if is_hidden(ch)})
+                shown = " ".join(stand_in(ch) for ch in chars[:6]) + (" …" if len(chars) > 6 else "")
+                return f" · field '{path}' holds {shown} (kept as entered)"
         return ""
 
     def collect(self) -> tuple[dict[str, Any] | None, str]:
