@@ -13,6 +13,7 @@ from engine.shapes import artifact as A
 from engine.shapes import data as D
 from engine.shapes import parse
 from engine.shapes import training as T
+from engine.textsafe import visible
 
 HF_METRICS = {
     "macro_f1": ("f1", {"average": "macro"}),
@@ -109,8 +110,19 @@ def model_index(session: Session) -> dict[str, Any]:
 def model_index_yaml(session: Session) -> str:
     import yaml  # pyyaml comes with transformers; loaded only when the report is written
 
-    block = model_index(session)
+    block = _visible_strings(model_index(session))
     head = "# model-index block for a Hugging Face model card, written by claimcheck from frozen records.\n"
     if not block["model-index"][0].get("results"):
         head += "# No results: the artifact stage's locked-test evaluation is not frozen in this session.\n"
     return head + yaml.safe_dump(block, sort_keys=False, allow_unicode=True)
+
+
+def _visible_strings(value: Any) -> Any:
+    """Every string (keys too) with hidden characters made visible: the YAML is read by people."""
+    if isinstance(value, str):
+        return visible(value)
+    if isinstance(value, dict):
+        return {_visible_strings(k): _visible_strings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_visible_strings(v) for v in value]
+    return value

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from engine.errors import EXIT_DIFFERS, EXIT_OK, EXIT_UNUSABLE
+from engine.textsafe import visible
 
 # A line of progress for the person (stderr in the CLI).
 Progress = Callable[[str], None]
@@ -119,9 +120,13 @@ class RunResult:
 
     def render_table(self) -> str:
         if self.error:
-            return f"claimcheck {self.mode}: unusable input: {self.error}"
+            return f"claimcheck {self.mode}: unusable input: {visible(self.error)}"
         head = ("stage", "check", "status", "outcome", "detail")
-        lines = [(r.stage, r.check, r.status or "-", r.outcome, _row_detail(r)) for r in self.rows]
+        # Every cell can carry data (label values, column names, file names): shown visible, never raw.
+        lines = [
+            tuple(visible(x) for x in (r.stage, r.check, r.status or "-", r.outcome, _row_detail(r)))
+            for r in self.rows
+        ]
         widths = [
             max(len(h), *(len(line[i]) for line in lines)) if lines else len(h) for i, h in enumerate(head)
         ]

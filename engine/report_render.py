@@ -5,12 +5,14 @@ string is escaped for its format here, in one place."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
-from html import escape
+from html import escape as _html_escape
 from typing import Any
 
 from engine import figures as F
 from engine import report_svg
+from engine.textsafe import visible
 
 STATUS_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "info": "INFO", "not_run": "NOT RUN"}
 MAX_TABLE_ROWS = 25
@@ -81,10 +83,25 @@ def fmt_value(value: Any, limit: int = 160) -> str:
 # ---------------------------------------------------------------- Markdown
 
 
+_MD_BREAKS = re.compile(r"[ \t\r\n]+")
+# GitHub's Markdown links bare "scheme://...", "www." and e-mail text; "\:", "\." and "\@" (valid
+# escapes that render as ":", "." and "@") stop it from recognising them.
+_MD_AUTOLINK = re.compile(r"(?i):(?=//)|(?<=www)\.|(?<=\S)@(?=\S)")
+
+
 def md_escape(text: str) -> str:
-    out = text.replace("\\", "\\\\")
+    """Text as Markdown that shows exactly that text: no markup, no link / image, no hidden bytes.
+
+    Line breaks and tabs fold into one space (a table cell or list item stays one line); every other
+    control, bidi or zero-width character becomes a visible stand-in (engine.textsafe.visible);
+    the characters Markdown gives meaning to are backslash-escaped (escaped brackets cannot form a
+    link or image, escaped angle brackets no autolink or HTML, "http\\://", "www\\." and "a\\@b"
+    no bare URL or e-mail link).
+    """
+    out = visible(_MD_BREAKS.sub(" ", text)).replace("\\", "\\\\")
     for ch in "`|*[]<>":
         out = out.replace(ch, "\\" + ch)
+    out = _MD_AUTOLINK.sub(lambda m: "\\" + m.group(), out)
     return " ".join(out.split())
 
 
@@ -110,7 +127,8 @@ def to_markdown(blocks: list[Block]) -> str:
             if len(rows) > MAX_TABLE_ROWS:
                 t.note = f"{len(rows) - MAX_TABLE_ROWS} more points; the plot is in report.html"
             out.append(_md_table(t))
-    return "\n\n".join(out) + "\n"
+    # Every text above went through md_escape; this guard keeps any other hidden byte out too.
+    return visible("\n\n".join(out) + "\n", keep_newlines=True)
 
 
 def _md_table(t: Table) -> str:
@@ -162,6 +180,11 @@ svg .axis { stroke: #333; } svg .ideal { stroke: #999; stroke-dasharray: 4 3; }
 """
 
 
+def escape(text: str) -> str:
+    """HTML text for untrusted data: markup escaped, hidden characters made visible."""
+    return _html_escape(visible(text))
+
+
 def _html_status_cell(text: str) -> str:
     key = next((k for k, v in STATUS_MARK.items() if text.startswith(v)), "")
     cls = f' class="st-{key}"' if key else ""
@@ -191,7 +214,9 @@ def to_html(blocks: list[Block], title: str) -> str:
         elif isinstance(b, Fig):
             out.append(f"<figure>{report_svg.render(b.figure)}</figure>")
     out.append("</body></html>")
-    return "\n".join(out) + "\n"
+    # Figures are SVG built from data labels (escaped in report_svg): make sure no hidden character
+    # in them, or anywhere else, leaves in the file either.
+    return visible("\n".join(out) + "\n", keep_newlines=True)
 
 
 def _html_table(t: Table) -> str:

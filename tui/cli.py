@@ -33,10 +33,24 @@ DESCRIPTION = (
 _last_progress = [""]
 
 
+def _say(text: object, *, err: bool = False) -> None:
+    """Print text for a person: control / bidi / zero-width characters from data shown visible."""
+    from engine.textsafe import visible  # plain str functions only: keeps --help light
+
+    print(visible(text, keep_newlines=True), file=sys.stderr if err else sys.stdout, flush=err)
+
+
+def _safe_excepthook(kind: type[BaseException], value: BaseException, tb: object) -> None:
+    """An unexpected error's traceback, with data in its message made visible like every other text."""
+    import traceback
+
+    _say("".join(traceback.format_exception(kind, value, tb)).rstrip("\n"), err=True)
+
+
 def _progress(message: str) -> None:
     if message != _last_progress[0]:  # a polling job repeats itself; say each state once
         _last_progress[0] = message
-        print(message, file=sys.stderr, flush=True)
+        _say(message, err=True)
 
 
 def _main_parser() -> argparse.ArgumentParser:
@@ -83,7 +97,7 @@ def _run_parser() -> argparse.ArgumentParser:
 
 
 def _user_error(exc: BaseException) -> int:
-    print(f"claimcheck: {exc}", file=sys.stderr)
+    _say(f"claimcheck: {exc}", err=True)
     return EXIT_UNUSABLE
 
 
@@ -96,11 +110,12 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
 def _print_result(result, as_json: bool) -> int:
     if as_json:
-        print(json.dumps(result.to_json(), indent=2, default=str))
+        # ensure_ascii: every control and non-ASCII character is a \uXXXX escape in the output.
+        print(json.dumps(result.to_json(), indent=2, default=str, ensure_ascii=True))
     elif getattr(result, "error", ""):
-        print(result.render_table(), file=sys.stderr)  # unusable input: an error, so on stderr
+        _say(result.render_table(), err=True)  # unusable input: an error, so on stderr
     else:
-        print(result.render_table())
+        _say(result.render_table())
     return result.exit_code
 
 
@@ -122,7 +137,7 @@ def cmd_report(argv: Sequence[str]) -> int:
         md, html = write_report(args.session_dir)
     except _user_errors() as exc:
         return _user_error(exc)
-    print(f"wrote {md}\nwrote {html}")
+    _say(f"wrote {md}\nwrote {html}")
     return EXIT_OK
 
 
@@ -149,6 +164,8 @@ def cmd_open(session_dir: Path | None, recipe: str | None, workspace: Path | Non
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:  # the real command line (tests pass argv and keep their own hook)
+        sys.excepthook = _safe_excepthook
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "report":
         return cmd_report(argv[1:])

@@ -21,7 +21,8 @@ from textual.widgets import Checkbox, Input, Label, Select, TextArea
 
 from engine.errors import validation_problem
 from engine.evidence import dump_toml
-from tui.safe import clean, literal
+from engine.textsafe import has_hidden, is_hidden, stand_in
+from tui.safe import LiteralInput, TomlArea, clean, literal
 
 
 def validation_message(exc: ValidationError) -> str:
@@ -54,17 +55,22 @@ class StageForm(Vertical):
     def collect(self) -> tuple[dict[str, Any] | None, str]:
         raise NotImplementedError
 
+    def hidden_note(self) -> str:
+        """Which field holds control / bidi / zero-width characters (shown as glyphs), or ""."""
+        return ""
+
     def _report(self) -> None:
         data, problem = self.collect()
-        if problem == getattr(self, "_last_problem", None):
+        note = self.hidden_note()
+        if (problem, note) == getattr(self, "_last_problem", None):
             return  # unchanged: no relayout on every keystroke
-        self._last_problem = problem
+        self._last_problem = (problem, note)
         label = self.query_one(".form-problem", Label)
         if problem:
-            label.update(literal("✖ " + problem))
+            label.update(literal("✖ " + problem + note))
             label.set_class(True, "-invalid")
         else:
-            label.update("✔ inputs valid — ctrl+r runs the checks")
+            label.update(literal("✔ inputs valid — ctrl+r runs the checks" + note))
             label.set_class(False, "-invalid")
         self.post_message(self.Validity(problem))
 
@@ -74,7 +80,7 @@ class TomlForm(StageForm):
 
     def compose(self) -> ComposeResult:
         yield Label("Inputs (TOML) — edit, then ctrl+r to run the checks", classes="form-help")
-        area = TextArea(dump_toml(self.initial), soft_wrap=False, tab_behavior="indent", id="toml-editor")
+        area = TomlArea(dump_toml(self.initial), soft_wrap=False, tab_behavior="indent", id="toml-editor")
         area.cursor_blink = False
         area.show_line_numbers = True
         yield area
@@ -188,11 +194,11 @@ class ClaimForm(StageForm):
             return Checkbox("yes", value=bool(value), compact=True, id=wid)
         if kind == "list":
             text = ", ".join(str(v) for v in value) if isinstance(value, list) else str(value or "")
-            w = Input(text, placeholder=PLACEHOLDERS.get(path, ""), compact=True, id=wid)
+            w = LiteralInput(text, placeholder=PLACEHOLDERS.get(path, ""), compact=True, id=wid)
         elif kind == "number":
-            w = Input(str(value if value != "" else 0.0), compact=True, validators=[Number()], id=wid)
+            w = LiteralInput(str(value if value != "" else 0.0), compact=True, validators=[Number()], id=wid)
         else:
-            w = Input(str(value or ""), placeholder=PLACEHOLDERS.get(path, ""), compact=True, id=wid)
+            w = LiteralInput(str(value or ""), placeholder=PLACEHOLDERS.get(path, ""), compact=True, id=wid)
         w.cursor_blink = False
         return w
 
@@ -207,6 +213,17 @@ class ClaimForm(StageForm):
         event.stop()
         if self._ready:
             self._report()
+
+    def hidden_note(self) -> str:
+        for path, _label, kind, _ in CLAIM_FIELDS:
+            value = (
+                self.query_one("#" + _wid(path), Input).value if kind in ("text", "list", "number") else ""
+            )
+            if has_hidden(value):  # one regex scan per field: cheap on every keystroke
+                chars = sorted({ch for ch in value if is_hidden(ch)})
+                shown = " ".join(stand_in(ch) for ch in chars[:6]) + (" …" if len(chars) > 6 else "")
+                return f" · field '{path}' holds {shown} (kept as entered)"
+        return ""
 
     def collect(self) -> tuple[dict[str, Any] | None, str]:
         # Start from what was recorded so fields this form does not show are kept, not dropped.

@@ -13,7 +13,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Footer, Input, Label, ListItem, ListView, Select, Static
 
-from tui.safe import clean, literal
+from tui.safe import LiteralInput, clean, literal
 
 KEYS: tuple[tuple[str, str], ...] = (
     ("ctrl+r", "run the stage's checks (background; screen stays live)"),
@@ -144,13 +144,13 @@ class StartScreen(Screen):
                     "(no recipes found: the forms start from each stage's own defaults)", id="no-recipes"
                 )
             yield Label("Data file (relative to the workspace)", classes="field-label")
-            data = Input(
+            data = LiteralInput(
                 self.data_file, placeholder="e.g. sample_data/tickets.csv", compact=True, id="data-file"
             )
             data.cursor_blink = False
             yield data
             yield Label("Title", classes="field-label")
-            title = Input("", placeholder="optional", compact=True, id="title")
+            title = LiteralInput("", placeholder="optional", compact=True, id="title")
             title.cursor_blink = False
             yield title
             yield Label(literal(f"creates a folder under {self.runs_root}"), classes="hint")

@@ -14,7 +14,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Input, Label, ListItem, ListView, Select, Static
 
 from engine.evidence import Check, StageRecord
-from tui.safe import clean, literal
+from tui.safe import LiteralInput, clean, literal
 
 # Status shown as glyph + word so it reads without colour (16-colour terminals, monochrome logs).
 STATUS_GLYPH = {"pass": "✔", "warn": "▲", "fail": "✖", "info": "ℹ", "not_run": "·"}
@@ -268,7 +268,7 @@ class NotesPanel(Vertical):
     def compose(self) -> ComposeResult:
         with Horizontal(classes="note-form"):
             yield Select(NOTE_TAGS, value="fact", allow_blank=False, compact=True, id="note-tag")
-            yield Input(placeholder="note text, Enter adds it", compact=True, id="note-text")
+            yield LiteralInput(placeholder="note text, Enter adds it", compact=True, id="note-text")
         yield Label("", id="note-hint")
         with VerticalScroll(id="note-list"):
             yield Static("", id="note-body")
