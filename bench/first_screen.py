@@ -5,7 +5,7 @@ shows the marker of the first usable screen (the start screen's title, or an ope
 stage state line), then ctrl+q closes it. No hook inside the app: what is timed is what a
 person waits for.
 
-    .venv/bin/python -m tui.startup_bench [repeats]
+    .venv/bin/python bench/first_screen.py [repeats]
 """
 
 from __future__ import annotations
