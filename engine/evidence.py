@@ -187,15 +187,43 @@ def now_iso() -> str:
 # ---------------------------------------------------------------- atomic IO
 
 
+# Test hook for the crash test: with CLAIMCHECK_CRASH_AFTER_WRITES=N the process ends itself
+# (os._exit, no cleanup, as a SIGKILL would) at the Nth write or rename point. Unset: nothing happens.
+CRASH_ENV = "CLAIMCHECK_CRASH_AFTER_WRITES"
+CRASH_EXIT = 137
+_points_passed = 0
+
+
+def crash_point() -> None:
+    global _points_passed
+    limit = os.environ.get(CRASH_ENV)
+    if not limit:
+        return
+    _points_passed += 1
+    if _points_passed >= int(limit):
+        os._exit(CRASH_EXIT)
+
+
+TEMP_SUFFIX = ".tmp"
+
+
+def is_temp_name(name: str) -> bool:
+    """A temp file atomic_write_bytes makes (".NAME.RANDOM.tmp"): a leftover once its writer is gone."""
+    return name.startswith(".") and name.endswith(TEMP_SUFFIX)
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
     try:
+        crash_point()
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        crash_point()
         os.replace(tmp, path)
+        crash_point()
         dir_fd = os.open(path.parent, os.O_RDONLY)
         try:
             os.fsync(dir_fd)

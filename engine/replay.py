@@ -35,7 +35,7 @@ from pydantic import ValidationError
 from engine import stages as registry
 from engine.context import StageContext, StageInputError
 from engine.evidence import Check, EvidenceError, StageRecord, load_record, record_to_toml
-from engine.session import SESSION_FILE, Session
+from engine.session import SESSION_FILE, Session, read_journal, read_repairs
 
 Progress = Callable[[str], None]
 
@@ -302,7 +302,49 @@ def _integrity(session: Session, name: str, path: Path, rec: StageRecord, text: 
             )
         )
     entry = session.meta.stages.get(name)
-    if entry is not None and entry.digest and entry.digest != rec.provenance.digest:
+    recorded = entry.digest if entry is not None else ""
+    journal = read_journal(session.path)
+    if journal and journal.get("stage") == name and not rows:
+        # A save claimcheck started and did not finish (killed, or still writing): not an edit.
+        if rec.provenance.digest == journal.get("new") and recorded == journal.get("old", ""):
+            rows.append(
+                Row(
+                    name,
+                    "(record)",
+                    "incomplete",
+                    "",
+                    f"interrupted write: claimcheck wrote {rel} ({rec.provenance.digest[:19]}…) at "
+                    f"{journal.get('at', '?')} and was stopped before recording it in session.toml; "
+                    "opening the session completes it",
+                )
+            )
+            return rows
+        if rec.provenance.digest == journal.get("old") == recorded:
+            rows.append(
+                Row(
+                    name,
+                    "(record)",
+                    "incomplete",
+                    "",
+                    f"interrupted write: claimcheck was stopped before replacing {rel}, which still holds "
+                    "the revision session.toml records; opening the session clears it",
+                )
+            )
+            return rows
+    for repair in read_repairs(session.path):
+        if repair.get("stage") == name and repair.get("new") == rec.provenance.digest == recorded:
+            rows.append(
+                Row(
+                    name,
+                    "(record)",
+                    "observation",
+                    "",
+                    f"interrupted write, repaired: claimcheck was stopped after writing {rel} at "
+                    f"{repair.get('at', '?')}; reopening it on {repair.get('repaired_at', '?')} "
+                    "recorded it in session.toml",
+                )
+            )
+    if recorded and recorded != rec.provenance.digest:
         rows.append(
             Row(
                 name,
