@@ -698,12 +698,39 @@ class Job:
         return float(dev_r["value"])
 
 
+PID_FILE = "pid.json"  # the launcher's pid file (engine.providers.local.PID_FILE)
+
+
+def record_self(job_dir: Path) -> None:
+    """The job's first act: name itself in pid.json, so a launcher killed before writing it still
+    leaves a job folder that identifies the live process (pid, process group, host, start)."""
+    import socket
+
+    path = Path(job_dir) / PID_FILE
+    try:
+        info = json.loads(path.read_text())
+    except (OSError, ValueError):
+        info = {}
+    if not isinstance(info, dict):
+        info = {}
+    if info.get("pid") == os.getpid():
+        return  # the launcher was first
+    starts = [*info.get("starts", []), now_iso()] if isinstance(info.get("starts"), list) else [now_iso()]
+    doc = {"pid": os.getpid(), "pgid": os.getpgid(0), "host": socket.gethostname(), "starts": starts}
+    try:
+        atomic_write_text(path, json.dumps(doc))
+    except OSError:
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
         print("usage: python -m engine.training.job JOB_DIR", file=sys.stderr)
         return 2
     job_dir = Path(args[0])
+    if job_dir.is_dir():
+        record_self(job_dir)
     if not (job_dir / CONTRACT).is_file():
         print(
             f"{job_dir / CONTRACT} not found: a job directory holds the frozen contract copy", file=sys.stderr
