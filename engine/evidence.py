@@ -238,9 +238,19 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def _is_table(value: Any) -> bool:
+    return isinstance(value, dict) or (isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value))
+
+
+def _toml_order(data: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Plain values first, then tables and arrays of tables: the order a TOML file reads back in,
+    so writing a record and writing it again after reading it give the same bytes."""
+    return sorted(data.items(), key=lambda kv: _is_table(kv[1]))
+
+
 def _to_toml_doc(data: dict[str, Any]) -> tomlkit.TOMLDocument:
     doc = tomlkit.document()
-    for key, value in data.items():
+    for key, value in _toml_order(data):
         if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
             aot = tomlkit.aot()
             for item in value:
@@ -255,7 +265,7 @@ def _to_toml_doc(data: dict[str, Any]) -> tomlkit.TOMLDocument:
 
 def _table(data: dict[str, Any]) -> tomlkit.items.Table:
     tbl = tomlkit.table()
-    for key, value in data.items():
+    for key, value in _toml_order(data):
         if isinstance(value, dict):
             tbl.add(key, _table(value))
         else:

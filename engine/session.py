@@ -175,6 +175,7 @@ class Session:
         self.path = path
         self.meta = meta
         self.lock = SessionLock(path, on_acquire=self.recover)
+        self._parsed: dict[str, tuple[tuple[int, int, int], StageRecord]] = {}
 
     # ------------------------------------------------------------ create / open
 
@@ -229,8 +230,17 @@ class Session:
         return self.path / registry.get(name).file_name
 
     def record(self, name: str) -> StageRecord | None:
+        """The stage's record as on disk now (a fresh copy; parsed again only when the file changed)."""
         p = self.record_path(name)
-        return load_record(p) if p.exists() else None
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            return None
+        key = (st.st_ino, st.st_size, st.st_mtime_ns)
+        hit = self._parsed.get(name)
+        if hit is None or hit[0] != key:
+            hit = self._parsed[name] = (key, load_record(p))
+        return hit[1].model_copy(deep=True)
 
     def records(self) -> dict[str, StageRecord]:
         return {n: r for n in registry.STAGE_NAMES if (r := self.record(n)) is not None}
