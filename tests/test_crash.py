@@ -14,6 +14,7 @@ runs are real `python -m tui.cli run --answers` processes SIGKILLed at random ti
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import random
 import shutil
@@ -22,13 +23,12 @@ import subprocess
 import sys
 import time
 import tomllib
-from dataclasses import dataclass, field
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from engine import stages as registry
-from engine.answers import load_answers
+from engine.answers import load_answers, run_answers
 from engine.evidence import CRASH_ENV, CRASH_EXIT, is_temp_name, load_record
 from engine.replay import replay
 from engine.session import SESSION_FILE, Session
@@ -39,6 +39,7 @@ SAMPLE = ROOT / "sample_data" / "tickets.csv"
 ROWS = 60
 RANDOM_FORKED = 76
 RANDOM_PROCESSES = 4
+LANES = 2
 CHILD_TIMEOUT_S = 120.0
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the crash test forks")
@@ -120,10 +121,11 @@ def _warm_imports(modules_file: Path) -> None:
             continue
 
 
-def drive(root: Path, random_kills: int, seed: int) -> dict:
-    """Kill `run --answers` at every write/rename point, then at random times; one folder each."""
+def drive(root: Path, lane: int, lanes: int, random_kills: int, seed: int) -> dict:
+    """Kill `run --answers` at every write/rename point n with n % lanes == lane (until a run ends
+    before its point), then at random times; one folder each."""
     answers = root / "answers.toml"
-    modules = root / "modules.txt"
+    modules = root / f"modules{lane}.txt"
     pid = os.fork()
     if pid == 0:  # a complete run, which also lists what it imported
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -131,26 +133,26 @@ def drive(root: Path, random_kills: int, seed: int) -> dict:
         os.dup2(devnull, 2)
         from tui.cli import main
 
-        rc = main(["run", "--answers", str(answers), str(root / "full")])
+        rc = main(["run", "--answers", str(answers), str(root / f"full{lane}")])
         modules.write_text("\n".join(sorted(sys.modules)))
         os._exit(rc)
     assert _wait(pid, CHILD_TIMEOUT_S) == 0, "the complete run failed"
     _warm_imports(modules)
     t0 = time.monotonic()
-    assert run_forked(answers, root / "full2") == 0
+    assert run_forked(answers, root / f"full{lane}b") == 0
     full_s = time.monotonic() - t0
     out: dict = {"full_s": full_s, "points": [], "random": []}
-    n = 0
+    n = lane
     while True:
-        n += 1
+        n += lanes
         session_dir = root / f"p{n:04d}"
         rc = run_forked(answers, session_dir, crash_after=n)
         if rc == 0:
             shutil.rmtree(session_dir)
             break
-        out["points"].append({"dir": session_dir.name, "exit": rc})
-    rng = random.Random(seed)
-    for i in range(random_kills):
+        out["points"].append({"dir": session_dir.name, "exit": rc, "point": n})
+    rng = random.Random(seed * lanes + lane)
+    for i in range(lane, random_kills, lanes):
         session_dir = root / f"r{i:03d}"
         after = rng.uniform(0.0, full_s)
         rc = run_forked(answers, session_dir, kill_after=after)
@@ -161,25 +163,7 @@ def drive(root: Path, random_kills: int, seed: int) -> dict:
 # ---------------------------------------------------------------- what a killed run must leave
 
 
-@dataclass
-class Figures:
-    points: int = 0
-    crashed: int = 0
-    completed: int = 0
-    unparsable: list[str] = field(default_factory=list)
-    tampered: list[str] = field(default_factory=list)
-    not_continuable: list[str] = field(default_factory=list)
-    temp_surviving: list[str] = field(default_factory=list)
-    interrupted_named: int = 0
-    no_session_yet: int = 0
-
-    def line(self) -> str:
-        return (
-            f"{self.points} kill points ({self.crashed} killed mid-run, {self.completed} finished first): "
-            f"{len(self.unparsable)} corrupt files, {len(self.tampered)} false tampered, "
-            f"{len(self.not_continuable)} not continuable, {len(self.temp_surviving)} temp files surviving reopen; "
-            f"{self.interrupted_named} replays named an interrupted write, {self.no_session_yet} killed before session.toml"
-        )
+FINDINGS = ("unparsable", "tampered", "not_continuable", "temp_surviving")
 
 
 def _temp_files(session_dir: Path) -> list[str]:
@@ -190,39 +174,44 @@ def _temp_files(session_dir: Path) -> list[str]:
     )
 
 
-def check_killed(session_dir: Path, answers: Path, label: str, figs: Figures) -> None:
-    figs.points += 1
+def check_killed(session_dir: Path, answers: Path, label: str) -> dict:
+    """What one killed run left, as findings: lists of problems (empty when all is well)."""
+    out: dict = {k: [] for k in FINDINGS} | {"interrupted_named": False, "no_session_yet": False}
     for p in sorted(session_dir.rglob("*.toml")):
         try:
             tomllib.loads(p.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            figs.unparsable.append(f"{label}: {p.name}: {exc}")
+            out["unparsable"].append(f"{label}: {p.name}: {exc}")
     if not (session_dir / SESSION_FILE).exists():
-        # Killed before the session existed: continuing is running the answers again.
-        figs.no_session_yet += 1
-        rc = run_forked(answers, session_dir)
-        if rc != 0 or not (session_dir / SESSION_FILE).exists():
-            figs.not_continuable.append(f"{label}: re-running the answers into the folder gave exit {rc}")
-        figs.temp_surviving += [f"{label}: {t}" for t in _temp_files(session_dir)]
-        return
+        # Killed before the session existed: continuing is running the answers into the folder again.
+        out["no_session_yet"] = True
+        try:
+            result = run_answers(answers, session_dir)
+            if result.exit_code != 0:
+                out["not_continuable"].append(f"{label}: re-running the answers: exit {result.exit_code}")
+        except Exception as exc:  # noqa: BLE001 - a finding, not a crash of the test
+            out["not_continuable"].append(f"{label}: re-running the answers: {type(exc).__name__}: {exc}")
+        out["temp_surviving"] += [f"{label}: {t}" for t in _temp_files(session_dir)]
+        return out
     result = replay(session_dir)
     bad = [r for r in result.rows if r.outcome == "tampered"]
     if result.error or bad:
-        figs.tampered.append(f"{label}: {result.error or bad[0].detail}")
-    figs.interrupted_named += any("interrupted write" in r.detail for r in result.rows)
-    continue_session(session_dir, answers, label, figs)
+        out["tampered"].append(f"{label}: {result.error or bad[0].detail}")
+    out["interrupted_named"] = any("interrupted write" in r.detail for r in result.rows)
+    continue_session(session_dir, answers, label, out)
+    return out
 
 
-def continue_session(session_dir: Path, answers: Path, label: str, figs: Figures) -> None:
+def continue_session(session_dir: Path, answers: Path, label: str, out: dict) -> None:
     """Reopen as the app does (taking the dead run's lock over) and run/freeze what is left."""
     try:
         session = Session.open(session_dir)
         session.lock.acquire(take_over_stale=True)
-    except Exception as exc:  # noqa: BLE001 - a figure, not a crash of the test
-        figs.not_continuable.append(f"{label}: reopen: {exc}")
+    except Exception as exc:  # noqa: BLE001
+        out["not_continuable"].append(f"{label}: reopen: {type(exc).__name__}: {exc}")
         return
     try:
-        figs.temp_surviving += [f"{label}: {t}" for t in _temp_files(session_dir)]
+        out["temp_surviving"] += [f"{label}: {t}" for t in _temp_files(session_dir)]
         plan = load_answers(answers).stages
         for name, inputs in plan.items():
             if session.state(name) != "frozen":
@@ -231,16 +220,20 @@ def continue_session(session_dir: Path, answers: Path, label: str, figs: Figures
         states = session.states()
         not_frozen = [n for n in plan if states[n] != "frozen"]
         if not_frozen:
-            figs.not_continuable.append(f"{label}: still not frozen: {not_frozen}")
+            out["not_continuable"].append(f"{label}: still not frozen: {not_frozen}")
+        meta = Session.open(session_dir).meta
         for name in plan:
             rec = load_record(session.record_path(name))
-            entry = Session.open(session_dir).meta.stages[name]
-            if entry.digest != rec.provenance.digest or rec.compute_digest() != rec.provenance.digest:
-                figs.not_continuable.append(f"{label}: {name}: session.toml and the record disagree")
+            if meta.stages[name].digest != rec.provenance.digest or rec.compute_digest() != rec.provenance.digest:
+                out["not_continuable"].append(f"{label}: {name}: session.toml and the record disagree")
     except Exception as exc:  # noqa: BLE001
-        figs.not_continuable.append(f"{label}: continuing: {type(exc).__name__}: {exc}")
+        out["not_continuable"].append(f"{label}: continuing: {type(exc).__name__}: {exc}")
     finally:
         session.lock.release()
+
+
+def _check_job(job: tuple[str, str, str]) -> dict:
+    return check_killed(Path(job[0]), Path(job[1]), job[2])
 
 
 # ---------------------------------------------------------------- the test
@@ -252,28 +245,35 @@ def test_killing_run_answers_anywhere_leaves_a_session_that_continues(tmp_path: 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop(CRASH_ENV, None)
     t0 = time.monotonic()
-    driven = subprocess.run(
-        [sys.executable, "-m", "tests.test_crash", str(tmp_path), str(RANDOM_FORKED), "14"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=600,
-    )
-    assert driven.returncode == 0, driven.stderr[-3000:]
-    kills = json.loads(driven.stdout.strip().splitlines()[-1])
-    kill_s = time.monotonic() - t0
-    figs = Figures()
+    drivers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.test_crash", str(tmp_path), str(lane), str(LANES), str(RANDOM_FORKED), "14"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=ROOT,
+        )
+        for lane in range(LANES)
+    ]
+    kills: dict = {"full_s": 0.0, "points": [], "random": []}
+    for d in drivers:
+        stdout, stderr = d.communicate(timeout=600)
+        assert d.returncode == 0, stderr[-3000:]
+        lane = json.loads(stdout.strip().splitlines()[-1])
+        kills["full_s"] = max(kills["full_s"], lane["full_s"])
+        kills["points"] += lane["points"]
+        kills["random"] += lane["random"]
+    points = sorted(p["point"] for p in kills["points"])
+    assert points == list(range(1, len(points) + 1)), "the lanes left a gap in the write points"
+    jobs = []
     for p in kills["points"]:
         assert p["exit"] == CRASH_EXIT, f"{p['dir']}: the run exited {p['exit']}, not at its crash point"
-        figs.crashed += 1
-        check_killed(tmp_path / p["dir"], answers, f"point {p['dir']}", figs)
-    for r in kills["random"]:
-        figs.crashed += r["exit"] != 0
-        figs.completed += r["exit"] == 0
-        check_killed(tmp_path / r["dir"], answers, f"random {r['dir']} after {r['after_s']}s", figs)
+        jobs.append((str(tmp_path / p["dir"]), str(answers), f"point {p['point']}"))
+    jobs += [(str(tmp_path / r["dir"]), str(answers), f"random {r['dir']} at {r['after_s']}s") for r in kills["random"]]
     # A few real claimcheck processes, SIGKILLed at random times.
     rng = random.Random(15)
+    exits = [r["exit"] for r in kills["random"]]
     for i in range(RANDOM_PROCESSES):
         session_dir = tmp_path / f"k{i:03d}"
         proc = subprocess.Popen(
@@ -285,22 +285,29 @@ def test_killing_run_answers_anywhere_leaves_a_session_that_continues(tmp_path: 
         )
         time.sleep(rng.uniform(0.3, 0.3 + 2 * kills["full_s"]))
         proc.send_signal(signal.SIGKILL)
-        rc = proc.wait()
-        figs.crashed += rc != 0
-        figs.completed += rc == 0
-        check_killed(session_dir, answers, f"process {i} (exit {rc})", figs)
+        exits.append(proc.wait())
+        jobs.append((str(session_dir), str(answers), f"process {i} (exit {exits[-1]})"))
+    kill_s = time.monotonic() - t0
+    # The checks run in fresh (spawned) processes, two at a time.
+    with ProcessPoolExecutor(LANES, mp_context=multiprocessing.get_context("spawn")) as pool:
+        found = list(pool.map(_check_job, jobs))
+    merged = {k: [x for f in found for x in f[k]] for k in FINDINGS}
     write_points = len(kills["points"])
     print(
-        f"\ncrash test: {write_points} write/rename points + {len(kills['random']) + RANDOM_PROCESSES} random "
-        f"kills (kills {kill_s:.0f}s, checks {time.monotonic() - t0 - kill_s:.0f}s); {figs.line()}"
+        f"\ncrash test: {len(jobs)} kills = {write_points} write/rename points + {len(exits)} random times "
+        f"({sum(e == 0 for e in exits)} of those finished first); kills {kill_s:.0f}s, checks "
+        f"{time.monotonic() - t0 - kill_s:.0f}s: "
+        + ", ".join(f"{len(merged[k])} {k}" for k in FINDINGS)
+        + f"; {sum(f['interrupted_named'] for f in found)} replays named an interrupted write, "
+        f"{sum(f['no_session_yet'] for f in found)} killed before session.toml existed"
     )
-    assert not figs.unparsable, figs.unparsable[:5]
-    assert not figs.tampered, figs.tampered[:5]
-    assert not figs.not_continuable, figs.not_continuable[:5]
-    assert not figs.temp_surviving, figs.temp_surviving[:5]
+    for k in FINDINGS:
+        for line in merged[k][:10]:
+            print(f"  {k}: {line}")
+    assert not any(merged.values()), {k: v[:3] for k, v in merged.items() if v}
     assert write_points >= 100, f"only {write_points} write/rename points in a run"
-    assert figs.points >= 200, figs.line()
+    assert len(jobs) >= 200
 
 
-if __name__ == "__main__":  # the driver: python -m tests.test_crash DIR RANDOM_KILLS SEED
-    print(json.dumps(drive(Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))))
+if __name__ == "__main__":  # the driver: python -m tests.test_crash DIR LANE LANES RANDOM_KILLS SEED
+    print(json.dumps(drive(Path(sys.argv[1]), *(int(a) for a in sys.argv[2:6]))))
