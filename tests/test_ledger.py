@@ -180,3 +180,19 @@ def test_a_job_names_itself_so_a_lost_launcher_leaves_it_findable_and_cancellabl
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+async def test_the_app_offers_take_over_for_an_empty_lock(tmp_path: Path) -> None:
+    from tests.test_tui_support import screen_text, wait_for
+    from tui.app import SessionScreen, make_app
+    from tui.screens import LockedScreen
+
+    session = Session.create(tmp_path / "runs" / "s", workspace=tmp_path)
+    (session.path / ".lock").write_bytes(b"")  # killed between creating the lock and filling it
+    app = make_app(session.path, workspace=tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, LockedScreen))
+        assert "Take over" in screen_text(app)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen))
+        assert json.loads((session.path / ".lock").read_text())["pid"] == os.getpid()
