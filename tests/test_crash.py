@@ -122,8 +122,8 @@ def _warm_imports(modules_file: Path) -> None:
 
 
 def drive(root: Path, lane: int, lanes: int, random_kills: int, seed: int) -> dict:
-    """Kill `run --answers` at every write/rename point n with n % lanes == lane (until a run ends
-    before its point), then at random times; one folder each."""
+    """Kill `run --answers` at every write/rename point n with (n - 1) % lanes == lane (until a run
+    ends before its point), then at random times; one folder each."""
     answers = root / "answers.toml"
     modules = root / f"modules{lane}.txt"
     pid = os.fork()
@@ -142,7 +142,7 @@ def drive(root: Path, lane: int, lanes: int, random_kills: int, seed: int) -> di
     assert run_forked(answers, root / f"full{lane}b") == 0
     full_s = time.monotonic() - t0
     out: dict = {"full_s": full_s, "points": [], "random": []}
-    n = lane
+    n = lane + 1 - lanes  # this lane's points: lane + 1, lane + 1 + lanes, ...
     while True:
         n += lanes
         session_dir = root / f"p{n:04d}"
