@@ -239,7 +239,9 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def _is_table(value: Any) -> bool:
-    return isinstance(value, dict) or (isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value))
+    return isinstance(value, dict) or (
+        isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
+    )
 
 
 def _toml_order(data: dict[str, Any]) -> list[tuple[str, Any]]:

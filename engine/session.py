@@ -427,18 +427,26 @@ class Session:
                 rec = self.record(name)
             except EvidenceError:
                 rec = None
-            digest = rec.provenance.digest if rec is not None and rec.compute_digest() == rec.provenance.digest else None
+            digest = (
+                rec.provenance.digest
+                if rec is not None and rec.compute_digest() == rec.provenance.digest
+                else None
+            )
             if rec is not None and digest == journal.get("new"):
                 outcome = "completed"
                 self._sync_meta(name)
-            elif (rec is None and not journal.get("old")) or (digest is not None and digest == journal.get("old")):
+            elif (rec is None and not journal.get("old")) or (
+                digest is not None and digest == journal.get("old")
+            ):
                 outcome = "rolled_back"
         if outcome != "left":
             self._log_repair({**journal, "outcome": outcome, "repaired_at": now_iso()})
         (self.path / JOURNAL_FILE).unlink(missing_ok=True)
         crash_point()
         if outcome == "left":
-            return [f"an interrupted write of '{name}' could not be matched to its record; left for replay to name"]
+            return [
+                f"an interrupted write of '{name}' could not be matched to its record; left for replay to name"
+            ]
         return [f"an interrupted write of '{name}' was {outcome.replace('_', ' ')}"]
 
     def _log_repair(self, entry: dict[str, Any]) -> None:

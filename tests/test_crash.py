@@ -37,7 +37,9 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "docs" / "answers-example.toml"
 SAMPLE = ROOT / "sample_data" / "tickets.csv"
 ROWS = 60
-RANDOM_FORKED = 76
+# At least this many kills in all: every write/rename point, then random times to make up the rest.
+KILLS = 208
+RANDOM_FORKED_MIN = 40
 RANDOM_PROCESSES = 4
 LANES = 2
 CHILD_TIMEOUT_S = 120.0
@@ -53,7 +55,9 @@ def write_workspace(ws: Path, rows: int = ROWS) -> Path:
     text = text[: text.index("[contract]")]
     text = text.replace("sample_data/tickets.csv", "tiny.csv").replace('workspace = ".."', 'workspace = "."')
     text = text.replace("class_support_floor = 20", "class_support_floor = 1")
-    text = text.replace('learners = ["most_frequent", "prior", "tfidf_logreg"]', 'learners = ["most_frequent", "prior"]')
+    text = text.replace(
+        'learners = ["most_frequent", "prior", "tfidf_logreg"]', 'learners = ["most_frequent", "prior"]'
+    )
     text = text.replace("bootstrap_resamples = 1000", "bootstrap_resamples = 100")
     answers = ws / "answers.toml"
     answers.write_text(text)
@@ -101,7 +105,9 @@ def _wait(pid: int, timeout: float, kill_after: float | None = None) -> int:
         time.sleep(0.002)
 
 
-def run_forked(answers: Path, session_dir: Path, crash_after: int | None = None, kill_after: float | None = None) -> int:
+def run_forked(
+    answers: Path, session_dir: Path, crash_after: int | None = None, kill_after: float | None = None
+) -> int:
     pid = os.fork()
     if pid == 0:
         _child(answers, session_dir, crash_after)
@@ -121,7 +127,7 @@ def _warm_imports(modules_file: Path) -> None:
             continue
 
 
-def drive(root: Path, lane: int, lanes: int, random_kills: int, seed: int) -> dict:
+def drive(root: Path, lane: int, lanes: int, kills: int, seed: int) -> dict:
     """Kill `run --answers` at every write/rename point n with (n - 1) % lanes == lane (until a run
     ends before its point), then at random times; one folder each."""
     answers = root / "answers.toml"
@@ -151,6 +157,8 @@ def drive(root: Path, lane: int, lanes: int, random_kills: int, seed: int) -> di
             shutil.rmtree(session_dir)
             break
         out["points"].append({"dir": session_dir.name, "exit": rc, "point": n})
+    # The lanes' point counts differ by at most one: make up the kills to `kills` with random times.
+    random_kills = max(RANDOM_FORKED_MIN, kills - RANDOM_PROCESSES - lanes * len(out["points"]))
     rng = random.Random(seed * lanes + lane)
     for i in range(lane, random_kills, lanes):
         session_dir = root / f"r{i:03d}"
@@ -224,7 +232,10 @@ def continue_session(session_dir: Path, answers: Path, label: str, out: dict) ->
         meta = Session.open(session_dir).meta
         for name in plan:
             rec = load_record(session.record_path(name))
-            if meta.stages[name].digest != rec.provenance.digest or rec.compute_digest() != rec.provenance.digest:
+            if (
+                meta.stages[name].digest != rec.provenance.digest
+                or rec.compute_digest() != rec.provenance.digest
+            ):
                 out["not_continuable"].append(f"{label}: {name}: session.toml and the record disagree")
     except Exception as exc:  # noqa: BLE001
         out["not_continuable"].append(f"{label}: continuing: {type(exc).__name__}: {exc}")
@@ -247,7 +258,16 @@ def test_killing_run_answers_anywhere_leaves_a_session_that_continues(tmp_path: 
     t0 = time.monotonic()
     drivers = [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.test_crash", str(tmp_path), str(lane), str(LANES), str(RANDOM_FORKED), "14"],
+            [
+                sys.executable,
+                "-m",
+                "tests.test_crash",
+                str(tmp_path),
+                str(lane),
+                str(LANES),
+                str(KILLS),
+                "14",
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -270,7 +290,10 @@ def test_killing_run_answers_anywhere_leaves_a_session_that_continues(tmp_path: 
     for p in kills["points"]:
         assert p["exit"] == CRASH_EXIT, f"{p['dir']}: the run exited {p['exit']}, not at its crash point"
         jobs.append((str(tmp_path / p["dir"]), str(answers), f"point {p['point']}"))
-    jobs += [(str(tmp_path / r["dir"]), str(answers), f"random {r['dir']} at {r['after_s']}s") for r in kills["random"]]
+    jobs += [
+        (str(tmp_path / r["dir"]), str(answers), f"random {r['dir']} at {r['after_s']}s")
+        for r in kills["random"]
+    ]
     # A few real claimcheck processes, SIGKILLed at random times.
     rng = random.Random(15)
     exits = [r["exit"] for r in kills["random"]]
@@ -309,5 +332,5 @@ def test_killing_run_answers_anywhere_leaves_a_session_that_continues(tmp_path: 
     assert len(jobs) >= 200
 
 
-if __name__ == "__main__":  # the driver: python -m tests.test_crash DIR LANE LANES RANDOM_KILLS SEED
+if __name__ == "__main__":  # the driver: python -m tests.test_crash DIR LANE LANES KILLS SEED
     print(json.dumps(drive(Path(sys.argv[1]), *(int(a) for a in sys.argv[2:6]))))

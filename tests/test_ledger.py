@@ -65,7 +65,9 @@ def test_freeze_killed_before_session_toml_is_an_interrupted_write_then_repaired
     assert replay(s).exit_code == 0
 
 
-def test_a_save_killed_before_its_record_is_rolled_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_save_killed_before_its_record_is_rolled_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     s = build(tmp_path, monkeypatch)
     session = Session.open(s)
     before = (s / "04-baseline.toml").read_bytes()
@@ -94,7 +96,9 @@ def test_a_resealed_hand_edit_is_still_tampered_and_reopening_does_not_hide_it(
     assert "tampered" in outcomes and "observation" not in outcomes
 
 
-def test_a_journal_that_matches_neither_side_repairs_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_journal_that_matches_neither_side_repairs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     s = build(tmp_path, monkeypatch)
     path = s / "04-baseline.toml"
     rec = load_record(path)
@@ -136,7 +140,12 @@ def test_the_lock_is_never_seen_empty(tmp_path: Path) -> None:
 
 def test_temp_files_are_removed_on_open_but_not_a_jobs(tmp_path: Path) -> None:
     s = Session.create(tmp_path / "s", workspace=tmp_path)
-    leftovers = [".session.toml.abc123.tmp", ".01-claim.toml.x.tmp", "history/.01-claim.r1.toml.y.tmp", "data/.split.parquet.z.tmp"]
+    leftovers = [
+        ".session.toml.abc123.tmp",
+        ".01-claim.toml.x.tmp",
+        "history/.01-claim.r1.toml.y.tmp",
+        "data/.split.parquet.z.tmp",
+    ]
     for name in leftovers:
         (s.path / name).parent.mkdir(exist_ok=True)
         (s.path / name).write_text("partial")
