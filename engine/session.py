@@ -124,6 +124,7 @@ class SessionLock:
         so no crash leaves an empty lock. False when a lock exists."""
         fd, tmp = tempfile.mkstemp(prefix=f"{LOCK_FILE}.", suffix=".tmp", dir=self.path)
         try:
+            os.fchmod(fd, 0o644)  # readable by others, so they can name the holder
             with os.fdopen(fd, "w") as fh:
                 json.dump(info, fh)
             crash_point()
