@@ -201,15 +201,43 @@ def now_iso() -> str:
 # ---------------------------------------------------------------- atomic IO
 
 
+# Test hook for the crash test: with CLAIMCHECK_CRASH_AFTER_WRITES=N the process ends itself
+# (os._exit, no cleanup, as a SIGKILL would) at the Nth write or rename point. Unset: nothing happens.
+CRASH_ENV = "CLAIMCHECK_CRASH_AFTER_WRITES"
+CRASH_EXIT = 137
+_points_passed = 0
+
+
+def crash_point() -> None:
+    global _points_passed
+    limit = os.environ.get(CRASH_ENV)
+    if not limit:
+        return
+    _points_passed += 1
+    if _points_passed >= int(limit):
+        os._exit(CRASH_EXIT)
+
+
+TEMP_SUFFIX = ".tmp"
+
+
+def is_temp_name(name: str) -> bool:
+    """A temp file atomic_write_bytes makes (".NAME.RANDOM.tmp"): a leftover once its writer is gone."""
+    return name.startswith(".") and name.endswith(TEMP_SUFFIX)
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
     try:
+        crash_point()
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        crash_point()
         os.replace(tmp, path)
+        crash_point()
         dir_fd = os.open(path.parent, os.O_RDONLY)
         try:
             os.fsync(dir_fd)
@@ -224,9 +252,21 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def _is_table(value: Any) -> bool:
+    return isinstance(value, dict) or (
+        isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
+    )
+
+
+def _toml_order(data: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Plain values first, then tables and arrays of tables: the order a TOML file reads back in,
+    so writing a record and writing it again after reading it give the same bytes."""
+    return sorted(data.items(), key=lambda kv: _is_table(kv[1]))
+
+
 def _to_toml_doc(data: dict[str, Any]) -> tomlkit.TOMLDocument:
     doc = tomlkit.document()
-    for key, value in data.items():
+    for key, value in _toml_order(data):
         if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
             aot = tomlkit.aot()
             for item in value:
@@ -241,7 +281,7 @@ def _to_toml_doc(data: dict[str, Any]) -> tomlkit.TOMLDocument:
 
 def _table(data: dict[str, Any]) -> tomlkit.items.Table:
     tbl = tomlkit.table()
-    for key, value in data.items():
+    for key, value in _toml_order(data):
         if isinstance(value, dict):
             tbl.add(key, _table(value))
         else:

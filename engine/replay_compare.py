@@ -15,7 +15,7 @@ from typing import Any
 from engine import registry
 from engine.evidence import Check, StageRecord, record_to_toml
 from engine.outcomes import Difference, Row
-from engine.session import Session
+from engine.session import Session, read_journal, read_repairs
 
 # ---------------------------------------------------------------- comparison
 
@@ -129,7 +129,12 @@ def integrity(session: Session, name: str, path: Path, rec: StageRecord, text: s
             )
         )
     entry = session.meta.stages.get(name)
-    if entry is not None and entry.digest and entry.digest != rec.provenance.digest:
+    recorded = entry.digest if entry is not None else ""
+    interrupted = _interrupted(session, name, rel, rec, recorded) if not rows else []
+    if interrupted:
+        return interrupted
+    rows += _repaired(session, name, rel, rec, recorded)
+    if recorded and recorded != rec.provenance.digest:
         rows.append(
             Row(
                 name,
@@ -141,6 +146,54 @@ def integrity(session: Session, name: str, path: Path, rec: StageRecord, text: s
             )
         )
     return rows
+
+
+def _interrupted(session: Session, name: str, rel: str, rec: StageRecord, recorded: str) -> list[Row]:
+    """A save claimcheck started and did not finish (killed, or still writing): not an edit."""
+    journal = read_journal(session.path)
+    if not journal or journal.get("stage") != name:
+        return []
+    if rec.provenance.digest == journal.get("new") and recorded == journal.get("old", ""):
+        return [
+            Row(
+                name,
+                "(record)",
+                "incomplete",
+                "",
+                f"interrupted write: claimcheck wrote {rel} ({rec.provenance.digest[:19]}…) at "
+                f"{journal.get('at', '?')} and was stopped before recording it in session.toml; "
+                "opening the session completes it",
+            )
+        ]
+    if rec.provenance.digest == journal.get("old") == recorded:
+        return [
+            Row(
+                name,
+                "(record)",
+                "incomplete",
+                "",
+                f"interrupted write: claimcheck was stopped before replacing {rel}, which still holds "
+                "the revision session.toml records; opening the session clears it",
+            )
+        ]
+    return []
+
+
+def _repaired(session: Session, name: str, rel: str, rec: StageRecord, recorded: str) -> list[Row]:
+    """Interrupted writes that opening the session completed: observations, not failures."""
+    return [
+        Row(
+            name,
+            "(record)",
+            "observation",
+            "",
+            f"interrupted write, repaired: claimcheck was stopped after writing {rel} at "
+            f"{repair.get('at', '?')}; reopening it on {repair.get('repaired_at', '?')} "
+            "recorded it in session.toml",
+        )
+        for repair in read_repairs(session.path)
+        if repair.get("stage") == name and repair.get("new") == rec.provenance.digest == recorded
+    ]
 
 
 def chain(name: str, rec: StageRecord, records: dict[str, StageRecord]) -> list[Row]:

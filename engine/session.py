@@ -2,6 +2,13 @@
 
 Layout (docs/evidence-format.md):
     session.toml, 01-claim.toml .. 07-artifact.toml, history/ (older revisions), data/, jobs/
+
+Crash consistency: a record file is the commit point of a save. Before it is written, `.journal.json`
+names the stage and the digests before and after; session.toml is updated next and the journal
+removed last. Whoever takes the lock next replays a journal a killed claimcheck left: the record
+holds the new digest -> session.toml is brought up to it ("completed"); the old one -> nothing took
+effect ("rolled back"); anything else is not claimcheck's write and is left for replay to name. Each
+repair is logged in history/repairs.toml, so replay can tell an interrupted write from a hand edit.
 """
 
 from __future__ import annotations
@@ -9,7 +16,9 @@ from __future__ import annotations
 import json
 import os
 import socket
+import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,27 +37,41 @@ from engine.evidence import (
     StageRecord,
     StageState,
     atomic_write_text,
+    crash_point,
+    dump_toml,
+    is_temp_name,
     load_record,
     load_session_meta,
     now_iso,
+    read_toml,
     record_to_toml,
     write_model,
 )
 
 SESSION_FILE = "session.toml"
 LOCK_FILE = ".lock"
+JOURNAL_FILE = ".journal.json"
+REPAIR_LOG = "history/repairs.toml"
+# Folders whose temp files only the session's lock holder writes (jobs/ belongs to running jobs).
+TEMP_DIRS = (".", "history", "data")
 
 
 class SessionLocked(ClaimcheckError):
     def __init__(self, path: Path, holder: dict[str, Any], stale: bool):
         self.path, self.holder, self.stale = path, holder, stale
-        who = f"pid {holder.get('pid')} on {holder.get('host')} since {holder.get('since')}"
+        who = describe_holder(holder)
         hint = (
             f"that process is gone: take the lock over (claimcheck offers this; or delete {path / LOCK_FILE})"
             if stale
             else "close the other claimcheck first, or open a copy of the session"
         )
         super().__init__(f"session {path} is open in another process ({who}); {hint}")
+
+
+def describe_holder(holder: dict[str, Any]) -> str:
+    if not holder:
+        return "an empty or unreadable lock file, left by a claimcheck killed while taking the lock"
+    return f"pid {holder.get('pid', '?')} on {holder.get('host', '?')} since {holder.get('since', '?')}"
 
 
 class StageOrderError(ClaimcheckError):
@@ -72,37 +95,74 @@ def _pid_alive(pid: int) -> bool:
 @dataclass
 class SessionLock:
     path: Path
+    # Called once the lock is taken: the session finishes what a killed holder left (Session.recover).
+    on_acquire: Callable[[], Any] | None = None
 
     @property
     def file(self) -> Path:
         return self.path / LOCK_FILE
 
     def holder(self) -> dict[str, Any] | None:
+        """The holder the lock names; {} when the lock is empty or unreadable; None when there is none."""
         try:
-            return json.loads(self.file.read_text())
-        except (FileNotFoundError, json.JSONDecodeError, OSError):
+            holder = json.loads(self.file.read_text())
+        except FileNotFoundError:
             return None
+        except (json.JSONDecodeError, OSError, UnicodeDecodeError):
+            return {}
+        return holder if isinstance(holder, dict) else {}
 
     def holder_is_dead(self, holder: dict[str, Any]) -> bool:
-        return holder.get("host") == socket.gethostname() and not _pid_alive(int(holder.get("pid", -1)))
+        """An empty or unreadable lock names nobody alive: it is stale."""
+        try:
+            pid = int(holder["pid"])
+        except (KeyError, TypeError, ValueError):
+            return True
+        return holder.get("host") == socket.gethostname() and not _pid_alive(pid)
+
+    def _create(self, info: dict[str, Any]) -> bool:
+        """Create the lock with its contents in one step (a full temp file hard-linked into place),
+        so no crash leaves an empty lock. False when a lock exists."""
+        fd, tmp = tempfile.mkstemp(prefix=f"{LOCK_FILE}.", suffix=".tmp", dir=self.path)
+        try:
+            os.fchmod(fd, 0o644)  # readable by others, so they can name the holder
+            with os.fdopen(fd, "w") as fh:
+                json.dump(info, fh)
+            crash_point()
+            try:
+                os.link(tmp, self.file)
+            except FileExistsError:
+                return False
+            except OSError:  # a file system without hard links: create exclusively, then fill
+                try:
+                    lock_fd = os.open(self.file, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                except FileExistsError:
+                    return False
+                with os.fdopen(lock_fd, "w") as fh:
+                    json.dump(info, fh)
+            crash_point()
+            return True
+        finally:
+            Path(tmp).unlink(missing_ok=True)
 
     def acquire(self, take_over_stale: bool = False) -> None:
         info = {"pid": os.getpid(), "host": socket.gethostname(), "since": now_iso()}
-        for _ in range(2):
-            try:
-                fd = os.open(self.file, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                holder = self.holder() or {"pid": "?", "host": "?", "since": "?"}
-                if holder.get("pid") == os.getpid() and holder.get("host") == socket.gethostname():
-                    return
-                stale = self.holder_is_dead(holder)
-                if stale and take_over_stale:
-                    self.file.unlink(missing_ok=True)
-                    continue
-                raise SessionLocked(self.path, holder, stale) from None
-            with os.fdopen(fd, "w") as fh:
-                json.dump(info, fh)
-            return
+        for _ in range(3):
+            if self._create(info):
+                if self.on_acquire is not None:
+                    self.on_acquire()
+                return
+            holder = self.holder()
+            if holder is None:
+                continue  # released between our try and our look
+            if holder.get("pid") == os.getpid() and holder.get("host") == socket.gethostname():
+                return
+            stale = self.holder_is_dead(holder)
+            if stale and take_over_stale:
+                self.file.unlink(missing_ok=True)
+                continue
+            raise SessionLocked(self.path, holder, stale)
+        raise SessionLocked(self.path, self.holder() or {}, False)
 
     def release(self) -> None:
         holder = self.holder()
@@ -116,7 +176,8 @@ class Session:
     def __init__(self, path: Path, meta: SessionMeta):
         self.path = path
         self.meta = meta
-        self.lock = SessionLock(path)
+        self.lock = SessionLock(path, on_acquire=self.recover)
+        self._parsed: dict[str, tuple[tuple[int, int, int], StageRecord]] = {}
 
     # ------------------------------------------------------------ create / open
 
@@ -171,8 +232,17 @@ class Session:
         return self.path / registry.get(name).file_name
 
     def record(self, name: str) -> StageRecord | None:
+        """The stage's record as on disk now (a fresh copy; parsed again only when the file changed)."""
         p = self.record_path(name)
-        return load_record(p) if p.exists() else None
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            return None
+        key = (st.st_ino, st.st_size, st.st_mtime_ns)
+        hit = self._parsed.get(name)
+        if hit is None or hit[0] != key:
+            hit = self._parsed[name] = (key, load_record(p))
+        return hit[1].model_copy(deep=True)
 
     def records(self) -> dict[str, StageRecord]:
         return {n: r for n in registry.STAGE_NAMES if (r := self.record(n)) is not None}
@@ -216,13 +286,11 @@ class Session:
         rec = rec.model_copy(deep=True)
         if old is not None:
             if old.provenance.frozen:
-                self._archive(old)
                 rec.provenance.revision = old.provenance.revision + 1
             else:
                 rec.provenance.revision = old.provenance.revision
         rec = rec.sealed()
-        atomic_write_text(self.record_path(rec.stage), record_to_toml(rec))
-        self._sync_meta()
+        self._commit(rec, archive=old if old is not None and old.provenance.frozen else None)
         return rec
 
     def upstream_records(self, name: str, require_frozen: bool = True) -> dict[str, StageRecord]:
@@ -270,8 +338,7 @@ class Session:
         rec.provenance.frozen = True
         rec.provenance.frozen_at = now_iso()
         sealed = rec.sealed()
-        atomic_write_text(self.record_path(name), record_to_toml(sealed))
-        self._sync_meta()
+        self._commit(sealed)
         return sealed
 
     def add_note(self, name: str, tag: NoteTag, text: str) -> StageRecord:
@@ -289,9 +356,15 @@ class Session:
     def _write_meta(self) -> None:
         write_model(self.path / SESSION_FILE, self.meta)
 
-    def _sync_meta(self) -> None:
+    def _sync_meta(self, name: str | None = None) -> None:
+        """Bring session.toml up to the records: the digest and revision of `name` (every stage when
+        None) and the state of every stage, which is derived from the chain."""
         states = self.states()
         for spec in registry.STAGES:
+            old = self.meta.stages.get(spec.name)
+            if name is not None and spec.name != name and old is not None:
+                self.meta.stages[spec.name] = old.model_copy(update={"state": states[spec.name]})
+                continue
             rec = self.record(spec.name)
             self.meta.stages[spec.name] = StageEntry(
                 state=states[spec.name],
@@ -300,6 +373,121 @@ class Session:
                 file=spec.file_name,
             )
         self._write_meta()
+
+    # ------------------------------------------------------------ crash consistency
+
+    def _commit(self, rec: StageRecord, archive: StageRecord | None = None) -> None:
+        """Save a sealed record: journal the intent, archive the frozen revision it replaces, write the
+        record (the commit point), update session.toml, drop the journal."""
+        entry = self.meta.stages.get(rec.stage)
+        intent = {
+            "stage": rec.stage,
+            "file": registry.get(rec.stage).file_name,
+            "old": entry.digest if entry is not None else "",
+            "new": rec.provenance.digest,
+            "at": now_iso(),
+            "pid": os.getpid(),
+        }
+        atomic_write_text(self.path / JOURNAL_FILE, json.dumps(intent, sort_keys=True))
+        if archive is not None:
+            self._archive(archive)
+        atomic_write_text(self.record_path(rec.stage), record_to_toml(rec))
+        self._sync_meta(rec.stage)
+        (self.path / JOURNAL_FILE).unlink(missing_ok=True)
+        crash_point()
+
+    def recover(self) -> list[str]:
+        """Finish what a killed claimcheck left, under the lock: replay its journal, remove its temp
+        files. Returns what was done, one line each."""
+        done = self._replay_journal()
+        removed = remove_temp_files(self.path)
+        if removed:
+            done.append(f"removed {len(removed)} temp file(s) left by an interrupted write")
+        return done
+
+    def _replay_journal(self) -> list[str]:
+        journal = read_journal(self.path)
+        if journal is None:
+            return []
+        name = journal.get("stage")
+        outcome = "left"  # the record is neither what was there nor what was being written
+        if name in registry.STAGE_NAMES:
+            try:
+                rec = self.record(name)
+            except EvidenceError:
+                rec = None
+            digest = (
+                rec.provenance.digest
+                if rec is not None and rec.compute_digest() == rec.provenance.digest
+                else None
+            )
+            if rec is not None and digest == journal.get("new"):
+                outcome = "completed"
+                self._sync_meta(name)
+            elif (rec is None and not journal.get("old")) or (
+                digest is not None and digest == journal.get("old")
+            ):
+                outcome = "rolled_back"
+        if outcome != "left":
+            self._log_repair({**journal, "outcome": outcome, "repaired_at": now_iso()})
+        (self.path / JOURNAL_FILE).unlink(missing_ok=True)
+        crash_point()
+        if outcome == "left":
+            return [
+                f"an interrupted write of '{name}' could not be matched to its record; left for replay to name"
+            ]
+        return [f"an interrupted write of '{name}' was {outcome.replace('_', ' ')}"]
+
+    def _log_repair(self, entry: dict[str, Any]) -> None:
+        repairs = read_repairs(self.path)
+        key = (entry.get("stage"), entry.get("at"), entry.get("new"))
+        if any((r.get("stage"), r.get("at"), r.get("new")) == key for r in repairs):
+            return
+        clean = {k: v for k, v in entry.items() if isinstance(v, str | int)}
+        atomic_write_text(self.path / REPAIR_LOG, dump_toml({"repairs": [*repairs, clean]}))
+
+
+def read_journal(session_dir: Path) -> dict[str, Any] | None:
+    """The write a claimcheck had started and not finished: None when there is none, {} when unreadable."""
+    try:
+        doc = json.loads((Path(session_dir) / JOURNAL_FILE).read_text())
+    except FileNotFoundError:
+        return None
+    except (json.JSONDecodeError, OSError, UnicodeDecodeError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def read_repairs(session_dir: Path) -> list[dict[str, Any]]:
+    """Interrupted writes finished or undone on reopen (history/repairs.toml)."""
+    path = Path(session_dir) / REPAIR_LOG
+    if not path.exists():
+        return []
+    try:
+        repairs = read_toml(path).get("repairs", [])
+    except EvidenceError:
+        return []
+    return [r for r in repairs if isinstance(r, dict)] if isinstance(repairs, list) else []
+
+
+def remove_temp_files(session_dir: Path) -> list[Path]:
+    """Temp files of interrupted atomic writes in the folders only the lock holder writes."""
+    removed = []
+    for sub in TEMP_DIRS:
+        top = Path(session_dir) / sub
+        if not top.is_dir():
+            continue
+        walk = os.walk(top) if sub != "." else [(str(top), [], os.listdir(top))]
+        for dirpath, _dirs, files in walk:
+            for fn in files:
+                if is_temp_name(fn):
+                    p = Path(dirpath) / fn
+                    try:
+                        p.unlink()
+                    except OSError:
+                        continue
+                    removed.append(p)
+    return removed
 
 
 def find_sessions(root: Path, exclude: Path | None = None, max_depth: int = 3) -> list[Path]:

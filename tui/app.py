@@ -30,7 +30,14 @@ from textual.widgets import ContentSwitcher, Footer, Static
 from engine import registry
 from engine.core import split_runtime
 from engine.evidence import EvidenceError, StageRecord
-from engine.session import Session, SessionLocked, StageOrderError, find_sessions, new_session_id
+from engine.session import (
+    Session,
+    SessionLocked,
+    StageOrderError,
+    describe_holder,
+    find_sessions,
+    new_session_id,
+)
 from tui.safe import clean, literal
 from tui.screens import ConfirmScreen, HelpScreen, LockedScreen, StartScreen
 from tui.stage_view import TABS, RunEnded, StageView
@@ -444,8 +451,7 @@ class ClaimcheckApp(App):
         shown = path.resolve()
         if shown.is_relative_to(self.workspace):
             shown = shown.relative_to(self.workspace)
-        h = exc.holder
-        who = f"pid {h.get('pid', '?')} on {h.get('host', '?')} since {h.get('since', '?')}"
+        who = describe_holder(exc.holder)
         if exc.stale:
             return f"Session {shown} was left locked by {who}, and that process is gone. Take it over to continue."
         return (

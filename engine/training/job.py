@@ -462,6 +462,8 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m engine.training.job JOB_DIR", file=sys.stderr)
         return 2
     job_dir = Path(args[0])
+    if job_dir.is_dir():
+        jobfiles.record_self(job_dir)
     if not (job_dir / jobfiles.CONTRACT).is_file():
         print(
             f"{job_dir / jobfiles.CONTRACT} not found: a job directory holds the frozen contract copy",

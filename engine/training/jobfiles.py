@@ -147,6 +147,27 @@ def write_pid(job_dir: Path, doc: dict[str, Any]) -> None:
     atomic_write_text(Path(job_dir) / PID_FILE, json.dumps(doc))
 
 
+def record_self(job_dir: Path) -> None:
+    """The job's first act: name itself in pid.json, so a launcher killed before writing it still
+    leaves a job folder that identifies the live process (pid, process group, host, starts)."""
+    import socket
+
+    info = read_pid(job_dir)
+    if info.get("pid") == os.getpid():
+        return  # the launcher was first
+    starts = info.get("starts") if isinstance(info.get("starts"), list) else []
+    doc = {
+        "pid": os.getpid(),
+        "pgid": os.getpgid(0),
+        "host": socket.gethostname(),
+        "starts": [*starts, now_iso()],
+    }
+    try:
+        write_pid(job_dir, doc)
+    except OSError:
+        pass  # an unwritable job folder fails at the contract check that follows
+
+
 def read_metrics(job_dir: Path) -> list[dict[str, Any]]:
     """Every complete line of metrics.jsonl (a line cut by a kill is skipped, not an error)."""
     path = Path(job_dir) / METRICS

@@ -67,7 +67,8 @@ class Alarms(_M):
     collapse_share: float = Field(default=0.95, ge=0, le=1)
     gap_limit: float = Field(default=0.5, ge=0, le=1e6)
     stall_heartbeats: int = Field(default=10, ge=1, le=1_000_000)
-    worse_than_trivial_after_step: int = Field(default=200, ge=0, le=10**9)
+    # -1: from half-way through the run
+    worse_than_trivial_after_step: int = Field(default=200, ge=-1, le=10**9)
     disabled: list[str] = Field(default_factory=list)
 
 

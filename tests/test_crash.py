@@ -1,0 +1,338 @@
+"""Crash consistency of the ledger: kill `claimcheck run --answers` at every write / rename point
+and at random times, then check what it left.
+
+Each kill leaves a session folder that must satisfy: every TOML parses; replay never says
+`tampered` (claimcheck wrote every byte); reopening it (taking the stale lock over) leaves no
+temp file; and the session can be continued to the end (every answered stage frozen).
+
+Kill points: CLAIMCHECK_CRASH_AFTER_WRITES=N makes the run end itself with os._exit at the Nth
+write or rename point (engine.evidence.crash_point), as SIGKILL would: no finally, no cleanup.
+The run is forked from this (already warm) process so a point costs no interpreter start; a few
+runs are real `python -m tui.cli run --answers` processes SIGKILLed at random times.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from engine.answers import load_answers, run_answers
+from engine.evidence import CRASH_ENV, CRASH_EXIT, is_temp_name, load_record
+from engine.replay import replay
+from engine.session import SESSION_FILE, Session
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "docs" / "answers-example.toml"
+SAMPLE = ROOT / "sample_data" / "tickets.csv"
+ROWS = 60
+# Kill attempts in all: every write/rename point, then random times to make up the rest (a few
+# random runs finish before their time; at least 200 must be killed).
+KILLS = 222
+RANDOM_FORKED_MIN = 40
+RANDOM_PROCESSES = 4
+LANES = 2
+CHILD_TIMEOUT_S = 120.0
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the crash test forks")
+
+
+def write_workspace(ws: Path, rows: int = ROWS) -> Path:
+    """A tiny copy of the sample data and the docs' answers file cut to the cheap stages."""
+    lines = SAMPLE.read_text().splitlines(keepends=True)
+    (ws / "tiny.csv").write_text("".join(lines[: rows + 1]))
+    text = EXAMPLE.read_text()
+    text = text[: text.index("[contract]")]
+    text = text.replace("sample_data/tickets.csv", "tiny.csv").replace('workspace = ".."', 'workspace = "."')
+    text = text.replace("class_support_floor = 20", "class_support_floor = 1")
+    text = text.replace(
+        'learners = ["most_frequent", "prior", "tfidf_logreg"]', 'learners = ["most_frequent", "prior"]'
+    )
+    text = text.replace("bootstrap_resamples = 1000", "bootstrap_resamples = 100")
+    answers = ws / "answers.toml"
+    answers.write_text(text)
+    return answers
+
+
+# ---------------------------------------------------------------- running and killing
+#
+# The runs are forked from a separate driver process (`python -m tests.test_crash DIR`) that only
+# imports: a process that has run polars (the test process has) must not fork, its thread pool
+# can deadlock the child.
+
+
+def _child(answers: Path, session_dir: Path, crash_after: int | None) -> None:
+    """In the forked child: run the CLI, end without cleanup."""
+    rc = 1
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        if crash_after is not None:
+            os.environ[CRASH_ENV] = str(crash_after)
+        from tui.cli import main
+
+        rc = main(["run", "--answers", str(answers), str(session_dir)])
+    except BaseException:  # noqa: BLE001 - the exit code says it
+        rc = 3
+    finally:
+        os._exit(rc)
+
+
+def _wait(pid: int, timeout: float, kill_after: float | None = None) -> int:
+    """Wait for a child; SIGKILL it after kill_after seconds (or at the timeout). Its exit code,
+    -9 when it was killed."""
+    start = time.monotonic()
+    killed = False
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        elapsed = time.monotonic() - start
+        if not killed and ((kill_after is not None and elapsed >= kill_after) or elapsed >= timeout):
+            os.kill(pid, signal.SIGKILL)
+            killed = True
+        time.sleep(0.002)
+
+
+def run_forked(
+    answers: Path, session_dir: Path, crash_after: int | None = None, kill_after: float | None = None
+) -> int:
+    pid = os.fork()
+    if pid == 0:
+        _child(answers, session_dir, crash_after)
+    return _wait(pid, CHILD_TIMEOUT_S, kill_after)
+
+
+def _warm_imports(modules_file: Path) -> None:
+    """Import (never run) what a complete run imported, so each forked run starts warm."""
+    import importlib
+
+    for name in modules_file.read_text().split():
+        if name.split(".")[0] in ("torch", "transformers", "peft", "tui", "textual") or name in sys.modules:
+            continue
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001, S112 - warming only
+            continue
+
+
+def drive(root: Path, lane: int, lanes: int, kills: int, seed: int) -> dict:
+    """Kill `run --answers` at every write/rename point n with (n - 1) % lanes == lane (until a run
+    ends before its point), then at random times; one folder each."""
+    answers = root / "answers.toml"
+    modules = root / f"modules{lane}.txt"
+    pid = os.fork()
+    if pid == 0:  # a complete run, which also lists what it imported
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        from tui.cli import main
+
+        rc = main(["run", "--answers", str(answers), str(root / f"full{lane}")])
+        modules.write_text("\n".join(sorted(sys.modules)))
+        os._exit(rc)
+    assert _wait(pid, CHILD_TIMEOUT_S) == 0, "the complete run failed"
+    _warm_imports(modules)
+    t0 = time.monotonic()
+    assert run_forked(answers, root / f"full{lane}b") == 0
+    full_s = time.monotonic() - t0
+    out: dict = {"full_s": full_s, "points": [], "random": []}
+    n = lane + 1 - lanes  # this lane's points: lane + 1, lane + 1 + lanes, ...
+    while True:
+        n += lanes
+        session_dir = root / f"p{n:04d}"
+        rc = run_forked(answers, session_dir, crash_after=n)
+        if rc == 0:
+            shutil.rmtree(session_dir)
+            break
+        out["points"].append({"dir": session_dir.name, "exit": rc, "point": n})
+    # The lanes' point counts differ by at most one: make up the kills to `kills` with random times.
+    random_kills = max(RANDOM_FORKED_MIN, kills - RANDOM_PROCESSES - lanes * len(out["points"]))
+    rng = random.Random(seed * lanes + lane)
+    for i in range(lane, random_kills, lanes):
+        session_dir = root / f"r{i:03d}"
+        after = rng.uniform(0.0, 0.9 * full_s)
+        rc = run_forked(answers, session_dir, kill_after=after)
+        out["random"].append({"dir": session_dir.name, "exit": rc, "after_s": round(after, 3)})
+    return out
+
+
+# ---------------------------------------------------------------- what a killed run must leave
+
+
+FINDINGS = ("unparsable", "tampered", "not_continuable", "temp_surviving")
+
+
+def _temp_files(session_dir: Path) -> list[str]:
+    return sorted(
+        str(p.relative_to(session_dir))
+        for p in session_dir.rglob("*")
+        if is_temp_name(p.name) and "jobs" not in p.relative_to(session_dir).parts
+    )
+
+
+def check_killed(session_dir: Path, answers: Path, label: str) -> dict:
+    """What one killed run left, as findings: lists of problems (empty when all is well)."""
+    out: dict = {k: [] for k in FINDINGS} | {"interrupted_named": False, "no_session_yet": False}
+    for p in sorted(session_dir.rglob("*.toml")):
+        try:
+            tomllib.loads(p.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            out["unparsable"].append(f"{label}: {p.name}: {exc}")
+    if not (session_dir / SESSION_FILE).exists():
+        # Killed before the session existed: continuing is running the answers into the folder again.
+        out["no_session_yet"] = True
+        try:
+            result = run_answers(answers, session_dir)
+            if result.exit_code != 0:
+                out["not_continuable"].append(f"{label}: re-running the answers: exit {result.exit_code}")
+        except Exception as exc:  # noqa: BLE001 - a finding, not a crash of the test
+            out["not_continuable"].append(f"{label}: re-running the answers: {type(exc).__name__}: {exc}")
+        out["temp_surviving"] += [f"{label}: {t}" for t in _temp_files(session_dir)]
+        return out
+    result = replay(session_dir)
+    bad = [r for r in result.rows if r.outcome == "tampered"]
+    if result.error or bad:
+        out["tampered"].append(f"{label}: {result.error or bad[0].detail}")
+    out["interrupted_named"] = any("interrupted write" in r.detail for r in result.rows)
+    continue_session(session_dir, answers, label, out)
+    return out
+
+
+def continue_session(session_dir: Path, answers: Path, label: str, out: dict) -> None:
+    """Reopen as the app does (taking the dead run's lock over) and run/freeze what is left."""
+    try:
+        session = Session.open(session_dir)
+        session.lock.acquire(take_over_stale=True)
+    except Exception as exc:  # noqa: BLE001
+        out["not_continuable"].append(f"{label}: reopen: {type(exc).__name__}: {exc}")
+        return
+    try:
+        out["temp_surviving"] += [f"{label}: {t}" for t in _temp_files(session_dir)]
+        plan = load_answers(answers).stages
+        for name, inputs in plan.items():
+            if session.state(name) != "frozen":
+                session.run_stage(name, inputs)
+                session.freeze(name)
+        states = session.states()
+        not_frozen = [n for n in plan if states[n] != "frozen"]
+        if not_frozen:
+            out["not_continuable"].append(f"{label}: still not frozen: {not_frozen}")
+        meta = Session.open(session_dir).meta
+        for name in plan:
+            rec = load_record(session.record_path(name))
+            if (
+                meta.stages[name].digest != rec.provenance.digest
+                or rec.compute_digest() != rec.provenance.digest
+            ):
+                out["not_continuable"].append(f"{label}: {name}: session.toml and the record disagree")
+    except Exception as exc:  # noqa: BLE001
+        out["not_continuable"].append(f"{label}: continuing: {type(exc).__name__}: {exc}")
+    finally:
+        session.lock.release()
+
+
+def _check_job(job: tuple[str, str, str]) -> dict:
+    return check_killed(Path(job[0]), Path(job[1]), job[2])
+
+
+# ---------------------------------------------------------------- the test
+
+
+@pytest.mark.slow
+def test_killing_run_answers_anywhere_leaves_a_session_that_continues(tmp_path: Path) -> None:
+    answers = write_workspace(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop(CRASH_ENV, None)
+    t0 = time.monotonic()
+    drivers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.test_crash",
+                str(tmp_path),
+                str(lane),
+                str(LANES),
+                str(KILLS),
+                "14",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=ROOT,
+        )
+        for lane in range(LANES)
+    ]
+    kills: dict = {"full_s": 0.0, "points": [], "random": []}
+    for d in drivers:
+        stdout, stderr = d.communicate(timeout=600)
+        assert d.returncode == 0, stderr[-3000:]
+        lane = json.loads(stdout.strip().splitlines()[-1])
+        kills["full_s"] = max(kills["full_s"], lane["full_s"])
+        kills["points"] += lane["points"]
+        kills["random"] += lane["random"]
+    points = sorted(p["point"] for p in kills["points"])
+    assert points == list(range(1, len(points) + 1)), "the lanes left a gap in the write points"
+    jobs = []
+    for p in kills["points"]:
+        assert p["exit"] == CRASH_EXIT, f"{p['dir']}: the run exited {p['exit']}, not at its crash point"
+        jobs.append((str(tmp_path / p["dir"]), str(answers), f"point {p['point']}"))
+    jobs += [
+        (str(tmp_path / r["dir"]), str(answers), f"random {r['dir']} at {r['after_s']}s")
+        for r in kills["random"]
+    ]
+    # A few real claimcheck processes, SIGKILLed at random times.
+    rng = random.Random(15)
+    exits = [r["exit"] for r in kills["random"]]
+    for i in range(RANDOM_PROCESSES):
+        session_dir = tmp_path / f"k{i:03d}"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tui.cli", "run", "--answers", str(answers), str(session_dir)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd=ROOT,
+        )
+        time.sleep(rng.uniform(0.3, 0.3 + 2 * kills["full_s"]))
+        proc.send_signal(signal.SIGKILL)
+        exits.append(proc.wait())
+        jobs.append((str(session_dir), str(answers), f"process {i} (exit {exits[-1]})"))
+    kill_s = time.monotonic() - t0
+    # The checks run in fresh (spawned) processes, two at a time.
+    with ProcessPoolExecutor(LANES, mp_context=multiprocessing.get_context("spawn")) as pool:
+        found = list(pool.map(_check_job, jobs))
+    merged = {k: [x for f in found for x in f[k]] for k in FINDINGS}
+    write_points = len(kills["points"])
+    print(
+        f"\ncrash test: {len(jobs)} kills = {write_points} write/rename points + {len(exits)} random times "
+        f"({sum(e == 0 for e in exits)} of those finished first); kills {kill_s:.0f}s, checks "
+        f"{time.monotonic() - t0 - kill_s:.0f}s: "
+        + ", ".join(f"{len(merged[k])} {k}" for k in FINDINGS)
+        + f"; {sum(f['interrupted_named'] for f in found)} replays named an interrupted write, "
+        f"{sum(f['no_session_yet'] for f in found)} killed before session.toml existed"
+    )
+    for k in FINDINGS:
+        for line in merged[k][:10]:
+            print(f"  {k}: {line}")
+    assert not any(merged.values()), {k: v[:3] for k, v in merged.items() if v}
+    assert write_points >= 100, f"only {write_points} write/rename points in a run"
+    killed = write_points + sum(e != 0 for e in exits)
+    assert killed >= 200, f"only {killed} runs were killed before they finished"
+
+
+if __name__ == "__main__":  # the driver: python -m tests.test_crash DIR LANE LANES KILLS SEED
+    print(json.dumps(drive(Path(sys.argv[1]), *(int(a) for a in sys.argv[2:6]))))
