@@ -27,15 +27,7 @@ if TYPE_CHECKING:
 def classification_checks(ev: Evaluation) -> list[Check]:
     from engine import metrics as m
 
-    inputs, data, fitted, y, _units, mask, metric = (
-        ev.inputs,
-        ev.data,
-        ev.fitted,
-        ev.y,
-        ev.units,
-        ev.mask,
-        ev.metric,
-    )
+    inputs, data, fitted, y, mask, metric = ev.inputs, ev.data, ev.fitted, ev.y, ev.mask, ev.metric
     reports = {
         n: m.classification_report(y, f.eval_pred[mask], data.classes, ece_bins=inputs.ece_bins)
         for n, f in fitted.items()
