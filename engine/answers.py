@@ -201,6 +201,14 @@ def _builtin(name: str) -> bool:
     return getattr(module, "__name__", "") == f"engine.stages.{name}"
 
 
+def _empty_or_interrupted(folder: Path) -> bool:
+    """Empty, or holding only the temp files of a run killed before it wrote session.toml (taking
+    the session's lock removes them): either way, nothing a person made is in it."""
+    from engine.evidence import is_temp_name
+
+    return all(p.is_file() and is_temp_name(p.name) for p in folder.iterdir())
+
+
 def preflight(answers: Answers, workspace: Path, session_dir: Path) -> None:
     """Everything checkable before the session folder is created: the workspace, the session folder,
     every data file (inside the workspace, readable, the columns named) and the model folder."""
@@ -213,7 +221,7 @@ def preflight(answers: Answers, workspace: Path, session_dir: Path) -> None:
             path, "session.workspace", f"{workspace} is not a folder", f"give an existing folder ({FIX})"
         )
     session_dir = Path(session_dir)
-    if session_dir.exists() and (not session_dir.is_dir() or any(session_dir.iterdir())):
+    if session_dir.exists() and (not session_dir.is_dir() or not _empty_or_interrupted(session_dir)):
         what = "a session" if (session_dir / "session.toml").exists() else "files"
         raise FileExistsError(
             f"{session_dir} already exists and holds {what if session_dir.is_dir() else 'a file'}; "

@@ -205,3 +205,22 @@ async def test_the_app_offers_take_over_for_an_empty_lock(tmp_path: Path) -> Non
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen))
         assert json.loads((session.path / ".lock").read_text())["pid"] == os.getpid()
+
+
+def test_an_answers_run_killed_before_session_toml_can_be_run_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder holding only the temp file of an interrupted first write is not a person's folder:
+    the answers run goes ahead (and the lock removes the leftover); any other file still refuses."""
+    leftover = tmp_path / "s" / ".session.toml.k1ll3d.tmp"
+    leftover.parent.mkdir()
+    leftover.write_text("schema_version = 2\n")
+    session = build(tmp_path, monkeypatch)
+    assert (session / "session.toml").is_file() and not leftover.exists()
+
+    from engine.answers import run_answers
+
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="holds files"):
+        run_answers(tmp_path / "answers.toml", tmp_path / "t")

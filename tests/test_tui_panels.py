@@ -160,7 +160,7 @@ def test_contract_panel_histogram_marks_max_length(session: Session) -> None:
     assert marked[0].endswith(f"← max_length {lengths.max_length}")
     assert f"truncated {lengths.truncated:,} of {lengths.count:,}" in text
     samples = shape(session, "contract", "contract.prepared_samples", T.PreparedSamples)
-    assert f"example 1, id {samples.samples[0]['id']}" in text
+    assert f"example 1, id {samples.samples[0].id}" in text
 
 
 def test_dispatch_record_marks_checkpoint_steps(session: Session) -> None:
