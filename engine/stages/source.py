@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, f
 from engine.context import StageContext, StageInputError
 from engine.evidence import Check, Note, StageRecord
 from engine.stages import source_checks as sc
+from engine.stages import source_identity as si
 from engine.stages.source_checks import PB_PREVIEW
 
 TITLE = "Source"
@@ -116,73 +117,22 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
 
     from engine import data
 
-    inp = inputs.model_dump(mode="json")
     _validate_fields(inputs)
     paths = [ctx.resolve(f, inside=not inputs.allow_outside_workspace) for f in inputs.files]
     ctx.progress(0.02, "checksums")
     checks: list[Check] = [sc.checksum(inputs, paths)]
-    from engine.audit import profile
-
-    ctx.progress(0.05, "scanning records")
-    # Located first: a malformed JSONL line must be named by line, not by the reader's first complaint.
-    malformed = [profile.malformed_records(p, n) for p, n in zip(paths, inputs.files, strict=True)]
-    _refuse_bad_jsonl(malformed, inputs.files)
-    lf = data.scan_files(paths, names=list(inputs.files))
-    data.require_columns(
-        lf,
-        {
-            "label_column": [inputs.label_column],
-            "input_columns": inputs.input_columns,
-            "text_columns": inputs.text_columns,
-            "id_column": [inputs.id_column],
-            "entity_columns": inputs.entity_columns,
-            "time_column": [inputs.time_column],
-        },
-        text_columns=inputs.text_columns,
-    )
-    ctx.check_cancelled()
-    if inputs.preview_rows:
-        lf = lf.head(inputs.preview_rows)
-    try:
-        raw = lf.with_columns(data.target_expr(inputs.label_column, inputs.label_mapping)).collect()
-    except pl.exceptions.PolarsError as exc:
-        raise StageInputError(
-            f"the data files cannot be read as one table: {data._first_line(exc)}"
-        ) from None
+    raw, schema, malformed = _read(inputs, paths, ctx)
     cov = "full" if not inputs.preview_rows else f"preview: first {raw.height} rows"
-    checks.append(sc.schema(raw, lf.collect_schema(), malformed, cov))
+    checks.append(sc.schema(raw, schema, malformed, cov))
     ctx.check_cancelled()
     kept, steps = _apply_filters(raw, inputs)
     # Filtering copies every column; skip it when every row has a target (the common case at scale).
     has_null = kept.get_column(data.TARGET).null_count() > 0
     dataset = kept.filter(pl.col(data.TARGET).is_not_null()) if has_null else kept
-    steps.append(
-        {
-            "reason": data.NO_TARGET_REASON,
-            "where": "target IS NOT NULL",
-            "removed": kept.height - dataset.height,
-        }
-    )
+    removed = kept.height - dataset.height
+    steps.append({"reason": data.NO_TARGET_REASON, "where": "target IS NOT NULL", "removed": removed})
     checks.append(sc.transformations(inputs, raw.height, dataset.height, steps, cov))
-    ctx.progress(0.2, "missingness, time, classes")
-    checks.append(sc.missingness(kept, inputs, cov))
-    checks.extend(sc.time(kept, inputs, cov))
-    checks.append(sc.class_coverage(kept, inputs, cov))
-    ctx.check_cancelled()
-    ctx.progress(0.35, "duplicates and conflicts")
-    checks.extend(sc.duplicates(dataset, inputs, cov))
-    ctx.check_cancelled()
-    ctx.progress(0.5, "near-duplicates")
-    checks.append(sc.near_duplicates(dataset, inputs, ctx, cov))
-    ctx.check_cancelled()
-    ctx.progress(0.7, "single-feature leakage")
-    checks.extend(sc.leakage(dataset, inputs))
-    checks.append(sc.availability(inputs))
-    ctx.check_cancelled()
-    ctx.progress(0.85, "entity families")
-    checks.append(sc.families(dataset, inputs, ctx, cov))
-    checks.append(sc.sensitive(inputs))
-    checks.append(sc.provenance(inputs))
+    checks += _audit(kept, dataset, inputs, ctx, cov)
     if inputs.preview_rows:
         checks.append(
             Check(
@@ -196,7 +146,67 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
             )
         )
     ctx.progress(1.0, "done")
+    inp = inputs.model_dump(mode="json")
     return StageRecord(stage="source", inputs=inp, checks=checks, notes=_notes(inputs, checks))
+
+
+def _read(inputs: Inputs, paths: list, ctx: StageContext) -> tuple[Any, Any, list[dict[str, Any]]]:
+    """The rows (after `preview_rows`), their schema and the per-file malformed-record counts."""
+    import polars as pl
+
+    from engine import data
+    from engine.audit import profile
+
+    ctx.progress(0.05, "scanning records")
+    # Located first: a malformed JSONL line must be named by line, not by the reader's first complaint.
+    malformed = [profile.malformed_records(p, n) for p, n in zip(paths, inputs.files, strict=True)]
+    _refuse_bad_jsonl(malformed, inputs.files)
+    lf = data.scan_files(paths, names=list(inputs.files))
+    named = {
+        "label_column": [inputs.label_column],
+        "input_columns": inputs.input_columns,
+        "text_columns": inputs.text_columns,
+        "id_column": [inputs.id_column],
+        "entity_columns": inputs.entity_columns,
+        "time_column": [inputs.time_column],
+    }
+    data.require_columns(lf, named, text_columns=inputs.text_columns)
+    ctx.check_cancelled()
+    if inputs.preview_rows:
+        lf = lf.head(inputs.preview_rows)
+    try:
+        raw = lf.with_columns(data.target_expr(inputs.label_column, inputs.label_mapping)).collect()
+    except pl.exceptions.PolarsError as exc:
+        raise StageInputError(
+            f"the data files cannot be read as one table: {data._first_line(exc)}"
+        ) from None
+    return raw, lf.collect_schema(), malformed
+
+
+def _audit(kept: Any, dataset: Any, inputs: Inputs, ctx: StageContext, cov: str) -> list[Check]:
+    """The audit proper: profile, duplicates, near-duplicates, leakage, families, declarations."""
+    ctx.progress(0.2, "missingness, time, classes")
+    checks = [
+        sc.missingness(kept, inputs, cov),
+        *sc.time(kept, inputs, cov),
+        sc.class_coverage(kept, inputs, cov),
+    ]
+    ctx.check_cancelled()
+    ctx.progress(0.35, "duplicates and conflicts")
+    checks.extend(si.duplicates(dataset, inputs, cov))
+    ctx.check_cancelled()
+    ctx.progress(0.5, "near-duplicates")
+    checks.append(si.near_duplicates(dataset, inputs, ctx, cov))
+    ctx.check_cancelled()
+    ctx.progress(0.7, "single-feature leakage")
+    checks.extend(sc.leakage(dataset, inputs))
+    checks.append(sc.availability(inputs))
+    ctx.check_cancelled()
+    ctx.progress(0.85, "entity families")
+    checks.append(si.families(dataset, inputs, ctx, cov))
+    checks.append(sc.sensitive(inputs))
+    checks.append(sc.provenance(inputs))
+    return checks
 
 
 # ---------------------------------------------------------------- validation
