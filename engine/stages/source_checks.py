@@ -261,8 +261,7 @@ def leakage(ds: Any, inp: Inputs) -> list[Check]:
     from engine.audit.leakage import identifier_candidates, sample, single_feature_scores
     from engine.data import ENGINE_COLUMNS, model_inputs
 
-    d = inp.model_dump(mode="json")
-    allowed = set(model_inputs(d))
+    allowed = set(model_inputs(inp.model_dump(mode="json")))
     sm, cov = sample(ds)
     cols = [
         c
@@ -271,6 +270,10 @@ def leakage(ds: Any, inp: Inputs) -> list[Check]:
     ]
     ids = identifier_candidates(sm, cols, inp.id_column)
     scores = single_feature_scores(sm, cols) if sm.height else {}
+    return [_identifier_check(ids, scores, allowed, cov), _single_feature_check(scores, allowed, cov)]
+
+
+def _identifier_check(ids: list[str], scores: dict[str, Any], allowed: set[str], cov: str) -> Check:
     id_rows = [scores[c] for c in ids if c in scores]
     id_hit = [r["column"] for r in id_rows if r["gain"] > ID_GAIN_WARN]
     id_bad = [c for c in id_hit if c in allowed and scores[c]["gain"] >= ID_GAIN_FAIL]
@@ -279,7 +282,7 @@ def leakage(ds: Any, inp: Inputs) -> list[Check]:
         if id_bad
         else ("warn" if any(c in allowed for c in id_hit) else ("info" if id_hit else "pass"))
     )
-    id_check = Check(
+    return Check(
         id="source.identifier_shortcut",
         status=id_status,
         summary=(
@@ -301,6 +304,9 @@ def leakage(ds: Any, inp: Inputs) -> list[Check]:
         why="An id allocated by queue or time lets a model read the answer off the record number.",
         playbook=PB_LEAK,
     )
+
+
+def _single_feature_check(scores: dict[str, Any], allowed: set[str], cov: str) -> Check:
     leak = sorted(
         (c for c, s in scores.items() if s["gain"] >= LEAK_GAIN_FAIL), key=lambda c: -scores[c]["gain"]
     )
@@ -311,7 +317,7 @@ def leakage(ds: Any, inp: Inputs) -> list[Check]:
         if leak_in
         else ("warn" if [c for c in strong if c in allowed] else ("info" if leak else "pass"))
     )
-    lk = Check(
+    return Check(
         id="source.single_feature_leakage",
         status=status,
         summary=(
@@ -337,7 +343,6 @@ def leakage(ds: Any, inp: Inputs) -> list[Check]:
         why="A column that alone predicts the label is usually an outcome recorded after the fact or a copy of it.",
         playbook=PB_LEAK,
     )
-    return [id_check, lk]
 
 
 def availability(inp: Inputs) -> Check:
