@@ -4,6 +4,7 @@
     claimcheck --replay SESSION_DIR [--json]      re-run every stage headless and compare
     claimcheck report SESSION_DIR                 write report.md and report.html
     claimcheck run --answers ANSWERS.toml DIR     create a session headless from an answers file
+    claimcheck coverage SESSION_DIR [--json]      checklist coverage (REFORMS, leakage, AI Act map)
 
 Imports here stay light: `--help` must not load torch, transformers or the Textual app.
 """
@@ -57,7 +58,8 @@ def _main_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="claimcheck",
         description=DESCRIPTION,
-        epilog="Subcommands: 'claimcheck report --help', 'claimcheck run --help'.",
+        epilog="Subcommands: 'claimcheck report --help', 'claimcheck run --help', "
+        "'claimcheck coverage --help'.",
     )
     p.add_argument("session_dir", nargs="?", type=Path, help="session to open (default: start a new one)")
     p.add_argument(
@@ -81,6 +83,17 @@ def _report_parser() -> argparse.ArgumentParser:
         prog="claimcheck report", description="Write report.md and a self-contained report.html."
     )
     p.add_argument("session_dir", type=Path)
+    return p
+
+
+def _coverage_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="claimcheck coverage",
+        description="Checklist coverage computed from a session's records: REFORMS, the leakage "
+        "taxonomy and a map onto the EU AI Act's Annex IV headings (not legal advice).",
+    )
+    p.add_argument("session_dir", type=Path)
+    p.add_argument("--json", action="store_true", help="print the coverage as JSON")
     return p
 
 
@@ -141,6 +154,21 @@ def cmd_report(argv: Sequence[str]) -> int:
     return EXIT_OK
 
 
+def cmd_coverage(argv: Sequence[str]) -> int:
+    args = _coverage_parser().parse_args(argv)
+    from engine.coverage import from_session, render_text
+
+    try:
+        cov = from_session(args.session_dir)
+    except _user_errors() as exc:
+        return _user_error(exc)
+    if args.json:
+        print(json.dumps(cov.to_json(), indent=2, ensure_ascii=True))
+    else:
+        _say(render_text(cov))
+    return EXIT_OK
+
+
 def cmd_run(argv: Sequence[str]) -> int:
     args = _run_parser().parse_args(argv)
     from engine.answers import run_answers
@@ -171,6 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_report(argv[1:])
     if argv and argv[0] == "run":
         return cmd_run(argv[1:])
+    if argv and argv[0] == "coverage":
+        return cmd_coverage(argv[1:])
     args = _main_parser().parse_args(argv)
     if args.version:
         from engine import __version__
