@@ -151,3 +151,35 @@ def test_cli_coverage_json_and_text(real_session: Path, capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     assert "REFORMS modules:" in out and "6. Data leakage" in out
     assert main(["coverage", str(real_session.parent / "nope")]) == 2
+
+
+async def test_tui_coverage_view_from_every_stage(real_workspace: Path, tmp_path: Path) -> None:
+    """f7 opens the coverage view at 80x24 from each stage; Escape returns to the same stage."""
+    from tests import real_session as rs
+    from tests.test_tui_support import screen_text, wait_for
+    from tui.app import SessionScreen, make_app
+    from tui.screens import CoverageScreen
+
+    path = rs.copy_workspace(real_workspace, tmp_path)
+    app = make_app(path, workspace=path.parents[1])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.view() is not None)
+        for i, stage in enumerate(registry.STAGE_NAMES, start=1):
+            await pilot.press("ctrl+l", str(i))
+            await wait_for(
+                pilot, lambda s=stage: app.screen.view(s) is not None and app.screen.view(s)._ready
+            )
+            await pilot.press("f7")
+            await wait_for(pilot, lambda: isinstance(app.screen, CoverageScreen))
+            text = " ".join(screen_text(app).replace("│", " ").split())
+            assert "Checklist coverage" in text and "REFORMS" in text and "not legal" in text and "conformity assessment" in text, text
+            assert "32" in text
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen))
+            assert app.screen.current == stage
+        await pilot.press("f7")
+        await wait_for(pilot, lambda: isinstance(app.screen, CoverageScreen))
+        await pilot.press("pagedown", "pagedown")
+        body = str(app.screen.query_one("#coverage-body").render())
+        assert "2d    not addressed" in body and "L3.2" in body and "Post-market" in body
+        app.save_screenshot(str(tmp_path / "coverage.svg"))
