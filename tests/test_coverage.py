@@ -172,7 +172,12 @@ async def test_tui_coverage_view_from_every_stage(real_workspace: Path, tmp_path
             await pilot.press("f7")
             await wait_for(pilot, lambda: isinstance(app.screen, CoverageScreen))
             text = " ".join(screen_text(app).replace("│", " ").split())
-            assert "Checklist coverage" in text and "REFORMS" in text and "not legal" in text and "conformity assessment" in text, text
+            assert (
+                "Checklist coverage" in text
+                and "REFORMS" in text
+                and "not legal" in text
+                and "conformity assessment" in text
+            ), text
             assert "32" in text
             await pilot.press("escape")
             await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen))
