@@ -5,6 +5,7 @@
     claimcheck report SESSION_DIR                 write report.md and report.html
     claimcheck run --answers ANSWERS.toml DIR     create a session headless from an answers file
     claimcheck coverage SESSION_DIR [--json]      checklist coverage (REFORMS, leakage, AI Act map)
+    claimcheck export model-card SESSION_DIR      a Hugging Face model card (README.md)
 
 Imports here stay light: `--help` must not load torch, transformers or the Textual app.
 """
@@ -59,7 +60,7 @@ def _main_parser() -> argparse.ArgumentParser:
         prog="claimcheck",
         description=DESCRIPTION,
         epilog="Subcommands: 'claimcheck report --help', 'claimcheck run --help', "
-        "'claimcheck coverage --help'.",
+        "'claimcheck coverage --help', 'claimcheck export --help'.",
     )
     p.add_argument("session_dir", nargs="?", type=Path, help="session to open (default: start a new one)")
     p.add_argument(
@@ -94,6 +95,18 @@ def _coverage_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("session_dir", type=Path)
     p.add_argument("--json", action="store_true", help="print the coverage as JSON")
+    return p
+
+
+def _export_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="claimcheck export",
+        description="Export a session to another tool's format, built and validated by that tool's "
+        "library. A session that fails its integrity checks is refused.",
+    )
+    p.add_argument("kind", choices=["model-card"], help="model-card: Hugging Face README.md")
+    p.add_argument("session_dir", type=Path)
+    p.add_argument("--out", type=Path, default=None, help="default: SESSION_DIR/exports/<kind>/...")
     return p
 
 
@@ -169,6 +182,18 @@ def cmd_coverage(argv: Sequence[str]) -> int:
     return EXIT_OK
 
 
+def cmd_export(argv: Sequence[str]) -> int:
+    args = _export_parser().parse_args(argv)
+    from engine.exports import write_model_card
+
+    try:
+        path = write_model_card(args.session_dir, args.out)
+    except _user_errors() as exc:
+        return _user_error(exc)
+    _say(f"wrote {path}")
+    return EXIT_OK
+
+
 def cmd_run(argv: Sequence[str]) -> int:
     args = _run_parser().parse_args(argv)
     from engine.answers import run_answers
@@ -201,6 +226,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_run(argv[1:])
     if argv and argv[0] == "coverage":
         return cmd_coverage(argv[1:])
+    if argv and argv[0] == "export":
+        return cmd_export(argv[1:])
     args = _main_parser().parse_args(argv)
     if args.version:
         from engine import __version__

@@ -1,0 +1,222 @@
+"""Exports of a session to other tools' formats, each built and validated by that tool's own library.
+
+    model_card(session_dir)   a Hugging Face model card (README.md with YAML front matter), built with
+                              huggingface_hub's ModelCard / ModelCardData / EvalResult and read back
+                              by the same library before it is written.
+
+Every export first refuses a session that fails the integrity checks (`verify_for_export`, the one
+place that decides it), shows only figures from frozen, non-stale stages, and is deterministic: the
+same session gives the same bytes (nothing here reads the clock).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from engine import coverage as CV
+from engine import registry
+from engine.errors import ClaimcheckError
+from engine.evidence import EvidenceError, StageRecord, atomic_write_text, load_record
+from engine.model_card import model_card_data
+from engine.replay_compare import chain, integrity
+from engine.session import Session
+from engine.shapes import artifact as A
+from engine.shapes import data as D
+from engine.shapes import parse
+from engine.shapes import training as T
+from engine.textsafe import visible
+
+
+class ExportRefused(ClaimcheckError):
+    """The session fails its integrity checks: nothing is exported from it."""
+
+
+# ---------------------------------------------------------------- integrity
+
+
+def verify_for_export(session_dir: Path) -> Session:
+    """Open the session and refuse it when a record was edited, is unreadable or was half written.
+
+    The one place exports decide integrity; it uses replay's integrity and chain rows today and can
+    be swapped for a shared `verify(session)` without touching the exports themselves. A stale chain
+    is not refused here: stale stages are shown as such and contribute no figures.
+    """
+    session = Session.open(Path(session_dir))
+    problems: list[str] = []
+    records: dict[str, StageRecord] = {}
+    texts: dict[str, str] = {}
+    for spec in registry.STAGES:
+        path = session.path / spec.file_name
+        if not path.exists():
+            entry = session.meta.stages.get(spec.name)
+            if entry is not None and (entry.digest or entry.state != "not_run"):
+                problems.append(f"session.toml lists {spec.file_name}, which is gone")
+            continue
+        try:
+            texts[spec.name] = path.read_text(encoding="utf-8")
+            records[spec.name] = load_record(path)
+        except (EvidenceError, OSError, UnicodeDecodeError) as exc:
+            problems.append(f"{spec.file_name}: {exc}")
+    for name, rec in records.items():
+        rows = integrity(session, name, session.path / registry.get(name).file_name, rec, texts[name])
+        rows += chain(name, rec, records)
+        problems += [
+            f"{r.stage}: {r.detail}" for r in rows if r.outcome in ("tampered", "incomplete", "missing")
+        ]
+    if problems:
+        raise ExportRefused(
+            "the session fails its integrity checks, so nothing is exported: "
+            + "; ".join(problems)
+            + ". Run `claimcheck --replay` on it for the full table."
+        )
+    return session
+
+
+# ---------------------------------------------------------------- model card
+
+
+def _md(text: Any) -> str:
+    """Untrusted text for Markdown: hidden characters visible, table pipes and newlines neutralised."""
+    return visible(str(text)).replace("|", "\\|").replace("\n", " ")
+
+
+def _frozen(session: Session, records: dict[str, StageRecord], name: str) -> StageRecord | None:
+    rec = records.get(name)
+    return rec if rec is not None and session.states().get(name) == "frozen" else None
+
+
+def _card_body(session: Session) -> str:
+    records = session.records()
+    states = dict(session.states())
+    meta = session.meta
+    lines = [f"# {_md(meta.title or meta.id)}", ""]
+    lines += [
+        f"Written by claimcheck from the frozen records of session `{_md(meta.id)}`. Every figure here comes "
+        "from a frozen, non-stale stage; a section without one says why.",
+        "",
+        "## Model details",
+        "",
+    ]
+    con = _frozen(session, records, "contract")
+    eff = parse(con.check("contract.effective"), T.Effective) if con else None
+    dig = parse(con.check("contract.digest"), T.Digest) if con else None
+    if eff is None:
+        lines.append(
+            f"No training contract is established (contract stage: {states.get('contract', 'not_run')})."
+        )
+    else:
+        e = eff.effective
+        for key in ("model_path", "hub_revision", "model_sha256", "task_kind", "adapter_mode", "precision"):
+            if e.get(key) not in (None, ""):
+                lines.append(f"- {key.replace('_', ' ')}: {_md(e[key])}")
+        if dig is not None:
+            lines.append(f"- contract digest: `{_md(dig.digest)}`")
+    lines += ["", "## Training data", ""]
+    src = _frozen(session, records, "source")
+    sums = parse(src.check("source.checksum"), D.Checksum) if src else None
+    if src is None or sums is None:
+        lines.append(f"No source stage is established (source stage: {states.get('source', 'not_run')}).")
+    else:
+        for f in sums.files:
+            lines.append(f"- file `{_md(Path(f.path).name)}`: sha256 `{f.sha256}`, {f.bytes:,} bytes")
+        lines.append(f"- licence: {_md(src.inputs.get('license', '') or 'not recorded')}")
+        lines.append(f"- provenance: {_md(src.inputs.get('provenance', '') or 'not recorded')}")
+    split = _frozen(session, records, "split")
+    if split is not None and split.check("split.membership") is not None:
+        lines.append(f"- split: {_md(split.check('split.membership').summary)}")
+    lines += ["", "## Training contract", ""]
+    if eff is None:
+        lines.append("Not established.")
+    else:
+        e = eff.effective
+        for key in (
+            "objective",
+            "max_length",
+            "micro_batch",
+            "grad_accum",
+            "effective_batch",
+            "max_steps",
+            "optimizer_steps",
+            "epochs",
+            "seed",
+            "checkpoint_selection",
+            "stopping_rule",
+        ):
+            if e.get(key) not in (None, ""):
+                lines.append(f"- {key.replace('_', ' ')}: {_md(e[key])}")
+    lines += ["", "## Evaluation on the locked test", ""]
+    art = _frozen(session, records, "artifact")
+    comp = parse(art.check("artifact.comparison"), A.Comparison) if art else None
+    if comp is None:
+        lines.append(
+            f"No figures: the artifact stage's locked-test comparison is not established "
+            f"(artifact stage: {states.get('artifact', 'not_run')})."
+        )
+    else:
+        lines += [f"| arm | {_md(comp.metric)} |", "| --- | --- |"]
+        lines += [f"| {_md(arm)} | {v:.4f} |" for arm, v in comp.values.items()]
+        lines += ["", f"Paired differences over {comp.shared_rows} shared rows (unit: {_md(comp.unit)}):", ""]
+        for versus, d in comp.differences.items():
+            ci = (
+                f" [{d.lo:+.4f}, {d.hi:+.4f}] ({d.level:.0%}, {d.resamples} resamples)"
+                if d.lo is not None
+                else ""
+            )
+            lines.append(f"- candidate − {_md(versus)}: {d.estimate:+.4f}{ci}")
+        verdict = art.check("artifact.verdict")
+        if verdict is not None:
+            lines += ["", f"Verdict ({verdict.status}): {_md(verdict.summary)}"]
+    lines += ["", "## Limitations", ""]
+    claim = records.get("claim")
+    limits = str(claim.inputs.get("label_quality_limits", "")).strip() if claim else ""
+    lines.append(f"- label quality: {_md(limits) if limits else 'unknown; that remains a limitation'}")
+    for name, rec in records.items():
+        lines += [f"- {name}: {_md(n.text)}" for n in rec.notes if n.tag == "limitation"]
+    unsettled = [f"{n} ({s})" for n, s in states.items() if s != "frozen"]
+    if unsettled:
+        lines.append("- stages not established: " + ", ".join(unsettled))
+    cov = CV.compute(records, states)
+    lines += ["", "## REFORMS coverage", ""]
+    lines.append(
+        "Computed from the records (claimcheck's reviewed map of REFORMS, Kapoor et al., Science Advances 2024)."
+    )
+    lines += [
+        "",
+        "| module | items | addressed | partly | not addressed |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for mid, title, c in cov.module_counts():
+        lines.append(
+            f"| {mid}. {title} | {sum(c.values())} | {c[CV.ADDRESSED]} | {c[CV.PARTLY]} | {c[CV.NOT_ADDRESSED]} |"
+        )
+    missing = [f"{it.id}" for it in cov.reforms if it.level == CV.NOT_ADDRESSED]
+    lines += ["", "Not addressed by this session: " + (", ".join(missing) or "none") + "."]
+    return visible("\n".join(lines) + "\n", keep_newlines=True)
+
+
+def model_card(session_dir: Path) -> str:
+    """The model card's text (README.md): YAML front matter from `ModelCardData`, then the body.
+
+    Read back with `huggingface_hub.ModelCard` (which validates the model-index) before it is returned.
+    """
+    from huggingface_hub import ModelCard
+
+    session = verify_for_export(session_dir)
+    data = model_card_data(session)
+    content = f"---\n{data.to_yaml()}\n---\n\n{_card_body(session)}"
+    card = ModelCard(content)  # parses the front matter; a malformed model-index raises here
+    expected = data.eval_results or []
+    got = card.data.eval_results or []
+    if [(r.metric_type, r.metric_value) for r in got] != [(r.metric_type, r.metric_value) for r in expected]:
+        raise ExportRefused("the model card's model-index did not read back as written")
+    return str(card)
+
+
+def write_model_card(session_dir: Path, out: Path | None = None) -> Path:
+    session_dir = Path(session_dir)
+    path = Path(out) if out is not None else session_dir / "exports" / "model-card" / "README.md"
+    text = model_card(session_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, text)
+    return path

@@ -1,0 +1,65 @@
+"""Exports (engine/exports.py): the Hugging Face model card, built and read back by huggingface_hub,
+deterministic, refusing a session that fails its integrity checks, with no figure from a stage that
+is not frozen."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.exports import ExportRefused, model_card, verify_for_export
+from engine.session import Session
+from engine.shapes import artifact as A
+from engine.shapes import parse
+from tests import real_session as rs
+from tui.cli import main
+
+hub = pytest.importorskip("huggingface_hub")
+
+
+def test_model_card_is_built_and_read_back_by_huggingface_hub(real_workspace: Path, tmp_path: Path) -> None:
+    session = rs.copy_workspace(real_workspace, tmp_path)
+    assert main(["export", "model-card", str(session)]) == 0
+    path = session / "exports" / "model-card" / "README.md"
+    card = hub.ModelCard.load(path)  # the library's own parser and model-index validation
+    comp = parse(Session.open(session).record("artifact").check("artifact.comparison"), A.Comparison)
+    (result,) = card.data.eval_results
+    assert result.metric_value == comp.values["candidate"] and result.dataset_split == "test"
+    text = path.read_text()
+    for heading in ("## Training data", "## Training contract", "## Evaluation on the locked test"):
+        assert heading in text
+    assert "## Limitations" in text and "The data is synthetic" in text
+    assert "## REFORMS coverage" in text and "| 6. Data leakage | 3 | 3 | 0 | 0 |" in text
+    # Deterministic: the same session gives the same bytes.
+    assert model_card(session) == text
+
+
+def test_model_card_refuses_an_edited_session(real_workspace: Path, tmp_path: Path) -> None:
+    session = rs.copy_workspace(real_workspace, tmp_path)
+    rec = session / "03-split.toml"
+    rec.write_text(rec.read_text().replace("group split", "random split", 1))
+    verify = pytest.raises(ExportRefused, match="integrity")
+    with verify:
+        verify_for_export(session)
+    assert main(["export", "model-card", str(session)]) == 2
+    assert not (session / "exports").exists()
+
+
+def test_model_card_without_a_frozen_artifact_has_no_figures(
+    real_workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = rs.copy_workspace(real_workspace, tmp_path)
+    real_states = Session.states
+
+    def states(self: Session) -> dict[str, str]:
+        return {**real_states(self), "artifact": "stale"}
+
+    monkeypatch.setattr(Session, "states", states)
+    text = model_card(session)
+    card = hub.ModelCard(text)
+    assert not card.data.eval_results
+    assert (
+        "No figures: the artifact stage's locked-test comparison is not established (artifact stage: stale)"
+        in text
+    )
