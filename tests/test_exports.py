@@ -63,3 +63,36 @@ def test_model_card_without_a_frozen_artifact_has_no_figures(
         "No figures: the artifact stage's locked-test comparison is not established (artifact stage: stale)"
         in text
     )
+
+
+def test_croissant_is_built_validated_and_readable_by_mlcroissant(
+    real_workspace: Path, tmp_path: Path
+) -> None:
+    mlc = pytest.importorskip("mlcroissant")
+    import itertools
+    import json
+
+    from engine.exports import croissant
+    from engine.shapes import data as D
+
+    session = rs.copy_workspace(real_workspace, tmp_path)
+    assert main(["export", "croissant", str(session)]) == 0
+    path = session / "exports" / "croissant" / "croissant.json"
+    doc = json.loads(path.read_text())
+    rec = Session.open(session).record("source")
+    sums = parse(rec.check("source.checksum"), D.Checksum)
+    schema = parse(rec.check("source.schema"), D.Schema)
+    (fobj,) = doc["distribution"]
+    assert fobj["sha256"] == sums.files[0].sha256 and fobj["encodingFormat"] == "text/csv"
+    assert doc["conformsTo"].startswith("http://mlcommons.org/croissant/1.")
+    assert doc["license"] and doc["rai:dataCollection"] and doc["rai:dataLimitations"]
+    assert [f["name"] for f in doc["recordSet"][0]["field"]] == list(schema.columns)
+    # mlcroissant's own validation, then its own reader over the real file: records with our fields.
+    data_file = session.parents[1] / sums.files[0].path
+    ds = mlc.Dataset(jsonld=path, mapping={"source-file": str(data_file)})
+    (first,) = list(itertools.islice(ds.records("records"), 1))
+    assert set(first) == {f"records/{c}" for c in schema.columns}
+    # Deterministic.
+    assert json.dumps(
+        croissant(session), indent=2, sort_keys=True, ensure_ascii=False, default=str
+    ) + "\n" == (path.read_text())

@@ -6,6 +6,7 @@
     claimcheck run --answers ANSWERS.toml DIR     create a session headless from an answers file
     claimcheck coverage SESSION_DIR [--json]      checklist coverage (REFORMS, leakage, AI Act map)
     claimcheck export model-card SESSION_DIR      a Hugging Face model card (README.md)
+    claimcheck export croissant SESSION_DIR       Croissant JSON-LD of the source data
 
 Imports here stay light: `--help` must not load torch, transformers or the Textual app.
 """
@@ -104,7 +105,11 @@ def _export_parser() -> argparse.ArgumentParser:
         description="Export a session to another tool's format, built and validated by that tool's "
         "library. A session that fails its integrity checks is refused.",
     )
-    p.add_argument("kind", choices=["model-card"], help="model-card: Hugging Face README.md")
+    p.add_argument(
+        "kind",
+        choices=["model-card", "croissant"],
+        help="model-card: Hugging Face README.md; croissant: Croissant JSON-LD (extra [croissant])",
+    )
     p.add_argument("session_dir", type=Path)
     p.add_argument("--out", type=Path, default=None, help="default: SESSION_DIR/exports/<kind>/...")
     return p
@@ -184,10 +189,11 @@ def cmd_coverage(argv: Sequence[str]) -> int:
 
 def cmd_export(argv: Sequence[str]) -> int:
     args = _export_parser().parse_args(argv)
-    from engine.exports import write_model_card
+    from engine import exports
 
+    writer = {"model-card": exports.write_model_card, "croissant": exports.write_croissant}[args.kind]
     try:
-        path = write_model_card(args.session_dir, args.out)
+        path = writer(args.session_dir, args.out)
     except _user_errors() as exc:
         return _user_error(exc)
     _say(f"wrote {path}")
