@@ -196,6 +196,9 @@ def cmd_export(argv: Sequence[str]) -> int:
         path = writer(args.session_dir, args.out)
     except _user_errors() as exc:
         return _user_error(exc)
+    except ModuleNotFoundError as exc:
+        extra = args.kind.replace("-", "_")
+        return _user_error(f"{exc.name} is not installed: pip install -c constraints.txt -e '.[{extra}]'")
     _say(f"wrote {path}")
     return EXIT_OK
 
