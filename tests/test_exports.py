@@ -96,3 +96,39 @@ def test_croissant_is_built_validated_and_readable_by_mlcroissant(
     assert json.dumps(
         croissant(session), indent=2, sort_keys=True, ensure_ascii=False, default=str
     ) + "\n" == (path.read_text())
+
+
+def test_mlflow_run_is_logged_and_read_back_from_a_real_local_store(
+    real_workspace: Path, tmp_path: Path
+) -> None:
+    mlflow = pytest.importorskip("mlflow")
+    from engine.shapes import data as D
+    from engine.shapes import training as T
+
+    session = rs.copy_workspace(real_workspace, tmp_path)
+    store = (tmp_path / "mlruns").as_uri()
+    assert main(["export", "mlflow", str(session), "--tracking-uri", store]) == 0
+    records = Session.open(session).records()
+    client = mlflow.MlflowClient(tracking_uri=store)
+    mlflow.set_tracking_uri(store)
+    (run,) = mlflow.search_runs(experiment_names=["claimcheck"], output_format="list")
+    comp = parse(records["artifact"].check("artifact.comparison"), A.Comparison)
+    assert run.data.metrics[f"test.{comp.metric}.candidate"] == pytest.approx(comp.values["candidate"])
+    assert run.data.params["claim.primary_metric"] == records["claim"].inputs["primary_metric"]
+    assert run.data.tags["claimcheck.digest.artifact"] == records["artifact"].provenance.digest
+    assert run.data.tags["claimcheck.verdict"].startswith(
+        records["artifact"].check("artifact.verdict").status
+    )
+    curve = parse(records["dispatch"].check("dispatch.loss_curve"), T.LossCurve)
+    history = client.get_metric_history(run.info.run_id, "train.loss")
+    assert [(m.step, m.value) for m in history] == pytest.approx(
+        list(zip(curve.step, curve.loss, strict=True))
+    )
+    sums = parse(records["source"].check("source.checksum"), D.Checksum)
+    (ds,) = run.inputs.dataset_inputs
+    assert ds.dataset.digest == sums.files[0].sha256
+    paths = {a.path for a in client.list_artifacts(run.info.run_id, "records")}
+    assert "records/07-artifact.toml" in paths and "records/session.toml" in paths
+    # One run per session: exporting again adds none.
+    assert main(["export", "mlflow", str(session), "--tracking-uri", store]) == 0
+    assert len(mlflow.search_runs(experiment_names=["claimcheck"], output_format="list")) == 1

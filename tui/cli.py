@@ -7,6 +7,7 @@
     claimcheck coverage SESSION_DIR [--json]      checklist coverage (REFORMS, leakage, AI Act map)
     claimcheck export model-card SESSION_DIR      a Hugging Face model card (README.md)
     claimcheck export croissant SESSION_DIR       Croissant JSON-LD of the source data
+    claimcheck export mlflow SESSION_DIR          one MLflow run [--tracking-uri URI]
 
 Imports here stay light: `--help` must not load torch, transformers or the Textual app.
 """
@@ -107,11 +108,17 @@ def _export_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "kind",
-        choices=["model-card", "croissant"],
-        help="model-card: Hugging Face README.md; croissant: Croissant JSON-LD (extra [croissant])",
+        choices=["model-card", "croissant", "mlflow"],
+        help="model-card: Hugging Face README.md; croissant: Croissant JSON-LD (extra [croissant]); "
+        "mlflow: one MLflow run (extra [mlflow])",
     )
     p.add_argument("session_dir", type=Path)
     p.add_argument("--out", type=Path, default=None, help="default: SESSION_DIR/exports/<kind>/...")
+    p.add_argument(
+        "--tracking-uri",
+        default=None,
+        help="mlflow: the tracking store (default: a local folder, SESSION_DIR/exports/mlflow/mlruns)",
+    )
     return p
 
 
@@ -191,8 +198,12 @@ def cmd_export(argv: Sequence[str]) -> int:
     args = _export_parser().parse_args(argv)
     from engine import exports
 
-    writer = {"model-card": exports.write_model_card, "croissant": exports.write_croissant}[args.kind]
+    writer = {"model-card": exports.write_model_card, "croissant": exports.write_croissant}.get(args.kind)
     try:
+        if writer is None:
+            run_id = exports.mlflow_export(args.session_dir, args.tracking_uri)
+            _say(f"logged MLflow run {run_id}")
+            return EXIT_OK
         path = writer(args.session_dir, args.out)
     except _user_errors() as exc:
         return _user_error(exc)
