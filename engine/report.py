@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import __version__, registry
+from engine import coverage as CV
 from engine import figures as F
 from engine.evidence import Check, StageRecord, atomic_write_text
 from engine.model_card import model_index_yaml
@@ -400,6 +401,8 @@ def build_blocks(session_dir: Path) -> tuple[_Ctx, list[Block]]:
     )
     kind, text = verdict(c)
     c.add(Banner(kind, "Verdict: " + text))
+    cov = CV.compute(c.records, c.states)
+    c.add(CV.summary_table(cov))
     _claim_section(c)
     _glance(c)
     for spec in registry.STAGES:
@@ -409,6 +412,7 @@ def build_blocks(session_dir: Path) -> tuple[_Ctx, list[Block]]:
     _verdict_section(c)
     _limitations(c)
     _not_established(c)
+    c.add(*CV.appendix_blocks(cov))
     return c, c.blocks
 
 

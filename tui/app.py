@@ -39,7 +39,7 @@ from engine.session import (
     new_session_id,
 )
 from tui.safe import clean, literal
-from tui.screens import ConfirmScreen, HelpScreen, LockedScreen, StartScreen
+from tui.screens import ConfirmScreen, CoverageScreen, HelpScreen, LockedScreen, StartScreen
 from tui.stage_view import TABS, RunEnded, StageView
 from tui.widgets import NotesPanel, StageNavigator, state_words
 
@@ -92,6 +92,7 @@ class SessionScreen(Screen):
         Binding("f4", "tab('visual')", "Visual", show=False, priority=True),
         Binding("f5", "tab('notes')", "Notes", show=False, priority=True),
         Binding("f6", "tab('data')", "Data", show=False, priority=True),
+        Binding("f7", "coverage", "Coverage", show=False, priority=True),
         Binding("ctrl+t", "app.next_theme", "Theme", show=False, priority=True),
         # Not priority: in the TOML editor ctrl+y stays "redo".
         Binding("ctrl+y", "copy_check", "Copy", show=False),
@@ -163,6 +164,15 @@ class SessionScreen(Screen):
 
     def action_stages(self) -> None:
         self.query_one(StageNavigator).focus()
+
+    def action_coverage(self) -> None:
+        """Checklist coverage of the whole session, computed from the records as saved now."""
+        from engine.coverage import compute
+
+        if isinstance(self.app.screen, CoverageScreen):
+            return
+        cov = compute(self.session.records(), dict(self.session.states()))
+        self.app.push_screen(CoverageScreen(cov))
 
     def action_tab(self, tab: str) -> None:
         view = self.view()
@@ -517,6 +527,9 @@ class ClaimcheckApp(App):
                 "Copy check", "Copy the selected check via OSC 52 (ctrl+y)", screen.action_copy_check
             )
             yield SystemCommand("Stage list", "Focus the stage navigator (ctrl+l)", screen.action_stages)
+            yield SystemCommand(
+                "Coverage", "Checklist coverage: REFORMS, leakage, AI Act map (f7)", screen.action_coverage
+            )
             for tab in TABS:
                 yield SystemCommand(
                     f"Show {tab}", f"The {tab} tab of the current stage", partial(screen.action_tab, tab)

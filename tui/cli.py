@@ -4,6 +4,10 @@
     claimcheck --replay SESSION_DIR [--json]      re-run every stage headless and compare
     claimcheck report SESSION_DIR                 write report.md and report.html
     claimcheck run --answers ANSWERS.toml DIR     create a session headless from an answers file
+    claimcheck coverage SESSION_DIR [--json]      checklist coverage (REFORMS, leakage, AI Act map)
+    claimcheck export model-card SESSION_DIR      a Hugging Face model card (README.md)
+    claimcheck export croissant SESSION_DIR       Croissant JSON-LD of the source data
+    claimcheck export mlflow SESSION_DIR          one MLflow run [--tracking-uri URI]
 
 Imports here stay light: `--help` must not load torch, transformers or the Textual app.
 """
@@ -57,7 +61,8 @@ def _main_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="claimcheck",
         description=DESCRIPTION,
-        epilog="Subcommands: 'claimcheck report --help', 'claimcheck run --help'.",
+        epilog="Subcommands: 'claimcheck report --help', 'claimcheck run --help', "
+        "'claimcheck coverage --help', 'claimcheck export --help'.",
     )
     p.add_argument("session_dir", nargs="?", type=Path, help="session to open (default: start a new one)")
     p.add_argument(
@@ -81,6 +86,39 @@ def _report_parser() -> argparse.ArgumentParser:
         prog="claimcheck report", description="Write report.md and a self-contained report.html."
     )
     p.add_argument("session_dir", type=Path)
+    return p
+
+
+def _coverage_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="claimcheck coverage",
+        description="Checklist coverage computed from a session's records: REFORMS, the leakage "
+        "taxonomy and a map onto the EU AI Act's Annex IV headings (not legal advice).",
+    )
+    p.add_argument("session_dir", type=Path)
+    p.add_argument("--json", action="store_true", help="print the coverage as JSON")
+    return p
+
+
+def _export_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="claimcheck export",
+        description="Export a session to another tool's format, built and validated by that tool's "
+        "library. A session that fails its integrity checks is refused.",
+    )
+    p.add_argument(
+        "kind",
+        choices=["model-card", "croissant", "mlflow"],
+        help="model-card: Hugging Face README.md; croissant: Croissant JSON-LD (extra [croissant]); "
+        "mlflow: one MLflow run (extra [mlflow])",
+    )
+    p.add_argument("session_dir", type=Path)
+    p.add_argument("--out", type=Path, default=None, help="default: SESSION_DIR/exports/<kind>/...")
+    p.add_argument(
+        "--tracking-uri",
+        default=None,
+        help="mlflow: the tracking store (default: a local folder, SESSION_DIR/exports/mlflow/mlruns)",
+    )
     return p
 
 
@@ -141,6 +179,41 @@ def cmd_report(argv: Sequence[str]) -> int:
     return EXIT_OK
 
 
+def cmd_coverage(argv: Sequence[str]) -> int:
+    args = _coverage_parser().parse_args(argv)
+    from engine.coverage import from_session, render_text
+
+    try:
+        cov = from_session(args.session_dir)
+    except _user_errors() as exc:
+        return _user_error(exc)
+    if args.json:
+        print(json.dumps(cov.to_json(), indent=2, ensure_ascii=True))
+    else:
+        _say(render_text(cov))
+    return EXIT_OK
+
+
+def cmd_export(argv: Sequence[str]) -> int:
+    args = _export_parser().parse_args(argv)
+    from engine import exports
+
+    writer = {"model-card": exports.write_model_card, "croissant": exports.write_croissant}.get(args.kind)
+    try:
+        if writer is None:
+            run_id = exports.mlflow_export(args.session_dir, args.tracking_uri)
+            _say(f"logged MLflow run {run_id}")
+            return EXIT_OK
+        path = writer(args.session_dir, args.out)
+    except _user_errors() as exc:
+        return _user_error(exc)
+    except ModuleNotFoundError as exc:
+        extra = args.kind.replace("-", "_")
+        return _user_error(f"{exc.name} is not installed: pip install -c constraints.txt -e '.[{extra}]'")
+    _say(f"wrote {path}")
+    return EXIT_OK
+
+
 def cmd_run(argv: Sequence[str]) -> int:
     args = _run_parser().parse_args(argv)
     from engine.answers import run_answers
@@ -171,6 +244,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_report(argv[1:])
     if argv and argv[0] == "run":
         return cmd_run(argv[1:])
+    if argv and argv[0] == "coverage":
+        return cmd_coverage(argv[1:])
+    if argv and argv[0] == "export":
+        return cmd_export(argv[1:])
     args = _main_parser().parse_args(argv)
     if args.version:
         from engine import __version__

@@ -1,4 +1,4 @@
-"""Screens around the session: start (new / reopen), lock conflict, confirmation, help."""
+"""Screens around the session: start (new / reopen), lock conflict, confirmation, help, coverage."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("[  ]", "previous / next rows of a large table"),
     ("ctrl+t", "theme: dark, light, ANSI dark, ANSI light"),
     ("ctrl+y", "copy the selected check (OSC 52 where offered)"),
+    ("f7", "checklist coverage: REFORMS, leakage, AI Act map"),
     ("ctrl+p", "command palette: every action by name"),
     ("f1", "this help; Escape closes it"),
     ("ctrl+q", "quit (a training job keeps running)"),
@@ -48,6 +49,69 @@ class HelpScreen(ModalScreen[None]):
             )
             t.append("Press Escape to close.", style="dim")
             yield Static(t)
+
+    def action_dismiss(self) -> None:  # type: ignore[override]
+        self.dismiss(None)
+
+
+_LEVEL_STYLE = {"addressed": "green", "partly": "yellow", "not addressed": "red"}
+
+
+def coverage_text(cov: Any) -> Text:
+    """The coverage of a session (engine.coverage.Coverage) as rich Text, at most 74 columns wide."""
+    from engine.coverage import LEVELS, LISTS
+
+    t = Text()
+    t.append(f"{'checklist':<42}{'items':>6}{'addr.':>7}{'partly':>7}{'not':>5}\n", style="bold")
+    for name, items in cov.lists().items():
+        c = cov.counts()[name]
+        label = LISTS[name].split(" (")[0]
+        t.append(f"{label:<42}{len(items):>6}{c[LEVELS[0]]:>7}{c[LEVELS[1]]:>7}{c[LEVELS[2]]:>5}\n")
+    t.append("\nREFORMS modules\n", style="bold")
+    for mid, title, c in cov.module_counts():
+        t.append(
+            f"{mid}. {title:<34} {c[LEVELS[0]]:>2} addr. {c[LEVELS[1]]:>2} partly {c[LEVELS[2]]:>2} not\n"
+        )
+    for name, items in cov.lists().items():
+        t.append(f"\n{LISTS[name]}\n", style="bold")
+        for it in items:
+            t.append(f"{it.id:<6}")
+            t.append(f"{it.level:<14}", style=_LEVEL_STYLE.get(it.level, ""))
+            t.append_text(literal(it.text, limit=52))
+            t.append("\n")
+            found = [e.label() for e in it.evidence if e.found]
+            if it.finding:
+                t.append_text(literal(f"      finding: {it.finding}", "dim", limit=72))
+                t.append("\n")
+            if found:
+                t.append_text(literal("      " + "; ".join(found), "dim", limit=144))
+                t.append("\n")
+            if it.gap:
+                t.append_text(literal("      not covered: " + it.gap, "dim", limit=144))
+                t.append("\n")
+    return t
+
+
+class CoverageScreen(ModalScreen[None]):
+    """Checklist coverage computed from the session's records; reachable from every stage (f7)."""
+
+    BINDINGS = [Binding("escape,f7,q", "dismiss", "Close")]
+
+    def __init__(self, cov: Any) -> None:
+        super().__init__()
+        self.cov = cov
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="coverage-box"):
+            yield Static(Text("Checklist coverage — computed from the records", style="bold"))
+            yield Static(
+                Text(
+                    "The AI Act view is a map of evidence onto Annex IV headings: not legal advice, "
+                    "not a conformity assessment. ↑ ↓ PgUp PgDn scroll; Escape closes.",
+                    style="dim",
+                )
+            )
+            yield Static(coverage_text(self.cov), id="coverage-body")
 
     def action_dismiss(self) -> None:  # type: ignore[override]
         self.dismiss(None)

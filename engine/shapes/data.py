@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from engine.shapes.base import Part, Shape
@@ -19,6 +21,18 @@ class Checksum(Shape):
     check_ids = ("source.checksum",)
     total_bytes: int
     files: list[FileSum]
+
+
+class Schema(Shape):
+    """Rows and the column types the source was read with (Polars dtype names)."""
+
+    check_ids = ("source.schema",)
+    rows: int
+    columns: dict[str, str]
+    rows_per_file: dict[str, int] = Field(default_factory=dict)
+    malformed_records: int = 0
+    non_utf8_lines: int = 0
+    malformed_by_file: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class ClassCoverage(Shape):
