@@ -13,19 +13,15 @@ a stage page is first built.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from rich.text import Text
-from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
-from textual.containers import Horizontal
-from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import ContentSwitcher, Footer, Static
+from textual.widgets import Static
 
 from engine import registry
 from engine.core import split_runtime
@@ -33,15 +29,16 @@ from engine.evidence import EvidenceError, StageRecord
 from engine.session import (
     Session,
     SessionLocked,
-    StageOrderError,
     describe_holder,
     find_sessions,
     new_session_id,
 )
-from tui.safe import clean, literal
-from tui.screens import ConfirmScreen, CoverageScreen, HelpScreen, LockedScreen, StartScreen
-from tui.stage_view import TABS, RunEnded, StageView
-from tui.widgets import NotesPanel, StageNavigator, state_words
+from tui.safe import clean
+from tui.screens import HelpScreen, LockedScreen, StartScreen
+from tui.session_screen import SessionScreen
+from tui.stage_view import TABS, StageView
+
+__all__ = ["ClaimcheckApp", "SessionScreen", "make_app"]
 
 DEFAULT_RECIPE = "text-classification-qlora"
 THEMES = ("textual-dark", "textual-light", "ansi-dark", "ansi-light")
@@ -74,275 +71,6 @@ def _drop_none(value: Any) -> Any:
     if isinstance(value, list):
         return [_drop_none(v) for v in value if v is not None]
     return value
-
-
-class SessionScreen(Screen):
-    """Navigator on the left, the current stage's page on the right, keys in the footer."""
-
-    # Priority: these work even while an editor has focus (TextArea binds f6 to "select line").
-    BINDINGS = [
-        Binding("ctrl+r", "run", "Run", priority=True),
-        Binding("ctrl+f", "freeze", "Freeze", priority=True),
-        Binding("ctrl+g", "cancel", "Cancel", priority=True),
-        Binding("ctrl+n", "note", "Note", priority=True),
-        Binding("ctrl+l", "stages", "Stages", priority=True),
-        Binding("f1", "app.help", "Help", priority=True),
-        Binding("f2", "tab('form')", "Form", show=False, priority=True),
-        Binding("f3", "tab('checks')", "Checks", show=False, priority=True),
-        Binding("f4", "tab('visual')", "Visual", show=False, priority=True),
-        Binding("f5", "tab('notes')", "Notes", show=False, priority=True),
-        Binding("f6", "tab('data')", "Data", show=False, priority=True),
-        Binding("f7", "coverage", "Coverage", show=False, priority=True),
-        Binding("ctrl+t", "app.next_theme", "Theme", show=False, priority=True),
-        # Not priority: in the TOML editor ctrl+y stays "redo".
-        Binding("ctrl+y", "copy_check", "Copy", show=False),
-    ]
-
-    def __init__(self, session: Session, initial_inputs: Callable[[Session, str], dict[str, Any]]) -> None:
-        super().__init__()
-        self.session = session
-        self.initial_inputs = initial_inputs
-        self.current = registry.STAGES[0].name
-        # Which stage modules exist; learned in a background thread so start-up imports only the claim.
-        self.built: dict[str, bool] = {}
-
-    def compose(self) -> ComposeResult:
-        title = Text("claimcheck · ", style="bold")
-        title.append_text(literal(self.session.meta.title or self.session.meta.id, limit=40))
-        title.append(" · ", style="dim")
-        title.append_text(literal(self.session.meta.recipe or "no recipe", "dim", limit=30))
-        yield Static(title, id="title-bar")
-        with Horizontal(id="body"):
-            yield StageNavigator([(s.name, s.title) for s in registry.STAGES], id="nav")
-            yield ContentSwitcher(id="pages")
-        yield Footer(compact=True)
-
-    def on_mount(self) -> None:
-        self.refresh_states()
-        self.go(self.current)
-        # After the first paint: importing every stage module must not delay the first usable screen.
-        self.set_timer(0.3, self._probe_stages)
-
-    @work(thread=True, group="probe")
-    def _probe_stages(self) -> None:
-        built = {spec.name: spec.module() is not None for spec in registry.STAGES}
-        self.post_message(self.Probed(built))  # dropped quietly if the app closed meanwhile
-
-    class Probed(Message):
-        def __init__(self, built: dict[str, bool]) -> None:
-            self.built = built
-            super().__init__()
-
-    def on_session_screen_probed(self, event: Probed) -> None:
-        self.built = event.built
-        self.refresh_states()
-
-    # ------------------------------------------------------------ navigation
-
-    def view(self, name: str | None = None) -> StageView | None:
-        found = self.query(f"#page-{name or self.current}")
-        return found.first(StageView) if found else None
-
-    def go(self, name: str) -> None:
-        self.current = name
-        switcher = self.query_one("#pages", ContentSwitcher)
-        if self.view(name) is None:
-            spec = registry.get(name)
-            switcher.mount(
-                StageView(spec, self.session, self.initial_inputs(self.session, name), id=f"page-{name}")
-            )
-        switcher.current = f"page-{name}"
-        nav = self.query_one(StageNavigator)
-        nav.index = registry.get(name).index - 1
-
-    @on(StageNavigator.Picked)
-    def _picked(self, event: StageNavigator.Picked) -> None:
-        self.go(event.name)
-        view = self.view()
-        if view is not None:
-            self.call_after_refresh(view.show_tab, "form")
-
-    def action_stages(self) -> None:
-        self.query_one(StageNavigator).focus()
-
-    def action_coverage(self) -> None:
-        """Checklist coverage of the whole session, computed from the records as saved now."""
-        from engine.coverage import compute
-
-        if isinstance(self.app.screen, CoverageScreen):
-            return
-        cov = compute(self.session.records(), dict(self.session.states()))
-        self.app.push_screen(CoverageScreen(cov))
-
-    def action_tab(self, tab: str) -> None:
-        view = self.view()
-        if view is not None and tab in TABS:
-            view.show_tab(tab)
-
-    def go_tab(self, name: str, tab: str = "form") -> None:
-        self.go(name)
-        self.call_after_refresh(self.action_tab, tab)
-
-    # ------------------------------------------------------------ states
-
-    def refresh_states(self) -> None:
-        try:
-            states = self.session.states()
-            records = self.session.records()
-        except EvidenceError as exc:
-            self.notify(clean(str(exc)), severity="error", timeout=10)
-            return
-        words = {}
-        for spec in registry.STAGES:
-            view = self.view(spec.name)
-            running = bool(view and view.running) or (spec.name == "dispatch" and self._job_running())
-            words[spec.name] = state_words(
-                states[spec.name], records.get(spec.name), running, self.built.get(spec.name, True)
-            )
-        self.query_one(StageNavigator).set_states(words)
-        for view in self.query(StageView):
-            view.refresh_record(states)
-
-    def _job_running(self) -> bool:
-        panels = self.query("DispatchPanel")
-        if panels:
-            return any(j.get("running") for j in panels.first().jobs)  # type: ignore[attr-defined]
-        from tui.panels import poll_jobs
-
-        try:  # liveness as the provider judges it (pid + heartbeat), not the job's last word alone
-            return any(j.get("running") for j in poll_jobs(self.session.path / "jobs"))
-        except Exception:  # unreadable job files: the dispatch page says why
-            return False
-
-    # ------------------------------------------------------------ actions
-
-    def _busy(self) -> StageView | None:
-        return next((v for v in self.query(StageView) if v.running), None)
-
-    def action_run(self) -> None:
-        view = self.view()
-        if view is None:
-            return
-        busy = self._busy()
-        if busy is not None:
-            self.notify(
-                f"the {busy.spec.name} checks are still running: wait or cancel them (ctrl+g)",
-                severity="warning",
-            )
-            return
-        inputs, problem = view.form_values()
-        if inputs is None:
-            self.notify(clean(problem), title="cannot run", severity="error", timeout=8)
-            return
-        later = self.session.would_stale(view.spec.name)
-        record = self.session.record(view.spec.name)
-        if record is not None and record.provenance.frozen:
-            body = Text(f"'{view.spec.name}' is frozen. Running it again starts a new revision.\n")
-            body.append(
-                "Later stages that become stale: "
-                + (", ".join(later) if later else "none (none has a record yet)")
-            )
-            self.app.push_screen(
-                ConfirmScreen("Run a frozen stage again?", body, yes="Run"),
-                partial(self._confirmed_run, view, inputs),
-            )
-            return
-        view.start_run(inputs)
-        self.refresh_states()
-
-    def _confirmed_run(self, view: StageView, inputs: dict[str, Any], yes: bool | None) -> None:
-        if yes:
-            view.start_run(inputs)
-            self.refresh_states()
-
-    def action_cancel(self) -> None:
-        busy = self._busy()
-        if busy is None or not busy.cancel_run():
-            self.notify("nothing is running", severity="information")
-
-    @on(RunEnded)
-    def _run_ended(self, event: RunEnded) -> None:
-        view = self.view(event.stage)
-        if view is not None:
-            view.finish_run(event)
-        if event.record is not None:
-            rec = event.record
-            fails = sum(c.status == "fail" for c in rec.checks)
-            self.notify(f"{event.stage}: {len(rec.checks)} checks, {fails} fail — draft saved", timeout=4)
-        elif event.cancelled:
-            self.notify(f"{event.stage}: {event.problem}", severity="warning")
-        else:
-            self.notify(
-                clean(event.problem, limit=600),
-                title=f"{event.stage} did not run",
-                severity="error",
-                timeout=12,
-            )
-        self.refresh_states()
-
-    def action_freeze(self) -> None:
-        view = self.view()
-        if view is None:
-            return
-        name = view.spec.name
-        record = self.session.record(name)
-        if record is None:
-            self.notify(f"'{name}' has no record yet: run its checks first (ctrl+r)", severity="warning")
-            return
-        state = self.session.state(name)
-        if state == "frozen":
-            self.notify(f"'{name}' is already frozen", severity="information")
-            return
-        later = self.session.would_stale(name)
-        body = Text()
-        body.append(
-            f"Freezing '{name}' records that you accept its {len(record.checks)} checks as evidence.\n"
-        )
-        fails = [c.id for c in record.checks if c.status == "fail"]
-        if fails:
-            body.append(f"{len(fails)} check(s) FAIL: " + ", ".join(fails) + "\n", style="bold")
-        body.append(
-            "Later stages made stale by this: "
-            + (", ".join(later) if later else "none (no later stage has a record)")
-        )
-        self.app.push_screen(
-            ConfirmScreen(f"Freeze {name}?", body, yes="Freeze"), partial(self._confirmed_freeze, name)
-        )
-
-    def _confirmed_freeze(self, name: str, yes: bool | None) -> None:
-        if not yes:
-            return
-        try:
-            self.session.freeze(name)
-        except (StageOrderError, EvidenceError) as exc:
-            self.notify(clean(str(exc)), title="not frozen", severity="error", timeout=10)
-            return
-        self.notify(f"{name} frozen")
-        self.refresh_states()
-
-    def action_note(self) -> None:
-        self.action_tab("notes")
-
-    @on(NotesPanel.Added)
-    def _note(self, event: NotesPanel.Added) -> None:
-        view = self.view()
-        if view is None:
-            return
-        try:
-            self.session.add_note(view.spec.name, event.tag, event.text)  # type: ignore[arg-type]
-        except (StageOrderError, EvidenceError, ValueError) as exc:
-            self.notify(clean(str(exc)), severity="error")
-            return
-        self.refresh_states()
-
-    def action_copy_check(self) -> None:
-        view = self.view()
-        text = view.query_one("CheckDetail").copy_text if view else ""  # type: ignore[attr-defined]
-        if not text:
-            self.notify("no check selected to copy", severity="warning")
-            return
-        self.app.copy_to_clipboard(text)
-        self.notify("check copied (OSC 52: works where the terminal allows it)")
 
 
 class ClaimcheckApp(App):
