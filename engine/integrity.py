@@ -17,7 +17,6 @@ Both `claimcheck --replay` and `claimcheck report` call it: one place for "was a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from engine import registry, signing
 from engine.data import sha256_file
@@ -50,7 +49,13 @@ def load(session: Session) -> Loaded:
         if not path.exists():
             if entry is not None and (entry.digest or entry.state != "not_run"):
                 loaded.rows[spec.name].append(
-                    Row(spec.name, "(record)", "missing", "", f"session.toml lists {spec.file_name}, which is gone")
+                    Row(
+                        spec.name,
+                        "(record)",
+                        "missing",
+                        "",
+                        f"session.toml lists {spec.file_name}, which is gone",
+                    )
                 )
             continue
         try:
@@ -62,7 +67,9 @@ def load(session: Session) -> Loaded:
             loaded.rows[spec.name].append(Row(spec.name, "(record)", "tampered", "", str(exc)))
             continue
         except (OSError, UnicodeDecodeError) as exc:
-            loaded.rows[spec.name].append(Row(spec.name, "(record)", "tampered", "", f"{spec.file_name}: {exc}"))
+            loaded.rows[spec.name].append(
+                Row(spec.name, "(record)", "tampered", "", f"{spec.file_name}: {exc}")
+            )
             continue
         loaded.records[spec.name], loaded.texts[spec.name] = rec, text
     return loaded

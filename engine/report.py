@@ -19,8 +19,8 @@ from typing import Any
 from engine import __version__, integrity, registry
 from engine import figures as F
 from engine.evidence import TEMP_SUFFIX, Check, StageRecord
-from engine.outcomes import Row
 from engine.model_card import model_index_yaml
+from engine.outcomes import Row
 from engine.report_render import (
     STATUS_MARK,
     Banner,

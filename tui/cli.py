@@ -153,7 +153,9 @@ def cmd_report(argv: Sequence[str]) -> int:
         written = write_report_set(args.session_dir)
     except _user_errors() as exc:
         return _user_error(exc)
-    _say(f"wrote {written.md}\nwrote {written.html}\nwrote {written.model_index}\nsession digest {written.digest}")
+    _say(
+        f"wrote {written.md}\nwrote {written.html}\nwrote {written.model_index}\nsession digest {written.digest}"
+    )
     if written.failing:
         for stage, rows in written.failing.items():
             for r in rows:
