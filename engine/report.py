@@ -444,7 +444,7 @@ def build_blocks(session_dir: Path) -> tuple[_Ctx, list[Block]]:
             + f"; report written by claimcheck {__version__} from the session's records."
         )
     )
-    c.add(Para(f"Session digest {c.digest} (the same in report.md, report.html and model-index.yaml)."))
+    c.add(Para(f"Session digest {c.digest} (each of the three files this report writes names it)."))
     if c.failing:
         c.add(
             Banner(
