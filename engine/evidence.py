@@ -168,6 +168,16 @@ class SessionMeta(Strict):
     workspace: str = "../.."
     created_at: str = Field(default_factory=lambda: now_iso())
     stages: dict[str, StageEntry] = Field(default_factory=dict)
+    # Digest of the fields above that are evidence (META_FIELDS), set on every write since
+    # claimcheck pinned them; "" in older sessions, which replay reads as "not pinned" (one-way rule).
+    meta_digest: str = ""
+
+    def compute_meta_digest(self) -> str:
+        return digest_of({k: getattr(self, k) for k in META_FIELDS})
+
+
+# The session fields that are evidence: they name the session and say where its data paths resolve.
+META_FIELDS = ("id", "title", "recipe", "workspace", "created_at")
 
 
 # ---------------------------------------------------------------- canonical digest

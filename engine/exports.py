@@ -21,9 +21,8 @@ from typing import Any
 from engine import coverage as CV
 from engine import registry
 from engine.errors import ClaimcheckError
-from engine.evidence import EvidenceError, StageRecord, atomic_write_text, load_record
+from engine.evidence import StageRecord, atomic_write_text
 from engine.model_card import model_card_data
-from engine.replay_compare import chain, integrity
 from engine.session import Session
 from engine.shapes import artifact as A
 from engine.shapes import data as D
@@ -40,34 +39,17 @@ class ExportRefused(ClaimcheckError):
 
 
 def verify_for_export(session_dir: Path) -> Session:
-    """Open the session and refuse it when a record was edited, is unreadable or was half written.
+    """Open the session and refuse it when a record was edited, a pinned file changed, a write was
+    half done or a signature does not verify (engine.integrity.verify, the checks replay and the
+    report run). A stale chain is not refused: stale stages are shown as such and give no figures."""
+    from engine import integrity
 
-    The one place exports decide integrity; it uses replay's integrity and chain rows today and can
-    be swapped for a shared `verify(session)` without touching the exports themselves. A stale chain
-    is not refused here: stale stages are shown as such and contribute no figures.
-    """
     session = Session.open(Path(session_dir))
-    problems: list[str] = []
-    records: dict[str, StageRecord] = {}
-    texts: dict[str, str] = {}
-    for spec in registry.STAGES:
-        path = session.path / spec.file_name
-        if not path.exists():
-            entry = session.meta.stages.get(spec.name)
-            if entry is not None and (entry.digest or entry.state != "not_run"):
-                problems.append(f"session.toml lists {spec.file_name}, which is gone")
-            continue
-        try:
-            texts[spec.name] = path.read_text(encoding="utf-8")
-            records[spec.name] = load_record(path)
-        except (EvidenceError, OSError, UnicodeDecodeError) as exc:
-            problems.append(f"{spec.file_name}: {exc}")
-    for name, rec in records.items():
-        rows = integrity(session, name, session.path / registry.get(name).file_name, rec, texts[name])
-        rows += chain(name, rec, records)
-        problems += [
-            f"{r.stage}: {r.detail}" for r in rows if r.outcome in ("tampered", "incomplete", "missing")
-        ]
+    problems = [
+        f"{r.stage} {r.check}: {r.detail}"
+        for r in integrity.verify(session)
+        if r.outcome in ("tampered", "incomplete", "missing")
+    ]
     if problems:
         raise ExportRefused(
             "the session fails its integrity checks, so nothing is exported: "

@@ -36,7 +36,8 @@ from engine import registry
 from engine.context import StageContext, StageInputError
 from engine.core import InvalidInputs, compute, split_runtime
 from engine.errors import EXIT_DIFFERS, EXIT_OK, EXIT_UNUSABLE
-from engine.evidence import EvidenceError, StageRecord, load_record
+from engine.evidence import EvidenceError, StageRecord
+from engine.integrity import Loaded, load, session_rows, stage_rows
 from engine.outcomes import (
     FAILING,
     OUTCOMES,
@@ -49,7 +50,7 @@ from engine.outcomes import (
     timing,
 )
 from engine.registry import StageSpec
-from engine.replay_compare import chain, compare_check, compare_records, diff_values, integrity
+from engine.replay_compare import compare_check, compare_records, diff_values
 from engine.session import SESSION_FILE, Session
 from engine.training import jobfiles
 
@@ -130,52 +131,11 @@ def _written(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int
 
 
 @dataclass
-class _Loaded:
-    records: dict[str, StageRecord]
-    texts: dict[str, str]
-    rows: dict[str, list[Row]]
-
-
-def _load(session: Session) -> _Loaded:
-    loaded = _Loaded({}, {}, {n: [] for n in registry.STAGE_NAMES})
-    for spec in registry.STAGES:
-        path = session.path / spec.file_name
-        entry = session.meta.stages.get(spec.name)
-        if not path.exists():
-            if entry is not None and (entry.digest or entry.state != "not_run"):
-                loaded.rows[spec.name].append(
-                    Row(
-                        spec.name,
-                        "(record)",
-                        "missing",
-                        "",
-                        f"session.toml lists {spec.file_name}, which is gone",
-                    )
-                )
-            continue
-        try:
-            text = path.read_text(encoding="utf-8")
-            rec = load_record(path)
-        except EvidenceError as exc:
-            if exc.field.endswith("schema_version"):
-                raise
-            loaded.rows[spec.name].append(Row(spec.name, "(record)", "tampered", "", str(exc)))
-            continue
-        except (OSError, UnicodeDecodeError) as exc:
-            loaded.rows[spec.name].append(
-                Row(spec.name, "(record)", "tampered", "", f"{spec.file_name}: {exc}")
-            )
-            continue
-        loaded.records[spec.name], loaded.texts[spec.name] = rec, text
-    return loaded
-
-
-@dataclass
 class _Pass:
     """One replay pass over a session: what is known so far, stage after stage."""
 
     session: Session
-    loaded: _Loaded
+    loaded: Loaded
     retrain: bool
     say: Progress
     broken: dict[str, str] = field(default_factory=dict)  # stage -> why it did not reproduce
@@ -192,11 +152,12 @@ def replay(session_dir: Path, *, retrain: bool = False, progress: Progress | Non
     result = ReplayResult(session_dir)
     try:
         session = Session.open(session_dir)
-        loaded = _load(session)
+        loaded = load(session)
     except EvidenceError as exc:
         result.error = str(exc)
         return result
     run = _Pass(session, loaded, retrain, say)
+    result.rows += session_rows(session, loaded)
     try:
         for spec in registry.STAGES:
             rows = _replay_stage(run, spec)
@@ -217,7 +178,7 @@ def replay(session_dir: Path, *, retrain: bool = False, progress: Progress | Non
 def _replay_stage(run: _Pass, spec: StageSpec) -> list[Row]:
     """Every row of one stage: record integrity, chain, job state, then the re-run compared."""
     name = spec.name
-    rows = list(run.loaded.rows[name])
+    rows = stage_rows(run.session, run.loaded, name)
     rec = run.loaded.records.get(name)
     if rec is None:
         if not rows:
@@ -226,8 +187,6 @@ def _replay_stage(run: _Pass, spec: StageSpec) -> list[Row]:
             run.broken[name] = "its record is missing or unreadable"
         return rows
     run.say(f"{name}: checking record")
-    rows += integrity(run.session, name, run.session.path / spec.file_name, rec, run.loaded.texts[name])
-    rows += chain(name, rec, run.loaded.records)
     if not rec.provenance.frozen:
         rows.append(Row(name, "(record)", "incomplete", "", "draft: never frozen, so not evidence yet"))
     if name == "dispatch":
@@ -271,6 +230,8 @@ def _rerun_and_compare(run: _Pass, name: str, rec: StageRecord) -> list[Row]:
     run.per_stage[name] = time.perf_counter() - t0
     written = _written(before, _snapshot(run.session.path))
     if new is not None:
+        if run.retrain and name in TRAINING_STAGES:
+            rec, new = _without_job_files(rec), _without_job_files(new)
         rows += compare_records(name, _upgraded(name, rec), new)
         if run.scratch is not None:
             run.new_records[name] = new
@@ -285,6 +246,17 @@ def _rerun_and_compare(run: _Pass, name: str, rec: StageRecord) -> list[Row]:
             )
         )
     return rows
+
+
+def _without_job_files(rec: StageRecord) -> StageRecord:
+    """A retrained job writes its own metrics.jsonl (clock times) and checkpoints: their hashes pin the
+    recorded job (checked by engine/integrity.py), not the retrained one, so they are not compared."""
+    chk = rec.check("dispatch.identity")
+    if chk is None or "job_files" not in chk.measured:
+        return rec
+    out = rec.model_copy(deep=True)
+    out.check("dispatch.identity").measured.pop("job_files")
+    return out
 
 
 def _upgraded(name: str, rec: StageRecord) -> StageRecord:

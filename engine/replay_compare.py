@@ -55,9 +55,18 @@ def diff_values(old: Any, new: Any, tolerance: float | None = None, key: str = "
     return []
 
 
+# Measured keys a later claimcheck added to a check: a record made before has none, and its re-run's
+# value is not compared (engine/integrity.py says the files are not pinned). One-way: once recorded,
+# the key is compared like any other.
+LATER_KEYS: dict[str, tuple[str, ...]] = {"dispatch.identity": ("job_files",)}
+
+
 def compare_check(stage: str, old: Check, new: Check) -> Row:
     """One recorded check against its re-computation; tolerances come from the recorded check."""
     diffs: list[Difference] = []
+    later = [k for k in LATER_KEYS.get(old.id, ()) if k not in old.measured]
+    if later:
+        new = new.model_copy(update={"measured": {k: v for k, v in new.measured.items() if k not in later}})
     for attr in ("status", "basis", "coverage"):
         if getattr(old, attr) != getattr(new, attr):
             diffs.append(Difference(attr, getattr(old, attr), getattr(new, attr)))
@@ -79,9 +88,28 @@ def compare_check(stage: str, old: Check, new: Check) -> Row:
     return Row(stage, old.id, "reproduced", old.status, "within declared tolerance" if within else "")
 
 
+def _with_added_defaults(stage: str, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """The recorded inputs plus every input field added to the stage since, at its default value:
+    a record made before a field existed was made with what that field's default now means
+    (the documented one-way rule, docs/evidence-format.md)."""
+    module = registry.get(stage).module()
+    fields = getattr(getattr(module, "Inputs", None), "model_fields", {})
+    out = dict(old)
+    for key, value in new.items():
+        if key in old or key not in fields:
+            continue
+        default = fields[key].get_default(call_default_factory=True)
+        if hasattr(default, "model_dump"):
+            default = default.model_dump(mode="json")
+        if default == value:
+            out[key] = value
+    return out
+
+
 def compare_records(stage: str, old: StageRecord, new: StageRecord) -> list[Row]:
     rows: list[Row] = []
-    in_diffs = diff_values(old.inputs, new.inputs, None, "inputs")
+    recorded = _with_added_defaults(stage, old.inputs, new.inputs)
+    in_diffs = diff_values(recorded, new.inputs, None, "inputs")
     if in_diffs:
         rows.append(
             Row(stage, "(inputs)", "differs", "", "the stage now records its inputs differently", in_diffs)

@@ -10,15 +10,18 @@ same bytes (the golden test relies on it).
 
 from __future__ import annotations
 
+import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine import __version__, registry
+from engine import __version__, integrity, registry
 from engine import coverage as CV
 from engine import figures as F
-from engine.evidence import Check, StageRecord, atomic_write_text
+from engine.evidence import TEMP_SUFFIX, Check, StageRecord
 from engine.model_card import model_index_yaml
+from engine.outcomes import Row
 from engine.report_render import (
     STATUS_MARK,
     Banner,
@@ -62,6 +65,10 @@ class _Ctx:
     session: Session
     records: dict[str, StageRecord]
     states: dict[str, str]
+    # Integrity rows that failed (engine/integrity.py), by stage ("session" for session.toml and
+    # signature.toml), and the session digest this report describes.
+    failing: dict[str, list[Row]] = field(default_factory=dict)
+    digest: str = ""
     blocks: list[Block] = field(default_factory=list)
 
     def add(self, *blocks: Block) -> None:
@@ -76,7 +83,26 @@ class _Ctx:
 
 def _load(session_dir: Path) -> _Ctx:
     session = Session.open(Path(session_dir))
-    return _Ctx(session, session.records(), dict(session.states()))
+    loaded = integrity.load(session)
+    # A broken chain ("stale") is shown by the stage's own STALE banner, as before: the record is
+    # what claimcheck wrote, only computed from an older upstream. Everything else is a failure.
+    rows = [r for r in integrity.verify(session, loaded) if r.outcome != "stale"]
+    failing = integrity.failing_by_stage(rows)
+    states = dict(session.states())
+    for name in registry.STAGE_NAMES:
+        if name in failing:
+            states[name] = TAMPERED
+        elif any(u in failing for u in registry.upstream_names(name)) and name in loaded.records:
+            states[name] = "stale"
+    return _Ctx(session, loaded.records, states, failing, integrity.current_digest(session, loaded))
+
+
+TAMPERED = "integrity failed"
+
+
+def _integrity_text(rows: list[Row]) -> str:
+    shown = "; ".join(f"{r.check} {r.outcome}: {r.detail}" for r in rows[:4])
+    return shown + (f"; and {len(rows) - 4} more" if len(rows) > 4 else "")
 
 
 def _status_text(status: str, state: str) -> str:
@@ -144,8 +170,22 @@ def _glance(c: _Ctx) -> None:
 def _state_banner(c: _Ctx, name: str) -> None:
     rec = c.records.get(name)
     state = c.states.get(name, "not_run")
-    if rec is None:
+    if name in c.failing:
+        c.add(
+            Banner(
+                "fail",
+                "INTEGRITY FAILED — nothing in this stage is certified: " + _integrity_text(c.failing[name]),
+            )
+        )
+    elif rec is None:
         c.add(Banner("not_run", "Not run: there is no evidence for this stage."))
+    elif state == "stale" and (bad := [u for u in registry.upstream_names(name) if u in c.failing]):
+        c.add(
+            Banner(
+                "fail",
+                f"NOT CERTIFIED: this record rests on '{bad[0]}', which failed its integrity checks.",
+            )
+        )
     elif state == "stale":
         c.add(
             Banner(
@@ -327,6 +367,12 @@ def _criterion(c: _Ctx) -> str:
 def verdict(c: _Ctx) -> tuple[str, str]:
     """(kind, sentence): the verdict against the success criterion, only from a frozen artifact stage."""
     criterion = _criterion(c) or "(no success criterion recorded)"
+    if c.failing:
+        return (
+            "fail",
+            f"NOT CERTIFIED: the session failed its integrity checks ({', '.join(c.failing)}); "
+            f"'{criterion}' is not established by this report.",
+        )
     rec = c.records.get("artifact")
     state = c.states.get("artifact", "not_run")
     if rec is None:
@@ -399,6 +445,18 @@ def build_blocks(session_dir: Path) -> tuple[_Ctx, list[Block]]:
             + f"; report written by claimcheck {__version__} from the session's records."
         )
     )
+    c.add(Para(f"Session digest {c.digest} (each of the three files this report writes names it)."))
+    if c.failing:
+        c.add(
+            Banner(
+                "fail",
+                "INTEGRITY FAILED — the session was changed after it was sealed, or a file its evidence "
+                "rests on is gone or changed ("
+                + ", ".join(c.failing)
+                + "); claimcheck --replay names every row. "
+                + _integrity_text(c.failing.get(integrity.SESSION_ROW, [])),
+            )
+        )
     kind, text = verdict(c)
     c.add(Banner(kind, "Verdict: " + text))
     cov = CV.compute(c.records, c.states)
@@ -425,12 +483,60 @@ def render(session_dir: Path) -> tuple[str, str]:
     return to_markdown(blocks), to_html(blocks, title)
 
 
+@dataclass
+class Written:
+    md: Path
+    html: Path
+    model_index: Path
+    digest: str
+    # Integrity rows that failed, by stage: the CLI exits 1 when there are any.
+    failing: dict[str, list[Row]]
+
+
+def write_report_set(session_dir: Path) -> Written:
+    """Render report.md, report.html and model-index.yaml, then write them as one set (`_write_set`).
+    Each names the session digest it describes, so a set mixed by a crash mid-rename shows."""
+    session_dir = Path(session_dir)
+    c, blocks = build_blocks(session_dir)
+    title = f"claimcheck evidence report: {c.session.meta.title or c.session.meta.id}"
+    head = f"# session digest: {c.digest}\n"
+    if c.failing:
+        head += "# INTEGRITY FAILED: " + ", ".join(c.failing) + " (claimcheck --replay names every row)\n"
+    files = {
+        "report.md": to_markdown(blocks),
+        "report.html": to_html(blocks, title),
+        "model-index.yaml": head + model_index_yaml(c.session),
+    }
+    _write_set(session_dir, files)
+    return Written(
+        session_dir / "report.md",
+        session_dir / "report.html",
+        session_dir / "model-index.yaml",
+        c.digest,
+        c.failing,
+    )
+
+
+def _write_set(folder: Path, files: dict[str, str]) -> None:
+    """Every file to a temp name first (written and synced), then each renamed into place: a crash
+    before the renames changes nothing; only one during them (microseconds) can mix two runs."""
+    temps: list[tuple[str, Path]] = []
+    try:
+        for name, text in files.items():
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=TEMP_SUFFIX, dir=folder)
+            temps.append((tmp, folder / name))
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(text.encode("utf-8"))
+                fh.flush()
+                os.fsync(fh.fileno())
+        for tmp, dest in temps:
+            os.replace(tmp, dest)
+    finally:
+        for tmp, _ in temps:
+            Path(tmp).unlink(missing_ok=True)
+
+
 def write_report(session_dir: Path) -> tuple[Path, Path]:
     """Write report.md, report.html and model-index.yaml into the session; return the first two paths."""
-    session_dir = Path(session_dir)
-    md, html = render(session_dir)
-    md_path, html_path = session_dir / "report.md", session_dir / "report.html"
-    atomic_write_text(md_path, md)
-    atomic_write_text(html_path, html)
-    atomic_write_text(session_dir / "model-index.yaml", model_index_yaml(Session.open(session_dir)))
-    return md_path, html_path
+    written = write_report_set(session_dir)
+    return written.md, written.html

@@ -354,6 +354,7 @@ class Session:
     # ------------------------------------------------------------ meta
 
     def _write_meta(self) -> None:
+        self.meta.meta_digest = self.meta.compute_meta_digest()
         write_model(self.path / SESSION_FILE, self.meta)
 
     def _sync_meta(self, name: str | None = None) -> None:

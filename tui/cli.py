@@ -2,7 +2,9 @@
 
     claimcheck [SESSION_DIR]                      open the guided session (new one if none given)
     claimcheck --replay SESSION_DIR [--json]      re-run every stage headless and compare
-    claimcheck report SESSION_DIR                 write report.md and report.html
+    claimcheck report SESSION_DIR                 write report.md, report.html, model-index.yaml
+    claimcheck sign SESSION_DIR --key KEYFILE     sign the session's digests (Ed25519)
+    claimcheck sign --new-key KEYFILE             make a signing key
     claimcheck run --answers ANSWERS.toml DIR     create a session headless from an answers file
     claimcheck coverage SESSION_DIR [--json]      checklist coverage (REFORMS, leakage, AI Act map)
     claimcheck export model-card SESSION_DIR      a Hugging Face model card (README.md)
@@ -26,7 +28,7 @@ from pathlib import Path
 # takes effect before polars loads, and a value the user set wins.
 os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
 
-from engine.errors import EXIT_OK, EXIT_UNUSABLE  # noqa: E402  (light: no pydantic, no torch)
+from engine.errors import EXIT_DIFFERS, EXIT_OK, EXIT_UNUSABLE  # noqa: E402  (light: no pydantic, no torch)
 
 DESCRIPTION = (
     "claimcheck walks a fine-tuning claim through seven stages (claim, source, split, baseline, "
@@ -62,7 +64,7 @@ def _main_parser() -> argparse.ArgumentParser:
         prog="claimcheck",
         description=DESCRIPTION,
         epilog="Subcommands: 'claimcheck report --help', 'claimcheck run --help', "
-        "'claimcheck coverage --help', 'claimcheck export --help'.",
+        "'claimcheck coverage --help', 'claimcheck export --help', 'claimcheck sign --help'.",
     )
     p.add_argument("session_dir", nargs="?", type=Path, help="session to open (default: start a new one)")
     p.add_argument(
@@ -83,7 +85,9 @@ def _main_parser() -> argparse.ArgumentParser:
 
 def _report_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="claimcheck report", description="Write report.md and a self-contained report.html."
+        prog="claimcheck report",
+        description="Write report.md, a self-contained report.html and model-index.yaml. Exits 1 when the "
+        "session fails the integrity checks replay runs (digests, chain, pinned files, signature).",
     )
     p.add_argument("session_dir", type=Path)
     return p
@@ -119,6 +123,18 @@ def _export_parser() -> argparse.ArgumentParser:
         default=None,
         help="mlflow: the tracking store (default: a local folder, SESSION_DIR/exports/mlflow/mlruns)",
     )
+    return p
+
+
+def _sign_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="claimcheck sign",
+        description="Sign a session's record digests and meta with an Ed25519 key (signature.toml); "
+        "--replay and report check the signature when there is one.",
+    )
+    p.add_argument("session_dir", type=Path, nargs="?")
+    p.add_argument("--key", type=Path, help="Ed25519 private key (PEM) to sign with")
+    p.add_argument("--new-key", type=Path, metavar="KEYFILE", help="write a new key (and KEYFILE.pub)")
     return p
 
 
@@ -169,13 +185,20 @@ def cmd_replay(path: Path, retrain: bool, as_json: bool) -> int:
 
 def cmd_report(argv: Sequence[str]) -> int:
     args = _report_parser().parse_args(argv)
-    from engine.report import write_report
+    from engine.report import write_report_set
 
     try:
-        md, html = write_report(args.session_dir)
+        written = write_report_set(args.session_dir)
     except _user_errors() as exc:
         return _user_error(exc)
-    _say(f"wrote {md}\nwrote {html}")
+    _say(
+        f"wrote {written.md}\nwrote {written.html}\nwrote {written.model_index}\nsession digest {written.digest}"
+    )
+    if written.failing:
+        for stage, rows in written.failing.items():
+            for r in rows:
+                _say(f"INTEGRITY FAILED {stage} {r.check} {r.outcome}: {r.detail}", err=True)
+        return EXIT_DIFFERS
     return EXIT_OK
 
 
@@ -214,6 +237,46 @@ def cmd_export(argv: Sequence[str]) -> int:
     return EXIT_OK
 
 
+def cmd_sign(argv: Sequence[str]) -> int:
+    args = _sign_parser().parse_args(argv)
+    from engine import signing
+
+    try:
+        if args.new_key is not None:
+            _say(f"wrote {args.new_key} and {args.new_key}.pub; fingerprint {signing.new_key(args.new_key)}")
+            if args.session_dir is None:
+                return EXIT_OK
+        if args.session_dir is None or args.key is None:
+            _say("claimcheck sign: give SESSION_DIR and --key KEYFILE (or --new-key KEYFILE)", err=True)
+            return EXIT_UNUSABLE
+        fp = _sign_session(args.session_dir, args.key)
+    except _user_errors() as exc:
+        return _user_error(exc)
+    if fp is None:
+        return EXIT_DIFFERS
+    _say(f"signed {args.session_dir} with key {fp}")
+    return EXIT_OK
+
+
+def _sign_session(session_dir: Path, key: Path) -> str | None:
+    """Sign only a session that passes its integrity checks, under the session's lock."""
+    from engine import integrity, signing
+    from engine.session import Session
+
+    session = Session.open(session_dir)
+    session.lock.acquire()
+    try:
+        loaded = integrity.load(session)
+        bad = [r for r in integrity.verify(session, loaded) if r.failing and r.check != "(signature)"]
+        for r in bad:
+            _say(f"not signing: {r.stage} {r.check} {r.outcome}: {r.detail}", err=True)
+        if bad:
+            return None
+        return signing.sign(session.path, session.meta, integrity.digests(loaded), key)
+    finally:
+        session.lock.release()
+
+
 def cmd_run(argv: Sequence[str]) -> int:
     args = _run_parser().parse_args(argv)
     from engine.answers import run_answers
@@ -248,6 +311,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_coverage(argv[1:])
     if argv and argv[0] == "export":
         return cmd_export(argv[1:])
+    if argv and argv[0] == "sign":
+        return cmd_sign(argv[1:])
     args = _main_parser().parse_args(argv)
     if args.version:
         from engine import __version__

@@ -147,6 +147,9 @@ class DispatchIdentity(Shape):
     train_rows: int
     dev_rows: int
     problems: list[str]
+    # sha256 of metrics.jsonl and every file under checkpoints/ and best/, relative to jobs/<op>/;
+    # absent in records made before claimcheck pinned them.
+    job_files: dict[str, str] | None = None
 
 
 class Progress(Shape):

@@ -167,10 +167,23 @@ def _identity(doc: dict[str, Any], eff: dict[str, Any], digest: str, op_id: str,
             "train_rows": int(data.get("train_rows", 0)),
             "dev_rows": int(data.get("dev_rows", 0)),
             "problems": problems,
+            "job_files": job_files(job_dir),
         },
         why="One identity per deliberate launch: relaunching with the same one adopts the job, never starts a second.",
         playbook=PB_IDENTITY,
     )
+
+
+def job_files(job_dir: Path) -> dict[str, str]:
+    """sha256 of what the job wrote that evidence rests on: metrics.jsonl and every checkpoint file
+    (final/ is pinned by artifact.identity; status, heartbeat, log and pid files are liveness only)."""
+    from engine.training.evaluate import sha256_file
+
+    files = [job_dir / jobfiles.METRICS] if (job_dir / jobfiles.METRICS).is_file() else []
+    for sub in (jobfiles.CHECKPOINTS, jobfiles.BEST):
+        if (job_dir / sub).is_dir():
+            files += sorted(p for p in (job_dir / sub).rglob("*") if p.is_file() and not p.is_symlink())
+    return {p.relative_to(job_dir).as_posix(): sha256_file(p) for p in files}
 
 
 def _acknowledged(st: Any, status_doc: dict[str, Any], launch_info: dict[str, Any], provider: str) -> Check:
