@@ -89,6 +89,9 @@ _MD_BREAKS = re.compile(r"[ \t\r\n]+")
 _MD_AUTOLINK = re.compile(r"(?i):(?=//)|(?<=www)\.|(?<=\S)@(?=\S)")
 
 
+_MD_LINE_START = re.compile(r"^(\d*)([#+-](?=\s|$)|(?<=\d)[.)](?=\s|$))")
+
+
 def md_escape(text: str) -> str:
     """Text as Markdown that shows exactly that text: no markup, no link / image, no hidden bytes.
 
@@ -105,17 +108,23 @@ def md_escape(text: str) -> str:
     return " ".join(out.split())
 
 
+def md_block(text: str) -> str:
+    """md_escape for text that starts a paragraph or list item, where "# ", "- ", "+ " and "1. "
+    would open a heading or a list (">" is escaped by md_escape already)."""
+    return _MD_LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), md_escape(text), count=1)
+
+
 def to_markdown(blocks: list[Block]) -> str:
     out: list[str] = []
     for b in blocks:
         if isinstance(b, Heading):
             out.append("#" * b.level + " " + md_escape(b.text))
         elif isinstance(b, Para):
-            out.append((f"**{md_escape(b.lead)}** — " if b.lead else "") + md_escape(b.text))
+            out.append(f"**{md_escape(b.lead)}** — {md_escape(b.text)}" if b.lead else md_block(b.text))
         elif isinstance(b, Banner):
             out.append(f"> **{b.kind.replace('_', ' ').upper()}** — {md_escape(b.text)}")
         elif isinstance(b, Bullets):
-            out.append("\n".join(f"- {md_escape(i)}" for i in b.items))
+            out.append("\n".join(f"- {md_block(i)}" for i in b.items))
         elif isinstance(b, Table):
             out.append(_md_table(b))
         elif isinstance(b, Fig):

@@ -505,3 +505,20 @@ async def test_start_screen_lists_and_fields_show_payloads_literally(tmp_path: P
         assert "␛]0;pwned-title␇⍰31mc1red.csv" in typed and "[bold red]boom[/]" in typed
     report = {name: (hidden(text), leaks(text)) for name, text in (("list", listed), ("typed", typed))}
     assert report == {"list": (0, {}), "typed": (0, {})}, report
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("# heading", "\\# heading"),
+        ("- item", "\\- item"),
+        ("+ item", "\\+ item"),
+        ("3. third", "3\\. third"),
+    ],
+)
+def test_data_cannot_open_a_markdown_heading_or_list(text: str, shown: str) -> None:
+    """Data that starts a report.md line or list item ("- [fact] # x" is a heading inside the item)."""
+    from engine.report_render import md_block
+
+    assert md_block(text) == shown
+    assert md_block("-0.6642 and 0.0768") == "-0.6642 and 0.0768"  # numbers stay as they are
