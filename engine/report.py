@@ -14,7 +14,6 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from engine import __version__, integrity, registry
 from engine import coverage as CV
@@ -22,6 +21,7 @@ from engine import figures as F
 from engine.evidence import TEMP_SUFFIX, Check, StageRecord
 from engine.model_card import model_index_yaml
 from engine.outcomes import Row
+from engine.report_final import comparison_blocks, latency_blocks
 from engine.report_render import (
     STATUS_MARK,
     Banner,
@@ -32,6 +32,7 @@ from engine.report_render import (
     Para,
     Table,
     fmt_value,
+    status_text,
     to_html,
     to_markdown,
 )
@@ -103,11 +104,6 @@ TAMPERED = "integrity failed"
 def _integrity_text(rows: list[Row]) -> str:
     shown = "; ".join(f"{r.check} {r.outcome}: {r.detail}" for r in rows[:4])
     return shown + (f"; and {len(rows) - 4} more" if len(rows) > 4 else "")
-
-
-def _status_text(status: str, state: str) -> str:
-    mark = STATUS_MARK.get(status, status)
-    return mark if state == "frozen" else f"{mark} ({state}, not established)"
 
 
 def _claim_section(c: _Ctx) -> None:
@@ -227,7 +223,7 @@ def _stage_section(c: _Ctx, spec: registry.StageSpec) -> None:
     if not rec.checks:
         c.add(Para("This record holds no checks."))
     rows = [
-        [_status_text(chk.status, state), chk.id, chk.basis, chk.coverage, fmt_value(chk.summary, 400)]
+        [status_text(chk.status, state), chk.id, chk.basis, chk.coverage, fmt_value(chk.summary, 400)]
         for chk in rec.checks
     ]
     if rows:
@@ -238,124 +234,6 @@ def _stage_section(c: _Ctx, spec: registry.StageSpec) -> None:
     if rec.notes:
         c.add(Heading(3, "Notes"))
         c.add(Bullets([f"[{n.tag.replace('_', ' ')}] {n.text} ({n.at})" for n in rec.notes]))
-
-
-def _comparison_section(c: _Ctx) -> None:
-    c.add(Heading(2, "Final comparison on the locked test"))
-    rec = c.records.get("artifact")
-    if rec is None:
-        c.add(Banner("not_run", "No final comparison exists: the artifact stage has no record."))
-        return
-    state = c.states.get("artifact", "not_run")
-    if state != "frozen":
-        c.add(Banner(state, f"The artifact stage is {state}: the comparison below is not established."))
-    arms = parse(rec.check("artifact.arms"), A.Arms)
-    comp_check = rec.check("artifact.comparison")
-    comp = parse(comp_check, A.Comparison)
-    if arms is None:
-        c.add(Para("The artifact record holds no arms table: no arm was asked for on the locked test."))
-        return
-    c.add(_arms_table(arms, comp))
-    if comp is None:
-        why = comp_check.summary if comp_check is not None else "no comparison was recorded"
-        c.add(Para(f"No paired comparison: {why}.", lead="artifact.comparison"))
-    else:
-        c.add(Para(f"{_status_text(comp_check.status, state)}: {comp_check.summary}", lead=comp_check.id))
-        for fig in F.figures_for(comp_check, rec):
-            c.add(Fig(fig))
-    _outcomes_table(c, rec)
-
-
-def _arms_table(arms: A.Arms, comp: A.Comparison | None) -> Table:
-    """One row per arm: its counts, the primary metric, and the candidate's paired difference to it."""
-    metric = comp.metric if comp else "metric"
-    rows = []
-    for name, a in arms.arms.items():
-        value = comp.values.get(name) if comp else None
-        diff = comp.differences.get(name) if comp else None
-        mcn = comp.mcnemar.get(name) if comp else None
-        rows.append(
-            [
-                name,
-                str(a.requested),
-                str(a.scored),
-                str(a.failed),
-                str(a.missing),
-                fmt_value(value) if value is not None else "—",
-                _interval_text(diff) if diff else ("reference" if name == "candidate" else "—"),
-                f"{mcn.p_value:.3g}" if mcn else "—",
-                fmt_value(a.what, 200),
-            ]
-        )
-    unit = f" over {comp.shared_rows} rows every arm scored ({comp.unit} bootstrap)" if comp else ""
-    return Table(
-        [
-            "Arm",
-            "Requested",
-            "Scored",
-            "Failed",
-            "Missing",
-            metric,
-            "Candidate − arm [interval]",
-            "McNemar p",
-            "What",
-        ],
-        rows,
-        f"Arms on the locked test{unit}",
-        "A failed or missing prediction is missing evidence, never a zero score."
-        + (
-            f" {arms.labels_outside_class_order} test rows carry a label outside the class order."
-            if arms.labels_outside_class_order
-            else ""
-        ),
-    )
-
-
-def _interval_text(d: Any) -> str:
-    if d.lo is None or d.hi is None:
-        return f"{d.estimate:+.4f} (interval undefined)"
-    return f"{d.estimate:+.4f} [{d.lo:+.4f}, {d.hi:+.4f}] ({int(d.level * 100)}%)"
-
-
-def _outcomes_table(c: _Ctx, rec: StageRecord) -> None:
-    v = parse(rec.check("artifact.verdict"), A.Verdict)
-    if v is None:
-        return
-    yes = {True: "yes", False: "no"}
-    rows = [
-        ["The training job finished", yes[v.job_finished]],
-        ["The artifact is verified (identity and reload parity)", yes[v.artifact_verified]],
-        ["The candidate beats every comparator (interval excludes zero)", yes[v.candidate_better]],
-        [
-            "The claim's success criterion is met",
-            {"met": "yes", "not_met": "no"}.get(v.claim_state, "not decided"),
-        ],
-    ]
-    c.add(
-        Table(
-            ["Outcome", "Holds"], rows, "Four outcomes, kept apart", f"Criterion as measured: {v.criterion}"
-        )
-    )
-
-
-def _latency_section(c: _Ctx) -> None:
-    c.add(Heading(2, "Latency (a separate axis from quality)"))
-    rec = c.records.get("artifact")
-    lat = parse(rec.check("artifact.latency"), A.ArtifactLatency) if rec else None
-    if lat is None:
-        c.add(Para("No latency was measured."))
-        return
-    state = c.states.get("artifact", "not_run")
-    chk = rec.check("artifact.latency")
-    c.add(Para("Timing is reported apart from quality; it is not a serving benchmark."))
-    rows = [[arm, f"{x.p50_ms:.1f}", f"{x.p95_ms:.1f}", str(x.examples)] for arm, x in lat.arms.items()]
-    c.add(
-        Table(
-            ["Arm", "p50 ms", "p95 ms", "Examples"],
-            rows,
-            f"{_status_text(chk.status, state)}: batch {lat.batch_size}, device {lat.device} ({chk.coverage})",
-        )
-    )
 
 
 def _criterion(c: _Ctx) -> str:
@@ -465,8 +343,9 @@ def build_blocks(session_dir: Path) -> tuple[_Ctx, list[Block]]:
     _glance(c)
     for spec in registry.STAGES:
         _stage_section(c, spec)
-    _comparison_section(c)
-    _latency_section(c)
+    artifact, state = c.records.get("artifact"), c.states.get("artifact", "not_run")
+    c.add(*comparison_blocks(artifact, state))
+    c.add(*latency_blocks(artifact, state))
     _verdict_section(c)
     _limitations(c)
     _not_established(c)

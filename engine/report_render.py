@@ -63,6 +63,12 @@ Block = Heading | Para | Banner | Table | Bullets | Fig
 # ---------------------------------------------------------------- value formatting
 
 
+def status_text(status: str, state: str) -> str:
+    """A check's status word; outside a frozen stage it says it is not established."""
+    mark = STATUS_MARK.get(status, status)
+    return mark if state == "frozen" else f"{mark} ({state}, not established)"
+
+
 def fmt_value(value: Any, limit: int = 160) -> str:
     if isinstance(value, bool):
         text = "yes" if value else "no"
