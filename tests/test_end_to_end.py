@@ -41,8 +41,8 @@ def test_every_stage_is_frozen_with_its_outcomes_kept_apart(built: Path) -> None
     assert session.record("baseline").check("baseline.locked_test").status == "pass"
 
 
-def test_replay_reproduces_and_report_is_written(built: Path, capsys) -> None:
-    session_dir = built / "runs" / "sample"
+def test_replay_reproduces_and_report_is_written(built: Path, tmp_path: Path, capsys) -> None:
+    session_dir = _copy(built, tmp_path)  # the report writes into the session: never the shared one
     assert main(["--replay", str(session_dir)]) == 0, capsys.readouterr().out
     assert "reproduced" in capsys.readouterr().out
     assert main(["report", str(session_dir)]) == 0

@@ -162,10 +162,15 @@ def test_report_set_is_written_as_one(session_copy: Path, monkeypatch) -> None:
     def stopped(_session):
         raise KeyboardInterrupt
 
+    def outputs() -> dict[str, bytes]:
+        names = ("report", "model-index")
+        return {p.name: p.read_bytes() for p in session_copy.iterdir() if p.name.startswith(names)}
+
+    before = outputs()  # a report written earlier, if any, must survive unchanged
     monkeypatch.setattr(report, "model_index_yaml", stopped)
     with pytest.raises(KeyboardInterrupt):
         report.write_report(session_copy)
-    assert not [p.name for p in session_copy.iterdir() if "report" in p.name or "model-index" in p.name]
+    assert outputs() == before
 
 
 def test_each_report_file_names_its_session_digest(session_copy: Path) -> None:
