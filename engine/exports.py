@@ -15,6 +15,7 @@ same session gives the same bytes (nothing here reads the clock).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -72,98 +73,119 @@ def _frozen(session: Session, records: dict[str, StageRecord], name: str) -> Sta
     return rec if rec is not None and session.states().get(name) == "frozen" else None
 
 
-def _card_body(session: Session) -> str:
-    records = session.records()
-    states = dict(session.states())
-    meta = session.meta
-    lines = [f"# {_md(meta.title or meta.id)}", ""]
-    lines += [
-        f"Written by claimcheck from the frozen records of session `{_md(meta.id)}`. Every figure here comes "
-        "from a frozen, non-stale stage; a section without one says why.",
-        "",
-        "## Model details",
-        "",
-    ]
-    con = _frozen(session, records, "contract")
-    eff = parse(con.check("contract.effective"), T.Effective) if con else None
-    dig = parse(con.check("contract.digest"), T.Digest) if con else None
-    if eff is None:
-        lines.append(
-            f"No training contract is established (contract stage: {states.get('contract', 'not_run')})."
-        )
-    else:
-        e = eff.effective
-        for key in ("model_path", "hub_revision", "model_sha256", "task_kind", "adapter_mode", "precision"):
-            if e.get(key) not in (None, ""):
-                lines.append(f"- {key.replace('_', ' ')}: {_md(e[key])}")
-        if dig is not None:
-            lines.append(f"- contract digest: `{_md(dig.digest)}`")
-    lines += ["", "## Training data", ""]
-    src = _frozen(session, records, "source")
+@dataclass
+class _Card:
+    """A session as the card reads it: records and states read once."""
+
+    session: Session
+    records: dict[str, StageRecord]
+    states: dict[str, str]
+
+    def frozen(self, name: str) -> StageRecord | None:
+        rec = self.records.get(name)
+        return rec if rec is not None and self.states.get(name) == "frozen" else None
+
+    def state(self, name: str) -> str:
+        return self.states.get(name, "not_run")
+
+    def effective(self) -> dict[str, Any] | None:
+        con = self.frozen("contract")
+        eff = parse(con.check("contract.effective"), T.Effective) if con else None
+        return eff.effective if eff else None
+
+
+_MODEL_KEYS = ("model_path", "hub_revision", "model_sha256", "task_kind", "adapter_mode", "precision")
+_CONTRACT_KEYS = (
+    "objective",
+    "max_length",
+    "micro_batch",
+    "grad_accum",
+    "effective_batch",
+    "max_steps",
+    "optimizer_steps",
+    "epochs",
+    "seed",
+    "checkpoint_selection",
+    "stopping_rule",
+)
+
+
+def _settings(e: dict[str, Any], keys: tuple[str, ...]) -> list[str]:
+    return [f"- {key.replace('_', ' ')}: {_md(e[key])}" for key in keys if e.get(key) not in (None, "")]
+
+
+def _card_model(card: _Card) -> list[str]:
+    lines = ["## Model details", ""]
+    e = card.effective()
+    if e is None:
+        return lines + [f"No training contract is established (contract stage: {card.state('contract')})."]
+    con = card.frozen("contract")
+    dig = parse(con.check("contract.digest"), T.Digest)
+    lines += _settings(e, _MODEL_KEYS)
+    return lines + ([f"- contract digest: `{_md(dig.digest)}`"] if dig is not None else [])
+
+
+def _card_data(card: _Card) -> list[str]:
+    lines = ["", "## Training data", ""]
+    src = card.frozen("source")
     sums = parse(src.check("source.checksum"), D.Checksum) if src else None
     if src is None or sums is None:
-        lines.append(f"No source stage is established (source stage: {states.get('source', 'not_run')}).")
+        lines.append(f"No source stage is established (source stage: {card.state('source')}).")
     else:
         for f in sums.files:
             lines.append(f"- file `{_md(Path(f.path).name)}`: sha256 `{f.sha256}`, {f.bytes:,} bytes")
         lines.append(f"- licence: {_md(src.inputs.get('license', '') or 'not recorded')}")
         lines.append(f"- provenance: {_md(src.inputs.get('provenance', '') or 'not recorded')}")
-    split = _frozen(session, records, "split")
+    split = card.frozen("split")
     if split is not None and split.check("split.membership") is not None:
         lines.append(f"- split: {_md(split.check('split.membership').summary)}")
-    lines += ["", "## Training contract", ""]
-    if eff is None:
-        lines.append("Not established.")
-    else:
-        e = eff.effective
-        for key in (
-            "objective",
-            "max_length",
-            "micro_batch",
-            "grad_accum",
-            "effective_batch",
-            "max_steps",
-            "optimizer_steps",
-            "epochs",
-            "seed",
-            "checkpoint_selection",
-            "stopping_rule",
-        ):
-            if e.get(key) not in (None, ""):
-                lines.append(f"- {key.replace('_', ' ')}: {_md(e[key])}")
-    lines += ["", "## Evaluation on the locked test", ""]
-    art = _frozen(session, records, "artifact")
+    e = card.effective()
+    return (
+        lines
+        + ["", "## Training contract", ""]
+        + (["Not established."] if e is None else _settings(e, _CONTRACT_KEYS))
+    )
+
+
+def _card_evaluation(card: _Card) -> list[str]:
+    lines = ["", "## Evaluation on the locked test", ""]
+    art = card.frozen("artifact")
     comp = parse(art.check("artifact.comparison"), A.Comparison) if art else None
     if comp is None:
-        lines.append(
+        return lines + [
             f"No figures: the artifact stage's locked-test comparison is not established "
-            f"(artifact stage: {states.get('artifact', 'not_run')})."
+            f"(artifact stage: {card.state('artifact')})."
+        ]
+    lines += [f"| arm | {_md(comp.metric)} |", "| --- | --- |"]
+    lines += [f"| {_md(arm)} | {v:.4f} |" for arm, v in comp.values.items()]
+    lines += ["", f"Paired differences over {comp.shared_rows} shared rows (unit: {_md(comp.unit)}):", ""]
+    for versus, d in comp.differences.items():
+        ci = (
+            f" [{d.lo:+.4f}, {d.hi:+.4f}] ({d.level:.0%}, {d.resamples} resamples)"
+            if d.lo is not None
+            else ""
         )
-    else:
-        lines += [f"| arm | {_md(comp.metric)} |", "| --- | --- |"]
-        lines += [f"| {_md(arm)} | {v:.4f} |" for arm, v in comp.values.items()]
-        lines += ["", f"Paired differences over {comp.shared_rows} shared rows (unit: {_md(comp.unit)}):", ""]
-        for versus, d in comp.differences.items():
-            ci = (
-                f" [{d.lo:+.4f}, {d.hi:+.4f}] ({d.level:.0%}, {d.resamples} resamples)"
-                if d.lo is not None
-                else ""
-            )
-            lines.append(f"- candidate − {_md(versus)}: {d.estimate:+.4f}{ci}")
-        verdict = art.check("artifact.verdict")
-        if verdict is not None:
-            lines += ["", f"Verdict ({verdict.status}): {_md(verdict.summary)}"]
-    lines += ["", "## Limitations", ""]
-    claim = records.get("claim")
+        lines.append(f"- candidate − {_md(versus)}: {d.estimate:+.4f}{ci}")
+    verdict = art.check("artifact.verdict")
+    return lines + (
+        ["", f"Verdict ({verdict.status}): {_md(verdict.summary)}"] if verdict is not None else []
+    )
+
+
+def _card_limitations(card: _Card) -> list[str]:
+    lines = ["", "## Limitations", ""]
+    claim = card.records.get("claim")
     limits = str(claim.inputs.get("label_quality_limits", "")).strip() if claim else ""
     lines.append(f"- label quality: {_md(limits) if limits else 'unknown; that remains a limitation'}")
-    for name, rec in records.items():
+    for name, rec in card.records.items():
         lines += [f"- {name}: {_md(n.text)}" for n in rec.notes if n.tag == "limitation"]
-    unsettled = [f"{n} ({s})" for n, s in states.items() if s != "frozen"]
-    if unsettled:
-        lines.append("- stages not established: " + ", ".join(unsettled))
-    cov = CV.compute(records, states)
-    lines += ["", "## REFORMS coverage", ""]
+    unsettled = [f"{n} ({s})" for n, s in card.states.items() if s != "frozen"]
+    return lines + (["- stages not established: " + ", ".join(unsettled)] if unsettled else [])
+
+
+def _card_reforms(card: _Card) -> list[str]:
+    cov = CV.compute(card.records, card.states)
+    lines = ["", "## REFORMS coverage", ""]
     lines.append(
         "Computed from the records (claimcheck's reviewed map of REFORMS, Kapoor et al., Science Advances 2024)."
     )
@@ -177,7 +199,20 @@ def _card_body(session: Session) -> str:
             f"| {mid}. {title} | {sum(c.values())} | {c[CV.ADDRESSED]} | {c[CV.PARTLY]} | {c[CV.NOT_ADDRESSED]} |"
         )
     missing = [f"{it.id}" for it in cov.reforms if it.level == CV.NOT_ADDRESSED]
-    lines += ["", "Not addressed by this session: " + (", ".join(missing) or "none") + "."]
+    return lines + ["", "Not addressed by this session: " + (", ".join(missing) or "none") + "."]
+
+
+def _card_body(session: Session) -> str:
+    card = _Card(session, session.records(), dict(session.states()))
+    meta = session.meta
+    lines = [f"# {_md(meta.title or meta.id)}", ""]
+    lines += [
+        f"Written by claimcheck from the frozen records of session `{_md(meta.id)}`. Every figure here comes "
+        "from a frozen, non-stale stage; a section without one says why.",
+        "",
+    ]
+    for section in (_card_model, _card_data, _card_evaluation, _card_limitations, _card_reforms):
+        lines += section(card)
     return visible("\n".join(lines) + "\n", keep_newlines=True)
 
 
@@ -377,8 +412,7 @@ def mlflow_export(session_dir: Path, tracking_uri: str | None = None) -> str:
         # mlflow 3 keeps the file store in maintenance mode behind this switch; a folder needs no server.
         os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
     from mlflow import MlflowClient
-    from mlflow.data.meta_dataset import MetaDataset
-    from mlflow.entities import DatasetInput, InputTag, Metric, Param, RunStatus
+    from mlflow.entities import Param, RunStatus
 
     records = session.records()
     states = dict(session.states())
@@ -410,6 +444,22 @@ def mlflow_export(session_dir: Path, tracking_uri: str | None = None) -> str:
     params = [Param(k, v) for name, rec in frozen.items() for k, v in _flat(name, rec.inputs)]
     for i in range(0, len(params), 90):
         client.log_batch(rid, params=params[i : i + 90])
+    metrics = _mlflow_metrics(frozen, end)
+    for i in range(0, len(metrics), 900):
+        client.log_batch(rid, metrics=metrics[i : i + 900])
+    datasets = _mlflow_datasets(session, frozen)
+    if datasets:
+        client.log_inputs(rid, datasets=datasets)
+    _mlflow_artifacts(client, rid, session_dir)
+    client.set_terminated(rid, RunStatus.to_string(RunStatus.FINISHED), end_time=end)
+    return rid
+
+
+def _mlflow_metrics(frozen: dict[str, StageRecord], end: int) -> list[Any]:
+    """The locked-test comparison (one value each) and the training curves (one value per step)."""
+    from mlflow.entities import Metric
+
+    art = frozen.get("artifact")
     metrics: list[Metric] = []
     comp = parse(art.check("artifact.comparison"), A.Comparison) if art else None
     if comp is not None:
@@ -430,24 +480,35 @@ def mlflow_export(session_dir: Path, tracking_uri: str | None = None) -> str:
     if dev is not None:
         name = _metric_name(f"dev.{dev.metric}")
         metrics += [Metric(name, float(v), end, int(s)) for s, v in zip(dev.step, dev.value, strict=False)]
-    for i in range(0, len(metrics), 900):
-        client.log_batch(rid, metrics=metrics[i : i + 900])
+    return metrics
+
+
+def _mlflow_datasets(session: Session, frozen: dict[str, StageRecord]) -> list[Any]:
+    """The source files as MLflow datasets whose digest is the file's sha256."""
+    from mlflow.data.meta_dataset import MetaDataset
+    from mlflow.entities import DatasetInput, InputTag
+
     src = frozen.get("source")
     sums = parse(src.check("source.checksum"), D.Checksum) if src else None
-    if sums is not None:
-        from mlflow.data.dataset_source_registry import resolve_dataset_source
+    if sums is None:
+        return []
+    from mlflow.data.dataset_source_registry import resolve_dataset_source
 
-        ws = session.workspace
-        inputs = []
-        for f in sums.files:
-            path = Path(f.path) if Path(f.path).is_absolute() else ws / f.path
-            ds = MetaDataset(
-                source=resolve_dataset_source(path.resolve().as_uri()),
-                name=Path(f.path).name,
-                digest=f.sha256,
-            )
-            inputs.append(DatasetInput(ds._to_mlflow_entity(), [InputTag("mlflow.data.context", "source")]))
-        client.log_inputs(rid, datasets=inputs)
+    ws = session.workspace
+    inputs = []
+    for f in sums.files:
+        path = Path(f.path) if Path(f.path).is_absolute() else ws / f.path
+        ds = MetaDataset(
+            source=resolve_dataset_source(path.resolve().as_uri()),
+            name=Path(f.path).name,
+            digest=f.sha256,
+        )
+        inputs.append(DatasetInput(ds._to_mlflow_entity(), [InputTag("mlflow.data.context", "source")]))
+    return inputs
+
+
+def _mlflow_artifacts(client: Any, rid: str, session_dir: Path) -> None:
+    """The records and session.toml, the report if written, and each job's small files."""
     for spec in registry.STAGES:
         p = session_dir / spec.file_name
         if p.exists():
@@ -461,5 +522,3 @@ def mlflow_export(session_dir: Path, tracking_uri: str | None = None) -> str:
         for name in _JOB_FILES:
             if (job / name).is_file():
                 client.log_artifact(rid, str(job / name), f"jobs/{job.name}")
-    client.set_terminated(rid, RunStatus.to_string(RunStatus.FINISHED), end_time=end)
-    return rid

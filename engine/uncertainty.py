@@ -253,32 +253,33 @@ def bootstrap_ci(
         est = float(stat.finish(s.sum(axis=0, keepdims=True))[0])
         values = _bootstrap_values([s], [stat.finish], inv, n_units, n, seed)[0]
         name = stat.name
-    lo, hi, bad = _interval(values, level)
-    return _result(name, est, lo, hi, n, seed, n_units, len(y), level, bad, units is None)
+    how = _Resampling(n, seed, level, n_units, len(y), units is None)
+    return _result(name, est, _interval(values, level), how)
 
 
-def _result(
-    name: str,
-    est: float,
-    lo: float,
-    hi: float,
-    n: int,
-    seed: int,
-    n_units: int,
-    n_rows: int,
-    level: float,
-    bad: int,
-    rows: bool,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Resampling:
+    """How an interval was drawn: what it resampled, how often, with which seed and level."""
+
+    n: int
+    seed: int
+    level: float
+    n_units: int
+    n_rows: int
+    by_row: bool  # no units given: rows are the independent unit
+
+
+def _result(name: str, est: float, interval: tuple[float, float, int], how: _Resampling) -> dict[str, Any]:
+    lo, hi, bad = interval
     out: dict[str, Any] = {
         "metric": name,
         "estimate": est,
-        "resamples": int(n),
-        "seed": int(seed),
-        "unit": "row" if rows else "group",
-        "units": int(n_units),
-        "rows": int(n_rows),
-        "level": float(level),
+        "resamples": int(how.n),
+        "seed": int(how.seed),
+        "unit": "row" if how.by_row else "group",
+        "units": int(how.n_units),
+        "rows": int(how.n_rows),
+        "level": float(how.level),
         "method": "percentile",
         "undefined_resamples": int(bad),
     }
@@ -345,8 +346,8 @@ def paired_bootstrap_diff(
         eb = float(stat.finish(sb.sum(axis=0, keepdims=True))[0])
         va, vb = _bootstrap_values([sa, sb], [stat.finish, stat.finish], inv, n_units, n, seed)
         name = stat.name
-    lo, hi, bad = _interval(va - vb, level)
-    out = _result(name, ea - eb, lo, hi, n, seed, n_units, len(y), level, bad, units is None)
+    how = _Resampling(n, seed, level, n_units, len(y), units is None)
+    out = _result(name, ea - eb, _interval(va - vb, level), how)
     out["estimate_a"], out["estimate_b"] = ea, eb
     out["excludes_zero"] = bool("lo" in out and (out["lo"] > 0 or out["hi"] < 0))
     return out
