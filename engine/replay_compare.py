@@ -129,32 +129,29 @@ def compare_records(stage: str, old: StageRecord, new: StageRecord) -> list[Row]
 # ---------------------------------------------------------------- integrity
 
 
+def _record_row(stage: str, outcome: str, detail: str) -> Row:
+    """A row about a record file as a whole (not one of its checks)."""
+    return Row(stage, "(record)", outcome, "", detail)
+
+
 def integrity(session: Session, name: str, path: Path, rec: StageRecord, text: str) -> list[Row]:
     rel = path.name
     rows = []
     if rec.stage != name:
-        rows.append(Row(name, "(record)", "tampered", "", f"{rel} says it is stage '{rec.stage}'"))
+        rows.append(_record_row(name, "tampered", f"{rel} says it is stage '{rec.stage}'"))
     actual = rec.compute_digest()
     if actual != rec.provenance.digest:
         rows.append(
-            Row(
+            _record_row(
                 name,
-                "(record)",
                 "tampered",
-                "",
                 f"{rel} was edited after it was sealed: its content digest is {actual[:19]}…, "
                 f"its provenance says {rec.provenance.digest[:19]}…",
             )
         )
     elif record_to_toml(rec) != text:
         rows.append(
-            Row(
-                name,
-                "(record)",
-                "tampered",
-                "",
-                f"{rel}: bytes differ from what claimcheck wrote (edited by hand)",
-            )
+            _record_row(name, "tampered", f"{rel}: bytes differ from what claimcheck wrote (edited by hand)")
         )
     entry = session.meta.stages.get(name)
     recorded = entry.digest if entry is not None else ""
@@ -164,11 +161,9 @@ def integrity(session: Session, name: str, path: Path, rec: StageRecord, text: s
     rows += _repaired(session, name, rel, rec, recorded)
     if recorded and recorded != rec.provenance.digest:
         rows.append(
-            Row(
+            _record_row(
                 name,
-                "(record)",
                 "tampered",
-                "",
                 f"session.toml records digest {entry.digest[:19]}… for {rel}, the file holds "
                 f"{rec.provenance.digest[:19]}…",
             )
@@ -183,11 +178,9 @@ def _interrupted(session: Session, name: str, rel: str, rec: StageRecord, record
         return []
     if rec.provenance.digest == journal.get("new") and recorded == journal.get("old", ""):
         return [
-            Row(
+            _record_row(
                 name,
-                "(record)",
                 "incomplete",
-                "",
                 f"interrupted write: claimcheck wrote {rel} ({rec.provenance.digest[:19]}…) at "
                 f"{journal.get('at', '?')} and was stopped before recording it in session.toml; "
                 "opening the session completes it",
@@ -195,11 +188,9 @@ def _interrupted(session: Session, name: str, rel: str, rec: StageRecord, record
         ]
     if rec.provenance.digest == journal.get("old") == recorded:
         return [
-            Row(
+            _record_row(
                 name,
-                "(record)",
                 "incomplete",
-                "",
                 f"interrupted write: claimcheck was stopped before replacing {rel}, which still holds "
                 "the revision session.toml records; opening the session clears it",
             )
@@ -210,11 +201,9 @@ def _interrupted(session: Session, name: str, rel: str, rec: StageRecord, record
 def _repaired(session: Session, name: str, rel: str, rec: StageRecord, recorded: str) -> list[Row]:
     """Interrupted writes that opening the session completed: observations, not failures."""
     return [
-        Row(
+        _record_row(
             name,
-            "(record)",
             "observation",
-            "",
             f"interrupted write, repaired: claimcheck was stopped after writing {rel} at "
             f"{repair.get('at', '?')}; reopening it on {repair.get('repaired_at', '?')} "
             "recorded it in session.toml",

@@ -81,7 +81,8 @@ def test_one_validation_wording() -> None:
 def test_every_error_has_the_one_root() -> None:
     from engine.context import Cancelled, StageInputError
     from engine.evidence import EvidenceError
-    from engine.session import SessionLocked, StageOrderError
+    from engine.session import StageOrderError
+    from engine.session_lock import SessionLocked
     from engine.splits import LockedTestError
 
     for cls in (EvidenceError, StageInputError, Cancelled, StageOrderError, SessionLocked, LockedTestError):

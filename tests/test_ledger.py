@@ -15,7 +15,8 @@ import pytest
 
 from engine.evidence import dump_toml, load_record, record_to_toml
 from engine.replay import replay
-from engine.session import JOURNAL_FILE, Session, SessionLocked, read_repairs
+from engine.session import JOURNAL_FILE, Session, read_repairs
+from engine.session_lock import SessionLocked
 from tests.test_replay import build
 
 ROOT = Path(__file__).resolve().parents[1]

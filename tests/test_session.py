@@ -13,7 +13,8 @@ from pydantic import BaseModel, ConfigDict
 
 from engine import stages as registry
 from engine.evidence import Check, StageRecord
-from engine.session import Session, SessionLocked, StageOrderError, find_sessions
+from engine.session import Session, StageOrderError, find_sessions
+from engine.session_lock import SessionLocked
 from tests.claim_answers import CLAIM
 
 

@@ -28,11 +28,10 @@ from engine.core import split_runtime
 from engine.evidence import EvidenceError, StageRecord
 from engine.session import (
     Session,
-    SessionLocked,
-    describe_holder,
     find_sessions,
     new_session_id,
 )
+from engine.session_lock import SessionLocked, describe_holder
 from tui.safe import clean
 from tui.screens import HelpScreen, LockedScreen, StartScreen
 from tui.session_screen import SessionScreen
