@@ -18,7 +18,7 @@ from typing import Any
 
 from engine import registry
 from engine.evidence import StageRecord
-from engine.report_render import Block, Heading, Para, Table, fmt_value
+from engine.report_render import Block, Heading, Para, Refs, Table, anchor, fmt_value
 from engine.session import Session
 
 MAP_FILE = Path(__file__).with_name("coverage_map.toml")
@@ -51,13 +51,24 @@ def mapped_refs() -> list[tuple[str, str, str]]:
     return out
 
 
+SECTION_PARTS = {"check": "Checks", "input": "Decisions recorded", "note": "Notes"}
+CLAIM_SECTION = "The claim"
+APPENDIX_ANCHOR = anchor("appendix", "coverage")
+
+
 def section_of(stage: str, kind: str = "check") -> str:
     """The report section that shows a stage's checks, decisions or notes."""
     if stage == "claim" and kind == "input":
-        return "The claim"
+        return CLAIM_SECTION
     spec = registry.get(stage)
-    part = {"check": "Checks", "input": "Decisions recorded", "note": "Notes"}[kind]
-    return f"{spec.index}. {spec.title} › {part}"
+    return f"{spec.index}. {spec.title} › {SECTION_PARTS[kind]}"
+
+
+def section_anchor(stage: str, kind: str = "check") -> str:
+    """The id of that section in report.md / report.html (engine/report.py gives its headings these)."""
+    if stage == "claim" and kind == "input":
+        return anchor(CLAIM_SECTION)
+    return anchor("stage", stage, SECTION_PARTS[kind])
 
 
 @dataclass(frozen=True)
@@ -79,6 +90,9 @@ class Evidence:
         name = self.ref.split(":", 1)[1]
         return f"{name}{' @' + where if where else ''} [{self.status}{extra}] §{self.section}"
 
+    def anchor(self) -> str:
+        return section_anchor(self.stage, self.kind) if self.found and self.stage else ""
+
     def to_json(self) -> dict[str, Any]:
         return {
             "ref": self.ref,
@@ -88,6 +102,7 @@ class Evidence:
             "status": self.status,
             "state": self.state,
             "section": self.section,
+            "anchor": self.anchor(),
             "summary": self.summary,
         }
 
@@ -303,15 +318,14 @@ def summary_table(cov: Coverage) -> Table:
     )
 
 
-def _evidence_cell(item: Item) -> str:
-    found = [e.label() for e in item.evidence if e.found]
-    return "; ".join(found) or NOT_ADDRESSED_TEXT
+def _evidence_cell(item: Item) -> Refs:
+    return Refs(tuple((e.label(), e.anchor()) for e in item.evidence if e.found), NOT_ADDRESSED_TEXT)
 
 
 def appendix_blocks(cov: Coverage) -> list[Block]:
     m = load_map()["meta"]
     out: list[Block] = [
-        Heading(2, "Appendix: checklist coverage"),
+        Heading(2, "Appendix: checklist coverage", APPENDIX_ANCHOR),
         Para(
             "Computed from this session's records with the reviewed map engine/coverage_map.toml. "
             "'Addressed': every mapped check, decision or note is present, frozen and measured, and the "

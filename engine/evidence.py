@@ -230,6 +230,37 @@ def crash_point() -> None:
 
 TEMP_SUFFIX = ".tmp"
 
+# What `claimcheck report` writes into a session folder for people to read. They are outputs, never
+# evidence: nothing reads them back, and replay does not count them as files a stage wrote (a report
+# written while a replay runs is not a difference).
+REPORT_MD, REPORT_HTML, MODEL_INDEX = "report.md", "report.html", "model-index.yaml"
+REPORT_FILES = (REPORT_MD, REPORT_HTML, MODEL_INDEX)
+
+
+def _umask() -> int:
+    """The process umask, read without changing it where Linux says it (/proc), else set back at once."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+# What a plainly created file would get (0666 less the user's umask): mkstemp makes its temp files
+# 0600, so every file written through a temp name is given this mode before it is renamed into place.
+FILE_MODE = 0o666 & ~_umask()
+
+
+def temp_beside(path: Path) -> tuple[int, str]:
+    """An open temp file next to `path` (same folder, so the rename is atomic), with FILE_MODE."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
+    os.fchmod(fd, FILE_MODE)
+    return fd, tmp
+
 
 def is_temp_name(name: str) -> bool:
     """A temp file atomic_write_bytes makes (".NAME.RANDOM.tmp"): a leftover once its writer is gone."""
@@ -238,7 +269,7 @@ def is_temp_name(name: str) -> bool:
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
+    fd, tmp = temp_beside(path)
     try:
         crash_point()
         with os.fdopen(fd, "wb") as fh:

@@ -22,7 +22,7 @@ from typing import Any
 from engine import coverage as CV
 from engine import registry
 from engine.errors import ClaimcheckError
-from engine.evidence import StageRecord, atomic_write_text
+from engine.evidence import REPORT_FILES, StageRecord, atomic_write_text
 from engine.model_card import model_card_data
 from engine.session import Session
 from engine.shapes import artifact as A
@@ -514,7 +514,7 @@ def _mlflow_artifacts(client: Any, rid: str, session_dir: Path) -> None:
         if p.exists():
             client.log_artifact(rid, str(p), "records")
     client.log_artifact(rid, str(session_dir / "session.toml"), "records")
-    for name in ("report.md", "report.html", "model-index.yaml"):
+    for name in REPORT_FILES:
         if (session_dir / name).exists():
             client.log_artifact(rid, str(session_dir / name), "report")
     jobs = session_dir / "jobs"

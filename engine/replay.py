@@ -36,7 +36,7 @@ from engine import registry
 from engine.context import StageContext, StageInputError
 from engine.core import InvalidInputs, compute, split_runtime
 from engine.errors import EXIT_DIFFERS, EXIT_OK, EXIT_UNUSABLE
-from engine.evidence import EvidenceError, StageRecord
+from engine.evidence import REPORT_FILES, EvidenceError, StageRecord
 from engine.integrity import Loaded, load, session_rows, stage_rows
 from engine.outcomes import (
     FAILING,
@@ -110,7 +110,7 @@ def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = [d for d in dirnames if d != "__pycache__"]
         for fn in filenames:
-            if fn == ".lock":
+            if fn == ".lock" or (dirpath == str(root) and fn in REPORT_FILES):
                 continue
             p = os.path.join(dirpath, fn)
             try:

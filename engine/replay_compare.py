@@ -58,7 +58,10 @@ def diff_values(old: Any, new: Any, tolerance: float | None = None, key: str = "
 # Measured keys a later claimcheck added to a check: a record made before has none, and its re-run's
 # value is not compared (engine/integrity.py says the files are not pinned). One-way: once recorded,
 # the key is compared like any other.
-LATER_KEYS: dict[str, tuple[str, ...]] = {"dispatch.identity": ("job_files",)}
+LATER_KEYS: dict[str, tuple[str, ...]] = {
+    "dispatch.identity": ("job_files",),
+    "artifact.verdict": ("rule", "measured_value"),
+}
 
 
 def compare_check(stage: str, old: Check, new: Check) -> Row:

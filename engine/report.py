@@ -11,14 +11,13 @@ same bytes (the golden test relies on it).
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine import __version__, integrity, registry
 from engine import coverage as CV
 from engine import figures as F
-from engine.evidence import TEMP_SUFFIX, Check, StageRecord
+from engine.evidence import MODEL_INDEX, REPORT_HTML, REPORT_MD, Check, StageRecord, temp_beside
 from engine.model_card import model_index_yaml
 from engine.outcomes import Row
 from engine.report_final import comparison_blocks, latency_blocks
@@ -31,6 +30,7 @@ from engine.report_render import (
     Heading,
     Para,
     Table,
+    anchor,
     fmt_value,
     status_text,
     to_html,
@@ -107,7 +107,7 @@ def _integrity_text(rows: list[Row]) -> str:
 
 
 def _claim_section(c: _Ctx) -> None:
-    c.add(Heading(2, "The claim"))
+    c.add(Heading(2, CV.CLAIM_SECTION, CV.section_anchor("claim", "input")))
     rec = c.records.get("claim")
     if rec is None:
         c.add(
@@ -193,13 +193,29 @@ def _state_banner(c: _Ctx, name: str) -> None:
     elif state == "draft":
         c.add(Banner("draft", "DRAFT: computed but never frozen. Nothing in this stage is established yet."))
     else:
-        c.add(
-            Banner(
-                "ok",
-                f"Frozen at {rec.provenance.frozen_at or '?'} (revision {rec.provenance.revision}, "
-                f"digest {rec.provenance.digest[:19]}…).",
-            )
+        c.add(_frozen_banner(rec))
+
+
+def _frozen_banner(rec: StageRecord) -> Banner:
+    """A frozen stage's banner says what its checks say: freezing records a decision, it does not
+    turn a failing check into a passing one."""
+    when = (
+        f"Frozen at {rec.provenance.frozen_at or '?'} (revision {rec.provenance.revision}, "
+        f"digest {rec.provenance.digest[:19]}…)"
+    )
+    by = {s: [c.id for c in rec.checks if c.status == s] for s in ("fail", "warn")}
+    if by["fail"]:
+        n = len(by["fail"])
+        return Banner(
+            "fail",
+            f"{when} with {n} failing check{'s' if n > 1 else ''}: {', '.join(by['fail'])}. "
+            "The person froze it anyway; read those checks before relying on this stage.",
+            label=f"FROZEN WITH {n} FAILING",
         )
+    if by["warn"]:
+        n = len(by["warn"])
+        return Banner("warn", f"{when}; {n} check{'s' if n > 1 else ''} warn: {', '.join(by['warn'])}.")
+    return Banner("ok", when + "; no check fails or warns.")
 
 
 def _check_details(c: _Ctx, chk: Check, rec: StageRecord) -> None:
@@ -211,15 +227,15 @@ def _check_details(c: _Ctx, chk: Check, rec: StageRecord) -> None:
 def _stage_section(c: _Ctx, spec: registry.StageSpec) -> None:
     rec = c.records.get(spec.name)
     state = c.states.get(spec.name, "not_run")
-    c.add(Heading(2, f"{spec.index}. {spec.title} — {state.replace('_', ' ')}"))
+    c.add(Heading(2, f"{spec.index}. {spec.title} — {state.replace('_', ' ')}", anchor("stage", spec.name)))
     c.add(Para(spec.question))
     _state_banner(c, spec.name)
     if rec is None:
         return
     if spec.name != "claim" and rec.inputs:
-        c.add(Heading(3, "Decisions recorded"))
+        c.add(Heading(3, CV.SECTION_PARTS["input"], CV.section_anchor(spec.name, "input")))
         c.add(Table(["Input", "Value"], [[k, fmt_value(v)] for k, v in rec.inputs.items()]))
-    c.add(Heading(3, "Checks"))
+    c.add(Heading(3, CV.SECTION_PARTS["check"], CV.section_anchor(spec.name, "check")))
     if not rec.checks:
         c.add(Para("This record holds no checks."))
     rows = [
@@ -232,7 +248,7 @@ def _stage_section(c: _Ctx, spec: registry.StageSpec) -> None:
         if chk.id not in COMPARISON_IDS + LATENCY_IDS:
             _check_details(c, chk, rec)
     if rec.notes:
-        c.add(Heading(3, "Notes"))
+        c.add(Heading(3, CV.SECTION_PARTS["note"], CV.section_anchor(spec.name, "note")))
         c.add(Bullets([f"[{n.tag.replace('_', ' ')}] {n.text} ({n.at})" for n in rec.notes]))
 
 
@@ -242,39 +258,53 @@ def _criterion(c: _Ctx) -> str:
     return crit.criterion if crit else ""
 
 
-def verdict(c: _Ctx) -> tuple[str, str]:
-    """(kind, sentence): the verdict against the success criterion, only from a frozen artifact stage."""
+def verdict(c: _Ctx) -> Banner:
+    """The verdict against the success criterion, only from a frozen artifact stage: the claim's state
+    as the banner's word, then the rule and the measured value apart, then the other outcomes."""
     criterion = _criterion(c) or "(no success criterion recorded)"
     if c.failing:
-        return (
+        return Banner(
             "fail",
-            f"NOT CERTIFIED: the session failed its integrity checks ({', '.join(c.failing)}); "
+            f"the session failed its integrity checks ({', '.join(c.failing)}); "
             f"'{criterion}' is not established by this report.",
+            label="NOT CERTIFIED",
         )
     rec = c.records.get("artifact")
     state = c.states.get("artifact", "not_run")
     if rec is None:
-        return (
+        return Banner(
             "not_run",
-            f"No verdict: the locked-test comparison has not been run, so '{criterion}' is untested.",
+            f"the locked-test comparison has not been run, so '{criterion}' is untested.",
+            label="NO VERDICT",
         )
     if state != "frozen":
-        return (
+        return Banner(
             state,
-            f"No established verdict: the artifact stage is {state}; '{criterion}' is not established.",
+            f"the artifact stage is {state}; '{criterion}' is not established.",
+            label="NO ESTABLISHED VERDICT",
         )
-    chk = rec.check("artifact.verdict")
-    v = parse(chk, A.Verdict)
+    v = parse(rec.check("artifact.verdict"), A.Verdict)
     if v is None:
-        return "not_run", f"No verdict: the artifact record holds no check against '{criterion}'."
+        return Banner(
+            "not_run", f"the artifact record holds no check against '{criterion}'.", label="NO VERDICT"
+        )
     word = {"met": "CLAIM MET", "not_met": "CLAIM NOT MET"}.get(v.claim_state, "CLAIM NOT DECIDED")
-    return ("ok" if v.claim_state == "met" else "fail"), f"{word}: {chk.summary} (criterion: {criterion})"
+    if v.rule:
+        shown = "undefined" if v.measured_value is None else f"{v.measured_value:+.4f}"
+        judged = f"needs {v.rule}; measured {shown}."
+    else:  # a record made before the rule and the value were kept apart
+        judged = f"criterion {criterion}; recorded as: {v.criterion}."
+    yes = {True: "yes", False: "no"}
+    rest = (
+        f" Job finished: {yes[v.job_finished]}; artifact verified: {yes[v.artifact_verified]}; "
+        f"candidate better than every comparator: {yes[v.candidate_better]}."
+    )
+    return Banner("ok" if v.claim_state == "met" else "fail", judged + rest, label=word)
 
 
 def _verdict_section(c: _Ctx) -> None:
     c.add(Heading(2, "Verdict against the success criterion"))
-    kind, text = verdict(c)
-    c.add(Banner(kind, text))
+    c.add(verdict(c))
 
 
 def _limitations(c: _Ctx) -> None:
@@ -335,8 +365,7 @@ def build_blocks(session_dir: Path) -> tuple[_Ctx, list[Block]]:
                 + _integrity_text(c.failing.get(integrity.SESSION_ROW, [])),
             )
         )
-    kind, text = verdict(c)
-    c.add(Banner(kind, "Verdict: " + text))
+    c.add(verdict(c))
     cov = CV.compute(c.records, c.states)
     c.add(CV.summary_table(cov))
     _claim_section(c)
@@ -382,15 +411,15 @@ def write_report_set(session_dir: Path) -> Written:
     if c.failing:
         head += "# INTEGRITY FAILED: " + ", ".join(c.failing) + " (claimcheck --replay names every row)\n"
     files = {
-        "report.md": to_markdown(blocks),
-        "report.html": to_html(blocks, title),
-        "model-index.yaml": head + model_index_yaml(c.session),
+        REPORT_MD: to_markdown(blocks),
+        REPORT_HTML: to_html(blocks, title),
+        MODEL_INDEX: head + model_index_yaml(c.session),
     }
     _write_set(session_dir, files)
     return Written(
-        session_dir / "report.md",
-        session_dir / "report.html",
-        session_dir / "model-index.yaml",
+        session_dir / REPORT_MD,
+        session_dir / REPORT_HTML,
+        session_dir / MODEL_INDEX,
         c.digest,
         c.failing,
     )
@@ -402,7 +431,7 @@ def _write_set(folder: Path, files: dict[str, str]) -> None:
     temps: list[tuple[str, Path]] = []
     try:
         for name, text in files.items():
-            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=TEMP_SUFFIX, dir=folder)
+            fd, tmp = temp_beside(folder / name)
             temps.append((tmp, folder / name))
             with os.fdopen(fd, "wb") as fh:
                 fh.write(text.encode("utf-8"))

@@ -21,10 +21,18 @@ MAX_TABLE_ROWS = 25
 # ---------------------------------------------------------------- blocks
 
 
+def anchor(*parts: str) -> str:
+    """The id of a report section, from claimcheck's own names (stage names, fixed words): lower-case
+    ASCII letters, digits and hyphens, so it is the same in report.md and report.html."""
+    return re.sub(r"[^a-z0-9]+", "-", "-".join(parts).lower()).strip("-")
+
+
 @dataclass
 class Heading:
     level: int
     text: str
+    # An id other blocks link to (see `anchor`); made by claimcheck from stage names, never from data.
+    anchor: str = ""
 
 
 @dataclass
@@ -35,14 +43,29 @@ class Para:
 
 @dataclass
 class Banner:
-    kind: str  # ok / draft / stale / not_run / fail
+    kind: str  # ok / warn / draft / stale / not_run / fail: the colour
     text: str
+    label: str = ""  # the bold word(s) in front; the kind, upper-cased, when empty
+
+    def lead(self) -> str:
+        return self.label or self.kind.replace("_", " ").upper()
+
+
+@dataclass(frozen=True)
+class Refs:
+    """A table cell that lists pieces of evidence, each linked to the report section that holds it."""
+
+    items: tuple[tuple[str, str], ...]  # (label, anchor); an empty anchor is plain text
+    empty: str = ""
+
+    def __str__(self) -> str:
+        return "; ".join(label for label, _ in self.items) or self.empty
 
 
 @dataclass
 class Table:
     headers: list[str]
-    rows: list[list[str]]
+    rows: list[list[str | Refs]]
     caption: str = ""
     note: str = ""
 
@@ -124,11 +147,14 @@ def to_markdown(blocks: list[Block]) -> str:
     out: list[str] = []
     for b in blocks:
         if isinstance(b, Heading):
-            out.append("#" * b.level + " " + md_escape(b.text))
+            # an explicit anchor: renderers make their own ids from heading text, and differ
+            out.append(
+                (f'<a id="{b.anchor}"></a>\n\n' if b.anchor else "") + "#" * b.level + " " + md_escape(b.text)
+            )
         elif isinstance(b, Para):
             out.append(f"**{md_escape(b.lead)}** — {md_escape(b.text)}" if b.lead else md_block(b.text))
         elif isinstance(b, Banner):
-            out.append(f"> **{b.kind.replace('_', ' ').upper()}** — {md_escape(b.text)}")
+            out.append(f"> **{md_escape(b.lead())}** — {md_escape(b.text)}")
         elif isinstance(b, Bullets):
             out.append("\n".join(f"- {md_block(i)}" for i in b.items))
         elif isinstance(b, Table):
@@ -153,11 +179,18 @@ def _md_table(t: Table) -> str:
         lines.append("")
     lines.append("| " + " | ".join(md_escape(h) or " " for h in t.headers) + " |")
     lines.append("|" + "|".join(" --- " for _ in t.headers) + "|")
-    lines += ["| " + " | ".join(md_escape(c) for c in row) + " |" for row in t.rows]
+    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in t.rows]
     if t.note:
         lines.append("")
         lines.append(f"({md_escape(t.note)})")
     return "\n".join(lines)
+
+
+def _md_cell(cell: str | Refs) -> str:
+    if isinstance(cell, str):
+        return md_escape(cell)
+    links = [f"[{md_escape(lab)}](#{a})" if a else md_escape(lab) for lab, a in cell.items]
+    return "; ".join(links) or md_escape(cell.empty)
 
 
 # ---------------------------------------------------------------- HTML
@@ -180,7 +213,7 @@ th { background: #f2f2f2; }
 caption { caption-side: top; text-align: left; font-style: italic; color: var(--mute); padding-bottom: 2pt; }
 .banner { border-left: 4pt solid var(--mute); padding: 4pt 8pt; margin: 6pt 0; background: var(--off); }
 .banner.ok { border-color: #548235; background: var(--ok); }
-.banner.stale, .banner.draft { border-color: #bf9000; background: var(--warn); }
+.banner.stale, .banner.draft, .banner.warn { border-color: #bf9000; background: var(--warn); }
 .banner.fail { border-color: #c00000; background: var(--bad); }
 .banner.not_run { border-color: #888; background: var(--off); }
 .st-pass { background: var(--ok); } .st-warn { background: var(--warn); } .st-fail { background: var(--bad); }
@@ -200,6 +233,13 @@ def escape(text: str) -> str:
     return _html_escape(visible(text))
 
 
+def _html_cell(cell: str | Refs) -> str:
+    if isinstance(cell, str):
+        return escape(cell)
+    links = [f'<a href="#{a}">{escape(lab)}</a>' if a else escape(lab) for lab, a in cell.items]
+    return "; ".join(links) or escape(cell.empty)
+
+
 def _html_status_cell(text: str) -> str:
     key = next((k for k, v in STATUS_MARK.items() if text.startswith(v)), "")
     cls = f' class="st-{key}"' if key else ""
@@ -216,12 +256,14 @@ def to_html(blocks: list[Block], title: str) -> str:
     ]
     for b in blocks:
         if isinstance(b, Heading):
-            out.append(f"<h{b.level}>{escape(b.text)}</h{b.level}>")
+            ident = f' id="{b.anchor}"' if b.anchor else ""
+            out.append(f"<h{b.level}{ident}>{escape(b.text)}</h{b.level}>")
         elif isinstance(b, Para):
             lead = f"<strong>{escape(b.lead)}</strong> — " if b.lead else ""
             out.append(f"<p>{lead}{escape(b.text)}</p>")
         elif isinstance(b, Banner):
-            out.append(f'<div class="banner {escape(b.kind)}">{escape(b.text)}</div>')
+            lead = f"<strong>{escape(b.lead())}</strong> — "
+            out.append(f'<div class="banner {escape(b.kind)}">{lead}{escape(b.text)}</div>')
         elif isinstance(b, Bullets):
             out.append("<ul>" + "".join(f"<li>{escape(i)}</li>" for i in b.items) + "</ul>")
         elif isinstance(b, Table):
@@ -242,7 +284,8 @@ def _html_table(t: Table) -> str:
     parts.append("<thead><tr>" + "".join(f"<th>{escape(h)}</th>" for h in t.headers) + "</tr></thead><tbody>")
     for row in t.rows:
         cells = [
-            _html_status_cell(c) if i == status_col else f"<td>{escape(c)}</td>" for i, c in enumerate(row)
+            _html_status_cell(str(c)) if i == status_col else f"<td>{_html_cell(c)}</td>"
+            for i, c in enumerate(row)
         ]
         parts.append("<tr>" + "".join(cells) + "</tr>")
     parts.append("</tbody></table>")

@@ -128,7 +128,7 @@ def test_a_stale_stage_makes_its_items_partly_at_most(real_session: Path) -> Non
     cov = CV.compute(records, states)
     item = next(it for it in cov.reforms if it.id == "6b")
     assert item.level == CV.PARTLY and "split (stale)" in item.gap
-    assert "stale" in CV._evidence_cell(item)
+    assert "stale" in str(CV._evidence_cell(item))
 
 
 def test_report_has_summary_on_first_page_and_appendix(real_session: Path) -> None:

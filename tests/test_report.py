@@ -145,7 +145,7 @@ def test_stale_and_draft_stages_are_never_shown_as_established(real_workspace: P
     assert "## 3. Split — draft" in md and "DRAFT: computed but never frozen" in md
     assert "## 7. Artifact — stale" in md and "STALE: this record rests on" in md
     assert "PASS (stale, not established)" in md
-    assert "No established verdict: the artifact stage is stale" in md
+    assert "NO ESTABLISHED VERDICT** — the artifact stage is stale" in md
     assert model_index(s)["model-index"][0]["results"] == []
     assert 'class="banner stale"' in html
 
@@ -195,3 +195,72 @@ def test_html_in_headless_browser(real_workspace: Path, tmp_path: Path) -> None:
     ).stdout
     assert dom.count("<svg") >= 5 and dom.count("<table") >= 5 and "<polyline" in dom
     assert "What this evidence does not establish" in dom
+
+
+def test_coverage_evidence_links_to_sections_that_exist(real_session: Path) -> None:
+    """Every coverage reference in the appendix is a link, and it lands on a heading of the report."""
+    md, html = render(real_session)
+    md_ids = set(re.findall(r'<a id="([a-z0-9-]+)"></a>', md))
+    md_links = set(re.findall(r"\]\(#([a-z0-9-]+)\)", md))
+    html_ids = set(re.findall(r'<h\d id="([a-z0-9-]+)">', html))
+    html_links = set(re.findall(r'<a href="#([a-z0-9-]+)">', html))
+    assert {"stage-baseline-checks", "stage-split-checks", "the-claim"} <= md_links
+    assert md_links <= md_ids and html_links <= html_ids and md_ids == html_ids
+    assert re.search(r"\[split\.chronology \\\[\w+\\\] §3\. Split › Checks\]\(#stage-split-checks\)", md)
+
+
+def test_frozen_stages_with_failing_checks_do_not_get_an_ok_banner(real_session: Path) -> None:
+    """The banner of a frozen stage says what its checks say (one frozen with 3 failing got OK)."""
+    from engine.report import _frozen_banner
+
+    md, _ = render(real_session)
+    rec = Session.open(real_session).record("split")
+    assert any(c.status == "pass" for c in rec.checks)
+    failing = rec.model_copy(deep=True)
+    for c in failing.checks[:3]:
+        c.status = "fail"
+    banner = _frozen_banner(failing)
+    assert banner.kind == "fail" and banner.lead() == "FROZEN WITH 3 FAILING"
+    assert all(c.id in banner.text for c in failing.checks[:3])
+    for c in failing.checks:
+        c.status = "pass"
+    assert _frozen_banner(failing).kind == "ok"
+    # in the real report, every frozen stage's banner matches its checks
+    for name in ("source", "split", "baseline", "artifact"):
+        r = Session.open(real_session).record(name)
+        b = _frozen_banner(r)
+        assert f"> **{b.lead()}** — {md_escape(b.text)}" in md
+        assert b.kind == ("fail" if any(c.status == "fail" for c in r.checks) else b.kind)
+
+
+def test_verdict_states_the_rule_and_the_measured_value_apart(real_session: Path) -> None:
+    v = parse(Session.open(real_session).record("artifact").check("artifact.verdict"), A.Verdict)
+    md, _ = render(real_session)
+    first_page = md.split("\n## ", 1)[0]
+    word = "CLAIM MET" if v.claim_met else "CLAIM NOT MET"
+    assert v.rule.startswith("macro_f1: candidate − best_baseline ≥ 0.02, judged on the lower end")
+    assert v.measured_value is not None
+    assert f"> **{word}** — needs {md_escape(v.rule)}; measured {v.measured_value:+.4f}." in first_page
+    assert "WARN" not in first_page.split("\n> ", 1)[1].split("\n", 1)[0]  # one severity in the headline
+
+
+def test_report_files_follow_the_umask_and_do_not_disturb_replay(real_workspace: Path, tmp_path: Path) -> None:
+    """Written with the user's umask (not mkstemp's 0600), and outputs replay does not count as a
+    stage's writes (a report written while a replay runs made replay exit 1)."""
+    from engine import replay as R
+    from engine.evidence import FILE_MODE
+
+    session = fresh_copy(real_workspace, tmp_path)
+    md, html = write_report(session)
+    assert FILE_MODE == 0o666 & ~_current_umask()
+    for p in (md, html, session / "model-index.yaml", session / "07-artifact.toml"):
+        assert p.stat().st_mode & 0o777 == FILE_MODE, p
+    before = R._snapshot(session)
+    write_report(session)
+    assert R._written(before, R._snapshot(session)) == []
+
+
+def _current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -201,6 +201,12 @@ class Verdict(Shape):
     candidate_better: bool
     claim_met: bool
     claim_state: str
+    # The rule and the measured value in one line, as every record has held it (kept for replay);
+    # or why the claim was not judged.
     criterion: str
+    # The rule the claim needs and the measured value it was applied to, apart (absent in records
+    # made before they were kept apart).
+    rule: str = ""
+    measured_value: float | None = None
     limitations: list[str] = Field(default_factory=list)
     disabled_alarms: list[str] = Field(default_factory=list)

@@ -11,6 +11,7 @@ Playbook: "Verify the artifact and report the evidence".
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -286,37 +287,66 @@ def _primary_metric(upstream: dict[str, StageRecord]) -> str:
 # ---------------------------------------------------------------- the four outcomes
 
 
+@dataclass(frozen=True)
+class _Judged:
+    """The success criterion judged: its state, its rule and the measured value kept apart."""
+
+    state: str  # met / not_met / not_run
+    rule: str = ""  # what the claim needs, e.g. "macro_f1: candidate − best_baseline ≥ 0.02 (…)"
+    value: float | None = None  # the measured value the rule is applied to
+    why: str = ""  # why there is no judgement (state not_run)
+    # The one-line form records have always held in `criterion` (rule and value run together); kept
+    # byte-identical so sessions recorded earlier replay unchanged. Readers use rule and value.
+    legacy: str = ""
+
+    def text(self) -> str:
+        if self.state == "not_run":
+            return self.why
+        shown = "undefined" if self.value is None or math.isnan(self.value) else f"{self.value:+.4f}"
+        return f"needs {self.rule}; measured {shown}"
+
+
+_OPS = {">=": "≥", ">": ">", "<=": "≤", "<": "<"}
+
+
 def _criterion(
     upstream: dict[str, StageRecord], comparison: dict[str, Any] | None, checks: list[Check]
-) -> tuple[str, str]:
+) -> _Judged:
     claim = _claim(upstream)
     s = claim.get("success", {}) or {}
     if not s.get("metric") or comparison is None:
-        return "not_run", "no success criterion or no comparison"
+        return _Judged("not_run", why="no success criterion or no comparison")
     comp = parse(next((c for c in checks if c.id == "artifact.comparison"), None), shapes.Comparison)
     if comp is None:
-        return "not_run", "no comparison"
+        return _Judged("not_run", why="no comparison")
     metric = str(s["metric"])
     if metric != comp.metric:
-        return "not_run", f"the criterion's metric {metric} is not the compared metric {comp.metric}"
-    values = comp.values
+        return _Judged(
+            "not_run", why=f"the criterion's metric {metric} is not the compared metric {comp.metric}"
+        )
     op, target, rel = (
         str(s.get("op", ">=")),
         float(s.get("value", 0.0)),
         str(s.get("relative_to", "absolute")),
     )
     if rel == "absolute":
-        lhs, text = values["candidate"], f"candidate {metric} {values['candidate']:.4f} {op} {target}"
+        value, rule = comp.values["candidate"], f"candidate {metric} {_OPS[op]} {target:g}"
+        legacy = f"candidate {metric} {value:.4f} {op} {target}"
     elif rel in comp.differences:
         d = comp.differences[rel]
         # the interval's conservative end must meet the criterion, not just the point estimate
-        end = d.lo if op in (">=", ">") else d.hi
-        lhs = math.nan if end is None else end
-        text = f"candidate − {rel} interval end {lhs:+.4f} {op} {target}"
+        upper = op in ("<=", "<")
+        end = d.hi if upper else d.lo
+        value = math.nan if end is None else end
+        rule = (
+            f"{metric}: candidate − {rel} {_OPS[op]} {target:g}, judged on the "
+            f"{'upper' if upper else 'lower'} end of its {d.level:.0%} paired interval (point {d.estimate:+.4f})"
+        )
+        legacy = f"candidate − {rel} interval end {value:+.4f} {op} {target}"
     else:
-        return "not_run", f"the criterion is relative to {rel!r}, which was not compared"
-    met = {">=": lhs >= target, ">": lhs > target, "<=": lhs <= target, "<": lhs < target}[op]
-    return ("met" if met else "not_met"), text
+        return _Judged("not_run", why=f"the criterion is relative to {rel!r}, which was not compared")
+    met = {">=": value >= target, ">": value > target, "<=": value <= target, "<": value < target}[op]
+    return _Judged("met" if met else "not_met", rule, value, legacy=legacy)
 
 
 def _outcomes(
@@ -330,7 +360,7 @@ def _outcomes(
     )
     comp = by.get("artifact.comparison")
     better = bool(comp and comp.status == "pass")
-    claim_state, claim_text = _criterion(upstream, comparison, checks)
+    judged = _criterion(upstream, comparison, checks)
     limitations = [n.text for rec in upstream.values() for n in rec.notes if n.tag == "limitation"]
     disabled = [
         c.id
@@ -342,7 +372,7 @@ def _outcomes(
         "job_finished": finished,
         "artifact_verified": verified,
         "candidate_better": better,
-        "claim_met": claim_state == "met",
+        "claim_met": judged.state == "met",
     }
     status = "pass" if all(outcomes.values()) else ("fail" if not (finished and verified) else "warn")
     return Check(
@@ -351,12 +381,14 @@ def _outcomes(
         summary=(
             f"job finished: {'yes' if finished else 'no'}; artifact verified: {'yes' if verified else 'no'}; "
             f"candidate better than every comparator: {'yes' if better else 'no'}; claim met: "
-            f"{ {'met': 'yes', 'not_met': 'no'}.get(claim_state, 'not decided') } ({claim_text})"
+            f"{ {'met': 'yes', 'not_met': 'no'}.get(judged.state, 'not decided') } ({judged.text()})"
         ),
         measured=shapes.Verdict(
             **outcomes,
-            claim_state=claim_state,
-            criterion=claim_text,
+            claim_state=judged.state,
+            criterion=judged.legacy or judged.why,
+            rule=judged.rule,
+            measured_value=None if judged.value is None or math.isnan(judged.value) else judged.value,
             limitations=limitations,
             disabled_alarms=disabled,
         ),
