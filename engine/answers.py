@@ -27,10 +27,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, 
 from engine import registry
 from engine.context import StageInputError
 from engine.core import InvalidInputs, runtime_knobs, split_runtime, validate
-from engine.errors import Problem, validation_problem
+from engine.errors import ClaimcheckError, Problem, validation_problem
 from engine.evidence import EvidenceError, NoteTag, StageRecord, read_toml
 from engine.outcomes import Progress, Row, RunResult, stage_progress, timing
-from engine.session import Session
+from engine.session import SESSION_FILE, Session
 
 FIX = "see docs/answers-format.md"
 
@@ -209,9 +209,24 @@ def _empty_or_interrupted(folder: Path) -> bool:
     return all(p.is_file() and is_temp_name(p.name) for p in folder.iterdir())
 
 
+def _new_folder(session_dir: Path) -> None:
+    """A new session goes into a folder that is absent, empty, or left by a run killed before it
+    wrote session.toml; a folder holding other files is refused (an existing session is continued)."""
+    if session_dir.exists() and (not session_dir.is_dir() or not _empty_or_interrupted(session_dir)):
+        raise FileExistsError(
+            f"{session_dir} already exists and holds {'files' if session_dir.is_dir() else 'a file'} "
+            "but no session.toml; give a new session folder, or the folder of a session to continue"
+        )
+    parent = session_dir.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise FileExistsError(f"{session_dir}: {parent} is a file, not a folder; give another session folder")
+
+
 def preflight(answers: Answers, workspace: Path, session_dir: Path) -> None:
-    """Everything checkable before the session folder is created: the workspace, the session folder,
-    every data file (inside the workspace, readable, the columns named) and the model folder."""
+    """Everything checkable before a session is created or continued: the workspace, every data file
+    (inside the workspace, readable, the columns named) and the model folder."""
     from engine.context import StageContext
     from engine.data import apply_filters, require_columns, scan_files
 
@@ -221,17 +236,6 @@ def preflight(answers: Answers, workspace: Path, session_dir: Path) -> None:
             path, "session.workspace", f"{workspace} is not a folder", f"give an existing folder ({FIX})"
         )
     session_dir = Path(session_dir)
-    if session_dir.exists() and (not session_dir.is_dir() or not _empty_or_interrupted(session_dir)):
-        what = "a session" if (session_dir / "session.toml").exists() else "files"
-        raise FileExistsError(
-            f"{session_dir} already exists and holds {what if session_dir.is_dir() else 'a file'}; "
-            "give a new session folder (answers runs never write into an existing one)"
-        )
-    parent = session_dir.absolute().parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        raise FileExistsError(f"{session_dir}: {parent} is a file, not a folder; give another session folder")
     ctx = StageContext(session_dir=session_dir, workspace=workspace)
     src = answers.stages.get("source")
     if src is not None and _builtin("source"):
@@ -285,27 +289,30 @@ def _workspace(answers: Answers, override: Path | None) -> Path:
     return Path.cwd().resolve()
 
 
-def run_answers(
-    answers_path: Path,
-    session_dir: Path,
-    *,
-    workspace: Path | None = None,
-    progress: Progress | None = None,
-    stop_on_fail: bool | None = None,
-) -> AnswersResult:
-    """Create a session from an answers file, run and freeze every answered stage in order.
-
-    workspace: explicit argument, else [session].workspace (relative to the answers file), else the
-    current folder. Raises EvidenceError (bad answers file, before anything is created),
-    FileExistsError (the session exists) or StageInputError (a stage refused its inputs, e.g. a
-    missing data file; the stages before it stay frozen).
-    """
-    t_start = time.perf_counter()
-    say = progress or (lambda _m: None)
-    answers = load_answers(answers_path)
-    stop = answers.session.stop_on_fail if stop_on_fail is None else stop_on_fail
-    session_dir = Path(session_dir)
-    ws = _workspace(answers, workspace)
+def _open_or_create(answers: Answers, session_dir: Path, ws: Path) -> tuple[Session, bool]:
+    """The session to run into, and whether it existed: an existing session is continued (the same
+    id and workspace, else refused); otherwise a new one is created, after every preflight check."""
+    if (session_dir / SESSION_FILE).is_file():
+        session = Session.open(session_dir)
+        wanted = answers.session.id or session_dir.name  # the id a new session here would get
+        if wanted != session.meta.id:
+            said = f"is {wanted!r}" if answers.session.id else f"is unset (so the folder name {wanted!r})"
+            raise EvidenceError(
+                answers.path,
+                "session.id",
+                f"{said}, but {session_dir} holds session {session.meta.id!r}",
+                f"set id = {session.meta.id!r} to continue that session, or give a new folder",
+            )
+        if session.workspace != ws:
+            raise EvidenceError(
+                answers.path,
+                "session.workspace",
+                f"resolves to {ws}, but the session's workspace is {session.workspace}",
+                "continue a session from its own workspace (or omit --workspace)",
+            )
+        preflight(answers, ws, session_dir)
+        return session, True
+    _new_folder(session_dir)
     preflight(answers, ws, session_dir)
     session = Session.create(
         session_dir,
@@ -314,33 +321,107 @@ def run_answers(
         workspace=ws,
         session_id=answers.session.id or None,
     )
+    return session, False
+
+
+def run_answers(
+    answers_path: Path,
+    session_dir: Path,
+    *,
+    workspace: Path | None = None,
+    progress: Progress | None = None,
+    stop_on_fail: bool | None = None,
+) -> AnswersResult:
+    """Create a session from an answers file, or continue one, running and freezing every answered stage.
+
+    Continuing (the folder holds a session): a stage whose frozen record has the same inputs and rests
+    on the current upstream is kept as it is; any other answered stage is run again and frozen as a
+    new revision, which makes the stages after it stale, as in the app, so they run again too.
+    workspace: explicit argument, else [session].workspace (relative to the answers file), else the
+    current folder. Raises EvidenceError (a bad answers file) or FileExistsError (a folder that holds
+    files but no session) before anything is written. A refusal once stages ran (StageInputError, a
+    held lock) ends the run with `result.error` set; the rows of the stages before it are kept.
+    """
+    t_start = time.perf_counter()
+    say = progress or (lambda _m: None)
+    answers = load_answers(answers_path)
+    stop = answers.session.stop_on_fail if stop_on_fail is None else stop_on_fail
+    session_dir = Path(session_dir)
+    session, existed = _open_or_create(answers, session_dir, _workspace(answers, workspace))
+    if existed:
+        say(f"continuing session {session.meta.id} in {session_dir}")
     result = AnswersResult(session_dir)
     per_stage: dict[str, float] = {}
-    session.lock.acquire()
     try:
-        stopped = ""
-        for name in answers.stages:
-            if stopped:
-                result.rows.append(Row(name, "(stage)", "not_run", "", stopped))
-                continue
-            if name in answers.unbuilt:
-                stopped = f"not run: '{name}' is not built in this claimcheck"
-                why = "stage not built in this claimcheck; answers for it unused"
-                result.rows.append(Row(name, "(stage)", "not_run", "", why))
-                continue
-            t0 = time.perf_counter()
-            rec = _run_and_freeze(session, answers, name, say)
-            per_stage[name] = time.perf_counter() - t0
-            result.rows += [
-                Row(name, c.id, "failed" if c.status == "fail" else "recorded", c.status, c.summary)
-                for c in rec.checks
-            ]
-            if stop and rec.worst_status() == "fail":
-                stopped = f"not run: stopped after '{name}' failed a check (stop_on_fail)"
-    finally:
-        session.lock.release()
+        session.lock.acquire()
+        try:
+            _run_stages(session, answers, result, per_stage, say, stop)
+        finally:
+            session.lock.release()
+    except ClaimcheckError as exc:
+        result.error = str(exc)
     result.timing = timing(time.perf_counter() - t_start, per_stage)
     return result
+
+
+def _run_stages(
+    session: Session,
+    answers: Answers,
+    result: AnswersResult,
+    per_stage: dict[str, float],
+    say: Progress,
+    stop: bool,
+) -> None:
+    stopped = ""
+    for name in answers.stages:
+        if stopped:
+            result.rows.append(Row(name, "(stage)", "not_run", "", stopped))
+            continue
+        if name in answers.unbuilt:
+            stopped = f"not run: '{name}' is not built in this claimcheck"
+            why = "stage not built in this claimcheck; answers for it unused"
+            result.rows.append(Row(name, "(stage)", "not_run", "", why))
+            continue
+        t0 = time.perf_counter()
+        rec = _kept(session, answers, name)
+        if rec is not None:
+            say(f"{name}: kept (frozen revision {rec.provenance.revision}; answers and upstream unchanged)")
+            result.rows.append(Row(name, "(stage)", "kept", "", _KEPT.format(rec.provenance.revision)))
+            result.rows += _check_rows(rec, "kept")
+        else:
+            rec = _run_and_freeze(session, answers, name, say)
+            per_stage[name] = time.perf_counter() - t0
+            result.rows += _check_rows(rec, "recorded")
+        if stop and rec.worst_status() == "fail":
+            stopped = f"not run: stopped after '{name}' failed a check (stop_on_fail)"
+
+
+_KEPT = "kept frozen revision {}: its answers and upstream did not change"
+
+
+def _check_rows(rec: StageRecord, outcome: str) -> list[Row]:
+    return [
+        Row(rec.stage, c.id, "failed" if c.status == "fail" else outcome, c.status, c.summary)
+        for c in rec.checks
+    ]
+
+
+def _kept(session: Session, answers: Answers, name: str) -> StageRecord | None:
+    """The stage's record, when continuing changes nothing: frozen on the current upstream (not
+    stale), the same inputs as the answers (both read through today's Inputs, so a field added since
+    compares at its default), and every answered note already in it."""
+    rec = session.record(name)
+    if rec is None or session.state(name) != "frozen":
+        return None
+    try:
+        same = validate(name, rec.inputs).model_dump(mode="json") == validate(
+            name, answers.stages[name]
+        ).model_dump(mode="json")
+    except InvalidInputs:
+        return None
+    have = {(n.tag, n.text) for n in rec.notes}
+    wanted = {(n.tag, n.text) for n in answers.notes if n.stage == name}
+    return rec if same and wanted <= have else None
 
 
 def _run_and_freeze(session: Session, answers: Answers, name: str, say: Progress) -> StageRecord:
@@ -351,7 +432,8 @@ def _run_and_freeze(session: Session, answers: Answers, name: str, say: Progress
         session.run_stage(name, answers.stages[name], ctx=ctx)
     except StageInputError as exc:
         raise StageInputError(f"{answers.path}: [{name}]: {exc}") from None
-    for note in (n for n in answers.notes if n.stage == name):
+    have = {(n.tag, n.text) for n in session.record(name).notes}  # a re-run keeps the person's notes
+    for note in (n for n in answers.notes if n.stage == name and (n.tag, n.text) not in have):
         session.add_note(name, note.tag, note.text)
     rec = session.freeze(name)
     say(f"{name}: frozen ({len(rec.checks)} checks, worst status {rec.worst_status() or '-'})")

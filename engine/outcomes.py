@@ -31,9 +31,11 @@ OUTCOMES = (
     "incomplete",
     "not_run",
     "observation",
-    # answers-file runs: a check computed and frozen now, or computed with status "fail".
+    # answers-file runs: a check computed and frozen now, or computed with status "fail"; a check of
+    # a stage kept as it was (continuing a session whose answers and upstream did not change).
     "recorded",
     "failed",
+    "kept",
 )
 FAILING = frozenset({"differs", "missing", "new", "stale", "tampered", "incomplete", "failed"})
 
@@ -119,7 +121,7 @@ class RunResult:
         }
 
     def render_table(self) -> str:
-        if self.error:
+        if self.error and not self.rows:
             return f"claimcheck {self.mode}: unusable input: {visible(self.error)}"
         head = ("stage", "check", "status", "outcome", "detail")
         # Every cell can carry data (label values, column names, file names): shown visible, never raw.
@@ -137,6 +139,8 @@ class RunResult:
         counts = ", ".join(f"{v} {k}" for k, v in sorted(self.counts().items()))
         verdict = self.VERDICT_OK if self.exit_code == EXIT_OK else self.VERDICT_DIFFERS
         out.append("")
+        if self.error:  # stopped part-way: what was done is above, what stopped it here
+            verdict = f"stopped: {visible(self.error)}"
         out.append(f"{self.mode}: {verdict} ({counts or 'nothing to do'}); exit {self.exit_code}")
         if self.timing.get("total_s") is not None:
             t = self.timing

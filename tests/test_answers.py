@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 
@@ -104,8 +105,11 @@ def test_stage_input_error_names_answers_file_and_stage(
 
     monkeypatch.setattr(registry.StageSpec, "module", _wrap_source(boom))
     path = _write(tmp_path, answers_text())
-    with pytest.raises(StageInputError, match=r"answers.toml: \[source\]: data.csv: no such file"):
-        run_answers(path, tmp_path / "s")
+    result = run_answers(path, tmp_path / "s")
+    assert result.exit_code == 2
+    assert re.search(r"answers.toml: \[source\]: data.csv: no such file", result.error)
+    # the rows of the stage frozen before the refusal are kept, not lost with the error
+    assert {r.stage for r in result.rows} == {"claim"} and "claim" in result.timing["per_stage_s"]
     assert Session.open(tmp_path / "s").states()["claim"] == "frozen"
 
 
@@ -132,13 +136,99 @@ def test_unbuilt_stage_is_not_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert result.exit_code == 0
 
 
-def test_existing_session_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _revisions(session_dir: Path) -> dict[str, int]:
+    return {n: r.provenance.revision for n, r in Session.open(session_dir).records().items()}
+
+
+def test_rerun_continues_a_session_keeping_what_did_not_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same answers again: every stage kept, nothing rewritten. A changed split: claim and source
+    kept, split a new revision, baseline (stale after it) run again; as in the app."""
     use_fakes(monkeypatch)
     write_data(tmp_path)
     path = _write(tmp_path, answers_text())
     run_answers(path, tmp_path / "s")
-    with pytest.raises(FileExistsError):
-        run_answers(path, tmp_path / "s")
+    before = _revisions(tmp_path / "s")
+    digests = {n: r.provenance.digest for n, r in Session.open(tmp_path / "s").records().items()}
+    again = run_answers(path, tmp_path / "s")
+    assert again.exit_code == 0 and again.error == ""
+    assert {r.stage for r in again.rows if r.check == "(stage)" and r.outcome == "kept"} == set(before)
+    assert {r.outcome for r in again.rows} == {"kept"} and again.timing["per_stage_s"] == {}
+    assert {n: r.provenance.digest for n, r in Session.open(tmp_path / "s").records().items()} == digests
+
+    changed = _write(tmp_path, answers_text().replace("test_fraction = 0.5", "test_fraction = 0.4"))
+    result = run_answers(changed, tmp_path / "s")
+    assert result.exit_code == 0, result.render_table()
+    after = _revisions(tmp_path / "s")
+    assert (after["claim"], after["source"]) == (before["claim"], before["source"])
+    assert (after["split"], after["baseline"]) == (before["split"] + 1, before["baseline"] + 1)
+    assert set(result.timing["per_stage_s"]) == {"split", "baseline"}
+    assert {Session.open(tmp_path / "s").states()[n] for n in before} == {"frozen"}
+    assert replay(tmp_path / "s").exit_code == 0
+
+
+def test_rerun_after_a_refusal_continues_from_the_stage_that_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_fakes(monkeypatch)
+    write_data(tmp_path)
+
+    def refuse(*_a, **_k):
+        raise StageInputError("gone.csv: no such file; check the path")
+
+    monkeypatch.setattr(registry.StageSpec, "module", _wrap_source(refuse))
+    path = _write(tmp_path, answers_text())
+    first = run_answers(path, tmp_path / "s")
+    assert first.exit_code == 2 and "gone.csv" in first.error
+    use_fakes(monkeypatch)  # the person fixed the data file
+    fixed = run_answers(path, tmp_path / "s")
+    assert fixed.exit_code == 0, fixed.render_table()
+    assert [r.stage for r in fixed.rows if r.outcome == "kept" and r.check == "(stage)"] == ["claim"]
+    states = Session.open(tmp_path / "s").states()
+    assert {states[n] for n in ("claim", "source", "split", "baseline")} == {"frozen"}
+
+
+def test_continuing_refuses_another_sessions_id_and_a_folder_of_other_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_fakes(monkeypatch)
+    write_data(tmp_path)
+    run_answers(_write(tmp_path, answers_text()), tmp_path / "s")
+    other = _write(tmp_path, answers_text().replace('id = "fixture"', 'id = "other"'))
+    with pytest.raises(EvidenceError, match="holds session 'fixture'") as err:
+        run_answers(other, tmp_path / "s")
+    assert err.value.field == "session.id"
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="no session.toml"):
+        run_answers(_write(tmp_path, answers_text()), tmp_path / "t")
+
+
+def test_cli_json_is_printed_on_exit_2_with_the_error_and_the_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from tui.cli import main
+
+    use_fakes(monkeypatch)
+    write_data(tmp_path)
+
+    def refuse(*_a, **_k):
+        raise StageInputError("gone.csv: no such file; check the path")
+
+    monkeypatch.setattr(registry.StageSpec, "module", _wrap_source(refuse))
+    bad = _write(tmp_path, answers_text())
+    assert main(["run", "--answers", str(bad), str(tmp_path / "s"), "--json"]) == 2
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["exit_code"] == 2 and "gone.csv" in doc["error"]
+    assert [r["stage"] for r in doc["rows"]] and {r["stage"] for r in doc["rows"]} == {"claim"}
+    assert "claim" in doc["timing"]["per_stage_s"]
+    # an error before anything ran (a bad answers file) still prints the document
+    assert main(["run", "--answers", str(tmp_path / "nope.toml"), str(tmp_path / "u"), "--json"]) == 2
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["error"] and doc["rows"] == []
 
 
 def test_docs_example_parses_and_names_only_real_fields() -> None:

@@ -479,7 +479,7 @@ def _good_answers(ws: Path) -> Path:
 
 
 SESSION_CASES: list[tuple[str, Callable[[Path], Path], str]] = [
-    ("an existing session", lambda root: _existing_session(root), "already"),
+    ("another session's id", lambda root: _existing_session(root, 'id = "someone-else"'), "holds session"),
     ("a folder with files", lambda root: _folder_with(root, "notes.txt"), "already"),
     ("a file", lambda root: _file(root / "sess"), "already"),
     ("under a file", lambda root: _file(root / "f") / "sess", "is a file"),
@@ -497,10 +497,30 @@ def _folder_with(root: Path, name: str) -> Path:
     return root / "sess"
 
 
-def _existing_session(root: Path) -> Path:
+def _existing_session(root: Path, session_line: str = "") -> Path:
+    """A session made by an answers run; with `session_line`, made under other [session] options (the
+    test's own answers then disagree with it)."""
     ws = root / "ws"
-    assert main(["run", "--answers", str(_good_answers(ws)), str(root / "sess")]) in (0, 1)
+    answers = _good_answers(ws)
+    if session_line:
+        answers = ws / "other.toml"
+        text = _good_answers(ws).read_text().replace("[session]\n", f"[session]\n{session_line}\n", 1)
+        answers.write_text(text, encoding="utf-8")
+    assert main(["run", "--answers", str(answers), str(root / "sess")]) in (0, 1)
     return root / "sess"
+
+
+def test_rerunning_the_same_answers_continues_and_changes_nothing(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = workspace.parent
+    target = _existing_session(root)
+    record = (target / "01-claim.toml").read_bytes()
+    before = _snapshot(root)
+    rc = main(["run", "--answers", str(_good_answers(workspace)), str(target)])
+    out, _ = capsys.readouterr()
+    assert rc in (0, 1) and "kept frozen revision 1" in out
+    assert _snapshot(root) == before and (target / "01-claim.toml").read_bytes() == record
 
 
 @pytest.mark.parametrize("name,make,expect", SESSION_CASES, ids=[c[0] for c in SESSION_CASES])

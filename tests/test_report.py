@@ -244,7 +244,9 @@ def test_verdict_states_the_rule_and_the_measured_value_apart(real_session: Path
     assert "WARN" not in first_page.split("\n> ", 1)[1].split("\n", 1)[0]  # one severity in the headline
 
 
-def test_report_files_follow_the_umask_and_do_not_disturb_replay(real_workspace: Path, tmp_path: Path) -> None:
+def test_report_files_follow_the_umask_and_do_not_disturb_replay(
+    real_workspace: Path, tmp_path: Path
+) -> None:
     """Written with the user's umask (not mkstemp's 0600), and outputs replay does not count as a
     stage's writes (a report written while a replay runs made replay exit 1)."""
     from engine import replay as R

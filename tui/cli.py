@@ -5,7 +5,7 @@
     claimcheck report SESSION_DIR                 write report.md, report.html, model-index.yaml
     claimcheck sign SESSION_DIR --key KEYFILE     sign the session's digests (Ed25519)
     claimcheck sign --new-key KEYFILE             make a signing key
-    claimcheck run --answers ANSWERS.toml DIR     create a session headless from an answers file
+    claimcheck run --answers ANSWERS.toml DIR     create (or continue) a session headless from an answers file
     claimcheck coverage SESSION_DIR [--json]      checklist coverage (REFORMS, leakage, AI Act map)
     claimcheck export model-card SESSION_DIR      a Hugging Face model card (README.md)
     claimcheck export croissant SESSION_DIR       Croissant JSON-LD of the source data
@@ -174,12 +174,14 @@ def _print_result(result, as_json: bool) -> int:
 
 
 def cmd_replay(path: Path, retrain: bool, as_json: bool) -> int:
-    from engine.replay import replay
+    from engine.replay import ReplayResult, replay
 
     try:
         result = replay(path, retrain=retrain, progress=_progress)
     except _user_errors() as exc:
-        return _user_error(exc)
+        if not as_json:
+            return _user_error(exc)
+        result = ReplayResult(path, error=str(exc))  # --json always prints its document
     return _print_result(result, as_json)
 
 
@@ -279,12 +281,14 @@ def _sign_session(session_dir: Path, key: Path) -> str | None:
 
 def cmd_run(argv: Sequence[str]) -> int:
     args = _run_parser().parse_args(argv)
-    from engine.answers import run_answers
+    from engine.answers import AnswersResult, run_answers
 
     try:
         result = run_answers(args.answers, args.session_dir, workspace=args.workspace, progress=_progress)
     except _user_errors() as exc:
-        return _user_error(exc)
+        if not args.json:
+            return _user_error(exc)
+        result = AnswersResult(args.session_dir, error=str(exc))  # --json always prints its document
     return _print_result(result, args.json)
 
 
