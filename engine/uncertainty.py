@@ -13,6 +13,11 @@ import numpy as np
 
 from engine.metrics import argmax_pred, as_index, brier_rows, logloss_rows
 
+# The fewest independent units (families, or rows when rows are the unit) an interval is drawn over:
+# with fewer, a unit bootstrap sees too few distinct resamples and a ratio metric such as R² (whose
+# denominator is recomputed on each resample) takes absurd values. Below it, intervals are refused.
+MIN_UNITS = 20
+
 # Resamples drawn per block; fixed so a seed gives the same resamples however large n is.
 _BLOCK = 128
 
@@ -138,6 +143,16 @@ def regression_statistic(metric: str) -> Statistic:
     if metric not in ("mae", "rmse", "r2"):
         raise ValueError(f"no decomposable statistic for metric {metric!r}")
     return Statistic(metric, rows, fin)
+
+
+def too_few_units(n_units: int, unit_kind: str) -> str | None:
+    """Why no interval is drawn over `n_units` independent units, or None when there are enough."""
+    if n_units >= MIN_UNITS:
+        return None
+    return (
+        f"only {n_units} independent {unit_kind} unit(s) evaluated; an interval over the independent "
+        f"unit needs at least {MIN_UNITS} (more groups in the evaluated split, or K-fold)"
+    )
 
 
 def unit_index(units: Sequence[Any] | np.ndarray | None, n: int) -> tuple[np.ndarray, int]:

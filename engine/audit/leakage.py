@@ -193,12 +193,14 @@ def _oof_correct(cell: np.ndarray, y: np.ndarray, fold: np.ndarray) -> int:
 def identifier_candidates(
     df: pl.DataFrame, columns: list[str], id_column: str, unique_share: float = 0.5
 ) -> list[str]:
-    """Near-unique columns (distinct share >= unique_share) and the declared id column."""
+    """Near-unique columns (distinct share >= unique_share) and the declared id column. Float columns
+    are measurements, near-unique by nature, never identifiers (their leakage is single_feature's)."""
     out = []
     for c in columns:
         if c == id_column:
             out.append(c)
             continue
-        if df.height and df.get_column(c).n_unique() / df.height >= unique_share:
+        col = df.get_column(c)
+        if df.height and not col.dtype.is_float() and col.n_unique() / df.height >= unique_share:
             out.append(c)
     return out
