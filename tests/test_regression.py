@@ -16,9 +16,9 @@ from engine.context import StageContext
 from engine.core import compute
 from engine.data import ROW_ID, TARGET
 from engine.evidence import StageRecord
-from engine.shapes import parse
 from engine.shapes import baseline as B
 from engine.shapes import data as D
+from engine.shapes import parse
 from engine.stages import source, source_checks, split_checks
 from tests.claim_answers import CLAIM
 
@@ -107,7 +107,9 @@ def test_the_claim_declares_a_numeric_target(tmp_path: Path) -> None:
     assert rec.check("claim.completeness").status == "pass"  # no class_order for a numeric target
     assert rec.check("claim.success_criterion").status == "pass"
     # A categorical tabular target still needs its class order; a numeric one needs a regression metric.
-    cat = _claim(tmp_path, target_type="categorical", primary_metric="macro_f1", success={"metric": "macro_f1"})
+    cat = _claim(
+        tmp_path, target_type="categorical", primary_metric="macro_f1", success={"metric": "macro_f1"}
+    )
     assert "class_order" in cat.check("claim.completeness").measured["missing"]
     wrong = _claim(tmp_path, primary_metric="macro_f1", success={"metric": "macro_f1"})
     assert "is not a regression metric" in wrong.check("claim.success_criterion").summary
@@ -133,7 +135,9 @@ def test_source_describes_the_numeric_target(forty_firms: dict[str, StageRecord]
     assert s.p05 < s.p25 < s.p50 < s.p75 < s.p95
     # Labels that are not numbers fail, named, rather than vanishing.
     labels = [str(v) for v in panel(40)["margin"]]
-    bad = panel(40).with_columns(pl.Series("margin", ["n/a" if i in (0, 5) else v for i, v in enumerate(labels)]))
+    bad = panel(40).with_columns(
+        pl.Series("margin", ["n/a" if i in (0, 5) else v for i, v in enumerate(labels)])
+    )
     frame = bad.with_columns(pl.col("margin").alias(TARGET))
     chk = source_checks.target_distribution(frame, source.Inputs(**SOURCE), "full")
     assert chk.status == "fail" and "2 label(s)" in chk.summary and "'n/a'" in chk.summary
@@ -200,7 +204,9 @@ def test_too_few_firms_refuse_the_interval_with_the_reason(tmp_path: Path) -> No
     assert d.refused and f"needs at least {uncertainty.MIN_UNITS}" in d.refused
     assert learn.status == "warn" and "no interval" in learn.summary
     conv = parse(rec.check("baseline.conventional"), B.Conventional)
-    assert conv.learners["hgb"].intervals == {} and "no intervals" in rec.check("baseline.conventional").summary
+    assert (
+        conv.learners["hgb"].intervals == {} and "no intervals" in rec.check("baseline.conventional").summary
+    )
 
 
 # ---------------------------------------------------------------- leakage on numeric columns

@@ -335,7 +335,7 @@ def target(frame: pl.DataFrame, data: Data) -> np.ndarray:
         except Exception:
             raise StageInputError(
                 "the claim's target_type is numeric but the target column holds values that are not "
-                "numbers; fix the label column (source stage) or set target_type = \"categorical\" (claim)"
+                'numbers; fix the label column (source stage) or set target_type = "categorical" (claim)'
             ) from None
     return np.asarray(y.to_list(), dtype=object)
 

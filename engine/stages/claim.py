@@ -196,12 +196,18 @@ def _metric_fits_target(inp: Inputs) -> list[str]:
     if inp.task_kind == "causal_lm_sft" or not inp.primary_metric:
         return []
     if kind == "numeric" and inp.task_kind == "text_classification":
-        return ["a text_classification claim has a categorical target; use task_kind = \"tabular\" for a numeric one"]
+        return [
+            'a text_classification claim has a categorical target; use task_kind = "tabular" for a numeric one'
+        ]
     regression = inp.primary_metric in REGRESSION_METRICS
     if kind == "numeric" and not regression:
-        return [f"target_type is numeric but '{inp.primary_metric}' is not a regression metric ({', '.join(sorted(REGRESSION_METRICS))})"]
+        return [
+            f"target_type is numeric but '{inp.primary_metric}' is not a regression metric ({', '.join(sorted(REGRESSION_METRICS))})"
+        ]
     if kind == "categorical" and regression:
-        return [f"'{inp.primary_metric}' is a regression metric; set target_type = \"numeric\" for a numeric target"]
+        return [
+            f"'{inp.primary_metric}' is a regression metric; set target_type = \"numeric\" for a numeric target"
+        ]
     return []
 
 

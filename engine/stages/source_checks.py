@@ -269,7 +269,7 @@ def target_distribution(kept: Any, inp: Inputs, cov: str) -> Check:
         problems.append(
             f"{d.non_numeric} label(s) in '{visible(inp.label_column)}' are not numbers (e.g. "
             + ", ".join(repr(visible(v)) for v in d.non_numeric_examples)
-            + "): fix them, filter them out, or declare target_type = \"categorical\" in the claim"
+            + '): fix them, filter them out, or declare target_type = "categorical" in the claim'
         )
     if d.distinct < 2:
         problems.append(f"{d.distinct} distinct value(s) — nothing to predict")
@@ -340,9 +340,7 @@ def _identifier_check(ids: list[str], scores: dict[str, Any], allowed: set[str],
         status=id_status,
         summary=(
             "identifier-like column(s) that predict the label: "
-            + ", ".join(
-                f"{c} ({_score_text(scores[c])})" for c in id_hit
-            )
+            + ", ".join(f"{c} ({_score_text(scores[c])})" for c in id_hit)
             + ("" if not id_hit or id_bad else " — not a model input")
             if id_hit
             else f"{len(ids)} identifier-like column(s); none predicts the label above the trivial rate"
