@@ -123,11 +123,17 @@ def classification_statistic(
 
 
 def regression_statistic(metric: str) -> Statistic:
-    """mae, rmse, r2 from per-row sums (R² uses Σy, Σy², Σ residual², n)."""
+    """mae, rmse, r2 from per-row sums (R² uses Σy, Σy², Σ residual², n).
+
+    The target is centred on its mean over the rows given before Σy and Σy² are taken (every one of
+    these metrics is unchanged by shifting target and prediction together): otherwise a target far
+    from zero (revenues in the billions) loses the resample's total sum of squares to cancellation
+    in Σy² − (Σy)²/n and R² comes out wildly wrong."""
 
     def rows(y: np.ndarray, yh: np.ndarray) -> np.ndarray:
         y, yh = y.astype(np.float64), yh.astype(np.float64)
         r = y - yh
+        y = y - (y.mean() if len(y) else 0.0)
         return np.stack([np.abs(r), r * r, y, y * y, np.ones(len(y))], axis=1)
 
     def fin(t: np.ndarray) -> np.ndarray:

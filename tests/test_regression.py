@@ -254,3 +254,20 @@ def test_a_copy_of_a_numeric_target_fails_single_feature_leakage() -> None:
     assert single.status == "fail" and single.measured["suspected_in_model_inputs"] == ["scaled_target"]
     assert scores["scaled_target"]["r2"] > 0.95 and scores["unrelated"]["gain"] < 0.1
     assert "R²" not in single.summary or "scaled_target" in single.summary
+
+
+def test_r2_intervals_hold_for_a_target_far_from_zero() -> None:
+    """Σy² − (Σy)²/n cancels for a target near 1e9: R² per resample must still be the real one."""
+    from sklearn.metrics import r2_score
+
+    rng = np.random.default_rng(4)
+    firms = np.repeat(np.arange(30), 10)
+    x = rng.normal(size=300)
+    y = 1e9 + 3 * x + rng.normal(0, 1, 300)
+    good, mean = 1e9 + 3 * x, np.full(300, y.mean())
+    ci = uncertainty.bootstrap_ci("r2", y, good, firms, n=400, seed=0)
+    assert ci["estimate"] == pytest.approx(r2_score(y, good), abs=1e-9)
+    assert 0.8 < ci["lo"] <= ci["estimate"] <= ci["hi"] < 1.0
+    d = uncertainty.paired_bootstrap_diff("r2", y, good, mean, firms, n=400, seed=0)
+    assert d["estimate"] == pytest.approx(r2_score(y, good) - r2_score(y, mean), abs=1e-9)
+    assert 0.8 < d["lo"] <= d["estimate"] <= d["hi"] < 1.2
