@@ -271,3 +271,27 @@ def test_r2_intervals_hold_for_a_target_far_from_zero() -> None:
     d = uncertainty.paired_bootstrap_diff("r2", y, good, mean, firms, n=400, seed=0)
     assert d["estimate"] == pytest.approx(r2_score(y, good) - r2_score(y, mean), abs=1e-9)
     assert 0.8 < d["lo"] <= d["estimate"] <= d["hi"] < 1.2
+
+
+def test_a_regression_session_runs_headless_and_replays(tmp_path: Path) -> None:
+    """claim → source → split → baseline from an answers file, then --replay reproduces every figure."""
+    import tomlkit
+
+    from tui.cli import main
+
+    panel(24, seed=3).write_csv(tmp_path / "panel.csv")
+    answers = {
+        "session": {"workspace": "."},
+        "claim": REG_CLAIM | {"review_scope": []},
+        "source": SOURCE,
+        "split": {"strategy": "group", "rationale": "new firms"},
+        "baseline": {"bootstrap_resamples": 100, "hgb_max_iter": 10, "cv_folds": 3},
+    }
+    (tmp_path / "answers.toml").write_text(tomlkit.dumps(answers))
+    session = tmp_path / "runs" / "panel"
+    assert main(["run", "--answers", str(tmp_path / "answers.toml"), str(session)]) == 0
+    assert main(["--replay", str(session)]) == 0
+    # The report reads the numeric-target checks as they are (no class figures asked of them).
+    assert main(["report", str(session)]) == 0
+    report = (session / "report.md").read_text()
+    assert "split.target_range" in report and "source.target_distribution" in report
