@@ -291,6 +291,12 @@ def test_a_regression_session_runs_headless_and_replays(tmp_path: Path) -> None:
     session = tmp_path / "runs" / "panel"
     assert main(["run", "--answers", str(tmp_path / "answers.toml"), str(session)]) == 0
     assert main(["--replay", str(session)]) == 0
+    from engine.session import Session
+    from engine.shapes import shape_for
+
+    written = {c.id for r in Session.open(session).records().values() for c in r.checks if c.measured}
+    for cid in ("source.target_distribution", "split.target_distribution", "split.target_range"):
+        assert cid in written and shape_for(cid) is not None
     # The report reads the numeric-target checks as they are (no class figures asked of them).
     assert main(["report", str(session)]) == 0
     report = (session / "report.md").read_text()
