@@ -13,6 +13,11 @@ import numpy as np
 
 from engine.metrics import argmax_pred, as_index, brier_rows, logloss_rows
 
+# The fewest independent units (families, or rows when rows are the unit) an interval is drawn over:
+# with fewer, a unit bootstrap sees too few distinct resamples and a ratio metric such as R² (whose
+# denominator is recomputed on each resample) takes absurd values. Below it, intervals are refused.
+MIN_UNITS = 20
+
 # Resamples drawn per block; fixed so a seed gives the same resamples however large n is.
 _BLOCK = 128
 
@@ -118,11 +123,17 @@ def classification_statistic(
 
 
 def regression_statistic(metric: str) -> Statistic:
-    """mae, rmse, r2 from per-row sums (R² uses Σy, Σy², Σ residual², n)."""
+    """mae, rmse, r2 from per-row sums (R² uses Σy, Σy², Σ residual², n).
+
+    The target is centred on its mean over the rows given before Σy and Σy² are taken (every one of
+    these metrics is unchanged by shifting target and prediction together): otherwise a target far
+    from zero (revenues in the billions) loses the resample's total sum of squares to cancellation
+    in Σy² − (Σy)²/n and R² comes out wildly wrong."""
 
     def rows(y: np.ndarray, yh: np.ndarray) -> np.ndarray:
         y, yh = y.astype(np.float64), yh.astype(np.float64)
         r = y - yh
+        y = y - (y.mean() if len(y) else 0.0)
         return np.stack([np.abs(r), r * r, y, y * y, np.ones(len(y))], axis=1)
 
     def fin(t: np.ndarray) -> np.ndarray:
@@ -138,6 +149,16 @@ def regression_statistic(metric: str) -> Statistic:
     if metric not in ("mae", "rmse", "r2"):
         raise ValueError(f"no decomposable statistic for metric {metric!r}")
     return Statistic(metric, rows, fin)
+
+
+def too_few_units(n_units: int, unit_kind: str) -> str | None:
+    """Why no interval is drawn over `n_units` independent units, or None when there are enough."""
+    if n_units >= MIN_UNITS:
+        return None
+    return (
+        f"only {n_units} independent {unit_kind} unit(s) evaluated; an interval over the independent "
+        f"unit needs at least {MIN_UNITS} (more groups in the evaluated split, or K-fold)"
+    )
 
 
 def unit_index(units: Sequence[Any] | np.ndarray | None, n: int) -> tuple[np.ndarray, int]:

@@ -1,15 +1,20 @@
 """Single-feature predictive power: identifier shortcuts and suspected outcome / same-observation leakage.
 
-Each column alone predicts the target by a cross-validated lookup classifier: the column is turned
-into discrete cells (its categories when it has at most MAX_CATEGORIES distinct values, otherwise its
-rank binned into RANK_BINS equal-count bins — which captures identifiers allocated in per-class
-ranges), each cell predicts the most frequent target of the training folds (unseen cells predict the
-training majority). This is what a depth-unlimited decision tree on that single discrete feature
-learns, computed from one count table in numpy instead of refitting sklearn per fold.
+Each column alone predicts the target by a cross-validated lookup on discrete cells. Numeric, temporal
+and boolean columns are cut by order: each value's cell is its lowest rank binned into RANK_BINS
+equal-count bins (ties share a cell), so a value unseen in training still lands in the cell of its
+neighbours — an identifier allocated in per-class ranges is caught whatever its cardinality, and a
+column whose values each hold at least 1/RANK_BINS of the rows keeps one cell per value (then the
+encoding reads "categories"). Other columns use their categories when they have at most
+MAX_CATEGORIES distinct values, otherwise their rank in text order binned the same way. Each cell
+predicts, from the training folds, the most frequent class (classification) or the mean target
+(numeric target); an empty cell predicts the training majority / mean. This is what a one-feature
+decision tree with one leaf per cell learns, computed from count tables in numpy.
 
-Score: out-of-fold accuracy over 5 folds (seeded splitmix64 hash of row_id), compared with the trivial
-rate (the majority class share); gain = (accuracy - trivial) / (1 - trivial), the same normalisation
-as Deepchecks' predictive power score (anchor: PPS, FeatureLabelCorrelation flags PPS >= 0.8).
+Score, out of fold over 5 folds (seeded splitmix64 hash of row_id). Categorical target: accuracy
+against the trivial rate (the majority class share); gain = (accuracy - trivial) / (1 - trivial), the
+same normalisation as Deepchecks' predictive power score (anchor: PPS, FeatureLabelCorrelation flags
+PPS >= 0.8). Numeric target: out-of-fold R² (1 − SSE / SS around the mean), gain = max(R², 0).
 """
 
 from __future__ import annotations
@@ -47,8 +52,9 @@ def cell_codes(df: pl.DataFrame, column: str) -> tuple[np.ndarray, str, int]:
     """
     col = df.get_column(column)
     n = max(df.height, 1)
-    sortable = col.dtype.is_integer() or col.dtype.is_temporal() or col.dtype == pl.Boolean
-    if sortable or (col.dtype.is_float() and not col.is_nan().any()):
+    if col.dtype.is_float():
+        return _sorted_cells(col.fill_nan(None), n)  # NaN is missing: the null cell
+    if col.dtype.is_integer() or col.dtype.is_temporal() or col.dtype == pl.Boolean:
         return _sorted_cells(col, n)
     distinct = col.n_unique()
     if distinct <= MAX_CATEGORIES:
@@ -71,7 +77,8 @@ def _stable_argsort(v: np.ndarray) -> np.ndarray:
 
 
 def _sorted_cells(col: pl.Series, n: int) -> tuple[np.ndarray, str, int]:
-    """cell_codes by one stable sort: ties keep row order, as Polars' ordinal rank does."""
+    """Order cells by one stable sort: a value's cell is its lowest rank (of n rows) binned into
+    RANK_BINS; nulls take cell RANK_BINS."""
     nulls = col.null_count()
     v = col.drop_nulls() if nulls else col
     v = v.to_physical().to_numpy() if not col.dtype.is_float() else v.to_numpy()
@@ -83,14 +90,12 @@ def _sorted_cells(col: pl.Series, n: int) -> tuple[np.ndarray, str, int]:
     new[:1] = True
     np.not_equal(s[1:], s[:-1], out=new[1:])
     distinct = int(new.sum()) + (1 if nulls else 0)
-    codes = np.full(col.len(), -1, dtype=np.int64)
-    if distinct <= MAX_CATEGORIES:
-        codes[order] = np.cumsum(new) - 1
-        codes[codes < 0] = distinct - 1  # null
-        return codes, "categories", distinct
-    codes[order] = np.arange(s.size, dtype=np.int64) * RANK_BINS // n
-    codes[codes < 0] = RANK_BINS
-    return codes, f"rank bins ({RANK_BINS})", distinct
+    first = np.maximum.accumulate(np.where(new, np.arange(s.size, dtype=np.int64), 0))
+    codes = np.full(col.len(), RANK_BINS, dtype=np.int64)
+    codes[order] = first * RANK_BINS // n
+    cells = len(np.unique(codes[order])) + (1 if nulls else 0)
+    how = "categories" if cells == distinct else f"rank bins ({RANK_BINS})"
+    return codes, how, distinct
 
 
 def _target_codes(df: pl.DataFrame) -> np.ndarray:
@@ -101,31 +106,57 @@ def _target_codes(df: pl.DataFrame) -> np.ndarray:
     return t.cast(pl.Enum(classes)).to_physical().fill_null(len(classes)).to_numpy().astype(np.int64)
 
 
-def single_feature_scores(df: pl.DataFrame, columns: list[str]) -> dict[str, dict[str, Any]]:
-    """Each column's out-of-fold accuracy as a single-column lookup classifier, vs the trivial rate."""
+def single_feature_scores(
+    df: pl.DataFrame, columns: list[str], *, numeric: bool = False
+) -> dict[str, dict[str, Any]]:
+    """Each column's out-of-fold score as a single-column lookup: accuracy vs the trivial rate, or
+    (numeric target) R²; rows whose target is not a number are left out of a numeric score."""
+    if numeric:
+        from engine.audit.target import numeric_target
+
+        df = df.with_columns(numeric_target(df).alias(TARGET)).drop_nulls(TARGET)
     n = df.height
     if n < FOLDS * 2:
-        return {
-            c: {"column": c, "accuracy": 0.0, "trivial": 0.0, "gain": 0.0, "encoding": "too few rows"}
-            for c in columns
-        }
-    y = _target_codes(df)
+        empty = {"r2": 0.0} if numeric else {"accuracy": 0.0, "trivial": 0.0}
+        return {c: {"column": c, **empty, "gain": 0.0, "encoding": "too few rows"} for c in columns}
     fold = (unit_position(df.get_column(ROW_ID).to_numpy(), SEED) % np.uint64(FOLDS)).astype(np.int64)
-    trivial = int(np.bincount(y).max()) / n
+    if numeric:
+        y = df.get_column(TARGET).to_numpy().astype(np.float64)
+    else:
+        y = _target_codes(df)
+        trivial = int(np.bincount(y).max()) / n
     out = {}
     for c in columns:
         cell, how, distinct = cell_codes(df, c)
-        acc = _oof_correct(cell, y, fold) / n
-        gain = (acc - trivial) / (1 - trivial) if trivial < 1 else 0.0
-        out[c] = {
-            "column": c,
-            "accuracy": round(acc, 6),
-            "trivial": round(float(trivial), 6),
-            "gain": round(max(gain, 0.0), 6),
-            "encoding": how,
-            "distinct": distinct,
-        }
+        if numeric:
+            r2 = _oof_r2(cell, y, fold)
+            figures = {"r2": round(r2, 6), "gain": round(max(r2, 0.0), 6)}
+        else:
+            acc = _oof_correct(cell, y, fold) / n
+            gain = (acc - trivial) / (1 - trivial) if trivial < 1 else 0.0
+            figures = {
+                "accuracy": round(acc, 6),
+                "trivial": round(float(trivial), 6),
+                "gain": round(max(gain, 0.0), 6),
+            }
+        out[c] = {"column": c, **figures, "encoding": how, "distinct": distinct}
     return out
+
+
+def _oof_r2(cell: np.ndarray, y: np.ndarray, fold: np.ndarray) -> float:
+    """Out-of-fold R² of the per-cell training mean (an empty cell predicts the training mean)."""
+    _, cid = np.unique(cell, return_inverse=True)
+    k = int(cid.max()) + 1
+    key = fold * k + cid
+    sums = np.bincount(key, weights=y, minlength=FOLDS * k).reshape(FOLDS, k)
+    counts = np.bincount(key, minlength=FOLDS * k).reshape(FOLDS, k)
+    t_sum, t_cnt = sums.sum(axis=0) - sums, counts.sum(axis=0) - counts  # training folds' totals
+    fold_mean = t_sum.sum(axis=1) / np.maximum(t_cnt.sum(axis=1), 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        table = np.where(t_cnt > 0, t_sum / np.where(t_cnt > 0, t_cnt, 1), fold_mean[:, None])
+    pred = table[fold, cid]
+    sst = float(((y - y.mean()) ** 2).sum())
+    return 1.0 - float(((y - pred) ** 2).sum()) / sst if sst > 0 else 0.0
 
 
 def _oof_correct(cell: np.ndarray, y: np.ndarray, fold: np.ndarray) -> int:
@@ -162,12 +193,14 @@ def _oof_correct(cell: np.ndarray, y: np.ndarray, fold: np.ndarray) -> int:
 def identifier_candidates(
     df: pl.DataFrame, columns: list[str], id_column: str, unique_share: float = 0.5
 ) -> list[str]:
-    """Near-unique columns (distinct share >= unique_share) and the declared id column."""
+    """Near-unique columns (distinct share >= unique_share) and the declared id column. Float columns
+    are measurements, near-unique by nature, never identifiers (their leakage is single_feature's)."""
     out = []
     for c in columns:
         if c == id_column:
             out.append(c)
             continue
-        if df.height and df.get_column(c).n_unique() / df.height >= unique_share:
+        col = df.get_column(c)
+        if df.height and not col.dtype.is_float() and col.n_unique() / df.height >= unique_share:
             out.append(c)
     return out

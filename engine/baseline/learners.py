@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.context import StageContext, StageInputError
 from engine.evidence import StageRecord
-from engine.metric_names import LOWER_IS_BETTER
+from engine.metric_names import LOWER_IS_BETTER, target_type
 
 if TYPE_CHECKING:
     import numpy as np
@@ -27,7 +27,6 @@ CLASS_CONVENTIONAL = ("tfidf_logreg", "hgb", "logreg")
 REG_TRIVIAL = ("mean", "median")
 REG_CONVENTIONAL = ("hgb",)
 GEN_TRIVIAL = ("most_frequent_answer",)
-REGRESSION_METRICS = {"mae", "rmse", "r2"}
 
 
 # ---------------------------------------------------------------- data
@@ -52,7 +51,7 @@ class Data:
 def _task(claim: dict[str, Any]) -> str:
     if claim.get("task_kind") == "causal_lm_sft":
         return "generation"
-    return "regression" if claim.get("primary_metric") in REGRESSION_METRICS else "classification"
+    return "regression" if target_type(claim) == "numeric" else "classification"
 
 
 def load(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> Data:
@@ -335,7 +334,8 @@ def target(frame: pl.DataFrame, data: Data) -> np.ndarray:
             return y.cast(float).to_numpy()
         except Exception:
             raise StageInputError(
-                "the claim's metric is a regression metric but the target is not numeric"
+                "the claim's target_type is numeric but the target column holds values that are not "
+                'numbers; fix the label column (source stage) or set target_type = "categorical" (claim)'
             ) from None
     return np.asarray(y.to_list(), dtype=object)
 

@@ -3,11 +3,13 @@ frequent training answer)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import math
+from typing import TYPE_CHECKING, Any
 
-from engine.baseline.evaluation import PB_LEARN, PB_RARE, PB_TRIVIAL, Evaluation, _coverage
+from engine.baseline.evaluation import PB_LEARN, PB_RARE, PB_TRIVIAL, Evaluation, _coverage, _where
 from engine.baseline.learners import REG_CONVENTIONAL, REG_TRIVIAL, Data, Fitted
 from engine.evidence import Check
+from engine.metric_names import LOWER_IS_BETTER
 
 if TYPE_CHECKING:
     import numpy as np
@@ -21,39 +23,72 @@ def most_frequent_answer(data: Data) -> Fitted:
     return Fitted("most_frequent_answer", np.asarray([top] * data.eval.height, dtype=object), None)
 
 
-def regression_checks(ev: Evaluation) -> list[Check]:
+REG_METRICS = ("r2", "mae", "rmse")
+METRIC_LABEL = {"r2": "R²", "mae": "MAE", "rmse": "RMSE"}
+
+
+def _reg_reports(ev: Evaluation, refused: str | None) -> dict[str, dict[str, Any]]:
+    """Each learner's regression report; with intervals (unit bootstrap) unless they are refused."""
     from engine import metrics as m
     from engine import uncertainty
 
-    inputs, data, fitted, y, units, mask, metric = (
-        ev.inputs,
-        ev.data,
-        ev.fitted,
-        ev.y,
-        ev.units,
-        ev.mask,
-        ev.metric,
-    )
-    cov = _coverage(data, mask)
-    reps = {n: m.regression_report(y, f.eval_pred[mask]) for n, f in fitted.items()}
-    for n, f in fitted.items():
-        reps[n]["intervals"] = {
-            k: uncertainty.bootstrap_ci(
-                k, y, f.eval_pred[mask], units, n=inputs.bootstrap_resamples, seed=inputs.bootstrap_seed
-            )
-            | {"unit": data.unit_kind}
-            for k in ("mae", "rmse")
-        }
+    reps = {n: m.regression_report(ev.y, f.eval_pred[ev.mask]) for n, f in ev.fitted.items()}
+    for n, f in ev.fitted.items():
+        reps[n]["intervals"] = (
+            {}
+            if refused
+            else {
+                k: uncertainty.bootstrap_ci(
+                    k,
+                    ev.y,
+                    f.eval_pred[ev.mask],
+                    ev.units,
+                    n=ev.inputs.bootstrap_resamples,
+                    seed=ev.inputs.bootstrap_seed,
+                )
+                | {"unit": ev.data.unit_kind}
+                for k in REG_METRICS
+                if k in reps[n]
+            }
+        )
+    return reps
+
+
+def _reg_text(name: str, rep: dict[str, Any], metric: str) -> str:
+    """'hgb: R² 0.71 [0.62, 0.78], MAE …, RMSE …' — the primary metric first, its interval when drawn."""
+    parts = []
+    for k in (metric, *[k for k in REG_METRICS if k != metric]):
+        if k not in rep:
+            parts.append(f"{METRIC_LABEL[k]} undefined")
+            continue
+        ci = rep["intervals"].get(k, {}) if k == metric else {}
+        band = f" [{ci['lo']:.4g}, {ci['hi']:.4g}]" if "lo" in ci else ""
+        parts.append(f"{METRIC_LABEL[k]} {rep[k]:.4g}{band}")
+    return f"{name}: " + ", ".join(parts)
+
+
+def regression_checks(ev: Evaluation) -> list[Check]:
+    """Trivial (mean / median) and conventional learners, each summarised with the primary metric, and
+    the learnability difference: a paired unit bootstrap, or refused when there are too few units."""
+    from engine import uncertainty
+
+    data, fitted, metric = ev.data, ev.fitted, ev.metric
+    metric = metric if metric in REG_METRICS else "mae"
+    n_units = len(set(ev.units.tolist()))
+    refused = uncertainty.too_few_units(n_units, data.unit_kind)
+    cov = _coverage(data, ev.mask)
+    reps = _reg_reports(ev, refused)
     trivial = [n for n in fitted if n in REG_TRIVIAL]
     conv = [n for n in fitted if n in REG_CONVENTIONAL]
-    desc = "; ".join(f"{n}: MAE {reps[n]['mae']:.4g}, RMSE {reps[n]['rmse']:.4g}" for n in fitted)
+    note = f" (no intervals: {refused})" if refused else ""
+    where = {"primary_metric": metric, "fitted_on": "train" if data.mode == "holdout" else "folds"}
     out = [
         Check(
             id="baseline.trivial",
             status="info",
-            summary=desc,
+            summary="; ".join(_reg_text(n, reps[n], metric) for n in trivial) + note,
             coverage=cov,
-            measured={"learners": {n: reps[n] for n in trivial}},
+            measured={"learners": {n: reps[n] for n in trivial}, "primary_metric": metric},
             why="The floor a model must clear.",
             playbook=PB_TRIVIAL,
         ),
@@ -61,45 +96,68 @@ def regression_checks(ev: Evaluation) -> list[Check]:
             id="baseline.conventional",
             status="info" if conv else "not_run",
             basis="measured" if conv else "not_run",
-            summary=desc if conv else "no conventional learner chosen",
+            summary=("; ".join(_reg_text(n, reps[n], metric) for n in conv) + note)
+            if conv
+            else "no conventional learner chosen",
             coverage=cov,
-            measured={"learners": {n: reps[n] for n in conv}},
+            measured={"learners": {n: reps[n] for n in conv}, **where, "measured_on": _where(data)},
             why="Signal in the inputs.",
             playbook=PB_TRIVIAL,
         ),
     ]
-    boot = metric if metric in ("mae", "rmse", "r2") else "mae"
     if conv and trivial:
-        best = min(conv, key=lambda n: reps[n][boot] if boot != "r2" else -reps[n].get("r2", -1e9))
-        ref = inputs.trivial_reference if inputs.trivial_reference in trivial else trivial[0]
-        diff = uncertainty.paired_bootstrap_diff(
-            boot,
-            y,
-            fitted[best].eval_pred[mask],
-            fitted[ref].eval_pred[mask],
-            units,
-            n=inputs.bootstrap_resamples,
-            seed=inputs.bootstrap_seed,
-        )
-        better = "lo" in diff and (diff["lo"] > 0 if boot == "r2" else diff["hi"] < 0)
-        out.append(
-            Check(
-                id="baseline.learnability",
-                status="pass" if better else "warn",
-                coverage=cov,
-                summary=f"{best} − {ref} {boot}: {diff['estimate']:+.4g} [{diff.get('lo', 0):+.4g}, "
-                f"{diff.get('hi', 0):+.4g}] ({data.unit_kind} bootstrap)",
-                measured={"learner": best, "reference": ref, "difference": diff, "beats_trivial": better},
-                why="Learnable means the conventional learner beats the trivial one beyond noise.",
-                playbook=PB_LEARN,
-            )
-        )
+        out.append(_reg_learnability(ev, reps, (trivial, conv), metric, refused))
     na = "not a classification task"
     for cid in ("baseline.per_class", "baseline.calibration", "baseline.operating_point"):
         out.append(
             Check(id=cid, status="not_run", basis="not_run", summary=f"not run: {na}", playbook=PB_RARE)
         )
     return out
+
+
+def _reg_learnability(
+    ev: Evaluation,
+    reps: dict[str, dict[str, Any]],
+    arms: tuple[list[str], list[str]],
+    metric: str,
+    refused: str | None,
+) -> Check:
+    """Best conventional − reference trivial learner on the primary metric, paired over the units."""
+    from engine import uncertainty
+
+    trivial, conv = arms
+    lower = metric in LOWER_IS_BETTER
+    best = min(conv, key=lambda n: reps[n].get(metric, math.inf) * (1 if lower else -1))
+    ref = ev.inputs.trivial_reference if ev.inputs.trivial_reference in trivial else trivial[0]
+    a, b = ev.fitted[best].eval_pred[ev.mask], ev.fitted[ref].eval_pred[ev.mask]
+    diff = uncertainty.paired_bootstrap_diff(
+        metric, ev.y, a, b, ev.units, n=ev.inputs.bootstrap_resamples, seed=ev.inputs.bootstrap_seed
+    )
+    if refused:
+        diff = {k: v for k, v in diff.items() if k not in ("lo", "hi", "excludes_zero")} | {
+            "refused": refused
+        }
+    better = "lo" in diff and (diff["hi"] < 0 if lower else diff["lo"] > 0)
+    band = (
+        f"[{diff['lo']:+.4g}, {diff['hi']:+.4g}] ({ev.data.unit_kind} bootstrap, {diff['units']} units)"
+        if "lo" in diff
+        else f"no interval: {diff.get('refused', 'too few defined resamples')}"
+    )
+    return Check(
+        id="baseline.learnability",
+        status="pass" if better else "warn",
+        coverage=_coverage(ev.data, ev.mask),
+        summary=f"{best} − {ref} {METRIC_LABEL[metric]}: {diff['estimate']:+.4g} {band}",
+        measured={
+            "learner": best,
+            "reference": ref,
+            "metric": metric,
+            "difference": diff,
+            "beats_trivial": better,
+        },
+        why="Learnable means the conventional learner beats the trivial one beyond noise.",
+        playbook=PB_LEARN,
+    )
 
 
 def generation_checks(ev: Evaluation) -> list[Check]:

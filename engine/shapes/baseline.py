@@ -68,6 +68,8 @@ class Trivial(Shape):
     check_ids = ("baseline.trivial",)
     figure = "confusion_matrix"
     learners: dict[str, LearnerReport] | None = None
+    # regression: the claim's metric the summary leads with
+    primary_metric: str | None = None
     train_majority_class: str | None = None
     accuracy_equals_majority_rate: bool | None = None
     # generation: the most frequent training answer

@@ -21,6 +21,8 @@ class Interval(Part):
     # Absent when too few resamples were defined to bound the interval.
     lo: float | None = None
     hi: float | None = None
+    # Why no interval was drawn (too few independent units: engine.uncertainty.MIN_UNITS).
+    refused: str | None = None
     # Paired differences (a − b) only.
     estimate_a: float | None = None
     estimate_b: float | None = None

@@ -159,3 +159,56 @@ class ClassSupport(Shape):
     floor: int
     support: dict[str, dict[str, int]]
     below_floor: dict[str, list[str]]
+
+
+# ---------------------------------------------------------------- numeric targets (regression)
+
+
+class TargetSummary(Part):
+    """A numeric target's distribution over some rows (engine/audit/target.py); only `count` when empty."""
+
+    count: int
+    min: float | None = None
+    p05: float | None = None
+    p25: float | None = None
+    p50: float | None = None
+    p75: float | None = None
+    p95: float | None = None
+    max: float | None = None
+    mean: float | None = None
+    std: float | None = None
+
+
+class TargetDistribution(Shape):
+    """source.class_coverage's counterpart for a numeric target."""
+
+    check_ids = ("source.target_distribution",)
+    rows: int
+    null_labels: int
+    non_numeric: int
+    non_numeric_examples: list[str]
+    distinct: int
+    summary: TargetSummary
+
+
+class SplitTargetDistribution(Shape):
+    """split.prevalence and split.class_support's counterpart for a numeric target."""
+
+    check_ids = ("split.target_distribution",)
+    sizes: dict[str, int]
+    whole: TargetSummary
+    per_split: dict[str, TargetSummary]
+    # the largest |median(split) − median(whole)|, in standard deviations of the whole
+    max_median_shift_sd: float
+
+
+class TargetRange(Shape):
+    """split.label_coverage's counterpart: held-out targets outside the train range (a warning: a model
+    can still predict there, but tree learners and the train mean cannot extrapolate)."""
+
+    check_ids = ("split.target_range",)
+    train_min: float | None = None
+    train_max: float | None = None
+    below_train_min: dict[str, int]
+    above_train_max: dict[str, int]
+    share_outside: dict[str, float]

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from engine import registry
 from engine.context import StageContext
 from engine.evidence import Check, EvidenceError, StageRecord
-from engine.metric_names import LOWER_IS_BETTER
+from engine.metric_names import LOWER_IS_BETTER, REGRESSION_METRICS, target_type
 
 TITLE = "Claim"
 
@@ -64,6 +64,9 @@ class SuccessCriterion(BaseModel):
 class Inputs(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     task_kind: Literal["text_classification", "causal_lm_sft", "tabular"] = "text_classification"
+    # What the target is: classes ("categorical") or a number ("numeric", a regression). Empty: derived
+    # (engine.metric_names.target_type): categorical, except a tabular claim with a regression metric.
+    target_type: Literal["categorical", "numeric", ""] = ""
     prediction_unit: str = ""
     target_meaning: str = ""
     target_kind: Literal["recorded_workflow_label", "real_world_decision", ""] = ""
@@ -106,14 +109,15 @@ def _completeness(inp: Inputs) -> Check:
     missing = [f for f in REQUIRED_TEXT if not str(getattr(inp, f)).strip()]
     if not inp.inference_inputs:
         missing.append("inference_inputs")
+    categorical = target_type(inp.model_dump()) == "categorical"
     if (
-        inp.task_kind != "causal_lm_sft"
+        inp.task_kind == "text_classification"
         and inp.primary_metric not in LOWER_IS_BETTER
         and not inp.metric_averaging
     ):
-        if inp.task_kind == "text_classification":
-            missing.append("metric_averaging")
-    if inp.task_kind == "text_classification" and not inp.class_order:
+        missing.append("metric_averaging")
+    # Class order is asked of categorical targets only: a numeric target has no classes.
+    if inp.task_kind != "causal_lm_sft" and categorical and not inp.class_order:
         missing.append("class_order")
     filled = len(REQUIRED_TEXT) + 3 - len(missing)
     return Check(
@@ -155,6 +159,7 @@ def _success_criterion(inp: Inputs) -> Check:
     problems = []
     if inp.primary_metric and inp.primary_metric not in KNOWN_METRICS:
         problems.append(f"primary metric '{inp.primary_metric}' is not one claimcheck computes")
+    problems += _metric_fits_target(inp)
     if not s.metric:
         problems.append("no success metric")
     elif s.metric != inp.primary_metric:
@@ -182,6 +187,28 @@ def _success_criterion(inp: Inputs) -> Check:
         why="A success criterion fixed before fitting cannot be moved to fit the result.",
         playbook="Define task-specific go/no-go rules before a pilot, not after seeing its result.",
     )
+
+
+def _metric_fits_target(inp: Inputs) -> list[str]:
+    """A numeric target needs a regression metric, a categorical one a class metric; text classification
+    is categorical."""
+    kind = target_type(inp.model_dump())
+    if inp.task_kind == "causal_lm_sft" or not inp.primary_metric:
+        return []
+    if kind == "numeric" and inp.task_kind == "text_classification":
+        return [
+            'a text_classification claim has a categorical target; use task_kind = "tabular" for a numeric one'
+        ]
+    regression = inp.primary_metric in REGRESSION_METRICS
+    if kind == "numeric" and not regression:
+        return [
+            f"target_type is numeric but '{inp.primary_metric}' is not a regression metric ({', '.join(sorted(REGRESSION_METRICS))})"
+        ]
+    if kind == "categorical" and regression:
+        return [
+            f"'{inp.primary_metric}' is a regression metric; set target_type = \"numeric\" for a numeric target"
+        ]
+    return []
 
 
 def _comparators(inp: Inputs) -> Check:

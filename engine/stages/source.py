@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, f
 
 from engine.context import StageContext, StageInputError
 from engine.evidence import Check, Note, StageRecord
+from engine.metric_names import target_type
 from engine.stages import source_checks as sc
 from engine.stages import source_identity as si
 from engine.stages.source_checks import PB_PREVIEW
@@ -132,7 +133,8 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     removed = kept.height - dataset.height
     steps.append({"reason": data.NO_TARGET_REASON, "where": "target IS NOT NULL", "removed": removed})
     checks.append(sc.transformations(inputs, raw.height, dataset.height, steps, cov))
-    checks += _audit(kept, dataset, inputs, ctx, cov)
+    claim = upstream["claim"].inputs if "claim" in upstream else {}
+    checks += _audit(kept, dataset, inputs, ctx, cov, numeric=target_type(claim) == "numeric")
     if inputs.preview_rows:
         checks.append(
             Check(
@@ -183,14 +185,21 @@ def _read(inputs: Inputs, paths: list, ctx: StageContext) -> tuple[Any, Any, lis
     return raw, lf.collect_schema(), malformed
 
 
-def _audit(kept: Any, dataset: Any, inputs: Inputs, ctx: StageContext, cov: str) -> list[Check]:
-    """The audit proper: profile, duplicates, near-duplicates, leakage, families, declarations."""
+def _audit(
+    kept: Any, dataset: Any, inputs: Inputs, ctx: StageContext, cov: str, *, numeric: bool
+) -> list[Check]:
+    """The audit proper: profile, duplicates, near-duplicates, leakage, families, declarations.
+    `numeric`: the claim's target is a number (class coverage becomes the target's distribution)."""
     ctx.progress(0.2, "missingness, time, classes")
     checks = [
         sc.missingness(kept, inputs, cov),
         *sc.time(kept, inputs, cov),
-        sc.class_coverage(kept, inputs, cov),
+        sc.numeric_target_not_run("source.class_coverage", "source.target_distribution")
+        if numeric
+        else sc.class_coverage(kept, inputs, cov),
     ]
+    if numeric:
+        checks.append(sc.target_distribution(kept, inputs, cov))
     ctx.check_cancelled()
     ctx.progress(0.35, "duplicates and conflicts")
     checks.extend(si.duplicates(dataset, inputs, cov))
@@ -199,7 +208,7 @@ def _audit(kept: Any, dataset: Any, inputs: Inputs, ctx: StageContext, cov: str)
     checks.append(si.near_duplicates(dataset, inputs, ctx, cov))
     ctx.check_cancelled()
     ctx.progress(0.7, "single-feature leakage")
-    checks.extend(sc.leakage(dataset, inputs))
+    checks.extend(sc.leakage(dataset, inputs, numeric))
     checks.append(sc.availability(inputs))
     ctx.check_cancelled()
     ctx.progress(0.85, "entity families")

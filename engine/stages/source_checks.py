@@ -257,7 +257,53 @@ def class_coverage(kept: Any, inp: Inputs, cov: str) -> Check:
     )
 
 
-def leakage(ds: Any, inp: Inputs) -> list[Check]:
+def target_distribution(kept: Any, inp: Inputs, cov: str) -> Check:
+    """class_coverage's counterpart for a numeric target: its distribution, null and non-numeric values."""
+    from engine.audit.target import distribution
+    from engine.shapes.data import TargetDistribution
+    from engine.textsafe import visible
+
+    d = TargetDistribution.model_validate(distribution(kept))
+    s, problems = d.summary, []
+    if d.non_numeric:
+        problems.append(
+            f"{d.non_numeric} label(s) in '{visible(inp.label_column)}' are not numbers (e.g. "
+            + ", ".join(repr(visible(v)) for v in d.non_numeric_examples)
+            + '): fix them, filter them out, or declare target_type = "categorical" in the claim'
+        )
+    if d.distinct < 2:
+        problems.append(f"{d.distinct} distinct value(s) — nothing to predict")
+    if d.null_labels:
+        problems.append(f"{d.null_labels} null label(s), left out")
+    shape = (
+        f"{s.count:,} values, range [{s.min:.4g}, {s.max:.4g}], median {s.p50:.4g}, mean {s.mean:.4g}, "
+        f"std {s.std:.4g}, 5–95% [{s.p05:.4g}, {s.p95:.4g}]"
+        if s.count
+        else "no numeric target values"
+    )
+    return Check(
+        id="source.target_distribution",
+        status="fail" if (d.non_numeric or d.distinct < 2) else ("warn" if problems else "info"),
+        summary=shape + ("; " + "; ".join(problems) if problems else ""),
+        coverage=cov,
+        measured=d,
+        why="A numeric target's range and spread are what every regression error is read against.",
+        playbook=PB_INSPECT,
+    )
+
+
+def numeric_target_not_run(check_id: str, counterpart: str) -> Check:
+    """A class-based check that does not apply to a numeric target, naming the check that replaces it."""
+    return Check(
+        id=check_id,
+        status="not_run",
+        basis="not_run",
+        summary=f"not run: the claim's target is numeric — see {counterpart}",
+        playbook=PB_MAPPING,
+    )
+
+
+def leakage(ds: Any, inp: Inputs, numeric: bool = False) -> list[Check]:
     from engine.audit.leakage import identifier_candidates, sample, single_feature_scores
     from engine.data import ENGINE_COLUMNS, model_inputs
 
@@ -269,8 +315,15 @@ def leakage(ds: Any, inp: Inputs) -> list[Check]:
         if c not in ENGINE_COLUMNS and c != inp.label_column and c not in inp.text_columns
     ]
     ids = identifier_candidates(sm, cols, inp.id_column)
-    scores = single_feature_scores(sm, cols) if sm.height else {}
+    scores = single_feature_scores(sm, cols, numeric=numeric) if sm.height else {}
     return [_identifier_check(ids, scores, allowed, cov), _single_feature_check(scores, allowed, cov)]
+
+
+def _score_text(score: dict[str, Any]) -> str:
+    """One column's single-feature score in words: accuracy vs trivial, or out-of-fold R² (numeric target)."""
+    if "r2" in score:
+        return f"out-of-fold R² {score['r2']:.3f}"
+    return f"acc {score['accuracy']:.3f} vs trivial {score['trivial']:.3f}"
 
 
 def _identifier_check(ids: list[str], scores: dict[str, Any], allowed: set[str], cov: str) -> Check:
@@ -287,9 +340,7 @@ def _identifier_check(ids: list[str], scores: dict[str, Any], allowed: set[str],
         status=id_status,
         summary=(
             "identifier-like column(s) that predict the label: "
-            + ", ".join(
-                f"{c} (acc {scores[c]['accuracy']:.3f} vs trivial {scores[c]['trivial']:.3f})" for c in id_hit
-            )
+            + ", ".join(f"{c} ({_score_text(scores[c])})" for c in id_hit)
             + ("" if not id_hit or id_bad else " — not a model input")
             if id_hit
             else f"{len(ids)} identifier-like column(s); none predicts the label above the trivial rate"

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from engine.context import StageContext, StageInputError
 from engine.evidence import Check, StageRecord, atomic_write_bytes
+from engine.metric_names import target_type
 from engine.stages import split_checks as sc
 from engine.stages.split_checks import (
     PB_LEDGER,
@@ -119,7 +120,8 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     ]
     joined = ds.join(mem, on=data.ROW_ID, how="inner")
     ctx.progress(0.4, "prevalence, families, chronology")
-    checks.append(sc.prevalence(joined, ds, inputs))
+    numeric = target_type(upstream["claim"].inputs if "claim" in upstream else {}) == "numeric"
+    checks.extend(_distribution_checks(joined, ds, inputs, numeric))
     checks.append(sc.family_intersection(joined, inputs))
     checks.append(sc.chronology(joined, time_col, inputs))
     ctx.check_cancelled()
@@ -128,8 +130,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     ctx.check_cancelled()
     ctx.progress(0.7, "near-duplicate overlap")
     checks.append(sc.near_overlap(joined, src, inputs, ctx))
-    checks.append(sc.label_coverage(joined))
-    checks.append(sc.support(joined, inputs))
+    checks.extend(_coverage_checks(joined, inputs, numeric))
     if inputs.strategy == "group_kfold":
         checks.append(sc.folds(joined, inputs))
     ctx.progress(1.0, "done")
@@ -240,3 +241,24 @@ def _gap_mask(lab: Any, times: Any, keep: Any, gap_days: float) -> Any:
 
 
 # ---------------------------------------------------------------- checks
+
+
+def _distribution_checks(joined: Any, ds: Any, inputs: Inputs, numeric: bool) -> list[Check]:
+    """Class prevalence per split, or (numeric target) the target's distribution per split."""
+    if not numeric:
+        return [sc.prevalence(joined, ds, inputs)]
+    return [
+        sc.numeric_target_not_run("split.prevalence", "split.target_distribution"),
+        sc.target_distribution(joined, ds),
+    ]
+
+
+def _coverage_checks(joined: Any, inputs: Inputs, numeric: bool) -> list[Check]:
+    """Label coverage and class support, or (numeric target) held-out values outside the train range."""
+    if not numeric:
+        return [sc.label_coverage(joined), sc.support(joined, inputs)]
+    return [
+        sc.numeric_target_not_run("split.label_coverage", "split.target_range"),
+        sc.numeric_target_not_run("split.class_support", "split.target_distribution"),
+        sc.target_range(joined),
+    ]

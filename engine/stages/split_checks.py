@@ -385,3 +385,85 @@ def times_of(ds: Any, time_col: str) -> Any:
         return None
     t = ds.select(time_expr(time_col, ds.schema[time_col]).dt.epoch("us").alias("t")).get_column("t")
     return t if t.null_count() < t.len() else pl.Series("t", [None] * t.len(), dtype=pl.Int64)
+
+
+# ---------------------------------------------------------------- numeric targets (regression)
+
+
+def target_distribution(joined: Any, ds: Any) -> Check:
+    """prevalence and class support's counterpart for a numeric target: its distribution per split."""
+    import polars as pl
+
+    from engine.audit.target import numeric_target, per_split, summary
+    from engine.shapes.data import SplitTargetDistribution, TargetSummary
+
+    whole = TargetSummary.model_validate(summary(ds.select(numeric_target(ds)).to_series()))
+    parts = {s: TargetSummary.model_validate(v) for s, v in per_split(joined).items()}
+    sd = whole.std or 0.0
+    shift = max(
+        (abs((p.p50 or 0.0) - (whole.p50 or 0.0)) / sd for p in parts.values() if p.count and sd > 0),
+        default=0.0,
+    )
+    sizes = {s: int(joined.filter(pl.col("split") == s).height) for s in parts}
+    shape = SplitTargetDistribution(
+        sizes=sizes, whole=whole, per_split=parts, max_median_shift_sd=round(shift, 6)
+    )
+    return Check(
+        id="split.target_distribution",
+        status="info",
+        summary="; ".join(
+            f"{s} {p.count:,}: median {p.p50:.4g}, 5–95% [{p.p05:.4g}, {p.p95:.4g}]"
+            if p.count
+            else f"{s}: no values"
+            for s, p in parts.items()
+        )
+        + f"; largest median shift from the whole {shift:.2f} sd",
+        measured=shape,
+        why="Each split's target distribution says what population its errors describe.",
+        playbook=PB_PREVALENCE,
+    )
+
+
+def target_range(joined: Any) -> Check:
+    """label_coverage's counterpart for a numeric target: held-out values outside the train range warn
+    (a model may still predict there; the train mean and trees cannot extrapolate beyond it)."""
+    from engine.audit.target import range_coverage
+    from engine.shapes.data import TargetRange
+
+    r = TargetRange.model_validate(range_coverage(joined))
+    outside = {
+        s: (r.below_train_min.get(s, 0), r.above_train_max.get(s, 0))
+        for s in r.share_outside
+        if r.below_train_min.get(s, 0) + r.above_train_max.get(s, 0)
+    }
+    if r.train_min is None:
+        summary = "no numeric train values: the train range is undefined"
+    elif outside:
+        summary = (
+            f"held-out targets outside the train range [{r.train_min:.4g}, {r.train_max:.4g}]: "
+            + "; ".join(
+                f"{s}: {lo + hi} ({lo} below, {hi} above, {r.share_outside[s]:.1%})"
+                for s, (lo, hi) in outside.items()
+            )
+        )
+    else:
+        summary = f"every held-out target lies in the train range [{r.train_min:.4g}, {r.train_max:.4g}]"
+    return Check(
+        id="split.target_range",
+        status="warn" if outside or r.train_min is None else "pass",
+        summary=summary,
+        measured=r,
+        why="Predictions beyond the values seen in training are extrapolation; count how much is asked.",
+        playbook=PB_SEPARATE,
+    )
+
+
+def numeric_target_not_run(check_id: str, counterpart: str) -> Check:
+    """A class-based split check that does not apply to a numeric target, naming its replacement."""
+    return Check(
+        id=check_id,
+        status="not_run",
+        basis="not_run",
+        summary=f"not run: the claim's target is numeric — see {counterpart}",
+        playbook=PB_SEPARATE,
+    )
