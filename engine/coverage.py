@@ -47,8 +47,17 @@ def mapped_refs() -> list[tuple[str, str, str]]:
         ("leakage", m["leakage"]["type"]),
         ("ai_act", m["ai_act"]["section"]),
     ):
-        out += [(name, it["id"], ref) for it in items for ref in it.get("evidence", [])]
+        out += [
+            (name, it["id"], r) for it in items for ref in it.get("evidence", []) for r in alternatives(ref)
+        ]
     return out
+
+
+def alternatives(ref: str) -> list[str]:
+    """ "check:a|b" lists checks that answer the same thing for different targets (class coverage for
+    a categorical target, the target's distribution for a numeric one): one ref per alternative."""
+    kind, _, names = ref.partition(":")
+    return [f"{kind}:{n}" for n in names.split("|")]
 
 
 SECTION_PARTS = {"check": "Checks", "input": "Decisions recorded", "note": "Notes"}
@@ -185,6 +194,10 @@ class Coverage:
 
 def _evidence(ref: str, records: dict[str, StageRecord], states: dict[str, str]) -> list[Evidence]:
     kind, _, name = ref.partition(":")
+    if "|" in name:  # the first alternative this session measured, else the first it holds at all
+        found = [e for r in alternatives(ref) for e in _evidence(r, records, states) if e.found]
+        measured = [e for e in found if e.status != "not_run"]
+        return (measured or found or _evidence(alternatives(ref)[0], records, states))[:1]
     if kind == "check":
         stage = name.split(".", 1)[0]
         rec = records.get(stage)

@@ -21,7 +21,8 @@ from tui.cli import main
 ENGINE = Path(__file__).resolve().parent.parent / "engine"
 
 # Mapped check ids the sample session does not write (each must still occur in the engine's source).
-KNOWN_NOT_IN_SAMPLE: set[str] = set()
+# written only for a numeric target (a regression session: tests/test_regression.py)
+KNOWN_NOT_IN_SAMPLE: set[str] = {"source.target_distribution", "split.target_distribution"}
 
 
 def _engine_source() -> str:

@@ -301,3 +301,17 @@ def test_a_regression_session_runs_headless_and_replays(tmp_path: Path) -> None:
     assert main(["report", str(session)]) == 0
     report = (session / "report.md").read_text()
     assert "split.target_range" in report and "source.target_distribution" in report
+
+
+def test_coverage_counts_the_target_distribution_for_a_numeric_target(
+    forty_firms: dict[str, StageRecord],
+) -> None:
+    """Items answered by class coverage / prevalence for classes are answered by the target's
+    distribution for a number (the map's "a|b" alternatives), not left "partly" by a not_run check."""
+    from engine import coverage as CV
+
+    cov = CV.compute(forty_firms, {n: "frozen" for n in forty_firms})
+    refs = [e.ref for it in cov.reforms for e in it.evidence]
+    assert "check:source.class_coverage" not in refs and "check:split.prevalence" not in refs
+    chosen = [e for it in cov.reforms for e in it.evidence if e.ref == "check:source.target_distribution"]
+    assert chosen and all(e.found and e.status != "not_run" for e in chosen)
