@@ -406,3 +406,24 @@ def test_normalisation_matches_its_definition_on_unicode_whitespace() -> None:
     texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(5000)]
     got = pl.DataFrame({"t": texts}).select(texts_mod.norm_text_expr("t")).to_series().to_list()
     assert got == [" ".join(t.lower().split()) for t in texts]
+
+
+@pytest.mark.parametrize("with_rank", [False, True])
+def test_packed_sort_order_is_exact_when_hash_high_bits_tie(with_rank: bool) -> None:
+    # Hashes that differ only in their low 12 bits tie on the packed key's hash bits: the tied runs
+    # must still come out in full (text, rank, hash) order, exactly as a sort on the three columns.
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    n = 20_000
+    d = rng.integers(0, 300, size=n)
+    h = rng.integers(0, 1 << 12, size=n).astype(np.uint64) | np.uint64(0xABCD << 48)
+    h[::7] = rng.integers(0, 2**63, size=h[::7].size).astype(np.uint64)  # and ordinary hashes
+    rank = (h % np.uint64(5)).astype(np.uint32) if with_rank else None  # a shingle's count: one per hash
+    order = shingles._order(d, rank, h)
+    want = np.lexsort((h, d) if rank is None else (h, rank, d))
+    cols = [d, h] if rank is None else [d, rank, h]
+    assert all(np.array_equal(c[order], c[want]) for c in cols)
+    got_h, got_d, _ = shingles.dedupe(h, d, rank)
+    pairs = set(zip(d.tolist(), h.tolist(), strict=True))
+    assert len(got_h) == len(pairs)

@@ -4,7 +4,7 @@ Shingles are hashed to 64 bits: Polars' seeded hash of each word; a shingle's ha
 the sum of its word hashes, each times an odd constant of its position. Pass 1 hashes every shingle,
 fills an over-counting table of shingle counts and keeps the hashes in a temporary file; pass 2 reads
 them back and keeps, per text, its set size, a bucket sketch and its extended prefix in the global
-(count, hash) order.
+(count, hash) order (the count clamped to 2^16 - 1); the sort is one argsort of a packed uint64 key.
 """
 
 from __future__ import annotations
@@ -100,18 +100,45 @@ def doc_shingles(texts: pl.Series, k: int) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(hs), np.concatenate(ds)
 
 
+RANK_BITS = 16  # a shingle's count in the order key, clamped to 2^16 - 1
+MIN_HASH_BITS = 16  # fewer hash bits left in the packed key: sort on the columns instead
+
+
+def _order(d: np.ndarray, rank: np.ndarray | None, h: np.ndarray) -> np.ndarray:
+    """The permutation sorting by (d, rank, h): one argsort of a packed uint64 key (d, rank, the hash's
+    high bits), far cheaper than a sort on three columns. Exact: where two different hashes tie on the
+    packed key (their high bits agree), those runs alone are re-sorted on the full hash."""
+    dbits = max(int(d.max()).bit_length(), 1) if d.size else 1
+    rbits = 0 if rank is None else RANK_BITS
+    hbits = 64 - dbits - rbits
+    if hbits < MIN_HASH_BITS:
+        return np.lexsort((h, d) if rank is None else (h, rank, d))
+    key = (d.astype(np.uint64) << np.uint64(64 - dbits)) | (h >> np.uint64(64 - hbits))
+    if rank is not None:
+        key |= rank.astype(np.uint64) << np.uint64(hbits)
+    order = np.argsort(key)
+    ks, hs = key[order], h[order]
+    tie = (ks[1:] == ks[:-1]) & (hs[1:] != hs[:-1])
+    if tie.any():
+        # Every position in a run of equal keys that holds two different hashes, re-sorted by hash.
+        run = np.cumsum(np.concatenate([[True], ks[1:] != ks[:-1]]))
+        sub = np.flatnonzero(np.isin(run, run[1:][tie]))
+        order[sub] = order[sub][np.lexsort((hs[sub], run[sub]))]
+    return order
+
+
 def dedupe(
     h: np.ndarray, d: np.ndarray, rank: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Sort shingles by (text, rank, hash) and drop repeats of a shingle within a text; the rank
-    comes back in the same order (None without one)."""
-    cols = (
-        {"d": d.astype(np.uint32), "h": h} if rank is None else {"d": d.astype(np.uint32), "r": rank, "h": h}
-    )
-    f = pl.DataFrame(cols).sort(list(cols))
-    h, d = f.get_column("h").to_numpy(), f.get_column("d").to_numpy().astype(np.int64)
-    rank = f.get_column("r").to_numpy() if rank is not None else None
-    del f
+    (clamped to 2^RANK_BITS - 1: the order is by min(rank, 2^RANK_BITS - 1), then hash) comes back in
+    the same order (None without one)."""
+    if rank is not None:
+        rank = np.minimum(rank, (1 << RANK_BITS) - 1)
+    order = _order(d, rank, h)
+    h, d = h[order], d[order].astype(np.int64)
+    rank = rank[order] if rank is not None else None
+    del order
     keep = np.ones(h.size, dtype=bool)
     if h.size > 1:
         keep[1:] = (h[1:] != h[:-1]) | (d[1:] != d[:-1])
@@ -172,7 +199,7 @@ def _prefixes_pass2(f: BinaryIO, held: list[int], counts: np.ndarray, n: int, th
     for lo, m in zip(range(0, n, CHUNK_TEXTS), held, strict=True):
         h = np.fromfile(f, dtype=np.uint64, count=m)
         d = np.fromfile(f, dtype=np.int32, count=m).astype(np.int64)
-        # Global order: (approximate count, hash) — the same total order in every text.
+        # Global order: (approximate count, clamped; hash) — the same total order in every text.
         h, d, count = dedupe(h, d, counts[(h & mask).astype(np.int64)])
         size = np.bincount(d, minlength=min(CHUNK_TEXTS, n - lo))
         first = np.zeros(size.size, dtype=np.int64)
