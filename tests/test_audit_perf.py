@@ -165,11 +165,11 @@ def test_sketch_bound_never_drops_a_true_pair() -> None:
     df = _frame(9, 100)
     texts, _, _ = texts_mod.distinct_texts(df, ["body"], "row_id")
     pre = shingles.build_prefixes(texts, 2, 0.5)
-    sizes, sketch = pre.sizes, pre.sketch
+    sizes = pre.sizes
     n = texts.len()
     a, b = np.triu_indices(n, 1)
     codes = (a.astype(np.uint64) << np.uint64(32)) | b.astype(np.uint64)
-    ok = candidates.sketch_ok(codes, sizes, sketch, 0.5)
+    ok = candidates.sketch_ok(codes, pre, 0.5)
     _, _, jac = verify.verify_pairs(texts, codes, sizes, 2)
     assert ok[jac >= 0.5].all()
     assert not ok.all(), "the bound should prune something"
@@ -427,3 +427,29 @@ def test_packed_sort_order_is_exact_when_hash_high_bits_tie(with_rank: bool) -> 
     got_h, got_d, _ = shingles.dedupe(h, d, rank)
     pairs = set(zip(d.tolist(), h.tolist(), strict=True))
     assert len(got_h) == len(pairs)
+
+
+@pytest.mark.parametrize("wide_min", [3, 20])
+def test_wide_sketch_bound_never_drops_a_true_pair(monkeypatch: pytest.MonkeyPatch, wide_min: int) -> None:
+    # Every text (or the longer ones) gets the wide sketch: the bound must keep every true pair, prune
+    # some false ones, and the search must still match brute force.
+    import numpy as np
+
+    monkeypatch.setattr(shingles, "WIDE_MIN", wide_min)
+    monkeypatch.setattr(shingles, "WIDE_BATCH", 5)
+    df = _templated(16, 150)
+    texts, _, _ = texts_mod.distinct_texts(df, ["body"], "row_id")
+    pre = shingles.build_prefixes(texts, 2, 0.6)
+    assert (pre.wide_of >= 0).sum() == pre.wide.shape[0] == (pre.sizes >= wide_min).sum() > 0
+    a, b = np.triu_indices(texts.len(), 1)
+    codes = (a.astype(np.uint64) << np.uint64(32)) | b.astype(np.uint64)
+    ok = candidates.sketch_ok(codes, pre, 0.6)
+    _, _, jac = verify.verify_pairs(texts, codes, pre.sizes, 2)
+    assert ok[jac >= 0.6].all()
+    monkeypatch.setattr(shingles, "WIDE_MIN", 10**9)
+    narrow = candidates.sketch_ok(codes, shingles.build_prefixes(texts, 2, 0.6), 0.6)
+    assert (narrow & ~ok).any(), "the wide sketch should prune pairs the narrow one keeps"
+    monkeypatch.setattr(shingles, "WIDE_MIN", wide_min)
+    res = neardup.near_duplicates(df, ["body"], threshold=0.6, shingle_size=2)
+    want = _brute(df, ["body"], 0.6, 2)
+    assert want and set(zip(res.pairs["row_a"].to_list(), res.pairs["row_b"].to_list(), strict=True)) == want

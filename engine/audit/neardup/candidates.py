@@ -21,19 +21,30 @@ LONG_PREFIX = 32  # texts with longer extended prefixes are matched by single sh
 _PAIR_MIX = np.uint64(0xBF58476D1CE4E5B9)  # odd: the second shingle's hash times it, xor the first's
 
 
-def sketch_ok(codes: np.ndarray, sizes: np.ndarray, sketch: np.ndarray, threshold: float) -> np.ndarray:
-    """Exact upper bound on the Jaccard from the bucket sketches: common shingles share a bucket, so
-    |x & y| <= sum over buckets of min(count_x, count_y). False for pairs that cannot reach t."""
+def _bound(sa: np.ndarray, sb: np.ndarray, m: np.ndarray, threshold: float) -> np.ndarray:
+    """Whether two sets of sizes sa, sb can reach the threshold, given the per-bucket minimum counts m
+    of their sketches (common shingles share a bucket: |x & y| <= sum of the minima)."""
+    # A saturated bucket (255 on both sides) bounds nothing: count it as unlimited.
+    ub = m.sum(axis=1, dtype=np.int64) + (m == 255).any(axis=1) * (1 << 40)
+    inter = np.minimum(ub, np.minimum(sa, sb))
+    return inter >= threshold * (sa + sb - inter) - 1e-9
+
+
+def sketch_ok(codes: np.ndarray, p: Prefixes, threshold: float) -> np.ndarray:
+    """Exact upper bound on the Jaccard from the bucket sketches (and, where both texts have one, the
+    wide sketches): False for pairs that cannot reach t."""
     keep = np.ones(codes.size, dtype=bool)
     for lo in range(0, codes.size, SKETCH_CHUNK):
         c = codes[lo : lo + SKETCH_CHUNK]
         a, b = split_codes(c)
-        m = np.minimum(sketch[a], sketch[b])
-        # A saturated bucket (255 on both sides) bounds nothing: count it as unlimited.
-        ub = m.sum(axis=1, dtype=np.int64) + (m == 255).any(axis=1) * (1 << 40)
-        sa, sb = sizes[a], sizes[b]
-        inter = np.minimum(ub, np.minimum(sa, sb))
-        keep[lo : lo + c.size] = inter >= threshold * (sa + sb - inter) - 1e-9
+        sa, sb = p.sizes[a], p.sizes[b]
+        ok = _bound(sa, sb, np.minimum(p.sketch[a], p.sketch[b]), threshold)
+        wa, wb = p.wide_of[a], p.wide_of[b]
+        both = np.flatnonzero(ok & (wa >= 0) & (wb >= 0))
+        for w in range(0, both.size, SKETCH_CHUNK // 32):  # 2 KB sketches: fewer pairs at a time
+            i = both[w : w + SKETCH_CHUNK // 32]
+            ok[i] = _bound(sa[i], sb[i], np.minimum(p.wide[wa[i]], p.wide[wb[i]]), threshold)
+        keep[lo : lo + c.size] = ok
     return keep
 
 
@@ -253,7 +264,7 @@ def find_candidates(p: Prefixes, threshold: float) -> np.ndarray:
     sizes = p.sizes
 
     def bound(c: np.ndarray) -> np.ndarray:
-        return c[sketch_ok(c, sizes, p.sketch, threshold)]
+        return c[sketch_ok(c, p, threshold)]
 
     n = sizes.size
     plen = np.diff(p.offs)

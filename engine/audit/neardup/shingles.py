@@ -24,6 +24,11 @@ _H0 = np.uint64(0x243F6A8885A308D3)
 CHUNK_TEXTS = 25_000  # texts hashed at a time
 COUNT_BITS = 23  # 8M-bucket frequency table (32 MB)
 SKETCH_BUCKETS = 64  # per-text shingle counts by hash bucket, for an exact overlap upper bound
+# Texts of WIDE_MIN shingles or more also get a WIDE_BUCKETS-bucket sketch (2 KB a text): 64 buckets
+# bound nothing for long texts, whose prefixes of templated text share common shingles.
+WIDE_MIN = 256
+WIDE_BUCKETS = 2048
+WIDE_BATCH = 4096  # wide texts counted at a time (bounds the bincount's temporary)
 
 _M1, _M2, _GOLDEN = (
     np.uint64(0xBF58476D1CE4E5B9),
@@ -154,6 +159,8 @@ class Prefixes(NamedTuple):
     ext: np.ndarray  # each text's extended prefix length, counting every shingle
     sizes: np.ndarray  # each text's shingle set size
     sketch: np.ndarray  # per text, its shingles counted in SKETCH_BUCKETS hash buckets (saturating)
+    wide_of: np.ndarray  # per text, its row in `wide` (texts of WIDE_MIN shingles or more), else -1
+    wide: np.ndarray  # per wide text, its shingles counted in WIDE_BUCKETS hash buckets (saturating)
 
 
 def build_prefixes(texts: Texts, k: int, threshold: float) -> Prefixes:
@@ -196,6 +203,7 @@ def _prefixes_pass2(f: BinaryIO, held: list[int], counts: np.ndarray, n: int, th
     sketch = np.zeros((n, SKETCH_BUCKETS), dtype=np.uint8)
     shift = np.uint64(64 - SKETCH_BUCKETS.bit_length() + 1)
     toks, ranks = [], []
+    wides: list[np.ndarray] = []
     for lo, m in zip(range(0, n, CHUNK_TEXTS), held, strict=True):
         h = np.fromfile(f, dtype=np.uint64, count=m)
         d = np.fromfile(f, dtype=np.int32, count=m).astype(np.int64)
@@ -215,6 +223,31 @@ def _prefixes_pass2(f: BinaryIO, held: list[int], counts: np.ndarray, n: int, th
         cell = d * SKETCH_BUCKETS + (h >> shift).astype(np.int64)
         per = np.bincount(cell, minlength=size.size * SKETCH_BUCKETS).reshape(size.size, SKETCH_BUCKETS)
         sketch[lo : lo + size.size] = np.minimum(per, 255)
+        wides.extend(_wide_sketches(h, d, size))
     offs = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(kept, out=offs[1:])
-    return Prefixes(np.concatenate(toks), np.concatenate(ranks), offs, ext_all, sizes, sketch)
+    wide_of = np.full(n, -1, dtype=np.int64)
+    is_wide = sizes >= WIDE_MIN
+    wide_of[is_wide] = np.arange(int(is_wide.sum()))
+    wide = np.concatenate(wides) if wides else np.zeros((0, WIDE_BUCKETS), dtype=np.uint8)
+    return Prefixes(np.concatenate(toks), np.concatenate(ranks), offs, ext_all, sizes, sketch, wide_of, wide)
+
+
+def _wide_sketches(h: np.ndarray, d: np.ndarray, size: np.ndarray) -> list[np.ndarray]:
+    """The WIDE_BUCKETS-bucket sketches of a chunk's wide texts, in text order (h, d: deduplicated
+    shingles, sorted by text)."""
+    wide = np.flatnonzero(size >= WIDE_MIN)
+    if wide.size == 0:
+        return []
+    first = np.zeros(size.size + 1, dtype=np.int64)
+    np.cumsum(size, out=first[1:])
+    shift = np.uint64(64 - WIDE_BUCKETS.bit_length() + 1)
+    out = []
+    for lo in range(0, wide.size, WIDE_BATCH):
+        batch = wide[lo : lo + WIDE_BATCH]
+        idx = ranges(first[batch], size[batch])
+        cell = np.repeat(np.arange(batch.size, dtype=np.int64), size[batch]) * WIDE_BUCKETS
+        cell += (h[idx] >> shift).astype(np.int64)
+        per = np.bincount(cell, minlength=batch.size * WIDE_BUCKETS).reshape(batch.size, WIDE_BUCKETS)
+        out.append(np.minimum(per, 255).astype(np.uint8))
+    return out
