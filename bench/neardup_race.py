@@ -54,7 +54,9 @@ def rss_mb() -> float:
 
 
 def _pool() -> pl.Series:
-    bodies = pl.read_csv(ROOT / "sample_data" / "tickets.csv", infer_schema=False).get_column("body").drop_nulls()
+    bodies = (
+        pl.read_csv(ROOT / "sample_data" / "tickets.csv", infer_schema=False).get_column("body").drop_nulls()
+    )
     pool = bodies.str.split(". ").explode().str.strip_chars()
     return pool.filter(pool.str.len_chars() > 15).unique(maintain_order=True).sort()
 
@@ -78,7 +80,9 @@ def make_long_docs(n: int, seed: int = 11) -> pl.Series:
             swap = rng.random(src.size) < rng.uniform(0.01, 0.15)
             src[swap] = rng.integers(0, pool.len(), size=int(swap.sum()))
             at = int(rng.integers(0, src.size))
-            src = np.delete(src, at) if rng.random() < 0.5 else np.insert(src, at, rng.integers(0, pool.len()))
+            src = (
+                np.delete(src, at) if rng.random() < 0.5 else np.insert(src, at, rng.integers(0, pool.len()))
+            )
             docs.append(src)
         else:
             docs.append(idx[offs[i] : offs[i + 1]])
@@ -219,9 +223,9 @@ def phase_rensa(path: Path) -> dict:
 
     frame = _frame(path)
     truth_df = pl.read_parquet(path.with_suffix(".pairs.parquet"))
-    truth = (truth_df["row_a"].to_numpy().astype(np.uint64) << np.uint64(32)) | truth_df["row_b"].to_numpy().astype(
-        np.uint64
-    )
+    truth = (truth_df["row_a"].to_numpy().astype(np.uint64) << np.uint64(32)) | truth_df[
+        "row_b"
+    ].to_numpy().astype(np.uint64)
     base = rss_mb()
     texts = Texts(frame, ["body"], np.arange(frame.height))
     c = time.process_time()
@@ -243,7 +247,12 @@ def phase_rensa(path: Path) -> dict:
         runs.append(
             pre
             | {"bands_rows": [bands, rows], "band_s": t_band, "verify_s": t_ver, "total_s": total}
-            | {"cpu_s_with_to_rows": cpu, "candidates": int(cand.size), "recall": recall, "extra_pairs": int(np.setdiff1d(found, truth).size)}
+            | {
+                "cpu_s_with_to_rows": cpu,
+                "candidates": int(cand.size),
+                "recall": recall,
+                "extra_pairs": int(np.setdiff1d(found, truth).size),
+            }
         )
         if recall >= 1.0:
             break
@@ -285,7 +294,16 @@ def main(argv: list[str] | None = None) -> int:
         }[args.phase]
         print(json.dumps(fn()))
         return 0
-    common = ["--corpus", args.corpus, "--work", str(work), "--rows", str(args.rows), "--docs", str(args.docs)]
+    common = [
+        "--corpus",
+        args.corpus,
+        "--work",
+        str(work),
+        "--rows",
+        str(args.rows),
+        "--docs",
+        str(args.docs),
+    ]
     print(json.dumps({"prepare": _run(["--phase", "prepare", *common])}), flush=True)
     print(f"uptime before: {_uptime()}", flush=True)
     ours_t, rensa_t = [], []
