@@ -26,8 +26,23 @@ def _bound(sa: np.ndarray, sb: np.ndarray, m: np.ndarray, threshold: float) -> n
     of their sketches (common shingles share a bucket: |x & y| <= sum of the minima)."""
     # A saturated bucket (255 on both sides) bounds nothing: count it as unlimited.
     ub = m.sum(axis=1, dtype=np.int64) + (m == 255).any(axis=1) * (1 << 40)
+    return _reaches(sa, sb, ub, threshold)
+
+
+def _reaches(sa: np.ndarray, sb: np.ndarray, ub: np.ndarray, threshold: float) -> np.ndarray:
     inter = np.minimum(ub, np.minimum(sa, sb))
     return inter >= threshold * (sa + sb - inter) - 1e-9
+
+
+def _wide_bound(
+    sa: np.ndarray, sb: np.ndarray, wa: np.ndarray, wb: np.ndarray, p: Prefixes, t: float
+) -> np.ndarray:
+    """_bound on the wide sketches. The minima are summed 256 buckets at a time in uint16 (at most
+    256 * 255 fits), and a pair whose texts both have a saturated bucket anywhere is not bounded."""
+    m = np.minimum(p.wide[wa], p.wide[wb])
+    ub = m.reshape(m.shape[0], -1, 256).sum(axis=2, dtype=np.uint16).sum(axis=1, dtype=np.int64)
+    ub += (p.wide_full[wa] & p.wide_full[wb]) * (1 << 40)
+    return _reaches(sa, sb, ub, t)
 
 
 def sketch_ok(codes: np.ndarray, p: Prefixes, threshold: float) -> np.ndarray:
@@ -43,7 +58,7 @@ def sketch_ok(codes: np.ndarray, p: Prefixes, threshold: float) -> np.ndarray:
         both = np.flatnonzero(ok & (wa >= 0) & (wb >= 0))
         for w in range(0, both.size, SKETCH_CHUNK // 32):  # 2 KB sketches: fewer pairs at a time
             i = both[w : w + SKETCH_CHUNK // 32]
-            ok[i] = _bound(sa[i], sb[i], np.minimum(p.wide[wa[i]], p.wide[wb[i]]), threshold)
+            ok[i] = _wide_bound(sa[i], sb[i], wa[i], wb[i], p, threshold)
         keep[lo : lo + c.size] = ok
     return keep
 

@@ -27,7 +27,7 @@ SKETCH_BUCKETS = 64  # per-text shingle counts by hash bucket, for an exact over
 # Texts of WIDE_MIN shingles or more also get a WIDE_BUCKETS-bucket sketch (2 KB a text): 64 buckets
 # bound nothing for long texts, whose prefixes of templated text share common shingles.
 WIDE_MIN = 256
-WIDE_BUCKETS = 2048
+WIDE_BUCKETS = 2048  # a multiple of 256 (candidates._wide_bound sums 256 buckets in uint16)
 WIDE_BATCH = 4096  # wide texts counted at a time (bounds the bincount's temporary)
 
 _M1, _M2, _GOLDEN = (
@@ -161,6 +161,7 @@ class Prefixes(NamedTuple):
     sketch: np.ndarray  # per text, its shingles counted in SKETCH_BUCKETS hash buckets (saturating)
     wide_of: np.ndarray  # per text, its row in `wide` (texts of WIDE_MIN shingles or more), else -1
     wide: np.ndarray  # per wide text, its shingles counted in WIDE_BUCKETS hash buckets (saturating)
+    wide_full: np.ndarray  # per wide text, whether a bucket of its wide sketch saturated (at 255)
 
 
 def build_prefixes(texts: Texts, k: int, threshold: float) -> Prefixes:
@@ -230,7 +231,10 @@ def _prefixes_pass2(f: BinaryIO, held: list[int], counts: np.ndarray, n: int, th
     is_wide = sizes >= WIDE_MIN
     wide_of[is_wide] = np.arange(int(is_wide.sum()))
     wide = np.concatenate(wides) if wides else np.zeros((0, WIDE_BUCKETS), dtype=np.uint8)
-    return Prefixes(np.concatenate(toks), np.concatenate(ranks), offs, ext_all, sizes, sketch, wide_of, wide)
+    full = (wide == 255).any(axis=1)
+    return Prefixes(
+        np.concatenate(toks), np.concatenate(ranks), offs, ext_all, sizes, sketch, wide_of, wide, full
+    )
 
 
 def _wide_sketches(h: np.ndarray, d: np.ndarray, size: np.ndarray) -> list[np.ndarray]:
