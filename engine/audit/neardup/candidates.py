@@ -111,8 +111,26 @@ def _block_pairs(later: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     return blocks
 
 
-def _run_pairs(key: np.ndarray, doc: np.ndarray, sizes: np.ndarray, threshold: float) -> list[np.ndarray]:
-    """Text pairs sharing a key (length-filtered codes) from _group_by_key's output."""
+def _merge_counts(blocks: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, counts) blocks → each distinct code once, with its counts summed over the blocks."""
+    if not blocks:
+        return np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.int64)
+    codes = np.concatenate([c for c, _ in blocks])
+    counts = np.concatenate([n for _, n in blocks])
+    blocks.clear()
+    order = np.argsort(codes)
+    codes, counts = codes[order], counts[order]
+    if codes.size == 0:
+        return codes, counts
+    start = np.flatnonzero(np.concatenate([[True], codes[1:] != codes[:-1]]))
+    return codes[start], np.add.reduceat(counts, start)
+
+
+def _run_pairs(
+    key: np.ndarray, doc: np.ndarray, sizes: np.ndarray, threshold: float
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Text pairs sharing a key (length-filtered codes) from _group_by_key's output, per block with
+    the number of keys each pair shares in that block."""
     n = key.size
     if n < 2:
         return []
@@ -122,7 +140,11 @@ def _run_pairs(key: np.ndarray, doc: np.ndarray, sizes: np.ndarray, threshold: f
     for left, right in _block_pairs(run_end - np.arange(n) - 1):
         a, b = doc[left], doc[right]
         ok = (a != b) & _length_ok(a, b, sizes, threshold)
-        out.append(unique(pair_codes(a[ok], b[ok])))
+        codes = np.sort(pair_codes(a[ok], b[ok]))
+        if codes.size == 0:
+            continue
+        start = np.flatnonzero(np.concatenate([[True], codes[1:] != codes[:-1]]))
+        out.append((codes[start], np.diff(np.append(start, codes.size))))
     return out
 
 
@@ -293,10 +315,13 @@ def find_candidates(p: Prefixes, threshold: float) -> np.ndarray:
         # Every entry whose shingle is also in a tiny/long text's prefix takes part.
         part = np.isin(p.tok, unique(p.tok[single]), assume_unique=False)
         pairs = _run_pairs(*_group_by_key(p.tok[part], doc[part]), sizes, threshold)
-        # Keep only pairs where a side needs the single-shingle rule.
-        for c in pairs:
-            a, b = split_codes(c)
-            out.append(bound(c[(tiny[a] & tiny[b]) | big[a] | big[b]]))
+        # Keep only pairs where a side needs the single-shingle rule, and that share min(2, alpha)
+        # prefix shingles (see the docstring): one shared common shingle is not enough for long texts.
+        codes, shared = _merge_counts(pairs)
+        a, b = split_codes(codes)
+        alpha = np.ceil(threshold * (sizes[a] + sizes[b]) / (1 + threshold) - 1e-9).astype(np.int64)
+        keep = ((tiny[a] & tiny[b]) | big[a] | big[b]) & (shared >= np.minimum(2, alpha))
+        out.append(bound(codes[keep]))
     # 2. ordered pairs of prefix shingles, for texts with 2..LONG_PREFIX prefix shingles (tiny ones too:
     #    a tiny text can pair with a larger one, where alpha >= 2).
     sel = np.flatnonzero(~big & (plen >= 2))
