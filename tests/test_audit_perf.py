@@ -108,6 +108,7 @@ def test_chunking_does_not_change_results(monkeypatch: pytest.MonkeyPatch) -> No
     full = neardup.near_duplicates(df, ["body"], threshold=0.6, shingle_size=3)
     for module, name, value in [
         (shingles, "CHUNK_TEXTS", 7),
+        (shingles, "CHUNK_BYTES", 300),
         (candidates, "PAIR_BLOCK", 5),
         (verify, "VERIFY_SHINGLES", 11),
         (candidates, "SIG_BLOCK", 13),
@@ -453,3 +454,15 @@ def test_wide_sketch_bound_never_drops_a_true_pair(monkeypatch: pytest.MonkeyPat
     res = neardup.near_duplicates(df, ["body"], threshold=0.6, shingle_size=2)
     want = _brute(df, ["body"], 0.6, 2)
     assert want and set(zip(res.pairs["row_a"].to_list(), res.pairs["row_b"].to_list(), strict=True)) == want
+
+
+def test_chunks_are_bounded_by_bytes_and_cover_every_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    df = _templated(17, 90)
+    texts, _, _ = texts_mod.distinct_texts(df, ["body"], "row_id")
+    monkeypatch.setattr(shingles, "CHUNK_BYTES", 200)
+    bounds = shingles.chunks(texts)
+    assert bounds[0][0] == 0 and bounds[-1][1] == texts.len() and len(bounds) > 3
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(bounds))
+    for lo, hi in bounds:
+        nbytes = texts.slice(lo, hi - lo).str.len_bytes().sum()  # normalising never lengthens a text
+        assert hi - lo == 1 or nbytes <= 200

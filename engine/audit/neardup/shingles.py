@@ -22,6 +22,7 @@ from engine.splits import splitmix64
 _SEED = 20240917
 _H0 = np.uint64(0x243F6A8885A308D3)
 CHUNK_TEXTS = 25_000  # texts hashed at a time
+CHUNK_BYTES = 16 << 20  # and no more than about this much text (long documents make smaller chunks)
 COUNT_BITS = 23  # 8M-bucket frequency table (32 MB)
 SKETCH_BUCKETS = 64  # per-text shingle counts by hash bucket, for an exact overlap upper bound
 # Texts of WIDE_MIN shingles or more also get a WIDE_BUCKETS-bucket sketch (2 KB a text): 64 buckets
@@ -171,6 +172,7 @@ def build_prefixes(texts: Texts, k: int, threshold: float) -> Prefixes:
     so it takes a prefix place (it counts for positions and lengths) but is not kept.
     """
     n = texts.len()
+    bounds = chunks(texts)
     mask = np.uint64((1 << COUNT_BITS) - 1)
     counts = np.zeros(1 << COUNT_BITS, dtype=np.uint32)
     with scratch() as tmp:
@@ -180,8 +182,8 @@ def build_prefixes(texts: Texts, k: int, threshold: float) -> Prefixes:
         held: list[int] = []
         buckets: list[np.ndarray] = []
         with store.open("wb") as f:
-            for lo in range(0, n, CHUNK_TEXTS):
-                h, d = doc_shingles(texts.slice(lo, CHUNK_TEXTS), k)
+            for lo, hi in bounds:
+                h, d = doc_shingles(texts.slice(lo, hi - lo), k)
                 h.tofile(f)
                 d.astype(np.int32).tofile(f)
                 held.append(h.size)
@@ -189,13 +191,33 @@ def build_prefixes(texts: Texts, k: int, threshold: float) -> Prefixes:
                 del h, d
                 # The table is updated every few chunks: one bincount over 8M buckets costs as much as a
                 # chunk.
-                if len(buckets) == 4 or lo + CHUNK_TEXTS >= n:
+                if len(buckets) == 4 or hi >= n:
                     counts += np.bincount(drain(buckets), minlength=counts.size).astype(np.uint32)
         with store.open("rb") as f:
-            return _prefixes_pass2(f, held, counts, n, threshold)
+            return _prefixes_pass2(f, list(zip(bounds, held, strict=True)), counts, n, threshold)
 
 
-def _prefixes_pass2(f: BinaryIO, held: list[int], counts: np.ndarray, n: int, threshold: float) -> Prefixes:
+def chunks(texts: Texts) -> list[tuple[int, int]]:
+    """Text ranges [lo, hi) hashed at a time: at most CHUNK_TEXTS texts and, unless one text is longer,
+    CHUNK_BYTES bytes of text (the columns' bytes before normalisation), so that memory is bounded by
+    a chunk of words, not of texts."""
+    n = texts.len()
+    lengths = [pl.col(c).cast(pl.String).str.len_bytes().fill_null(0).cast(pl.Int64) for c in texts.columns]
+    nbytes = texts.frame.select(pl.sum_horizontal(lengths)).to_series().to_numpy()[texts.reps]
+    cum = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(nbytes, out=cum[1:])
+    out, lo = [], 0
+    while lo < n:
+        hi = int(np.searchsorted(cum, cum[lo] + CHUNK_BYTES, side="right")) - 1
+        hi = min(max(hi, lo + 1), lo + CHUNK_TEXTS, n)
+        out.append((lo, hi))
+        lo = hi
+    return out
+
+
+def _prefixes_pass2(
+    f: BinaryIO, parts: list[tuple[tuple[int, int], int]], counts: np.ndarray, n: int, threshold: float
+) -> Prefixes:
     """Pass 2 of build_prefixes over the shingle hashes of pass 1, read back chunk by chunk from `f`."""
     mask = np.uint64(counts.size - 1)
     sizes = np.zeros(n, dtype=np.int64)
@@ -205,12 +227,12 @@ def _prefixes_pass2(f: BinaryIO, held: list[int], counts: np.ndarray, n: int, th
     shift = np.uint64(64 - SKETCH_BUCKETS.bit_length() + 1)
     toks, ranks = [], []
     wides: list[np.ndarray] = []
-    for lo, m in zip(range(0, n, CHUNK_TEXTS), held, strict=True):
+    for (lo, hi), m in parts:
         h = np.fromfile(f, dtype=np.uint64, count=m)
         d = np.fromfile(f, dtype=np.int32, count=m).astype(np.int64)
         # Global order: (approximate count, clamped; hash) — the same total order in every text.
         h, d, count = dedupe(h, d, counts[(h & mask).astype(np.int64)])
-        size = np.bincount(d, minlength=min(CHUNK_TEXTS, n - lo))
+        size = np.bincount(d, minlength=hi - lo)
         first = np.zeros(size.size, dtype=np.int64)
         np.cumsum(size[:-1], out=first[1:])
         pos = np.arange(d.size, dtype=np.int64) - first[d]
