@@ -16,6 +16,9 @@ native memory, unlike tracemalloc) is its own:
   each against the exact pair set (ours is exact by construction; tests/test_audit_perf.py checks it
   against brute force). datasketch runs at threshold 0.8 and at lower LSH thresholds until its recall
   matches ours; the ratio is taken at equal recall.
+- rensa (phases nd_ours, nd_rensa; bench/neardup_race.py): our pass and rensa 0.5.0's MinHash with
+  numpy LSH banding, each in its own process, on the same distinct bodies; `bench/neardup_race.py`
+  alone also runs the long-document corpus and A/B rounds.
 A competitor that cannot be imported is reported with its error and compared against a plain pandas
 implementation of the same definition instead.
 """
@@ -406,6 +409,8 @@ def main(argv: list[str] | None = None) -> int:
             "ours_checks": lambda: phase_ours_checks(work),
             "deepchecks": lambda: phase_deepchecks(work),
             "neardup": lambda: phase_neardup(work, args.nd_texts),
+            "nd_ours": lambda: _race().phase_ours(_race().prepare(work, "tickets", args.rows, 0)),
+            "nd_rensa": lambda: _race().phase_rensa(_race().prepare(work, "tickets", args.rows, 0)),
         }[args.phase]
         print(json.dumps(fn(), default=str))
         return 0
@@ -417,10 +422,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"generated {args.rows:,} rows in {gen['wall_s']:.1f}s; work dir {work}", flush=True)
     skip = set(filter(None, args.skip.split(",")))
     res = {}
-    for name in ("ours", "ours_checks", "deepchecks", "neardup"):
+    for name in ("ours", "ours_checks", "deepchecks", "neardup", "nd_ours", "nd_rensa"):
         if name in skip:
             continue
-        res[name] = _run_phase(name, work, ["--nd-texts", str(args.nd_texts)])
+        res[name] = _run_phase(name, work, ["--nd-texts", str(args.nd_texts), "--rows", str(args.rows)])
         print(f"[{name}] {json.dumps(res[name], default=str)}", flush=True)
     o, oc = res.get("ours", {}), res.get("ours_checks", {})
     data_mb = oc.get("data_mb", 0.0)
@@ -468,7 +473,27 @@ def main(argv: list[str] | None = None) -> int:
             )
         if "error" in nd:
             print(f"  datasketch could not be imported: {nd['error']}")
+    no, nr = res.get("nd_ours", {}), res.get("nd_rensa", {})
+    if "seconds" in no and "runs" in nr:
+        print(
+            f"\nnear-duplicates vs rensa {nr['version']}: ours {no['seconds']:.1f}s, {no['rss_peak_mb']:.0f} MB peak"
+        )
+        for r in nr["runs"]:
+            print(
+                f"  rensa b={r['bands_rows'][0]} r={r['bands_rows'][1]}: {r['total_s']:.1f}s (shingles "
+                f"{r['shingle_s']:.1f}, MinHash {r['minhash_s']:.1f}, bands {r['band_s']:.1f}, verify "
+                f"{r['verify_s']:.1f}; to_rows {r['to_numpy_s']:.1f} not counted); recall {r['recall']:.4f}; "
+                f"ratio {_ratio(r['total_s'], no['seconds'])}; {nr['rss_peak_mb']:.0f} MB peak"
+            )
     return 0
+
+
+def _race():
+    """bench/neardup_race.py, imported on demand (the rensa phases)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import neardup_race
+
+    return neardup_race
 
 
 if __name__ == "__main__":

@@ -108,6 +108,7 @@ def test_chunking_does_not_change_results(monkeypatch: pytest.MonkeyPatch) -> No
     full = neardup.near_duplicates(df, ["body"], threshold=0.6, shingle_size=3)
     for module, name, value in [
         (shingles, "CHUNK_TEXTS", 7),
+        (shingles, "CHUNK_BYTES", 300),
         (candidates, "PAIR_BLOCK", 5),
         (verify, "VERIFY_SHINGLES", 11),
         (candidates, "SIG_BLOCK", 13),
@@ -165,11 +166,11 @@ def test_sketch_bound_never_drops_a_true_pair() -> None:
     df = _frame(9, 100)
     texts, _, _ = texts_mod.distinct_texts(df, ["body"], "row_id")
     pre = shingles.build_prefixes(texts, 2, 0.5)
-    sizes, sketch = pre.sizes, pre.sketch
+    sizes = pre.sizes
     n = texts.len()
     a, b = np.triu_indices(n, 1)
     codes = (a.astype(np.uint64) << np.uint64(32)) | b.astype(np.uint64)
-    ok = candidates.sketch_ok(codes, sizes, sketch, 0.5)
+    ok = candidates.sketch_ok(codes, pre, 0.5)
     _, _, jac = verify.verify_pairs(texts, codes, sizes, 2)
     assert ok[jac >= 0.5].all()
     assert not ok.all(), "the bound should prune something"
@@ -406,3 +407,62 @@ def test_normalisation_matches_its_definition_on_unicode_whitespace() -> None:
     texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(5000)]
     got = pl.DataFrame({"t": texts}).select(texts_mod.norm_text_expr("t")).to_series().to_list()
     assert got == [" ".join(t.lower().split()) for t in texts]
+
+
+@pytest.mark.parametrize("with_rank", [False, True])
+def test_packed_sort_order_is_exact_when_hash_high_bits_tie(with_rank: bool) -> None:
+    # Hashes that differ only in their low 12 bits tie on the packed key's hash bits: the tied runs
+    # must still come out in full (text, rank, hash) order, exactly as a sort on the three columns.
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    n = 20_000
+    d = rng.integers(0, 300, size=n)
+    h = rng.integers(0, 1 << 12, size=n).astype(np.uint64) | np.uint64(0xABCD << 48)
+    h[::7] = rng.integers(0, 2**63, size=h[::7].size).astype(np.uint64)  # and ordinary hashes
+    rank = (h % np.uint64(5)).astype(np.uint32) if with_rank else None  # a shingle's count: one per hash
+    order = shingles._order(d, rank, h)
+    want = np.lexsort((h, d) if rank is None else (h, rank, d))
+    cols = [d, h] if rank is None else [d, rank, h]
+    assert all(np.array_equal(c[order], c[want]) for c in cols)
+    got_h, got_d, _ = shingles.dedupe(h, d, rank)
+    pairs = set(zip(d.tolist(), h.tolist(), strict=True))
+    assert len(got_h) == len(pairs)
+
+
+@pytest.mark.parametrize("wide_min", [3, 20])
+def test_wide_sketch_bound_never_drops_a_true_pair(monkeypatch: pytest.MonkeyPatch, wide_min: int) -> None:
+    # Every text (or the longer ones) gets the wide sketch: the bound must keep every true pair, prune
+    # some false ones, and the search must still match brute force.
+    import numpy as np
+
+    monkeypatch.setattr(shingles, "WIDE_MIN", wide_min)
+    monkeypatch.setattr(shingles, "WIDE_BATCH", 5)
+    df = _templated(16, 150)
+    texts, _, _ = texts_mod.distinct_texts(df, ["body"], "row_id")
+    pre = shingles.build_prefixes(texts, 2, 0.6)
+    assert (pre.wide_of >= 0).sum() == pre.wide.shape[0] == (pre.sizes >= wide_min).sum() > 0
+    a, b = np.triu_indices(texts.len(), 1)
+    codes = (a.astype(np.uint64) << np.uint64(32)) | b.astype(np.uint64)
+    ok = candidates.sketch_ok(codes, pre, 0.6)
+    _, _, jac = verify.verify_pairs(texts, codes, pre.sizes, 2)
+    assert ok[jac >= 0.6].all()
+    monkeypatch.setattr(shingles, "WIDE_MIN", 10**9)
+    narrow = candidates.sketch_ok(codes, shingles.build_prefixes(texts, 2, 0.6), 0.6)
+    assert (narrow & ~ok).any(), "the wide sketch should prune pairs the narrow one keeps"
+    monkeypatch.setattr(shingles, "WIDE_MIN", wide_min)
+    res = neardup.near_duplicates(df, ["body"], threshold=0.6, shingle_size=2)
+    want = _brute(df, ["body"], 0.6, 2)
+    assert want and set(zip(res.pairs["row_a"].to_list(), res.pairs["row_b"].to_list(), strict=True)) == want
+
+
+def test_chunks_are_bounded_by_bytes_and_cover_every_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    df = _templated(17, 90)
+    texts, _, _ = texts_mod.distinct_texts(df, ["body"], "row_id")
+    monkeypatch.setattr(shingles, "CHUNK_BYTES", 200)
+    bounds = shingles.chunks(texts)
+    assert bounds[0][0] == 0 and bounds[-1][1] == texts.len() and len(bounds) > 3
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(bounds))
+    for lo, hi in bounds:
+        nbytes = texts.slice(lo, hi - lo).str.len_bytes().sum()  # normalising never lengthens a text
+        assert hi - lo == 1 or nbytes <= 200

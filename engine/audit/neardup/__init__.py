@@ -17,7 +17,10 @@ the first |x| - ceil(t|x|) + 1 shingles of x and of y. Any fixed total order kee
 rarest-first (by a hashed count table, which can only over-count) makes prefixes hold the rare
 shingles, so templated text yields few candidates — unlike MinHash-LSH, which is probabilistic and
 floods such text with false candidates. Candidates sharing a prefix shingle that pass the length
-filter t·max(|x|,|y|) <= min(|x|,|y|) are verified by exact Jaccard.
+filter t·max(|x|,|y|) <= min(|x|,|y|) and the sketch bounds are verified by exact Jaccard. A sketch
+counts a text's shingles per hash bucket; common shingles share a bucket, so the sum of the per-bucket
+minima bounds |x & y| exactly. 64 buckets for every text; texts of 256 shingles or more (long documents,
+where the prefixes of templated text hold shared, common shingles) also get 2,048 buckets (2 KB each).
 
 Memory is bounded by a chunk of texts, not by the data: pass 1 hashes the shingles and fills the count
 table, pass 2 keeps only each text's prefix (a few shingles), verification re-hashes just the texts that

@@ -21,19 +21,45 @@ LONG_PREFIX = 32  # texts with longer extended prefixes are matched by single sh
 _PAIR_MIX = np.uint64(0xBF58476D1CE4E5B9)  # odd: the second shingle's hash times it, xor the first's
 
 
-def sketch_ok(codes: np.ndarray, sizes: np.ndarray, sketch: np.ndarray, threshold: float) -> np.ndarray:
-    """Exact upper bound on the Jaccard from the bucket sketches: common shingles share a bucket, so
-    |x & y| <= sum over buckets of min(count_x, count_y). False for pairs that cannot reach t."""
+def _bound(sa: np.ndarray, sb: np.ndarray, m: np.ndarray, threshold: float) -> np.ndarray:
+    """Whether two sets of sizes sa, sb can reach the threshold, given the per-bucket minimum counts m
+    of their sketches (common shingles share a bucket: |x & y| <= sum of the minima)."""
+    # A saturated bucket (255 on both sides) bounds nothing: count it as unlimited.
+    ub = m.sum(axis=1, dtype=np.int64) + (m == 255).any(axis=1) * (1 << 40)
+    return _reaches(sa, sb, ub, threshold)
+
+
+def _reaches(sa: np.ndarray, sb: np.ndarray, ub: np.ndarray, threshold: float) -> np.ndarray:
+    inter = np.minimum(ub, np.minimum(sa, sb))
+    return inter >= threshold * (sa + sb - inter) - 1e-9
+
+
+def _wide_bound(
+    sa: np.ndarray, sb: np.ndarray, wa: np.ndarray, wb: np.ndarray, p: Prefixes, t: float
+) -> np.ndarray:
+    """_bound on the wide sketches. The minima are summed 256 buckets at a time in uint16 (at most
+    256 * 255 fits), and a pair whose texts both have a saturated bucket anywhere is not bounded."""
+    m = np.minimum(p.wide[wa], p.wide[wb])
+    ub = m.reshape(m.shape[0], -1, 256).sum(axis=2, dtype=np.uint16).sum(axis=1, dtype=np.int64)
+    ub += (p.wide_full[wa] & p.wide_full[wb]) * (1 << 40)
+    return _reaches(sa, sb, ub, t)
+
+
+def sketch_ok(codes: np.ndarray, p: Prefixes, threshold: float) -> np.ndarray:
+    """Exact upper bound on the Jaccard from the bucket sketches (and, where both texts have one, the
+    wide sketches): False for pairs that cannot reach t."""
     keep = np.ones(codes.size, dtype=bool)
     for lo in range(0, codes.size, SKETCH_CHUNK):
         c = codes[lo : lo + SKETCH_CHUNK]
         a, b = split_codes(c)
-        m = np.minimum(sketch[a], sketch[b])
-        # A saturated bucket (255 on both sides) bounds nothing: count it as unlimited.
-        ub = m.sum(axis=1, dtype=np.int64) + (m == 255).any(axis=1) * (1 << 40)
-        sa, sb = sizes[a], sizes[b]
-        inter = np.minimum(ub, np.minimum(sa, sb))
-        keep[lo : lo + c.size] = inter >= threshold * (sa + sb - inter) - 1e-9
+        sa, sb = p.sizes[a], p.sizes[b]
+        ok = _bound(sa, sb, np.minimum(p.sketch[a], p.sketch[b]), threshold)
+        wa, wb = p.wide_of[a], p.wide_of[b]
+        both = np.flatnonzero(ok & (wa >= 0) & (wb >= 0))
+        for w in range(0, both.size, SKETCH_CHUNK // 32):  # 2 KB sketches: fewer pairs at a time
+            i = both[w : w + SKETCH_CHUNK // 32]
+            ok[i] = _wide_bound(sa[i], sb[i], wa[i], wb[i], p, threshold)
+        keep[lo : lo + c.size] = ok
     return keep
 
 
@@ -85,8 +111,26 @@ def _block_pairs(later: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     return blocks
 
 
-def _run_pairs(key: np.ndarray, doc: np.ndarray, sizes: np.ndarray, threshold: float) -> list[np.ndarray]:
-    """Text pairs sharing a key (length-filtered codes) from _group_by_key's output."""
+def _merge_counts(blocks: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, counts) blocks → each distinct code once, with its counts summed over the blocks."""
+    if not blocks:
+        return np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.int64)
+    codes = np.concatenate([c for c, _ in blocks])
+    counts = np.concatenate([n for _, n in blocks])
+    blocks.clear()
+    order = np.argsort(codes)
+    codes, counts = codes[order], counts[order]
+    if codes.size == 0:
+        return codes, counts
+    start = np.flatnonzero(np.concatenate([[True], codes[1:] != codes[:-1]]))
+    return codes[start], np.add.reduceat(counts, start)
+
+
+def _run_pairs(
+    key: np.ndarray, doc: np.ndarray, sizes: np.ndarray, threshold: float
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Text pairs sharing a key (length-filtered codes) from _group_by_key's output, per block with
+    the number of keys each pair shares in that block."""
     n = key.size
     if n < 2:
         return []
@@ -96,7 +140,11 @@ def _run_pairs(key: np.ndarray, doc: np.ndarray, sizes: np.ndarray, threshold: f
     for left, right in _block_pairs(run_end - np.arange(n) - 1):
         a, b = doc[left], doc[right]
         ok = (a != b) & _length_ok(a, b, sizes, threshold)
-        out.append(unique(pair_codes(a[ok], b[ok])))
+        codes = np.sort(pair_codes(a[ok], b[ok]))
+        if codes.size == 0:
+            continue
+        start = np.flatnonzero(np.concatenate([[True], codes[1:] != codes[:-1]]))
+        out.append((codes[start], np.diff(np.append(start, codes.size))))
     return out
 
 
@@ -253,7 +301,7 @@ def find_candidates(p: Prefixes, threshold: float) -> np.ndarray:
     sizes = p.sizes
 
     def bound(c: np.ndarray) -> np.ndarray:
-        return c[sketch_ok(c, sizes, p.sketch, threshold)]
+        return c[sketch_ok(c, p, threshold)]
 
     n = sizes.size
     plen = np.diff(p.offs)
@@ -267,10 +315,13 @@ def find_candidates(p: Prefixes, threshold: float) -> np.ndarray:
         # Every entry whose shingle is also in a tiny/long text's prefix takes part.
         part = np.isin(p.tok, unique(p.tok[single]), assume_unique=False)
         pairs = _run_pairs(*_group_by_key(p.tok[part], doc[part]), sizes, threshold)
-        # Keep only pairs where a side needs the single-shingle rule.
-        for c in pairs:
-            a, b = split_codes(c)
-            out.append(bound(c[(tiny[a] & tiny[b]) | big[a] | big[b]]))
+        # Keep only pairs where a side needs the single-shingle rule, and that share min(2, alpha)
+        # prefix shingles (see the docstring): one shared common shingle is not enough for long texts.
+        codes, shared = _merge_counts(pairs)
+        a, b = split_codes(codes)
+        alpha = np.ceil(threshold * (sizes[a] + sizes[b]) / (1 + threshold) - 1e-9).astype(np.int64)
+        keep = ((tiny[a] & tiny[b]) | big[a] | big[b]) & (shared >= np.minimum(2, alpha))
+        out.append(bound(codes[keep]))
     # 2. ordered pairs of prefix shingles, for texts with 2..LONG_PREFIX prefix shingles (tiny ones too:
     #    a tiny text can pair with a larger one, where alpha >= 2).
     sel = np.flatnonzero(~big & (plen >= 2))

@@ -4,7 +4,7 @@ Shingles are hashed to 64 bits: Polars' seeded hash of each word; a shingle's ha
 the sum of its word hashes, each times an odd constant of its position. Pass 1 hashes every shingle,
 fills an over-counting table of shingle counts and keeps the hashes in a temporary file; pass 2 reads
 them back and keeps, per text, its set size, a bucket sketch and its extended prefix in the global
-(count, hash) order.
+(count, hash) order (the count clamped to 2^16 - 1); the sort is one argsort of a packed uint64 key.
 """
 
 from __future__ import annotations
@@ -22,8 +22,14 @@ from engine.splits import splitmix64
 _SEED = 20240917
 _H0 = np.uint64(0x243F6A8885A308D3)
 CHUNK_TEXTS = 25_000  # texts hashed at a time
+CHUNK_BYTES = 16 << 20  # and no more than about this much text (long documents make smaller chunks)
 COUNT_BITS = 23  # 8M-bucket frequency table (32 MB)
 SKETCH_BUCKETS = 64  # per-text shingle counts by hash bucket, for an exact overlap upper bound
+# Texts of WIDE_MIN shingles or more also get a WIDE_BUCKETS-bucket sketch (2 KB a text): 64 buckets
+# bound nothing for long texts, whose prefixes of templated text share common shingles.
+WIDE_MIN = 256
+WIDE_BUCKETS = 2048  # a multiple of 256 (candidates._wide_bound sums 256 buckets in uint16)
+WIDE_BATCH = 4096  # wide texts counted at a time (bounds the bincount's temporary)
 
 _M1, _M2, _GOLDEN = (
     np.uint64(0xBF58476D1CE4E5B9),
@@ -100,18 +106,45 @@ def doc_shingles(texts: pl.Series, k: int) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(hs), np.concatenate(ds)
 
 
+RANK_BITS = 16  # a shingle's count in the order key, clamped to 2^16 - 1
+MIN_HASH_BITS = 16  # fewer hash bits left in the packed key: sort on the columns instead
+
+
+def _order(d: np.ndarray, rank: np.ndarray | None, h: np.ndarray) -> np.ndarray:
+    """The permutation sorting by (d, rank, h): one argsort of a packed uint64 key (d, rank, the hash's
+    high bits), far cheaper than a sort on three columns. Exact: where two different hashes tie on the
+    packed key (their high bits agree), those runs alone are re-sorted on the full hash."""
+    dbits = max(int(d.max()).bit_length(), 1) if d.size else 1
+    rbits = 0 if rank is None else RANK_BITS
+    hbits = 64 - dbits - rbits
+    if hbits < MIN_HASH_BITS:
+        return np.lexsort((h, d) if rank is None else (h, rank, d))
+    key = (d.astype(np.uint64) << np.uint64(64 - dbits)) | (h >> np.uint64(64 - hbits))
+    if rank is not None:
+        key |= rank.astype(np.uint64) << np.uint64(hbits)
+    order = np.argsort(key)
+    ks, hs = key[order], h[order]
+    tie = (ks[1:] == ks[:-1]) & (hs[1:] != hs[:-1])
+    if tie.any():
+        # Every position in a run of equal keys that holds two different hashes, re-sorted by hash.
+        run = np.cumsum(np.concatenate([[True], ks[1:] != ks[:-1]]))
+        sub = np.flatnonzero(np.isin(run, run[1:][tie]))
+        order[sub] = order[sub][np.lexsort((hs[sub], run[sub]))]
+    return order
+
+
 def dedupe(
     h: np.ndarray, d: np.ndarray, rank: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Sort shingles by (text, rank, hash) and drop repeats of a shingle within a text; the rank
-    comes back in the same order (None without one)."""
-    cols = (
-        {"d": d.astype(np.uint32), "h": h} if rank is None else {"d": d.astype(np.uint32), "r": rank, "h": h}
-    )
-    f = pl.DataFrame(cols).sort(list(cols))
-    h, d = f.get_column("h").to_numpy(), f.get_column("d").to_numpy().astype(np.int64)
-    rank = f.get_column("r").to_numpy() if rank is not None else None
-    del f
+    (clamped to 2^RANK_BITS - 1: the order is by min(rank, 2^RANK_BITS - 1), then hash) comes back in
+    the same order (None without one)."""
+    if rank is not None:
+        rank = np.minimum(rank, (1 << RANK_BITS) - 1)
+    order = _order(d, rank, h)
+    h, d = h[order], d[order].astype(np.int64)
+    rank = rank[order] if rank is not None else None
+    del order
     keep = np.ones(h.size, dtype=bool)
     if h.size > 1:
         keep[1:] = (h[1:] != h[:-1]) | (d[1:] != d[:-1])
@@ -127,6 +160,9 @@ class Prefixes(NamedTuple):
     ext: np.ndarray  # each text's extended prefix length, counting every shingle
     sizes: np.ndarray  # each text's shingle set size
     sketch: np.ndarray  # per text, its shingles counted in SKETCH_BUCKETS hash buckets (saturating)
+    wide_of: np.ndarray  # per text, its row in `wide` (texts of WIDE_MIN shingles or more), else -1
+    wide: np.ndarray  # per wide text, its shingles counted in WIDE_BUCKETS hash buckets (saturating)
+    wide_full: np.ndarray  # per wide text, whether a bucket of its wide sketch saturated (at 255)
 
 
 def build_prefixes(texts: Texts, k: int, threshold: float) -> Prefixes:
@@ -136,6 +172,7 @@ def build_prefixes(texts: Texts, k: int, threshold: float) -> Prefixes:
     so it takes a prefix place (it counts for positions and lengths) but is not kept.
     """
     n = texts.len()
+    bounds = chunks(texts)
     mask = np.uint64((1 << COUNT_BITS) - 1)
     counts = np.zeros(1 << COUNT_BITS, dtype=np.uint32)
     with scratch() as tmp:
@@ -145,8 +182,8 @@ def build_prefixes(texts: Texts, k: int, threshold: float) -> Prefixes:
         held: list[int] = []
         buckets: list[np.ndarray] = []
         with store.open("wb") as f:
-            for lo in range(0, n, CHUNK_TEXTS):
-                h, d = doc_shingles(texts.slice(lo, CHUNK_TEXTS), k)
+            for lo, hi in bounds:
+                h, d = doc_shingles(texts.slice(lo, hi - lo), k)
                 h.tofile(f)
                 d.astype(np.int32).tofile(f)
                 held.append(h.size)
@@ -154,13 +191,33 @@ def build_prefixes(texts: Texts, k: int, threshold: float) -> Prefixes:
                 del h, d
                 # The table is updated every few chunks: one bincount over 8M buckets costs as much as a
                 # chunk.
-                if len(buckets) == 4 or lo + CHUNK_TEXTS >= n:
+                if len(buckets) == 4 or hi >= n:
                     counts += np.bincount(drain(buckets), minlength=counts.size).astype(np.uint32)
         with store.open("rb") as f:
-            return _prefixes_pass2(f, held, counts, n, threshold)
+            return _prefixes_pass2(f, list(zip(bounds, held, strict=True)), counts, n, threshold)
 
 
-def _prefixes_pass2(f: BinaryIO, held: list[int], counts: np.ndarray, n: int, threshold: float) -> Prefixes:
+def chunks(texts: Texts) -> list[tuple[int, int]]:
+    """Text ranges [lo, hi) hashed at a time: at most CHUNK_TEXTS texts and, unless one text is longer,
+    CHUNK_BYTES bytes of text (the columns' bytes before normalisation), so that memory is bounded by
+    a chunk of words, not of texts."""
+    n = texts.len()
+    lengths = [pl.col(c).cast(pl.String).str.len_bytes().fill_null(0).cast(pl.Int64) for c in texts.columns]
+    nbytes = texts.frame.select(pl.sum_horizontal(lengths)).to_series().to_numpy()[texts.reps]
+    cum = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(nbytes, out=cum[1:])
+    out, lo = [], 0
+    while lo < n:
+        hi = int(np.searchsorted(cum, cum[lo] + CHUNK_BYTES, side="right")) - 1
+        hi = min(max(hi, lo + 1), lo + CHUNK_TEXTS, n)
+        out.append((lo, hi))
+        lo = hi
+    return out
+
+
+def _prefixes_pass2(
+    f: BinaryIO, parts: list[tuple[tuple[int, int], int]], counts: np.ndarray, n: int, threshold: float
+) -> Prefixes:
     """Pass 2 of build_prefixes over the shingle hashes of pass 1, read back chunk by chunk from `f`."""
     mask = np.uint64(counts.size - 1)
     sizes = np.zeros(n, dtype=np.int64)
@@ -169,12 +226,13 @@ def _prefixes_pass2(f: BinaryIO, held: list[int], counts: np.ndarray, n: int, th
     sketch = np.zeros((n, SKETCH_BUCKETS), dtype=np.uint8)
     shift = np.uint64(64 - SKETCH_BUCKETS.bit_length() + 1)
     toks, ranks = [], []
-    for lo, m in zip(range(0, n, CHUNK_TEXTS), held, strict=True):
+    wides: list[np.ndarray] = []
+    for (lo, hi), m in parts:
         h = np.fromfile(f, dtype=np.uint64, count=m)
         d = np.fromfile(f, dtype=np.int32, count=m).astype(np.int64)
-        # Global order: (approximate count, hash) — the same total order in every text.
+        # Global order: (approximate count, clamped; hash) — the same total order in every text.
         h, d, count = dedupe(h, d, counts[(h & mask).astype(np.int64)])
-        size = np.bincount(d, minlength=min(CHUNK_TEXTS, n - lo))
+        size = np.bincount(d, minlength=hi - lo)
         first = np.zeros(size.size, dtype=np.int64)
         np.cumsum(size[:-1], out=first[1:])
         pos = np.arange(d.size, dtype=np.int64) - first[d]
@@ -188,6 +246,34 @@ def _prefixes_pass2(f: BinaryIO, held: list[int], counts: np.ndarray, n: int, th
         cell = d * SKETCH_BUCKETS + (h >> shift).astype(np.int64)
         per = np.bincount(cell, minlength=size.size * SKETCH_BUCKETS).reshape(size.size, SKETCH_BUCKETS)
         sketch[lo : lo + size.size] = np.minimum(per, 255)
+        wides.extend(_wide_sketches(h, d, size))
     offs = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(kept, out=offs[1:])
-    return Prefixes(np.concatenate(toks), np.concatenate(ranks), offs, ext_all, sizes, sketch)
+    wide_of = np.full(n, -1, dtype=np.int64)
+    is_wide = sizes >= WIDE_MIN
+    wide_of[is_wide] = np.arange(int(is_wide.sum()))
+    wide = np.concatenate(wides) if wides else np.zeros((0, WIDE_BUCKETS), dtype=np.uint8)
+    full = (wide == 255).any(axis=1)
+    return Prefixes(
+        np.concatenate(toks), np.concatenate(ranks), offs, ext_all, sizes, sketch, wide_of, wide, full
+    )
+
+
+def _wide_sketches(h: np.ndarray, d: np.ndarray, size: np.ndarray) -> list[np.ndarray]:
+    """The WIDE_BUCKETS-bucket sketches of a chunk's wide texts, in text order (h, d: deduplicated
+    shingles, sorted by text)."""
+    wide = np.flatnonzero(size >= WIDE_MIN)
+    if wide.size == 0:
+        return []
+    first = np.zeros(size.size + 1, dtype=np.int64)
+    np.cumsum(size, out=first[1:])
+    shift = np.uint64(64 - WIDE_BUCKETS.bit_length() + 1)
+    out = []
+    for lo in range(0, wide.size, WIDE_BATCH):
+        batch = wide[lo : lo + WIDE_BATCH]
+        idx = ranges(first[batch], size[batch])
+        cell = np.repeat(np.arange(batch.size, dtype=np.int64), size[batch]) * WIDE_BUCKETS
+        cell += (h[idx] >> shift).astype(np.int64)
+        per = np.bincount(cell, minlength=batch.size * WIDE_BUCKETS).reshape(batch.size, WIDE_BUCKETS)
+        out.append(np.minimum(per, 255).astype(np.uint8))
+    return out
