@@ -30,7 +30,7 @@ from engine.session import Session
 from tui.forms import CLAIM_FIELDS, ClaimForm, StageForm, TomlForm
 from tui.panels import DispatchPanel, VisualPanel
 from tui.safe import clean, literal
-from tui.widgets import BoundedTable, CheckDetail, ChecksTable, Loader, NotesPanel
+from tui.widgets import BoundedTable, CheckDetail, ChecksTable, Loader, NotesPanel, stage_banner
 
 TABS = ("form", "checks", "visual", "notes", "data")
 
@@ -81,6 +81,7 @@ class StageView(Vertical):
         self._last_progress = 0.0
         self._pending_tab = ""
         self._ready = False
+        self.banner_note = ""  # a line the session screen adds under the state (when artifact can run)
         self.runs_finished = 0  # completed, failed or cancelled runs of this page (tests wait on it)
 
     # ------------------------------------------------------------ layout
@@ -155,20 +156,12 @@ class StageView(Vertical):
         visual.show(record, self.session)  # type: ignore[attr-defined]
 
     def _state_line(self, state: str, record: StageRecord | None) -> Text:
-        t = Text()
         if self.module is None:
-            t.append("state: not run · not built yet in this version", style="bold")
-            return t
-        word = {"not_run": "not run", "stale": "STALE — an earlier stage changed; re-run"}.get(state, state)
-        t.append(f"state: {word}", style="bold")
-        if record is not None:
-            counts: dict[str, int] = {}
-            for c in record.checks:
-                counts[c.status] = counts.get(c.status, 0) + 1
-            t.append(f" · r{record.provenance.revision} · ")
-            t.append(
-                ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in sorted(counts.items())) or "no checks"
-            )
+            return Text("state: not run · not built yet in this version", style="bold")
+        t = stage_banner(state, record)
+        if self.banner_note and record is None:
+            t.append("\n")
+            t.append_text(literal(self.banner_note, "italic", limit=200))
         return t
 
     @on(ChecksTable.Highlighted)
