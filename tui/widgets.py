@@ -49,7 +49,7 @@ def verdict_of(record: StageRecord | None) -> Verdict | None:
 def verdict_line(v: Verdict) -> tuple[bool, str]:
     """(claim met, the verdict in plain words: what failed, in the order the evidence builds up)."""
     if v.claim_met:
-        return True, f"CLAIM MET: {v.criterion}"
+        return True, f"✔ CLAIM MET: {v.criterion}"
     failed = [
         words
         for ok, words in (
@@ -59,8 +59,9 @@ def verdict_line(v: Verdict) -> tuple[bool, str]:
         )
         if not ok
     ]
-    failed.append(f"claim {v.claim_state.replace('_', ' ')}: {v.criterion}")
-    return False, "CLAIM NOT MET: " + "; ".join(failed)
+    if not failed:  # everything held up to the criterion itself
+        failed.append(f"criterion {v.claim_state.replace('_', ' ')}: {v.criterion}")
+    return False, "✖ CLAIM NOT MET: " + "; ".join(failed)
 
 
 def stage_banner(state: str, record: StageRecord | None) -> Text:
@@ -85,9 +86,16 @@ def stage_banner(state: str, record: StageRecord | None) -> Text:
         t.append("\n")
     t.append(f"{STATUS_GLYPH[worst]} {word}", style=f"bold {STATUS_STYLE[worst]}")
     t.append(f" · r{record.provenance.revision} · ")
-    t.append(", ".join(f"{n} {s.replace('_', ' ')}" for s, n in sorted(counts.items())) or "no checks")
-    if fails:
-        t.append_text(literal(" · failing: " + ", ".join(fails), STATUS_STYLE["fail"], limit=120))
+    if fails:  # the failing checks by name first: the counts may be cut at 80 columns
+        t.append_text(literal(f"{len(fails)} FAIL: " + ", ".join(fails), STATUS_STYLE["fail"], limit=120))
+        t.append(" · ")
+    order = ("fail", "warn", "pass", "info", "not_run")
+    t.append(
+        ", ".join(f"{counts[s]} {s.replace('_', ' ')}" for s in order if counts.get(s) and s != "fail")
+        or ("" if fails else "no checks")
+    )
+    # one line each (the verdict, the state): cut with … rather than wrapped past the label
+    t.no_wrap, t.overflow = True, "ellipsis"
     return t
 
 
@@ -336,9 +344,7 @@ class ChecksTable(DataTable):
         summary_w = max(self.SUMMARY_MIN, width - 1 - id_w - 6)
         self.clear(columns=True)
         self.add_column(Text(""), width=1)
-        self.add_column(
-            Text("check" + (f" ({prefix}…)" if prefix and len(prefix) + 8 <= id_w else "")), width=id_w
-        )
+        self.add_column(Text("check"), width=id_w)
         self.add_column(Text("summary"), width=summary_w)
         for c, id_text in zip(self._checks, ids, strict=True):
             summary = fit_lines(literal(c.summary, limit=400), summary_w, self.ROW_LINES, self.app.console)
@@ -363,16 +369,89 @@ def _shared_prefix(ids: Sequence[str]) -> str:
     return ""
 
 
-def format_value(value: Any, indent: int = 0, max_items: int = 40) -> list[str]:
-    """Measured values as readable indented lines (lists and tables bounded, with a count)."""
+def _is_records(v: Any) -> bool:
+    """A list of two or more tables with the same flat keys: shown as one table, a row each."""
+    if not isinstance(v, list) or len(v) < 2 or not all(isinstance(x, dict) and x for x in v):
+        return False
+    keys = list(v[0])
+    return all(list(x) == keys and not any(isinstance(y, dict | list) for y in x.values()) for x in v)
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, str):  # an empty setting is shown as –, whether stored empty or as ""
+        return clean(v, limit=300) if v not in ("", '""') else "–"
+    return _scalar(v)
+
+
+TABLE_LAST_COL = 16  # the last (wrapped) column keeps this much while others can be cut
+TABLE_MIN_COL = 6  # a table column is never cut narrower; a table that cannot fit is not drawn as one
+
+
+def table_widths(natural: list[int], width: int) -> list[int] | None:
+    """Column widths within `width` (two spaces between columns): the widest after the first cut
+    first, down to TABLE_MIN_COL; None when even that does not fit."""
+    widths = [min(w, 40) for w in natural]
+    room = width - 2 * (len(widths) - 1)
+    if TABLE_MIN_COL * len(widths) > room:
+        return None
+    widths[0] = min(widths[0], max(TABLE_MIN_COL, room // 3))  # the row's name, at most a third
+    last = len(widths) - 1
+    while sum(widths) > room:
+        # the last column wraps, so it keeps room for a phrase; the first is cut last of all
+        least = {last: min(TABLE_LAST_COL, natural[last])}
+        rest = [k for k in range(1, len(widths)) if widths[k] > least.get(k, TABLE_MIN_COL)]
+        rest = rest or [k for k in range(len(widths)) if widths[k] > TABLE_MIN_COL]
+        if not rest:
+            return None
+        widths[max(rest, key=lambda k: widths[k])] -= 1
+    return widths
+
+
+def table_lines(rows: list[dict[str, Any]], width: int, max_items: int = 40) -> list[str] | None:
+    """Rows of one shape as an aligned table within `width` columns: columns cut with … (the last
+    wrapped under itself instead), empty text shown as –; None when the columns cannot fit."""
+    import textwrap
+
+    keys = list(rows[0])
+    cells = [[_cell(r[k]) for k in keys] for r in rows[:max_items]]
+    natural = [max(len(clean(k)), *(len(c[i]) for c in cells)) for i, k in enumerate(keys)]
+    widths = table_widths(natural, width)
+    if widths is None:
+        return None
+
+    def fit(text: str, w: int) -> str:
+        return text if len(text) <= w else text[: w - 1] + "…"
+
+    out = ["  ".join(fit(clean(k), w).ljust(w) for k, w in zip(keys, widths, strict=True)).rstrip()]
+    out.append("  ".join("─" * w for w in widths))
+    lead = sum(w + 2 for w in widths[:-1])
+    for row in cells:
+        wrapped = textwrap.wrap(row[-1], widths[-1]) or [""]
+        first = [*(fit(c, w).ljust(w) for c, w in zip(row[:-1], widths[:-1], strict=True)), wrapped[0]]
+        out.append("  ".join(first).rstrip())
+        out.extend(" " * lead + more for more in wrapped[1:])
+    if len(rows) > max_items:
+        out.append(f"… {len(rows) - max_items} more rows (of {len(rows)})")
+    return out
+
+
+def format_value(value: Any, indent: int = 0, max_items: int = 40, width: int = 200) -> list[str]:
+    """Measured values as readable indented lines (lists and tables bounded, with a count); a list
+    of same-shaped tables (requested vs effective settings, …) as one aligned table."""
     pad = "  " * indent
     lines: list[str] = []
+    table = table_lines(value, width - len(pad), max_items) if _is_records(value) else None
+    if table is not None:
+        return [pad + ln for ln in table]
     if isinstance(value, dict):
         items = list(value.items())
         for k, v in items[:max_items]:
-            if isinstance(v, dict | list) and v and not _is_flat_list(v):
+            if _is_records(v) and table_lines(v, width - len(pad) - 2, max_items) is not None:
                 lines.append(f"{pad}{clean(k)}:")
-                lines.extend(format_value(v, indent + 1, max_items))
+                lines.extend(format_value(v, indent + 1, max_items, width))
+            elif isinstance(v, dict | list) and v and not _is_flat_list(v):
+                lines.append(f"{pad}{clean(k)}:")
+                lines.extend(format_value(v, indent + 1, max_items, width))
             else:
                 lines.append(f"{pad}{clean(k)} = {_scalar(v)}")
         if len(items) > max_items:
@@ -381,7 +460,7 @@ def format_value(value: Any, indent: int = 0, max_items: int = 40) -> list[str]:
         for i, v in enumerate(value[:max_items]):
             if isinstance(v, dict | list) and v and not _is_flat_list(v):
                 lines.append(f"{pad}[{i}]")
-                lines.extend(format_value(v, indent + 1, max_items))
+                lines.extend(format_value(v, indent + 1, max_items, width))
             else:
                 lines.append(f"{pad}- {_scalar(v)}")
         if len(value) > max_items:
@@ -431,7 +510,12 @@ class CheckDetail(VerticalScroll):
         t.append_text(literal(check.coverage, "dim"))
         t.append(f" · replay: {check.replay}", style="dim")
         t.append("\n\nmeasured\n", style="bold")
-        lines = format_value(check.measured) if check.measured else ["(nothing measured)"]
+        width = self.content_region.width - self.styles.scrollbar_size_vertical - 2
+        lines = (
+            format_value(check.measured, width=width if width >= 40 else 76)
+            if check.measured
+            else ["(nothing measured)"]
+        )
         t.append("\n".join("  " + ln for ln in lines[:200]))
         if len(lines) > 200:
             t.append(f"\n  … {len(lines) - 200} more lines")
