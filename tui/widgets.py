@@ -271,7 +271,7 @@ class ChecksTable(DataTable):
     WIDE_LABELS = ("status", "check", "summary", "basis", "coverage")
     NARROW = 100
     ROW_LINES = 2
-    ID_WIDTH = 22  # the check column at narrow widths
+    ID_WIDTH = 20  # the check column at narrow widths
     SUMMARY_MIN = 24
 
     class Highlighted(Message):
