@@ -64,7 +64,7 @@ def test_a_stage_with_failing_checks_never_gets_an_ok_banner(session: Session) -
     assert not calm.plain.startswith("✖")
     failing = _with_status(_with_status(rec, "contract.digest", "fail"), "contract.memory", "fail")
     banner = stage_banner("frozen", failing)
-    assert banner.plain.startswith("✖ frozen") and "2 FAIL: memory, digest" in banner.plain
+    assert banner.plain.startswith("✖ state: frozen") and "2 FAIL: memory, digest" in banner.plain
     assert "red" in str(banner.spans[0].style)
     # failing checks are listed first in the table's order too
     rank = [{"fail": 0, "warn": 1}.get(c.status, 2) for c in failing_first(failing.checks)]

@@ -264,7 +264,11 @@ class DispatchPanel(VerticalScroll):
             t.append(f"\n({len(self.jobs)} jobs in this session; showing the latest)", style="dim")
         recorded = parse(self._record.check("dispatch.progress"), Progress) if self._record else None
         if not job.get("running") and recorded and recorded.stage != stage:
-            t.append("\nThe job's state changed since the record: recording it now.", style="bold")
+            t.append(
+                f"\nThe record says '{clean(recorded.stage)}', the job '{clean(stage)}': a draft dispatch record "
+                "is recorded again on its own, a frozen one with ctrl+r.",
+                style="bold",
+            )
         elif job.get("running"):
             t.append("\nThe job runs on its own: quitting claimcheck leaves it running.", style="dim")
         return t

@@ -55,7 +55,7 @@ def verdict_line(v: Verdict) -> tuple[bool, str]:
         for ok, words in (
             (v.job_finished, "job not finished"),
             (v.artifact_verified, "artifact not verified"),
-            (v.candidate_better, "candidate not better than every comparator"),
+            (v.candidate_better, "candidate not better than comparators"),
         )
         if not ok
     ]
@@ -84,7 +84,7 @@ def stage_banner(state: str, record: StageRecord | None) -> Text:
         met, line = verdict_line(verdict)
         t.append_text(literal(line, "bold green" if met else "bold red", limit=200))
         t.append("\n")
-    t.append(f"{STATUS_GLYPH[worst]} {word}", style=f"bold {STATUS_STYLE[worst]}")
+    t.append(f"{STATUS_GLYPH[worst]} state: {word}", style=f"bold {STATUS_STYLE[worst]}")
     t.append(f" · r{record.provenance.revision} · ")
     if fails:  # the failing checks by name first: the counts may be cut at 80 columns
         t.append_text(literal(f"{len(fails)} FAIL: " + ", ".join(fails), STATUS_STYLE["fail"], limit=120))
@@ -94,9 +94,7 @@ def stage_banner(state: str, record: StageRecord | None) -> Text:
         ", ".join(f"{counts[s]} {s.replace('_', ' ')}" for s in order if counts.get(s) and s != "fail")
         or ("" if fails else "no checks")
     )
-    # one line each (the verdict, the state): cut with … rather than wrapped past the label
-    t.no_wrap, t.overflow = True, "ellipsis"
-    return t
+    return t  # one line each (the verdict, the state): app.tcss cuts them with …
 
 
 def freeze_question(record: StageRecord, later: Sequence[str]) -> tuple[Text, bool]:
