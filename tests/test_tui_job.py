@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -281,15 +282,20 @@ async def test_a_job_that_ends_updates_the_screen_with_no_key_pressed(
     [job_dir] = [p for p in (path / "jobs").iterdir() if p.is_dir()]
     done_status = jobfiles.read_status(job_dir)
     proc = _fake_job_process(job_dir)
+    beating = threading.Event()
     try:
         jobfiles.write_pid(job_dir, {"pid": proc.pid, "pgid": proc.pid, "host": "x", "starts": []})
         running = {**done_status, "stage": "training", "step": 6, "reason": ""}
         jobfiles.write_status(job_dir, running)
 
-        def beat() -> None:
-            jobfiles.write_heartbeat(job_dir, {"time": time.time(), "beats": 1, "interval": 2.0, "step": 6})
+        def beat() -> None:  # the job's heartbeat thread, until the job ends
+            while not beating.wait(0.5):
+                jobfiles.write_heartbeat(
+                    job_dir, {"time": time.time(), "beats": 1, "interval": 2.0, "step": 6}
+                )
 
-        beat()
+        jobfiles.write_heartbeat(job_dir, {"time": time.time(), "beats": 1, "interval": 2.0, "step": 6})
+        threading.Thread(target=beat, daemon=True).start()
         app = tui_app.make_app(path, workspace=path.parents[1])
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(
@@ -310,16 +316,32 @@ async def test_a_job_that_ends_updates_the_screen_with_no_key_pressed(
                 pilot, lambda: "· training" in screen_text(app) and nav("dispatch").startswith("running"), 30
             )
             assert "step 6 of 12" in screen_text(app)
+            # dispatch recorded while the job trains: a draft (r2) that says "training"
+            await pilot.press("ctrl+r")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            await pilot.press("y")
+            view = app.screen.view("dispatch")
+            await wait_for(pilot, lambda: view.runs_finished == 1, timeout=120)
+            draft = Session.open(path).record("dispatch")
+            assert draft.provenance.revision == 2 and not draft.provenance.frozen
+            assert draft.check("dispatch.progress").measured["stage"] == "training"
             # the job ends: its files say done, its process exits — no key is pressed from here
+            beating.set()
             jobfiles.write_status(job_dir, done_status)
             proc.terminate()
             proc.wait(timeout=30)
-            await wait_for(
-                pilot, lambda: "· done" in screen_text(app) and nav("dispatch") == "frozen", timeout=60
-            )
-            assert "step 12 of 12" in screen_text(app)
-            assert "ETA" not in str(app.screen.view("dispatch").query_one("#job-head").render())
+            # (the run showed the Checks tab: the job view is read from its widget)
+            head = view.query_one("#job-head")
+            await wait_for(pilot, lambda: "· done" in str(head.render()), timeout=60)
+            assert "step 12 of 12" in str(head.render()) and "ETA" not in str(head.render())
+            # the draft record no longer said what the job did: recorded again on its own
+            await wait_for(pilot, lambda: view.runs_finished == 2, timeout=120)
+            again = Session.open(path).record("dispatch")
+            assert again.provenance.computed_at >= draft.provenance.computed_at and not again.provenance.frozen
+            assert again.check("dispatch.progress").measured["job_state"] == "finished"
+            await wait_for(pilot, lambda: nav("dispatch") == "draft", timeout=30)
     finally:
+        beating.set()
         if proc.poll() is None:
             proc.kill()
             proc.wait()
