@@ -47,7 +47,7 @@ class Lines:
     mark_label: str = ""
     reference: float | None = None
     reference_label: str = ""
-    # x values of events drawn under the axis (dev evaluations on a loss curve); the terminal only
+    # x values of events drawn under the axis (dev evaluations on a loss curve); not in rows()
     events: list[float] = field(default_factory=list)
     event_label: str = ""
 
