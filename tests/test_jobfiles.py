@@ -215,10 +215,11 @@ def test_stall_counts_heartbeats_without_a_step() -> None:
 
 
 class _FakeJob:
-    """What the heartbeat thread looks at: the job's step, stage and whether it evaluates."""
+    """What the heartbeat thread looks at: the job's step, stage, whether it evaluates and since when."""
 
     def __init__(self, job_dir: Path) -> None:
         self.dir, self.step, self.stage, self.evaluating = job_dir, 0, "training", False
+        self.eval_started = 0.0
 
 
 def _beats(tmp: Path, steps_every: int, n_beats: int, evaluate_at: tuple[int, ...] = ()) -> dict[str, Any]:
@@ -246,6 +247,7 @@ def test_a_dev_evaluation_is_not_a_stall(tmp_path: Path) -> None:
     # 30 heartbeats of evaluation between two steps do not count as heartbeats without a step
     hb = _beats(tmp_path, steps_every=0, n_beats=30, evaluate_at=tuple(range(1, 31)))
     assert hb["max_beats_without_step"] == -1
+    assert hb["evaluating"] is True and hb["evaluating_since"] == 0.0  # the app shows it running
     assert {a["name"]: a for a in alarms.evaluate([], {}, hb, 20)}["stall"]["state"] == "not_run"
 
 

@@ -337,7 +337,9 @@ async def test_a_job_that_ends_updates_the_screen_with_no_key_pressed(
             # the draft record no longer said what the job did: recorded again on its own
             await wait_for(pilot, lambda: view.runs_finished == 2, timeout=120)
             again = Session.open(path).record("dispatch")
-            assert again.provenance.computed_at >= draft.provenance.computed_at and not again.provenance.frozen
+            assert (
+                again.provenance.computed_at >= draft.provenance.computed_at and not again.provenance.frozen
+            )
             assert again.check("dispatch.progress").measured["job_state"] == "finished"
             await wait_for(pilot, lambda: nav("dispatch") == "draft", timeout=30)
     finally:
@@ -354,3 +356,41 @@ def test_the_real_stall_alarm_says_what_it_compared(session: Session) -> None:
     assert stall is not None and stall.measured["state"] == "clear", stall.summary
     assert "longest stretch without an optimizer step" in stall.summary
     assert stall.measured["longest_without_step_s"] <= stall.measured["stall_limit_s"]
+
+
+async def test_the_run_bar_clock_moves_while_a_stage_step_reports_nothing(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A long silent step (an evaluation) still shows the run going: the elapsed time ticks."""
+    from engine.evidence import Check
+    from tests.test_tui_support import patch_modules, toy_module
+    from tui.stage_view import StageView
+
+    def slow(inputs):  # the stage says nothing for three seconds
+        time.sleep(3.0)
+        return [Check(id="claim.rows", status="pass", summary="3 rows", measured={"rows": 3})]
+
+    patch_modules(monkeypatch, {"claim": toy_module("claim", slow)})
+    session = Session.create(tmp_path / "runs" / "s", workspace=tmp_path)
+    app = tui_app.make_app(session.path, workspace=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(
+            pilot, lambda: isinstance(app.screen, tui_app.SessionScreen) and app.screen.view() is not None
+        )
+        view: StageView = app.screen.view("claim")
+        await wait_for(pilot, lambda: view._ready)
+        editor = view.query_one("#toml-editor")
+        editor.text = editor.text.replace("delay_steps = 0", "delay_steps = 1")
+        await pilot.pause()
+        await pilot.press("ctrl+r")
+        label = view.query_one(".run-text")
+        await wait_for(pilot, lambda: str(label.render()).startswith("2 s · step 0 of 1"), timeout=15)
+        await wait_for(pilot, lambda: not view.running, timeout=30)
+
+
+def test_the_report_svg_marks_dev_evaluations_under_the_loss_curve() -> None:
+    from engine.report_svg import line_chart
+
+    svg = line_chart("loss", {"loss": [(1.0, 2.0), (2.0, 1.5), (3.0, 1.2)]}, events=[2.0])
+    assert svg.count("<polygon") == 1
+    assert "<polygon" not in line_chart("loss", {"loss": [(1.0, 2.0), (2.0, 1.5)]})
