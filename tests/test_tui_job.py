@@ -200,6 +200,9 @@ def test_one_evaluation_is_a_point_with_its_value_and_evaluations_are_marked() -
     loss = text.split("live dev", 1)[0]
     axis = next(ln for ln in loss.splitlines() if "└" in ln)
     assert axis.count("▲") == 1 and "dev evaluations at step 2" in loss and "checkpoints at step 4" in loss
+    # nothing yet: said in words, on lines of their own
+    empty = job_curves({"loss_points": [], "dev_points": [], "dev_metric": "macro_f1"}, 56).plain
+    assert empty.splitlines() == ["live loss: no optimizer step yet", "live dev macro_f1: no evaluation yet"]
     # a recorded-style figure of one point: the same
     one = lines(Lines("t", {"dev": [(0.0, 0.5)]}, "step", reference=0.2, reference_label="trivial")).plain
     assert "one point, 0.5 at step 0" in one and "┤" not in one

@@ -312,7 +312,9 @@ def job_curves(job: dict[str, Any], width: int) -> Text:
         events=[x for x, _ in evals],
         event_label="dev evaluations",
     )
-    t.append_text(plot(loss_fig, width) if losses else literal("live loss: no optimizer step yet\n", "dim"))
+    t.append_text(
+        plot(loss_fig, width) if losses else literal("live loss: no optimizer step yet", "dim").append("\n")
+    )
     metric = clean(job.get("dev_metric", "") or "metric")
     dev_fig = Lines(
         f"live dev {metric} at each evaluation",
@@ -322,6 +324,8 @@ def job_curves(job: dict[str, Any], width: int) -> Text:
         reference_label="trivial baseline",
     )
     t.append_text(
-        plot(dev_fig, width) if evals else literal(f"live dev {metric}: no evaluation yet\n", "dim")
+        plot(dev_fig, width)
+        if evals
+        else literal(f"live dev {metric}: no evaluation yet", "dim").append("\n")
     )
     return t
