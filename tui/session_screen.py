@@ -112,13 +112,13 @@ class SessionScreen(Screen):
         progress = (
             parse(record.check("dispatch.progress"), Progress) if record.check("dispatch.progress") else None
         )
-        stage = event.after.get(ended[-1], "")
-        if progress is None or progress.stage == stage:
+        stage = clean(event.after.get(ended[-1], ""), limit=40)
+        if progress is None or clean(progress.stage, limit=40) == stage:
             return
         if self.session.state("dispatch") != "draft":
             self.notify(
                 f"the job ended ({stage}); the {self.session.state('dispatch')} dispatch record still says "
-                f"'{progress.stage}': re-run dispatch (ctrl+r) to record it",
+                f"'{clean(progress.stage, limit=40)}': re-run dispatch (ctrl+r) to record it",
                 severity="warning",
                 timeout=10,
             )
