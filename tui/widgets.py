@@ -381,23 +381,24 @@ def _cell(v: Any) -> str:
     return _scalar(v)
 
 
-TABLE_LAST_COL = 16  # the last (wrapped) column keeps this much while others can be cut
+TABLE_LAST_COL = 12  # the last (wrapped) column keeps this much while others can be cut
 TABLE_MIN_COL = 6  # a table column is never cut narrower; a table that cannot fit is not drawn as one
 
 
-def table_widths(natural: list[int], width: int) -> list[int] | None:
-    """Column widths within `width` (two spaces between columns): the widest after the first cut
-    first, down to TABLE_MIN_COL; None when even that does not fit."""
+def table_widths(natural: list[int], heads: list[int], width: int) -> list[int] | None:
+    """Column widths within `width` (two spaces between columns), or None when they cannot fit.
+
+    The widest column after the first is cut first, never below its header (up to 10 characters)
+    or TABLE_MIN_COL; the last column wraps, so it keeps TABLE_LAST_COL for a phrase; the first
+    (the row's name) takes at most 3/10 of the room and is cut last.
+    """
     widths = [min(w, 40) for w in natural]
     room = width - 2 * (len(widths) - 1)
-    if TABLE_MIN_COL * len(widths) > room:
-        return None
-    widths[0] = min(widths[0], max(TABLE_MIN_COL, room // 3))  # the row's name, at most a third
-    last = len(widths) - 1
+    least = [max(TABLE_MIN_COL, min(h, 10, n)) for h, n in zip(heads, natural, strict=True)]
+    least[-1] = max(least[-1], min(TABLE_LAST_COL, natural[-1]))
+    widths[0] = min(widths[0], max(least[0], room * 3 // 10))
     while sum(widths) > room:
-        # the last column wraps, so it keeps room for a phrase; the first is cut last of all
-        least = {last: min(TABLE_LAST_COL, natural[last])}
-        rest = [k for k in range(1, len(widths)) if widths[k] > least.get(k, TABLE_MIN_COL)]
+        rest = [k for k in range(1, len(widths)) if widths[k] > least[k]]
         rest = rest or [k for k in range(len(widths)) if widths[k] > TABLE_MIN_COL]
         if not rest:
             return None
@@ -413,7 +414,7 @@ def table_lines(rows: list[dict[str, Any]], width: int, max_items: int = 40) -> 
     keys = list(rows[0])
     cells = [[_cell(r[k]) for k in keys] for r in rows[:max_items]]
     natural = [max(len(clean(k)), *(len(c[i]) for c in cells)) for i, k in enumerate(keys)]
-    widths = table_widths(natural, width)
+    widths = table_widths(natural, [len(clean(k)) for k in keys], width)
     if widths is None:
         return None
 
