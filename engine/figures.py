@@ -47,6 +47,9 @@ class Lines:
     mark_label: str = ""
     reference: float | None = None
     reference_label: str = ""
+    # x values of events drawn under the axis (dev evaluations on a loss curve); not in rows()
+    events: list[float] = field(default_factory=list)
+    event_label: str = ""
 
     def rows(self) -> list[tuple[str, str]]:
         out = [(f"{name} @ {_fmt(x)}", _fmt(y)) for name, pts in self.series.items() for x, y in pts]
@@ -168,7 +171,7 @@ def _lengths(check_id: str, shape: T.PreparedLengths) -> list[Figure]:
     ]
 
 
-def _loss(check_id: str, shape: T.LossCurve, marks: list[float]) -> list[Figure]:
+def _loss(check_id: str, shape: T.LossCurve, marks: list[float], evals: list[float]) -> list[Figure]:
     pts = [(float(s), v) for s, v in zip(shape.step, shape.loss, strict=False) if math.isfinite(v)]
     return (
         [
@@ -178,6 +181,8 @@ def _loss(check_id: str, shape: T.LossCurve, marks: list[float]) -> list[Figure]
                 "step",
                 marks=marks,
                 mark_label="checkpoints",
+                events=evals,
+                event_label="dev evaluations",
             )
         ]
         if pts
@@ -251,9 +256,10 @@ def figures_for(check: Any, record: Any = None) -> list[Figure]:
     if cls is None or not check.measured:
         return []
     shape = S.parse(check, cls)
-    if cls in (T.LossCurve, T.DevMetric):
-        marks = _checkpoint_steps(record)
-        return (_loss if cls is T.LossCurve else _dev)(check.id, shape, marks)
+    if cls is T.LossCurve:
+        return _loss(check.id, shape, _checkpoint_steps(record), _eval_steps(record))
+    if cls is T.DevMetric:
+        return _dev(check.id, shape, _checkpoint_steps(record))
     draw = _DRAW.get(cls)
     return draw(check.id, shape) if draw else []
 
@@ -262,3 +268,9 @@ def _checkpoint_steps(record: Any) -> list[float]:
     chk = record.check("dispatch.checkpoints") if record is not None else None
     shape = S.parse(chk, T.Checkpoints) if chk is not None else None
     return [float(s) for s in shape.steps] if shape else []
+
+
+def _eval_steps(record: Any) -> list[float]:
+    chk = record.check("dispatch.dev_metric") if record is not None else None
+    shape = S.parse(chk, T.DevMetric) if chk is not None else None
+    return [float(s) for s in shape.step] if shape else []

@@ -102,9 +102,11 @@ def line_chart(
     diagonal: bool = False,
     marks: list[float] | None = None,
     reference: float | None = None,
+    events: list[float] | None = None,
 ) -> str:
     """Lines over a shared x axis (loss per step); `diagonal` adds y = x (a reliability curve's ideal),
-    `marks` dashed verticals (checkpoint steps), `reference` a dashed horizontal (the trivial baseline)."""
+    `marks` dashed verticals (checkpoint steps), `reference` a dashed horizontal (the trivial baseline),
+    `events` small triangles under the axis (dev evaluation steps)."""
     pts = [p for s in series.values() for p in s]
     xs, ys = [p[0] for p in pts] or [0.0, 1.0], [p[1] for p in pts] or [0.0, 1.0]
     if reference is not None:
@@ -134,6 +136,11 @@ def line_chart(
         body.append(f'<line x1="{sx(0)}" y1="{sy(0)}" x2="{sx(1)}" y2="{sy(1)}" class="ideal"/>')
     for m in marks or []:
         body.append(f'<line x1="{sx(m):.1f}" y1="{top}" x2="{sx(m):.1f}" y2="{bottom}" class="ideal"/>')
+    for e in events or []:
+        x = sx(e)
+        body.append(
+            f'<polygon points="{x:.1f},{bottom} {x - 4:.1f},{bottom + 7} {x + 4:.1f},{bottom + 7}" fill="#777"/>'
+        )
     if reference is not None:
         body.append(
             f'<line x1="{left}" y1="{sy(reference):.1f}" x2="{right}" y2="{sy(reference):.1f}" class="ideal"/>'
@@ -262,4 +269,11 @@ def render(fig) -> str:  # noqa: ANN001 - one of engine.figures.Figure
             (only,) = fig.groups.values()
             return bar_chart(fig.title, list(only), list(only.values()))
         return grouped_bars(fig.title, fig.groups)
-    return line_chart(fig.title, fig.series, diagonal=fig.diagonal, marks=fig.marks, reference=fig.reference)
+    return line_chart(
+        fig.title,
+        fig.series,
+        diagonal=fig.diagonal,
+        marks=fig.marks,
+        reference=fig.reference,
+        events=fig.events,
+    )

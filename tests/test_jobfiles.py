@@ -215,10 +215,11 @@ def test_stall_counts_heartbeats_without_a_step() -> None:
 
 
 class _FakeJob:
-    """What the heartbeat thread looks at: the job's step, stage and whether it evaluates."""
+    """What the heartbeat thread looks at: the job's step, stage, whether it evaluates and since when."""
 
     def __init__(self, job_dir: Path) -> None:
         self.dir, self.step, self.stage, self.evaluating = job_dir, 0, "training", False
+        self.eval_started = 0.0
 
 
 def _beats(tmp: Path, steps_every: int, n_beats: int, evaluate_at: tuple[int, ...] = ()) -> dict[str, Any]:
@@ -246,6 +247,7 @@ def test_a_dev_evaluation_is_not_a_stall(tmp_path: Path) -> None:
     # 30 heartbeats of evaluation between two steps do not count as heartbeats without a step
     hb = _beats(tmp_path, steps_every=0, n_beats=30, evaluate_at=tuple(range(1, 31)))
     assert hb["max_beats_without_step"] == -1
+    assert hb["evaluating"] is True and hb["evaluating_since"] == 0.0  # the app shows it running
     assert {a["name"]: a for a in alarms.evaluate([], {}, hb, 20)}["stall"]["state"] == "not_run"
 
 
@@ -253,7 +255,66 @@ def test_job_with_no_step_beyond_the_limit_is_stalled(tmp_path: Path) -> None:
     hb = _beats(tmp_path, steps_every=0, n_beats=12)  # 12 heartbeats in training, no step
     assert hb["max_beats_without_step"] == 11
     got = {a["name"]: a for a in alarms.evaluate([], {}, hb, 20)}["stall"]
-    assert got["state"] == "raised" and "limit 10" in got["detail"]
+    assert got["state"] == "raised" and "floor 0.1s: no timed step yet" in got["detail"]
+
+
+def _job_files(tmp: Path, step_seconds: float, n_steps: int, beats_without_step: int) -> Path:
+    """A job folder written as the job writes it: timed step records and a heartbeat file."""
+    tmp.mkdir()
+    for s in range(1, n_steps + 1):
+        jobfiles.append_metric(
+            tmp, {"kind": "step", "step": s, "loss": 1.0, "grad_norm": 1.0, "seconds": step_seconds}
+        )
+    jobfiles.write_heartbeat(
+        tmp, {"time": time.time(), "interval": 2.0, "max_beats_without_step": beats_without_step}
+    )
+    return tmp
+
+
+def test_stall_is_judged_against_the_jobs_own_step_time(tmp_path: Path) -> None:
+    # ~20 s steps on a busy machine: 11 heartbeats of 2 s between steps is a healthy step, not a stall
+    slow = _job_files(tmp_path / "slow", step_seconds=20.0, n_steps=12, beats_without_step=11)
+    got = {
+        a["name"]: a
+        for a in alarms.evaluate(jobfiles.read_metrics(slow), {}, jobfiles.read_heartbeat(slow), 300)
+    }
+    stall = got["stall"]
+    assert stall["state"] == "clear", stall["detail"]
+    assert (
+        stall["median_step_s"] == 20.0
+        and stall["stall_limit_s"] == 100.0
+        and stall["longest_without_step_s"] == 22.0
+    )
+    assert "vs limit 100s (5× median step 20s, floor 20s)" in stall["detail"]
+    # the same job after 61 heartbeats (122 s) without a step: stalled
+    stuck = _job_files(tmp_path / "stuck", step_seconds=20.0, n_steps=12, beats_without_step=61)
+    got = {
+        a["name"]: a
+        for a in alarms.evaluate(jobfiles.read_metrics(stuck), {}, jobfiles.read_heartbeat(stuck), 300)
+    }
+    assert got["stall"]["state"] == "raised" and got["stall"]["longest_without_step_s"] == 122.0
+    # fast steps: the contract's floor (10 heartbeats = 20 s) applies, not 5 × 0.1 s
+    fast = _job_files(tmp_path / "fast", step_seconds=0.1, n_steps=12, beats_without_step=11)
+    got = {
+        a["name"]: a
+        for a in alarms.evaluate(jobfiles.read_metrics(fast), {}, jobfiles.read_heartbeat(fast), 300)
+    }
+    assert got["stall"]["state"] == "raised" and got["stall"]["stall_limit_s"] == 20.0
+    # the alarm's values fit its shape
+    from engine.evidence import Check
+    from engine.shapes import parse
+    from engine.shapes.training import Alarm
+
+    measured = {k: v for k, v in got["stall"].items() if k != "name"}
+    chk = Check(id="dispatch.alarms.stall", status="warn", summary="x", measured=measured)
+    assert parse(chk, Alarm).stall_limit_s == 20.0
+
+
+def test_class_collapse_before_the_first_evaluation_says_so() -> None:
+    got = alarms.class_collapse(_obs(_steps([1.0, 0.9])), Alarms())
+    assert got["state"] == "not_run" and got["detail"] == "no dev evaluation yet"
+    got = alarms.class_collapse(_obs([_eval(5, 0.4)]), Alarms())
+    assert "not a classification job" in got["detail"]
 
 
 def test_evaluate_reports_every_alarm_in_order_and_discloses_disabled() -> None:

@@ -159,15 +159,15 @@ async def test_freeze_then_change_makes_later_stage_stale(tmp_path: Path, monkey
         await wait_for(pilot, lambda: nav_words(app)["claim"] == "frozen")
         await pilot.press("ctrl+l", "2")
         await wait_for(pilot, lambda: app.screen.current == "source")
+        # refused before asking: no dialog whose "yes" could only fail
         await pilot.press("ctrl+f")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-        assert "Freeze source?" in screen_text(app)
-        await pilot.press("y")
         await wait_for(pilot, lambda: any(n.title == "not frozen" for n in app._notifications))
         assert isinstance(app.screen, SessionScreen)
         refused = [n for n in app._notifications if n.title == "not frozen"]
         assert len(refused) == 1 and refused[0].severity == "error"
-        assert "stage 'source' is stale: re-run it on its current upstream" in str(refused[0].message)
+        assert "'source' is stale: an earlier stage changed. Re-run it (ctrl+r), then freeze." in str(
+            refused[0].message
+        )
         assert app.session.state("source") == "stale"
         assert nav_words(app)["source"].startswith("STALE")
 

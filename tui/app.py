@@ -13,6 +13,7 @@ a stage page is first built.
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
@@ -41,6 +42,21 @@ __all__ = ["ClaimcheckApp", "SessionScreen", "make_app"]
 
 DEFAULT_RECIPE = "text-classification-qlora"
 THEMES = ("textual-dark", "textual-light", "ansi-dark", "ansi-light")
+# The theme a terminal starts with, by how many colours it draws. In 16 colours textual-dark's
+# amber warning (#ffa62b) comes out as bright red, the same as a failure: the ANSI theme names the
+# terminal's own yellow and red instead. 256 colours and truecolor keep amber apart from red.
+THEME_FOR_COLOURS = {"16": "ansi-dark", "256": "textual-dark", "truecolor": "textual-dark"}
+
+
+def colour_depth(environ: dict[str, str]) -> str:
+    """'16', '256' or 'truecolor', the way Textual and Rich read the environment."""
+    forced = environ.get("TEXTUAL_COLOR_SYSTEM", "").strip().lower()
+    if forced in ("standard", "256", "truecolor"):
+        return {"standard": "16"}.get(forced, forced)
+    if environ.get("COLORTERM", "").strip().lower() in ("truecolor", "24bit"):
+        return "truecolor"
+    colours = environ.get("TERM", "").strip().lower().rpartition("-")[2]
+    return "256" if colours == "256color" else ("truecolor" if colours in ("direct", "truecolor") else "16")
 
 
 def _recipes() -> tuple[list[tuple[str, str]], Any]:
@@ -105,6 +121,8 @@ class ClaimcheckApp(App):
         yield Static("claimcheck", id="splash")
 
     def on_mount(self) -> None:
+        if not self.is_headless:  # tests and snapshots keep the default theme
+            self.theme = THEME_FOR_COLOURS[colour_depth(dict(os.environ))]
         if self.session_dir is not None:
             self.open_session(self.session_dir)
         else:

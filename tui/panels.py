@@ -18,11 +18,12 @@ from textual import work
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.message import Message
-from textual.widgets import Sparkline, Static
+from textual.widgets import Static
 
 from engine.evidence import StageRecord
 from engine.shapes import ShapeError, parse
 from engine.shapes.training import Progress
+from engine.training.jobfiles import Pace, duration
 from tui.safe import clean, literal
 from tui.stage_panels import NOT_MEASURED, PANEL_WIDTH, RENDERERS, render_dispatch_record
 
@@ -112,6 +113,9 @@ def poll_jobs(jobs_root: Path, inputs: dict[str, Any] | None = None) -> list[dic
             alarms = job_alarms.evaluate(records, effective, jobfiles.read_heartbeat(job_dir), st.total_steps)
         except Exception:  # alarms on a half-written file: show none rather than crash the view
             alarms = []
+        status = jobfiles.read_status(job_dir)
+        pace = jobfiles.pace(status, jobfiles.read_heartbeat(job_dir), records)
+        trivial = next((r for r in records if r.get("kind") == "trivial"), {})
         out.append(
             {
                 "op_id": st.op_id,
@@ -122,7 +126,16 @@ def poll_jobs(jobs_root: Path, inputs: dict[str, Any] | None = None) -> list[dic
                 "alive": st.alive,
                 "heartbeat_age_s": st.heartbeat_age_s,
                 "losses": [float(s["loss"]) for s in steps if _num(s.get("loss")) is not None],
+                "loss_points": [
+                    (float(s["step"]), float(s["loss"])) for s in steps if _num(s.get("loss")) is not None
+                ],
                 "dev": [float(e["value"]) for e in evals if _num(e.get("value")) is not None],
+                "dev_points": [
+                    (float(e["step"]), float(e["value"])) for e in evals if _num(e.get("value")) is not None
+                ],
+                "checkpoints": [float(r["step"]) for r in jobfiles.latest_by_step(records, "checkpoint")],
+                "trivial": _num(trivial.get("value")),
+                "pace": pace,
                 "dev_metric": str(evals[-1].get("metric", "")) if evals else "",
                 "alarms": alarms,
                 "running": st.running,
@@ -149,10 +162,7 @@ class DispatchPanel(VerticalScroll):
 
     def compose(self) -> ComposeResult:
         yield Static(id="job-head")
-        yield Static("loss", classes="spark-label")
-        yield Sparkline([], id="loss-spark")
-        yield Static("dev metric", classes="spark-label")
-        yield Sparkline([], id="dev-spark")
+        yield Static(id="job-curves")
         yield Static(id="job-body")
 
     def on_mount(self) -> None:
@@ -180,69 +190,38 @@ class DispatchPanel(VerticalScroll):
             ]
         self.post_message(self.Polled(jobs, time.time()))
 
+    class JobChanged(Message):
+        """A job's stage changed (training → done, …): the screen re-reads states and records."""
+
+        def __init__(self, before: dict[str, str], after: dict[str, str]) -> None:
+            self.before, self.after = before, after
+            super().__init__()
+
     def on_dispatch_panel_polled(self, event: Polled) -> None:
-        was = any(j.get("running") for j in self.jobs)
+        before = {str(j.get("op_id")): str(j.get("stage")) for j in self.jobs}
         self.jobs = event.jobs
         self._draw()
-        if was != any(j.get("running") for j in self.jobs):
-            refresh = getattr(self.screen, "refresh_states", None)  # the navigator's "running" word
-            if refresh is not None:
-                refresh()
+        after = {str(j.get("op_id")): str(j.get("stage")) for j in self.jobs}
+        if before != after:
+            self.post_message(self.JobChanged(before, after))
 
     def _draw(self) -> None:
         head = self.query_one("#job-head", Static)
+        curves = self.query_one("#job-curves", Static)
         body = self.query_one("#job-body", Static)
-        loss = self.query_one("#loss-spark", Sparkline)
-        dev = self.query_one("#dev-spark", Sparkline)
         if not self.jobs:
             head.update(
                 Text(
                     "No training job in this session yet: run the dispatch stage to launch one.", style="dim"
                 )
             )
-            loss.data, dev.data = [], []
-            body.update(render_dispatch_record(self._record))
+            curves.update("")
+            body.update(render_dispatch_record(self._record, self._width()))
             return
         job = self.jobs[-1]
-        t = Text()
-        t.append("job ", style="bold")
-        t.append_text(literal(job.get("op_id", "")))
-        t.append(
-            f" · {clean(job.get('stage', ''))}",
-            style="bold red" if job.get("stage") in ("failed", "lost", "stalled") else "bold",
-        )
-        total = job.get("total_steps") or 0
-        t.append(f"\nstep {job.get('step', 0)}" + (f" of {total}" if total else ""))
-        age = job.get("heartbeat_age_s", -1)
-        t.append(
-            " · heartbeat "
-            + (f"{age:.1f} s ago" if isinstance(age, int | float) and age >= 0 else "none yet")
-        )
-        if job.get("reason"):
-            t.append("\n")
-            t.append_text(literal(job["reason"], "dim", limit=200))
-        if len(self.jobs) > 1:
-            t.append(f"\n({len(self.jobs)} jobs in this session; showing the latest)", style="dim")
-        recorded = parse(self._record.check("dispatch.progress"), Progress) if self._record else None
-        if not job.get("running") and recorded and recorded.stage != job.get("stage"):
-            t.append("\nThe job's state changed since the record: ctrl+r records it now.", style="bold")
-        elif job.get("running"):
-            t.append("\nThe job runs on its own: quitting claimcheck leaves it running.", style="dim")
-        head.update(t)
-        losses, devs = job.get("losses", []), job.get("dev", [])
-        loss.data = losses[-200:]
-        dev.data = devs[-200:]
+        head.update(self._head(job))
+        curves.update(job_curves(job, self._width()))
         b = Text()
-        b.append(
-            f"loss: {len(losses)} steps"
-            + (f", last {losses[-1]:.4g}, min {min(losses):.4g}" if losses else " (none yet)")
-            + "\n"
-        )
-        b.append(
-            f"dev {clean(job.get('dev_metric', '') or 'metric')}: "
-            + (f"{len(devs)} evals, last {devs[-1]:.4g}" if devs else "no eval yet")
-            + "\n\n"
-        )
         b.append("alarms\n", style="bold")
         if not job.get("alarms"):
             b.append(NOT_MEASURED + "\n", style="dim")
@@ -252,8 +231,101 @@ class DispatchPanel(VerticalScroll):
             b.append(
                 f"{'✖' if state == 'raised' else '·'} {clean(a.get('name', '')):<18} {state:<9} ", style=style
             )
-            b.append_text(literal(a.get("detail", ""), limit=120))
+            b.append_text(literal(a.get("detail", ""), limit=160))
             b.append("\n")
         b.append("\n")
-        b.append_text(render_dispatch_record(self._record))
+        b.append_text(render_dispatch_record(self._record, self._width()))
         body.update(b)
+
+    def _width(self) -> int:
+        width = self.content_region.width - self.styles.scrollbar_size_vertical
+        return width if width >= 30 else PANEL_WIDTH
+
+    def _head(self, job: dict[str, Any]) -> Text:
+        t = Text()
+        t.append("job ", style="bold")
+        t.append_text(literal(job.get("op_id", "")))
+        stage = str(job.get("stage", ""))
+        bad = stage in ("failed", "lost", "stalled")
+        t.append(
+            f" · {clean(stage)}", style="bold red" if bad else ("bold green" if stage == "done" else "bold")
+        )
+        total = job.get("total_steps") or 0
+        t.append(f"\nstep {job.get('step', 0)}" + (f" of {total}" if total else ""))
+        age = job.get("heartbeat_age_s", -1)
+        if job.get("running"):
+            beat = f"{age:.1f} s ago" if isinstance(age, int | float) and age >= 0 else "none yet"
+            t.append(f" · heartbeat {beat}")
+        t.append_text(pace_line(job.get("pace"), bool(job.get("running"))))
+        if job.get("reason"):
+            t.append("\n")
+            t.append_text(literal(job["reason"], "dim", limit=200))
+        if len(self.jobs) > 1:
+            t.append(f"\n({len(self.jobs)} jobs in this session; showing the latest)", style="dim")
+        recorded = parse(self._record.check("dispatch.progress"), Progress) if self._record else None
+        if not job.get("running") and recorded and recorded.stage != stage:
+            t.append(
+                f"\nThe record says '{clean(recorded.stage)}', the job '{clean(stage)}': a draft dispatch record "
+                "is recorded again on its own, a frozen one with ctrl+r.",
+                style="bold",
+            )
+        elif job.get("running"):
+            t.append("\nThe job runs on its own: quitting claimcheck leaves it running.", style="dim")
+        return t
+
+
+def pace_line(pace: Pace | None, running: bool) -> Text:
+    """'elapsed 4 min 10 s · 0.05 steps/s · ETA 1 h 20 min' and, during an evaluation, which one and
+    for how long (no step moves then, so the step count alone would look stuck)."""
+    t = Text()
+    if pace is None:
+        return t
+    bits = [f"elapsed {duration(pace.elapsed_s)}"] if pace.elapsed_s is not None else []
+    if pace.steps_per_s:
+        rate = pace.steps_per_s
+        bits.append(f"{rate:.3g} steps/s" if rate >= 0.1 else f"{1 / rate:.3g} s/step")
+    if running:
+        bits.append(f"ETA {duration(pace.eta_s)}" if pace.eta_s is not None else "ETA ? (no timed step yet)")
+    if bits:
+        t.append("\n" + " · ".join(bits))
+    if pace.evaluation:
+        since = f" for {duration(pace.evaluating_s)}" if pace.evaluating_s is not None else ""
+        t.append(f"\n◆ {pace.evaluation} dev evaluation running{since}", style="bold cyan")
+    return t
+
+
+def job_curves(job: dict[str, Any], width: int) -> Text:
+    """The job's loss (checkpoints ┆ and dev evaluations ▲ marked) and dev metric (the trivial
+    baseline ┄ as reference), from its own files; one point is shown as a point with its value."""
+    from engine.figures import Lines
+    from tui.plots import plot
+
+    t = Text()
+    evals = list(job.get("dev_points") or [])
+    losses = list(job.get("loss_points") or [])
+    loss_fig = Lines(
+        "live loss per optimizer step",
+        {"loss": losses},
+        "step",
+        marks=list(job.get("checkpoints") or []),
+        mark_label="checkpoints",
+        events=[x for x, _ in evals],
+        event_label="dev evaluations",
+    )
+    t.append_text(
+        plot(loss_fig, width) if losses else literal("live loss: no optimizer step yet", "dim").append("\n")
+    )
+    metric = clean(job.get("dev_metric", "") or "metric")
+    dev_fig = Lines(
+        f"live dev {metric} at each evaluation",
+        {f"dev {metric}": evals},
+        "step",
+        reference=job.get("trivial"),
+        reference_label="trivial baseline",
+    )
+    t.append_text(
+        plot(dev_fig, width)
+        if evals
+        else literal(f"live dev {metric}: no evaluation yet", "dim").append("\n")
+    )
+    return t

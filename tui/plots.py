@@ -186,6 +186,15 @@ def lines(fig: Lines, width: int = WIDTH, height: int = 8) -> Text:
             literal(f"{fig.mark_label or 'marked'} at {x_name} " + ", ".join(num(m) for m in fig.marks))
         )
         t.append("\n")
+    if fig.events:
+        t.append("  ▲ ", style="bold cyan")
+        t.append_text(
+            literal(
+                f"{fig.event_label or 'events'} at {x_name} " + ", ".join(num(m) for m in fig.events),
+                limit=200,
+            )
+        )
+        t.append("\n")
     if fig.reference is not None:
         t.append("  ┄ ", style="bold red")
         t.append_text(literal(f"{fig.reference_label or 'reference'} {num(fig.reference)}"))
@@ -198,7 +207,7 @@ def lines(fig: Lines, width: int = WIDTH, height: int = 8) -> Text:
 def _grid(
     fig: Lines, series: dict[str, list[tuple[float, float]]], glyph: dict[str, str], width: int, height: int
 ) -> Text:
-    xs = [x for pts in series.values() for x, _ in pts] + list(fig.marks)
+    xs = [x for pts in series.values() for x, _ in pts] + list(fig.marks) + list(fig.events)
     ys = [y for pts in series.values() for _, y in pts]
     if fig.reference is not None and math.isfinite(fig.reference):
         ys.append(fig.reference)
@@ -250,7 +259,13 @@ def _grid(
         for ch, style in row:
             t.append(ch, style=style)
         t.append("\n")
-    t.append(" " * lab_w + " └" + "─" * cols + "\n", style="dim")
+    axis_line = ["─"] * cols
+    for e in fig.events:
+        axis_line[cx(e)] = "▲"
+    t.append(" " * lab_w + " └", style="dim")
+    for ch in axis_line:
+        t.append(ch, style="bold cyan" if ch == "▲" else "dim")
+    t.append("\n")
     left, right = num(x0), num(x1)
     x_name = clean(fig.x_label)
     axis = (

@@ -122,9 +122,13 @@ class ConfirmScreen(ModalScreen[bool]):
 
     BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n,escape", "answer(False)", "No")]
 
-    def __init__(self, title: str, body: Text | str, yes: str = "Yes", no: str = "No") -> None:
+    def __init__(
+        self, title: str, body: Text | str, yes: str = "Yes", no: str = "No", default_no: bool = False
+    ) -> None:
         super().__init__()
         self._title, self._body, self._yes, self._no = title, body, yes, no
+        # Enter answers the focused button: "No" when the answer should not be yes by habit.
+        self.default_no = default_no
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-box"):
@@ -136,7 +140,7 @@ class ConfirmScreen(ModalScreen[bool]):
                 yield Button(f"{self._no} (n)", id="no")
 
     def on_mount(self) -> None:
-        self.query_one("#yes", Button).focus()
+        self.query_one("#no" if self.default_no else "#yes", Button).focus()
 
     def action_answer(self, value: bool) -> None:
         self.dismiss(value)

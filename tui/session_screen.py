@@ -18,15 +18,20 @@ from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Static
 
 from engine import registry
+from engine.core import split_runtime
 from engine.evidence import EvidenceError
 from engine.session import (
     Session,
     StageOrderError,
 )
+from engine.shapes import parse
+from engine.shapes.training import Progress
+from engine.training.jobfiles import is_terminal
+from tui.panels import DispatchPanel
 from tui.safe import clean, literal
 from tui.screens import ConfirmScreen, CoverageScreen
 from tui.stage_view import TABS, RunEnded, StageView
-from tui.widgets import NotesPanel, StageNavigator, state_words
+from tui.widgets import NotesPanel, StageNavigator, artifact_readiness, freeze_question, state_words
 
 
 class SessionScreen(Screen):
@@ -75,6 +80,52 @@ class SessionScreen(Screen):
         self.go(self.current)
         # After the first paint: importing every stage module must not delay the first usable screen.
         self.set_timer(0.3, self._probe_stages)
+        self.set_timer(0.5, self._watch_jobs)
+
+    def _watch_jobs(self) -> None:
+        """Build the dispatch page (hidden) once the session has a job folder: its panel polls the
+        job's files every second, so the navigator, the banners and the footer follow the job."""
+        if self.view("dispatch") is not None or not (self.session.path / "jobs").is_dir():
+            return
+        page = StageView(
+            registry.get("dispatch"),
+            self.session,
+            self.initial_inputs(self.session, "dispatch"),
+            id="page-dispatch",
+        )
+        page.display = False
+        self.query_one("#pages", ContentSwitcher).mount(page)
+
+    @on(DispatchPanel.JobChanged)
+    def _job_changed(self, event: DispatchPanel.JobChanged) -> None:
+        """A job changed stage: redraw states and keys; a draft dispatch record that no longer says
+        what the ended job did is recorded again (the job is adopted, never launched twice)."""
+        self.refresh_states()
+        self.refresh_bindings()
+        ended = [op for op, stage in event.after.items() if is_terminal(stage)]
+        if not ended or self._busy() is not None:
+            return
+        view = self.view("dispatch")
+        record = self.session.record("dispatch")
+        if view is None or record is None:
+            return
+        progress = (
+            parse(record.check("dispatch.progress"), Progress) if record.check("dispatch.progress") else None
+        )
+        stage = clean(event.after.get(ended[-1], ""), limit=40)
+        if progress is None or clean(progress.stage, limit=40) == stage:
+            return
+        if self.session.state("dispatch") != "draft":
+            self.notify(
+                f"the job ended ({stage}); the {self.session.state('dispatch')} dispatch record still says "
+                f"'{clean(progress.stage, limit=40)}': re-run dispatch (ctrl+r) to record it",
+                severity="warning",
+                timeout=10,
+            )
+            return
+        self.notify(f"the job ended ({stage}): recording the dispatch stage again")
+        view.start_run(split_runtime("dispatch", record.inputs)[0])
+        self.refresh_states()
 
     @work(thread=True, group="probe")
     def _probe_stages(self) -> None:
@@ -153,8 +204,17 @@ class SessionScreen(Screen):
                 states[spec.name], records.get(spec.name), running, self.built.get(spec.name, True)
             )
         self.query_one(StageNavigator).set_states(words)
+        artifact = self.view("artifact")
+        if artifact is not None:
+            job = self._latest_job()
+            artifact.banner_note = artifact_readiness(states["dispatch"], records.get("dispatch"), job)
         for view in self.query(StageView):
             view.refresh_record(states)
+
+    def _latest_job(self) -> dict[str, Any] | None:
+        panels = self.query(DispatchPanel)
+        jobs = panels.first().jobs if panels else []
+        return jobs[-1] if jobs else None
 
     def _job_running(self) -> bool:
         panels = self.query("DispatchPanel")
@@ -232,6 +292,7 @@ class SessionScreen(Screen):
                 timeout=12,
             )
         self.refresh_states()
+        self._watch_jobs()
 
     def action_freeze(self) -> None:
         view = self.view()
@@ -246,20 +307,18 @@ class SessionScreen(Screen):
         if state == "frozen":
             self.notify(f"'{name}' is already frozen", severity="information")
             return
-        later = self.session.would_stale(name)
-        body = Text()
-        body.append(
-            f"Freezing '{name}' records that you accept its {len(record.checks)} checks as evidence.\n"
-        )
-        fails = [c.id for c in record.checks if c.status == "fail"]
-        if fails:
-            body.append(f"{len(fails)} check(s) FAIL: " + ", ".join(fails) + "\n", style="bold")
-        body.append(
-            "Later stages made stale by this: "
-            + (", ".join(later) if later else "none (no later stage has a record)")
-        )
+        if state == "stale":  # refused before asking: freezing it would fail anyway
+            self.notify(
+                f"'{name}' is stale: an earlier stage changed. Re-run it (ctrl+r), then freeze.",
+                title="not frozen",
+                severity="error",
+                timeout=10,
+            )
+            return
+        body, risky = freeze_question(record, self.session.would_stale(name))
         self.app.push_screen(
-            ConfirmScreen(f"Freeze {name}?", body, yes="Freeze"), partial(self._confirmed_freeze, name)
+            ConfirmScreen(f"Freeze {name}?", body, yes="Freeze", default_no=risky),
+            partial(self._confirmed_freeze, name),
         )
 
     def _confirmed_freeze(self, name: str, yes: bool | None) -> None:

@@ -23,7 +23,7 @@ from engine.shapes import data as D
 from engine.shapes import training as T
 from tui.plots import abbreviate, legend, plot
 from tui.safe import clean, literal
-from tui.widgets import bar_lines
+from tui.widgets import bar_lines, verdict_line
 
 NOT_MEASURED = "not measured"
 # The visual panel's width in an 80-column terminal (the stage navigator takes the rest); the
@@ -412,7 +412,10 @@ def _verdict(record: StageRecord | None) -> Text:
     check, v = read(record, "artifact.verdict", A.Verdict)
     if v is None:
         return not_measured("Verdict")
-    t = section("Verdict: four outcomes, kept apart", check.id if check else "")
+    met, line = verdict_line(v)
+    t = literal(line, "bold green" if met else "bold red")
+    t.append("\n")
+    t.append_text(section("Verdict: four outcomes, kept apart", check.id if check else ""))
     for label, flag in (
         ("job finished", v.job_finished),
         ("artifact verified", v.artifact_verified),

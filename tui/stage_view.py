@@ -30,7 +30,7 @@ from engine.session import Session
 from tui.forms import CLAIM_FIELDS, ClaimForm, StageForm, TomlForm
 from tui.panels import DispatchPanel, VisualPanel
 from tui.safe import clean, literal
-from tui.widgets import BoundedTable, CheckDetail, ChecksTable, Loader, NotesPanel
+from tui.widgets import BoundedTable, CheckDetail, ChecksTable, Loader, NotesPanel, stage_banner
 
 TABS = ("form", "checks", "visual", "notes", "data")
 
@@ -79,8 +79,11 @@ class StageView(Vertical):
         self.cancel_event: threading.Event | None = None
         self.running = False
         self._last_progress = 0.0
+        self._run_started = 0.0
+        self._run_text = ""
         self._pending_tab = ""
         self._ready = False
+        self.banner_note = ""  # a line the session screen adds under the state (when artifact can run)
         self.runs_finished = 0  # completed, failed or cancelled runs of this page (tests wait on it)
 
     # ------------------------------------------------------------ layout
@@ -130,6 +133,8 @@ class StageView(Vertical):
 
     def on_mount(self) -> None:
         self.query_one(".run-bar").display = False
+        # the run bar's clock moves even while a stage step reports nothing (a long evaluation)
+        self.set_interval(1.0, self._tick)
         self._ready = True
         self.refresh_record()
         if self._pending_tab:
@@ -155,20 +160,12 @@ class StageView(Vertical):
         visual.show(record, self.session)  # type: ignore[attr-defined]
 
     def _state_line(self, state: str, record: StageRecord | None) -> Text:
-        t = Text()
         if self.module is None:
-            t.append("state: not run · not built yet in this version", style="bold")
-            return t
-        word = {"not_run": "not run", "stale": "STALE — an earlier stage changed; re-run"}.get(state, state)
-        t.append(f"state: {word}", style="bold")
-        if record is not None:
-            counts: dict[str, int] = {}
-            for c in record.checks:
-                counts[c.status] = counts.get(c.status, 0) + 1
-            t.append(f" · r{record.provenance.revision} · ")
-            t.append(
-                ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in sorted(counts.items())) or "no checks"
-            )
+            return Text("state: not run · not built yet in this version", style="bold")
+        t = stage_banner(state, record)
+        if self.banner_note and record is None:
+            t.append("\n")
+            t.append_text(literal(self.banner_note, "italic", limit=200))
         return t
 
     @on(ChecksTable.Highlighted)
@@ -232,13 +229,15 @@ class StageView(Vertical):
         bar.display = True
         # A determinate bar from the start: the indeterminate one animates non-stop, costly over SSH.
         self.query_one(ProgressBar).update(total=100, progress=0)
-        self.query_one(".run-text", Label).update("starting… (ctrl+g cancels)")
+        self._run_started, self._run_text = time.monotonic(), "starting… (ctrl+g cancels)"
+        self._tick()
         self._run(inputs, self.cancel_event)
 
     def cancel_run(self) -> bool:
         if not self.running or self.cancel_event is None:
             return False
         self.cancel_event.set()
+        self._run_text = "cancelling… (the stage stops at its next checkpoint)"
         labels = self.query(".run-text")  # gone already when the app is closing
         if labels:
             labels.first(Label).update("cancelling… (the stage stops at its next checkpoint)")
@@ -273,7 +272,17 @@ class StageView(Vertical):
     def on_run_progress(self, event: RunProgress) -> None:
         if event.fraction is not None:  # no fraction: the message alone says what is happening
             self.query_one(ProgressBar).update(progress=max(0.0, min(1.0, event.fraction)) * 100)
-        self.query_one(".run-text", Label).update(literal(clean(event.text, limit=60)))
+        self._run_text = clean(event.text, limit=60)
+        self._tick()
+
+    def _tick(self) -> None:
+        """The run bar's text with how long the run has taken: '1 min 05 s · predicting the test'."""
+        if not self.running:
+            return
+        from engine.training.jobfiles import duration
+
+        elapsed = duration(time.monotonic() - self._run_started)
+        self.query_one(".run-text", Label).update(literal(f"{elapsed} · {self._run_text}"))
 
     def finish_run(self, event: RunEnded) -> None:
         self.runs_finished += 1

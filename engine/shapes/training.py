@@ -197,6 +197,10 @@ class Alarm(Shape):
     # The figure the alarm compared, per alarm.
     gap: float | None = None
     max_beats_without_step: int | None = None
+    # stall: the longest stretch without a step (s), the limit it was held to (s), the median step (s)
+    longest_without_step_s: float | None = None
+    stall_limit_s: float | None = None
+    median_step_s: float | None = None
 
 
 class Checkpoints(Shape):

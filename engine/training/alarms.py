@@ -15,8 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.training.jobfiles import dev_evals, latest_by_step
+from engine.training.jobfiles import HEARTBEAT_SECONDS, dev_evals, latest_by_step
 from engine.training.schema import Alarms, Effective, effective
+
+# The stall alarm: no optimizer step for longer than STALL_STEP_MULTIPLE × the job's own median
+# step time, and never less than the contract's floor (alarms.stall_heartbeats heartbeat intervals).
+STALL_STEP_MULTIPLE = 5.0
 
 ALARMS = ("non_finite", "divergence", "class_collapse", "train_dev_gap", "stall", "worse_than_trivial")
 LOWER_BETTER = {"log_loss", "brier", "dev_loss"}
@@ -39,6 +43,8 @@ class Observed:
     total_steps: int
     # The most heartbeats the job spent in training without an optimizer step (-1: none recorded).
     max_beats_without_step: int = -1
+    # Seconds between heartbeats (what one beat without a step stands for).
+    interval_s: float = HEARTBEAT_SECONDS
     steps: list[dict[str, Any]] = field(default_factory=list)
     evals: list[dict[str, Any]] = field(default_factory=list)
 
@@ -47,8 +53,23 @@ class Observed:
         self.evals = dev_evals(self.records)
 
     @property
+    def median_step_s(self) -> float | None:
+        """The median wall-clock seconds of the job's optimizer steps; None before a timed step."""
+        secs = sorted(
+            float(s["seconds"]) for s in self.steps if _finite(s.get("seconds")) and s["seconds"] > 0
+        )
+        if not secs:
+            return None
+        mid = len(secs) // 2
+        return secs[mid] if len(secs) % 2 else (secs[mid - 1] + secs[mid]) / 2
+
+    @property
     def higher_better(self) -> bool:
         return not any(e.get("metric") in LOWER_BETTER for e in self.evals[:1])
+
+
+def _secs(x: float) -> str:
+    return f"{x:.1f}s" if x < 10 else f"{x:.0f}s"
 
 
 def _entry(name: str, state: str, detail: str, step: int = -1, **extra: Any) -> dict[str, Any]:
@@ -90,6 +111,8 @@ def divergence(obs: Observed, cfg: Alarms) -> dict[str, Any]:
 def class_collapse(obs: Observed, cfg: Alarms) -> dict[str, Any]:
     name = "class_collapse"
     dists = [e for e in obs.evals if e.get("pred_distribution")]
+    if not obs.evals:
+        return _entry(name, "not_run", "no dev evaluation yet")
     if not dists:
         return _entry(name, "not_run", "no predicted-class distribution recorded (not a classification job?)")
     share = float(cfg.collapse_share)
@@ -122,19 +145,37 @@ def train_dev_gap(obs: Observed, cfg: Alarms) -> dict[str, Any]:
 
 
 def stall(obs: Observed, cfg: Alarms) -> dict[str, Any]:
-    """Raised when the job spent more heartbeats than the limit in training without a step.
+    """Raised when the job went longer without an optimizer step than its own steps justify.
 
-    A slow job whose steps each take a few heartbeats is not stalled; a dev evaluation between
-    steps does not count (the heartbeat thread restarts its count after one).
+    The longest stretch in training without a step (heartbeats × interval; a dev evaluation between
+    steps does not count, the heartbeat thread restarts its count after one) is compared with
+    STALL_STEP_MULTIPLE × the median step time, never less than the contract's floor of
+    `stall_heartbeats` intervals: a slow but steady job is not stalled.
     """
     name = "stall"
     worst = int(obs.max_beats_without_step)
     if worst < 0:
         return _entry(name, "not_run", "no heartbeat recorded during training")
-    limit = int(cfg.stall_heartbeats)
-    state = "raised" if worst > limit else "clear"
-    detail = f"at most {worst} heartbeats without an optimizer step (limit {limit})"
-    return _entry(name, state, detail, -1, max_beats_without_step=worst)
+    interval = float(obs.interval_s)
+    gap_s = worst * interval
+    floor_s = int(cfg.stall_heartbeats) * interval
+    median = obs.median_step_s
+    limit_s = max(floor_s, STALL_STEP_MULTIPLE * median) if median is not None else floor_s
+    state = "raised" if gap_s > limit_s else "clear"
+    basis = (
+        f"{STALL_STEP_MULTIPLE:g}× median step {_secs(median)}, floor {_secs(floor_s)}"
+        if median is not None
+        else f"floor {_secs(floor_s)}: no timed step yet"
+    )
+    detail = (
+        f"longest stretch without an optimizer step {_secs(gap_s)} ({worst} heartbeats of {interval:g}s) "
+        f"vs limit {_secs(limit_s)} ({basis})"
+    )
+    extra = {"max_beats_without_step": worst, "longest_without_step_s": round(gap_s, 3)}
+    extra["stall_limit_s"] = round(limit_s, 3)
+    if median is not None:
+        extra["median_step_s"] = round(median, 4)
+    return _entry(name, state, detail, -1, **extra)
 
 
 def worse_than_trivial(obs: Observed, cfg: Alarms) -> dict[str, Any]:
@@ -180,7 +221,9 @@ def evaluate(
 ) -> list[dict[str, Any]]:
     """One entry per alarm, in ALARMS order; a disabled alarm is reported as disabled."""
     cfg = config(contract)
-    obs = Observed(records, total_steps, int(heartbeat.get("max_beats_without_step", -1)))
+    beats = int(heartbeat.get("max_beats_without_step", -1))
+    interval = float(heartbeat.get("interval") or HEARTBEAT_SECONDS)
+    obs = Observed(records, total_steps, beats, interval)
     disabled = {str(x) for x in cfg.disabled}
     out = []
     for name in ALARMS:

@@ -82,6 +82,9 @@ class Heartbeat(threading.Thread):
             "interval": self.interval,
             "beats_since_step": self.since_step,
             "max_beats_without_step": self.max_without_step,
+            # a dev evaluation in progress and when it began (the live view says so: no step moves)
+            "evaluating": bool(self.job.evaluating),
+            "evaluating_since": self.job.eval_started if self.job.evaluating else None,
         }
         try:
             jobfiles.write_heartbeat(self.job.dir, doc)
@@ -128,6 +131,7 @@ class Job:
         self.total_steps = 0
         self.stage = "loading"
         self.evaluating = False
+        self.eval_started = 0.0
         beat_s = float(self.runtime.get("heartbeat_seconds", jobfiles.HEARTBEAT_SECONDS))
         earlier = read_status(self.dir)
         self.status: dict[str, Any] = {
@@ -428,6 +432,7 @@ class Job:
         return value < than if metric in LOWER_BETTER else value > than
 
     def _eval(self, run: Training, selected: int = -1) -> float:
+        self.eval_started = time.time()
         self.evaluating = True
         try:
             dev_r = run.evaluate(run.model, run.dev_b, run.metric, run.batcher.classes)
