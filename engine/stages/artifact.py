@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from engine.artifact.arms import arm_counts, arm_predict, latency, locked_read, torch_arm
+from engine.artifact.decoding import Decoding
 from engine.artifact.common import ARM_NAMES, PB_COMPARE, PB_IDENTITY, PB_OUTCOMES, PB_PARITY
 from engine.artifact.quality import Scored, quality
 from engine.context import StageContext, StageInputError
@@ -41,6 +42,8 @@ class Inputs(BaseModel):
     # 0 = every test row. A bound makes the comparison a sample, and the coverage says so.
     max_test_rows: int = Field(default=0, ge=0, le=10**9)
     reliability_bins: int = Field(default=10, ge=2, le=1000)
+    # How the generating arms answer (causal-LM SFT only; classification ignores it).
+    decoding: Decoding = Field(default_factory=Decoding)
 
     @field_validator("comparators")
     @classmethod
