@@ -31,6 +31,7 @@ def ci_sized(answers: dict, model_dir: Path) -> dict:
     c["fit_check"].update(rows=8, steps=10, lr=1e-2)
     answers["dispatch"]["poll_seconds"] = 0.3
     answers["artifact"].update(bootstrap_resamples=200, latency_examples=2)
+    answers["artifact"]["decoding"]["max_new_tokens"] = 6
     answers["baseline"]["bootstrap_resamples"] = 200
     return answers
 

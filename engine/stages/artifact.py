@@ -95,6 +95,13 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     ctx.progress(0.15, "reload parity in a fresh process")
     checks.append(_parity(final, job_dir, ctx, inputs.parity_tolerance))
     ctx.check_cancelled()
+    if eff.get("task_kind") == "causal_lm_sft":
+        from engine.artifact import sft
+
+        comparison = sft.compare(inputs, eff, final, upstream, ctx)
+        checks.extend(comparison["checks"])
+        checks.append(_outcomes(checks, comparison, upstream))
+        return StageRecord(stage="artifact", inputs=inputs.model_dump(mode="json"), checks=checks)
     if eff.get("task_kind") != "text_classification":
         checks.append(
             Check(
