@@ -17,8 +17,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from engine.artifact.arms import arm_counts, arm_predict, latency, locked_read, torch_arm
-from engine.artifact.decoding import Decoding
 from engine.artifact.common import ARM_NAMES, PB_COMPARE, PB_IDENTITY, PB_OUTCOMES, PB_PARITY
+from engine.artifact.decoding import Decoding
 from engine.artifact.quality import Scored, quality
 from engine.context import StageContext, StageInputError
 from engine.evidence import Check, StageRecord
