@@ -117,3 +117,15 @@ def test_the_documented_sft_answers_file_is_valid() -> None:
     inputs = Inputs.model_validate(answers["artifact"])
     assert inputs.decoding.strategy == "greedy" and answers["contract"]["packing"] is False
     assert "answers-sft.toml" in (sft_session.ROOT / "docs" / "answers-format.md").read_text()
+
+
+@pytest.mark.slow
+def test_sft_reload_parity_catches_a_serving_skew(sft_ws: Path) -> None:
+    """Serving with a shorter max_length than training cuts the references: parity must fail."""
+    from engine.training.artifact_files import reload_parity
+
+    job = next((sft_ws / sft_session.SESSION / "jobs").iterdir())
+    same = reload_parity(job / "final", job, sft_ws, 1e-5)
+    assert same["ok"] and same["compared"] == same["rows"] > 0
+    skewed = reload_parity(job / "final", job, sft_ws, 1e-5, overrides={"max_length": 32})
+    assert not skewed["ok"] and skewed["prediction_mismatches"] == skewed["compared"]
