@@ -79,7 +79,7 @@ def test_sft_session_reaches_an_artifact_verdict(sft_ws: Path) -> None:
     # The trivial arm answers the most frequent training reply, as the baseline stage does.
     train_replies = _train_replies(session)
     top = sorted(Counter(train_replies).items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
-    assert arms.arms["trivial_baseline"].what.startswith(f"always {top!r}")
+    assert arms.arms["trivial_baseline"].what.startswith(f"always '{visible(top)}'")
     # The trained adapter makes the references likelier than the unchanged base does, beyond noise.
     nll = gen.differences["mean_nll"]["base_model"]
     assert nll.hi is not None and nll.hi < 0 and gen.candidate_better["mean_nll"]["base_model"]

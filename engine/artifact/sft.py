@@ -22,6 +22,7 @@ from engine.artifact.generate import NORMALISATION, Generation, TorchGenerator, 
 from engine.artifact.generate import token_f1 as token_f1_of
 from engine.evidence import Check
 from engine.shapes import artifact as shapes
+from engine.textsafe import visible
 
 SFT_METRICS = ("exact_match", "token_f1")
 NLL = "mean_nll"
@@ -124,7 +125,7 @@ def compare(
         answer = _trivial(upstream, ctx, eff)
         results["trivial_baseline"] = ArmResult(
             [None if c is None else Generation(text=answer) for c in convs],
-            what=f"always {answer[:80]!r} (the most frequent training reply)",
+            what=f"always '{visible(answer, limit=80)}' (the most frequent training reply)",
         )
     for arm in wanted:
         if arm not in results:
@@ -343,8 +344,6 @@ def _comparison(sc: Scored, values: dict, diffs: dict, rows: dict, ok: dict, n_e
 
 
 def _generation(sc: Scored, values: dict, diffs: dict, shared: Any, cov: str) -> Check:
-    from engine.textsafe import visible
-
     dec = sc.inputs.decoding
     idx = [i for i in range(len(sc.refs)) if sc.refs[i] is not None][:SAMPLES]
     samples = [
