@@ -174,6 +174,7 @@ def test_pad_equal_eos_is_flagged_and_eos_still_trained(tmp_path, tiny_dirs):
         ({"precision": "bf16"}, "precision", "bf16 autocast is not supported on cpu"),
         ({"device": "cuda"}, "device", "no CUDA GPU"),
         ({"packing": True}, "packing", "attend to each other"),
+        ({"packing": True}, "packing", "Use packing = false"),
         ({"max_length": 4096}, "max_length", "position table"),
     ],
 )

@@ -61,9 +61,16 @@ def test_the_real_session_fits_every_shape(real_session: Path) -> None:
                 assert isinstance(parse(chk, cls), cls)
                 seen.add(cls)
     # baseline.operating_point runs only when an operating point is declared (not in the example);
-    # the numeric-target shapes only for a regression claim (tests/test_regression.py reads them)
+    # the numeric-target shapes only for a regression claim (tests/test_regression.py reads them);
+    # artifact.generation only for causal-LM SFT (tests/test_sft_end_to_end.py)
     missing = {c.__name__ for c in registered().values()} - {c.__name__ for c in seen}
-    assert missing == {"OperatingPoint", "TargetDistribution", "SplitTargetDistribution", "TargetRange"}
+    assert missing == {
+        "OperatingPoint",
+        "TargetDistribution",
+        "SplitTargetDistribution",
+        "TargetRange",
+        "Generation",
+    }
 
 
 @pytest.mark.slow

@@ -68,6 +68,8 @@ class ArmCounts(Part):
     scored: int
     failed: int
     missing: int
+    # Generation arms (causal-LM SFT): answers that reached max_new_tokens without a stop — counted, not scored.
+    truncated: int | None = None
     errors: list[str] = Field(default_factory=list)
     what: str = ""
 
@@ -76,6 +78,8 @@ class Arms(Shape):
     check_ids = ("artifact.arms",)
     arms: dict[str, ArmCounts]
     labels_outside_class_order: int = 0
+    # Causal-LM SFT: test rows whose conversation has no assistant turn to score against.
+    rows_without_reference: int | None = None
 
 
 class Comparison(Shape):
@@ -90,6 +94,28 @@ class Comparison(Shape):
     candidate_better: dict[str, bool]
     unit: str
     shared_rows: int
+
+
+class DecodingContract(Part):
+    strategy: str
+    max_new_tokens: int
+    stop_sequences: list[str]
+
+
+class Generation(Shape):
+    """Causal-LM SFT: every answer metric per arm and the candidate's paired differences, under
+    the recorded decoding contract; a few answers beside their references."""
+
+    check_ids = ("artifact.generation",)
+    decoding: DecodingContract
+    normalisation: str
+    # metric (exact_match, token_f1, mean_nll) -> arm -> value; mean_nll for the model arms only.
+    values: dict[str, dict[str, float]]
+    # metric -> comparator -> candidate − comparator.
+    differences: dict[str, dict[str, Interval]]
+    candidate_better: dict[str, dict[str, bool]]
+    unit: str
+    samples: list[dict[str, str]] = Field(default_factory=list)
 
 
 class ClassFigures(Part):

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from engine.artifact.arms import arm_counts, arm_predict, latency, locked_read, torch_arm
 from engine.artifact.common import ARM_NAMES, PB_COMPARE, PB_IDENTITY, PB_OUTCOMES, PB_PARITY
+from engine.artifact.decoding import Decoding
 from engine.artifact.quality import Scored, quality
 from engine.context import StageContext, StageInputError
 from engine.evidence import Check, StageRecord
@@ -42,6 +43,8 @@ class Inputs(BaseModel):
     # 0 = every test row. A bound makes the comparison a sample, and the coverage says so.
     max_test_rows: int = Field(default=0, ge=0, le=10**9)
     reliability_bins: int = Field(default=10, ge=2, le=1000)
+    # How the generating arms answer (causal-LM SFT only; classification ignores it).
+    decoding: Decoding = Field(default_factory=Decoding)
 
     @field_validator("comparators")
     @classmethod
@@ -93,6 +96,13 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     ctx.progress(0.15, "reload parity in a fresh process")
     checks.append(_parity(final, job_dir, ctx, inputs.parity_tolerance))
     ctx.check_cancelled()
+    if eff.get("task_kind") == "causal_lm_sft":
+        from engine.artifact import sft
+
+        comparison = sft.compare(inputs, eff, final, upstream, ctx)
+        checks.extend(comparison["checks"])
+        checks.append(_outcomes(checks, comparison, upstream))
+        return StageRecord(stage="artifact", inputs=inputs.model_dump(mode="json"), checks=checks)
     if eff.get("task_kind") != "text_classification":
         checks.append(
             Check(

@@ -13,6 +13,7 @@ from typing import Any
 from engine.training.evaluate import (
     ADAPTER_DIR,
     EFFECTIVE,
+    EVAL_BATCH,
     INFERENCE_MODE,
     MODEL_CONFIG,
     TOKENIZER_DIR,
@@ -23,6 +24,7 @@ from engine.training.evaluate import (
     sha256_file,
 )
 from engine.training.jobfiles import DEV_FILE, DEV_PREDICTIONS, MANIFEST
+from engine.training.prepare import IGNORE
 from engine.training.schema import effective as typed
 
 # Fields peft holds as Python sets and writes as list(set): their order follows the
@@ -88,6 +90,8 @@ def save_artifact(final: Path, trained: Trained) -> dict[str, Any]:
                 "proba": proba.tolist(),
             }
         ).write_parquet(tmp / DEV_PREDICTIONS)
+    else:
+        sft_dev_predictions(model, dev_b).write_parquet(tmp / DEV_PREDICTIONS)
     manifest = {
         "files": file_hashes(tmp),
         "tensors": {k: list(v.shape) for k, v in sorted(state.items())},
@@ -203,6 +207,51 @@ def build_base(eff: dict[str, Any], workspace: Path, device: str = "cpu") -> tup
     return model, tok
 
 
+def sft_dev_predictions(model: Any, enc: Encoded) -> Any:
+    """Per SFT dev row, at every supervised position: the arg-max next token ("pred") and the
+    probability the model gives the reference token ("proba") — what reload parity compares."""
+    import polars as pl
+    import torch
+
+    model.eval()
+    preds, probas = [], []
+    with torch.no_grad():
+        for start in range(0, enc.n, EVAL_BATCH):
+            idx = list(range(start, min(enc.n, start + EVAL_BATCH)))
+            batch = enc.batch(idx, with_labels=True)
+            labels = batch.pop("labels")
+            logp = torch.log_softmax(model(**batch).logits.float(), dim=-1)
+            for j in range(len(idx)):
+                target = labels[j, 1:]
+                keep = target != IGNORE
+                lp = logp[j, :-1][keep]
+                preds.append(lp.argmax(dim=-1).tolist())
+                probas.append(lp.gather(1, target[keep].unsqueeze(1)).squeeze(1).exp().double().tolist())
+    return pl.DataFrame(
+        {"row_id": enc.row_ids, "pred": preds, "proba": probas},
+        schema={"row_id": pl.Int64, "pred": pl.List(pl.Int64), "proba": pl.List(pl.Float64)},
+    )
+
+
+def _sft_parity(model: Any, enc: Encoded, recorded: Any) -> dict[str, Any]:
+    """Reload parity for SFT: the same arg-max tokens and reference-token probabilities per dev row."""
+    import numpy as np
+
+    now = sft_dev_predictions(model, enc)
+    rec = {int(r): (p, q) for r, p, q in recorded.select("row_id", "pred", "proba").iter_rows()}
+    missing, mismatched, max_diff = 0, [], 0.0
+    for r, p, q in now.iter_rows():
+        if r not in rec:
+            missing += 1
+            continue
+        rp, rq = rec[r]
+        if list(p) != list(rp):
+            mismatched.append(r)
+        if len(q) == len(rq) and q:
+            max_diff = max(max_diff, float(np.abs(np.asarray(q) - np.asarray(rq)).max()))
+    return {"rows": now.height, "missing": missing, "mismatched": mismatched, "max_diff": max_diff}
+
+
 # ---------------------------------------------------------------- reload parity (run in a fresh process)
 
 
@@ -224,6 +273,17 @@ def reload_parity(
     dev = pl.read_parquet(job_dir / DEV_FILE)
     classes = list(typed(eff).label_classes)
     enc = Batcher(eff, tok, classes, "cpu").prepare(dev, rendered=True)
+    if not enc.classification:
+        sft = _sft_parity(model, enc, recorded)
+        return _parity_result(
+            sft["rows"],
+            sft["rows"] - sft["missing"],
+            sft["missing"],
+            sft["mismatched"],
+            sft["max_diff"],
+            tolerance,
+            report,
+        )
     proba = predict(model, enc)["proba"]
     rec_by_row = {int(r): i for i, r in enumerate(recorded["row_id"].to_list())}
     order = [rec_by_row.get(r, -1) for r in enc.row_ids]
@@ -236,15 +296,21 @@ def reload_parity(
         enc.row_ids[keep[i]] for i, (a, b) in enumerate(zip(new_pred, rec_pred, strict=True)) if a != b
     ]
     max_diff = float(np.abs(proba[keep] - rec_proba).max()) if keep else math.nan
+    return _parity_result(len(enc.row_ids), len(keep), missing, mismatched, max_diff, tolerance, report)
+
+
+def _parity_result(
+    rows: int, compared: int, missing: int, mismatched: list, max_diff: float, tolerance: float, report: dict
+) -> dict[str, Any]:
     return {
-        "rows": len(enc.row_ids),
-        "compared": len(keep),
+        "rows": rows,
+        "compared": compared,
         "missing_recorded": missing,
         "prediction_mismatches": len(mismatched),
         "mismatched_row_ids": mismatched[:20],
         "max_abs_proba_diff": max_diff,
         "tolerance": tolerance,
-        "ok": bool(keep) and not missing and not mismatched and max_diff <= tolerance,
+        "ok": bool(compared) and not missing and not mismatched and max_diff <= tolerance,
         "missing_keys": report["missing"],
         "unexpected_keys": report["unexpected"],
         "inference_mode": INFERENCE_MODE,

@@ -312,6 +312,16 @@ def _optimizer(s: _Resolving) -> None:
     }
 
 
+# Why packing is refused, and what to use instead (docs/contract.md, "Packing").
+PACKING_REFUSAL = (
+    "packing is refused: the job's attention (sdpa / eager, transformers 5.24, CPU or GPU) has no "
+    "per-example isolation, so packed examples would attend to each other; isolation needs "
+    "flash-attention varlen kernels fed per-example position_ids, which this job does not use. "
+    "Use packing = false: each example is its own sequence and every batch is padded only to its "
+    "own longest row"
+)
+
+
 def _batch(s: _Resolving) -> None:
     """Batch arithmetic, step budget and packing."""
     inp, R, eff = s.inp, s.R, s.eff
@@ -329,8 +339,7 @@ def _batch(s: _Resolving) -> None:
         R.refuse(
             "packing",
             True,
-            "packing is not implemented with per-example attention isolation here; "
-            "packed examples would attend to each other",
+            PACKING_REFUSAL,
         )
     eff["packing"] = False
 

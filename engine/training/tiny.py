@@ -61,7 +61,12 @@ def _wordpiece_vocab(vocab_size: int) -> dict[str, int]:
 
 
 def make_tiny_llama(
-    dir: Path, *, vocab_size: int = 512, chat_template: bool | str = True, seed: int = 0
+    dir: Path,
+    *,
+    vocab_size: int = 512,
+    chat_template: bool | str = True,
+    seed: int = 0,
+    max_positions: int = 256,
 ) -> Path:
     """A 2-layer Llama and a byte-level BPE tokenizer saved together in `dir`.
 
@@ -106,7 +111,7 @@ def make_tiny_llama(
         num_attention_heads=4,
         num_key_value_heads=2,
         vocab_size=len(fast),
-        max_position_embeddings=256,
+        max_position_embeddings=max_positions,
         bos_token_id=fast.bos_token_id,
         eos_token_id=fast.eos_token_id,
         pad_token_id=fast.pad_token_id,
