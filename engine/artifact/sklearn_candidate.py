@@ -100,7 +100,7 @@ def predictor(model: Any, learner: str, data: Any) -> Any:
     """predict(frame) -> an (n, K) probability matrix, or an (n, 1) column of values (regression)."""
 
     def fn(frame: Any) -> Any:
-        with threads.capped():
+        with threads.capped():  # the stage's cap when called inside it
             out = L.predict(model, L.features(learner, frame, data), data)
         return out.reshape(-1, 1) if out.ndim == 1 else out
 

@@ -96,11 +96,12 @@ def locked_test_check(upstream: dict[str, StageRecord], ctx: StageContext) -> Ch
     )
 
 
-def timing_check(data: Data, fitted: dict[str, Fitted], t_pre: tuple[float, float], total: float) -> Check:
-    """t_pre: (reading the rows, importing the learner libraries) — kept apart from each fit time."""
+def timing_check(data: Data, fitted: dict[str, Fitted], pre: tuple[float, float, int], total: float) -> Check:
+    """pre: (seconds reading the rows, seconds importing the learner libraries — kept apart from
+    each fit time — and the native thread cap the fits ran under)."""
     from engine import threads
 
-    t_load, t_imports = t_pre
+    t_load, t_imports, cap = pre
     per = {n: round(f.seconds, 3) for n, f in fitted.items()}
     return Check(
         id="baseline.timing",
@@ -109,7 +110,7 @@ def timing_check(data: Data, fitted: dict[str, Fitted], t_pre: tuple[float, floa
         summary=f"stage took {total:.1f} s (reading {t_load:.1f} s; imports {t_imports:.1f} s; "
         + ", ".join(f"{n} {s:.1f} s" for n, s in per.items())
         + f") for {data.fit.height} fitting rows and {data.eval.height} evaluated rows"
-        + f"; native threads capped at {threads.usable_cores()}",
+        + f"; native threads capped at {cap}",
         measured={
             "total_seconds": round(total, 3),
             "load_seconds": round(t_load, 3),
@@ -118,7 +119,7 @@ def timing_check(data: Data, fitted: dict[str, Fitted], t_pre: tuple[float, floa
             "fit_rows": data.fit.height,
             "eval_rows": data.eval.height,
             "mode": data.mode,
-            **threads.record(),
+            **threads.record(cap),
         },
         why="Run time is an observation of this machine, not a property of the data.",
         playbook="Performance timing and quality benchmarks are different experiments.",

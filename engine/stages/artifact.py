@@ -119,9 +119,11 @@ def _sklearn_candidate(
     inputs: Inputs, eff: dict[str, Any], upstream: dict[str, StageRecord], ctx: StageContext
 ) -> list[Check]:
     """claim.fine_tuning = false: the contracted scikit-learn candidate (engine/stages/artifact_sklearn.py)."""
+    from engine import threads
     from engine.stages import artifact_sklearn
 
-    return artifact_sklearn.checks(inputs, eff, upstream, ctx, compare_arms)
+    with threads.capped():  # every fit and prediction of the stage under one native-thread cap
+        return artifact_sklearn.checks(inputs, eff, upstream, ctx, compare_arms)
 
 
 def _job_finished(disp: StageRecord) -> Check:

@@ -114,8 +114,7 @@ def refit_best(upstream: dict[str, StageRecord], ctx: StageContext) -> tuple[Any
         model.fit(features(best, data.fit, data), target(data.fit, data))
 
     def predict_frame(frame: Any) -> Any:
-        with threads.capped():
-            return predict(model, features(best, frame, data), data)
+        return predict(model, features(best, frame, data), data)
 
     return predict_frame, best
 
@@ -138,13 +137,14 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     t_imports = import_learner_libraries()
 
     fitted: dict[str, Fitted] = {}
-    for i, name in enumerate(learners):
-        ctx.check_cancelled()
-        ctx.progress(0.1 + 0.6 * i / len(learners), f"fitting {name}")
-        if data.task == "generation":
-            fitted[name] = most_frequent_answer(data)
-        else:
-            fitted[name] = run_learner(name, data, inputs, metric)
+    with threads.capped() as cap:
+        for i, name in enumerate(learners):
+            ctx.check_cancelled()
+            ctx.progress(0.1 + 0.6 * i / len(learners), f"fitting {name}")
+            if data.task == "generation":
+                fitted[name] = most_frequent_answer(data)
+            else:
+                fitted[name] = run_learner(name, data, inputs, metric)
     ctx.progress(0.75, "bootstrap intervals and comparisons")
     mask = evaluated(data)
     ev = Evaluation(
@@ -154,6 +154,6 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     checks: list[Check] = task_checks.get(data.task, generation_checks)(ev)
     checks.append(predictions_check(data, fitted, mask, ctx))
     checks.append(locked_test_check(upstream, ctx))
-    checks.append(timing_check(data, fitted, (t_load, t_imports), time.perf_counter() - t_start))
+    checks.append(timing_check(data, fitted, (t_load, t_imports, cap), time.perf_counter() - t_start))
     ctx.progress(1.0, "done")
     return StageRecord(stage="baseline", inputs=inputs.model_dump(mode="json"), checks=checks, notes=ev.notes)

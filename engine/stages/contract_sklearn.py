@@ -25,7 +25,7 @@ REQUIRED = ["contract.requested_vs_effective", "contract.candidate"]
 
 def sklearn_contract(
     inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext
-) -> tuple[dict[str, Any], Resolution, list[Check], int]:
+) -> tuple[dict[str, Any], Resolution, Check, int]:
     """The effective contract, its resolution table, the candidate check and the fitting row count."""
     from engine.baseline.learners import validate_learners
     from engine.stages import baseline
@@ -81,7 +81,7 @@ def sklearn_contract(
         on_required_fail=res.same("on_required_fail", inputs.on_required_fail),
     )
     rows = sk.fit_frame(data, req.fit_rows).height
-    return eff, res, [_candidate_check(spec, rows, bool(res.refused))], rows
+    return eff, res, _candidate_check(spec, rows, bool(res.refused)), rows
 
 
 def _load(settings: Any, upstream: dict[str, StageRecord], ctx: StageContext) -> Any:
