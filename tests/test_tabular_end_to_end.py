@@ -29,7 +29,15 @@ def tabular(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
 
 def test_the_documented_tabular_answers_parse_and_are_referenced() -> None:
     answers = load_answers(ANSWERS)
-    assert list(answers.stages) == ["claim", "source", "split", "baseline", "contract", "dispatch", "artifact"]
+    assert list(answers.stages) == [
+        "claim",
+        "source",
+        "split",
+        "baseline",
+        "contract",
+        "dispatch",
+        "artifact",
+    ]
     assert tomllib.loads(ANSWERS.read_text())["claim"]["fine_tuning"] is False
     assert "docs/answers-tabular.toml" in (ROOT / "docs" / "answers-format.md").read_text()
 
@@ -91,7 +99,9 @@ def test_a_changed_library_version_fails_the_identity(tabular, monkeypatch: pyte
     session_dir, _ = tabular
     sess = Session.open(session_dir)
     recs = sess.records()
-    spec = SklearnCandidate.model_validate(recs["contract"].check("contract.effective").measured["effective"]["sklearn"])
+    spec = SklearnCandidate.model_validate(
+        recs["contract"].check("contract.effective").measured["effective"]["sklearn"]
+    )
     settings = baseline.Inputs.model_validate(spec.baseline_settings)
     planned = sk.plan(spec.learner, spec.C, settings, load(settings, recs, sess.context("artifact")))
     assert sk.identity(spec, planned).status == "pass"

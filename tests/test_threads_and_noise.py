@@ -58,8 +58,11 @@ def test_a_baseline_fit_runs_under_the_cap_and_the_cap_is_recorded(
     monkeypatch.setattr(threads, "_load", lambda: 1000.0)  # force the saturated-machine cap of 1
     answers = tmp_path / "a.toml"
     text = (ROOT / "docs" / "answers-tabular.toml").read_text()
-    answers.write_text(text.split("# ------------------------------------------------------------------ 5. contract")[0]
-                       .replace('workspace = ".."', f'workspace = "{ROOT}"'))
+    answers.write_text(
+        text.split("# ------------------------------------------------------------------ 5. contract")[
+            0
+        ].replace('workspace = ".."', f'workspace = "{ROOT}"')
+    )
     run_answers(answers, tmp_path / "s")
     from engine.session import Session
 
@@ -103,9 +106,18 @@ def test_untruncated_length_measurement_logs_no_too_long_warning() -> None:
 def test_the_bnb_kernel_notice_is_dropped_only_outside_qlora() -> None:
     from engine.training.models import _DropBnbKernelNotice
 
-    notice = logging.LogRecord("bitsandbytes.backends.cpu.ops", logging.WARNING, "", 0,
-                               "Failed to load CPU gemm_4bit_forward from kernels-community: %s", ("x",), None)
-    other = logging.LogRecord("bitsandbytes.backends.cpu.ops", logging.WARNING, "", 0, "something else", (), None)
+    notice = logging.LogRecord(
+        "bitsandbytes.backends.cpu.ops",
+        logging.WARNING,
+        "",
+        0,
+        "Failed to load CPU gemm_4bit_forward from kernels-community: %s",
+        ("x",),
+        None,
+    )
+    other = logging.LogRecord(
+        "bitsandbytes.backends.cpu.ops", logging.WARNING, "", 0, "something else", (), None
+    )
     f = _DropBnbKernelNotice()
     assert f.filter(notice) is False and f.filter(other) is True
     assert not logging.getLogger("bitsandbytes.backends.cpu.ops").filters  # removed after the import

@@ -115,11 +115,15 @@ def identity(spec: Any, planned: Planned) -> Check:
         problems.append(f"estimator {planned.estimator} is not the contracted {spec.estimator}")
     digest = digest_of(planned.params)
     if digest != spec.params_sha256:
-        changed = sorted(k for k in set(spec.params) | set(planned.params) if spec.params.get(k) != planned.params.get(k))
+        changed = sorted(
+            k for k in set(spec.params) | set(planned.params) if spec.params.get(k) != planned.params.get(k)
+        )
         problems.append(f"parameters differ from the contract: {', '.join(changed[:6])}")
     moved = {k: f"{spec.versions.get(k)} -> {v}" for k, v in now.items() if spec.versions.get(k) != v}
     if moved:
-        problems.append("library versions changed since the contract: " + ", ".join(f"{k} {v}" for k, v in moved.items()))
+        problems.append(
+            "library versions changed since the contract: " + ", ".join(f"{k} {v}" for k, v in moved.items())
+        )
     return Check(
         id="artifact.identity",
         status="fail" if problems else "pass",
@@ -152,7 +156,11 @@ def parity(model: Any, learner: str, data: Any, tolerance: float) -> Check:
     a = predictor(model, learner, data)(rows)
     b = predictor(reloaded, learner, data)(rows)
     diff = float(np.max(np.abs(a - b))) if rows.height else 0.0
-    mismatches = int((a.argmax(axis=1) != b.argmax(axis=1)).sum()) if a.shape[1] > 1 else int((np.abs(a - b) > tolerance).sum())
+    mismatches = (
+        int((a.argmax(axis=1) != b.argmax(axis=1)).sum())
+        if a.shape[1] > 1
+        else int((np.abs(a - b) > tolerance).sum())
+    )
     ok = diff <= tolerance and mismatches == 0
     return Check(
         id="artifact.reload_parity",
@@ -203,15 +211,22 @@ def regression_comparison(sc: RegressionScored) -> Check:
     arms = list(sc.preds)
     shared = np.isfinite(sc.y) & np.logical_and.reduce([sc.preds[a]["ok"] for a in arms])
     if not shared.any():
-        return Check(id="artifact.comparison", status="not_run", basis="not_run",
-                     summary="no test row was scored by every arm", playbook=PB_REPORT)
+        return Check(
+            id="artifact.comparison",
+            status="not_run",
+            basis="not_run",
+            summary="no test row was scored by every arm",
+            playbook=PB_REPORT,
+        )
     ys = sc.y[shared]
     us = sc.units[shared] if sc.units is not None else None
     vals = {a: np.asarray(sc.preds[a]["proba"][shared][:, 0], dtype=np.float64) for a in arms}
     values = {a: float(M.regression_report(ys, vals[a]).get(sc.metric, math.nan)) for a in arms}
     lower = sc.metric in LOWER_IS_BETTER
     diffs = {
-        c: uncertainty.paired_bootstrap_diff(sc.metric, ys, vals["candidate"], vals[c], us, n=sc.resamples, seed=sc.seed)
+        c: uncertainty.paired_bootstrap_diff(
+            sc.metric, ys, vals["candidate"], vals[c], us, n=sc.resamples, seed=sc.seed
+        )
         for c in arms
         if c != "candidate"
     }
@@ -219,11 +234,15 @@ def regression_comparison(sc: RegressionScored) -> Check:
     return Check(
         id="artifact.comparison",
         status="pass" if diffs and all(better.values()) else "warn",
-        summary=f"{sc.metric}: " + ", ".join(f"{a} {v:.4f}" for a, v in values.items()) + "; " + "; ".join(
+        summary=f"{sc.metric}: "
+        + ", ".join(f"{a} {v:.4f}" for a, v in values.items())
+        + "; "
+        + "; ".join(
             f"candidate − {c}: {d['estimate']:+.4f} [{d.get('lo', math.nan):+.4f}, {d.get('hi', math.nan):+.4f}]"
             for c, d in diffs.items()
         ),
-        coverage=f"{int(shared.sum())} test rows scored by every arm" + ("" if sc.coverage == "full" else f" ({sc.coverage})"),
+        coverage=f"{int(shared.sum())} test rows scored by every arm"
+        + ("" if sc.coverage == "full" else f" ({sc.coverage})"),
         measured=shapes.Comparison(
             metric=sc.metric,
             values=values,

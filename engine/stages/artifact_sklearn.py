@@ -22,14 +22,20 @@ from engine.stages.dispatch_checks import typed
 
 
 def checks(
-    inputs: Any, eff: dict[str, Any], upstream: dict[str, StageRecord], ctx: StageContext, compare_arms: Callable
+    inputs: Any,
+    eff: dict[str, Any],
+    upstream: dict[str, StageRecord],
+    ctx: StageContext,
+    compare_arms: Callable,
 ) -> list[Check]:
     from engine.baseline.learners import load
     from engine.stages import baseline
 
     spec = typed(eff).sklearn
     if spec is None:
-        raise StageInputError("the contract has no scikit-learn candidate: re-run and freeze the contract stage")
+        raise StageInputError(
+            "the contract has no scikit-learn candidate: re-run and freeze the contract stage"
+        )
     settings = baseline.Inputs.model_validate(spec.baseline_settings)
     ctx.progress(0.05, f"rebuilding the candidate ({spec.learner})")
     data = load(settings, upstream, ctx)
@@ -45,7 +51,9 @@ def checks(
     if data.task == "regression":
         out.extend(_regression(wanted, data, fn, note, upstream, ctx))
     else:
-        out.extend(compare_arms(wanted, eff, upstream, ctx, ({"candidate": fn}, {"candidate": note}))["checks"])
+        out.extend(
+            compare_arms(wanted, eff, upstream, ctx, ({"candidate": fn}, {"candidate": note}))["checks"]
+        )
     return out
 
 
@@ -84,7 +92,9 @@ def _regression(
         try:
             best, name = baseline.refit_best(upstream, ctx)
             fns["best_baseline"] = lambda frame: np.asarray(best(frame)).reshape(-1, 1)
-            notes["best_baseline"] = f"{name}, refitted on its fitting rows with the baseline stage's settings"
+            notes["best_baseline"] = (
+                f"{name}, refitted on its fitting rows with the baseline stage's settings"
+            )
         except StageInputError as exc:
             notes["best_baseline"] = f"not available: {exc}"
     if "trivial_baseline" in inputs.comparators:
@@ -94,8 +104,16 @@ def _regression(
         notes["trivial_baseline"] = f"always {centre:.4g} (train's {'median' if metric == 'mae' else 'mean'})"
     wanted = list(dict.fromkeys(["candidate", *inputs.comparators]))
     preds = {a: arm_predict(fns[a], {"test": test})["test"] for a in wanted if a in fns}
-    sc = sk.RegressionScored(preds, y, units, "family" if units is not None else "row", metric,
-                             inputs.bootstrap_resamples, inputs.seed, coverage)
+    sc = sk.RegressionScored(
+        preds,
+        y,
+        units,
+        "family" if units is not None else "row",
+        metric,
+        inputs.bootstrap_resamples,
+        inputs.seed,
+        coverage,
+    )
     return [
         locked_read(reads, total, coverage),
         arm_counts(wanted, preds, notes, test.height, np.zeros(test.height), coverage),

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine import threads
 from engine.baseline.classification import classification_checks
 from engine.baseline.evaluation import REPORT_KEY, Evaluation, evaluated
 from engine.baseline.learners import (
@@ -32,7 +33,6 @@ from engine.baseline.learners import (
 )
 from engine.baseline.other_tasks import generation_checks, most_frequent_answer, regression_checks
 from engine.baseline.records import PREDICTIONS_FILE, locked_test_check, predictions_check, timing_check
-from engine import threads
 from engine.context import StageContext, StageInputError
 from engine.evidence import Check, StageRecord
 from engine.metric_names import LOWER_IS_BETTER

@@ -31,7 +31,9 @@ def sklearn_contract(
     from engine.stages import baseline
 
     if "baseline" not in upstream:
-        raise StageInputError("a claim without fine-tuning needs a frozen baseline stage: its learner is the candidate")
+        raise StageInputError(
+            "a claim without fine-tuning needs a frozen baseline stage: its learner is the candidate"
+        )
     claim = upstream["claim"].inputs if "claim" in upstream else {}
     res = Resolution()
     eff: dict[str, Any] = {"candidate_kind": "sklearn"}
@@ -46,7 +48,12 @@ def sklearn_contract(
     req = inputs.candidate
     learner, c_value = recorded
     if req.learner == "best_baseline":
-        res.resolved("candidate.learner", req.learner, learner, "the baseline's best conventional learner by the primary metric")
+        res.resolved(
+            "candidate.learner",
+            req.learner,
+            learner,
+            "the baseline's best conventional learner by the primary metric",
+        )
     elif req.learner == learner:
         res.same("candidate.learner", learner)
     else:

@@ -216,7 +216,11 @@ def exact_overlap(joined: Any, source_inputs: dict[str, Any]) -> Check:
         status=status,
         summary="rows whose model inputs also occur in train: "
         + (", ".join(f"{s} {per[s]:,} ({share[s]:.1%})" for s in per) or "none")
-        + ("; no free-text inputs, so repeated inputs are expected (warn, not fail)" if finite and per else ""),
+        + (
+            "; no free-text inputs, so repeated inputs are expected (warn, not fail)"
+            if finite and per
+            else ""
+        ),
         measured={"columns": cols, "normalisation": norm, "rows": per, "share": share},
         why="An input seen in training with its label turns a held-out score into a lookup.",
         playbook=PB_VERIFY,
