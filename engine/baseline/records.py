@@ -109,8 +109,7 @@ def timing_check(data: Data, fitted: dict[str, Fitted], pre: tuple[float, float,
         replay="observation",
         summary=f"stage took {total:.1f} s (reading {t_load:.1f} s; imports {t_imports:.1f} s; "
         + ", ".join(f"{n} {s:.1f} s" for n, s in per.items())
-        + f") for {data.fit.height} fitting rows and {data.eval.height} evaluated rows"
-        + f"; native threads capped at {cap}",
+        + f") for {data.fit.height} fitting rows and {data.eval.height} evaluated rows",
         measured={
             "total_seconds": round(total, 3),
             "load_seconds": round(t_load, 3),

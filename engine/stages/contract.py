@@ -245,7 +245,7 @@ def _environment(eff: dict) -> Check:
         status="info",
         summary="libraries: "
         + ", ".join(f"{k} {v}" for k, v in versions.items())
-        + f"; {hw['device']} on {hw['machine']}; native threads capped at {hw['native_thread_cap']}",
+        + f"; {hw['device']} on {hw['machine']}",
         measured={"versions": versions, "hardware": hw},
         replay="observation",
         why="Seeds aid repeatability but do not guarantee bitwise agreement across runtimes or devices.",
