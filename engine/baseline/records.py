@@ -96,22 +96,29 @@ def locked_test_check(upstream: dict[str, StageRecord], ctx: StageContext) -> Ch
     )
 
 
-def timing_check(data: Data, fitted: dict[str, Fitted], t_load: float, total: float) -> Check:
+def timing_check(data: Data, fitted: dict[str, Fitted], pre: tuple[float, float, int], total: float) -> Check:
+    """pre: (seconds reading the rows, seconds importing the learner libraries — kept apart from
+    each fit time — and the native thread cap the fits ran under)."""
+    from engine import threads
+
+    t_load, t_imports, cap = pre
     per = {n: round(f.seconds, 3) for n, f in fitted.items()}
     return Check(
         id="baseline.timing",
         status="info",
         replay="observation",
-        summary=f"stage took {total:.1f} s (reading {t_load:.1f} s; "
+        summary=f"stage took {total:.1f} s (reading {t_load:.1f} s; imports {t_imports:.1f} s; "
         + ", ".join(f"{n} {s:.1f} s" for n, s in per.items())
         + f") for {data.fit.height} fitting rows and {data.eval.height} evaluated rows",
         measured={
             "total_seconds": round(total, 3),
             "load_seconds": round(t_load, 3),
+            "imports_seconds": round(t_imports, 3),
             "learner_seconds": per,
             "fit_rows": data.fit.height,
             "eval_rows": data.eval.height,
             "mode": data.mode,
+            **threads.record(cap),
         },
         why="Run time is an observation of this machine, not a property of the data.",
         playbook="Performance timing and quality benchmarks are different experiments.",

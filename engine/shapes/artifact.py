@@ -30,6 +30,11 @@ class Identity(Shape):
     selected_step: int | None = None
     checkpoint_selection: str | None = None
     problems: list[str] | None = None
+    # a scikit-learn candidate (no saved files): the rebuilt estimator against the contract's pin
+    candidate_kind: str | None = None
+    estimator: str | None = None
+    params_sha256: str | None = None
+    versions: dict[str, str] | None = None
 
 
 class ReloadParity(Shape):

@@ -68,6 +68,11 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     disp = upstream.get("dispatch")
     if disp is None:
         raise StageInputError("the artifact stage needs a frozen dispatch stage")
+    if disp.check("dispatch.no_job") is not None:
+        checks = _sklearn_candidate(inputs, eff, upstream, ctx)
+        comparison = {"checks": checks} if any(c.id == "artifact.comparison" for c in checks) else None
+        checks.append(_outcomes(checks, comparison, upstream))
+        return StageRecord(stage="artifact", inputs=inputs.model_dump(mode="json"), checks=checks)
     if disp.check("dispatch.identity") is None:
         gate = disp.check("dispatch.required_checks")
         raise StageInputError(
@@ -119,6 +124,17 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     checks.extend(comparison["checks"])
     checks.append(_outcomes(checks, comparison, upstream))
     return StageRecord(stage="artifact", inputs=inputs.model_dump(mode="json"), checks=checks)
+
+
+def _sklearn_candidate(
+    inputs: Inputs, eff: dict[str, Any], upstream: dict[str, StageRecord], ctx: StageContext
+) -> list[Check]:
+    """claim.fine_tuning = false: the contracted scikit-learn candidate (engine/stages/artifact_sklearn.py)."""
+    from engine import threads
+    from engine.stages import artifact_sklearn
+
+    with threads.capped():  # every fit and prediction of the stage under one native-thread cap
+        return artifact_sklearn.checks(inputs, eff, upstream, ctx, compare_arms)
 
 
 def _job_finished(disp: StageRecord) -> Check:
@@ -215,14 +231,46 @@ def _claim(upstream: dict[str, StageRecord]) -> dict[str, Any]:
 def compare(
     inputs: Inputs, eff: dict[str, Any], final: Path, upstream: dict[str, StageRecord], ctx: StageContext
 ) -> dict[str, Any]:
-    import numpy as np
     import torch
 
-    from engine import splits
-    from engine.stages import baseline
     from engine.training.artifact_files import build_base, load_artifact
 
     torch.set_num_threads(2)
+    classes = [str(c) for c in eff["label_classes"]]
+    fns: dict[str, Any] = {}
+    notes: dict[str, str] = {}
+    ctx.progress(0.3, "loading the candidate and the unchanged base model")
+    cand_model, cand_tok, _, _ = load_artifact(final, ctx.workspace)
+    fns["candidate"], _ = torch_arm(cand_model, cand_tok, eff, classes)
+    notes["candidate"] = (
+        "the saved artifact reloaded (trainable tensors into the contracted model, saved tokenizer)"
+    )
+    if "base_model" in inputs.comparators:
+        base_model, base_tok = build_base(eff, ctx.workspace)
+        fns["base_model"], _ = torch_arm(base_model, base_tok, eff, classes)
+        notes["base_model"] = (
+            "the unchanged base model under the identical template, tokenizer and inference mode; "
+            f"its classification head is untrained (seed {eff.get('seed', 0)}), so it is a "
+            "chance-level comparator — what 'unchanged base' means for a native decision head"
+        )
+    return compare_arms(inputs, eff, upstream, ctx, (fns, notes))
+
+
+def compare_arms(
+    inputs: Inputs,
+    eff: dict[str, Any],
+    upstream: dict[str, StageRecord],
+    ctx: StageContext,
+    arms: tuple[dict[str, Any], dict[str, str]],
+) -> dict[str, Any]:
+    """The locked-test comparison of the given arms (the candidate's predict function, and any
+    model comparator) with the baseline comparators the inputs ask for; classification."""
+    import numpy as np
+
+    from engine import splits
+    from engine.stages import baseline
+
+    fns, notes = arms
     classes = [str(c) for c in eff["label_classes"]]
     test = splits.rows("test", upstream, ctx, caller="artifact")
     reads = [dict(r) for r in splits.locked_reads(ctx) if r.get("caller") == "artifact"]
@@ -237,22 +285,6 @@ def compare(
     unit_kind = "family" if units is not None else "row"
 
     arms_wanted = list(dict.fromkeys(["candidate", *inputs.comparators]))
-    fns: dict[str, Any] = {}
-    notes: dict[str, str] = {}
-    ctx.progress(0.3, "loading the candidate and the unchanged base model")
-    cand_model, cand_tok, _, _ = load_artifact(final, ctx.workspace)
-    fns["candidate"], _ = torch_arm(cand_model, cand_tok, eff, classes)
-    notes["candidate"] = (
-        "the saved artifact reloaded (trainable tensors into the contracted model, saved tokenizer)"
-    )
-    if "base_model" in arms_wanted:
-        base_model, base_tok = build_base(eff, ctx.workspace)
-        fns["base_model"], _ = torch_arm(base_model, base_tok, eff, classes)
-        notes["base_model"] = (
-            "the unchanged base model under the identical template, tokenizer and inference mode; "
-            f"its classification head is untrained (seed {eff.get('seed', 0)}), so it is a "
-            "chance-level comparator — what 'unchanged base' means for a native decision head"
-        )
     if "best_baseline" in arms_wanted:
         try:
             fns["best_baseline"], best = baseline.refit_best(upstream, ctx)

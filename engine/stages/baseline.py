@@ -16,12 +16,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine import threads
 from engine.baseline.classification import classification_checks
 from engine.baseline.evaluation import REPORT_KEY, Evaluation, evaluated
 from engine.baseline.learners import (
     Fitted,
     default_learners,
     features,
+    import_learner_libraries,
     load,
     make_model,
     predict,
@@ -36,7 +38,7 @@ from engine.evidence import Check, StageRecord
 from engine.metric_names import LOWER_IS_BETTER
 
 TITLE = "Baseline"
-__all__ = ["PREDICTIONS_FILE", "TITLE", "Inputs", "OperatingPoint", "refit_best", "run"]
+__all__ = ["PREDICTIONS_FILE", "TITLE", "Inputs", "OperatingPoint", "best_conventional", "refit_best", "run"]
 
 
 class OperatingPoint(BaseModel):
@@ -76,9 +78,8 @@ class Inputs(BaseModel):
     hgb_max_iter: int = Field(default=100, ge=1, le=10_000)
 
 
-def refit_best(upstream: dict[str, StageRecord], ctx: StageContext) -> tuple[Any, str]:
-    """Refit the recorded best conventional learner on its own fitting rows (train, or train+dev for
-    K-fold) with its recorded settings, for a later stage's comparison. Returns (predict(frame), name)."""
+def best_conventional(upstream: dict[str, StageRecord]) -> tuple[str, float | None]:
+    """The recorded best conventional learner by the primary metric, and the C it chose (if any)."""
     import math
 
     from engine.shapes import baseline as shapes
@@ -98,11 +99,19 @@ def refit_best(upstream: dict[str, StageRecord], ctx: StageContext) -> tuple[Any
         return (worst if value is None else value) * (1 if lower else -1)
 
     best = sorted(learners, key=score)[0]
+    return best, learners[best].C
+
+
+def refit_best(upstream: dict[str, StageRecord], ctx: StageContext) -> tuple[Any, str]:
+    """Refit the recorded best conventional learner on its own fitting rows (train, or train+dev for
+    K-fold) with its recorded settings, for a later stage's comparison. Returns (predict(frame), name)."""
+    best, chosen_c = best_conventional(upstream)
+    rec = upstream["baseline"]
     inputs = Inputs.model_validate(rec.inputs)
     data = load(inputs, upstream, ctx)
-    chosen_c = learners[best].C
     model = make_model(best, data, inputs, float(inputs.C if chosen_c is None else chosen_c))
-    model.fit(features(best, data.fit, data), target(data.fit, data))
+    with threads.capped():
+        model.fit(features(best, data.fit, data), target(data.fit, data))
 
     def predict_frame(frame: Any) -> Any:
         return predict(model, features(best, frame, data), data)
@@ -125,15 +134,17 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     if data.task == "generation":
         metric = "exact_match"
     t_load = time.perf_counter() - t_start
+    t_imports = import_learner_libraries()
 
     fitted: dict[str, Fitted] = {}
-    for i, name in enumerate(learners):
-        ctx.check_cancelled()
-        ctx.progress(0.1 + 0.6 * i / len(learners), f"fitting {name}")
-        if data.task == "generation":
-            fitted[name] = most_frequent_answer(data)
-        else:
-            fitted[name] = run_learner(name, data, inputs, metric)
+    with threads.capped() as cap:
+        for i, name in enumerate(learners):
+            ctx.check_cancelled()
+            ctx.progress(0.1 + 0.6 * i / len(learners), f"fitting {name}")
+            if data.task == "generation":
+                fitted[name] = most_frequent_answer(data)
+            else:
+                fitted[name] = run_learner(name, data, inputs, metric)
     ctx.progress(0.75, "bootstrap intervals and comparisons")
     mask = evaluated(data)
     ev = Evaluation(
@@ -143,6 +154,6 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     checks: list[Check] = task_checks.get(data.task, generation_checks)(ev)
     checks.append(predictions_check(data, fitted, mask, ctx))
     checks.append(locked_test_check(upstream, ctx))
-    checks.append(timing_check(data, fitted, t_load, time.perf_counter() - t_start))
+    checks.append(timing_check(data, fitted, (t_load, t_imports, cap), time.perf_counter() - t_start))
     ctx.progress(1.0, "done")
     return StageRecord(stage="baseline", inputs=inputs.model_dump(mode="json"), checks=checks, notes=ev.notes)

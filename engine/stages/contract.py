@@ -41,6 +41,8 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
         if need not in upstream:
             raise StageInputError(f"the contract stage needs a frozen {need} stage first")
     claim = upstream["claim"].inputs if "claim" in upstream else {}
+    if claim.get("fine_tuning") is False:
+        return _sklearn(inputs, upstream, ctx)
     source_inputs = upstream["source"].inputs
     ctx.progress(None, "resolving the requested contract")
     eff, res, facts = resolve(inputs, ctx, claim, source_inputs)
@@ -86,6 +88,22 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     else:
         checks.extend(verify_and_fit(Basis(inputs, eff, facts, train, source_inputs, labels_present, ctx)))
 
+    return _sealed(inputs, eff, res, checks)
+
+
+def _sklearn(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> StageRecord:
+    """claim.fine_tuning = false: the candidate is a pinned scikit-learn learner (contract_sklearn)."""
+    from engine.stages.contract_sklearn import sklearn_contract
+
+    eff, res, candidate, rows = sklearn_contract(inputs, upstream, ctx)
+    eff["data"] = _data_identity(upstream, rows)
+    checks = [_requested_vs_effective(res), candidate, _data_identity_check(eff), _environment(eff)]
+    return _sealed(inputs, eff, res, checks)
+
+
+def _sealed(inputs: Inputs, eff: dict[str, Any], res: Resolution, checks: list[Check]) -> StageRecord:
+    """The effective contract and its digest appended: the record the later stages read."""
+    refused = bool(res.refused)
     digest = digest_of(eff)
     checks.append(
         Check(
@@ -199,8 +217,13 @@ def _data_identity_check(eff: dict) -> Check:
 def _environment(eff: dict) -> Check:
     import importlib.metadata as md
 
+    from engine import threads
+    from engine.artifact.sklearn_candidate import VERSIONED
+
+    sklearn = eff.get("candidate_kind") == "sklearn"
     versions = {}
-    for pkg in ("torch", "transformers", "peft", "bitsandbytes", "accelerate", "tokenizers"):
+    torch_stack = ("torch", "transformers", "peft", "bitsandbytes", "accelerate", "tokenizers")
+    for pkg in VERSIONED if sklearn else torch_stack:
         try:
             versions[pkg] = md.version(pkg)
         except md.PackageNotFoundError:
@@ -209,12 +232,11 @@ def _environment(eff: dict) -> Check:
         "python": platform.python_version(),
         "machine": platform.machine(),
         "platform": platform.platform(terse=True),
-        "device": eff["device"],
+        "device": eff.get("device", "cpu"),
     }
-    import os
-
-    hw["cpu_count"] = os.cpu_count() or 0
-    if eff["device"] == "cuda" and cuda_available():
+    # cpu_count, and the cap every scikit-learn / numpy fit runs under (engine/threads.py)
+    hw.update(threads.record())
+    if hw["device"] == "cuda" and cuda_available():
         import torch
 
         hw["gpu"] = torch.cuda.get_device_name(0)

@@ -56,6 +56,9 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     gate = _required_checks(eff, upstream["contract"])
     if gate.status == "fail" and not jobfiles.has_contract(job_dir):
         return StageRecord(stage="dispatch", inputs=inputs.model_dump(mode="json"), checks=[gate])
+    if typed(eff).candidate_kind == "sklearn":
+        checks = [gate, _no_job(eff, digest)]
+        return StageRecord(stage="dispatch", inputs=inputs.model_dump(mode="json"), checks=checks)
     if ctx.replay:
         launch_info["replay"] = True  # look, never launch
     else:
@@ -72,6 +75,24 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
             raise StageInputError(f"dispatch via {inputs.provider}: {exc}") from None
     checks = [gate, *job_checks(job_dir, eff, digest, op_id, provider, launch_info)]
     return StageRecord(stage="dispatch", inputs=inputs.model_dump(mode="json"), checks=checks)
+
+
+def _no_job(eff: dict[str, Any], digest: str) -> Check:
+    """A scikit-learn candidate (claim.fine_tuning = false) is fitted by the artifact stage: no job."""
+    from engine.artifact.sklearn_candidate import CANDIDATE_NOTE
+
+    spec = typed(eff).sklearn
+    learner = spec.learner if spec else "?"
+    return Check(
+        id="dispatch.no_job",
+        status="pass",
+        basis="decided",
+        summary=f"{CANDIDATE_NOTE} ({learner}, contract {digest[:19]}…)",
+        measured={"candidate_kind": "sklearn", "learner": learner, "digest": digest},
+        why="A conventional learner fits in seconds to minutes on this machine; a job, its heartbeat and "
+        "its alarms would add nothing a reviewer needs, and the fit is pinned by the contract digest.",
+        playbook=PB_DISABLED,
+    )
 
 
 @dataclass

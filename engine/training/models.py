@@ -7,6 +7,7 @@ fitting check and the training job load exactly the same thing.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import warnings
 from pathlib import Path
@@ -286,12 +287,42 @@ def _keep_cpu_4bit_trainable(model) -> None:
             mod.support_avx512bf16_for_cpu = False
 
 
+class _DropBnbKernelNotice(logging.Filter):
+    """bitsandbytes' "Failed to load CPU gemm_4bit_forward from kernels-community" notice: logged
+    when peft imports bitsandbytes on an AVX512-BF16 CPU without the optional `kernels` package.
+    It concerns 4-bit (QLoRA) inference kernels only, so in plain LoRA mode it means nothing."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "gemm_4bit_forward" not in record.getMessage()
+
+
+def _import_peft() -> Any:
+    import peft
+
+    return peft
+
+
+def _peft(mode: str) -> Any:
+    """peft, imported with the bitsandbytes 4-bit kernel notice dropped unless the run is QLoRA."""
+    if mode == "qlora":
+        return _import_peft()
+    bnb_log = logging.getLogger("bitsandbytes.backends.cpu.ops")
+    quiet = _DropBnbKernelNotice()
+    bnb_log.addFilter(quiet)
+    try:
+        return _import_peft()
+    finally:
+        bnb_log.removeFilter(quiet)
+
+
 def _adapt(model, effective: dict, path: Path, classification: bool, gc: bool, seed: int):
     import torch
 
     mode = effective["adapter_mode"]
     if mode in ("qlora", "lora"):
-        from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+        peft = _peft(mode)
+        LoraConfig, get_peft_model = peft.LoraConfig, peft.get_peft_model
+        prepare_model_for_kbit_training = peft.prepare_model_for_kbit_training
 
         if mode == "qlora":
             model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=gc)

@@ -162,7 +162,10 @@ def _encode_classification(effective, tokenizer, texts, labels, ids) -> Prepared
         raise StageInputError(f"labels {unknown} are not in the contract's label_classes {classes}")
     max_len = int(effective["max_length"])
     texts = [str(t) for t in texts]
-    full = tokenizer(texts, add_special_tokens=True, truncation=False)["input_ids"]
+    # verbose=False: untruncated lengths are measured on purpose (the truncation check reports
+    # them); transformers' "Token indices sequence length is longer than ... (573 > 512)" warning
+    # is about feeding such a sequence to the model, which the truncated encoding below never does.
+    full = tokenizer(texts, add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
     cut = tokenizer(texts, add_special_tokens=True, truncation=True, max_length=max_len)["input_ids"]
     pad, eos = _pad_and_eos(tokenizer)
     stats = [
@@ -249,7 +252,9 @@ def _encode_sft(effective, tokenizer, items, ids) -> Prepared:
     for ex_id, item in zip(ids, items, strict=True):
         msgs = validate_messages(item)
         text, spans = assistant_spans(tokenizer, msgs, policy)
-        enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        # verbose=False: the whole conversation is encoded to map its offsets, then cut to
+        # max_length below; the too-long-sequence warning would be about a sequence never fed.
+        enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
         tok_ids = list(enc["input_ids"])
         mask = _mask_from_spans(enc["offset_mapping"], spans)
         if markers:

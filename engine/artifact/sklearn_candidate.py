@@ -1,0 +1,258 @@
+"""A scikit-learn candidate (claim.fine_tuning = false): its pinned spec, its fit, its identity and
+reload parity, and — for a numeric target — the regression comparison on the locked test.
+
+The contract stage pins the spec (`spec`: learner, estimator class, parameters and their digest,
+seed, fitting rows, baseline settings, library versions); dispatch launches no job; the artifact
+stage rebuilds the estimator from the same settings, checks it is the pinned one (`identity`), fits
+it on the contracted rows under the native-thread cap, checks a pickle round trip predicts the same
+(`parity`) and compares it on the locked test with the same arms, paired intervals and verdict as a
+fine-tuned candidate. Classification goes through engine/artifact/quality.py; a numeric target
+(`task == "regression"`) through `regression_comparison` here, with engine/metrics.py
+`regression_report` metrics and LOWER_IS_BETTER.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+from dataclasses import dataclass
+from typing import Any
+
+from engine import threads
+from engine.artifact.common import PB_IDENTITY, PB_PARITY, PB_REPORT
+from engine.baseline import learners as L
+from engine.evidence import Check, digest_of
+from engine.metric_names import LOWER_IS_BETTER
+from engine.shapes import artifact as shapes
+
+VERSIONED = ("scikit-learn", "numpy", "scipy", "polars", "threadpoolctl")
+CANDIDATE_NOTE = "no job: the scikit-learn candidate is fitted in the artifact stage under the contract"
+
+
+def versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {}
+    for pkg in VERSIONED:
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """A parameter as TOML can hold it: scalars as written (non-finite floats and None as text),
+    lists of scalars as lists, anything else (an estimator, a dtype) by its class path."""
+    if isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if value is None:
+        return "None"
+    if isinstance(value, list | tuple) and all(isinstance(v, bool | int | float | str) for v in value):
+        return [_plain(v) for v in value]
+    cls = value if isinstance(value, type) else type(value)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def estimator_params(model: Any) -> tuple[str, dict[str, Any]]:
+    """The final estimator's class path and every parameter of the (pipeline) model, made plain."""
+    final = model.steps[-1][1] if hasattr(model, "steps") else model
+    cls = type(final)
+    params = {k: _plain(v) for k, v in sorted(model.get_params(deep=True).items())}
+    return f"{cls.__module__}.{cls.__qualname__}", params
+
+
+@dataclass
+class Planned:
+    """The candidate as the baseline settings build it, before any fit."""
+
+    data: Any  # engine.baseline.learners.Data
+    model: Any  # the unfitted estimator
+    estimator: str
+    params: dict[str, Any]
+
+
+def plan(learner: str, c_value: float, settings: Any, data: Any) -> Planned:
+    model = L.make_model(learner, data, settings, c_value)
+    estimator, params = estimator_params(model)
+    return Planned(data, model, estimator, params)
+
+
+def fit_frame(data: Any, fit_rows: str) -> Any:
+    """The rows the candidate is fitted on: the baseline's fitting rows, plus dev when asked."""
+    import polars as pl
+
+    if fit_rows == "train_dev" and data.mode == "holdout" and data.eval.height:
+        return pl.concat([data.fit, data.eval], how="diagonal_relaxed").sort("row_id")
+    return data.fit
+
+
+def fit(planned: Planned, learner: str, fit_rows: str) -> Any:
+    frame = fit_frame(planned.data, fit_rows)
+    with threads.capped():
+        planned.model.fit(L.features(learner, frame, planned.data), L.target(frame, planned.data))
+    return planned.model
+
+
+def predictor(model: Any, learner: str, data: Any) -> Any:
+    """predict(frame) -> an (n, K) probability matrix, or an (n, 1) column of values (regression)."""
+
+    def fn(frame: Any) -> Any:
+        with threads.capped():  # the stage's cap when called inside it
+            out = L.predict(model, L.features(learner, frame, data), data)
+        return out.reshape(-1, 1) if out.ndim == 1 else out
+
+    return fn
+
+
+def identity(spec: Any, planned: Planned) -> Check:
+    """The rebuilt estimator is the pinned one: class, parameter digest and library versions."""
+    now = versions()
+    problems = []
+    if planned.estimator != spec.estimator:
+        problems.append(f"estimator {planned.estimator} is not the contracted {spec.estimator}")
+    digest = digest_of(planned.params)
+    if digest != spec.params_sha256:
+        changed = sorted(
+            k for k in set(spec.params) | set(planned.params) if spec.params.get(k) != planned.params.get(k)
+        )
+        problems.append(f"parameters differ from the contract: {', '.join(changed[:6])}")
+    moved = {k: f"{spec.versions.get(k)} -> {v}" for k, v in now.items() if spec.versions.get(k) != v}
+    if moved:
+        problems.append(
+            "library versions changed since the contract: " + ", ".join(f"{k} {v}" for k, v in moved.items())
+        )
+    return Check(
+        id="artifact.identity",
+        status="fail" if problems else "pass",
+        summary=(
+            f"{spec.learner}: {spec.estimator.rsplit('.', 1)[-1]} rebuilt with the contracted parameters "
+            f"(sha256 {digest[7:19]}…) and library versions"
+            if not problems
+            else "; ".join(problems)
+        ),
+        measured=shapes.Identity(
+            path="contract.effective.sklearn",
+            candidate_kind="sklearn",
+            estimator=planned.estimator,
+            params_sha256=digest,
+            versions=now,
+            problems=problems,
+        ),
+        why="The candidate must be the estimator the contract pinned, built by the same library versions.",
+        playbook=PB_IDENTITY,
+    )
+
+
+def parity(model: Any, learner: str, data: Any, tolerance: float) -> Check:
+    """A pickle round trip (how a fitted scikit-learn model is saved and served) predicts the same."""
+    import numpy as np
+
+    rows = data.eval if data.eval.height else data.fit
+    rows = rows.slice(0, min(rows.height, 500))
+    reloaded = pickle.loads(pickle.dumps(model))
+    a = predictor(model, learner, data)(rows)
+    b = predictor(reloaded, learner, data)(rows)
+    diff = float(np.max(np.abs(a - b))) if rows.height else 0.0
+    mismatches = (
+        int((a.argmax(axis=1) != b.argmax(axis=1)).sum())
+        if a.shape[1] > 1
+        else int((np.abs(a - b) > tolerance).sum())
+    )
+    ok = diff <= tolerance and mismatches == 0
+    return Check(
+        id="artifact.reload_parity",
+        status="pass" if ok else "fail",
+        summary=(
+            f"pickle round trip: {rows.height} rows, {mismatches} prediction mismatches, "
+            f"max |Δ| {diff:.2e} (tolerance {tolerance})"
+        ),
+        coverage=f"the first {rows.height} evaluated rows of the baseline's data",
+        measured=shapes.ReloadParity(
+            rows=rows.height,
+            compared=rows.height,
+            prediction_mismatches=mismatches,
+            max_abs_proba_diff=diff,
+            tolerance=tolerance,
+            inference_mode="pickle round trip in process (predict_proba / predict)",
+            keys_ok=True,
+        ),
+        why="The fitted model, saved and loaded back, must predict what it predicted before saving.",
+        playbook=PB_PARITY,
+    )
+
+
+# ---------------------------------------------------------------- a numeric target
+
+
+@dataclass
+class RegressionScored:
+    """Every arm's locked-test values and what they are judged against (a numeric target)."""
+
+    preds: dict[str, Any]  # arm -> {"proba": (n, 1) values, "ok": mask, ...}
+    y: Any  # float target per test row
+    units: Any
+    unit_kind: str
+    metric: str  # mae | rmse | r2
+    resamples: int
+    seed: int
+    coverage: str
+
+
+def regression_comparison(sc: RegressionScored) -> Check:
+    """candidate − comparator paired bootstrap over the independent unit, for a regression metric."""
+    import numpy as np
+
+    from engine import metrics as M
+    from engine import uncertainty
+
+    arms = list(sc.preds)
+    shared = np.isfinite(sc.y) & np.logical_and.reduce([sc.preds[a]["ok"] for a in arms])
+    if not shared.any():
+        return Check(
+            id="artifact.comparison",
+            status="not_run",
+            basis="not_run",
+            summary="no test row was scored by every arm",
+            playbook=PB_REPORT,
+        )
+    ys = sc.y[shared]
+    us = sc.units[shared] if sc.units is not None else None
+    vals = {a: np.asarray(sc.preds[a]["proba"][shared][:, 0], dtype=np.float64) for a in arms}
+    values = {a: float(M.regression_report(ys, vals[a]).get(sc.metric, math.nan)) for a in arms}
+    lower = sc.metric in LOWER_IS_BETTER
+    diffs = {
+        c: uncertainty.paired_bootstrap_diff(
+            sc.metric, ys, vals["candidate"], vals[c], us, n=sc.resamples, seed=sc.seed
+        )
+        for c in arms
+        if c != "candidate"
+    }
+    better = {c: bool("lo" in d and ((d["hi"] < 0) if lower else (d["lo"] > 0))) for c, d in diffs.items()}
+    return Check(
+        id="artifact.comparison",
+        status="pass" if diffs and all(better.values()) else "warn",
+        summary=f"{sc.metric}: "
+        + ", ".join(f"{a} {v:.4f}" for a, v in values.items())
+        + "; "
+        + "; ".join(
+            f"candidate − {c}: {d['estimate']:+.4f} [{d.get('lo', math.nan):+.4f}, {d.get('hi', math.nan):+.4f}]"
+            for c, d in diffs.items()
+        ),
+        coverage=f"{int(shared.sum())} test rows scored by every arm"
+        + ("" if sc.coverage == "full" else f" ({sc.coverage})"),
+        measured=shapes.Comparison(
+            metric=sc.metric,
+            values=values,
+            differences={c: {k: v for k, v in d.items() if v is not None} for c, d in diffs.items()},
+            candidate_better=better,
+            unit=sc.unit_kind,
+            shared_rows=int(shared.sum()),
+        ),
+        why=f"Paired {sc.resamples}-resample bootstrap over {sc.unit_kind}s; {sc.metric} is "
+        + ("lower" if lower else "higher")
+        + " is better.",
+        playbook=PB_REPORT,
+    )

@@ -1,0 +1,71 @@
+"""The one place native thread pools (OpenMP, BLAS) are capped for scikit-learn / numpy fits.
+
+scikit-learn's HistGradientBoosting starts one OpenMP thread per machine core by default, and its
+threads spin while they wait for each other. On a loaded machine that is ruinous: the tabular
+baseline took 450 s instead of 26 s (same figures), and a 50-round fit measured here took 73 s with
+2 threads and 1.8 s with 1 while other work kept the 2-core machine at load 13. So every engine fit
+runs inside `capped()`, whose cap is the cores this process may run on (`os.sched_getaffinity`),
+lowered to 1 when the machine is already saturated (1-minute load average at or above those cores).
+The results do not depend on the cap (HistGradientBoosting and the linear models are deterministic
+across thread counts); the cap is recorded in the environment check (`contract.environment`) and
+the baseline's timing check.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+_active: list[int] = []  # the cap in force while inside capped(); nested calls reuse it
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity), not the machine's core count."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # platforms without sched_getaffinity (macOS, Windows)
+        return max(1, os.cpu_count() or 1)
+
+
+def _load() -> float:
+    try:
+        return float(os.getloadavg()[0])
+    except (AttributeError, OSError):
+        return 0.0
+
+
+def thread_cap() -> int:
+    """The usable cores, or 1 when other work already keeps them all busy."""
+    cores = usable_cores()
+    return 1 if _load() >= cores else cores
+
+
+@contextlib.contextmanager
+def capped() -> Iterator[int]:
+    """Run the body with every native thread pool limited to `thread_cap()`; yields the cap.
+
+    Nested calls (a fit inside a capped stage) reuse the outer cap without re-limiting, so a
+    per-example prediction does not pay threadpoolctl's library scan each time."""
+    if _active:
+        yield _active[-1]
+        return
+    from threadpoolctl import threadpool_limits
+
+    cap = thread_cap()
+    with threadpool_limits(limits=cap):
+        _active.append(cap)
+        try:
+            yield cap
+        finally:
+            _active.pop()
+
+
+def record(cap: int | None = None) -> dict[str, int | float]:
+    """What the environment / timing checks record: the cap (the one used, when given)."""
+    return {
+        "native_thread_cap": thread_cap() if cap is None else cap,
+        "usable_cores": usable_cores(),
+        "load_average_1m": round(_load(), 2),
+        "cpu_count": os.cpu_count() or 0,
+    }
