@@ -74,7 +74,8 @@ def test_tabular_claim_reaches_an_artifact_verdict(tabular) -> None:
     assert verdict.job_finished and verdict.artifact_verified
     assert verdict.claim_state in ("met", "not_met") and "trivial_baseline" in verdict.criterion
     timing = recs["baseline"].check("baseline.timing").measured
-    assert timing["imports_seconds"] > 0 and timing["native_thread_cap"] >= 1
+    # imports already done by an earlier test in this process round to 0 s: only present and apart
+    assert timing["imports_seconds"] >= 0 and timing["native_thread_cap"] >= 1
     # learner times are fit times only: the imports are counted once, apart
     assert timing["total_seconds"] >= timing["imports_seconds"] + sum(timing["learner_seconds"].values())
 
