@@ -102,9 +102,15 @@ def schema_of(lf_schema: pl.Schema) -> dict[str, str]:
 
 
 def missingness(df: pl.DataFrame, columns: list[str]) -> dict[str, Any]:
-    """Null share per column overall and per target class (null target rows as their own class)."""
+    """Null share per column overall and per target class (null target rows as their own class), and
+    the rows with a null in any of `columns` (count and share)."""
     n = df.height
     overall = {c: round(int(df.get_column(c).null_count()) / n, 6) if n else 0.0 for c in columns}
+    any_null = (
+        int(df.select(pl.any_horizontal(pl.col(c).is_null() for c in columns)).to_series().sum())
+        if n and columns
+        else 0
+    )
     per_class: dict[str, dict[str, float]] = {}
     if n and TARGET in df.columns:
         g = (
@@ -118,7 +124,12 @@ def missingness(df: pl.DataFrame, columns: list[str]) -> dict[str, Any]:
         for row in g.iter_rows(named=True):
             cls = str(row.pop(TARGET))
             per_class[cls] = {c: float(v) for c, v in row.items() if v}
-    return {"overall": overall, "per_class": per_class}
+    return {
+        "overall": overall,
+        "per_class": per_class,
+        "rows_with_any_null": any_null,
+        "rows_with_any_null_share": round(any_null / n, 6) if n else 0.0,
+    }
 
 
 def time_profile(df: pl.DataFrame, column: str, as_of: dt.datetime | None) -> dict[str, Any]:

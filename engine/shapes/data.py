@@ -55,6 +55,9 @@ class Missingness(Shape):
     inputs_mostly_null: list[str]
     null_share: dict[str, float]
     null_share_by_class: dict[str, dict[str, float]] = Field(default_factory=dict)
+    # Rows with a null in any data column (records written before this field read as 0).
+    rows_with_any_null: int = 0
+    rows_with_any_null_share: float = 0.0
 
 
 class ConflictingLabels(Shape):

@@ -152,7 +152,8 @@ def missingness(kept: Any, inp: Inputs, cov: str) -> Check:
         id="source.missingness",
         status="warn" if high else "info",
         summary=(
-            f"{len(with_nulls)} column(s) have nulls"
+            f"{len(with_nulls)} column(s) have nulls; {m['rows_with_any_null']:,} row(s) "
+            f"({m['rows_with_any_null_share']:.1%}) have at least one"
             + (f"; input column(s) over {MISSING_WARN:.0%} null: {', '.join(high)}" if high else "")
         ),
         coverage=cov,
@@ -160,6 +161,8 @@ def missingness(kept: Any, inp: Inputs, cov: str) -> Check:
             "null_share": m["overall"],
             "null_share_by_class": m["per_class"],
             "inputs_mostly_null": high,
+            "rows_with_any_null": m["rows_with_any_null"],
+            "rows_with_any_null_share": m["rows_with_any_null_share"],
         },
         why="Missingness that differs by class is a signal a model can learn that deployment may not have.",
         playbook=PB_INSPECT,
