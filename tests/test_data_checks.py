@@ -36,3 +36,70 @@ def test_missingness_counts_rows_with_any_null(tmp_path: Path) -> None:
     assert m.measured["rows_with_any_null"] == 3
     assert m.measured["rows_with_any_null_share"] == 0.6
     assert "3 row(s) (60.0%)" in m.summary
+
+
+def _panel(n_years: int = 20, per_year: int = 11) -> str:
+    """A yearly panel written as floats (1935.0), `per_year` rows a year, one entity per row."""
+    lines = ["txt,num,cust,year,lab"]
+    for y in range(n_years):
+        for k in range(per_year):
+            lines.append(f"row {y} {k} words here,{k},c{y}_{k},{1935 + y}.0,{'ab'[(y + k) % 2]}")
+    return "\n".join(lines) + "\n"
+
+
+def _split(rec, ctx, **kw):
+    inp = {"strategy": "time", "fractions": {"train": 0.68, "test": 0.32}, "rationale": "the next years"}
+    inp.update(kw)
+    return split.run(split.Inputs(**inp), {"source": rec}, ctx)
+
+
+def test_a_numeric_time_column_needs_a_unit(tmp_path: Path) -> None:
+    from engine.context import StageInputError
+
+    with pytest.raises(StageInputError, match="'time_unit' is empty.*'year'.*year, unix_seconds, ordinal"):
+        _source(tmp_path, _panel(), time_column="year")
+    assert not (tmp_path / "s").exists()  # nothing written
+    with pytest.raises(StageInputError, match="'time_unit' = 'date' needs a date"):
+        _source(tmp_path, _panel(), time_column="year", time_unit="date")
+    with pytest.raises(ValueError, match="time_unit"):
+        source.Inputs(files=["d.csv"], label_column="lab", time_column="year", time_unit="decade")
+
+
+def test_years_are_shown_as_years(tmp_path: Path) -> None:
+    rec, ctx = _source(tmp_path, _panel(), time_column="year", time_unit="year")
+    t = rec.check("source.time_range")
+    assert (t.measured["min"], t.measured["max"], t.measured["unit"]) == ("1935", "1954", "year")
+    assert t.measured["rows_per_year"]["1948"] == 11 and t.measured["empty_years"] == []
+    assert "1970" not in t.summary and "1935 .. 1954" in t.summary
+    chron = _split(rec, ctx).check("split.chronology")
+    assert "1970" not in chron.summary and chron.measured["unit"] == "year"
+
+
+def test_a_time_split_never_cuts_inside_one_timestamp(tmp_path: Path) -> None:
+    import polars as pl
+
+    rec, ctx = _source(tmp_path, _panel(), time_column="year", time_unit="year")
+    out = _split(rec, ctx)
+    mem = pl.read_parquet(ctx.session_dir / out.check("split.membership").measured["path"])
+    years = pl.read_csv(tmp_path / "d.csv").with_row_index("row_id").select(
+        pl.col("row_id").cast(pl.Int64), pl.col("year")
+    )
+    per_year = mem.join(years, on="row_id").group_by("year").agg(pl.col("split").n_unique().alias("k"))
+    assert per_year.get_column("k").max() == 1  # 220 rows × 0.68 = 149.6 would cut 1948 at 7 / 4
+    m = out.check("split.membership").measured
+    assert m["sizes"]["train"] % 11 == 0 and m["sizes"]["train"] == 154
+    assert m["realised_fractions"]["train"] == 0.7 and m["largest_fraction_shift"] == 0.02
+    chron = out.check("split.chronology")
+    assert chron.status == "pass" and chron.measured["test_rows_at_max_train"] == 0
+    assert (chron.measured["max_train_time"], chron.measured["min_test_time"]) == ("1948", "1949")
+
+
+def test_chronology_counts_a_shared_timestamp_as_overlap(tmp_path: Path) -> None:
+    from engine.stages.split_checks import chronology
+
+    import polars as pl
+
+    joined = pl.DataFrame({"split": ["train", "train", "test", "test"], "year": [1947.0, 1948.0, 1948.0, 1949.0]})
+    c = chronology(joined, ("year", "year"), split.Inputs(strategy="time", rationale="r"))
+    assert c.status == "fail" and c.measured["test_rows_at_max_train"] == 1
+    assert c.measured["test_share_before_max_train"] == 0.0 and "1948" in c.summary

@@ -110,6 +110,10 @@ class Membership(Shape):
     rows: int
     sizes: dict[str, int]
     excluded: dict[str, int]
+    # Share of the assigned rows per split, and its largest difference from the asked fractions
+    # (time splits cut only between distinct timestamps). Older records: empty / 0.
+    realised_fractions: dict[str, float] = Field(default_factory=dict)
+    largest_fraction_shift: float = 0.0
 
 
 class Prevalence(Shape):
@@ -133,6 +137,10 @@ class Chronology(Shape):
     max_train_time: str
     min_test_time: str
     test_share_before_max_train: float
+    # The times above are written in this unit (date, datetime, year, unix_seconds, ordinal).
+    unit: str = "datetime"
+    # Test rows whose time equals the latest train time: one timestamp on both sides (overlap).
+    test_rows_at_max_train: int = 0
 
 
 class ExactOverlap(Shape):

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, field_validator
 
 from engine.context import StageContext, StageInputError
+from engine.data import TimeUnit
 from engine.evidence import Check, Note, StageRecord
 from engine.stages import source_checks as sc
 from engine.stages import source_identity as si
@@ -38,6 +39,9 @@ class Inputs(BaseModel):
     id_column: str = ""
     entity_columns: list[str] = Field(default_factory=list)
     time_column: str = ""
+    # What the time column's values are; "" infers it from a date / datetime / ISO text column only
+    # (a numeric column must say: year, unix_seconds or ordinal). Checked against the column's type.
+    time_unit: TimeUnit = ""
     unavailable_columns: list[str] = Field(default_factory=list)
     sensitive_columns: list[str] = Field(default_factory=list)
     availability: dict[str, Literal["yes", "no", "unresolved"]] = Field(default_factory=dict)
@@ -171,6 +175,10 @@ def _read(inputs: Inputs, paths: list, ctx: StageContext) -> tuple[Any, Any, lis
         "time_column": [inputs.time_column],
     }
     data.require_columns(lf, named, text_columns=inputs.text_columns)
+    if inputs.time_column:
+        data.resolve_time_unit(inputs.time_column, lf.collect_schema()[inputs.time_column], inputs.time_unit)
+    elif inputs.time_unit:
+        raise StageInputError("source input 'time_unit' is set but 'time_column' is empty; name the time column")
     ctx.check_cancelled()
     if inputs.preview_rows:
         lf = lf.head(inputs.preview_rows)

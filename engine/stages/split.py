@@ -84,12 +84,12 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
             -1 - pl.col(data.ROW_ID)
         )  # rows outside the family file: their own family
     )
-    time_col = str(src.inputs.get("time_column", ""))
+    time_col, time_unit = data.source_time(src.inputs, ds.schema)
     if ds.height == 0:
         raise StageInputError("split: the source data has no rows with a target; nothing to split")
     ctx.check_cancelled()
     ctx.progress(0.2, f"assigning ({inputs.strategy})")
-    mem, excluded = _assign(ds, inputs, fractions, time_col)
+    mem, excluded = _assign(ds, inputs, fractions, (time_col, time_unit))
     buf = io.BytesIO()
     mem.write_parquet(buf, statistics=False)
     payload = buf.getvalue()
@@ -97,6 +97,9 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     if not ctx.replay:
         atomic_write_bytes(ctx.session_dir / rel, payload)
     sizes = {s: int(mem.filter(pl.col("split") == s).height) for s in splits.SPLITS}
+    realised = {s: round(n / max(mem.height, 1), 6) for s, n in sizes.items()}
+    shift = round(max(abs(realised[s] - fractions[s]) for s in splits.SPLITS), 6)
+    by_fractions = inputs.strategy in TIME_STRATEGIES and not inputs.time_cuts
     checks = [
         Check(
             id="split.membership",
@@ -104,13 +107,21 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
             if sizes["train"] and (sizes["test"] or inputs.strategy == "group_kfold")
             else "fail",
             summary=f"{mem.height:,} rows assigned ({', '.join(f'{k} {v:,}' for k, v in sizes.items())}); "
-            f"{sum(excluded.values()):,} left out; saved as {rel}",
+            f"{sum(excluded.values()):,} left out; saved as {rel}"
+            + (
+                f"; cut only between distinct timestamps: realised fractions differ from the asked ones "
+                f"by up to {shift:.3f}"
+                if by_fractions
+                else ""
+            ),
             measured={
                 "path": rel,
                 "sha256": hashlib.sha256(payload).hexdigest(),
                 "rows": mem.height,
                 "sizes": sizes,
                 "excluded": excluded,
+                "realised_fractions": realised,
+                "largest_fraction_shift": shift,
             },
             why="The exact membership is what every later number rests on; its hash ties them to it.",
             playbook=PB_LEDGER,
@@ -121,7 +132,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     ctx.progress(0.4, "prevalence, families, chronology")
     checks.append(sc.prevalence(joined, ds, inputs))
     checks.append(sc.family_intersection(joined, inputs))
-    checks.append(sc.chronology(joined, time_col, inputs))
+    checks.append(sc.chronology(joined, (time_col, time_unit), inputs))
     ctx.check_cancelled()
     ctx.progress(0.55, "exact overlap")
     checks.append(sc.exact_overlap(joined, src.inputs))
@@ -159,7 +170,9 @@ def _check_fractions(inp: Inputs) -> dict[str, float]:
     return {s: float(inp.fractions.get(s, 0.0)) for s in SPLITS}
 
 
-def _assign(ds: Any, inp: Inputs, fractions: dict[str, float], time_col: str) -> tuple[Any, dict[str, int]]:
+def _assign(
+    ds: Any, inp: Inputs, fractions: dict[str, float], time: tuple[str, str]
+) -> tuple[Any, dict[str, int]]:
     import numpy as np
     import polars as pl
 
@@ -172,12 +185,18 @@ def _assign(ds: Any, inp: Inputs, fractions: dict[str, float], time_col: str) ->
     fold = np.full(ids.size, -1, dtype=np.int64)
     excluded: dict[str, int] = {}
     times = None
+    time_col, unit = time
     if inp.strategy in TIME_STRATEGIES:
         if not time_col:
             raise StageInputError(
                 f"split: strategy '{inp.strategy}' needs a time column; declare one in the source stage"
             )
-        t = times_of(ds, time_col)
+        if unit == "ordinal" and (inp.time_cuts or inp.gap_days):
+            raise StageInputError(
+                "split: the time column is an ordinal (an order, not dates): 'time_cuts' and 'gap_days' "
+                "cannot apply; split by fractions and leave them empty"
+            )
+        t = times_of(ds, time_col, unit)
         keep = t.is_not_null().to_numpy()
         excluded["no parseable time"] = int((~keep).sum())
         times = t.fill_null(0).to_numpy()
