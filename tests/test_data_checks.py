@@ -103,3 +103,32 @@ def test_chronology_counts_a_shared_timestamp_as_overlap(tmp_path: Path) -> None
     c = chronology(joined, ("year", "year"), split.Inputs(strategy="time", rationale="r"))
     assert c.status == "fail" and c.measured["test_rows_at_max_train"] == 1
     assert c.measured["test_share_before_max_train"] == 0.0 and "1948" in c.summary
+
+
+def _claim(order: list[str]):
+    from engine.evidence import StageRecord
+
+    return {"claim": StageRecord(stage="claim", inputs={"class_order": order}, checks=[])}
+
+
+def test_class_order_is_checked_at_the_source_stage(tmp_path: Path) -> None:
+    rows = "txt,num,cust,lab\n" + "".join(f"t {i},{i},c{i},{['sports', 'news'][i % 2]}\n" for i in range(8))
+    rec, _ = _source(tmp_path, rows, _claim(["sport", "news", "weather"]))
+    c = rec.check("source.class_order")
+    assert c.status == "fail" and c.measured["not_in_class_order"] == ["sports"]
+    assert "'sports'" in c.summary and "label_mapping" in c.summary
+    rec, _ = _source(tmp_path, rows, _claim(["sports", "news", "weather"]))
+    c = rec.check("source.class_order")
+    assert c.status == "warn" and c.measured["classes_without_rows"] == ["weather"]
+    rec, _ = _source(tmp_path, rows, _claim(["news", "sports"]))
+    assert rec.check("source.class_order").status == "pass"
+    rec, _ = _source(tmp_path, rows)
+    assert rec.check("source.class_order").status == "not_run"
+
+
+def test_float_labels_against_integer_class_order_are_named(tmp_path: Path) -> None:
+    rows = "txt,num,cust,lab\n" + "".join(f"t {i},{i},c{i},{i % 2}.0\n" for i in range(8))
+    rec, _ = _source(tmp_path, rows, _claim(["0", "1"]))
+    c = rec.check("source.class_order")
+    assert c.status == "fail" and c.measured["whole_number_floats"] == {"0.0": "0", "1.0": "1"}
+    assert "whole numbers written as floats" in c.summary and "'1.0' = '1'" in c.summary

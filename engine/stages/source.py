@@ -16,6 +16,7 @@ from engine.context import StageContext, StageInputError
 from engine.data import TimeUnit
 from engine.evidence import Check, Note, StageRecord
 from engine.stages import source_checks as sc
+from engine.stages import source_claim
 from engine.stages import source_identity as si
 from engine.stages.source_checks import PB_PREVIEW
 
@@ -137,6 +138,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     steps.append({"reason": data.NO_TARGET_REASON, "where": "target IS NOT NULL", "removed": removed})
     checks.append(sc.transformations(inputs, raw.height, dataset.height, steps, cov))
     checks += _audit(kept, dataset, inputs, ctx, cov)
+    checks.append(source_claim.class_order(dataset, inputs, upstream))
     if inputs.preview_rows:
         checks.append(
             Check(
