@@ -132,3 +132,24 @@ def test_float_labels_against_integer_class_order_are_named(tmp_path: Path) -> N
     c = rec.check("source.class_order")
     assert c.status == "fail" and c.measured["whole_number_floats"] == {"0.0": "0", "1.0": "1"}
     assert "whole numbers written as floats" in c.summary and "'1.0' = '1'" in c.summary
+
+
+def test_independent_rows_are_a_recorded_decision(tmp_path: Path) -> None:
+    from pydantic import ValidationError
+
+    rows = "txt,num,lab\n" + "".join(f"t {i},{i},{'xy'[i % 2]}\n" for i in range(8))
+    rec, _ = _source(tmp_path, rows, entity_columns=[])
+    fam = rec.check("source.entity_families")
+    assert fam.status == "warn" and fam.basis == "measured" and "unseen-entity" in fam.summary
+    assert any("no entity id" in n.text for n in rec.notes)
+    why = "one reading per independent lab sample; no patient ids exist"
+    rec, _ = _source(tmp_path, rows, entity_columns=[], independent_rows={"declared": True, "rationale": why})
+    fam = rec.check("source.entity_families")
+    assert (fam.status, fam.basis) == ("pass", "decided") and why in fam.summary
+    assert fam.measured["independent_rows_declared"] is True and fam.measured["families"] == 8
+    assert not rec.notes
+    assert rec.inputs["independent_rows"] == {"declared": True, "rationale": why}
+    with pytest.raises(ValidationError, match="needs a rationale"):
+        source.Inputs(independent_rows={"declared": True, "rationale": "  "})
+    with pytest.raises(ValidationError, match="entity_columns"):
+        source.Inputs(entity_columns=["cust"], independent_rows={"declared": True, "rationale": why})

@@ -101,6 +101,8 @@ class EntityFamilies(Shape):
     families_sha256: str
     size_quantiles: dict[str, int] = Field(default_factory=dict)
     families_linking_several_ids: dict[str, int] = Field(default_factory=dict)
+    # The source's recorded decision that rows are independent (no entity columns; basis "decided").
+    independent_rows_declared: bool = False
 
 
 class Membership(Shape):

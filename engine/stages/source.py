@@ -30,6 +30,23 @@ class Filter(BaseModel):
     where: str = ""
 
 
+class IndependentRows(BaseModel):
+    """The person's decision that the rows are independent (no entity links them), with its reason."""
+
+    model_config = ConfigDict(extra="forbid")
+    declared: StrictBool = False
+    rationale: str = ""
+
+    @field_validator("rationale")
+    @classmethod
+    def _rationale(cls, value: str, info: ValidationInfo) -> str:
+        if info.data.get("declared") and not value.strip():
+            raise ValueError("declaring the rows independent needs a rationale: say why no entity links them")
+        if value.strip() and not info.data.get("declared"):
+            raise ValueError("a rationale without 'declared = true' records nothing; set declared or drop it")
+        return value
+
+
 class Inputs(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     files: list[str] = Field(default_factory=list)
@@ -39,6 +56,8 @@ class Inputs(BaseModel):
     text_columns: list[str] = Field(default_factory=list)
     id_column: str = ""
     entity_columns: list[str] = Field(default_factory=list)
+    # Without entity columns: the recorded decision that every row is independent (its own family).
+    independent_rows: IndependentRows = Field(default_factory=IndependentRows)
     time_column: str = ""
     # What the time column's values are; "" infers it from a date / datetime / ISO text column only
     # (a numeric column must say: year, unix_seconds or ordinal). Checked against the column's type.
@@ -77,6 +96,16 @@ class Inputs(BaseModel):
         label = info.data.get("label_column", "")
         if label and label in value:
             raise ValueError(f"lists the label column '{label}'; a model may not see its target")
+        return value
+
+    @field_validator("independent_rows")
+    @classmethod
+    def _independent(cls, value: IndependentRows, info: ValidationInfo) -> IndependentRows:
+        if value.declared and info.data.get("entity_columns"):
+            raise ValueError(
+                "declares the rows independent while 'entity_columns' names entities that link them; "
+                "keep one of the two"
+            )
         return value
 
     @field_validator("text_columns")
@@ -288,7 +317,7 @@ def _notes(inp: Inputs, checks: list[Check]) -> list[Note]:
             )
         )
     fam = next((c for c in checks if c.id == "source.entity_families"), None)
-    if fam is not None and fam.measured.get("rows_without_entity_id"):
+    if fam is not None and fam.measured.get("rows_without_entity_id") and not inp.independent_rows.declared:
         notes.append(
             Note(
                 tag="limitation",
