@@ -153,3 +153,67 @@ def test_independent_rows_are_a_recorded_decision(tmp_path: Path) -> None:
         source.Inputs(independent_rows={"declared": True, "rationale": "  "})
     with pytest.raises(ValidationError, match="entity_columns"):
         source.Inputs(entity_columns=["cust"], independent_rows={"declared": True, "rationale": why})
+
+
+def _dup_data() -> str:
+    """Rows in families of exact copies (case and spacing differ) and near copies (one word changed)."""
+    lines = ["txt,num,cust,lab"]
+    for i in range(60):
+        base = f"ticket {i} the printer on floor {i % 7} jams every morning after the update"
+        lines.append(f"{base},{i},c{i},{'xy'[i % 2]}")
+        if i % 3 == 0:
+            lines.append(f"  {base.upper()} ,{i},d{i},{'xy'[i % 2]}")  # exact after lower_strip_ws
+        if i % 4 == 0:
+            lines.append(f"{base} today,{i},e{i},{'xy'[i % 2]}")  # a near copy
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("grouping", ["entities", "duplicates", "duplicates_and_near"])
+def test_a_split_can_group_by_duplicate_families(tmp_path: Path, grouping: str) -> None:
+    import polars as pl
+
+    from engine.audit.neardup import read_pairs
+    from engine.audit.texts import norm_text_expr
+
+    rec, ctx = _source(tmp_path, _dup_data(), input_columns=["txt"], availability={"txt": "yes"})
+    near = rec.check("source.near_duplicates").measured
+    assert near["pairs"] > 0
+    out = split.run(
+        split.Inputs(strategy="group", grouping=grouping, rationale="new tickets", seed=3), {"source": rec}, ctx
+    )
+    m = out.check("split.membership").measured
+    assert m["grouping"] == grouping
+    mem = pl.read_parquet(ctx.session_dir / m["path"])
+    text = pl.read_csv(tmp_path / "d.csv").with_row_index("row_id").select(
+        pl.col("row_id").cast(pl.Int64), norm_text_expr("txt").alias("key")
+    )
+    exact_straddle = mem.join(text, on="row_id").group_by("key").agg(pl.col("split").n_unique().alias("k"))
+    pairs = read_pairs(ctx.session_dir / near["pairs_path"], near["pairs_sha256"])
+    lab = mem.select("row_id", "split")
+    crossing = (
+        pairs.join(lab.rename({"row_id": "row_a", "split": "sa"}), on="row_a")
+        .join(lab.rename({"row_id": "row_b", "split": "sb"}), on="row_b")
+        .filter(pl.col("sa") != pl.col("sb"))
+        .height
+    )
+    if grouping == "entities":  # one customer per row: copies land on both sides
+        assert exact_straddle.get_column("k").max() > 1 and crossing > 0
+        assert m["families"] == mem.height
+    else:
+        assert exact_straddle.get_column("k").max() == 1  # no exact family straddles splits
+        assert out.check("split.exact_overlap").measured["rows"].get("test", 0) == 0
+        assert (crossing == 0) == (grouping == "duplicates_and_near")
+        assert out.check("split.family_intersection").status == "pass"
+        assert m["families"] < mem.height
+
+
+def test_duplicate_grouping_is_refused_where_it_cannot_apply(tmp_path: Path) -> None:
+    from pydantic import ValidationError
+
+    from engine.context import StageInputError
+
+    with pytest.raises(ValidationError, match="does not split by groups"):
+        split.Inputs(strategy="random", grouping="duplicates")
+    rec, ctx = _source(tmp_path, _dup_data(), input_columns=["txt", "num"], text_columns=[])
+    with pytest.raises(StageInputError, match="near-duplicate pairs"):
+        split.run(split.Inputs(grouping="duplicates_and_near", rationale="r"), {"source": rec}, ctx)

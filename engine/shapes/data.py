@@ -116,6 +116,10 @@ class Membership(Shape):
     # (time splits cut only between distinct timestamps). Older records: empty / 0.
     realised_fractions: dict[str, float] = Field(default_factory=dict)
     largest_fraction_shift: float = 0.0
+    # What a group split kept together (entities, duplicates, duplicates_and_near) and how many
+    # such families the assigned data held.
+    grouping: str = "entities"
+    families: int = 0
 
 
 class Prevalence(Shape):

@@ -36,6 +36,9 @@ class Inputs(BaseModel):
     time_cuts: list[str] = Field(default_factory=list)
     gap_days: float = Field(default=0.0, ge=0.0, le=36_500)
     k: int = Field(default=5, ge=2, le=50)
+    # What a group strategy keeps together: the source's entity families, widened by rows with identical
+    # model inputs ("duplicates") and also by the source's near-duplicate pairs ("duplicates_and_near").
+    grouping: Literal["entities", "duplicates", "duplicates_and_near"] = "entities"
     rationale: str = ""
     class_support_floor: int = Field(default=20, ge=0, le=10**9)
     near_dup_threshold: float = Field(default=0.8, gt=0.0, le=1.0)
@@ -51,6 +54,17 @@ class Inputs(BaseModel):
             _check_fractions(SimpleNamespace(fractions=value, strategy=info.data.get("strategy", "group")))
         except StageInputError as exc:
             raise ValueError(str(exc).removeprefix("split: ")) from None
+        return value
+
+    @field_validator("grouping")
+    @classmethod
+    def _grouping(cls, value: str, info: ValidationInfo) -> str:
+        strategy = info.data.get("strategy", "group")
+        if value != "entities" and strategy not in sc.GROUP_STRATEGIES:
+            raise ValueError(
+                f"'{value}' groups rows, but strategy '{strategy}' does not split by groups; use one of "
+                f"{', '.join(sc.GROUP_STRATEGIES)} or grouping 'entities'"
+            )
         return value
 
     @field_validator("time_cuts")
@@ -84,6 +98,8 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
             -1 - pl.col(data.ROW_ID)
         )  # rows outside the family file: their own family
     )
+    if inputs.grouping != "entities":
+        ds = ds.with_columns(pl.Series(data.FAMILY, _duplicate_families(ds, src, inputs, ctx)))
     time_col, time_unit = data.source_time(src.inputs, ds.schema)
     if ds.height == 0:
         raise StageInputError("split: the source data has no rows with a target; nothing to split")
@@ -122,6 +138,8 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
                 "excluded": excluded,
                 "realised_fractions": realised,
                 "largest_fraction_shift": shift,
+                "grouping": inputs.grouping,
+                "families": int(ds.get_column(data.FAMILY).n_unique()),
             },
             why="The exact membership is what every later number rests on; its hash ties them to it.",
             playbook=PB_LEDGER,
@@ -148,6 +166,29 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
 
 
 # ---------------------------------------------------------------- assignment
+
+
+def _duplicate_families(ds: Any, src: StageRecord, inp: Inputs, ctx: StageContext) -> Any:
+    """The entity families widened by the source's duplicates: identical model inputs (the source's
+    normalisation) and, for 'duplicates_and_near', the source stage's sha256-pinned near-duplicate pairs."""
+    from engine.audit.families import duplicate_families
+    from engine.audit.neardup import read_pairs
+    from engine.data import model_inputs
+    from engine.shapes import data as shapes
+    from engine.shapes import parse
+
+    pairs = None
+    if inp.grouping == "duplicates_and_near":
+        m = parse(src.check("source.near_duplicates"), shapes.NearDuplicates)
+        if m is None or src.inputs.get("preview_rows"):
+            raise StageInputError(
+                "split: grouping 'duplicates_and_near' needs the source stage's near-duplicate pairs from a "
+                "full pass over declared text columns; declare text_columns and run the source's full pass, "
+                "or use grouping 'duplicates'"
+            )
+        pairs = read_pairs(ctx.session_dir / m.pairs_path, m.pairs_sha256)
+    norm = str(src.inputs.get("normalisation", "lower_strip_ws"))
+    return duplicate_families(ds, model_inputs(src.inputs), norm, pairs)
 
 
 def _check_fractions(inp: Inputs) -> dict[str, float]:
