@@ -217,3 +217,33 @@ def test_duplicate_grouping_is_refused_where_it_cannot_apply(tmp_path: Path) -> 
     rec, ctx = _source(tmp_path, _dup_data(), input_columns=["txt", "num"], text_columns=[])
     with pytest.raises(StageInputError, match="near-duplicate pairs"):
         split.run(split.Inputs(grouping="duplicates_and_near", rationale="r"), {"source": rec}, ctx)
+
+
+def _template(contract_inputs: dict, source_inputs: dict):
+    from engine.training.resolve import Resolution, _Resolving, _template
+    from engine.training.schema import Inputs
+
+    s = _Resolving(Inputs(**contract_inputs), Resolution(), {}, {}, Path("."), {}, source_inputs)
+    _template(s)
+    return s.eff.get("text_template"), s.R
+
+
+def test_the_default_text_template_comes_from_the_text_columns() -> None:
+    from engine.recipes import DEFAULT_RECIPE, load_recipe
+
+    news = {"input_columns": ["headline", "article", "wordcount"], "text_columns": ["headline", "article"]}
+    eff, r = _template({}, news)
+    assert eff == "{headline}\n{article}" and not r.refused
+    row = next(x for x in r.rows if x["setting"] == "text_template")
+    assert row["outcome"] == "resolved: derived from the source's text columns" and row["requested"] == '""'
+    # The sample recipe keeps its result: '{subject}\n{body}', now derived instead of written in.
+    recipe = load_recipe(DEFAULT_RECIPE)
+    assert "text_template" not in recipe["contract"]
+    contract = {k: v for k, v in recipe["contract"].items() if k in ("task_kind",)}
+    assert _template(contract, recipe["source"])[0] == "{subject}\n{body}"
+    # No text columns to derive from: refused with the reason, not a ticket-specific guess.
+    _, r = _template({}, {"input_columns": ["wordcount"], "text_columns": []})
+    assert r.refused and "no text model input" in r.refused[0]["reason"]
+    # An explicit template is kept as requested.
+    eff, r = _template({"text_template": "{article}"}, news)
+    assert eff == "{article}" and r.rows[-1]["outcome"] == "as requested"
