@@ -336,8 +336,9 @@ def time_expr(column: str, dtype: pl.DataType, unit: str) -> pl.Expr:
     if unit in NUMERIC_TIME_UNITS:
         whole = col.cast(pl.Float64).round(0) == col.cast(pl.Float64)
         as_int = pl.when(whole).then(col.cast(pl.Float64).cast(pl.Int64, strict=False))
-        if unit == "year":
-            return pl.datetime(as_int.cast(pl.Int32, strict=False), 1, 1, time_unit="us")
+        if unit == "year":  # years 1..9999, the range every reader can write
+            year = pl.when(as_int.is_between(1, 9999)).then(as_int).cast(pl.Int32)
+            return pl.datetime(year, 1, 1, time_unit="us")
         if unit == "ordinal":
             return pl.from_epoch(as_int, time_unit="us").cast(pl.Datetime("us"))
         return pl.from_epoch(col.cast(pl.Int64, strict=False), time_unit="s").cast(pl.Datetime("us"))

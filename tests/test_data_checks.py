@@ -247,3 +247,16 @@ def test_the_default_text_template_comes_from_the_text_columns() -> None:
     # An explicit template is kept as requested.
     eff, r = _template({"text_template": "{article}"}, news)
     assert eff == "{article}" and r.rows[-1]["outcome"] == "as requested"
+
+
+def test_ordinal_and_fractional_times(tmp_path: Path) -> None:
+    rows = "txt,num,cust,step,lab\n" + "".join(f"t {i},{i},c{i},{i // 3},{'xy'[i % 2]}\n" for i in range(30))
+    rec, ctx = _source(tmp_path, rows, time_column="step", time_unit="ordinal")
+    t = rec.check("source.time_range")
+    assert (t.measured["min"], t.measured["max"], t.measured["distinct_values"]) == ("0", "9", 10)
+    assert rec.check("source.future_timestamps") is None  # an order, not a date
+    chron = _split(rec, ctx, fractions={"train": 0.7, "test": 0.3}).check("split.chronology")
+    assert (chron.measured["max_train_time"], chron.measured["min_test_time"]) == ("6", "7")
+    rows = "txt,num,cust,yr,lab\nt a,1,c1,1935.0,x\nt b,2,c2,1935.5,y\nt c,3,c3,1937.0,x\n"
+    t = _source(tmp_path, rows, time_column="yr", time_unit="year")[0].check("source.time_range")
+    assert t.measured["unparseable"] == 1 and t.measured["empty_years"] == ["1936"] and t.status == "warn"

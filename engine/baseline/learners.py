@@ -156,8 +156,8 @@ def _plan_folds(data: Data, inputs: Inputs, upstream: dict[str, StageRecord]) ->
         )
         from engine.data import source_time, time_expr
 
-        tcol, unit = source_time(upstream["source"].inputs, ev.schema)
-        if _time_split(upstream) and tcol:
+        tcol, unit = source_time(upstream["source"].inputs, ev.schema) if _time_split(upstream) else ("", "")
+        if tcol:
             t = ev.select(time_expr(tcol, ev.schema[tcol], unit).alias("t")).get_column("t")
             rank = t.rank("ordinal").fill_null(0).to_numpy()
             fold = np.minimum((rank - 1) * inputs.cv_folds // max(len(rank), 1), inputs.cv_folds - 1)
