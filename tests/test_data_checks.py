@@ -81,8 +81,10 @@ def test_a_time_split_never_cuts_inside_one_timestamp(tmp_path: Path) -> None:
     rec, ctx = _source(tmp_path, _panel(), time_column="year", time_unit="year")
     out = _split(rec, ctx)
     mem = pl.read_parquet(ctx.session_dir / out.check("split.membership").measured["path"])
-    years = pl.read_csv(tmp_path / "d.csv").with_row_index("row_id").select(
-        pl.col("row_id").cast(pl.Int64), pl.col("year")
+    years = (
+        pl.read_csv(tmp_path / "d.csv")
+        .with_row_index("row_id")
+        .select(pl.col("row_id").cast(pl.Int64), pl.col("year"))
     )
     per_year = mem.join(years, on="row_id").group_by("year").agg(pl.col("split").n_unique().alias("k"))
     assert per_year.get_column("k").max() == 1  # 220 rows × 0.68 = 149.6 would cut 1948 at 7 / 4
@@ -95,11 +97,13 @@ def test_a_time_split_never_cuts_inside_one_timestamp(tmp_path: Path) -> None:
 
 
 def test_chronology_counts_a_shared_timestamp_as_overlap(tmp_path: Path) -> None:
-    from engine.stages.split_checks import chronology
-
     import polars as pl
 
-    joined = pl.DataFrame({"split": ["train", "train", "test", "test"], "year": [1947.0, 1948.0, 1948.0, 1949.0]})
+    from engine.stages.split_checks import chronology
+
+    joined = pl.DataFrame(
+        {"split": ["train", "train", "test", "test"], "year": [1947.0, 1948.0, 1948.0, 1949.0]}
+    )
     c = chronology(joined, ("year", "year"), split.Inputs(strategy="time", rationale="r"))
     assert c.status == "fail" and c.measured["test_rows_at_max_train"] == 1
     assert c.measured["test_share_before_max_train"] == 0.0 and "1948" in c.summary
@@ -179,13 +183,17 @@ def test_a_split_can_group_by_duplicate_families(tmp_path: Path, grouping: str) 
     near = rec.check("source.near_duplicates").measured
     assert near["pairs"] > 0
     out = split.run(
-        split.Inputs(strategy="group", grouping=grouping, rationale="new tickets", seed=3), {"source": rec}, ctx
+        split.Inputs(strategy="group", grouping=grouping, rationale="new tickets", seed=3),
+        {"source": rec},
+        ctx,
     )
     m = out.check("split.membership").measured
     assert m["grouping"] == grouping
     mem = pl.read_parquet(ctx.session_dir / m["path"])
-    text = pl.read_csv(tmp_path / "d.csv").with_row_index("row_id").select(
-        pl.col("row_id").cast(pl.Int64), norm_text_expr("txt").alias("key")
+    text = (
+        pl.read_csv(tmp_path / "d.csv")
+        .with_row_index("row_id")
+        .select(pl.col("row_id").cast(pl.Int64), norm_text_expr("txt").alias("key"))
     )
     exact_straddle = mem.join(text, on="row_id").group_by("key").agg(pl.col("split").n_unique().alias("k"))
     pairs = read_pairs(ctx.session_dir / near["pairs_path"], near["pairs_sha256"])

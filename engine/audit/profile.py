@@ -142,7 +142,12 @@ def time_profile(df: pl.DataFrame, column: str, unit: str, as_of: dt.datetime | 
     unparseable = int((parsed.get_column("present") & t.is_null()).sum())
     missing = int((~parsed.get_column("present")).sum())
     valid = t.drop_nulls()
-    out: dict[str, Any] = {"unit": unit, "unparseable": unparseable, "missing": missing, "parsed": valid.len()}
+    out: dict[str, Any] = {
+        "unit": unit,
+        "unparseable": unparseable,
+        "missing": missing,
+        "parsed": valid.len(),
+    }
     if valid.len() == 0:
         return out
     lo, hi = valid.min(), valid.max()

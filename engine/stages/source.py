@@ -209,7 +209,9 @@ def _read(inputs: Inputs, paths: list, ctx: StageContext) -> tuple[Any, Any, lis
     if inputs.time_column:
         data.resolve_time_unit(inputs.time_column, lf.collect_schema()[inputs.time_column], inputs.time_unit)
     elif inputs.time_unit:
-        raise StageInputError("source input 'time_unit' is set but 'time_column' is empty; name the time column")
+        raise StageInputError(
+            "source input 'time_unit' is set but 'time_column' is empty; name the time column"
+        )
     ctx.check_cancelled()
     if inputs.preview_rows:
         lf = lf.head(inputs.preview_rows)

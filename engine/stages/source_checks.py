@@ -206,7 +206,11 @@ def time(kept: Any, inp: Inputs, cov: str) -> list[Check]:
     for key, what in (("empty_months", "month"), ("empty_years", "year")):
         if tp.get(key):
             problems.append(f"{len(tp[key])} empty {what}(s) inside the range")
-    rng = f"{tp.get('min', '?')} .. {tp.get('max', '?')} ({unit})" if tp["parsed"] else "no parseable timestamps"
+    rng = (
+        f"{tp.get('min', '?')} .. {tp.get('max', '?')} ({unit})"
+        if tp["parsed"]
+        else "no parseable timestamps"
+    )
     checks = [
         Check(
             id="source.time_range",
