@@ -268,3 +268,35 @@ def test_ordinal_and_fractional_times(tmp_path: Path) -> None:
     rows = "txt,num,cust,yr,lab\nt a,1,c1,1935.0,x\nt b,2,c2,1935.5,y\nt c,3,c3,1937.0,x\n"
     t = _source(tmp_path, rows, time_column="yr", time_unit="year")[0].check("source.time_range")
     assert t.measured["unparseable"] == 1 and t.measured["empty_years"] == ["1936"] and t.status == "warn"
+
+
+def test_the_report_shows_independent_rows_as_a_decision_and_class_order_from_the_frozen_claim(
+    tmp_path: Path,
+) -> None:
+    from engine.report import render
+    from engine.session import Session
+
+    rows = "txt,num,lab\n" + "".join(f"t {i},{i},{['1.0', '0.0'][i % 2]}\n" for i in range(12))
+    (tmp_path / "d.csv").write_text(rows)
+    s = Session.create(tmp_path / "sess", workspace=tmp_path)
+    s.run_stage("claim", {"class_order": ["0", "1"], "prediction_unit": "one sample"})
+    s.freeze("claim")
+    why = "one reading per lab sample | no subject ids exist"
+    src = {
+        "files": ["d.csv"],
+        "label_column": "lab",
+        "input_columns": ["txt", "num"],
+        "text_columns": ["txt"],
+        "availability": {"txt": "yes", "num": "yes"},
+        "independent_rows": {"declared": True, "rationale": why},
+    }
+    rec = s.run_stage("source", src)
+    assert rec.check("source.class_order").status == "fail"  # found at the source stage, from the real claim
+    s.freeze("source")
+    md, _ = render(s.path)
+    row = next(line for line in md.splitlines() if "source.entity_families" in line and "|" in line)
+    assert "| PASS | source.entity_families | decided |" in row
+    assert "one reading per lab sample \\| no subject ids exist" in row  # escaped, not a new cell
+    assert "independent_rows" in md  # among the stage's recorded decisions
+    cls_row = next(line for line in md.splitlines() if "| source.class_order |" in line)
+    assert cls_row.startswith("| FAIL") and "whole numbers written as floats" in cls_row
