@@ -10,9 +10,10 @@ report exclusions and label changes."
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from engine.context import StageContext, StageInputError
 from engine.evidence import EvidenceError, StageRecord
@@ -284,11 +285,63 @@ def text_inputs(source_inputs: dict[str, Any]) -> list[str]:
     return [c for c in (source_inputs.get("text_columns") or []) if c in allowed]
 
 
-def time_expr(column: str, dtype: pl.DataType) -> pl.Expr:
-    """The time column as a naive UTC Datetime(us); unparseable strings become null (counted by the source stage)."""
+# How a time column's values are read. "" (the default) infers the unit only from a real date or
+# datetime column (or ISO text); a numeric column must say what its numbers are.
+TIME_UNITS = ("date", "datetime", "year", "unix_seconds", "ordinal")
+TimeUnit = Literal["", "date", "datetime", "year", "unix_seconds", "ordinal"]
+NUMERIC_TIME_UNITS = ("year", "unix_seconds", "ordinal")
+
+
+def resolve_time_unit(column: str, dtype: pl.DataType, unit: str) -> str:
+    """The unit the time column is read in: the declared one checked against the column's type, or
+    (none declared) 'date' / 'datetime' for date, datetime and text columns; a clear error otherwise."""
+    import polars as pl
+
+    numeric = dtype.is_numeric()
+    dated = dtype == pl.Date or isinstance(dtype, pl.Datetime) or dtype == pl.String
+    if not unit:
+        if numeric:
+            raise StageInputError(
+                f"source input 'time_unit' is empty but the time column '{column}' holds numbers ({dtype}); "
+                f"say what they are: set 'time_unit' to one of {', '.join(NUMERIC_TIME_UNITS)}"
+            )
+        if not dated:
+            raise StageInputError(
+                f"source input 'time_column' names '{column}' of type {dtype}, which is not a time; "
+                "give a date, datetime, ISO text or numeric column (with 'time_unit')"
+            )
+        return "date" if dtype == pl.Date else "datetime"
+    if unit in NUMERIC_TIME_UNITS and not numeric:
+        raise StageInputError(
+            f"source input 'time_unit' = '{unit}' needs a numeric time column, but '{column}' is {dtype}; "
+            f"use 'date' or 'datetime' (or leave 'time_unit' empty) for it"
+        )
+    if unit in ("date", "datetime") and not dated:
+        raise StageInputError(
+            f"source input 'time_unit' = '{unit}' needs a date, datetime or ISO text column, but '{column}' "
+            f"is {dtype}; for numbers use one of {', '.join(NUMERIC_TIME_UNITS)}"
+        )
+    return unit
+
+
+def time_expr(column: str, dtype: pl.DataType, unit: str) -> pl.Expr:
+    """The time column as a naive UTC Datetime(us) in its resolved unit (resolve_time_unit); values that
+    cannot be read (unparseable text, a fractional year or ordinal) become null, counted by the source stage.
+
+    An ordinal's value v is placed at v microseconds after the epoch: only its order is meant.
+    """
     import polars as pl
 
     col = pl.col(column)
+    if unit in NUMERIC_TIME_UNITS:
+        whole = col.cast(pl.Float64).round(0) == col.cast(pl.Float64)
+        as_int = pl.when(whole).then(col.cast(pl.Float64).cast(pl.Int64, strict=False))
+        if unit == "year":  # years 1..9999, the range every reader can write
+            year = pl.when(as_int.is_between(1, 9999)).then(as_int).cast(pl.Int32)
+            return pl.datetime(year, 1, 1, time_unit="us")
+        if unit == "ordinal":
+            return pl.from_epoch(as_int, time_unit="us").cast(pl.Datetime("us"))
+        return pl.from_epoch(col.cast(pl.Int64, strict=False), time_unit="s").cast(pl.Datetime("us"))
     if dtype == pl.String:
         # Normalise a trailing 'Z' so offset and 'Z' forms parse alike; mixed offsets convert to UTC.
         text = col.str.strip_chars().str.replace(r"Z$", "+00:00")
@@ -305,10 +358,31 @@ def time_expr(column: str, dtype: pl.DataType) -> pl.Expr:
         return out.cast(pl.Datetime("us"))
     if dtype == pl.Date:
         return col.cast(pl.Datetime("us"))
-    # Numbers are read as Unix seconds, the common export form.
-    if dtype.is_numeric():
-        return pl.from_epoch(col.cast(pl.Int64), time_unit="s").cast(pl.Datetime("us"))
     return pl.lit(None, dtype=pl.Datetime("us"))
+
+
+def format_time(value: dt.datetime | int, unit: str) -> str:
+    """A time (a datetime, or epoch microseconds) written in the column's unit: 1948, 2024-06-01, 17."""
+    us = value if isinstance(value, int) else int((value - _EPOCH) / dt.timedelta(microseconds=1))
+    if unit == "ordinal":
+        return str(us)
+    t = _EPOCH + dt.timedelta(microseconds=us)
+    if unit == "year":
+        return f"{t.year:04d}"
+    if unit == "date":
+        return t.date().isoformat()
+    return t.isoformat()
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
+
+
+def source_time(source_inputs: dict[str, Any], schema: Any) -> tuple[str, str]:
+    """(time column, resolved unit) of a recorded source, or ("", "") when it declares none."""
+    col = str(source_inputs.get("time_column") or "")
+    if not col or col not in schema:
+        return "", ""
+    return col, resolve_time_unit(col, schema[col], str(source_inputs.get("time_unit") or ""))
 
 
 def verify_pinned(path: Path, recorded_sha256: str, field: str, what: str, stage: str) -> Path:

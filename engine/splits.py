@@ -136,7 +136,20 @@ def assign_time(
     order = np.lexsort((ids, times_us))
     rank = np.empty(ids.size, dtype=np.int64)
     rank[order] = np.arange(ids.size)
-    return _labels_from_rank(rank, _cut_counts(ids.size, fractions))
+    return _labels_from_rank(rank, tie_free_bounds(times_us[order], _cut_counts(ids.size, fractions)))
+
+
+def tie_free_bounds(sorted_times: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """Each cut moved to the nearest place between two distinct timestamps (or an end), so rows that
+    share a timestamp stay in one split; on equal distance the earlier place wins."""
+    n = sorted_times.size
+    if n == 0:
+        return bounds
+    # Places a cut may go: 0, n, and every i where sorted_times[i - 1] != sorted_times[i].
+    places = np.concatenate(([0], np.flatnonzero(np.diff(sorted_times)) + 1, [n]))
+    at = np.clip(np.searchsorted(places, bounds, side="left"), 1, places.size - 1)
+    lower, upper = places[at - 1], places[at]
+    return np.where(bounds - lower <= upper - bounds, lower, upper).astype(np.int64)
 
 
 def family_first_split(family_ids: np.ndarray, row_labels: np.ndarray) -> np.ndarray:

@@ -144,7 +144,8 @@ def test_preview_says_so(tmp_path: Path) -> None:
 
 def test_split_stage_errors_and_time_split(tmp_path: Path) -> None:
     rows = "".join(
-        f"text number {i} here,{i},c{i // 4},2024-{1 + i % 12:02d}-01,{'xy'[i % 2]}\n" for i in range(120)
+        f"text number {i} here,{i},c{i // 4},2024-{1 + i % 12:02d}-{1 + i % 27:02d},{'xy'[i % 2]}\n"
+        for i in range(120)
     )
     rec, ctx = _run(tmp_path, HEADER + rows)
     with pytest.raises(ValidationError, match="add up"):  # refused by Inputs, before any data is read

@@ -84,3 +84,54 @@ def family_summary(fam: pl.DataFrame, df: pl.DataFrame, entity_columns: list[str
         linked[col] = int((per.get_column("k") > 1).sum())
     out["families_linking_several_ids"] = linked
     return out
+
+
+def duplicate_families(
+    df: pl.DataFrame, columns: list[str], normalisation: str, pairs: pl.DataFrame | None
+) -> np.ndarray:
+    """The rows' families (FAMILY column) widened by duplicates: rows whose model inputs are identical
+    after `normalisation`, and, with `pairs` (row_a, row_b), near-duplicate rows, join one family.
+
+    Exact groups are formed on the real values of the rows whose input hash repeats (no hash collision
+    can merge two inputs). Families are numbered by first row position, like compute_families.
+    """
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    from engine.audit.duplicates import key_exprs, key_hashes
+
+    n = df.height
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    _, fam_code = np.unique(df.get_column(FAMILY).to_numpy(), return_inverse=True)
+    src, dst = [np.arange(n)], [n + fam_code]
+    offset = n + int(fam_code.max()) + 1
+    if columns:
+        idx = np.flatnonzero(key_hashes(df, columns, normalisation).is_duplicated().to_numpy())
+        groups = (
+            df[idx]
+            .select(*key_exprs(df.schema, columns, normalisation))
+            .with_row_index("__pos")
+            .group_by(columns)
+            .agg(pl.col("__pos"))
+            .with_row_index("__group")
+            .explode("__pos")
+        )
+        src.append(idx[groups.get_column("__pos").to_numpy().astype(np.int64)])
+        dst.append(offset + groups.get_column("__group").to_numpy().astype(np.int64))
+        offset += groups.height
+    if pairs is not None and pairs.height:
+        pos = pl.DataFrame({ROW_ID: df.get_column(ROW_ID), "p": np.arange(n)})
+        p = pairs.join(pos.rename({ROW_ID: "row_a", "p": "pa"}), on="row_a").join(
+            pos.rename({ROW_ID: "row_b", "p": "pb"}), on="row_b"
+        )
+        src.append(p.get_column("pa").to_numpy())
+        dst.append(p.get_column("pb").to_numpy())
+    s, d = np.concatenate(src), np.concatenate(dst)
+    graph = coo_matrix((np.ones(s.size, dtype=np.int8), (s, d)), shape=(offset, offset))
+    _, labels = connected_components(graph, directed=False)
+    _, first_idx, inverse = np.unique(labels[:n], return_index=True, return_inverse=True)
+    order = np.argsort(first_idx, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return rank[inverse].astype(np.int64)

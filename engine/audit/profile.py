@@ -11,7 +11,7 @@ from typing import Any
 import polars as pl
 
 from engine.context import StageInputError
-from engine.data import SOURCE_FILE, SOURCE_LINE, TARGET, file_kind, time_expr
+from engine.data import SOURCE_FILE, SOURCE_LINE, TARGET, file_kind, format_time, time_expr
 
 MAX_LOCATIONS = 20
 
@@ -102,9 +102,15 @@ def schema_of(lf_schema: pl.Schema) -> dict[str, str]:
 
 
 def missingness(df: pl.DataFrame, columns: list[str]) -> dict[str, Any]:
-    """Null share per column overall and per target class (null target rows as their own class)."""
+    """Null share per column overall and per target class (null target rows as their own class), and
+    the rows with a null in any of `columns` (count and share)."""
     n = df.height
     overall = {c: round(int(df.get_column(c).null_count()) / n, 6) if n else 0.0 for c in columns}
+    any_null = (
+        int(df.select(pl.any_horizontal(pl.col(c).is_null() for c in columns)).to_series().sum())
+        if n and columns
+        else 0
+    )
     per_class: dict[str, dict[str, float]] = {}
     if n and TARGET in df.columns:
         g = (
@@ -118,39 +124,53 @@ def missingness(df: pl.DataFrame, columns: list[str]) -> dict[str, Any]:
         for row in g.iter_rows(named=True):
             cls = str(row.pop(TARGET))
             per_class[cls] = {c: float(v) for c, v in row.items() if v}
-    return {"overall": overall, "per_class": per_class}
+    return {
+        "overall": overall,
+        "per_class": per_class,
+        "rows_with_any_null": any_null,
+        "rows_with_any_null_share": round(any_null / n, 6) if n else 0.0,
+    }
 
 
-def time_profile(df: pl.DataFrame, column: str, as_of: dt.datetime | None) -> dict[str, Any]:
-    """Min / max, rows per month, empty months inside the range, unparseable and future timestamps."""
+def time_profile(df: pl.DataFrame, column: str, unit: str, as_of: dt.datetime | None) -> dict[str, Any]:
+    """Min / max in the column's unit, rows per month (per year for years; none for ordinals), empty
+    periods inside the range, unparseable and future timestamps (none for ordinals)."""
     parsed = df.select(
-        time_expr(column, df.schema[column]).alias("t"), pl.col(column).is_not_null().alias("present")
+        time_expr(column, df.schema[column], unit).alias("t"), pl.col(column).is_not_null().alias("present")
     )
     t = parsed.get_column("t")
     unparseable = int((parsed.get_column("present") & t.is_null()).sum())
     missing = int((~parsed.get_column("present")).sum())
     valid = t.drop_nulls()
-    out: dict[str, Any] = {"unparseable": unparseable, "missing": missing, "parsed": valid.len()}
+    out: dict[str, Any] = {
+        "unit": unit,
+        "unparseable": unparseable,
+        "missing": missing,
+        "parsed": valid.len(),
+    }
     if valid.len() == 0:
         return out
     lo, hi = valid.min(), valid.max()
-    months = valid.dt.strftime("%Y-%m").value_counts().sort(valid.name)
-    per_month = dict(
-        zip(months.get_column(valid.name).to_list(), months.get_column("count").to_list(), strict=True)
+    out.update({"min": format_time(lo, unit), "max": format_time(hi, unit)})
+    if unit == "ordinal":
+        out["distinct_values"] = int(valid.n_unique())
+        return out
+    yearly = unit == "year"
+    periods = valid.dt.strftime("%Y" if yearly else "%Y-%m").value_counts().sort(valid.name)
+    per_period = dict(
+        zip(periods.get_column(valid.name).to_list(), periods.get_column("count").to_list(), strict=True)
     )
-    gaps, y, m = [], lo.year, lo.month
-    while (y, m) <= (hi.year, hi.month):
-        key = f"{y:04d}-{m:02d}"
-        if key not in per_month:
+    gaps, y, m = [], lo.year, 1 if yearly else lo.month
+    while (y, m) <= (hi.year, 1 if yearly else hi.month):
+        key = f"{y:04d}" if yearly else f"{y:04d}-{m:02d}"
+        if key not in per_period:
             gaps.append(key)
-        y, m = (y + 1, 1) if m == 12 else (y, m + 1)
+        y, m = (y + 1, 1) if yearly or m == 12 else (y, m + 1)
+    counts = {k: int(v) for k, v in per_period.items()}
     out.update(
-        {
-            "min": lo.isoformat(),
-            "max": hi.isoformat(),
-            "rows_per_month": {k: int(v) for k, v in per_month.items()},
-            "empty_months": gaps,
-        }
+        {"rows_per_year": counts, "empty_years": gaps}
+        if yearly
+        else {"rows_per_month": counts, "empty_months": gaps}
     )
     if as_of is not None:
         out["future"] = int((valid > as_of).sum())

@@ -154,12 +154,11 @@ def _plan_folds(data: Data, inputs: Inputs, upstream: dict[str, StageRecord]) ->
             if fam is None
             else np.where(fam.is_null().to_numpy(), -1 - ev["row_id"].to_numpy(), fam.fill_null(0).to_numpy())
         )
-        src = upstream["source"].inputs
-        tcol = str(src.get("time_column") or "")
-        if _time_split(upstream) and tcol in ev.columns:
-            from engine.data import time_expr
+        from engine.data import source_time, time_expr
 
-            t = ev.select(time_expr(tcol, ev.schema[tcol]).alias("t")).get_column("t")
+        tcol, unit = source_time(upstream["source"].inputs, ev.schema) if _time_split(upstream) else ("", "")
+        if tcol:
+            t = ev.select(time_expr(tcol, ev.schema[tcol], unit).alias("t")).get_column("t")
             rank = t.rank("ordinal").fill_null(0).to_numpy()
             fold = np.minimum((rank - 1) * inputs.cv_folds // max(len(rank), 1), inputs.cv_folds - 1)
         else:

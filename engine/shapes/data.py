@@ -55,6 +55,9 @@ class Missingness(Shape):
     inputs_mostly_null: list[str]
     null_share: dict[str, float]
     null_share_by_class: dict[str, dict[str, float]] = Field(default_factory=dict)
+    # Rows with a null in any data column (records written before this field read as 0).
+    rows_with_any_null: int = 0
+    rows_with_any_null_share: float = 0.0
 
 
 class ConflictingLabels(Shape):
@@ -98,6 +101,8 @@ class EntityFamilies(Shape):
     families_sha256: str
     size_quantiles: dict[str, int] = Field(default_factory=dict)
     families_linking_several_ids: dict[str, int] = Field(default_factory=dict)
+    # The source's recorded decision that rows are independent (no entity columns; basis "decided").
+    independent_rows_declared: bool = False
 
 
 class Membership(Shape):
@@ -107,6 +112,14 @@ class Membership(Shape):
     rows: int
     sizes: dict[str, int]
     excluded: dict[str, int]
+    # Share of the assigned rows per split, and its largest difference from the asked fractions
+    # (time splits cut only between distinct timestamps). Older records: empty / 0.
+    realised_fractions: dict[str, float] = Field(default_factory=dict)
+    largest_fraction_shift: float = 0.0
+    # What a group split kept together (entities, duplicates, duplicates_and_near) and how many
+    # such families the assigned data held.
+    grouping: str = "entities"
+    families: int = 0
 
 
 class Prevalence(Shape):
@@ -130,6 +143,10 @@ class Chronology(Shape):
     max_train_time: str
     min_test_time: str
     test_share_before_max_train: float
+    # The times above are written in this unit (date, datetime, year, unix_seconds, ordinal).
+    unit: str = "datetime"
+    # Test rows whose time equals the latest train time: one timestamp on both sides (overlap).
+    test_rows_at_max_train: int = 0
 
 
 class ExactOverlap(Shape):

@@ -13,9 +13,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, field_validator
 
 from engine.context import StageContext, StageInputError
+from engine.data import TimeUnit
 from engine.evidence import Check, Note, StageRecord
 from engine.metric_names import target_type
 from engine.stages import source_checks as sc
+from engine.stages import source_claim
 from engine.stages import source_identity as si
 from engine.stages.source_checks import PB_PREVIEW
 
@@ -29,6 +31,23 @@ class Filter(BaseModel):
     where: str = ""
 
 
+class IndependentRows(BaseModel):
+    """The person's decision that the rows are independent (no entity links them), with its reason."""
+
+    model_config = ConfigDict(extra="forbid")
+    declared: StrictBool = False
+    rationale: str = ""
+
+    @field_validator("rationale")
+    @classmethod
+    def _rationale(cls, value: str, info: ValidationInfo) -> str:
+        if info.data.get("declared") and not value.strip():
+            raise ValueError("declaring the rows independent needs a rationale: say why no entity links them")
+        if value.strip() and not info.data.get("declared"):
+            raise ValueError("a rationale without 'declared = true' records nothing; set declared or drop it")
+        return value
+
+
 class Inputs(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     files: list[str] = Field(default_factory=list)
@@ -38,7 +57,12 @@ class Inputs(BaseModel):
     text_columns: list[str] = Field(default_factory=list)
     id_column: str = ""
     entity_columns: list[str] = Field(default_factory=list)
+    # Without entity columns: the recorded decision that every row is independent (its own family).
+    independent_rows: IndependentRows = Field(default_factory=IndependentRows)
     time_column: str = ""
+    # What the time column's values are; "" infers it from a date / datetime / ISO text column only
+    # (a numeric column must say: year, unix_seconds or ordinal). Checked against the column's type.
+    time_unit: TimeUnit = ""
     unavailable_columns: list[str] = Field(default_factory=list)
     sensitive_columns: list[str] = Field(default_factory=list)
     availability: dict[str, Literal["yes", "no", "unresolved"]] = Field(default_factory=dict)
@@ -73,6 +97,16 @@ class Inputs(BaseModel):
         label = info.data.get("label_column", "")
         if label and label in value:
             raise ValueError(f"lists the label column '{label}'; a model may not see its target")
+        return value
+
+    @field_validator("independent_rows")
+    @classmethod
+    def _independent(cls, value: IndependentRows, info: ValidationInfo) -> IndependentRows:
+        if value.declared and info.data.get("entity_columns"):
+            raise ValueError(
+                "declares the rows independent while 'entity_columns' names entities that link them; "
+                "keep one of the two"
+            )
         return value
 
     @field_validator("text_columns")
@@ -134,7 +168,13 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     steps.append({"reason": data.NO_TARGET_REASON, "where": "target IS NOT NULL", "removed": removed})
     checks.append(sc.transformations(inputs, raw.height, dataset.height, steps, cov))
     claim = upstream["claim"].inputs if "claim" in upstream else {}
-    checks += _audit(kept, dataset, inputs, ctx, cov, numeric=target_type(claim) == "numeric")
+    numeric = target_type(claim) == "numeric"
+    checks += _audit(kept, dataset, inputs, ctx, cov, numeric=numeric)
+    checks.append(
+        sc.numeric_target_not_run("source.class_order", "source.target_distribution")
+        if numeric
+        else source_claim.class_order(dataset, inputs, upstream)
+    )
     if inputs.preview_rows:
         checks.append(
             Check(
@@ -173,6 +213,12 @@ def _read(inputs: Inputs, paths: list, ctx: StageContext) -> tuple[Any, Any, lis
         "time_column": [inputs.time_column],
     }
     data.require_columns(lf, named, text_columns=inputs.text_columns)
+    if inputs.time_column:
+        data.resolve_time_unit(inputs.time_column, lf.collect_schema()[inputs.time_column], inputs.time_unit)
+    elif inputs.time_unit:
+        raise StageInputError(
+            "source input 'time_unit' is set but 'time_column' is empty; name the time column"
+        )
     ctx.check_cancelled()
     if inputs.preview_rows:
         lf = lf.head(inputs.preview_rows)
@@ -287,7 +333,7 @@ def _notes(inp: Inputs, checks: list[Check]) -> list[Note]:
             )
         )
     fam = next((c for c in checks if c.id == "source.entity_families"), None)
-    if fam is not None and fam.measured.get("rows_without_entity_id"):
+    if fam is not None and fam.measured.get("rows_without_entity_id") and not inp.independent_rows.declared:
         notes.append(
             Note(
                 tag="limitation",

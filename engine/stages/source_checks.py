@@ -152,7 +152,8 @@ def missingness(kept: Any, inp: Inputs, cov: str) -> Check:
         id="source.missingness",
         status="warn" if high else "info",
         summary=(
-            f"{len(with_nulls)} column(s) have nulls"
+            f"{len(with_nulls)} column(s) have nulls; {m['rows_with_any_null']:,} row(s) "
+            f"({m['rows_with_any_null_share']:.1%}) have at least one"
             + (f"; input column(s) over {MISSING_WARN:.0%} null: {', '.join(high)}" if high else "")
         ),
         coverage=cov,
@@ -160,6 +161,8 @@ def missingness(kept: Any, inp: Inputs, cov: str) -> Check:
             "null_share": m["overall"],
             "null_share_by_class": m["per_class"],
             "inputs_mostly_null": high,
+            "rows_with_any_null": m["rows_with_any_null"],
+            "rows_with_any_null_share": m["rows_with_any_null_share"],
         },
         why="Missingness that differs by class is a signal a model can learn that deployment may not have.",
         playbook=PB_INSPECT,
@@ -189,17 +192,25 @@ def time(kept: Any, inp: Inputs, cov: str) -> list[Check]:
             raise StageInputError(
                 f"source: 'as_of' = '{inp.as_of}' is not an ISO date (e.g. 2025-09-01)"
             ) from None
+    from engine.data import resolve_time_unit
+
     now = as_of or dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)
-    tp = time_profile(kept, inp.time_column, now)
+    unit = resolve_time_unit(inp.time_column, kept.schema[inp.time_column], inp.time_unit)
+    tp = time_profile(kept, inp.time_column, unit, now)
     future = tp.pop("future", 0)
     problems = []
     if tp["unparseable"]:
         problems.append(f"{tp['unparseable']} unparseable")
     if tp["missing"]:
         problems.append(f"{tp['missing']} missing")
-    if tp.get("empty_months"):
-        problems.append(f"{len(tp['empty_months'])} empty month(s) inside the range")
-    rng = f"{tp.get('min', '?')} .. {tp.get('max', '?')}" if tp["parsed"] else "no parseable timestamps"
+    for key, what in (("empty_months", "month"), ("empty_years", "year")):
+        if tp.get(key):
+            problems.append(f"{len(tp[key])} empty {what}(s) inside the range")
+    rng = (
+        f"{tp.get('min', '?')} .. {tp.get('max', '?')} ({unit})"
+        if tp["parsed"]
+        else "no parseable timestamps"
+    )
     checks = [
         Check(
             id="source.time_range",
@@ -211,6 +222,8 @@ def time(kept: Any, inp: Inputs, cov: str) -> list[Check]:
             playbook=PB_INSPECT,
         )
     ]
+    if unit == "ordinal":  # an order, not a date: nothing can lie in the future
+        return checks
     checks.append(
         Check(
             id="source.future_timestamps",

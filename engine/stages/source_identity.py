@@ -120,6 +120,7 @@ def families(ds: Any, inp: Inputs, ctx: StageContext, cov: str) -> Check:
 
     from engine.audit.families import compute_families, family_summary
     from engine.data import FAMILIES_FILE
+    from engine.textsafe import visible
 
     fam = compute_families(ds, inp.entity_columns)
     buf = io.BytesIO()
@@ -131,10 +132,18 @@ def families(ds: Any, inp: Inputs, ctx: StageContext, cov: str) -> Check:
     s = family_summary(fam, ds, inp.entity_columns)
     s["multi_row_families"] = s["families"] - s["singleton_families"]
     no_id_share = s["rows_without_entity_id"] / max(s["rows"], 1)
-    if not inp.entity_columns:
+    basis = "measured"
+    if inp.independent_rows.declared:
+        status, basis = "pass", "decided"
+        summary = (
+            "rows declared independent (a recorded decision): every row is its own family — "
+            f"{visible(inp.independent_rows.rationale.strip())}"
+        )
+    elif not inp.entity_columns:
         status, summary = (
             "warn",
-            "no entity columns declared: every row is its own family; unseen-entity claims cannot be checked",
+            "no entity columns declared: every row is its own family; unseen-entity claims cannot be checked "
+            "(or record in the source stage that the rows are independent, with a rationale)",
         )
     else:
         status = "warn" if no_id_share > NO_ENTITY_WARN else "info"
@@ -145,10 +154,12 @@ def families(ds: Any, inp: Inputs, ctx: StageContext, cov: str) -> Check:
     return Check(
         id="source.entity_families",
         status=status,
+        basis=basis,
         summary=summary,
         coverage=cov,
         measured={
             "entity_columns": list(inp.entity_columns),
+            "independent_rows_declared": inp.independent_rows.declared,
             **s,
             "families_path": rel,
             "families_sha256": hashlib.sha256(payload).hexdigest(),

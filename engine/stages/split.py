@@ -37,6 +37,9 @@ class Inputs(BaseModel):
     time_cuts: list[str] = Field(default_factory=list)
     gap_days: float = Field(default=0.0, ge=0.0, le=36_500)
     k: int = Field(default=5, ge=2, le=50)
+    # What a group strategy keeps together: the source's entity families, widened by rows with identical
+    # model inputs ("duplicates") and also by the source's near-duplicate pairs ("duplicates_and_near").
+    grouping: Literal["entities", "duplicates", "duplicates_and_near"] = "entities"
     rationale: str = ""
     class_support_floor: int = Field(default=20, ge=0, le=10**9)
     near_dup_threshold: float = Field(default=0.8, gt=0.0, le=1.0)
@@ -52,6 +55,17 @@ class Inputs(BaseModel):
             _check_fractions(SimpleNamespace(fractions=value, strategy=info.data.get("strategy", "group")))
         except StageInputError as exc:
             raise ValueError(str(exc).removeprefix("split: ")) from None
+        return value
+
+    @field_validator("grouping")
+    @classmethod
+    def _grouping(cls, value: str, info: ValidationInfo) -> str:
+        strategy = info.data.get("strategy", "group")
+        if value != "entities" and strategy not in sc.GROUP_STRATEGIES:
+            raise ValueError(
+                f"'{value}' groups rows, but strategy '{strategy}' does not split by groups; use one of "
+                f"{', '.join(sc.GROUP_STRATEGIES)} or grouping 'entities'"
+            )
         return value
 
     @field_validator("time_cuts")
@@ -85,12 +99,14 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
             -1 - pl.col(data.ROW_ID)
         )  # rows outside the family file: their own family
     )
-    time_col = str(src.inputs.get("time_column", ""))
+    if inputs.grouping != "entities":
+        ds = ds.with_columns(pl.Series(data.FAMILY, _duplicate_families(ds, src, inputs, ctx)))
+    time_col, time_unit = data.source_time(src.inputs, ds.schema)
     if ds.height == 0:
         raise StageInputError("split: the source data has no rows with a target; nothing to split")
     ctx.check_cancelled()
     ctx.progress(0.2, f"assigning ({inputs.strategy})")
-    mem, excluded = _assign(ds, inputs, fractions, time_col)
+    mem, excluded = _assign(ds, inputs, fractions, (time_col, time_unit))
     buf = io.BytesIO()
     mem.write_parquet(buf, statistics=False)
     payload = buf.getvalue()
@@ -98,6 +114,9 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     if not ctx.replay:
         atomic_write_bytes(ctx.session_dir / rel, payload)
     sizes = {s: int(mem.filter(pl.col("split") == s).height) for s in splits.SPLITS}
+    realised = {s: round(n / max(mem.height, 1), 6) for s, n in sizes.items()}
+    shift = round(max(abs(realised[s] - fractions[s]) for s in splits.SPLITS), 6)
+    by_fractions = inputs.strategy in TIME_STRATEGIES and not inputs.time_cuts
     checks = [
         Check(
             id="split.membership",
@@ -105,13 +124,23 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
             if sizes["train"] and (sizes["test"] or inputs.strategy == "group_kfold")
             else "fail",
             summary=f"{mem.height:,} rows assigned ({', '.join(f'{k} {v:,}' for k, v in sizes.items())}); "
-            f"{sum(excluded.values()):,} left out; saved as {rel}",
+            f"{sum(excluded.values()):,} left out; saved as {rel}"
+            + (
+                f"; cut only between distinct timestamps: realised fractions differ from the asked ones "
+                f"by up to {shift:.3f}"
+                if by_fractions
+                else ""
+            ),
             measured={
                 "path": rel,
                 "sha256": hashlib.sha256(payload).hexdigest(),
                 "rows": mem.height,
                 "sizes": sizes,
                 "excluded": excluded,
+                "realised_fractions": realised,
+                "largest_fraction_shift": shift,
+                "grouping": inputs.grouping,
+                "families": int(ds.get_column(data.FAMILY).n_unique()),
             },
             why="The exact membership is what every later number rests on; its hash ties them to it.",
             playbook=PB_LEDGER,
@@ -123,7 +152,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     numeric = target_type(upstream["claim"].inputs if "claim" in upstream else {}) == "numeric"
     checks.extend(_distribution_checks(joined, ds, inputs, numeric))
     checks.append(sc.family_intersection(joined, inputs))
-    checks.append(sc.chronology(joined, time_col, inputs))
+    checks.append(sc.chronology(joined, (time_col, time_unit), inputs))
     ctx.check_cancelled()
     ctx.progress(0.55, "exact overlap")
     checks.append(sc.exact_overlap(joined, src.inputs))
@@ -138,6 +167,29 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
 
 
 # ---------------------------------------------------------------- assignment
+
+
+def _duplicate_families(ds: Any, src: StageRecord, inp: Inputs, ctx: StageContext) -> Any:
+    """The entity families widened by the source's duplicates: identical model inputs (the source's
+    normalisation) and, for 'duplicates_and_near', the source stage's sha256-pinned near-duplicate pairs."""
+    from engine.audit.families import duplicate_families
+    from engine.audit.neardup import read_pairs
+    from engine.data import model_inputs
+    from engine.shapes import data as shapes
+    from engine.shapes import parse
+
+    pairs = None
+    if inp.grouping == "duplicates_and_near":
+        m = parse(src.check("source.near_duplicates"), shapes.NearDuplicates)
+        if m is None or src.inputs.get("preview_rows"):
+            raise StageInputError(
+                "split: grouping 'duplicates_and_near' needs the source stage's near-duplicate pairs from a "
+                "full pass over declared text columns; declare text_columns and run the source's full pass, "
+                "or use grouping 'duplicates'"
+            )
+        pairs = read_pairs(ctx.session_dir / m.pairs_path, m.pairs_sha256)
+    norm = str(src.inputs.get("normalisation", "lower_strip_ws"))
+    return duplicate_families(ds, model_inputs(src.inputs), norm, pairs)
 
 
 def _check_fractions(inp: Inputs) -> dict[str, float]:
@@ -160,7 +212,9 @@ def _check_fractions(inp: Inputs) -> dict[str, float]:
     return {s: float(inp.fractions.get(s, 0.0)) for s in SPLITS}
 
 
-def _assign(ds: Any, inp: Inputs, fractions: dict[str, float], time_col: str) -> tuple[Any, dict[str, int]]:
+def _assign(
+    ds: Any, inp: Inputs, fractions: dict[str, float], time: tuple[str, str]
+) -> tuple[Any, dict[str, int]]:
     import numpy as np
     import polars as pl
 
@@ -173,12 +227,18 @@ def _assign(ds: Any, inp: Inputs, fractions: dict[str, float], time_col: str) ->
     fold = np.full(ids.size, -1, dtype=np.int64)
     excluded: dict[str, int] = {}
     times = None
+    time_col, unit = time
     if inp.strategy in TIME_STRATEGIES:
         if not time_col:
             raise StageInputError(
                 f"split: strategy '{inp.strategy}' needs a time column; declare one in the source stage"
             )
-        t = times_of(ds, time_col)
+        if unit == "ordinal" and (inp.time_cuts or inp.gap_days):
+            raise StageInputError(
+                "split: the time column is an ordinal (an order, not dates): 'time_cuts' and 'gap_days' "
+                "cannot apply; split by fractions and leave them empty"
+            )
+        t = times_of(ds, time_col, unit)
         keep = t.is_not_null().to_numpy()
         excluded["no parseable time"] = int((~keep).sum())
         times = t.fill_null(0).to_numpy()

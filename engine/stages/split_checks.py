@@ -123,9 +123,13 @@ def family_intersection(joined: Any, inp: Inputs) -> Check:
     )
 
 
-def chronology(joined: Any, time_col: str, inp: Inputs) -> Check:
+def chronology(joined: Any, time: tuple[str, str], inp: Inputs) -> Check:
+    """Test rows at or before the latest train time: earlier ones, and ties — one timestamp on both sides."""
     import polars as pl
 
+    from engine.data import format_time
+
+    time_col, unit = time
     if not time_col:
         return Check(
             id="split.chronology",
@@ -135,7 +139,7 @@ def chronology(joined: Any, time_col: str, inp: Inputs) -> Check:
             why="Without time, a split cannot show that test comes after train.",
             playbook=PB_VERIFY,
         )
-    t = times_of(joined, time_col)
+    t = times_of(joined, time_col, unit)
     frame = joined.select("split").with_columns(t.alias("t")).drop_nulls("t")
     train = frame.filter(pl.col("split") == "train").get_column("t")
     test = frame.filter(pl.col("split") == "test").get_column("t")
@@ -150,19 +154,21 @@ def chronology(joined: Any, time_col: str, inp: Inputs) -> Check:
         )
     max_train, min_test = int(train.max()), int(test.min())
     earlier = float((test < max_train).mean())
-    import datetime as dt
-
-    iso = lambda us: (dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=us)).isoformat()  # noqa: E731
+    tied = int((test == max_train).sum())
     timed = inp.strategy in TIME_STRATEGIES
-    status = ("fail" if timed else "info") if earlier > 0 else "pass"
+    status = ("fail" if timed else "info") if earlier > 0 or tied else "pass"
+    first, last = format_time(max_train, unit), format_time(min_test, unit)
     return Check(
         id="split.chronology",
         status=status,
-        summary=f"latest train {iso(max_train)}, earliest test {iso(min_test)}; {earlier:.1%} of test rows are earlier than the latest train row",
+        summary=f"latest train {first}, earliest test {last}; {earlier:.1%} of test rows are earlier than the latest train row"
+        + (f", {tied:,} share its time {first} (one time on both sides)" if tied else ""),
         measured={
-            "max_train_time": iso(max_train),
-            "min_test_time": iso(min_test),
+            "max_train_time": first,
+            "min_test_time": last,
+            "unit": unit,
             "test_share_before_max_train": round(earlier, 6),
+            "test_rows_at_max_train": tied,
         },
         why="A claim about future data needs a test that lies after everything the model learned from.",
         playbook=PB_VERIFY,
@@ -385,14 +391,15 @@ def folds(joined: Any, inp: Inputs) -> Check:
     )
 
 
-def times_of(ds: Any, time_col: str) -> Any:
+def times_of(ds: Any, time_col: str, unit: str) -> Any:
+    """The time column as epoch microseconds (Int64; null where unreadable), read in its resolved unit."""
     import polars as pl
 
     from engine.data import time_expr
 
     if not time_col:
         return None
-    t = ds.select(time_expr(time_col, ds.schema[time_col]).dt.epoch("us").alias("t")).get_column("t")
+    t = ds.select(time_expr(time_col, ds.schema[time_col], unit).dt.epoch("us").alias("t")).get_column("t")
     return t if t.null_count() < t.len() else pl.Series("t", [None] * t.len(), dtype=pl.Int64)
 
 

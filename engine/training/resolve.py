@@ -351,12 +351,16 @@ def _template(s: _Resolving) -> None:
     inp, R, eff, source_inputs = s.inp, s.R, s.eff, s.source_inputs
     allowed = _allowed_columns(source_inputs)
     if inp.task_kind == "text_classification":
-        fields = template_fields(inp.text_template)
+        template = inp.text_template or default_text_template(source_inputs)
+        fields = template_fields(template)
         if not fields:
             R.refuse(
                 "text_template",
                 inp.text_template,
-                "refers to no column, so the model would see constant text",
+                "refers to no column, so the model would see constant text"
+                if inp.text_template
+                else "is empty and the source declares no text model input (text_columns) to derive it "
+                "from; give a text_template",
             )
         bad = [f for f in fields if f not in allowed]
         if bad:
@@ -366,7 +370,11 @@ def _template(s: _Resolving) -> None:
                 f"uses column(s) {bad} that are not model inputs "
                 f"(model inputs: {allowed}; unavailable, sensitive or unknown columns are excluded)",
             )
-        eff["text_template"] = R.same("text_template", inp.text_template)
+        eff["text_template"] = (
+            R.same("text_template", template)
+            if inp.text_template
+            else R.resolved("text_template", "", template, "derived from the source's text columns")
+        )
         eff["objective"] = "cross_entropy_over_classes"
         eff["chat_template"] = ""
         eff["chat_template_sha256"] = ""
@@ -417,6 +425,14 @@ def _over_time(s: _Resolving) -> None:
         claim.get("primary_metric") or ("macro_f1" if inp.task_kind == "text_classification" else "dev_loss")
     )
     eff["alarms"] = inp.alarms.model_dump(mode="json")
+
+
+def default_text_template(source_inputs: dict[str, Any]) -> str:
+    """The text template when none is given: the source's text model inputs, one per line, in order
+    ('{subject}\\n{body}' for the sample data); '' when it declares none."""
+    from engine.data import text_inputs
+
+    return "\n".join("{" + c + "}" for c in text_inputs(source_inputs))
 
 
 def _allowed_columns(source_inputs: dict[str, Any]) -> list[str]:

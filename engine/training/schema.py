@@ -100,7 +100,8 @@ class Inputs(_M):
     epochs: int = Field(default=1, ge=1, le=10_000)
     max_steps: int = Field(default=0, ge=0, le=10**9)  # 0 = run `epochs` epochs
     seed: int = Field(default=0, ge=0, le=2**32 - 1)
-    text_template: str = "{subject}\n{body}"
+    # "" = derived from the source's text columns, one per line (resolve.default_text_template).
+    text_template: str = ""
     messages_column: str = "messages"
     chat_template: str = ""  # "" = the tokenizer's own
     target_turn_policy: Literal["all_assistant", "last_assistant"] = "all_assistant"
