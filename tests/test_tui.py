@@ -53,6 +53,7 @@ async def fill_claim(pilot) -> None:
     """From the stage list: open the claim and fill every field with key presses."""
     await pilot.press("1")
     await pilot.pause()
+    await pilot.press("tab")  # from the fields' pane to the task kind (it stays text_classification)
     await pilot.press("tab", *"ticket")
     await pilot.press("tab", *"queue")
     await pilot.press("tab", "enter", "down", "enter")  # recorded_workflow_label

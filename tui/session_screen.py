@@ -51,10 +51,16 @@ class SessionScreen(Screen):
         Binding("ctrl+y", "copy_check", "Copy", show=False),
     ]
 
-    def __init__(self, session: Session, initial_inputs: Callable[[Session, str], dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        session: Session,
+        initial_inputs: Callable[[Session, str], dict[str, Any]],
+        recipe_inputs: Callable[[Session, str], dict[str, Any]] | None = None,
+    ) -> None:
         super().__init__()
         self.session = session
         self.initial_inputs = initial_inputs
+        self.recipe_inputs = recipe_inputs
         self.current = registry.STAGES[0].name
         # Which stage modules exist; learned in a background thread so start-up imports only the claim.
         self.built: dict[str, bool] = {}
@@ -101,9 +107,9 @@ class SessionScreen(Screen):
         switcher = self.query_one("#pages", ContentSwitcher)
         if self.view(name) is None:
             spec = registry.get(name)
-            switcher.mount(
-                StageView(spec, self.session, self.initial_inputs(self.session, name), id=f"page-{name}")
-            )
+            recipe = self.recipe_inputs(self.session, name) if self.recipe_inputs else {}
+            initial = self.initial_inputs(self.session, name)
+            switcher.mount(StageView(spec, self.session, initial, recipe=recipe, id=f"page-{name}"))
         switcher.current = f"page-{name}"
         nav = self.query_one(StageNavigator)
         nav.index = registry.get(name).index - 1
