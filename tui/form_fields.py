@@ -141,6 +141,10 @@ def set_path(data: dict[str, Any], path: str, value: Any) -> None:
     cur[parts[-1]] = value
 
 
+def _key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key, ensure_ascii=False)
+
+
 def inline_toml(value: Any) -> str:
     """A value as one line of TOML (strings as basic strings, tables inline)."""
     if isinstance(value, bool):
@@ -152,8 +156,8 @@ def inline_toml(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "[" + ", ".join(inline_toml(v) for v in value) + "]"
     if isinstance(value, dict):
-        keys = (k if re.fullmatch(r"[A-Za-z0-9_-]+", str(k)) else json.dumps(str(k)) for k in value)
-        return "{" + ", ".join(f"{k} = {inline_toml(v)}" for k, v in zip(keys, value.values())) + "}"
+        pairs = (f"{_key(str(k))} = {inline_toml(v)}" for k, v in value.items())
+        return "{" + ", ".join(pairs) + "}"
     return json.dumps(str(value))
 
 
@@ -209,7 +213,7 @@ def from_text(spec: FieldSpec, text: str) -> tuple[Any, str]:
         try:
             return tomllib.loads("v = " + text)["v"], ""
         except tomllib.TOMLDecodeError as exc:
-            return MISSING, f"not a TOML value ({exc}): e.g. [\"a\", \"b\"] or {{key = \"value\"}}"
+            return MISSING, f'not a TOML value ({exc}): e.g. ["a", "b"] or {{key = "value"}}'
     return text, ""
 
 

@@ -273,7 +273,7 @@ class StageForm(Vertical):
             for p in validation_problems(exc):
                 owner = _owner(p.field, self._paths)
                 if owner is not None and owner not in per:
-                    where = "" if p.field == owner else f"{p.field[len(owner):].lstrip('.')}: "
+                    where = "" if p.field == owner else f"{p.field[len(owner) :].lstrip('.')}: "
                     per[owner] = where + p.problem
         return first, per
 

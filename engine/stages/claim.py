@@ -59,9 +59,14 @@ class SuccessCriterion(BaseModel):
         description="The metric the success criterion is stated in.",
         json_schema_extra={"suggestions": list(KNOWN_METRICS)},
     )
-    op: Literal[">=", ">", "<=", "<"] = Field(default=">=", description="How the metric compares to the value.")
+    op: Literal[">=", ">", "<=", "<"] = Field(
+        default=">=", description="How the metric compares to the value."
+    )
     value: float = Field(
-        default=0.0, ge=-1e12, le=1e12, description="The threshold (or margin, when relative to a comparator)."
+        default=0.0,
+        ge=-1e12,
+        le=1e12,
+        description="The threshold (or margin, when relative to a comparator).",
     )
     # "absolute": metric op value. A comparator name: metric - comparator's metric op value.
     relative_to: str = Field(
@@ -77,7 +82,9 @@ class Inputs(BaseModel):
         default="text_classification", description="The kind of model the claim is about."
     )
     prediction_unit: str = Field(
-        default="", description="One thing the model predicts for, and when.", examples=["one ticket at triage"]
+        default="",
+        description="One thing the model predicts for, and when.",
+        examples=["one ticket at triage"],
     )
     target_meaning: str = Field(
         default="", description="What the label means in the world.", examples=["the queue it was routed to"]
