@@ -226,8 +226,14 @@ class StageForm(Vertical):
     @on(TextArea.Changed)
     def _toml_changed(self, event: TextArea.Changed) -> None:
         event.stop()
-        text = event.text_area.text
-        if not self._ready or text == self.toml_text:
+        if self._ready:
+            self._pull_toml()
+
+    def _pull_toml(self) -> None:
+        """Take the editor's text as the inputs when it changed (also before `collect`: a change
+        whose message is still queued counts)."""
+        text = self.query_one("#toml-editor", TextArea).text
+        if text == self.toml_text:
             return
         self.toml_text = text
         try:
@@ -334,9 +340,13 @@ class StageForm(Vertical):
     @property
     def dirty(self) -> bool:
         """Edits not in the record (or, before the first run, not the recipe's start)."""
+        if self._ready:
+            self._pull_toml()
         return bool(self.toml_problem) or self.data != self.initial
 
     def collect(self) -> tuple[dict[str, Any] | None, str]:
+        if self._ready:
+            self._pull_toml()
         problem, _ = self._problems()
         return (None, problem) if problem else (copy.deepcopy(self.data), "")
 
