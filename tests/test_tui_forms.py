@@ -117,7 +117,7 @@ async def test_recipe_values_are_marked_and_shown_once_changed(tmp_path: Path) -
             if not texts:
                 continue
             field = texts[0]
-            label = field.wid.replace("f-", "l-", 1)
+            label = "l-" + field.wid
             value = get_path(stage_recipe, field.path)
             assert RECIPE_MARK in shown(form, label), (spec.name, field.path)
             await retype(pilot, form.query_one("#" + field.wid, Input), "7")
@@ -133,7 +133,7 @@ async def test_recipe_values_are_marked_and_shown_once_changed(tmp_path: Path) -
 
 async def test_toml_tab_and_fields_stay_in_sync(tmp_path: Path) -> None:
     app = make_app(new_session(tmp_path).path, workspace=tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
         await opened(pilot)
         form = await go(pilot, "split")
         await pilot.press("shift+tab", "right", "tab")  # the tab strip, "TOML (advanced)", the editor
@@ -148,7 +148,7 @@ async def test_toml_tab_and_fields_stay_in_sync(tmp_path: Path) -> None:
         assert app.focused is not editor and editor.text == before.replace("seed = 13", "seed = 99")
         # a toast never draws over the focused editor
         editor.focus()
-        app.notify("split: 12 checks, 0 fail — draft saved", timeout=30)
+        app.notify("split: 12 checks, 0 fail — draft saved", title="a title", timeout=30)
         await wait_for(pilot, lambda: bool(app.screen.query(Toast)))
         for toast in app.screen.query(Toast):
             assert not toast.region.overlaps(editor.region), (toast.region, editor.region)

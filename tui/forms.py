@@ -180,6 +180,7 @@ class StageForm(Vertical):
         return [(clean(v) if v != "" else "(none)", v) for v in values]
 
     def on_mount(self) -> None:
+        self.toml_text = self.query_one("#toml-editor", TextArea).text  # as the editor holds it
         self._ready = True
         self._report()
 
@@ -218,10 +219,9 @@ class StageForm(Vertical):
         self._report()
 
     def _sync_toml(self) -> None:
-        self.toml_text = dump_toml(self.data)
         area = self.query_one("#toml-editor", TextArea)
-        if area.text != self.toml_text:
-            area.load_text(self.toml_text)
+        area.load_text(dump_toml(self.data))
+        self.toml_text = area.text  # as the editor holds it (hidden characters as TOML escapes)
 
     @on(TextArea.Changed)
     def _toml_changed(self, event: TextArea.Changed) -> None:
@@ -236,6 +236,7 @@ class StageForm(Vertical):
         if text == self.toml_text:
             return
         self.toml_text = text
+        was = (self.toml_problem, self.data)
         try:
             parsed = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
@@ -246,7 +247,8 @@ class StageForm(Vertical):
                 self.data = parsed
                 self.local.clear()
                 self._sync_fields()
-        self.post_message(self.Edited())
+        if (self.toml_problem, self.data) != was or self.toml_problem:
+            self.post_message(self.Edited())
         self._report()
 
     def _sync_fields(self) -> None:
