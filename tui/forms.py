@@ -143,7 +143,7 @@ class StageForm(Vertical):
                     yield self._error_label(spec)
                 continue
             with Vertical(classes="field"):
-                yield Label(spec.title, classes="field-label", id="l-" + spec.wid)
+                yield Label(spec.title, classes="form-label", id="l-" + spec.wid)
                 yield self._widget(spec, get_path(self.data, spec.path))
                 if spec.help:
                     yield Label(literal(spec.help), classes="field-help")

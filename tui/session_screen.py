@@ -119,7 +119,8 @@ class SessionScreen(Screen):
         self.go(event.name)
         view = self.view()
         if view is not None:
-            self.call_after_refresh(view.show_tab, "form")
+            view.form_on_pick = True
+            self.call_after_refresh(view.open_form)
 
     def action_stages(self) -> None:
         self.query_one(StageNavigator).focus()

@@ -88,6 +88,7 @@ class StageView(Vertical):
         self.initial = initial
         self.recipe = recipe or {}
         self.restored_draft = False
+        self.form_on_pick = False  # set by the stage list: open_form shows the form unless f2..f6 came first
         self._draft_timer: Timer | None = None
         self._run_inputs: dict[str, Any] = {}
         self.module = spec.module()
@@ -201,7 +202,15 @@ class StageView(Vertical):
         event.stop()
         self.query_one(CheckDetail).show(event.check)
 
+    def open_form(self) -> None:
+        """The form, as picking the stage asks — unless a tab was asked for since (f4 typed right after)."""
+        if self.form_on_pick:
+            self.form_on_pick = False
+            self.show_tab("form")
+
     def show_tab(self, tab: str, _tries: int = 0) -> None:
+        if _tries == 0:
+            self.form_on_pick = False
         if tab == "data" and self.spec.name != "source":
             return  # only the source page shows the data rows
         tabs = self.query(TabbedContent)
