@@ -332,7 +332,10 @@ class StageForm(Vertical):
                 continue
             value = self.query_one("#" + spec.wid, Input).value
             if has_hidden(value):  # one regex scan per field: cheap on every keystroke
-                chars = sorted({ch for ch in value if is_hidden(ch)})
+                # a line break or tab is ordinary in a template (the contract's text_template)
+                chars = sorted({ch for ch in value if is_hidden(ch) and ch not in "\n\t"})
+                if not chars:
+                    continue
                 shown = " ".join(stand_in(ch) for ch in chars[:6]) + (" …" if len(chars) > 6 else "")
                 return f" · field '{spec.path}' holds {shown} (kept as entered)"
         return ""

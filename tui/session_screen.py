@@ -18,6 +18,7 @@ from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Static
 
 from engine import registry
+from engine.drafts import draft_path
 from engine.evidence import EvidenceError
 from engine.session import (
     Session,
@@ -79,6 +80,9 @@ class SessionScreen(Screen):
     def on_mount(self) -> None:
         self.refresh_states()
         self.go(self.current)
+        drafts = [s.name for s in registry.STAGES if draft_path(self.session.path, s.name).exists()]
+        if drafts:  # each form restores its own, with a notice; say so once, up front
+            self.notify(f"unsaved edits kept from last time (drafts): {', '.join(drafts)}", timeout=8)
         # After the first paint: importing every stage module must not delay the first usable screen.
         self.set_timer(0.3, self._probe_stages)
 
