@@ -103,6 +103,7 @@ class StageForm(Vertical):
                 self.data = parsed
         self.local: dict[str, str] = {}  # path -> a problem found before pydantic (no value at all)
         self._shown: dict[str, Any] = {}
+        self._by_id: dict[str, Any] = {}
         self._ready = False
 
     @staticmethod
@@ -179,7 +180,15 @@ class StageForm(Vertical):
             values = ["", *(v for v in values if v != "")]
         return [(clean(v) if v != "" else "(none)", v) for v in values]
 
+    def _node(self, wid: str) -> Any:
+        """A widget of this form by id, found once (a DOM query per field per keystroke is slow)."""
+        node = self._by_id.get(wid)
+        if node is None:
+            node = self._by_id[wid] = self.query_one("#" + wid)
+        return node
+
     def on_mount(self) -> None:
+        self._by_id = {w.id: w for w in self.query("*") if w.id}
         self.toml_text = self.query_one("#toml-editor", TextArea).text  # as the editor holds it
         self._ready = True
         self._report()
@@ -253,7 +262,7 @@ class StageForm(Vertical):
 
     def _sync_fields(self) -> None:
         for spec in self.leaves:
-            widget = self.query_one("#" + spec.wid)
+            widget = self._node(spec.wid)
             value = get_path(self.data, spec.path)
             if self._shows(spec, widget, value):
                 continue
@@ -301,7 +310,7 @@ class StageForm(Vertical):
         if self._shown.get(key) == (content, show):
             return  # unchanged: no relayout on every keystroke
         self._shown[key] = (content, show)
-        label = self.query_one("#" + label_id, Label)
+        label = self._node(label_id)
         label.update(content)
         label.display = show
 
@@ -330,7 +339,7 @@ class StageForm(Vertical):
         for spec in self.leaves:
             if spec.kind in ("select", "switch"):
                 continue
-            value = self.query_one("#" + spec.wid, Input).value
+            value = self._node(spec.wid).value
             if has_hidden(value):  # one regex scan per field: cheap on every keystroke
                 # a line break or tab is ordinary in a template (the contract's text_template)
                 chars = sorted({ch for ch in value if is_hidden(ch) and ch not in "\n\t"})
