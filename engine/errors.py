@@ -59,10 +59,19 @@ def validation_problem(exc: Any, prefix: str = "") -> Problem:
     errors = exc.errors()
     if not errors:  # pydantic always gives one; be safe with hand-made errors
         return Problem(prefix, str(exc), "correct the value")
-    err = errors[0]
-    field = field_path(tuple(err.get("loc", ())), prefix)
     more = len(errors) - 1
     tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    return _word(errors[0], prefix, tail)
+
+
+def validation_problems(exc: Any, prefix: str = "") -> list[Problem]:
+    """Every error of a pydantic ValidationError, each worded as `validation_problem` words the first
+    (the app's forms show each beside its own field)."""
+    return [_word(err, prefix, "") for err in exc.errors()]
+
+
+def _word(err: Any, prefix: str, tail: str) -> Problem:
+    field = field_path(tuple(err.get("loc", ())), prefix)
     kind = err.get("type", "")
     if kind == "extra_forbidden":
         return Problem(field, "not a known field" + tail, "remove it or check its spelling")
@@ -81,4 +90,5 @@ __all__ = [
     "Problem",
     "field_path",
     "validation_problem",
+    "validation_problems",
 ]

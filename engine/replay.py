@@ -35,6 +35,7 @@ from typing import ClassVar
 from engine import registry
 from engine.context import StageContext, StageInputError
 from engine.core import InvalidInputs, compute, split_runtime
+from engine.drafts import is_draft
 from engine.errors import EXIT_DIFFERS, EXIT_OK, EXIT_UNUSABLE
 from engine.evidence import REPORT_FILES, EvidenceError, StageRecord
 from engine.integrity import Loaded, load, session_rows, stage_rows
@@ -295,7 +296,11 @@ def _scratch_copy(session_dir: Path) -> Path:
     """A copy of the session to retrain into: records, session.toml and data/, but no jobs."""
     scratch = Path(tempfile.mkdtemp(prefix="claimcheck-retrain-"))
     for item in session_dir.iterdir():
-        if item.name in ("jobs", "history", ".lock") or item.name.startswith("report."):
+        if (
+            item.name in ("jobs", "history", ".lock")
+            or item.name.startswith("report.")
+            or is_draft(item.name)
+        ):
             continue
         if item.is_dir():
             shutil.copytree(item, scratch / item.name)

@@ -21,6 +21,7 @@ from engine.stages import STAGE_NAMES
 from tests.claim_answers import CLAIM
 from tests.test_tui_support import patch_modules, screen_text, toy_module, wait_for
 from tui.app import SessionScreen, make_app
+from tui.quit_dialog import QuitScreen
 from tui.safe import clean, literal
 from tui.screens import ConfirmScreen, HelpScreen, LockedScreen, StartScreen
 from tui.stage_view import StageView
@@ -53,6 +54,7 @@ async def fill_claim(pilot) -> None:
     """From the stage list: open the claim and fill every field with key presses."""
     await pilot.press("1")
     await pilot.pause()
+    await pilot.press("tab")  # from the fields' pane to the task kind (it stays text_classification)
     await pilot.press("tab", *"ticket")
     await pilot.press("tab", *"queue")
     await pilot.press("tab", "enter", "down", "enter")  # recorded_workflow_label
@@ -250,6 +252,9 @@ async def test_invalid_toml_shows_field_and_reason(tmp_path: Path, monkeypatch) 
         await opened(pilot)
         await pilot.press("enter")
         await pilot.pause()
+        # From the fields to their tab strip, on to "TOML (advanced)", into the editor.
+        await pilot.press("shift+tab", "right", "tab")
+        await wait_for(pilot, lambda: app.focused is app.screen.view("claim").query_one("#toml-editor"))
         await pilot.press("ctrl+home", *"rowz = 1", "enter")
         await pilot.pause()
         assert "field 'rowz': not a known field" in screen_text(app)
@@ -530,6 +535,8 @@ async def test_quitting_during_a_run_cancels_it(tmp_path: Path, monkeypatch) -> 
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: view.running and "step " in screen_text(app))
         event = view.cancel_event
-        await pilot.press("ctrl+q")
+        await pilot.press("ctrl+q")  # the edited delay is no record yet: quitting asks first
+        await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen))
+        await pilot.press("d")
     assert event is not None and event.is_set(), "the stage thread was told to stop"
     assert session.record("claim") is None

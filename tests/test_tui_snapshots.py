@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import tui.app as tui_app
+from engine import registry
 from engine.evidence import Check, StageRecord
 from engine.session import Session
 from tests import real_session as rs
@@ -213,3 +214,21 @@ def test_data_rows_are_full_width_even_when_the_table_is_drawn_before_it_measure
         pilot.app.exit("shown")
 
     assert app.run(headless=True, size=SIZE, auto_pilot=shown) == "shown"
+
+
+@pytest.mark.parametrize("stage", [s.name for s in registry.STAGES])
+def test_stage_form(snap_compare, tmp_path: Path, monkeypatch, stage: str) -> None:
+    """Each stage's form as generated from its Inputs, pre-filled (and marked) from the default recipe."""
+    from engine.recipes import DEFAULT_RECIPE, load_recipe
+
+    monkeypatch.setattr(tui_app, "_recipes", lambda: (list(RECIPES), load_recipe))
+    session = Session.create(
+        tmp_path / "runs" / "snap",
+        workspace=tmp_path,
+        session_id="snap",
+        title="snapshot",
+        recipe=DEFAULT_RECIPE,
+    )
+    app = make_app(session.path, workspace=tmp_path)
+    index = str(registry.get(stage).index)
+    assert snap_compare(app, press=["ctrl+l", index], terminal_size=SIZE, run_before=ready)

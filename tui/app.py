@@ -33,6 +33,7 @@ from engine.session import (
     new_session_id,
 )
 from engine.session_lock import SessionLocked, describe_holder
+from tui.quit_dialog import DISCARD, SAVE, QuitScreen
 from tui.safe import clean
 from tui.screens import HelpScreen, LockedScreen, StartScreen
 from tui.session_screen import SessionScreen
@@ -133,6 +134,26 @@ class ClaimcheckApp(App):
         self.release()
 
     async def action_quit(self) -> None:
+        if isinstance(self.screen, QuitScreen):
+            return
+        dirty = [v for screen in self.screen_stack for v in screen.query(StageView) if v.dirty]
+        if dirty:  # ask, as editors do: save a draft, discard, or stay
+            self.push_screen(QuitScreen([v.spec.name for v in dirty]), partial(self._quit_answer, dirty))
+            return
+        await self._quit()
+
+    async def _quit_answer(self, views: list[StageView], answer: str | None) -> None:
+        if answer == SAVE:
+            for view in views:
+                view.save_draft()
+        elif answer == DISCARD:
+            for view in views:
+                view.discard_draft()
+        else:
+            return
+        await self._quit()
+
+    async def _quit(self) -> None:
         # A stage thread still computing would keep the process alive after the screen closed:
         # ask it to stop at its next checkpoint (a training job is a separate process and goes on).
         self.cancel_running()
@@ -200,7 +221,7 @@ class ClaimcheckApp(App):
             )
             return
         self.session = session
-        self.push_screen(SessionScreen(session, self.initial_inputs))
+        self.push_screen(SessionScreen(session, self.initial_inputs, self.recipe_inputs))
 
     def _locked_message(self, path: Path, exc: SessionLocked) -> str:
         shown = path.resolve()
@@ -232,17 +253,23 @@ class ClaimcheckApp(App):
             rec = None
         if rec is not None:
             return split_runtime(name, rec.inputs)[0]
-        recipe_name = session.meta.recipe or self.recipe or ""
-        recipe: dict[str, Any] = {}
-        _, loader = _recipes()
-        if recipe_name and loader is not None:
-            try:
-                recipe = loader(recipe_name).get(name, {})
-            except (EvidenceError, OSError) as exc:
-                self.notify(clean(str(exc)), title="recipe not loaded", severity="warning", timeout=8)
+        recipe = self.recipe_inputs(session, name)
         module = registry.get(name).module()
         base = _drop_none(module.Inputs().model_dump(mode="json")) if module is not None else {}
         return split_runtime(name, _merge(_merge(base, recipe), self.overrides.get(name, {})))[0]
+
+    def recipe_inputs(self, session: Session, name: str) -> dict[str, Any]:
+        """The values the session's recipe gives a stage ({} without a recipe): the form marks them."""
+        recipe_name = session.meta.recipe or self.recipe or ""
+        _, loader = _recipes()
+        if not recipe_name or loader is None:
+            return {}
+        try:
+            recipe = loader(recipe_name).get(name, {})
+        except (EvidenceError, OSError) as exc:
+            self.notify(clean(str(exc)), title="recipe not loaded", severity="warning", timeout=8)
+            return {}
+        return split_runtime(name, recipe)[0] if isinstance(recipe, dict) else {}
 
     # ------------------------------------------------------------ app-wide actions
 

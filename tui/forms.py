@@ -1,8 +1,13 @@
-"""Stage forms: a dedicated claim form, and a generic TOML editor for every other stage.
+"""The stage form, generated from the stage's pydantic `Inputs` model (tui/form_fields.py).
 
-Both validate as the person types against the stage's pydantic `Inputs` model and show the first
-problem with its field path and reason. Neither computes anything: the values go to
-`Session.run_stage`, which validates them again.
+One widget per field — a Select for a Literal / enum, a Switch for a bool, an input for text,
+numbers, lists (comma-separated) and maps (key=value, …), a group for a nested model, a one-line
+TOML value for anything else — each with its field's description as help and its own problem shown
+under it as the person types (pydantic, worded by engine.errors.validation_problems). A field a
+recipe pre-filled says so, and once changed shows the recipe's value beside it. The "TOML
+(advanced)" tab holds the same inputs as TOML; the two stay in sync both ways.
+
+The form computes nothing: the values go to `Session.run_stage`, which validates them again.
 """
 
 from __future__ import annotations
@@ -12,17 +17,21 @@ import tomllib
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
-from textual.validation import Number
-from textual.widgets import Checkbox, Input, Label, Select, TextArea
+from textual.widgets import Input, Label, Select, Switch, TabbedContent, TabPane, TextArea
 
-from engine.errors import validation_problem
+from engine.errors import validation_problem, validation_problems
 from engine.evidence import dump_toml
 from engine.textsafe import has_hidden, is_hidden, stand_in
+from tui.form_fields import MISSING, FieldSpec, field_specs, from_text, get_path, leaves, set_path, to_text
 from tui.safe import LiteralInput, TomlArea, clean, literal
+
+RECIPE_MARK = "◆ recipe"
+RECIPE_CHANGED = "◇ recipe value: "
 
 
 def validation_message(exc: ValidationError) -> str:
@@ -39,209 +48,327 @@ def validate(model: type[BaseModel], data: dict[str, Any]) -> tuple[dict[str, An
     return data, ""
 
 
+def _owner(field: str, paths: list[str]) -> str | None:
+    """The longest form path `field` ('a.b[0].c') falls under, or None."""
+    for path in paths:  # longest first
+        if field == path or field.startswith((path + ".", path + "[")):
+            return path
+    return None
+
+
+class FormScroll(VerticalScroll, can_focus=True):
+    """The fields: focusable itself, so landing on a form never puts the cursor in a field."""
+
+
 class StageForm(Vertical):
-    """Base of both forms: `collect()` gives (inputs, problem); posts Validity as values change."""
+    """A stage's inputs as fields and as TOML; `collect()` gives (inputs, problem)."""
 
     class Validity(Message):
         def __init__(self, problem: str) -> None:
             self.problem = problem
             super().__init__()
 
-    def __init__(self, model: type[BaseModel], initial: dict[str, Any], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.model = model
-        self.initial = initial
-
-    def collect(self) -> tuple[dict[str, Any] | None, str]:
-        raise NotImplementedError
-
-    def hidden_note(self) -> str:
-        """Which field holds control / bidi / zero-width characters (shown as glyphs), or ""."""
-        return ""
-
-    def _report(self) -> None:
-        data, problem = self.collect()
-        note = self.hidden_note()
-        if (problem, note) == getattr(self, "_last_problem", None):
-            return  # unchanged: no relayout on every keystroke
-        self._last_problem = (problem, note)
-        label = self.query_one(".form-problem", Label)
-        if problem:
-            label.update(literal("✖ " + problem + note))
-            label.set_class(True, "-invalid")
-        else:
-            label.update(literal("✔ inputs valid — ctrl+r runs the checks" + note))
-            label.set_class(False, "-invalid")
-        self.post_message(self.Validity(problem))
-
-
-class TomlForm(StageForm):
-    """The stage's inputs as TOML in an editor, validated on every change."""
-
-    def compose(self) -> ComposeResult:
-        yield Label("Inputs (TOML) — edit, then ctrl+r to run the checks", classes="form-help")
-        area = TomlArea(dump_toml(self.initial), soft_wrap=False, tab_behavior="indent", id="toml-editor")
-        area.cursor_blink = False
-        area.show_line_numbers = True
-        yield area
-        yield Label("", classes="form-problem")
-
-    def on_mount(self) -> None:
-        self._report()
-
-    @on(TextArea.Changed)
-    def _changed(self, event: TextArea.Changed) -> None:
-        event.stop()
-        self._report()
-
-    def collect(self) -> tuple[dict[str, Any] | None, str]:
-        text = self.query_one("#toml-editor", TextArea).text
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            return None, f"TOML syntax: {clean(exc)}"
-        return validate(self.model, data)
-
-
-# ---------------------------------------------------------------- claim form
-
-# (path, label, kind, options). kind: text | list (comma-separated) | select | bool | number
-CLAIM_FIELDS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
-    ("task_kind", "Task kind", "select", ("text_classification", "causal_lm_sft", "tabular")),
-    ("prediction_unit", "Prediction unit", "text", ()),
-    ("target_meaning", "Target meaning", "text", ()),
-    ("target_kind", "Target kind", "select", ("recorded_workflow_label", "real_world_decision")),
-    ("inference_inputs", "Inference-time inputs (comma-separated)", "list", ()),
-    ("population", "Intended population", "text", ()),
-    ("primary_metric", "Primary metric", "select", ()),
-    ("metric_averaging", "Metric averaging (macro / weighted / …)", "text", ()),
-    ("class_order", "Class order (comma-separated)", "list", ()),
-    ("success.metric", "Success: metric", "select", ()),
-    ("success.op", "Success: comparison", "select", (">=", ">", "<=", "<")),
-    ("success.value", "Success: value", "number", ()),
-    ("success.relative_to", "Success: relative to (absolute or a comparator)", "text", ()),
-    ("comparators", "Comparators (comma-separated)", "list", ()),
-    ("fine_tuning", "Fine-tuning requested", "bool", ()),
-    ("run_scope", "Run scope", "text", ()),
-    ("label_quality_limits", "Label-quality limits", "text", ()),
-    ("review_scope", "Earlier sessions: where to look (comma-separated)", "list", ()),
-)
-
-
-PLACEHOLDERS = {
-    "prediction_unit": "e.g. one support ticket at triage time",
-    "target_meaning": "e.g. the queue a dispatcher routed it to",
-    "inference_inputs": "e.g. subject, body, channel",
-    "population": "e.g. tickets from existing customers, all channels",
-    "metric_averaging": "e.g. macro",
-    "class_order": "e.g. billing, technical, security",
-    "success.relative_to": "absolute, or a comparator such as trivial_baseline",
-    "comparators": "e.g. trivial_baseline, best_baseline, base_model",
-    "run_scope": "e.g. one LoRA fine-tune, no sweep",
-    "label_quality_limits": "e.g. dispatcher labels, never audited",
-    "review_scope": "e.g. runs",
-}
-
-
-def _get(data: dict[str, Any], path: str) -> Any:
-    cur: Any = data
-    for part in path.split("."):
-        cur = cur.get(part, "") if isinstance(cur, dict) else ""
-    return cur
-
-
-def _set(data: dict[str, Any], path: str, value: Any) -> None:
-    parts = path.split(".")
-    cur = data
-    for part in parts[:-1]:
-        cur = cur.setdefault(part, {})
-    cur[parts[-1]] = value
-
-
-def _wid(path: str) -> str:
-    return "f-" + path.replace(".", "--")
-
-
-class ClaimForm(StageForm):
-    """One widget per claim field; validated as the person types."""
+    class Edited(Message):
+        """The person changed the inputs (the page keeps a draft of them)."""
 
     def __init__(
-        self, model: type[BaseModel], initial: dict[str, Any], metrics: tuple[str, ...], **kwargs: Any
-    ):
-        super().__init__(model, initial, **kwargs)
-        self.metrics = metrics
+        self,
+        model: type[BaseModel],
+        initial: dict[str, Any],
+        *,
+        recipe: dict[str, Any] | None = None,
+        draft: str | None = None,
+        notice: str = "",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.model = model
+        self.initial = copy.deepcopy(initial)
+        self.recipe = recipe or {}
+        self.notice = notice
+        self.specs = field_specs(model)
+        self.leaves = leaves(self.specs)
+        self._by_wid = {s.wid: s for s in self.leaves}
+        self._paths = sorted((s.path for s in self._all(self.specs)), key=len, reverse=True)
+        self.data: dict[str, Any] = copy.deepcopy(initial)
+        self.toml_text = dump_toml(self.data)
+        self.toml_problem = ""
+        if draft is not None:
+            self.toml_text = draft
+            try:
+                parsed = tomllib.loads(draft)
+            except tomllib.TOMLDecodeError as exc:
+                self.toml_problem = f"TOML syntax: {clean(exc)}"
+            else:
+                self.data = parsed
+        self.local: dict[str, str] = {}  # path -> a problem found before pydantic (no value at all)
+        self._shown: dict[str, Any] = {}
+        self._by_id: dict[str, Any] = {}
         self._ready = False
 
+    @staticmethod
+    def _all(specs: tuple[FieldSpec, ...]) -> list[FieldSpec]:
+        out: list[FieldSpec] = []
+        for s in specs:
+            out.append(s)
+            out.extend(StageForm._all(s.children))
+        return out
+
+    # ------------------------------------------------------------ layout
+
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="claim-scroll"):
-            for path, label, kind, options in CLAIM_FIELDS:
-                value = _get(self.initial, path)
-                yield Label(label, classes="field-label")
-                yield self._widget(path, kind, options, value)
+        notice = Label(literal(self.notice), classes="form-notice")
+        notice.display = bool(self.notice)
+        yield notice
+        start = "form-toml" if self.toml_problem else "form-fields"
+        with TabbedContent(initial=start, classes="form-tabs"):
+            with TabPane("Fields", id="form-fields"):
+                with FormScroll(classes="form-scroll"):
+                    yield from self._fields(self.specs)
+            with TabPane("TOML (advanced)", id="form-toml"):
+                area = TomlArea(self.toml_text, soft_wrap=False, tab_behavior="focus", id="toml-editor")
+                area.cursor_blink = False
+                area.show_line_numbers = True
+                yield area
         yield Label("", classes="form-problem")
 
-    def _widget(self, path: str, kind: str, options: tuple[str, ...], value: Any) -> Any:
-        wid = _wid(path)
-        if kind == "select":
-            opts = options or self.metrics
-            choices = [(clean(o), o) for o in opts]
-            if value and value not in opts:
-                choices.append((clean(value), value))
+    def _fields(self, specs: tuple[FieldSpec, ...]) -> ComposeResult:
+        for spec in specs:
+            if spec.kind == "group":
+                group = Vertical(classes="field-group", id="g-" + spec.wid)
+                group.border_title = spec.title
+                with group:
+                    if spec.help:
+                        yield Label(literal(spec.help), classes="field-help")
+                    yield from self._fields(spec.children)
+                    yield self._error_label(spec)
+                continue
+            with Vertical(classes="field"):
+                yield Label(spec.title, classes="form-label", id="l-" + spec.wid)
+                yield self._widget(spec, get_path(self.data, spec.path))
+                if spec.help:
+                    yield Label(literal(spec.help), classes="field-help")
+                yield self._error_label(spec)
+
+    @staticmethod
+    def _error_label(spec: FieldSpec) -> Label:
+        label = Label("", classes="field-error", id="e-" + spec.wid)
+        label.display = False
+        return label
+
+    def _widget(self, spec: FieldSpec, value: Any) -> Any:
+        if spec.kind == "select":
             return Select(
-                choices, value=value if value else Select.NULL, prompt="(choose)", compact=True, id=wid
+                self._options(spec, value),
+                value=value if value is not MISSING else spec.options[0],
+                allow_blank=False,
+                compact=True,
+                id=spec.wid,
             )
-        if kind == "bool":
-            return Checkbox("yes", value=bool(value), compact=True, id=wid)
-        if kind == "list":
-            text = ", ".join(str(v) for v in value) if isinstance(value, list) else str(value or "")
-            w = LiteralInput(text, placeholder=PLACEHOLDERS.get(path, ""), compact=True, id=wid)
-        elif kind == "number":
-            w = LiteralInput(str(value if value != "" else 0.0), compact=True, validators=[Number()], id=wid)
-        else:
-            w = LiteralInput(str(value or ""), placeholder=PLACEHOLDERS.get(path, ""), compact=True, id=wid)
+        if spec.kind == "switch":
+            return Switch(value=value is True, animate=False, id=spec.wid)
+        w = LiteralInput(to_text(spec, value), placeholder=spec.placeholder, compact=True, id=spec.wid)
         w.cursor_blink = False
         return w
 
+    @staticmethod
+    def _options(spec: FieldSpec, value: Any) -> list[tuple[str, Any]]:
+        values = list(spec.options)
+        if value is not MISSING and value not in values:
+            values.append(value)  # a recorded / typed value the model may refuse: shown, then explained
+        if "" in values:  # "(none)" first, as a prompt would be
+            values = ["", *(v for v in values if v != "")]
+        return [(clean(v) if v != "" else "(none)", v) for v in values]
+
+    def _node(self, wid: str) -> Any:
+        """A widget of this form by id, found once (a DOM query per field per keystroke is slow)."""
+        node = self._by_id.get(wid)
+        if node is None:
+            node = self._by_id[wid] = self.query_one("#" + wid)
+        return node
+
     def on_mount(self) -> None:
+        self._by_id = {w.id: w for w in self.query("*") if w.id}
+        self.toml_text = self.query_one("#toml-editor", TextArea).text  # as the editor holds it
         self._ready = True
         self._report()
 
+    # ------------------------------------------------------------ edits: fields <-> TOML
+
+    def _shows(self, spec: FieldSpec, widget: Any, current: Any) -> bool:
+        """Does the widget already show `current` (an echo of a sync, not an edit)?"""
+        if spec.kind in ("select", "switch"):
+            return widget.value == current
+        return widget.value == to_text(spec, current) or from_text(spec, widget.value)[0] == current
+
     @on(Input.Changed)
     @on(Select.Changed)
-    @on(Checkbox.Changed)
-    def _changed(self, event: Message) -> None:
+    @on(Switch.Changed)
+    def _field_changed(self, event: Message) -> None:
+        event.stop()
+        widget = event.control  # type: ignore[attr-defined]
+        spec = self._by_wid.get(widget.id or "")
+        if not self._ready or spec is None:
+            return
+        current = get_path(self.data, spec.path)
+        if self._shows(spec, widget, current) and spec.path not in self.local:
+            return
+        if spec.kind in ("select", "switch"):
+            value, problem = widget.value, ""
+        else:
+            value, problem = from_text(spec, widget.value)
+        self.local.pop(spec.path, None)
+        if problem:
+            self.local[spec.path] = problem
+        elif value != current:
+            set_path(self.data, spec.path, value)
+            self.toml_problem = ""
+            self._sync_toml()
+            self.post_message(self.Edited())
+        self._report()
+
+    def _sync_toml(self) -> None:
+        area = self.query_one("#toml-editor", TextArea)
+        area.load_text(dump_toml(self.data))
+        self.toml_text = area.text  # as the editor holds it (hidden characters as TOML escapes)
+
+    @on(TextArea.Changed)
+    def _toml_changed(self, event: TextArea.Changed) -> None:
         event.stop()
         if self._ready:
-            self._report()
+            self._pull_toml()
+
+    def _pull_toml(self) -> None:
+        """Take the editor's text as the inputs when it changed (also before `collect`: a change
+        whose message is still queued counts)."""
+        text = self.query_one("#toml-editor", TextArea).text
+        if text == self.toml_text:
+            return
+        self.toml_text = text
+        was = (self.toml_problem, self.data)
+        try:
+            parsed = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            self.toml_problem = f"TOML syntax: {clean(exc)}"
+        else:
+            self.toml_problem = ""
+            if parsed != self.data:
+                self.data = parsed
+                self.local.clear()
+                self._sync_fields()
+        if (self.toml_problem, self.data) != was or self.toml_problem:
+            self.post_message(self.Edited())
+        self._report()
+
+    def _sync_fields(self) -> None:
+        for spec in self.leaves:
+            widget = self._node(spec.wid)
+            value = get_path(self.data, spec.path)
+            if self._shows(spec, widget, value):
+                continue
+            if spec.kind == "select":
+                widget.set_options(self._options(spec, value))  # type: ignore[attr-defined]
+                if value is not MISSING:
+                    widget.value = value  # type: ignore[attr-defined]
+            elif spec.kind == "switch":
+                widget.value = value is True  # type: ignore[attr-defined]
+            else:
+                widget.value = to_text(spec, value)  # type: ignore[attr-defined]
+
+    # ------------------------------------------------------------ problems, recipe marks
+
+    def _problems(self) -> tuple[str, dict[str, str]]:
+        """(the first problem, or "", and each field's own problem)."""
+        if self.toml_problem:
+            return self.toml_problem, {}
+        per: dict[str, str] = dict(self.local)
+        first = next((f"field '{p}': {m}" for p, m in self.local.items()), "")
+        try:
+            self.model.model_validate(self.data)
+        except ValidationError as exc:
+            first = first or validation_message(exc)
+            for p in validation_problems(exc):
+                owner = _owner(p.field, self._paths)
+                if owner is not None and owner not in per:
+                    where = "" if p.field == owner else f"{p.field[len(owner) :].lstrip('.')}: "
+                    per[owner] = where + p.problem
+        return first, per
+
+    def _mark(self, spec: FieldSpec) -> Text:
+        t = Text(spec.title, style="bold")
+        rv = get_path(self.recipe, spec.path)
+        if rv is MISSING:
+            return t
+        if get_path(self.data, spec.path) == rv:
+            t.append("  " + RECIPE_MARK, style="dim")
+        else:
+            t.append("  " + RECIPE_CHANGED, style="italic")
+            t.append_text(literal(to_text(spec, rv) or '""', limit=40))
+        return t
+
+    def _update(self, key: str, label_id: str, content: Any, show: bool = True) -> None:
+        if self._shown.get(key) == (content, show):
+            return  # unchanged: no relayout on every keystroke
+        self._shown[key] = (content, show)
+        label = self._node(label_id)
+        label.update(content)
+        label.display = show
+
+    def _report(self) -> None:
+        problem, per = self._problems()
+        for spec in self._all(self.specs):
+            text = per.get(spec.path, "")
+            self._update("e:" + spec.path, "e-" + spec.wid, literal("✖ " + text) if text else "", bool(text))
+            if spec.kind != "group":
+                mark = self._mark(spec)
+                self._update("l:" + spec.path, "l-" + spec.wid, mark)
+        note = self.hidden_note()
+        if (problem, note) == self._shown.get("summary"):
+            return
+        self._shown["summary"] = (problem, note)
+        label = self.query_one(".form-problem", Label)
+        if problem:
+            label.update(literal("✖ " + problem + note))
+        else:
+            label.update(literal("✔ inputs valid — ctrl+r runs the checks" + note))
+        label.set_class(bool(problem), "-invalid")
+        self.post_message(self.Validity(problem))
 
     def hidden_note(self) -> str:
-        for path, _label, kind, _ in CLAIM_FIELDS:
-            value = (
-                self.query_one("#" + _wid(path), Input).value if kind in ("text", "list", "number") else ""
-            )
+        """Which field holds control / bidi / zero-width characters (shown as glyphs), or ""."""
+        for spec in self.leaves:
+            if spec.kind in ("select", "switch"):
+                continue
+            value = self._node(spec.wid).value
             if has_hidden(value):  # one regex scan per field: cheap on every keystroke
-                chars = sorted({ch for ch in value if is_hidden(ch)})
+                # a line break or tab is ordinary in a template (the contract's text_template)
+                chars = sorted({ch for ch in value if is_hidden(ch) and ch not in "\n\t"})
+                if not chars:
+                    continue
                 shown = " ".join(stand_in(ch) for ch in chars[:6]) + (" …" if len(chars) > 6 else "")
-                return f" · field '{path}' holds {shown} (kept as entered)"
+                return f" · field '{spec.path}' holds {shown} (kept as entered)"
         return ""
 
+    # ------------------------------------------------------------ what the page reads
+
+    @property
+    def dirty(self) -> bool:
+        """Edits not in the record (or, before the first run, not the recipe's start)."""
+        if self._ready:
+            self._pull_toml()
+        return bool(self.toml_problem) or self.data != self.initial
+
     def collect(self) -> tuple[dict[str, Any] | None, str]:
-        # Start from what was recorded so fields this form does not show are kept, not dropped.
-        data: dict[str, Any] = copy.deepcopy(self.initial)
-        for path, label, kind, _ in CLAIM_FIELDS:
-            widget = self.query_one("#" + _wid(path))
-            if kind == "select":
-                value = widget.value
-                _set(data, path, "" if value is Select.NULL else value)
-            elif kind == "bool":
-                _set(data, path, bool(widget.value))
-            elif kind == "list":
-                _set(data, path, [p.strip() for p in widget.value.split(",") if p.strip()])
-            elif kind == "number":
-                try:
-                    _set(data, path, float(widget.value))
-                except ValueError:
-                    return None, f"field '{path}' ({label}): '{clean(widget.value)}' is not a number"
-            else:
-                _set(data, path, widget.value)
-        return validate(self.model, data)
+        if self._ready:
+            self._pull_toml()
+        problem, _ = self._problems()
+        return (None, problem) if problem else (copy.deepcopy(self.data), "")
+
+    def show_fields(self) -> None:
+        self.query_one(".form-tabs", TabbedContent).active = "form-fields"
+
+    def show_toml(self) -> None:
+        self.query_one(".form-tabs", TabbedContent).active = "form-toml"
+
+
+__all__ = ["FormScroll", "StageForm", "validate", "validation_message"]

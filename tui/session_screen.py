@@ -19,6 +19,7 @@ from textual.widgets import ContentSwitcher, Footer, Static
 
 from engine import registry
 from engine.core import split_runtime
+from engine.drafts import draft_path
 from engine.evidence import EvidenceError
 from engine.session import (
     Session,
@@ -56,10 +57,16 @@ class SessionScreen(Screen):
         Binding("ctrl+y", "copy_check", "Copy", show=False),
     ]
 
-    def __init__(self, session: Session, initial_inputs: Callable[[Session, str], dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        session: Session,
+        initial_inputs: Callable[[Session, str], dict[str, Any]],
+        recipe_inputs: Callable[[Session, str], dict[str, Any]] | None = None,
+    ) -> None:
         super().__init__()
         self.session = session
         self.initial_inputs = initial_inputs
+        self.recipe_inputs = recipe_inputs
         self.current = registry.STAGES[0].name
         # Which stage modules exist; learned in a background thread so start-up imports only the claim.
         self.built: dict[str, bool] = {}
@@ -78,6 +85,9 @@ class SessionScreen(Screen):
     def on_mount(self) -> None:
         self.refresh_states()
         self.go(self.current)
+        drafts = [s.name for s in registry.STAGES if draft_path(self.session.path, s.name).exists()]
+        if drafts:  # each form restores its own, with a notice; say so once, up front
+            self.notify(f"unsaved edits kept from last time (drafts): {', '.join(drafts)}", timeout=8)
         # After the first paint: importing every stage module must not delay the first usable screen.
         self.set_timer(0.3, self._probe_stages)
         self.set_timer(0.5, self._watch_jobs)
@@ -152,9 +162,9 @@ class SessionScreen(Screen):
         switcher = self.query_one("#pages", ContentSwitcher)
         if self.view(name) is None:
             spec = registry.get(name)
-            switcher.mount(
-                StageView(spec, self.session, self.initial_inputs(self.session, name), id=f"page-{name}")
-            )
+            recipe = self.recipe_inputs(self.session, name) if self.recipe_inputs else {}
+            initial = self.initial_inputs(self.session, name)
+            switcher.mount(StageView(spec, self.session, initial, recipe=recipe, id=f"page-{name}"))
         switcher.current = f"page-{name}"
         nav = self.query_one(StageNavigator)
         nav.index = registry.get(name).index - 1
@@ -164,7 +174,8 @@ class SessionScreen(Screen):
         self.go(event.name)
         view = self.view()
         if view is not None:
-            self.call_after_refresh(view.show_tab, "form")
+            view.form_on_pick = True
+            self.call_after_refresh(view.open_form)
 
     def action_stages(self) -> None:
         self.query_one(StageNavigator).focus()

@@ -20,19 +20,22 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.message import Message
+from textual.timer import Timer
 from textual.widgets import Label, ProgressBar, Static, TabbedContent, TabPane
 
 from engine.context import Cancelled
+from engine.drafts import draft_path, read_draft, remove_draft, write_draft
 from engine.errors import ClaimcheckError
 from engine.evidence import EvidenceError, StageRecord
 from engine.registry import StageSpec
 from engine.session import Session
-from tui.forms import CLAIM_FIELDS, ClaimForm, StageForm, TomlForm
+from tui.forms import StageForm
 from tui.panels import DispatchPanel, VisualPanel
 from tui.safe import clean, literal
 from tui.widgets import BoundedTable, CheckDetail, ChecksTable, Loader, NotesPanel, stage_banner
 
 TABS = ("form", "checks", "visual", "notes", "data")
+DRAFT_DELAY_S = 0.4  # a draft is written this long after the last edit
 
 
 class RunProgress(Message):
@@ -70,11 +73,24 @@ def data_loader(files: list[str], workspace: Path) -> Loader:
 class StageView(Vertical):
     """The page of one stage. Built once per stage and kept, so unsaved form edits survive navigation."""
 
-    def __init__(self, spec: StageSpec, session: Session, initial: dict[str, Any], **kwargs: Any) -> None:
+    def __init__(
+        self,
+        spec: StageSpec,
+        session: Session,
+        initial: dict[str, Any],
+        *,
+        recipe: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.spec = spec
         self.session = session
         self.initial = initial
+        self.recipe = recipe or {}
+        self.restored_draft = False
+        self.form_on_pick = False  # set by the stage list: open_form shows the form unless f2..f6 came first
+        self._draft_timer: Timer | None = None
+        self._run_inputs: dict[str, Any] = {}
         self.module = spec.module()
         self.cancel_event: threading.Event | None = None
         self.running = False
@@ -124,12 +140,22 @@ class StageView(Vertical):
                 classes="not-built",
             )
             return
-        fields = getattr(self.module.Inputs, "model_fields", {})
-        if self.spec.name == "claim" and all(path.split(".")[0] in fields for path, *_ in CLAIM_FIELDS):
-            metrics = tuple(getattr(self.module, "KNOWN_METRICS", ()))
-            yield ClaimForm(self.module.Inputs, self.initial, metrics, classes="stage-form")
-        else:
-            yield TomlForm(self.module.Inputs, self.initial, classes="stage-form")
+        draft = read_draft(self.session.path, self.spec.name)
+        notice = ""
+        if draft is not None:
+            self.restored_draft = True
+            notice = (
+                f"Restored unsaved edits ({draft_path(self.session.path, self.spec.name).name}); "
+                "ctrl+r runs them, quitting asks to keep or discard them."
+            )
+        yield StageForm(
+            self.module.Inputs,
+            self.initial,
+            recipe=self.recipe,
+            draft=draft,
+            notice=notice,
+            classes="stage-form",
+        )
 
     def on_mount(self) -> None:
         self.query_one(".run-bar").display = False
@@ -173,7 +199,15 @@ class StageView(Vertical):
         event.stop()
         self.query_one(CheckDetail).show(event.check)
 
+    def open_form(self) -> None:
+        """The form, as picking the stage asks — unless a tab was asked for since (f4 typed right after)."""
+        if self.form_on_pick:
+            self.form_on_pick = False
+            self.show_tab("form")
+
     def show_tab(self, tab: str, _tries: int = 0) -> None:
+        if _tries == 0:
+            self.form_on_pick = False
         if tab == "data" and self.spec.name != "source":
             return  # only the source page shows the data rows
         tabs = self.query(TabbedContent)
@@ -191,7 +225,8 @@ class StageView(Vertical):
                 self.call_after_refresh(self.show_tab, tab, _tries + 1)
             return
         target = {
-            "form": "#toml-editor, .stage-form Input, .stage-form Select",
+            # Never an input or the editor: a stray key there would edit the stage's inputs.
+            "form": ".stage-form .form-scroll" if self._fields_shown() else ".stage-form Tabs",
             "checks": "ChecksTable",
             "visual": ".visual",
             "notes": "#note-text",
@@ -200,6 +235,43 @@ class StageView(Vertical):
         found = self.query(target)
         if found:
             found.first().focus()
+
+    def _fields_shown(self) -> bool:
+        tabs = self.query(".form-tabs")
+        return not tabs or tabs.first(TabbedContent).active == "form-fields"
+
+    # ------------------------------------------------------------ the draft of unsaved edits
+
+    @on(StageForm.Edited)
+    def _edited(self, event: StageForm.Edited) -> None:
+        event.stop()
+        if self._draft_timer is not None:
+            self._draft_timer.stop()
+        self._draft_timer = self.set_timer(DRAFT_DELAY_S, self.save_draft)
+
+    def save_draft(self) -> bool:
+        """Keep the form's unsaved edits beside the record (or drop the draft when there are none)."""
+        self._draft_timer = None
+        forms = self.query(StageForm)
+        if not forms:
+            return False
+        form = forms.first()
+        if form.dirty:
+            write_draft(self.session.path, self.spec.name, form.toml_text)
+            return True
+        remove_draft(self.session.path, self.spec.name)
+        return False
+
+    def discard_draft(self) -> None:
+        if self._draft_timer is not None:
+            self._draft_timer.stop()
+            self._draft_timer = None
+        remove_draft(self.session.path, self.spec.name)
+
+    @property
+    def dirty(self) -> bool:
+        forms = self.query(StageForm)
+        return bool(forms) and forms.first().dirty
 
     @on(TabbedContent.TabActivated)
     def _tab(self, event: TabbedContent.TabActivated) -> None:
@@ -223,6 +295,7 @@ class StageView(Vertical):
         return self.query_one(StageForm).collect()
 
     def start_run(self, inputs: dict[str, Any]) -> None:
+        self._run_inputs = inputs
         self.cancel_event = threading.Event()
         self.running = True
         bar = self.query_one(".run-bar")
@@ -290,4 +363,10 @@ class StageView(Vertical):
         self.cancel_event = None
         self.query_one(".run-bar").display = False
         if event.record is not None:
+            # The record holds these inputs now: they are no unsaved edit any more.
+            forms = self.query(StageForm)
+            if forms:
+                forms.first().initial = dict(self._run_inputs)
+            self.discard_draft()
+            self.save_draft()  # edits typed while it ran are still unsaved
             self.show_tab("checks")

