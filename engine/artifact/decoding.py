@@ -16,6 +16,14 @@ class Decoding(BaseModel):
     limit without stopping is counted as truncated, never scored."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    strategy: Literal["greedy"] = "greedy"
-    max_new_tokens: int = Field(default=DEFAULT_MAX_NEW_TOKENS, ge=1, le=4096)
-    stop_sequences: list[str] = Field(default_factory=list)
+    strategy: Literal["greedy"] = Field(default="greedy", description="How tokens are chosen (greedy only).")
+    max_new_tokens: int = Field(
+        default=DEFAULT_MAX_NEW_TOKENS,
+        ge=1,
+        le=4096,
+        description="Most new tokens per answer; one that reaches it without a stop is counted truncated.",
+    )
+    stop_sequences: list[str] = Field(
+        default_factory=list,
+        description="Texts that end an answer, besides the tokenizer's end-of-turn token (comma-separated).",
+    )
