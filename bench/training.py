@@ -119,7 +119,7 @@ def hand(mode: str, a: argparse.Namespace) -> dict:
     enc = tok(texts, truncation=True, max_length=a.max_length)["input_ids"]
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=5e-4, weight_decay=0.0)
     model.train()
-    times, tokens = [], 0
+    times, cpu, tokens = [], [], 0
     for k in range(a.steps + 1):
         idx = Batcher.micro_indices(k, a.micro_batch, len(enc), 0)
         rows = [enc[i] for i in idx]
@@ -129,7 +129,7 @@ def hand(mode: str, a: argparse.Namespace) -> dict:
         for j, r in enumerate(rows):
             ids[j, : len(r)] = torch.tensor(r)
             mask[j, : len(r)] = 1
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         out = model(input_ids=ids, attention_mask=mask, labels=torch.tensor([y[i] for i in idx]))
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
@@ -137,8 +137,10 @@ def hand(mode: str, a: argparse.Namespace) -> dict:
         opt.zero_grad(set_to_none=True)
         if k:  # the first step is a warm-up
             times.append(time.perf_counter() - t)
+            cpu.append(time.process_time() - c)
             tokens += int(mask.sum())
-    return _rates("hand", mode, times, tokens, a, load_seconds=round(load_s, 2))
+    return _rates("hand", mode, times, tokens, a, load_seconds=round(load_s, 2),
+                  cpu_s_per_step=round(sum(cpu) / len(cpu), 4))
 
 
 def _rates(who: str, mode: str, times: list[float], tokens: int, a, **extra) -> dict:
@@ -229,12 +231,13 @@ def fit(mode: str, a: argparse.Namespace) -> dict:
 
     def timed(name):
         def wrapper(*args, **kw):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             try:
                 return orig[name](*args, **kw)
             finally:
                 key = name if name not in timings else name + "_after"
                 timings[key] = round(time.perf_counter() - t0, 2)
+                timings[key + "_cpu"] = round(time.process_time() - c0, 2)
         return wrapper
 
     models.build = timed("build")
