@@ -78,6 +78,12 @@ def test_classification_contract_passes_and_pins_everything(tmp_path, tiny_dirs,
     )
     assert "not quality" in fit.summary and fit.coverage.startswith("sample: 24 of")
     assert rec.check("contract.prepared_labels").measured["head_sizes"] == [3]
+    mem = rec.check("contract.memory_measured")
+    m = mem.measured
+    assert mem.replay == "observation" and m["adapter_mode"] == mode and m["device"] == "cpu"
+    assert m["measured_bytes"] > 0 and m["estimate_bytes"] > 0 and m["micro_batch"] == 8
+    assert m["ratio"] == pytest.approx(m["measured_bytes"] / m["estimate_bytes"], rel=1e-3)
+    assert 0 < m["seq_len"] <= 32
     table = rec.check("contract.requested_vs_effective").measured["table"]
     assert {
         "setting": "device",
