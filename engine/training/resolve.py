@@ -480,6 +480,7 @@ def _over_time(s: _Resolving) -> None:
     inp, R, eff, claim = s.inp, s.R, s.eff, s.claim
     for k in (
         "eval_every_steps",
+        "eval_rows",
         "checkpoint_every_steps",
         "checkpoint_selection",
         "stopping_rule",

@@ -101,6 +101,9 @@ class Inputs(_M):
     packing: StrictBool = False
     gradient_checkpointing: StrictBool = False
     eval_every_steps: int = Field(default=50, ge=0, le=10**9)
+    # dev rows the job evaluates during training (0 = all): a fixed, evenly spaced subset, the same
+    # at every evaluation; the artifact stage still evaluates the whole test split
+    eval_rows: int = Field(default=0, ge=0, le=10**9)
     checkpoint_every_steps: int = Field(default=100, ge=0, le=10**9)
     checkpoint_selection: Literal["best_dev", "last"] = "best_dev"
     stopping_rule: Literal["fixed_budget", "early_stopping"] = "fixed_budget"
@@ -189,6 +192,7 @@ class Effective(_M):
     messages_column: str = ""
     target_turn_policy: Literal["all_assistant", "last_assistant"] = "all_assistant"
     eval_every_steps: int = Inputs.model_fields["eval_every_steps"].default
+    eval_rows: int = 0  # 0 = every dev row
     checkpoint_every_steps: int = Inputs.model_fields["checkpoint_every_steps"].default
     checkpoint_selection: Literal["best_dev", "last"] = "best_dev"
     stopping_rule: Literal["fixed_budget", "early_stopping"] = "fixed_budget"
