@@ -206,8 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         print("no CUDA device visible: run with --dry-run on CPU", file=sys.stderr)
         return 2
     a.steps, a.warmup = (3, 1) if dry else (40, 5)
-    a.rows, a.dev_rows, a.threads = (64, 16, 2) if dry else (2000, 64, 8)
-    a.sft_batch, a.sft_length = (2, 64) if dry else (8, 512)
+    a.rows, a.dev_rows, a.threads = (32, 8, 2) if dry else (2000, 64, 8)
+    a.sft_batch, a.sft_length = (2, 384) if dry else (8, 512)
     a.llama_hidden, a.llama_layers = (64, 2) if dry else (2048, 22)
     t0 = time.perf_counter()
     peak = peak_bf16(device, 256 if dry else 8192, 3 if dry else 20)
