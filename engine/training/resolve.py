@@ -75,8 +75,9 @@ AUTO_ADAPTER = {
     "cuda": ("qlora", "a GPU: 4-bit NF4 base weights (bf16 compute) + LoRA"),
     "cpu": (
         "lora",
-        "CPU: bitsandbytes dequantises every 4-bit weight on each forward and backward, which makes a "
-        "QLoRA step several times slower than LoRA on CPU (bench/README.md, training round 1)",
+        "CPU: 4-bit weights save memory, not time, on CPU (bitsandbytes dequantises them for every "
+        "matmul: a step costs what a LoRA step costs) while quantising at every model load (fitting "
+        "check, job, artifact) doubles the load time (bench/README.md, training round 1)",
     ),
 }
 
