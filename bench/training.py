@@ -207,6 +207,35 @@ def job(mode: str, a: argparse.Namespace) -> dict:
     return out
 
 
+def jobcpu(mode: str, a: argparse.Namespace) -> dict:
+    """CPU seconds of claimcheck's own `Job._step` (batch, forward, backward, clip, optimizer,
+    scheduler, the metrics line with its fsync), called in a loop on the job's own setup: the
+    figure to set against `hand`'s cpu_s_per_step at --threads 1 on a loaded machine."""
+    from engine.evidence import digest_of
+    from engine.training.job import Job
+    from engine.training.jobfiles import write_job_dir
+    from engine.training.schema import effective as typed
+
+    eff = effective(mode, a)
+    jd = Path(tempfile.mkdtemp(prefix="cc-bench-jobcpu-")) / f"bench-{mode}"
+    write_job_dir(jd, effective=eff, digest=digest_of(eff), op_id=jd.name, attempt=1,
+                  train=_frame(a.train_rows), dev=_frame(a.dev_rows, offset=a.train_rows),
+                  workspace=ROOT, runtime={"heartbeat_seconds": 1.0, "threads": a.threads})
+    job = Job(jd)
+    run = job._setup(typed(job.doc))
+    run.model.train()
+    cpu = []
+    for _ in range(a.steps + 1):
+        c = time.process_time()
+        job._step(run)
+        cpu.append(time.process_time() - c)
+    timed = cpu[1:]  # the first step is a warm-up, as in `hand`
+    return {"phase": "jobcpu", "mode": mode, "steps_timed": len(timed),
+            "cpu_s_per_step": round(sum(timed) / len(timed), 4),
+            "cpu_s_per_step_median": round(statistics.median(timed), 4),
+            "cpu_s_steps": [round(x, 3) for x in cpu]}
+
+
 # ---------------------------------------------------------------- the fitting check
 
 
@@ -273,7 +302,7 @@ def _first_pass(curve: list[float], before: float) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--phase", action="append", choices=["hand", "job", "fit"])
+    p.add_argument("--phase", action="append", choices=["hand", "job", "jobcpu", "fit"])
     p.add_argument("--mode", action="append", choices=["lora", "qlora"])
     p.add_argument("--steps", type=int, default=20, help="timed optimizer steps (hand / job)")
     p.add_argument("--micro-batch", type=int, default=16)
@@ -293,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({"load_avg_at_start": os.getloadavg(), "threads": a.threads, "cores": os.cpu_count()}))
     for mode in a.mode or ["lora", "qlora"]:
         for phase in a.phase or ["hand", "job"]:
-            res = {"hand": hand, "job": job, "fit": fit}[phase](mode, a)
+            res = {"hand": hand, "job": job, "jobcpu": jobcpu, "fit": fit}[phase](mode, a)
             res["load_avg"] = [round(x, 2) for x in os.getloadavg()]
             print(json.dumps(res), flush=True)
     return 0
