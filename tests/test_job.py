@@ -164,7 +164,9 @@ def test_eval_rows_evaluates_a_fixed_dev_subset_and_the_artifact_keeps_every_dev
 
     from engine.training import jobfiles as jf
 
-    jd = kit.job_dir(tmp_path, model_dir, max_steps=4, eval_every_steps=2, checkpoint_every_steps=0, eval_rows=6)
+    jd = kit.job_dir(
+        tmp_path, model_dir, max_steps=4, eval_every_steps=2, checkpoint_every_steps=0, eval_rows=6
+    )
     assert _run(jd) == 0
     evals = jf.latest_by_step(jf.read_metrics(jd), "eval")
     assert [e["step"] for e in evals] == [0, 2, 4] and {e["rows"] for e in evals} == {6}

@@ -191,8 +191,11 @@ def _device(s: _Resolving) -> None:
             "device",
             "auto",
             "cuda" if has_gpu else "cpu",
-            f"a GPU is visible ({s.caps.name})" if has_gpu and s.caps.name else
-            "a GPU is visible" if has_gpu else "no GPU visible",
+            f"a GPU is visible ({s.caps.name})"
+            if has_gpu and s.caps.name
+            else "a GPU is visible"
+            if has_gpu
+            else "no GPU visible",
         )
     elif inp.device == "cuda" and not has_gpu:
         R.refuse("device", "cuda", "no CUDA GPU is visible on this machine")
