@@ -30,7 +30,6 @@ from engine.training.alarms import LOWER_BETTER
 from engine.training.jobfiles import append_metric, read_contract, read_status, write_status
 from engine.training.schema import Effective, effective
 
-STATUS_EVERY_SECONDS = 1.0  # the least time between two progress writes of status.json
 DEV_METRICS = ("accuracy", "macro_f1", "weighted_f1", "balanced_accuracy", "log_loss", "brier")
 
 
@@ -192,17 +191,12 @@ class Job:
         self.set_stage("training")
         run.model.train()
         delay = float(self.runtime.get("step_delay_seconds", 0.0))
-        written = 0.0
         while self.step < self.total_steps:
             self._step(run)
             if self._after_eval(run):
                 break
             self._maybe_checkpoint(run)
-            # status.json is a progress view (metrics.jsonl holds every step, the heartbeat the
-            # latest): an atomic rewrite per step costs a GPU step's worth of time, so at most 1/s
-            if time.monotonic() - written >= STATUS_EVERY_SECONDS or self.step >= self.total_steps:
-                write_status(self.dir, self.status)
-                written = time.monotonic()
+            write_status(self.dir, self.status)
             if delay:
                 time.sleep(delay)
         self._finish(run)
