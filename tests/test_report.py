@@ -40,7 +40,14 @@ _VOLATILE = (
     (re.compile(r"pid \d+"), "pid <pid>"),
     (re.compile(r"\d+ heartbeats"), "<n> heartbeats"),
 )
-_VOLATILE_LINES = ("dispatch.alarms.stall", "dispatch.liveness", "| 6 | Dispatch |", "latency", "p50")
+_VOLATILE_LINES = (
+    "dispatch.alarms.stall",
+    "dispatch.liveness",
+    "contract.memory_measured",
+    "| 6 | Dispatch |",
+    "latency",
+    "p50",
+)
 
 
 def normalised(md: str) -> str:

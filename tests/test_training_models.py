@@ -150,3 +150,17 @@ def test_fitting_check_clips_at_the_contracts_max_grad_norm(tiny_dirs, monkeypat
     monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda ps, n: norms.append(n) or real(ps, n))
     fitcheck.run(eff, p, fitcheck.FitSettings(Path("."), "cpu", steps=2, lr=1e-3))
     assert norms == ([max_grad_norm] * 2 if max_grad_norm else [])
+
+
+def test_peak_meter_sees_what_the_work_added_not_what_the_process_held():
+    import torch
+
+    held = torch.ones(24 * 1024 * 1024 // 4)  # 24 MiB the process holds before the work
+    meter = memory.PeakMeter("cpu").start()
+    work = torch.ones(64 * 1024 * 1024 // 4)  # 64 MiB touched by the work, then freed
+    del work
+    peak = meter.read()
+    assert peak["device"] == "cpu" and peak["method"]
+    assert 60 * 1024**2 <= peak["measured_bytes"] < 200 * 1024**2, peak
+    assert peak["peak_bytes"] >= peak["baseline_bytes"] + peak["measured_bytes"] - 1
+    del held

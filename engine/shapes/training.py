@@ -126,6 +126,22 @@ class Memory(Shape):
     share_of_device: float
 
 
+class MemoryMeasured(Shape):
+    """The fitting check's measured peak memory next to the estimate for the same batch (volatile)."""
+
+    check_ids = ("contract.memory_measured",)
+    device: str
+    method: str
+    adapter_mode: str
+    micro_batch: int
+    seq_len: int
+    estimate_bytes: int
+    measured_bytes: int
+    baseline_bytes: int
+    peak_bytes: int
+    ratio: float
+
+
 class Effective(Shape):
     check_ids = ("contract.effective",)
     refused: list[Refusal]

@@ -93,7 +93,7 @@ def verify_and_fit(b: Basis) -> list[Check]:
     checks.append(_effective_batch(eff, prepared))
     checks.append(_memory(b.inp, eff, b.facts, prepared))
     ctx.check_cancelled()
-    fit_checks, head_sizes = fit(b.inp, eff, prepared, labels, ctx)
+    fit_checks, head_sizes = fit(b.inp, eff, prepared, labels, ctx, meta=b.facts.get("meta"))
     if eff["task_kind"] == "text_classification":
         checks.append(_prepared_labels(eff, prepared, labels_present=b.labels_present, head_sizes=head_sizes))
     checks.extend(fit_checks)

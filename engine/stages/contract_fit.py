@@ -22,10 +22,16 @@ PB_FIT = (
     "gradients, precision and optimizer behavior before scaling."
 )
 PB_GO = "Define task-specific go/no-go rules before a pilot, not after seeing its result."
+PB_MEM_MEASURED = (
+    "Size hardware from model/optimizer/activation memory and representative length tails, not model parameter "
+    "count alone."
+)
 PB_SCOPE = "A hardware profile, tiny fitting check and quality pilot answer different questions and require their own stated scope."
 
 
-def fit(inp: Inputs, eff: dict, p, labels, ctx: StageContext) -> tuple[list[Check], list[int]]:
+def fit(inp: Inputs, eff: dict, p, labels, ctx: StageContext, meta=None) -> tuple[list[Check], list[int]]:
+    """The fitting check's checks and the head sizes it saw; `meta` (the meta-device model resolve()
+    built) lets the measured peak memory sit next to the estimate for the same batch."""
     from engine.training import fitcheck
 
     fc = inp.fit_check
@@ -51,6 +57,8 @@ def fit(inp: Inputs, eff: dict, p, labels, ctx: StageContext) -> tuple[list[Chec
         _fit_adapters(eff, result, coverage),
         _fit_timing(eff, result),
     ]
+    if meta is not None:
+        checks.append(_fit_memory(eff, result, meta))
     return checks, result.get("head_sizes", [])
 
 
@@ -200,4 +208,41 @@ def _fit_timing(eff: dict, result: dict) -> Check:
         replay="observation",
         why="Timing is a property of this machine, not of the contract.",
         playbook="Performance timing and quality benchmarks are different experiments.",
+    )
+
+
+def _fit_memory(eff: dict, result: dict, meta) -> Check:
+    """The fitting check's measured peak next to the estimate for the same micro-batch and width."""
+    from engine.training import memory
+
+    peak = result["memory_peak"]
+    width = int(result["max_width"])
+    est = memory.estimate(
+        dict(eff, micro_batch=result["micro_batch"]), meta, seq_len=width, device_memory_bytes=0
+    )
+    ratio = peak["measured_bytes"] / est["total_bytes"] if est["total_bytes"] else 0.0
+    mib = 1024**2
+    return Check(
+        id="contract.memory_measured",
+        status="info",
+        summary=(
+            f"fitting check peak {peak['measured_bytes'] / mib:.1f} MiB measured on {peak['device']} vs "
+            f"{est['total_bytes'] / mib:.1f} MiB estimated for micro-batch {result['micro_batch']} × "
+            f"{width} tokens: ratio {ratio:.2f} ({peak['method']})"
+        ),
+        measured={
+            "device": peak["device"],
+            "method": peak["method"],
+            "adapter_mode": eff["adapter_mode"],
+            "micro_batch": int(result["micro_batch"]),
+            "seq_len": width,
+            "estimate_bytes": int(est["total_bytes"]),
+            "measured_bytes": int(peak["measured_bytes"]),
+            "baseline_bytes": int(peak["baseline_bytes"]),
+            "peak_bytes": int(peak["peak_bytes"]),
+            "ratio": round(ratio, 4),
+        },
+        replay="observation",
+        why="An estimate is only as good as its last comparison with a measurement on the same batch.",
+        playbook=PB_MEM_MEASURED,
     )

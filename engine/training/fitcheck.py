@@ -237,11 +237,14 @@ def run(effective: dict, prepared: Prepared, settings: FitSettings) -> dict[str,
     (micro-batch from the contract, no accumulation, constant learning rate) and measure it."""
     import torch
 
+    from engine.training.memory import PeakMeter
+
     t0 = time.perf_counter()
     s = settings
     fit_eff = _fit_contract(effective, s.lr)
     was_det = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True, warn_only=True)
+    meter = PeakMeter(s.device).start()
     try:
         num_labels = len(prepared.label_classes) or None
         model, _tok, info = models.build(
@@ -252,6 +255,7 @@ def run(effective: dict, prepared: Prepared, settings: FitSettings) -> dict[str,
         optimizer, scheduler = models.make_optimizer(model, fit_eff, s.steps)
         group_lrs = {g["name"]: g["lr"] for g in optimizer.param_groups}
         loop = _steps(model, prepared, fit_eff, s, (optimizer, scheduler))
+        peak = meter.read()
         loss1, acc1 = evaluate_slice(model, prepared, fit_eff, s.device)
         lora = _lora_b(model)
         heads = _head_sizes(model)
@@ -279,6 +283,8 @@ def run(effective: dict, prepared: Prepared, settings: FitSettings) -> dict[str,
         "quantised_linear_layers": info["quantised_linear_layers"],
         **lora,
         "head_sizes": heads,
+        "memory_peak": peak,
+        "max_width": max((len(r) for r in prepared.input_ids), default=0),
         "load_seconds": load_s,
         "seconds": time.perf_counter() - t0,
     }

@@ -107,7 +107,8 @@ class Training:
     tok: Any
     batcher: Any
     train_b: Any  # encoded train rows
-    dev_b: Any  # encoded dev rows
+    dev_b: Any  # encoded dev rows evaluated during training (all, or the contract's eval_rows)
+    dev_all: Any  # every dev row: the artifact's dev predictions
     ref_b: Any  # a train subset evaluated like dev (the train-dev gap)
     optimizer: Any
     scheduler: Any
@@ -231,7 +232,8 @@ class Job:
         self.status["model_info"] = {k: v for k, v in info.items() if isinstance(v, int | float | str | bool)}
         batcher = Batcher(self.eff, tok, classes, device)
         train_b = batcher.prepare(train, rendered=True)
-        dev_b = batcher.prepare(dev, rendered=True)
+        dev_all = batcher.prepare(dev, rendered=True)
+        dev_b = self._eval_rows(c, dev_all)
         ref_b = train_b.subset(list(range(min(train_b.n, max(dev_b.n, 32), 256))))
         self.total_steps = self._budget(c, train_b.n)
         optimizer, scheduler = make_optimizer(model, self.eff, self.total_steps)
@@ -244,6 +246,7 @@ class Job:
             batcher=batcher,
             train_b=train_b,
             dev_b=dev_b,
+            dev_all=dev_all,
             ref_b=ref_b,
             optimizer=optimizer,
             scheduler=scheduler,
@@ -251,6 +254,14 @@ class Job:
             metric=self._tracked_metric(c),
             evaluate=evaluate,
         )
+
+    @staticmethod
+    def _eval_rows(c: Effective, dev_b: Any) -> Any:
+        """The dev rows evaluated during training: all, or `eval_rows` evenly spaced ones (fixed)."""
+        n = int(c.eval_rows or 0)
+        if not n or n >= dev_b.n:
+            return dev_b
+        return dev_b.subset([int(k * dev_b.n / n) for k in range(n)])
 
     @staticmethod
     def _budget(c: Effective, train_rows: int) -> int:
@@ -417,7 +428,7 @@ class Job:
             tok=run.tok,
             eff=self.eff,
             batcher=run.batcher,
-            dev_b=run.dev_b,
+            dev_b=run.dev_all,
             selected_step=selected,
             selection=selection,
             info=self.status.get("model_info", {}),

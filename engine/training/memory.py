@@ -113,3 +113,75 @@ def device_memory(device: str) -> int:
         return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     except (ValueError, OSError, AttributeError):
         return 0
+
+
+# ---------------------------------------------------------------- measured peak (not an estimate)
+
+_PROC_STATUS = "/proc/self/status"
+_CLEAR_REFS = "/proc/self/clear_refs"
+
+
+def _proc_kib(field: str) -> int:
+    """A `kB` field of /proc/self/status (VmRSS, VmHWM) in bytes; 0 where there is none."""
+    try:
+        with open(_PROC_STATUS) as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+class PeakMeter:
+    """The peak memory of one piece of work, measured, never estimated.
+
+    cuda: `torch.cuda.max_memory_allocated` after `reset_peak_memory_stats` (tensors only, as the
+    estimate counts them). cpu: the process's resident-set high-water mark (VmHWM) reset at the start
+    by writing 5 to /proc/self/clear_refs, minus the resident set at the start — so the figure is
+    what this work added, whatever the process held before. Where the mark cannot be reset, the
+    process's lifetime peak (`ru_maxrss`) is used and the method says so.
+    """
+
+    def __init__(self, device: str):
+        self.device = device
+        self.method = ""
+        self.baseline = 0
+
+    def start(self) -> PeakMeter:
+        if self.device == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            self.baseline = int(torch.cuda.memory_allocated())
+            self.method = "torch.cuda.max_memory_allocated - allocated at start"
+            return self
+        self.baseline = _proc_kib("VmRSS")
+        try:
+            with open(_CLEAR_REFS, "w") as f:
+                f.write("5")
+            self.method = "VmHWM (reset via /proc/self/clear_refs) - VmRSS at start"
+        except OSError:
+            self.method = "ru_maxrss (process lifetime peak; the mark could not be reset) - VmRSS at start"
+        return self
+
+    def read(self) -> dict[str, Any]:
+        if self.device == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
+            peak = int(torch.cuda.max_memory_allocated())
+        elif self.method.startswith("VmHWM"):
+            peak = _proc_kib("VmHWM")
+        else:
+            import resource
+
+            peak = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+        return {
+            "device": self.device,
+            "method": self.method,
+            "baseline_bytes": int(self.baseline),
+            "peak_bytes": int(peak),
+            "measured_bytes": max(0, int(peak) - int(self.baseline)),
+        }

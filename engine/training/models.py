@@ -227,6 +227,8 @@ def _load_base(effective: dict, path: Path, num_labels: int | None, device: str)
         auto = AutoModelForCausalLM
     else:
         raise StageInputError(f"task kind {effective['task_kind']!r} has no torch model")
+    if effective.get("attn_implementation"):
+        kwargs["attn_implementation"] = effective["attn_implementation"]
     if effective["adapter_mode"] == "qlora":
         kwargs["quantization_config"] = bnb_config(effective)
         kwargs["dtype"] = torch_dtype(effective["quant"]["compute_dtype"])

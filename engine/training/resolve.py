@@ -47,6 +47,41 @@ def _bf16_supported(device: str) -> bool:
     return device == "cuda" and bool(torch.cuda.is_bf16_supported())
 
 
+@dataclass(frozen=True)
+class Capability:
+    """What this machine can do, as resolve() asks it: a visible GPU, bf16 on it, a working NF4
+    round trip per device. `probe()` asks the real hardware; tests pass a faked one."""
+
+    cuda: bool
+    bf16: bool  # bf16 autocast on the GPU
+    name: str = ""  # the GPU's name, for the record
+
+    def nf4(self, device: str) -> tuple[bool, str]:
+        return _bnb_usable(device if device in ("cpu", "cuda") else "cpu")
+
+
+def probe() -> Capability:
+    has = cuda_available()
+    name = ""
+    if has:
+        import torch
+
+        name = str(torch.cuda.get_device_name(0))
+    return Capability(cuda=has, bf16=_bf16_supported("cuda") if has else False, name=name)
+
+
+# What "auto" becomes per device, and why (bench/training.py measured the CPU costs; bench/README.md).
+AUTO_ADAPTER = {
+    "cuda": ("qlora", "a GPU: 4-bit NF4 base weights (bf16 compute) + LoRA"),
+    "cpu": (
+        "lora",
+        "CPU: 4-bit weights save memory, not time, on CPU (bitsandbytes dequantises them for every "
+        "matmul: a step costs what a LoRA step costs) while quantising at every model load (fitting "
+        "check, job, artifact) doubles the load time (bench/README.md, training round 1)",
+    ),
+}
+
+
 # ---------------------------------------------------------------- resolution: requested → effective
 
 
@@ -108,13 +143,19 @@ class _Resolving:
     ws: Path
     claim: dict[str, Any]
     source_inputs: dict[str, Any]
+    caps: Capability
     tok_dir: Path | None = None
 
 
 def resolve(
-    inp: Inputs, ctx: StageContext, claim: dict[str, Any], source_inputs: dict[str, Any]
+    inp: Inputs,
+    ctx: StageContext,
+    claim: dict[str, Any],
+    source_inputs: dict[str, Any],
+    caps: Capability | None = None,
 ) -> tuple[dict, Resolution, dict]:
-    """The effective contract, the side-by-side table with refusals, and identity facts."""
+    """The effective contract, the side-by-side table with refusals, and identity facts.
+    `caps`: the machine's capabilities (default: probed)."""
     R = Resolution()
     eff: dict[str, Any] = {"task_kind": R.same("task_kind", inp.task_kind)}
     if inp.task_kind == "tabular":
@@ -124,8 +165,19 @@ def resolve(
             "tabular learners are the baseline stage's scikit-learn models; "
             "this stage contracts torch fine-tuning only",
         )
-    s = _Resolving(inp, R, eff, {}, ctx.workspace, claim, source_inputs)
-    for step in (_device, _identity, _adapter, _precision, _lora, _optimizer, _batch, _template, _over_time):
+    s = _Resolving(inp, R, eff, {}, ctx.workspace, claim, source_inputs, caps or probe())
+    for step in (
+        _device,
+        _identity,
+        _adapter,
+        _precision,
+        _lora,
+        _attention,
+        _optimizer,
+        _batch,
+        _template,
+        _over_time,
+    ):
         step(s)
     return s.eff, s.R, s.facts
 
@@ -133,13 +185,17 @@ def resolve(
 def _device(s: _Resolving) -> None:
     """The device: auto made concrete; cuda refused without a visible GPU."""
     inp, R, eff = s.inp, s.R, s.eff
-    has_gpu = cuda_available()
+    has_gpu = s.caps.cuda
     if inp.device == "auto":
         device = R.resolved(
             "device",
             "auto",
             "cuda" if has_gpu else "cpu",
-            "a GPU is visible" if has_gpu else "no GPU visible",
+            f"a GPU is visible ({s.caps.name})"
+            if has_gpu and s.caps.name
+            else "a GPU is visible"
+            if has_gpu
+            else "no GPU visible",
         )
     elif inp.device == "cuda" and not has_gpu:
         R.refuse("device", "cuda", "no CUDA GPU is visible on this machine")
@@ -191,10 +247,14 @@ def _adapter(s: _Resolving) -> None:
     """Adapter mode and 4-bit quantisation (QLoRA needs a working NF4 round trip)."""
     inp, R, eff = s.inp, s.R, s.eff
     device = eff["device"]
-    mode = eff["adapter_mode"] = R.same("adapter_mode", inp.adapter_mode)
+    if inp.adapter_mode == "auto":
+        pick, why = AUTO_ADAPTER["cuda" if device == "cuda" else "cpu"]
+        mode = eff["adapter_mode"] = R.resolved("adapter_mode", "auto", pick, why)
+    else:
+        mode = eff["adapter_mode"] = R.same("adapter_mode", inp.adapter_mode)
     q = inp.quant
     if mode == "qlora":
-        ok, why = _bnb_usable(device if device in ("cpu", "cuda") else "cpu")
+        ok, why = s.caps.nf4(device)
         if not ok:
             R.refuse("adapter_mode", "qlora", why)
         if q.quant_type != "nf4":
@@ -237,7 +297,16 @@ def _precision(s: _Resolving) -> None:
     """Mixed precision the local job can honour on the effective device."""
     inp, R, eff = s.inp, s.R, s.eff
     device = eff["device"]
-    if inp.precision == "bf16" and not _bf16_supported(device):
+    bf16_ok = device == "cuda" and s.caps.bf16
+    if inp.precision == "auto":
+        eff["precision"] = R.resolved(
+            "precision",
+            "auto",
+            "bf16" if bf16_ok else "fp32",
+            "the GPU supports bf16 autocast" if bf16_ok else f"no bf16 autocast on {device}: fp32",
+        )
+        return
+    if inp.precision == "bf16" and not bf16_ok:
         R.refuse(
             "precision",
             "bf16",
@@ -247,6 +316,25 @@ def _precision(s: _Resolving) -> None:
     elif inp.precision == "fp16" and device != "cuda":
         R.refuse("precision", "fp16", "fp16 mixed precision needs a CUDA GPU; use fp32 on CPU")
     eff["precision"] = R.same("precision", inp.precision)
+
+
+def _attention(s: _Resolving) -> None:
+    """The attention kernel: "auto" is SDPA (torch's fused scaled-dot-product attention) where the
+    architecture supports it, else the eager implementation; a request the model cannot honour is refused."""
+    inp, R, eff = s.inp, s.R, s.eff
+    meta = s.facts.get("meta")
+    if meta is None:  # tabular: no torch model
+        eff["attn_implementation"] = ""
+        return
+    supported = bool(getattr(type(meta), "_supports_sdpa", False))
+    if inp.attn_implementation == "auto":
+        pick = "sdpa" if supported else "eager"
+        why = "the architecture supports SDPA" if supported else "the architecture has no SDPA path"
+        eff["attn_implementation"] = R.resolved("attn_implementation", "auto", pick, why)
+        return
+    if inp.attn_implementation == "sdpa" and not supported:
+        R.refuse("attn_implementation", "sdpa", "this architecture has no SDPA attention in transformers")
+    eff["attn_implementation"] = R.same("attn_implementation", inp.attn_implementation)
 
 
 def _lora(s: _Resolving) -> None:
@@ -413,6 +501,7 @@ def _over_time(s: _Resolving) -> None:
     inp, R, eff, claim = s.inp, s.R, s.eff, s.claim
     for k in (
         "eval_every_steps",
+        "eval_rows",
         "checkpoint_every_steps",
         "checkpoint_selection",
         "stopping_rule",

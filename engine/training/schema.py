@@ -92,7 +92,10 @@ class Alarms(_M):
         default=0.5, ge=0, le=1e6, description="Alarm when dev loss exceeds train loss by this much."
     )
     stall_heartbeats: int = Field(
-        default=10, ge=1, le=1_000_000, description="Alarm after this many heartbeats without a step."
+        default=10,
+        ge=1,
+        le=1_000_000,
+        description="Stall floor: no step for 5 × the median step time, and at least this many heartbeats.",
     )
     # -1: from half-way through the run
     worse_than_trivial_after_step: int = Field(
@@ -127,8 +130,10 @@ class Inputs(_M):
     )
     tokenizer_path: str = Field(default="", description="The tokenizer (empty: the model's own).")
     hub_revision: str = Field(default="", description="The Hub commit the model is pinned to.")
-    adapter_mode: Literal["qlora", "lora", "head", "full"] = Field(
-        default="lora", description="What is trained: QLoRA, LoRA, the head only, or every weight."
+    # auto: qlora on a GPU, lora on CPU (resolve.AUTO_ADAPTER says why)
+    adapter_mode: Literal["auto", "qlora", "lora", "head", "full"] = Field(
+        default="lora",
+        description="What is trained: QLoRA, LoRA, the head only, or every weight (auto: QLoRA on a GPU, LoRA on CPU).",
     )
     quant: Quant = Field(default_factory=Quant, description="4-bit quantisation (adapter mode qlora).")
     lora: Lora = Field(default_factory=Lora, description="The LoRA adapters.")
@@ -137,7 +142,15 @@ class Inputs(_M):
     micro_batch: int = Field(default=16, ge=1, le=65_536, description="Examples per forward pass.")
     grad_accum: int = Field(default=1, ge=1, le=65_536, description="Micro-batches per optimizer step.")
     dp_replicas: int = Field(default=1, ge=1, le=1024, description="Data-parallel replicas.")
-    precision: Literal["fp32", "bf16", "fp16"] = Field(default="fp32", description="Training precision.")
+    # auto: bf16 autocast where the GPU supports it, else fp32
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
+        default="fp32", description="Training precision (auto: bf16 where the GPU supports it, else fp32)."
+    )
+    # auto: SDPA where the architecture supports it, else eager
+    attn_implementation: Literal["auto", "sdpa", "eager"] = Field(
+        default="auto",
+        description="Attention kernel (auto: SDPA where the architecture supports it, else eager).",
+    )
     max_length: int = Field(
         default=128,
         ge=8,
@@ -165,6 +178,14 @@ class Inputs(_M):
     gradient_checkpointing: StrictBool = Field(default=False, description="Trade compute for memory.")
     eval_every_steps: int = Field(
         default=50, ge=0, le=10**9, description="Steps between dev evaluations (0 = at the end only)."
+    )
+    # dev rows the job evaluates during training (0 = all): a fixed, evenly spaced subset, the same
+    # at every evaluation; the artifact stage still evaluates the whole test split
+    eval_rows: int = Field(
+        default=0,
+        ge=0,
+        le=10**9,
+        description="Dev rows evaluated during training (0 = all): a fixed, evenly spaced subset.",
     )
     checkpoint_every_steps: int = Field(
         default=100, ge=0, le=10**9, description="Steps between checkpoints (0 = at the end only)."
@@ -271,6 +292,7 @@ class Effective(_M):
     adapter_mode: Literal["qlora", "lora", "head", "full"] = "lora"
     quant: EffectiveQuant = Field(default_factory=EffectiveQuant)
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    attn_implementation: Literal["sdpa", "eager", ""] = ""  # "" = transformers' own choice
     lora: Lora = Field(default_factory=Lora)
     max_length: int = Inputs.model_fields["max_length"].default
     optimizer: EffectiveOptimizer = Field(default_factory=EffectiveOptimizer)
@@ -292,6 +314,7 @@ class Effective(_M):
     messages_column: str = ""
     target_turn_policy: Literal["all_assistant", "last_assistant"] = "all_assistant"
     eval_every_steps: int = Inputs.model_fields["eval_every_steps"].default
+    eval_rows: int = 0  # 0 = every dev row
     checkpoint_every_steps: int = Inputs.model_fields["checkpoint_every_steps"].default
     checkpoint_selection: Literal["best_dev", "last"] = "best_dev"
     stopping_rule: Literal["fixed_budget", "early_stopping"] = "fixed_budget"
