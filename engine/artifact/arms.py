@@ -4,6 +4,7 @@ a torch model as an arm, the recorded read of the locked labels, the per-arm cou
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from engine.artifact.common import PB_ARMS, PB_LATENCY
@@ -55,6 +56,35 @@ def torch_arm(model: Any, tok: Any, eff: dict[str, Any], classes: list[str]):
         return predict(model, enc)["proba"]
 
     return fn, batcher
+
+
+@dataclass(frozen=True)
+class LockedTest:
+    """The locked test rows the artifact stage reads (sampled when the inputs bound them), the reads
+    logged so far by this stage, and the coverage that says whether every test row is scored."""
+
+    rows: Any  # a polars DataFrame
+    reads: list[dict[str, Any]]
+    total: int
+    coverage: str
+
+    @property
+    def units(self) -> Any:
+        """The independent unit of each row (its family), or None where the split records none."""
+        return self.rows["family_id"].fill_null(-1).to_numpy() if "family_id" in self.rows.columns else None
+
+
+def locked_test(max_rows: int, seed: int, upstream: dict[str, Any], ctx: Any) -> LockedTest:
+    """Read the locked test split once, as the artifact stage; `max_rows` > 0 samples it (seeded)."""
+    from engine import splits
+
+    test = splits.rows("test", upstream, ctx, caller="artifact")
+    reads = [dict(r) for r in splits.locked_reads(ctx) if r.get("caller") == "artifact"]
+    total = test.height
+    if max_rows and test.height > max_rows:
+        test = test.sample(n=max_rows, seed=seed, shuffle=False).sort("row_id")
+    coverage = "full" if test.height == total else f"sample: {test.height} of {total} test rows"
+    return LockedTest(test, reads, total, coverage)
 
 
 def locked_read(reads: list[dict[str, Any]], total: int, coverage: str) -> Check:

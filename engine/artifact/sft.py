@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.artifact.arms import latency, locked_read
+from engine.artifact.arms import latency, locked_read, locked_test
 from engine.artifact.common import PB_ARMS, PB_BASE, PB_REPORT
 from engine.artifact.generate import NORMALISATION, Generation, TorchGenerator, exact_match, split_reference
 from engine.artifact.generate import token_f1 as token_f1_of
@@ -90,18 +90,12 @@ def compare(
     import numpy as np
     import torch
 
-    from engine import splits
     from engine.training.artifact_files import build_base, load_artifact
 
     torch.set_num_threads(2)
-    test = splits.rows("test", upstream, ctx, caller="artifact")
-    reads = [dict(r) for r in splits.locked_reads(ctx) if r.get("caller") == "artifact"]
-    total = test.height
-    if inputs.max_test_rows and test.height > inputs.max_test_rows:
-        test = test.sample(n=inputs.max_test_rows, seed=inputs.seed, shuffle=False).sort("row_id")
-    coverage = "full" if test.height == total else f"sample: {test.height} of {total} test rows"
+    lt = locked_test(inputs.max_test_rows, inputs.seed, upstream, ctx)
+    test, reads, total, coverage, units = lt.rows, lt.reads, lt.total, lt.coverage, lt.units
     convs = _conversations(eff, test)
-    units = test["family_id"].fill_null(-1).to_numpy() if "family_id" in test.columns else None
     wanted = list(dict.fromkeys(["candidate", *inputs.comparators]))
     gens: dict[str, TorchGenerator] = {}
     results: dict[str, ArmResult] = {}

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from engine.artifact.arms import arm_counts, arm_predict, latency, locked_read, torch_arm
+from engine.artifact.arms import arm_counts, arm_predict, latency, locked_read, locked_test, torch_arm
 from engine.artifact.common import ARM_NAMES, PB_COMPARE, PB_IDENTITY, PB_OUTCOMES, PB_PARITY
 from engine.artifact.decoding import Decoding
 from engine.artifact.quality import Scored, quality
@@ -296,16 +296,12 @@ def compare_arms(
 
     fns, notes = arms
     classes = [str(c) for c in eff["label_classes"]]
-    test = splits.rows("test", upstream, ctx, caller="artifact")
-    reads = [dict(r) for r in splits.locked_reads(ctx) if r.get("caller") == "artifact"]
-    total_test = test.height
-    if inputs.max_test_rows and test.height > inputs.max_test_rows:
-        test = test.sample(n=inputs.max_test_rows, seed=inputs.seed, shuffle=False).sort("row_id")
+    lt = locked_test(inputs.max_test_rows, inputs.seed, upstream, ctx)
+    test, reads, total_test, coverage = lt.rows, lt.reads, lt.total, lt.coverage
     cal = splits.rows("calibration", upstream, ctx, caller="artifact")
-    coverage = "full" if test.height == total_test else f"sample: {test.height} of {total_test} test rows"
     y = np.asarray([classes.index(str(t)) if str(t) in classes else -1 for t in test["target"].to_list()])
     y_cal = np.asarray([classes.index(str(t)) if str(t) in classes else -1 for t in cal["target"].to_list()])
-    units = test["family_id"].fill_null(-1).to_numpy() if "family_id" in test.columns else None
+    units = lt.units
     unit_kind = "family" if units is not None else "row"
 
     arms_wanted = list(dict.fromkeys(["candidate", *inputs.comparators]))

@@ -74,19 +74,13 @@ def _regression(
     """A numeric target: candidate, trivial (train mean, or median for MAE) and best baseline values."""
     import numpy as np
 
-    from engine import splits
-    from engine.artifact.arms import arm_counts, arm_predict, latency, locked_read
+    from engine.artifact.arms import arm_counts, arm_predict, latency, locked_read, locked_test
     from engine.stages import baseline
 
     metric = str(upstream["claim"].inputs.get("primary_metric") or "mae")
-    test = splits.rows("test", upstream, ctx, caller="artifact")
-    reads = [dict(r) for r in splits.locked_reads(ctx) if r.get("caller") == "artifact"]
-    total = test.height
-    if inputs.max_test_rows and test.height > inputs.max_test_rows:
-        test = test.sample(n=inputs.max_test_rows, seed=inputs.seed, shuffle=False).sort("row_id")
-    coverage = "full" if test.height == total else f"sample: {test.height} of {total} test rows"
+    lt = locked_test(inputs.max_test_rows, inputs.seed, upstream, ctx)
+    test, reads, total, coverage, units = lt.rows, lt.reads, lt.total, lt.coverage, lt.units
     y = test["target"].cast(float, strict=False).fill_null(float("nan")).to_numpy()
-    units = test["family_id"].fill_null(-1).to_numpy() if "family_id" in test.columns else None
     fns, notes = {"candidate": fn}, {"candidate": note}
     if "best_baseline" in inputs.comparators:
         try:

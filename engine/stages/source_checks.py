@@ -305,14 +305,15 @@ def target_distribution(kept: Any, inp: Inputs, cov: str) -> Check:
     )
 
 
-def numeric_target_not_run(check_id: str, counterpart: str) -> Check:
-    """A class-based check that does not apply to a numeric target, naming the check that replaces it."""
+def numeric_target_not_run(check_id: str, counterpart: str, playbook: str = PB_MAPPING) -> Check:
+    """A class-based check that does not apply to a numeric target, naming the check that replaces it
+    (the source's and the split's alike; each passes its own playbook line)."""
     return Check(
         id=check_id,
         status="not_run",
         basis="not_run",
         summary=f"not run: the claim's target is numeric — see {counterpart}",
-        playbook=PB_MAPPING,
+        playbook=playbook,
     )
 
 

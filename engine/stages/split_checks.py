@@ -476,10 +476,6 @@ def target_range(joined: Any) -> Check:
 
 def numeric_target_not_run(check_id: str, counterpart: str) -> Check:
     """A class-based split check that does not apply to a numeric target, naming its replacement."""
-    return Check(
-        id=check_id,
-        status="not_run",
-        basis="not_run",
-        summary=f"not run: the claim's target is numeric — see {counterpart}",
-        playbook=PB_SEPARATE,
-    )
+    from engine.stages.source_checks import numeric_target_not_run as not_run
+
+    return not_run(check_id, counterpart, PB_SEPARATE)
