@@ -421,13 +421,21 @@ def test_packed_sort_order_is_exact_when_hash_high_bits_tie(with_rank: bool) -> 
     h = rng.integers(0, 1 << 12, size=n).astype(np.uint64) | np.uint64(0xABCD << 48)
     h[::7] = rng.integers(0, 2**63, size=h[::7].size).astype(np.uint64)  # and ordinary hashes
     rank = (h % np.uint64(5)).astype(np.uint32) if with_rank else None  # a shingle's count: one per hash
-    order = shingles._order(d, rank, h)
+    order = shingles._order(d, rank, h).order
     want = np.lexsort((h, d) if rank is None else (h, rank, d))
     cols = [d, h] if rank is None else [d, rank, h]
     assert all(np.array_equal(c[order], c[want]) for c in cols)
-    got_h, got_d, _ = shingles.dedupe(h, d, rank)
     pairs = set(zip(d.tolist(), h.tolist(), strict=True))
-    assert len(got_h) == len(pairs)
+    for dd in (d, np.sort(d)):  # pass 1's texts come in order: dedupe then skips gathering d
+        got_h, got_d, got_rank = shingles.dedupe(h, dd, rank)
+        want = np.lexsort((h, dd) if rank is None else (h, rank, dd))
+        ws = [c[want] for c in (h, dd)]
+        keep = np.ones(n, dtype=bool)
+        keep[1:] = (ws[0][1:] != ws[0][:-1]) | (ws[1][1:] != ws[1][:-1])
+        assert np.array_equal(got_h, ws[0][keep]) and np.array_equal(got_d, ws[1][keep])
+        assert got_rank is None if rank is None else np.array_equal(got_rank, rank[want][keep])
+        assert len(got_h) == len(set(zip(dd.tolist(), h.tolist(), strict=True)))
+    assert len(pairs) > 0
 
 
 @pytest.mark.parametrize("wide_min", [3, 20])
@@ -466,3 +474,23 @@ def test_chunks_are_bounded_by_bytes_and_cover_every_text(monkeypatch: pytest.Mo
     for lo, hi in bounds:
         nbytes = texts.slice(lo, hi - lo).str.len_bytes().sum()  # normalising never lengthens a text
         assert hi - lo == 1 or nbytes <= 200
+
+
+@pytest.mark.parametrize("single_share", [0.05, 0.9])
+def test_shared_with_matches_isin_then_group(single_share: float) -> None:
+    # Both branches (few single entries: binary search; most: one sort) keep exactly the entries that
+    # np.isin(tok, tok[single]) then _group_by_key keep, as a multiset of (shingle, text).
+    import numpy as np
+
+    from engine.audit.neardup import candidates
+
+    rng = np.random.default_rng(7)
+    n = 5_000
+    tok = rng.integers(0, 800, size=n).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    doc = rng.integers(0, 600, size=n).astype(np.int32)
+    single = rng.random(n) < single_share
+    part = np.isin(tok, tok[single])
+    want_k, want_d = candidates._group_by_key(tok[part], doc[part])
+    got_k, got_d = candidates._shared_with(tok, doc, single)
+    assert sorted(zip(got_k.tolist(), got_d.tolist())) == sorted(zip(want_k.tolist(), want_d.tolist()))
+    assert want_k.size > 100

@@ -94,6 +94,29 @@ def _group_by_key(key: np.ndarray, doc: np.ndarray) -> tuple[np.ndarray, np.ndar
     return key[shared], doc[shared]
 
 
+def _shared_with(tok: np.ndarray, doc: np.ndarray, single: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """_group_by_key of the entries whose shingle is also held by a `single` entry (the same entries
+    as np.isin(tok, tok[single]) then _group_by_key, without np.isin's extra sorts).
+
+    Where most entries are single (long documents), every entry is grouped by one sort and the runs
+    without a single entry are dropped; otherwise (tickets: a few tiny texts) the few single shingles
+    are looked up in their sorted uniques by binary search first.
+    """
+    if 2 * int(single.sum()) >= single.size:
+        order = np.argsort(tok)
+        key, own, mine = tok[order], doc[order], single[order]
+        del order
+        run = _run_index(key)
+        has = np.zeros(int(run[-1]) + 1 if run.size else 0, dtype=bool)
+        has[run[mine]] = True
+        keep = has[run] & _repeated(key)
+        return key[keep], own[keep]
+    u = unique(tok[single])
+    at = np.minimum(np.searchsorted(u, tok), u.size - 1)
+    part = u[at] == tok
+    return _group_by_key(tok[part], doc[part])
+
+
 def _block_pairs(later: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     """Entry pairs (i, i+1 .. i+later[i]) of the sorted entries, as (left, right) index blocks of about
     PAIR_BLOCK pairs each, so that no more than a block of pairs is ever held."""
@@ -312,9 +335,7 @@ def find_candidates(p: Prefixes, threshold: float) -> np.ndarray:
     # 1. single shared shingle for pairs with a long-prefix or a tiny text (never both tiny and long).
     single = tiny[doc] | big[doc]
     if single.any():
-        # Every entry whose shingle is also in a tiny/long text's prefix takes part.
-        part = np.isin(p.tok, unique(p.tok[single]), assume_unique=False)
-        pairs = _run_pairs(*_group_by_key(p.tok[part], doc[part]), sizes, threshold)
+        pairs = _run_pairs(*_shared_with(p.tok, doc, single), sizes, threshold)
         # Keep only pairs where a side needs the single-shingle rule, and that share min(2, alpha)
         # prefix shingles (see the docstring): one shared common shingle is not enough for long texts.
         codes, shared = _merge_counts(pairs)

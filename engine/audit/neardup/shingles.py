@@ -110,7 +110,13 @@ RANK_BITS = 16  # a shingle's count in the order key, clamped to 2^16 - 1
 MIN_HASH_BITS = 16  # fewer hash bits left in the packed key: sort on the columns instead
 
 
-def _order(d: np.ndarray, rank: np.ndarray | None, h: np.ndarray) -> np.ndarray:
+class _Sorted(NamedTuple):
+    order: np.ndarray  # the permutation sorting by (d, rank, h)
+    key: np.ndarray | None  # the packed keys in that order (None where the columns were sorted instead)
+    hbits: int  # the hash bits in the packed key (the rank sits just above them)
+
+
+def _order(d: np.ndarray, rank: np.ndarray | None, h: np.ndarray) -> _Sorted:
     """The permutation sorting by (d, rank, h): one argsort of a packed uint64 key (d, rank, the hash's
     high bits), far cheaper than a sort on three columns. Exact: where two different hashes tie on the
     packed key (their high bits agree), those runs alone are re-sorted on the full hash."""
@@ -118,19 +124,20 @@ def _order(d: np.ndarray, rank: np.ndarray | None, h: np.ndarray) -> np.ndarray:
     rbits = 0 if rank is None else RANK_BITS
     hbits = 64 - dbits - rbits
     if hbits < MIN_HASH_BITS:
-        return np.lexsort((h, d) if rank is None else (h, rank, d))
+        return _Sorted(np.lexsort((h, d) if rank is None else (h, rank, d)), None, hbits)
     key = (d.astype(np.uint64) << np.uint64(64 - dbits)) | (h >> np.uint64(64 - hbits))
     if rank is not None:
         key |= rank.astype(np.uint64) << np.uint64(hbits)
     order = np.argsort(key)
     ks, hs = key[order], h[order]
+    del key
     tie = (ks[1:] == ks[:-1]) & (hs[1:] != hs[:-1])
     if tie.any():
         # Every position in a run of equal keys that holds two different hashes, re-sorted by hash.
         run = np.cumsum(np.concatenate([[True], ks[1:] != ks[:-1]]))
         sub = np.flatnonzero(np.isin(run, run[1:][tie]))
         order[sub] = order[sub][np.lexsort((hs[sub], run[sub]))]
-    return order
+    return _Sorted(order, ks, hbits)
 
 
 def dedupe(
@@ -138,17 +145,31 @@ def dedupe(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Sort shingles by (text, rank, hash) and drop repeats of a shingle within a text; the rank
     (clamped to 2^RANK_BITS - 1: the order is by min(rank, 2^RANK_BITS - 1), then hash) comes back in
-    the same order (None without one)."""
+    the same order (None without one).
+
+    Fewer gathers: where d is already sorted (pass 1 writes texts in order) it is its own sorted
+    column, and the rank is read back from the sorted packed keys (the tie re-sort moves only entries
+    of equal keys, hence equal rank)."""
     if rank is not None:
         rank = np.minimum(rank, (1 << RANK_BITS) - 1)
-    order = _order(d, rank, h)
-    h, d = h[order], d[order].astype(np.int64)
-    rank = rank[order] if rank is not None else None
-    del order
+    srt = _order(d, rank, h)
+    order = srt.order
+    h = h[order]
+    d = d.astype(np.int64, copy=False) if _is_sorted(d) else d[order].astype(np.int64)
+    if rank is not None and srt.key is not None:
+        mask = np.uint64((1 << RANK_BITS) - 1)
+        rank = ((srt.key >> np.uint64(srt.hbits)) & mask).astype(rank.dtype)
+    elif rank is not None:
+        rank = rank[order]
+    del order, srt
     keep = np.ones(h.size, dtype=bool)
     if h.size > 1:
         keep[1:] = (h[1:] != h[:-1]) | (d[1:] != d[:-1])
     return h[keep], d[keep], (rank[keep] if rank is not None else None)
+
+
+def _is_sorted(x: np.ndarray) -> bool:
+    return bool(x.size < 2 or (x[1:] >= x[:-1]).all())
 
 
 class Prefixes(NamedTuple):
