@@ -113,7 +113,9 @@ MIN_HASH_BITS = 16  # fewer hash bits left in the packed key: sort on the column
 class _Sorted(NamedTuple):
     order: np.ndarray  # the permutation sorting by (d, rank, h)
     key: np.ndarray | None  # the packed keys in that order (None where the columns were sorted instead)
-    hbits: int  # the hash bits in the packed key (the rank sits just above them)
+    h: np.ndarray | None  # the hashes in that order (with key)
+    dbits: int  # the text bits at the top of the packed key
+    hbits: int  # the hash bits at its bottom (the rank sits just above them)
 
 
 def _order(d: np.ndarray, rank: np.ndarray | None, h: np.ndarray) -> _Sorted:
@@ -124,48 +126,59 @@ def _order(d: np.ndarray, rank: np.ndarray | None, h: np.ndarray) -> _Sorted:
     rbits = 0 if rank is None else RANK_BITS
     hbits = 64 - dbits - rbits
     if hbits < MIN_HASH_BITS:
-        return _Sorted(np.lexsort((h, d) if rank is None else (h, rank, d)), None, hbits)
+        return _Sorted(np.lexsort((h, d) if rank is None else (h, rank, d)), None, None, dbits, hbits)
     key = (d.astype(np.uint64) << np.uint64(64 - dbits)) | (h >> np.uint64(64 - hbits))
     if rank is not None:
         key |= rank.astype(np.uint64) << np.uint64(hbits)
     order = np.argsort(key)
     ks, hs = key[order], h[order]
     del key
-    tie = (ks[1:] == ks[:-1]) & (hs[1:] != hs[:-1])
-    if tie.any():
+    eq = np.flatnonzero(ks[1:] == ks[:-1])
+    tie = eq[hs[eq + 1] != hs[eq]]
+    if tie.size:
         # Every position in a run of equal keys that holds two different hashes, re-sorted by hash.
         run = np.cumsum(np.concatenate([[True], ks[1:] != ks[:-1]]))
-        sub = np.flatnonzero(np.isin(run, run[1:][tie]))
+        sub = np.flatnonzero(np.isin(run, run[tie + 1]))
         order[sub] = order[sub][np.lexsort((hs[sub], run[sub]))]
-    return _Sorted(order, ks, hbits)
+        hs[sub] = h[order[sub]]
+    return _Sorted(order, ks, hs, dbits, hbits)
 
 
 def dedupe(
     h: np.ndarray, d: np.ndarray, rank: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Sort shingles by (text, rank, hash) and drop repeats of a shingle within a text; the rank
-    (clamped to 2^RANK_BITS - 1: the order is by min(rank, 2^RANK_BITS - 1), then hash) comes back in
-    the same order (None without one).
+    (clamped to 2^RANK_BITS - 1: the order is by min(rank, 2^RANK_BITS - 1), then hash; a shingle's
+    rank is a function of its hash) comes back in the same order (None without one).
 
-    Fewer gathers: where d is already sorted (pass 1 writes texts in order) it is its own sorted
-    column, and the rank is read back from the sorted packed keys (the tie re-sort moves only entries
-    of equal keys, hence equal rank)."""
+    On the packed key, with few passes: a repeat is an entry whose key and hash equal the previous
+    one's (the key holds the whole text index, and the rank is the hash's); the text and the rank are
+    read back from the sorted keys (the tie re-sort moves only entries of equal keys), or the text is
+    its own sorted column where it came sorted (pass 1 writes texts in order)."""
     if rank is not None:
         rank = np.minimum(rank, (1 << RANK_BITS) - 1)
     srt = _order(d, rank, h)
-    order = srt.order
-    h = h[order]
-    d = d.astype(np.int64, copy=False) if _is_sorted(d) else d[order].astype(np.int64)
-    if rank is not None and srt.key is not None:
-        mask = np.uint64((1 << RANK_BITS) - 1)
-        rank = ((srt.key >> np.uint64(srt.hbits)) & mask).astype(rank.dtype)
-    elif rank is not None:
-        rank = rank[order]
-    del order, srt
-    keep = np.ones(h.size, dtype=bool)
-    if h.size > 1:
-        keep[1:] = (h[1:] != h[:-1]) | (d[1:] != d[:-1])
-    return h[keep], d[keep], (rank[keep] if rank is not None else None)
+    if srt.key is None:
+        order = srt.order
+        h, d = h[order], d[order].astype(np.int64)
+        rank = rank[order] if rank is not None else None
+        keep = np.ones(h.size, dtype=bool)
+        if h.size > 1:
+            keep[1:] = (h[1:] != h[:-1]) | (d[1:] != d[:-1])
+        return h[keep], d[keep], (rank[keep] if rank is not None else None)
+    ks, hs = srt.key, srt.h
+    assert hs is not None
+    eq = np.flatnonzero(ks[1:] == ks[:-1])
+    keep = np.ones(hs.size, dtype=bool)
+    keep[eq[hs[eq + 1] == hs[eq]] + 1] = False
+    ks = ks[keep]
+    if _is_sorted(d):
+        d = d[keep].astype(np.int64, copy=False)
+    else:
+        d = (ks >> np.uint64(64 - srt.dbits)).astype(np.int64)
+    if rank is not None:
+        rank = ((ks >> np.uint64(srt.hbits)) & np.uint64((1 << RANK_BITS) - 1)).astype(rank.dtype)
+    return hs[keep], d, rank
 
 
 def _is_sorted(x: np.ndarray) -> bool:
