@@ -494,3 +494,38 @@ def test_shared_with_matches_isin_then_group(single_share: float) -> None:
     got_k, got_d = candidates._shared_with(tok, doc, single)
     assert sorted(zip(got_k.tolist(), got_d.tolist())) == sorted(zip(want_k.tolist(), want_d.tolist()))
     assert want_k.size > 100
+
+
+def test_dedupe_by_text_matches_dedupe() -> None:
+    # The long-text path (per-text in-place sorts, one packed sort) gives exactly dedupe's arrays: repeats
+    # within a text, hashes tied on their high bits, ranks above the 16-bit clamp, texts of one shingle.
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    sizes = np.concatenate([rng.integers(1, 900, size=60), [1, 1, 2]])
+    d = np.repeat(np.arange(sizes.size), sizes)
+    pool = rng.integers(0, 2**63, size=3_000).astype(np.uint64)
+    pool[:200] = (pool[:200] & np.uint64(0xFFF)) | np.uint64(0xABCD << 48)  # high bits tie
+    h = pool[rng.integers(0, pool.size, size=d.size)]  # many repeats within a text
+    table = rng.integers(1, 80_000, size=1 << 10).astype(np.uint32)
+
+    def rank_of(x: np.ndarray) -> np.ndarray:
+        return table[(x & np.uint64(1023)).astype(np.int64)]
+
+    want = shingles.dedupe(h, d, rank_of(h))
+    got = shingles.dedupe_by_text(h, d, rank_of)
+    assert all(np.array_equal(g, w) and g.dtype == w.dtype for g, w in zip(got, want, strict=True))
+    assert want[0].size < h.size and (want[2] == (1 << 16) - 1).any()
+
+
+@pytest.mark.parametrize(("seed", "t", "k"), [(21, 0.8, 5), (22, 0.6, 3)])
+def test_text_by_text_dedupe_path_matches_brute_force(monkeypatch: pytest.MonkeyPatch, seed, t, k) -> None:
+    # LONG_TEXT = 1 sends every chunk whose texts come in order through dedupe_by_text (long documents'
+    # path); the pairs must still be exactly the brute-force ones, with small chunks too.
+    df = _templated(seed, 160)
+    want = _brute(df, ["body"], t, k)
+    monkeypatch.setattr(shingles, "LONG_TEXT", 1)
+    res = neardup.near_duplicates(df, ["body"], threshold=t, shingle_size=k)
+    assert want and set(zip(res.pairs["row_a"].to_list(), res.pairs["row_b"].to_list(), strict=True)) == want
+    monkeypatch.setattr(shingles, "CHUNK_TEXTS", 9)
+    assert neardup.near_duplicates(df, ["body"], threshold=t, shingle_size=k).pairs.equals(res.pairs)
