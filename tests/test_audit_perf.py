@@ -478,8 +478,9 @@ def test_chunks_are_bounded_by_bytes_and_cover_every_text(monkeypatch: pytest.Mo
 
 @pytest.mark.parametrize("single_share", [0.05, 0.9])
 def test_shared_with_matches_isin_then_group(single_share: float) -> None:
-    # Both branches (few single entries: binary search; most: one sort) keep exactly the entries that
-    # np.isin(tok, tok[single]) then _group_by_key keep, as a multiset of (shingle, text).
+    # Both branches (few single entries: binary search; most: one sort) keep exactly the entries whose
+    # shingle a single entry holds too and that another entry shares, as a multiset of (shingle, text,
+    # position), grouped by shingle.
     import numpy as np
 
     from engine.audit.neardup import candidates
@@ -488,12 +489,16 @@ def test_shared_with_matches_isin_then_group(single_share: float) -> None:
     n = 5_000
     tok = rng.integers(0, 800, size=n).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
     doc = rng.integers(0, 600, size=n).astype(np.int32)
+    pos = rng.integers(0, 40, size=n).astype(np.uint16)
     single = rng.random(n) < single_share
     part = np.isin(tok, tok[single])
-    want_k, want_d = candidates._group_by_key(tok[part], doc[part])
-    got_k, got_d = candidates._shared_with(tok, doc, single)
-    assert sorted(zip(got_k.tolist(), got_d.tolist())) == sorted(zip(want_k.tolist(), want_d.tolist()))
-    assert want_k.size > 100
+    held = np.unique(tok[part], return_counts=True)
+    part &= np.isin(tok, held[0][held[1] >= 2])
+    want = sorted(zip(tok[part].tolist(), doc[part].tolist(), pos[part].tolist(), strict=True))
+    got_k, got_d, got_p = candidates._shared_with(tok, doc, pos, single)
+    assert np.all(got_k[1:] >= got_k[:-1])
+    assert sorted(zip(got_k.tolist(), got_d.tolist(), got_p.tolist(), strict=True)) == want
+    assert len(want) > 100
 
 
 def test_dedupe_by_text_matches_dedupe() -> None:
