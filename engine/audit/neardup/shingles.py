@@ -9,8 +9,8 @@ them back and keeps, per text, its set size, a bucket sketch and its extended pr
 
 from __future__ import annotations
 
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
 import numpy as np
@@ -212,7 +212,11 @@ def dedupe_by_text(
     key |= np.arange(hs.size, dtype=np.uint64)
     key.sort()
     low = np.uint64(0xFFFFFFFF)
-    return hs[(key & low).astype(np.int64)], ds, ((key >> np.uint64(32)) & np.uint64(0xFFFF)).astype(rank.dtype)
+    return (
+        hs[(key & low).astype(np.int64)],
+        ds,
+        ((key >> np.uint64(32)) & np.uint64(0xFFFF)).astype(rank.dtype),
+    )
 
 
 def _is_sorted(x: np.ndarray) -> bool:
