@@ -491,13 +491,19 @@ def test_shared_with_matches_isin_then_group(single_share: float) -> None:
     doc = rng.integers(0, 600, size=n).astype(np.int32)
     pos = rng.integers(0, 40, size=n).astype(np.uint16)
     single = rng.random(n) < single_share
-    part = np.isin(tok, tok[single])
-    held = np.unique(tok[part], return_counts=True)
-    part &= np.isin(tok, held[0][held[1] >= 2])
-    want = sorted(zip(tok[part].tolist(), doc[part].tolist(), pos[part].tolist(), strict=True))
-    got_k, got_d, got_p = candidates._shared_with(tok, doc, pos, single)
-    assert np.all(got_k[1:] >= got_k[:-1])
-    assert sorted(zip(got_k.tolist(), got_d.tolist(), got_p.tolist(), strict=True)) == want
+    sizes = rng.integers(1, 3_000, size=600)
+    runs = candidates._shared_with(tok, doc, pos, single, sizes)
+    cut = np.uint64(runs.shift)
+    short = tok >> cut  # the key keeps the hash's high bits (none collide here)
+    assert np.unique(short).size == np.unique(tok).size
+    part = np.isin(short, short[single])
+    held = np.unique(short[part], return_counts=True)
+    part &= np.isin(short, held[0][held[1] >= 2])
+    want = sorted(zip(short[part].tolist(), doc[part].tolist(), pos[part].tolist(), strict=True))
+    got_k = runs.combo >> cut
+    assert np.all(runs.combo[1:] >= runs.combo[:-1])  # by shingle, then by size
+    assert np.array_equal(runs.combo & np.uint64((1 << runs.shift) - 1), sizes[runs.doc])
+    assert sorted(zip(got_k.tolist(), runs.doc.tolist(), runs.pos.tolist(), strict=True)) == want
     assert len(want) > 100
 
 

@@ -84,30 +84,45 @@ def _run_index(key: np.ndarray) -> np.ndarray:
     return np.cumsum(new_run) - 1
 
 
-def _shared_with(
-    tok: np.ndarray, doc: np.ndarray, pos: np.ndarray, single: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The entries (key, text, position) whose shingle is also held by a `single` entry, grouped by
-    key, keeping only keys held by two entries or more (the same entries as np.isin(tok, tok[single])
-    then a sort by key, without np.isin's extra sorts).
+class Runs(NamedTuple):
+    """Entries grouped in runs of one key, each run sorted by text size: `combo` packs the key's high
+    bits above `shift` bits of size, so one sort does both and a searchsorted finds a size bound."""
 
-    Where most entries are single (long documents), every entry is grouped by one sort and the runs
-    without a single entry are dropped; otherwise (tickets: a few tiny texts) the few single shingles
-    are looked up in their sorted uniques by binary search first.
+    combo: np.ndarray
+    doc: np.ndarray
+    pos: np.ndarray  # int64
+    shift: int
+
+
+def _shared_with(
+    tok: np.ndarray, doc: np.ndarray, pos: np.ndarray, single: np.ndarray, sizes: np.ndarray
+) -> Runs:
+    """The entries whose shingle is also held by a `single` entry, in runs of one shingle held by two
+    entries or more, each run sorted by size (one sort of the packed (shingle, size) key).
+
+    The key keeps the shingle hash's high 64 - shift bits: two shingles whose kept bits collide share a
+    run and only add pairs (and shared counts), which the later filters or verification drop.
+    Where most entries are single (long documents), every entry takes part and the runs without a
+    single entry are dropped; otherwise (tickets: a few tiny texts) the few single shingles are looked
+    up in their sorted uniques by binary search first.
     """
     if 2 * int(single.sum()) < single.size:
         u = unique(tok[single])
         at = np.minimum(np.searchsorted(u, tok), u.size - 1)
         part = np.flatnonzero(u[at] == tok)
         tok, doc, pos, single = tok[part], doc[part], pos[part], single[part]
-    order = np.argsort(tok)
-    key, own, at, mine = tok[order], doc[order], pos[order], single[order]
+    s = sizes[doc]
+    shift = max(int(s.max()).bit_length(), 1) if s.size else 1
+    combo = ((tok >> np.uint64(shift)) << np.uint64(shift)) | s.astype(np.uint64)
+    order = np.argsort(combo)
+    combo, own, at, mine = combo[order], doc[order], pos[order].astype(np.int64), single[order]
     del order
+    key = combo >> np.uint64(shift)
     run = _run_index(key)
     has = np.zeros(int(run[-1]) + 1 if run.size else 0, dtype=bool)
     has[run[mine]] = True
     keep = has[run] & _repeated(key)
-    return key[keep], own[keep], at[keep]
+    return Runs(combo[keep], own[keep], at[keep], shift)
 
 
 def _block_pairs(later: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -156,22 +171,31 @@ def _positional_pairs(
     with the later entries up to its own bound (the other side's bound is checked on the pairs made):
     templated text's long runs of one signature no longer make every pair of the run.
     """
-    n = key.size
-    if n < 2:
+    if key.size < 2:
         return []
     run = _run_index(key)
     s = sizes[doc]
     shift = max(int(s.max()).bit_length(), 1)
     combo = (run << shift) | s
     order = np.argsort(combo)  # runs stay in place (run is sorted); within each, by size
-    combo, doc, p, s = combo[order], doc[order], pos[order].astype(np.int64), s[order]
-    del order
-    t = threshold
+    runs = Runs(combo[order], doc[order], pos[order].astype(np.int64), shift)
+    del order, combo
+    return _run_pairs(runs, sizes, threshold)
+
+
+def _run_pairs(r: Runs, sizes: np.ndarray, t: float) -> list[tuple[np.ndarray, np.ndarray]]:
+    """_positional_pairs on entries already in runs sorted by size."""
+    n = r.combo.size
+    if n < 2:
+        return []
+    doc, p = r.doc, r.pos
+    s = sizes[doc]
     # Generous by 1e-3 (sizes are integers): the exact filters below decide.
     hi = np.floor(np.minimum((s + 1 - p) * (1 + t) / t - s, s / t) + 1e-3)
-    hi = np.clip(hi, 0, (1 << shift) - 1).astype(np.int64)
-    end = np.searchsorted(combo, (run << shift) | hi, side="right")
-    del combo, hi
+    hi = np.clip(hi, 0, (1 << r.shift) - 1).astype(r.combo.dtype)
+    base = (r.combo >> r.combo.dtype.type(r.shift)) << r.combo.dtype.type(r.shift)
+    end = np.searchsorted(r.combo, base | hi, side="right")
+    del base, hi
     later = np.maximum(end - np.arange(n) - 1, 0)
     out = []
     for left, right in _block_pairs(later):
@@ -320,7 +344,7 @@ def find_candidates(p: Prefixes, threshold: float) -> np.ndarray:
     single = tiny[doc] | big[doc]
     if single.any():
         # Shared shingles that fail the positional filter are not counted (see the docstring).
-        pairs = _positional_pairs(*_shared_with(p.tok, doc, p.rank, single), sizes, threshold)
+        pairs = _run_pairs(_shared_with(p.tok, doc, p.rank, single, sizes), sizes, threshold)
         # Keep only pairs where a side needs the single-shingle rule, and that share min(2, alpha)
         # prefix shingles (see the docstring): one shared common shingle is not enough for long texts.
         codes, shared = _merge_counts(pairs)
