@@ -2,7 +2,8 @@
 
 Shingles are hashed to 64 bits: Polars' seeded hash of each word; a shingle's hash is splitmix64 of
 the sum of its word hashes, each times an odd constant of its position. Pass 1 hashes every shingle,
-fills an over-counting table of shingle counts and keeps the hashes in a temporary file; pass 2 reads
+fills an over-counting table of shingle counts and keeps the hashes in a temporary file (with each
+shingle's text, or where the texts come in order just their shingle counts); pass 2 reads
 them back and keeps, per text, its set size, a bucket sketch and its extended prefix in the global
 (count, hash) order (the count clamped to 2^16 - 1); the sort is one argsort of a packed uint64 key.
 """
@@ -251,14 +252,18 @@ def build_prefixes(texts: Texts, k: int, threshold: float) -> Prefixes:
         # Pass 1 hashes every shingle once and keeps the hashes in a temporary file for pass 2: reading
         # them back costs far less than normalising, splitting and hashing the texts again.
         store = Path(tmp) / "shingles"
-        held: list[int] = []
+        held: list[tuple[int, np.ndarray | None]] = []
         buckets: list[np.ndarray] = []
         with store.open("wb") as f:
             for lo, hi in bounds:
                 h, d = doc_shingles(texts.slice(lo, hi - lo), k)
                 h.tofile(f)
-                d.astype(np.int32).tofile(f)
-                held.append(h.size)
+                # Texts in order (no short text after the long ones): their shingle counts stand for d.
+                if _is_sorted(d):
+                    held.append((h.size, np.bincount(d, minlength=hi - lo)))
+                else:
+                    d.astype(np.int32).tofile(f)
+                    held.append((h.size, None))
                 buckets.append((h & mask).astype(np.uint32))
                 del h, d
                 # The table is updated every few chunks: one bincount over 8M buckets costs as much as a
@@ -288,7 +293,11 @@ def chunks(texts: Texts) -> list[tuple[int, int]]:
 
 
 def _prefixes_pass2(
-    f: BinaryIO, parts: list[tuple[tuple[int, int], int]], counts: np.ndarray, n: int, threshold: float
+    f: BinaryIO,
+    parts: list[tuple[tuple[int, int], tuple[int, np.ndarray | None]]],
+    counts: np.ndarray,
+    n: int,
+    threshold: float,
 ) -> Prefixes:
     """Pass 2 of build_prefixes over the shingle hashes of pass 1, read back chunk by chunk from `f`."""
     mask = np.uint64(counts.size - 1)
@@ -299,11 +308,15 @@ def _prefixes_pass2(
     shift = np.uint64(64 - SKETCH_BUCKETS.bit_length() + 1)
     toks, ranks = [], []
     wides: list[np.ndarray] = []
-    for (lo, hi), m in parts:
+    for (lo, hi), (m, per) in parts:
         h = np.fromfile(f, dtype=np.uint64, count=m)
-        d = np.fromfile(f, dtype=np.int32, count=m).astype(np.int64)
+        if per is None:
+            d = np.fromfile(f, dtype=np.int32, count=m).astype(np.int64)
+        else:
+            d = np.repeat(np.arange(hi - lo, dtype=np.int64), per)
         # Global order: (approximate count, clamped; hash) — the same total order in every text.
-        if m >= LONG_TEXT * (hi - lo) and hi - lo < 1 << 16 and m < 1 << 32 and _is_sorted(d):
+        in_order = per is not None or _is_sorted(d)
+        if m >= LONG_TEXT * (hi - lo) and hi - lo < 1 << 16 and m < 1 << 32 and in_order:
             h, d, count = dedupe_by_text(h, d, lambda x: counts[(x & mask).astype(np.int64)])
         else:
             h, d, count = dedupe(h, d, counts[(h & mask).astype(np.int64)])
