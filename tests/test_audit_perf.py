@@ -421,13 +421,21 @@ def test_packed_sort_order_is_exact_when_hash_high_bits_tie(with_rank: bool) -> 
     h = rng.integers(0, 1 << 12, size=n).astype(np.uint64) | np.uint64(0xABCD << 48)
     h[::7] = rng.integers(0, 2**63, size=h[::7].size).astype(np.uint64)  # and ordinary hashes
     rank = (h % np.uint64(5)).astype(np.uint32) if with_rank else None  # a shingle's count: one per hash
-    order = shingles._order(d, rank, h)
+    order = shingles._order(d, rank, h).order
     want = np.lexsort((h, d) if rank is None else (h, rank, d))
     cols = [d, h] if rank is None else [d, rank, h]
     assert all(np.array_equal(c[order], c[want]) for c in cols)
-    got_h, got_d, _ = shingles.dedupe(h, d, rank)
     pairs = set(zip(d.tolist(), h.tolist(), strict=True))
-    assert len(got_h) == len(pairs)
+    for dd in (d, np.sort(d)):  # pass 1's texts come in order: dedupe then skips gathering d
+        got_h, got_d, got_rank = shingles.dedupe(h, dd, rank)
+        want = np.lexsort((h, dd) if rank is None else (h, rank, dd))
+        ws = [c[want] for c in (h, dd)]
+        keep = np.ones(n, dtype=bool)
+        keep[1:] = (ws[0][1:] != ws[0][:-1]) | (ws[1][1:] != ws[1][:-1])
+        assert np.array_equal(got_h, ws[0][keep]) and np.array_equal(got_d, ws[1][keep])
+        assert got_rank is None if rank is None else np.array_equal(got_rank, rank[want][keep])
+        assert len(got_h) == len(set(zip(dd.tolist(), h.tolist(), strict=True)))
+    assert len(pairs) > 0
 
 
 @pytest.mark.parametrize("wide_min", [3, 20])
@@ -466,3 +474,69 @@ def test_chunks_are_bounded_by_bytes_and_cover_every_text(monkeypatch: pytest.Mo
     for lo, hi in bounds:
         nbytes = texts.slice(lo, hi - lo).str.len_bytes().sum()  # normalising never lengthens a text
         assert hi - lo == 1 or nbytes <= 200
+
+
+@pytest.mark.parametrize("single_share", [0.05, 0.9])
+def test_shared_with_matches_isin_then_group(single_share: float) -> None:
+    # Both branches (few single entries: binary search; most: one sort) keep exactly the entries whose
+    # shingle a single entry holds too and that another entry shares, as a multiset of (shingle, text,
+    # position), grouped by shingle.
+    import numpy as np
+
+    from engine.audit.neardup import candidates
+
+    rng = np.random.default_rng(7)
+    n = 5_000
+    tok = rng.integers(0, 800, size=n).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    doc = rng.integers(0, 600, size=n).astype(np.int32)
+    pos = rng.integers(0, 40, size=n).astype(np.uint16)
+    single = rng.random(n) < single_share
+    sizes = rng.integers(1, 3_000, size=600)
+    runs = candidates._shared_with(tok, doc, pos, single, sizes)
+    cut = np.uint64(runs.shift)
+    short = tok >> cut  # the key keeps the hash's high bits (none collide here)
+    assert np.unique(short).size == np.unique(tok).size
+    part = np.isin(short, short[single])
+    held = np.unique(short[part], return_counts=True)
+    part &= np.isin(short, held[0][held[1] >= 2])
+    want = sorted(zip(short[part].tolist(), doc[part].tolist(), pos[part].tolist(), strict=True))
+    got_k = runs.combo >> cut
+    assert np.all(runs.combo[1:] >= runs.combo[:-1])  # by shingle, then by size
+    assert np.array_equal(runs.combo & np.uint64((1 << runs.shift) - 1), sizes[runs.doc])
+    assert sorted(zip(got_k.tolist(), runs.doc.tolist(), runs.pos.tolist(), strict=True)) == want
+    assert len(want) > 100
+
+
+def test_dedupe_by_text_matches_dedupe() -> None:
+    # The long-text path (per-text in-place sorts, one packed sort) gives exactly dedupe's arrays: repeats
+    # within a text, hashes tied on their high bits, ranks above the 16-bit clamp, texts of one shingle.
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    sizes = np.concatenate([rng.integers(1, 900, size=60), [1, 1, 2]])
+    d = np.repeat(np.arange(sizes.size), sizes)
+    pool = rng.integers(0, 2**63, size=3_000).astype(np.uint64)
+    pool[:200] = (pool[:200] & np.uint64(0xFFF)) | np.uint64(0xABCD << 48)  # high bits tie
+    h = pool[rng.integers(0, pool.size, size=d.size)]  # many repeats within a text
+    table = rng.integers(1, 80_000, size=1 << 10).astype(np.uint32)
+
+    def rank_of(x: np.ndarray) -> np.ndarray:
+        return table[(x & np.uint64(1023)).astype(np.int64)]
+
+    want = shingles.dedupe(h, d, rank_of(h))
+    got = shingles.dedupe_by_text(h, d, rank_of)
+    assert all(np.array_equal(g, w) and g.dtype == w.dtype for g, w in zip(got, want, strict=True))
+    assert want[0].size < h.size and (want[2] == (1 << 16) - 1).any()
+
+
+@pytest.mark.parametrize(("seed", "t", "k"), [(21, 0.8, 5), (22, 0.6, 3)])
+def test_text_by_text_dedupe_path_matches_brute_force(monkeypatch: pytest.MonkeyPatch, seed, t, k) -> None:
+    # LONG_TEXT = 1 sends every chunk whose texts come in order through dedupe_by_text (long documents'
+    # path); the pairs must still be exactly the brute-force ones, with small chunks too.
+    df = _templated(seed, 160)
+    want = _brute(df, ["body"], t, k)
+    monkeypatch.setattr(shingles, "LONG_TEXT", 1)
+    res = neardup.near_duplicates(df, ["body"], threshold=t, shingle_size=k)
+    assert want and set(zip(res.pairs["row_a"].to_list(), res.pairs["row_b"].to_list(), strict=True)) == want
+    monkeypatch.setattr(shingles, "CHUNK_TEXTS", 9)
+    assert neardup.near_duplicates(df, ["body"], threshold=t, shingle_size=k).pairs.equals(res.pairs)

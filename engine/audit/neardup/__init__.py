@@ -25,9 +25,9 @@ where the prefixes of templated text hold shared, common shingles) also get 2,04
 Memory is bounded by a chunk of texts, not by the data: pass 1 hashes the shingles and fills the count
 table, pass 2 keeps only each text's prefix (a few shingles), verification re-hashes just the texts that
 appear in candidates. What would not fit that bound goes to temporary files (tempfile's folder, TMPDIR),
-removed as soon as they are read: pass 1's shingle hashes for pass 2 (12 bytes a shingle) and the
-prefix-pair signatures, one file per matching pass (8 bytes a signature) — about 0.6 GB at most for a
-million ticket-length texts.
+removed as soon as they are read: pass 1's shingle hashes for pass 2 (8 bytes a shingle, 12 in chunks
+with texts shorter than k words) and the prefix-pair signatures, one file per matching pass (8 bytes a
+signature) — about 0.6 GB at most for a million ticket-length texts.
 
 One module per step: shingles.py (hashing, passes 1 and 2: prefixes), candidates.py (signatures and
 the length, positional and sketch bounds), verify.py (exact Jaccard); arrays.py holds their helpers.

@@ -84,14 +84,45 @@ def _run_index(key: np.ndarray) -> np.ndarray:
     return np.cumsum(new_run) - 1
 
 
-def _group_by_key(key: np.ndarray, doc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Entries sorted by key, keeping only keys held by two entries or more."""
-    order = np.argsort(key)
-    key = key[order]
-    doc = doc[order]
+class Runs(NamedTuple):
+    """Entries grouped in runs of one key, each run sorted by text size: `combo` packs the key's high
+    bits above `shift` bits of size, so one sort does both and a searchsorted finds a size bound."""
+
+    combo: np.ndarray
+    doc: np.ndarray
+    pos: np.ndarray  # int64
+    shift: int
+
+
+def _shared_with(
+    tok: np.ndarray, doc: np.ndarray, pos: np.ndarray, single: np.ndarray, sizes: np.ndarray
+) -> Runs:
+    """The entries whose shingle is also held by a `single` entry, in runs of one shingle held by two
+    entries or more, each run sorted by size (one sort of the packed (shingle, size) key).
+
+    The key keeps the shingle hash's high 64 - shift bits: two shingles whose kept bits collide share a
+    run and only add pairs (and shared counts), which the later filters or verification drop.
+    Where most entries are single (long documents), every entry takes part and the runs without a
+    single entry are dropped; otherwise (tickets: a few tiny texts) the few single shingles are looked
+    up in their sorted uniques by binary search first.
+    """
+    if 2 * int(single.sum()) < single.size:
+        u = unique(tok[single])
+        at = np.minimum(np.searchsorted(u, tok), u.size - 1)
+        part = np.flatnonzero(u[at] == tok)
+        tok, doc, pos, single = tok[part], doc[part], pos[part], single[part]
+    s = sizes[doc]
+    shift = max(int(s.max()).bit_length(), 1) if s.size else 1
+    combo = ((tok >> np.uint64(shift)) << np.uint64(shift)) | s.astype(np.uint64)
+    order = np.argsort(combo)
+    combo, own, at, mine = combo[order], doc[order], pos[order].astype(np.int64), single[order]
     del order
-    shared = _repeated(key)
-    return key[shared], doc[shared]
+    key = combo >> np.uint64(shift)
+    run = _run_index(key)
+    has = np.zeros(int(run[-1]) + 1 if run.size else 0, dtype=bool)
+    has[run[mine]] = True
+    keep = has[run] & _repeated(key)
+    return Runs(combo[keep], own[keep], at[keep], shift)
 
 
 def _block_pairs(later: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -126,56 +157,45 @@ def _merge_counts(blocks: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarr
     return codes[start], np.add.reduceat(counts, start)
 
 
-def _run_pairs(
-    key: np.ndarray, doc: np.ndarray, sizes: np.ndarray, threshold: float
-) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Text pairs sharing a key (length-filtered codes) from _group_by_key's output, per block with
-    the number of keys each pair shares in that block."""
-    n = key.size
-    if n < 2:
-        return []
-    run = _run_index(key)
-    run_end = np.cumsum(np.bincount(run))[run]
-    out = []
-    for left, right in _block_pairs(run_end - np.arange(n) - 1):
-        a, b = doc[left], doc[right]
-        ok = (a != b) & _length_ok(a, b, sizes, threshold)
-        codes = np.sort(pair_codes(a[ok], b[ok]))
-        if codes.size == 0:
-            continue
-        start = np.flatnonzero(np.concatenate([[True], codes[1:] != codes[:-1]]))
-        out.append((codes[start], np.diff(np.append(start, codes.size))))
-    return out
-
-
 def _positional_pairs(
     key: np.ndarray, doc: np.ndarray, pos: np.ndarray, sizes: np.ndarray, threshold: float
-) -> list[np.ndarray]:
-    """Text pairs sharing a signature that pass the length and positional filters (codes).
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Text pairs sharing a key that pass the length and positional filters, per block as (sorted
+    codes, how many entries of the block made each pair).
 
-    `pos` is the position of a signature's second shingle in its text's ordered set: the second common
-    shingle of a true pair sits at a position <= |x| + 1 - alpha in each text, since alpha - 2 common
-    shingles must still follow it. With alpha = ceil(t(|x|+|y|)/(1+t)) this bounds the partner's size:
+    `pos` is the position in its text's ordered set of a signature's second shingle, or of a single
+    shared shingle. The first and the second common shingle of a true pair sit at positions
+    <= |x| + 1 - alpha in each text, since at least alpha - 2 common shingles must still follow them
+    (alpha - 1 after the first). With alpha = ceil(t(|x|+|y|)/(1+t)) this bounds the partner's size:
     |y| <= (|x| + 1 - pos)(1+t)/t - |x|. So each run is sorted by size and every entry is paired only
     with the later entries up to its own bound (the other side's bound is checked on the pairs made):
     templated text's long runs of one signature no longer make every pair of the run.
     """
-    n = key.size
-    if n < 2:
+    if key.size < 2:
         return []
     run = _run_index(key)
     s = sizes[doc]
     shift = max(int(s.max()).bit_length(), 1)
     combo = (run << shift) | s
     order = np.argsort(combo)  # runs stay in place (run is sorted); within each, by size
-    combo, doc, p, s = combo[order], doc[order], pos[order].astype(np.int64), s[order]
-    del order
-    t = threshold
+    runs = Runs(combo[order], doc[order], pos[order].astype(np.int64), shift)
+    del order, combo
+    return _run_pairs(runs, sizes, threshold)
+
+
+def _run_pairs(r: Runs, sizes: np.ndarray, t: float) -> list[tuple[np.ndarray, np.ndarray]]:
+    """_positional_pairs on entries already in runs sorted by size."""
+    n = r.combo.size
+    if n < 2:
+        return []
+    doc, p = r.doc, r.pos
+    s = sizes[doc]
     # Generous by 1e-3 (sizes are integers): the exact filters below decide.
     hi = np.floor(np.minimum((s + 1 - p) * (1 + t) / t - s, s / t) + 1e-3)
-    hi = np.clip(hi, 0, (1 << shift) - 1).astype(np.int64)
-    end = np.searchsorted(combo, (run << shift) | hi, side="right")
-    del combo, hi
+    hi = np.clip(hi, 0, (1 << r.shift) - 1).astype(r.combo.dtype)
+    base = (r.combo >> r.combo.dtype.type(r.shift)) << r.combo.dtype.type(r.shift)
+    end = np.searchsorted(r.combo, base | hi, side="right")
+    del base, hi
     later = np.maximum(end - np.arange(n) - 1, 0)
     out = []
     for left, right in _block_pairs(later):
@@ -184,7 +204,11 @@ def _positional_pairs(
         alpha = np.ceil(t * (sa + sb) / (1 + t) - 1e-9).astype(np.int64)
         ok = (a != b) & _length_ok(a, b, sizes, t)
         ok &= (p[left] <= sa + 1 - alpha) & (p[right] <= sb + 1 - alpha)
-        out.append(unique(pair_codes(a[ok], b[ok])))
+        codes = np.sort(pair_codes(a[ok], b[ok]))
+        if codes.size == 0:
+            continue
+        start = np.flatnonzero(np.concatenate([[True], codes[1:] != codes[:-1]]))
+        out.append((codes[start], np.diff(np.append(start, codes.size))))
     return out
 
 
@@ -295,6 +319,13 @@ def find_candidates(p: Prefixes, threshold: float) -> np.ndarray:
     shared shingle. Texts with long prefixes (>= LONG_PREFIX shingles) are matched by single shared
     shingles instead, and so are tiny sets, where alpha can be 1. Only shingles another text may hold
     take part (c1 and c2 are common, so they are among them).
+    Single-shingle path, positional filter (PPJoin, Xiao et al. 2008) before counting: a shared prefix
+    shingle at positions i in x and j in y is counted only if alpha <= 1 + min(|x| - i, |y| - j). Lossless:
+    if w is the k-th common shingle in the global order, |x & y| <= (k - 1) + min(|x| - i, |y| - j) (the
+    k - 1 before it, then at most what follows it in either text, itself included), so the first two
+    common shingles (k = 1, 2), which the min(2, alpha) rule needs, always pass. Positions are clamped to
+    2^16 - 1, which only loosens the test. On templated long documents most pairs that share two prefix
+    shingles share them late in their prefixes, and are never made.
     Each block's pairs are filtered by sketch_ok at once (the same final set as one filter at the
     end, but the many false candidates are never held together).
     """
@@ -312,9 +343,8 @@ def find_candidates(p: Prefixes, threshold: float) -> np.ndarray:
     # 1. single shared shingle for pairs with a long-prefix or a tiny text (never both tiny and long).
     single = tiny[doc] | big[doc]
     if single.any():
-        # Every entry whose shingle is also in a tiny/long text's prefix takes part.
-        part = np.isin(p.tok, unique(p.tok[single]), assume_unique=False)
-        pairs = _run_pairs(*_group_by_key(p.tok[part], doc[part]), sizes, threshold)
+        # Shared shingles that fail the positional filter are not counted (see the docstring).
+        pairs = _run_pairs(_shared_with(p.tok, doc, p.rank, single, sizes), sizes, threshold)
         # Keep only pairs where a side needs the single-shingle rule, and that share min(2, alpha)
         # prefix shingles (see the docstring): one shared common shingle is not enough for long texts.
         codes, shared = _merge_counts(pairs)
@@ -326,6 +356,6 @@ def find_candidates(p: Prefixes, threshold: float) -> np.ndarray:
     #    a tiny text can pair with a larger one, where alpha >= 2).
     sel = np.flatnonzero(~big & (plen >= 2))
     for key, own, at in _signature_passes(p, doc, sel):
-        out.extend(bound(c) for c in _positional_pairs(key, own, at, sizes, threshold))
+        out.extend(bound(c) for c, _ in _positional_pairs(key, own, at, sizes, threshold))
         del key, own, at
     return unique(np.concatenate(out)) if out else np.empty(0, dtype=np.uint64)

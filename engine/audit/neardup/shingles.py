@@ -2,13 +2,15 @@
 
 Shingles are hashed to 64 bits: Polars' seeded hash of each word; a shingle's hash is splitmix64 of
 the sum of its word hashes, each times an odd constant of its position. Pass 1 hashes every shingle,
-fills an over-counting table of shingle counts and keeps the hashes in a temporary file; pass 2 reads
+fills an over-counting table of shingle counts and keeps the hashes in a temporary file (with each
+shingle's text, or where the texts come in order just their shingle counts); pass 2 reads
 them back and keeps, per text, its set size, a bucket sketch and its extended prefix in the global
 (count, hash) order (the count clamped to 2^16 - 1); the sort is one argsort of a packed uint64 key.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
@@ -107,10 +109,19 @@ def doc_shingles(texts: pl.Series, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 RANK_BITS = 16  # a shingle's count in the order key, clamped to 2^16 - 1
+LONG_TEXT = 256  # chunks of texts this many shingles long on average are deduplicated text by text
 MIN_HASH_BITS = 16  # fewer hash bits left in the packed key: sort on the columns instead
 
 
-def _order(d: np.ndarray, rank: np.ndarray | None, h: np.ndarray) -> np.ndarray:
+class _Sorted(NamedTuple):
+    order: np.ndarray  # the permutation sorting by (d, rank, h)
+    key: np.ndarray | None  # the packed keys in that order (None where the columns were sorted instead)
+    h: np.ndarray | None  # the hashes in that order (with key)
+    dbits: int  # the text bits at the top of the packed key
+    hbits: int  # the hash bits at its bottom (the rank sits just above them)
+
+
+def _order(d: np.ndarray, rank: np.ndarray | None, h: np.ndarray) -> _Sorted:
     """The permutation sorting by (d, rank, h): one argsort of a packed uint64 key (d, rank, the hash's
     high bits), far cheaper than a sort on three columns. Exact: where two different hashes tie on the
     packed key (their high bits agree), those runs alone are re-sorted on the full hash."""
@@ -118,37 +129,99 @@ def _order(d: np.ndarray, rank: np.ndarray | None, h: np.ndarray) -> np.ndarray:
     rbits = 0 if rank is None else RANK_BITS
     hbits = 64 - dbits - rbits
     if hbits < MIN_HASH_BITS:
-        return np.lexsort((h, d) if rank is None else (h, rank, d))
+        return _Sorted(np.lexsort((h, d) if rank is None else (h, rank, d)), None, None, dbits, hbits)
     key = (d.astype(np.uint64) << np.uint64(64 - dbits)) | (h >> np.uint64(64 - hbits))
     if rank is not None:
         key |= rank.astype(np.uint64) << np.uint64(hbits)
     order = np.argsort(key)
     ks, hs = key[order], h[order]
-    tie = (ks[1:] == ks[:-1]) & (hs[1:] != hs[:-1])
-    if tie.any():
+    del key
+    eq = np.flatnonzero(ks[1:] == ks[:-1])
+    tie = eq[hs[eq + 1] != hs[eq]]
+    if tie.size:
         # Every position in a run of equal keys that holds two different hashes, re-sorted by hash.
         run = np.cumsum(np.concatenate([[True], ks[1:] != ks[:-1]]))
-        sub = np.flatnonzero(np.isin(run, run[1:][tie]))
+        sub = np.flatnonzero(np.isin(run, run[tie + 1]))
         order[sub] = order[sub][np.lexsort((hs[sub], run[sub]))]
-    return order
+        hs[sub] = h[order[sub]]
+    return _Sorted(order, ks, hs, dbits, hbits)
 
 
 def dedupe(
     h: np.ndarray, d: np.ndarray, rank: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Sort shingles by (text, rank, hash) and drop repeats of a shingle within a text; the rank
-    (clamped to 2^RANK_BITS - 1: the order is by min(rank, 2^RANK_BITS - 1), then hash) comes back in
-    the same order (None without one)."""
+    (clamped to 2^RANK_BITS - 1: the order is by min(rank, 2^RANK_BITS - 1), then hash; a shingle's
+    rank is a function of its hash) comes back in the same order (None without one).
+
+    On the packed key, with few passes: a repeat is an entry whose key and hash equal the previous
+    one's (the key holds the whole text index, and the rank is the hash's); the text and the rank are
+    read back from the sorted keys (the tie re-sort moves only entries of equal keys), or the text is
+    its own sorted column where it came sorted (pass 1 writes texts in order)."""
     if rank is not None:
         rank = np.minimum(rank, (1 << RANK_BITS) - 1)
-    order = _order(d, rank, h)
-    h, d = h[order], d[order].astype(np.int64)
-    rank = rank[order] if rank is not None else None
-    del order
-    keep = np.ones(h.size, dtype=bool)
-    if h.size > 1:
-        keep[1:] = (h[1:] != h[:-1]) | (d[1:] != d[:-1])
-    return h[keep], d[keep], (rank[keep] if rank is not None else None)
+    srt = _order(d, rank, h)
+    if srt.key is None:
+        order = srt.order
+        h, d = h[order], d[order].astype(np.int64)
+        rank = rank[order] if rank is not None else None
+        keep = np.ones(h.size, dtype=bool)
+        if h.size > 1:
+            keep[1:] = (h[1:] != h[:-1]) | (d[1:] != d[:-1])
+        return h[keep], d[keep], (rank[keep] if rank is not None else None)
+    ks, hs = srt.key, srt.h
+    assert hs is not None
+    eq = np.flatnonzero(ks[1:] == ks[:-1])
+    keep = np.ones(hs.size, dtype=bool)
+    keep[eq[hs[eq + 1] == hs[eq]] + 1] = False
+    ks = ks[keep]
+    if _is_sorted(d):
+        d = d[keep].astype(np.int64, copy=False)
+    else:
+        d = (ks >> np.uint64(64 - srt.dbits)).astype(np.int64)
+    if rank is not None:
+        rank = ((ks >> np.uint64(srt.hbits)) & np.uint64((1 << RANK_BITS) - 1)).astype(rank.dtype)
+    return hs[keep], d, rank
+
+
+def dedupe_by_text(
+    h: np.ndarray, d: np.ndarray, rank_of: Callable[[np.ndarray], np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """dedupe(h, d, rank_of(h)) for texts of many shingles each, in sorted text order (d sorted, fewer
+    than 2^16 texts and 2^32 shingles): the same three arrays, without an argsort over the chunk.
+
+    Each text's hashes are sorted in place (full 64-bit values: repeats are adjacent, so dropping them
+    is exact); the rank is looked up for the distinct shingles only; then one plain sort of the key
+    (text, rank, index) packed in 16 + 16 + 32 bits puts every text's shingles in (rank, hash) order:
+    within a text, the index follows the hash order. Its low 32 bits are the permutation. A Python
+    loop over texts: only worth it where texts are long (LONG_TEXT shingles on average)."""
+    n = h.size
+    hs = h.copy()
+    cut = [0, *(np.flatnonzero(d[1:] != d[:-1]) + 1).tolist(), n]
+    for lo, hi in zip(cut[:-1], cut[1:], strict=True):
+        hs[lo:hi].sort()
+    keep = np.ones(n, dtype=bool)
+    if n > 1:
+        keep[1:] = (hs[1:] != hs[:-1]) | (d[1:] != d[:-1])
+    hs, ds = hs[keep], d[keep].astype(np.int64)
+    rank = rank_of(hs)
+    rank = np.minimum(rank, (1 << RANK_BITS) - 1).astype(rank.dtype)
+    if ds.size == 0:
+        return hs, ds, rank
+    key = (ds - ds[0]).astype(np.uint64) << np.uint64(48)
+    key |= rank.astype(np.uint64) << np.uint64(32)
+    key |= np.arange(hs.size, dtype=np.uint64)
+    key.sort()
+    low = np.uint64(0xFFFFFFFF)
+    return (
+        hs[(key & low).astype(np.int64)],
+        ds,
+        ((key >> np.uint64(32)) & np.uint64(0xFFFF)).astype(rank.dtype),
+    )
+
+
+def _is_sorted(x: np.ndarray) -> bool:
+    return bool(x.size < 2 or (x[1:] >= x[:-1]).all())
 
 
 class Prefixes(NamedTuple):
@@ -179,14 +252,18 @@ def build_prefixes(texts: Texts, k: int, threshold: float) -> Prefixes:
         # Pass 1 hashes every shingle once and keeps the hashes in a temporary file for pass 2: reading
         # them back costs far less than normalising, splitting and hashing the texts again.
         store = Path(tmp) / "shingles"
-        held: list[int] = []
+        held: list[tuple[int, np.ndarray | None]] = []
         buckets: list[np.ndarray] = []
         with store.open("wb") as f:
             for lo, hi in bounds:
                 h, d = doc_shingles(texts.slice(lo, hi - lo), k)
                 h.tofile(f)
-                d.astype(np.int32).tofile(f)
-                held.append(h.size)
+                # Texts in order (no short text after the long ones): their shingle counts stand for d.
+                if _is_sorted(d):
+                    held.append((h.size, np.bincount(d, minlength=hi - lo)))
+                else:
+                    d.astype(np.int32).tofile(f)
+                    held.append((h.size, None))
                 buckets.append((h & mask).astype(np.uint32))
                 del h, d
                 # The table is updated every few chunks: one bincount over 8M buckets costs as much as a
@@ -216,7 +293,11 @@ def chunks(texts: Texts) -> list[tuple[int, int]]:
 
 
 def _prefixes_pass2(
-    f: BinaryIO, parts: list[tuple[tuple[int, int], int]], counts: np.ndarray, n: int, threshold: float
+    f: BinaryIO,
+    parts: list[tuple[tuple[int, int], tuple[int, np.ndarray | None]]],
+    counts: np.ndarray,
+    n: int,
+    threshold: float,
 ) -> Prefixes:
     """Pass 2 of build_prefixes over the shingle hashes of pass 1, read back chunk by chunk from `f`."""
     mask = np.uint64(counts.size - 1)
@@ -227,11 +308,18 @@ def _prefixes_pass2(
     shift = np.uint64(64 - SKETCH_BUCKETS.bit_length() + 1)
     toks, ranks = [], []
     wides: list[np.ndarray] = []
-    for (lo, hi), m in parts:
+    for (lo, hi), (m, per) in parts:
         h = np.fromfile(f, dtype=np.uint64, count=m)
-        d = np.fromfile(f, dtype=np.int32, count=m).astype(np.int64)
+        if per is None:
+            d = np.fromfile(f, dtype=np.int32, count=m).astype(np.int64)
+        else:
+            d = np.repeat(np.arange(hi - lo, dtype=np.int64), per)
         # Global order: (approximate count, clamped; hash) — the same total order in every text.
-        h, d, count = dedupe(h, d, counts[(h & mask).astype(np.int64)])
+        in_order = per is not None or _is_sorted(d)
+        if m >= LONG_TEXT * (hi - lo) and hi - lo < 1 << 16 and m < 1 << 32 and in_order:
+            h, d, count = dedupe_by_text(h, d, lambda x: counts[(x & mask).astype(np.int64)])
+        else:
+            h, d, count = dedupe(h, d, counts[(h & mask).astype(np.int64)])
         size = np.bincount(d, minlength=hi - lo)
         first = np.zeros(size.size, dtype=np.int64)
         np.cumsum(size[:-1], out=first[1:])
