@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import registry
-from engine.evidence import Check, StageRecord, record_to_toml
+from engine.evidence import Check, StageRecord, digest_of, record_to_toml
 from engine.outcomes import Difference, Row
 from engine.session import Session, read_journal, read_repairs
 
@@ -61,7 +61,17 @@ def diff_values(old: Any, new: Any, tolerance: float | None = None, key: str = "
 LATER_KEYS: dict[str, tuple[str, ...]] = {
     "dispatch.identity": ("job_files",),
     "artifact.verdict": ("rule", "measured_value"),
+    "source.missingness": ("rows_with_any_null", "rows_with_any_null_share"),
+    "source.time_range": ("unit",),
+    "source.entity_families": ("independent_rows_declared",),
+    "split.membership": ("realised_fractions", "largest_fraction_shift", "grouping", "families"),
+    "split.chronology": ("unit", "test_rows_at_max_train"),
 }
+
+# Checks a later claimcheck added to a stage: a record made before has none, and the re-run's is an
+# observation (shown, not compared). One-way, as above: once recorded, it is compared. A record cannot
+# lose a check unnoticed: its digest covers its checks (engine/integrity.py).
+LATER_CHECKS: frozenset[str] = frozenset({"source.class_order", "contract.memory_measured"})
 
 
 def compare_check(stage: str, old: Check, new: Check) -> Row:
@@ -109,8 +119,40 @@ def _with_added_defaults(stage: str, old: dict[str, Any], new: dict[str, Any]) -
     return out
 
 
+# Effective contract settings a later claimcheck added, each at the value that means what a contract
+# made before it did (attention: the library's own default for the architecture, which was SDPA;
+# eval_rows 0: every dev row). A record made before has none of them: the re-run's contract is read
+# without them (its digest recomputed), so the same training job still reproduces. One-way, as above.
+LATER_EFFECTIVE: dict[str, Any] = {"attn_implementation": "sdpa", "eval_rows": 0}
+
+
+def _as_older_contract(old: StageRecord, new: StageRecord) -> StageRecord:
+    """The re-run contract record as a claimcheck before LATER_EFFECTIVE would have written it, when
+    the recorded one predates those settings and the re-run's hold their old meaning."""
+    old_eff = (old.check("contract.effective") or Check(id="-")).measured.get("effective")
+    new_chk = new.check("contract.effective")
+    if not isinstance(old_eff, dict) or new_chk is None:
+        return new
+    new_eff = dict(new_chk.measured.get("effective", {}))
+    later = [k for k, v in LATER_EFFECTIVE.items() if k not in old_eff and new_eff.get(k) == v]
+    if not later:
+        return new
+    out = new.model_copy(deep=True)
+    eff = {k: v for k, v in new_eff.items() if k not in later}
+    for chk in out.checks:
+        if chk.id == "contract.effective":
+            chk.measured["effective"] = eff
+        elif chk.id == "contract.digest":
+            chk.measured["digest"] = digest_of(eff)
+        elif chk.id == "contract.requested_vs_effective":
+            chk.measured["table"] = [r for r in chk.measured.get("table", []) if r.get("setting") not in later]
+    return out
+
+
 def compare_records(stage: str, old: StageRecord, new: StageRecord) -> list[Row]:
     rows: list[Row] = []
+    if stage == "contract":
+        new = _as_older_contract(old, new)
     recorded = _with_added_defaults(stage, old.inputs, new.inputs)
     in_diffs = diff_values(recorded, new.inputs, None, "inputs")
     if in_diffs:
@@ -125,7 +167,11 @@ def compare_records(stage: str, old: StageRecord, new: StageRecord) -> list[Row]
         else:
             rows.append(compare_check(stage, chk, now))
     for chk in new_by_id.values():
-        rows.append(Row(stage, chk.id, "new", chk.status, "produced by the re-run, absent from the record"))
+        if chk.id in LATER_CHECKS:
+            why = "added by a later claimcheck; this record predates it (observation, not compared)"
+            rows.append(Row(stage, chk.id, "observation", chk.status, why))
+        else:
+            rows.append(Row(stage, chk.id, "new", chk.status, "produced by the re-run, absent from the record"))
     return rows
 
 

@@ -578,3 +578,42 @@ def test_compare_check_status_and_observation() -> None:
     obs = old.model_copy(update={"replay": "observation"})
     row = compare_check("x", obs, obs.model_copy(update={"measured": {"v": 2}}))
     assert row.outcome == "observation" and not row.failing and "changed" in row.detail
+
+
+def test_records_made_before_later_settings_and_checks_still_reproduce(real_session: Path) -> None:
+    """A record made by an earlier claimcheck (no source.class_order check, no missingness row count,
+    an effective contract without attn_implementation / eval_rows, so another digest) compares as
+    reproduced against today's re-run; what the later claimcheck adds is an observation."""
+    from engine.evidence import digest_of
+    from engine.replay_compare import LATER_EFFECTIVE, compare_records
+
+    s = Session.open(real_session)
+    src = s.record("source")
+    older = src.model_copy(deep=True)
+    older.checks = [c for c in older.checks if c.id != "source.class_order"]
+    miss = older.check("source.missingness").measured
+    miss.pop("rows_with_any_null")
+    miss.pop("rows_with_any_null_share")
+    rows = {r.check: r for r in compare_records("source", older, src)}
+    assert rows["source.class_order"].outcome == "observation"
+    assert rows["source.missingness"].outcome == "reproduced"
+
+    con = s.record("contract")
+    eff = con.check("contract.effective").measured["effective"]
+    assert all(eff[k] == v for k, v in LATER_EFFECTIVE.items())
+    older = con.model_copy(deep=True)
+    old_eff = {k: v for k, v in eff.items() if k not in LATER_EFFECTIVE}
+    older.check("contract.effective").measured["effective"] = old_eff
+    older.check("contract.digest").measured["digest"] = digest_of(old_eff)
+    table = older.check("contract.requested_vs_effective").measured["table"]
+    older.check("contract.requested_vs_effective").measured["table"] = [
+        r for r in table if r["setting"] not in LATER_EFFECTIVE
+    ]
+    outcomes = {r.check: r.outcome for r in compare_records("contract", older, con)}
+    assert {
+        outcomes[c] for c in ("contract.effective", "contract.digest", "contract.requested_vs_effective")
+    } == {"reproduced"}
+    # a recorded setting with another value is still a difference
+    older.check("contract.effective").measured["effective"] = {**old_eff, "max_length": 7}
+    outcomes = {r.check: r.outcome for r in compare_records("contract", older, con)}
+    assert outcomes["contract.effective"] == "differs"
