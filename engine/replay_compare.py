@@ -145,7 +145,9 @@ def _as_older_contract(old: StageRecord, new: StageRecord) -> StageRecord:
         elif chk.id == "contract.digest":
             chk.measured["digest"] = digest_of(eff)
         elif chk.id == "contract.requested_vs_effective":
-            chk.measured["table"] = [r for r in chk.measured.get("table", []) if r.get("setting") not in later]
+            chk.measured["table"] = [
+                r for r in chk.measured.get("table", []) if r.get("setting") not in later
+            ]
     return out
 
 
@@ -171,7 +173,9 @@ def compare_records(stage: str, old: StageRecord, new: StageRecord) -> list[Row]
             why = "added by a later claimcheck; this record predates it (observation, not compared)"
             rows.append(Row(stage, chk.id, "observation", chk.status, why))
         else:
-            rows.append(Row(stage, chk.id, "new", chk.status, "produced by the re-run, absent from the record"))
+            rows.append(
+                Row(stage, chk.id, "new", chk.status, "produced by the re-run, absent from the record")
+            )
     return rows
 
 

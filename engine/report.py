@@ -289,11 +289,7 @@ def verdict(c: _Ctx) -> Banner:
             "not_run", f"the artifact record holds no check against '{criterion}'.", label="NO VERDICT"
         )
     word = {"met": "CLAIM MET", "not_met": "CLAIM NOT MET"}.get(v.claim_state, "CLAIM NOT DECIDED")
-    if v.rule:
-        shown = "undefined" if v.measured_value is None else f"{v.measured_value:+.4f}"
-        judged = f"needs {v.rule}; measured {shown}."
-    else:  # a record made before the rule and the value were kept apart
-        judged = f"criterion {criterion}; recorded as: {v.criterion}."
+    judged = v.judgement() + "." if v.rule else f"criterion {criterion}; {v.judgement()}."
     yes = {True: "yes", False: "no"}
     rest = (
         f" Job finished: {yes[v.job_finished]}; artifact verified: {yes[v.artifact_verified]}; "

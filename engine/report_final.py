@@ -85,7 +85,7 @@ def _outcomes(rec: StageRecord) -> list[Block]:
             {"met": "yes", "not_met": "no"}.get(v.claim_state, "not decided"),
         ],
     ]
-    note = f"Criterion as measured: {v.criterion}"
+    note = f"Success criterion: {v.judgement()}"
     return [Table(["Outcome", "Holds"], rows, "Four outcomes, kept apart", note)]
 
 

@@ -425,7 +425,7 @@ def _verdict(record: StageRecord | None) -> Text:
         t.append(f"  {label}: ")
         t.append_text(_yes(flag))
         t.append("\n")
-    t.append_text(literal(f"  claim {v.claim_state.replace('_', ' ')}: {v.criterion}", "bold"))
+    t.append_text(literal(f"  claim {v.claim_state.replace('_', ' ')}: {v.judgement()}", "bold"))
     t.append("\n\n")
     return t
 

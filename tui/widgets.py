@@ -49,7 +49,7 @@ def verdict_of(record: StageRecord | None) -> Verdict | None:
 def verdict_line(v: Verdict) -> tuple[bool, str]:
     """(claim met, the verdict in plain words: what failed, in the order the evidence builds up)."""
     if v.claim_met:
-        return True, f"✔ CLAIM MET: {v.criterion}"
+        return True, f"✔ CLAIM MET: {v.judgement()}"
     failed = [
         words
         for ok, words in (
@@ -60,7 +60,7 @@ def verdict_line(v: Verdict) -> tuple[bool, str]:
         if not ok
     ]
     if not failed:  # everything held up to the criterion itself
-        failed.append(f"criterion {v.claim_state.replace('_', ' ')}: {v.criterion}")
+        failed.append(f"criterion {v.claim_state.replace('_', ' ')}: {v.judgement()}")
     return False, "✖ CLAIM NOT MET: " + "; ".join(failed)
 
 

@@ -239,5 +239,14 @@ class Verdict(Shape):
     # made before they were kept apart).
     rule: str = ""
     measured_value: float | None = None
+
+    def judgement(self) -> str:
+        """The rule and the measured value, apart ("needs …; measured …"); for a record made before
+        they were kept apart, its one-line criterion, said to be that."""
+        if not self.rule:
+            return f"recorded as: {self.criterion}"
+        shown = "undefined" if self.measured_value is None else f"{self.measured_value:+.4f}"
+        return f"needs {self.rule}; measured {shown}"
+
     limitations: list[str] = Field(default_factory=list)
     disabled_alarms: list[str] = Field(default_factory=list)
