@@ -81,7 +81,9 @@ def test_classification_contract_passes_and_pins_everything(tmp_path, tiny_dirs,
     mem = rec.check("contract.memory_measured")
     m = mem.measured
     assert mem.replay == "observation" and m["adapter_mode"] == mode and m["device"] == "cpu"
-    assert m["measured_bytes"] > 0 and m["estimate_bytes"] > 0 and m["micro_batch"] == 8
+    # what the fit added to the resident set: in this long-lived test process it may be served from
+    # memory the process already holds (0 added); the meter itself is tested in a fresh process
+    assert m["measured_bytes"] >= 0 and m["estimate_bytes"] > 0 and m["micro_batch"] == 8
     assert m["ratio"] == pytest.approx(m["measured_bytes"] / m["estimate_bytes"], rel=1e-3)
     assert 0 < m["seq_len"] <= 32
     table = rec.check("contract.requested_vs_effective").measured["table"]

@@ -91,6 +91,8 @@ def test_untruncated_length_measurement_logs_no_too_long_warning() -> None:
     hf = logging.getLogger("transformers")  # transformers' loggers stop there (no propagation)
     seen = _Collect()
     hf.addHandler(seen)
+    level = hf.level  # another test may have quieted transformers; the control needs warnings on
+    hf.setLevel(logging.WARNING)
     try:
         tok.deprecation_warnings.clear()
         prepared = _encode_classification(eff, tok, [long_text, "short"], ["a", "b"], [1, 2])
@@ -100,6 +102,7 @@ def test_untruncated_length_measurement_logs_no_too_long_warning() -> None:
         tok([long_text], truncation=False)
         assert any("Token indices sequence length" in m for m in seen.messages)
     finally:
+        hf.setLevel(level)
         hf.removeHandler(seen)
 
 

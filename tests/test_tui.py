@@ -55,6 +55,7 @@ async def fill_claim(pilot) -> None:
     await pilot.press("1")
     await pilot.pause()
     await pilot.press("tab")  # from the fields' pane to the task kind (it stays text_classification)
+    await pilot.press("tab")  # the target type stays empty (derived: categorical)
     await pilot.press("tab", *"ticket")
     await pilot.press("tab", *"queue")
     await pilot.press("tab", "enter", "down", "enter")  # recorded_workflow_label

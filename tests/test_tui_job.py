@@ -356,7 +356,13 @@ def test_the_real_stall_alarm_says_what_it_compared(session: Session) -> None:
     """The dispatch record's stall alarm, as the real job wrote it: the longest stretch without a
     step held to a limit in seconds, within that limit on a healthy run."""
     stall = session.record("dispatch").check("dispatch.alarms.stall")
-    assert stall is not None and stall.measured["state"] == "clear", stall.summary
+    assert stall is not None, "the dispatch record has no stall alarm"
+    if stall.measured["state"] == "not_run":
+        # a job quicker than one heartbeat interval between its first and last step: nothing to judge
+        # (the rule itself is tested on written heartbeats in tests/test_jobfiles.py)
+        assert "no heartbeat recorded during training" in stall.summary, stall.summary
+        return
+    assert stall.measured["state"] == "clear", stall.summary
     assert "longest stretch without an optimizer step" in stall.summary
     assert stall.measured["longest_without_step_s"] <= stall.measured["stall_limit_s"]
 

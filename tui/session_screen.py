@@ -134,7 +134,7 @@ class SessionScreen(Screen):
             )
             return
         self.notify(f"the job ended ({stage}): recording the dispatch stage again")
-        view.start_run(split_runtime("dispatch", record.inputs)[0])
+        view.start_run(split_runtime("dispatch", record.inputs)[0], show_checks=False)  # stay on their tab
         self.refresh_states()
 
     @work(thread=True, group="probe")

@@ -91,6 +91,7 @@ class StageView(Vertical):
         self.form_on_pick = False  # set by the stage list: open_form shows the form unless f2..f6 came first
         self._draft_timer: Timer | None = None
         self._run_inputs: dict[str, Any] = {}
+        self._show_checks_after = True
         self.module = spec.module()
         self.cancel_event: threading.Event | None = None
         self.running = False
@@ -294,8 +295,11 @@ class StageView(Vertical):
             return None, f"the {self.spec.name} stage is not built yet in this version of claimcheck"
         return self.query_one(StageForm).collect()
 
-    def start_run(self, inputs: dict[str, Any]) -> None:
+    def start_run(self, inputs: dict[str, Any], show_checks: bool = True) -> None:
+        """Run the stage in a worker; `show_checks`: open the Checks tab when it ends (a run the
+        person asked for), or leave the tab they are on (a run the app started by itself)."""
         self._run_inputs = inputs
+        self._show_checks_after = show_checks
         self.cancel_event = threading.Event()
         self.running = True
         bar = self.query_one(".run-bar")
@@ -369,4 +373,5 @@ class StageView(Vertical):
                 forms.first().initial = dict(self._run_inputs)
             self.discard_draft()
             self.save_draft()  # edits typed while it ran are still unsaved
-            self.show_tab("checks")
+            if self._show_checks_after:
+                self.show_tab("checks")

@@ -229,6 +229,12 @@ def _fit_memory(eff: dict, result: dict, meta) -> Check:
             f"fitting check peak {peak['measured_bytes'] / mib:.1f} MiB measured on {peak['device']} vs "
             f"{est['total_bytes'] / mib:.1f} MiB estimated for micro-batch {result['micro_batch']} × "
             f"{width} tokens: ratio {ratio:.2f} ({peak['method']})"
+            + (
+                "; on CPU this is what the work added to the resident set: a lower bound where the "
+                "process reused memory it already held (e.g. a long-lived app)"
+                if peak["device"] == "cpu"
+                else ""
+            )
         ),
         measured={
             "device": peak["device"],
