@@ -129,7 +129,8 @@ LATER_EFFECTIVE: dict[str, Any] = {"attn_implementation": "sdpa", "eval_rows": 0
 def _as_older_contract(old: StageRecord, new: StageRecord) -> StageRecord:
     """The re-run contract record as a claimcheck before LATER_EFFECTIVE would have written it, when
     the recorded one predates those settings and the re-run's hold their old meaning."""
-    old_eff = (old.check("contract.effective") or Check(id="-")).measured.get("effective")
+    old_chk = old.check("contract.effective")
+    old_eff = old_chk.measured.get("effective") if old_chk is not None else None
     new_chk = new.check("contract.effective")
     if not isinstance(old_eff, dict) or new_chk is None:
         return new
