@@ -168,9 +168,8 @@ def test_rerun_continues_a_session_keeping_what_did_not_change(
     assert replay(tmp_path / "s").exit_code == 0
 
 
-def test_rerun_after_a_refusal_continues_from_the_stage_that_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _source_refuses(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The fake stages, with a source stage that refuses its data file (as the real one would)."""
     use_fakes(monkeypatch)
     write_data(tmp_path)
 
@@ -178,6 +177,12 @@ def test_rerun_after_a_refusal_continues_from_the_stage_that_refused(
         raise StageInputError("gone.csv: no such file; check the path")
 
     monkeypatch.setattr(registry.StageSpec, "module", _wrap_source(refuse))
+
+
+def test_rerun_after_a_refusal_continues_from_the_stage_that_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _source_refuses(monkeypatch, tmp_path)
     path = _write(tmp_path, answers_text())
     first = run_answers(path, tmp_path / "s")
     assert first.exit_code == 2 and "gone.csv" in first.error
@@ -212,13 +217,7 @@ def test_cli_json_is_printed_on_exit_2_with_the_error_and_the_rows(
 
     from tui.cli import main
 
-    use_fakes(monkeypatch)
-    write_data(tmp_path)
-
-    def refuse(*_a, **_k):
-        raise StageInputError("gone.csv: no such file; check the path")
-
-    monkeypatch.setattr(registry.StageSpec, "module", _wrap_source(refuse))
+    _source_refuses(monkeypatch, tmp_path)
     bad = _write(tmp_path, answers_text())
     assert main(["run", "--answers", str(bad), str(tmp_path / "s"), "--json"]) == 2
     doc = json.loads(capsys.readouterr().out)
