@@ -356,7 +356,7 @@ def paired_bootstrap_diff(
     if len(pa) != len(y) or len(pb) != len(y):
         raise ValueError("paired comparison needs both learners' predictions on the same rows")
     inv, n_units = unit_index(units, len(y))
-    if callable(metric) and not isinstance(metric, Statistic):
+    if is_fn:
         ea, eb = float(metric(y, pa)), float(metric(y, pb))
         va, vb = _callable_values(metric, [(y, pa), (y, pb)], inv, n_units, n, seed)
         name = getattr(metric, "__name__", "custom")

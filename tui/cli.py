@@ -176,12 +176,18 @@ def _print_result(result, as_json: bool) -> int:
 def cmd_replay(path: Path, retrain: bool, as_json: bool) -> int:
     from engine.replay import ReplayResult, replay
 
+    return _headless(lambda: replay(path, retrain=retrain, progress=_progress), ReplayResult, path, as_json)
+
+
+def _headless(run, result_type, session_dir: Path, as_json: bool) -> int:
+    """Run a headless command and print its result. A mistake the person can fix is one line on
+    stderr; with --json the document is printed anyway, the mistake in its `error` field."""
     try:
-        result = replay(path, retrain=retrain, progress=_progress)
+        result = run()
     except _user_errors() as exc:
         if not as_json:
             return _user_error(exc)
-        result = ReplayResult(path, error=str(exc))  # --json always prints its document
+        result = result_type(session_dir, error=str(exc))
     return _print_result(result, as_json)
 
 
@@ -283,13 +289,10 @@ def cmd_run(argv: Sequence[str]) -> int:
     args = _run_parser().parse_args(argv)
     from engine.answers import AnswersResult, run_answers
 
-    try:
-        result = run_answers(args.answers, args.session_dir, workspace=args.workspace, progress=_progress)
-    except _user_errors() as exc:
-        if not args.json:
-            return _user_error(exc)
-        result = AnswersResult(args.session_dir, error=str(exc))  # --json always prints its document
-    return _print_result(result, args.json)
+    def run():
+        return run_answers(args.answers, args.session_dir, workspace=args.workspace, progress=_progress)
+
+    return _headless(run, AnswersResult, args.session_dir, args.json)
 
 
 def cmd_open(session_dir: Path | None, recipe: str | None, workspace: Path | None) -> int:

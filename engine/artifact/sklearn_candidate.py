@@ -152,6 +152,8 @@ def parity(model: Any, learner: str, data: Any, tolerance: float) -> Check:
 
     rows = data.eval if data.eval.height else data.fit
     rows = rows.slice(0, min(rows.height, 500))
+    # An in-memory round trip of the model fitted just now: nothing is read from the session folder
+    # (the artifact stage refits the candidate; it never unpickles a file).
     reloaded = pickle.loads(pickle.dumps(model))
     a = predictor(model, learner, data)(rows)
     b = predictor(reloaded, learner, data)(rows)
