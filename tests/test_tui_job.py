@@ -26,18 +26,17 @@ from tui import app as tui_app
 from tui.panels import job_curves, pace_line
 from tui.plots import lines
 from tui.screens import ConfirmScreen
-from tui.widgets import (
-    ChecksTable,
-    StageNavigator,
+from tui.stage_words import (
     artifact_readiness,
     failing_first,
-    format_value,
     freeze_question,
     stage_banner,
     state_words,
     verdict_line,
     verdict_of,
 )
+from tui.values import format_value
+from tui.widgets import ChecksTable, StageNavigator
 
 SIZE = (80, 24)
 

@@ -32,7 +32,8 @@ from tui.panels import DispatchPanel
 from tui.safe import clean, literal
 from tui.screens import ConfirmScreen, CoverageScreen
 from tui.stage_view import TABS, RunEnded, StageView
-from tui.widgets import NotesPanel, StageNavigator, artifact_readiness, freeze_question, state_words
+from tui.stage_words import artifact_readiness, freeze_question, state_words
+from tui.widgets import NotesPanel, StageNavigator
 
 
 class SessionScreen(Screen):

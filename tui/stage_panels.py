@@ -23,7 +23,8 @@ from engine.shapes import data as D
 from engine.shapes import training as T
 from tui.plots import abbreviate, legend, plot
 from tui.safe import clean, literal
-from tui.widgets import bar_lines, verdict_line
+from tui.stage_words import verdict_line
+from tui.widgets import bar_lines
 
 NOT_MEASURED = "not measured"
 # The visual panel's width in an 80-column terminal (the stage navigator takes the rest); the

@@ -32,7 +32,8 @@ from engine.session import Session
 from tui.forms import StageForm
 from tui.panels import DispatchPanel, VisualPanel
 from tui.safe import clean, literal
-from tui.widgets import BoundedTable, CheckDetail, ChecksTable, Loader, NotesPanel, stage_banner
+from tui.stage_words import stage_banner
+from tui.widgets import BoundedTable, CheckDetail, ChecksTable, Loader, NotesPanel
 
 TABS = ("form", "checks", "visual", "notes", "data")
 DRAFT_DELAY_S = 0.4  # a draft is written this long after the last edit

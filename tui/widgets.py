@@ -1,4 +1,5 @@
-"""Widgets shared by every stage: navigator, checks table, check detail, notes, bounded table, bars."""
+"""Widgets shared by every stage: navigator, checks table, check detail, notes, bounded table, bars.
+Their words come from tui/stage_words.py, measured values as text from tui/values.py."""
 
 from __future__ import annotations
 
@@ -14,15 +15,14 @@ from textual.message import Message
 from textual.widgets import DataTable, Input, Label, ListItem, ListView, Select, Static
 
 from engine.evidence import Check, StageRecord
-from engine.shapes import parse
-from engine.shapes.artifact import Verdict
-from engine.shapes.training import Progress
 from tui.safe import LiteralInput, clean, literal
-
-# Status shown as glyph + word so it reads without colour (16-colour terminals, monochrome logs).
-STATUS_GLYPH = {"pass": "✔", "warn": "▲", "fail": "✖", "info": "ℹ", "not_run": "·"}
-STATUS_WORD = {"pass": "pass", "warn": "warn", "fail": "FAIL", "info": "info", "not_run": "not run"}
-STATUS_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "info": "cyan", "not_run": "dim"}
+from tui.stage_words import (
+    STATUS_GLYPH,
+    STATUS_STYLE,
+    failing_first,
+    status_text,
+)
+from tui.values import format_value
 
 NOTE_TAGS: tuple[tuple[str, str], ...] = (
     ("fact", "fact"),
@@ -31,144 +31,6 @@ NOTE_TAGS: tuple[tuple[str, str], ...] = (
     ("limitation", "limitation"),
 )
 TAG_WORD = {value: label for label, value in NOTE_TAGS}
-
-
-def status_text(status: str) -> Text:
-    return Text(
-        f"{STATUS_GLYPH.get(status, '?')} {STATUS_WORD.get(status, status)}",
-        style=STATUS_STYLE.get(status, ""),
-    )
-
-
-def verdict_of(record: StageRecord | None) -> Verdict | None:
-    """The artifact record's verdict (engine/shapes/artifact.py), None when it has none."""
-    check = record.check("artifact.verdict") if record is not None else None
-    return parse(check, Verdict) if check is not None else None
-
-
-def verdict_line(v: Verdict) -> tuple[bool, str]:
-    """(claim met, the verdict in plain words: what failed, in the order the evidence builds up)."""
-    if v.claim_met:
-        return True, f"✔ CLAIM MET: {v.judgement()}"
-    failed = [
-        words
-        for ok, words in (
-            (v.job_finished, "job not finished"),
-            (v.artifact_verified, "artifact not verified"),
-            (v.candidate_better, "candidate not better than comparators"),
-        )
-        if not ok
-    ]
-    if not failed:  # everything held up to the criterion itself
-        failed.append(f"criterion {v.claim_state.replace('_', ' ')}: {v.judgement()}")
-    return False, "✖ CLAIM NOT MET: " + "; ".join(failed)
-
-
-def stage_banner(state: str, record: StageRecord | None) -> Text:
-    """The line under a stage's title: its state, and what its checks say (failing ones named).
-
-    Its colour is the worst check's, whatever the state: a frozen stage with failing checks is red,
-    never "OK". The artifact stage leads with its verdict.
-    """
-    word = {"not_run": "not run", "stale": "STALE — an earlier stage changed; re-run"}.get(state, state)
-    if record is None:
-        return Text(f"state: {word}", style="bold")
-    counts: dict[str, int] = {}
-    for c in record.checks:
-        counts[c.status] = counts.get(c.status, 0) + 1
-    fails = [c.id.split(".", 1)[-1] for c in record.checks if c.status == "fail"]
-    worst = next((w for w in ("fail", "warn", "pass") if counts.get(w)), "not_run")
-    t = Text()
-    verdict = verdict_of(record)
-    if verdict is not None:
-        met, line = verdict_line(verdict)
-        t.append_text(literal(line, "bold green" if met else "bold red", limit=200))
-        t.append("\n")
-    t.append(f"{STATUS_GLYPH[worst]} state: {word}", style=f"bold {STATUS_STYLE[worst]}")
-    t.append(f" · r{record.provenance.revision} · ")
-    if fails:  # the failing checks by name first: the counts may be cut at 80 columns
-        t.append_text(literal(f"{len(fails)} FAIL: " + ", ".join(fails), STATUS_STYLE["fail"], limit=120))
-        t.append(" · ")
-    order = ("fail", "warn", "pass", "info", "not_run")
-    t.append(
-        ", ".join(f"{counts[s]} {s.replace('_', ' ')}" for s in order if counts.get(s) and s != "fail")
-        or ("" if fails else "no checks")
-    )
-    return t  # one line each (the verdict, the state): app.tcss cuts them with …
-
-
-def freeze_question(record: StageRecord, later: Sequence[str]) -> tuple[Text, bool]:
-    """What the freeze dialog says, and whether "No" is its default: when any check fails, or a
-    dispatch record holds a job that has not finished."""
-    body = Text(
-        f"Freezing '{record.stage}' records that you accept its {len(record.checks)} checks as evidence.\n"
-    )
-    fails = [c.id for c in failing_first(record.checks) if c.status == "fail"]
-    if fails:
-        body.append_text(literal(f"{len(fails)} check(s) FAIL: " + ", ".join(fails), "bold red", limit=400))
-        body.append("\n")
-    progress = (
-        parse(record.check("dispatch.progress"), Progress) if record.check("dispatch.progress") else None
-    )
-    unfinished = False
-    if progress is not None and progress.job_state != "finished":
-        unfinished = True
-        total = f" of {progress.total_steps}" if progress.total_steps else ""
-        body.append_text(
-            literal(
-                f"The job has not finished: {progress.job_state}, stage {progress.stage}, step "
-                f"{progress.last_step}{total}. Freezing records an unfinished run.",
-                "bold yellow",
-            )
-        )
-        body.append("\n")
-    body.append(
-        "Later stages made stale by this: "
-        + (", ".join(later) if later else "none (no later stage has a record)")
-    )
-    return body, bool(fails) or unfinished
-
-
-def artifact_readiness(dispatch_state: str, dispatch: StageRecord | None, job: dict[str, Any] | None) -> str:
-    """When the artifact stage can run: it needs a frozen dispatch record of a finished job."""
-    live = ""
-    if job is not None and job.get("running"):
-        total = f" of {job['total_steps']}" if job.get("total_steps") else ""
-        live = f"the job is {clean(job.get('stage', ''))}, step {job.get('step', 0)}{total}"
-    if dispatch is None:
-        return "Can run once dispatch has launched the job and its record is frozen."
-    progress = (
-        parse(dispatch.check("dispatch.progress"), Progress) if dispatch.check("dispatch.progress") else None
-    )
-    if progress is not None and progress.job_state != "finished":
-        why = live or f"dispatch recorded the job as {progress.job_state} (stage {progress.stage})"
-        return f"Waits for the job: {why}; the artifact needs a finished job recorded by dispatch."
-    if dispatch_state != "frozen":
-        return f"Can run once dispatch (now {dispatch_state}) is frozen: ctrl+l 6, then ctrl+f."
-    return "Can run now (ctrl+r): the job finished and dispatch is frozen."
-
-
-def state_words(
-    state: str, record: StageRecord | None, running: bool = False, implemented: bool = True
-) -> str:
-    """The navigator's plain-words state of one stage: 'frozen', 'draft · 2 fail', 'stale', …;
-    the artifact stage says whether the claim was met ('frozen · not met')."""
-    if not implemented:
-        return "not built yet"
-    word = {"not_run": "not run", "draft": "draft", "frozen": "frozen", "stale": "STALE"}.get(state, state)
-    verdict = verdict_of(record)
-    if verdict is not None:
-        word += " · met" if verdict.claim_met else " · not met"
-    elif record is not None:
-        fails = sum(c.status == "fail" for c in record.checks)
-        if fails:
-            word += f" · {fails} fail"
-    if running:  # the list is 16 columns wide: running replaces the record's own state word
-        word = "running" + word[word.index(" · ") :] if " · " in word else "running"
-    return word
-
-
-# ---------------------------------------------------------------- navigator
 
 
 class StageNavigator(ListView):
@@ -235,14 +97,6 @@ def set_rows(
         table.add_column(head, width=(fixed or {}).get(i, widest))
     for row in rows:
         table.add_row(*row)
-
-
-# Checks tables list failing checks first, then warnings; the rest keep the stage's own order.
-STATUS_RANK = {"fail": 0, "warn": 1}
-
-
-def failing_first(checks: Sequence[Check]) -> list[Check]:
-    return sorted(checks, key=lambda c: STATUS_RANK.get(c.status, len(STATUS_RANK)))
 
 
 def fit_lines(text: Text, width: int, lines: int, console: Any) -> Text:
@@ -365,124 +219,6 @@ def _shared_prefix(ids: Sequence[str]) -> str:
     if len(heads) == 1 and all("." in i for i in ids):
         return heads.pop() + "."
     return ""
-
-
-def _is_records(v: Any) -> bool:
-    """A list of two or more tables with the same flat keys: shown as one table, a row each."""
-    if not isinstance(v, list) or len(v) < 2 or not all(isinstance(x, dict) and x for x in v):
-        return False
-    keys = list(v[0])
-    return all(list(x) == keys and not any(isinstance(y, dict | list) for y in x.values()) for x in v)
-
-
-def _cell(v: Any) -> str:
-    if isinstance(v, str):  # an empty setting is shown as –, whether stored empty or as ""
-        return clean(v, limit=300) if v not in ("", '""') else "–"
-    return _scalar(v)
-
-
-TABLE_LAST_COL = 12  # the last (wrapped) column keeps this much while others can be cut
-TABLE_MIN_COL = 6  # a table column is never cut narrower; a table that cannot fit is not drawn as one
-
-
-def table_widths(natural: list[int], heads: list[int], width: int) -> list[int] | None:
-    """Column widths within `width` (two spaces between columns), or None when they cannot fit.
-
-    The widest column after the first is cut first, never below its header (up to 10 characters)
-    or TABLE_MIN_COL; the last column wraps, so it keeps TABLE_LAST_COL for a phrase; the first
-    (the row's name) takes at most 3/10 of the room and is cut last.
-    """
-    widths = [min(w, 40) for w in natural]
-    room = width - 2 * (len(widths) - 1)
-    least = [max(TABLE_MIN_COL, min(h, 10, n)) for h, n in zip(heads, natural, strict=True)]
-    least[-1] = max(least[-1], min(TABLE_LAST_COL, natural[-1]))
-    widths[0] = min(widths[0], max(least[0], room * 3 // 10))
-    while sum(widths) > room:
-        rest = [k for k in range(1, len(widths)) if widths[k] > least[k]]
-        rest = rest or [k for k in range(len(widths)) if widths[k] > TABLE_MIN_COL]
-        if not rest:
-            return None
-        widths[max(rest, key=lambda k: widths[k])] -= 1
-    return widths
-
-
-def table_lines(rows: list[dict[str, Any]], width: int, max_items: int = 40) -> list[str] | None:
-    """Rows of one shape as an aligned table within `width` columns: columns cut with … (the last
-    wrapped under itself instead), empty text shown as –; None when the columns cannot fit."""
-    import textwrap
-
-    keys = list(rows[0])
-    cells = [[_cell(r[k]) for k in keys] for r in rows[:max_items]]
-    natural = [max(len(clean(k)), *(len(c[i]) for c in cells)) for i, k in enumerate(keys)]
-    widths = table_widths(natural, [len(clean(k)) for k in keys], width)
-    if widths is None:
-        return None
-
-    def fit(text: str, w: int) -> str:
-        return text if len(text) <= w else text[: w - 1] + "…"
-
-    out = ["  ".join(fit(clean(k), w).ljust(w) for k, w in zip(keys, widths, strict=True)).rstrip()]
-    out.append("  ".join("─" * w for w in widths))
-    lead = sum(w + 2 for w in widths[:-1])
-    for row in cells:
-        wrapped = textwrap.wrap(row[-1], widths[-1]) or [""]
-        first = [*(fit(c, w).ljust(w) for c, w in zip(row[:-1], widths[:-1], strict=True)), wrapped[0]]
-        out.append("  ".join(first).rstrip())
-        out.extend(" " * lead + more for more in wrapped[1:])
-    if len(rows) > max_items:
-        out.append(f"… {len(rows) - max_items} more rows (of {len(rows)})")
-    return out
-
-
-def format_value(value: Any, indent: int = 0, max_items: int = 40, width: int = 200) -> list[str]:
-    """Measured values as readable indented lines (lists and tables bounded, with a count); a list
-    of same-shaped tables (requested vs effective settings, …) as one aligned table."""
-    pad = "  " * indent
-    lines: list[str] = []
-    table = table_lines(value, width - len(pad), max_items) if _is_records(value) else None
-    if table is not None:
-        return [pad + ln for ln in table]
-    if isinstance(value, dict):
-        items = list(value.items())
-        for k, v in items[:max_items]:
-            if _is_records(v) and table_lines(v, width - len(pad) - 2, max_items) is not None:
-                lines.append(f"{pad}{clean(k)}:")
-                lines.extend(format_value(v, indent + 1, max_items, width))
-            elif isinstance(v, dict | list) and v and not _is_flat_list(v):
-                lines.append(f"{pad}{clean(k)}:")
-                lines.extend(format_value(v, indent + 1, max_items, width))
-            else:
-                lines.append(f"{pad}{clean(k)} = {_scalar(v)}")
-        if len(items) > max_items:
-            lines.append(f"{pad}… {len(items) - max_items} more keys (of {len(items)})")
-    elif isinstance(value, list):
-        for i, v in enumerate(value[:max_items]):
-            if isinstance(v, dict | list) and v and not _is_flat_list(v):
-                lines.append(f"{pad}[{i}]")
-                lines.extend(format_value(v, indent + 1, max_items, width))
-            else:
-                lines.append(f"{pad}- {_scalar(v)}")
-        if len(value) > max_items:
-            lines.append(f"{pad}… {len(value) - max_items} more items (of {len(value)})")
-    else:
-        lines.append(pad + _scalar(value))
-    return lines
-
-
-def _is_flat_list(v: Any) -> bool:
-    return isinstance(v, list) and len(v) <= 12 and all(not isinstance(x, dict | list) for x in v)
-
-
-def _scalar(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    if isinstance(v, str):
-        return '"' + clean(v, limit=300) + '"'
-    if isinstance(v, list):
-        return "[" + ", ".join(_scalar(x) for x in v) + "]"
-    if isinstance(v, dict) and not v:
-        return "{}"
-    return clean(v, limit=300)
 
 
 class CheckDetail(VerticalScroll):

@@ -1,0 +1,166 @@
+"""What the app says about a stage in words: status glyphs and words, the stage banner, the verdict
+line, the freeze question and when the artifact stage can run. Read from the typed shapes; no widget."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.text import Text
+
+from engine.evidence import Check, StageRecord
+from engine.shapes import parse
+from engine.shapes.artifact import Verdict
+from engine.shapes.training import Progress
+from tui.safe import clean, literal
+
+# Status shown as glyph + word so it reads without colour (16-colour terminals, monochrome logs).
+STATUS_GLYPH = {"pass": "✔", "warn": "▲", "fail": "✖", "info": "ℹ", "not_run": "·"}
+STATUS_WORD = {"pass": "pass", "warn": "warn", "fail": "FAIL", "info": "info", "not_run": "not run"}
+STATUS_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "info": "cyan", "not_run": "dim"}
+
+
+# Checks tables list failing checks first, then warnings; the rest keep the stage's own order.
+STATUS_RANK = {"fail": 0, "warn": 1}
+
+
+def failing_first(checks: Sequence[Check]) -> list[Check]:
+    return sorted(checks, key=lambda c: STATUS_RANK.get(c.status, len(STATUS_RANK)))
+
+
+def status_text(status: str) -> Text:
+    return Text(
+        f"{STATUS_GLYPH.get(status, '?')} {STATUS_WORD.get(status, status)}",
+        style=STATUS_STYLE.get(status, ""),
+    )
+
+
+def verdict_of(record: StageRecord | None) -> Verdict | None:
+    """The artifact record's verdict (engine/shapes/artifact.py), None when it has none."""
+    check = record.check("artifact.verdict") if record is not None else None
+    return parse(check, Verdict) if check is not None else None
+
+
+def verdict_line(v: Verdict) -> tuple[bool, str]:
+    """(claim met, the verdict in plain words: what failed, in the order the evidence builds up)."""
+    if v.claim_met:
+        return True, f"✔ CLAIM MET: {v.judgement()}"
+    failed = [
+        words
+        for ok, words in (
+            (v.job_finished, "job not finished"),
+            (v.artifact_verified, "artifact not verified"),
+            (v.candidate_better, "candidate not better than comparators"),
+        )
+        if not ok
+    ]
+    if not failed:  # everything held up to the criterion itself
+        failed.append(f"criterion {v.claim_state.replace('_', ' ')}: {v.judgement()}")
+    return False, "✖ CLAIM NOT MET: " + "; ".join(failed)
+
+
+def stage_banner(state: str, record: StageRecord | None) -> Text:
+    """The line under a stage's title: its state, and what its checks say (failing ones named).
+
+    Its colour is the worst check's, whatever the state: a frozen stage with failing checks is red,
+    never "OK". The artifact stage leads with its verdict.
+    """
+    word = {"not_run": "not run", "stale": "STALE — an earlier stage changed; re-run"}.get(state, state)
+    if record is None:
+        return Text(f"state: {word}", style="bold")
+    counts: dict[str, int] = {}
+    for c in record.checks:
+        counts[c.status] = counts.get(c.status, 0) + 1
+    fails = [c.id.split(".", 1)[-1] for c in record.checks if c.status == "fail"]
+    worst = next((w for w in ("fail", "warn", "pass") if counts.get(w)), "not_run")
+    t = Text()
+    verdict = verdict_of(record)
+    if verdict is not None:
+        met, line = verdict_line(verdict)
+        t.append_text(literal(line, "bold green" if met else "bold red", limit=200))
+        t.append("\n")
+    t.append(f"{STATUS_GLYPH[worst]} state: {word}", style=f"bold {STATUS_STYLE[worst]}")
+    t.append(f" · r{record.provenance.revision} · ")
+    if fails:  # the failing checks by name first: the counts may be cut at 80 columns
+        t.append_text(literal(f"{len(fails)} FAIL: " + ", ".join(fails), STATUS_STYLE["fail"], limit=120))
+        t.append(" · ")
+    order = ("fail", "warn", "pass", "info", "not_run")
+    t.append(
+        ", ".join(f"{counts[s]} {s.replace('_', ' ')}" for s in order if counts.get(s) and s != "fail")
+        or ("" if fails else "no checks")
+    )
+    return t  # one line each (the verdict, the state): app.tcss cuts them with …
+
+
+def freeze_question(record: StageRecord, later: Sequence[str]) -> tuple[Text, bool]:
+    """What the freeze dialog says, and whether "No" is its default: when any check fails, or a
+    dispatch record holds a job that has not finished."""
+    body = Text(
+        f"Freezing '{record.stage}' records that you accept its {len(record.checks)} checks as evidence.\n"
+    )
+    fails = [c.id for c in failing_first(record.checks) if c.status == "fail"]
+    if fails:
+        body.append_text(literal(f"{len(fails)} check(s) FAIL: " + ", ".join(fails), "bold red", limit=400))
+        body.append("\n")
+    progress = (
+        parse(record.check("dispatch.progress"), Progress) if record.check("dispatch.progress") else None
+    )
+    unfinished = False
+    if progress is not None and progress.job_state != "finished":
+        unfinished = True
+        total = f" of {progress.total_steps}" if progress.total_steps else ""
+        body.append_text(
+            literal(
+                f"The job has not finished: {progress.job_state}, stage {progress.stage}, step "
+                f"{progress.last_step}{total}. Freezing records an unfinished run.",
+                "bold yellow",
+            )
+        )
+        body.append("\n")
+    body.append(
+        "Later stages made stale by this: "
+        + (", ".join(later) if later else "none (no later stage has a record)")
+    )
+    return body, bool(fails) or unfinished
+
+
+def artifact_readiness(dispatch_state: str, dispatch: StageRecord | None, job: dict[str, Any] | None) -> str:
+    """When the artifact stage can run: it needs a frozen dispatch record of a finished job."""
+    live = ""
+    if job is not None and job.get("running"):
+        total = f" of {job['total_steps']}" if job.get("total_steps") else ""
+        live = f"the job is {clean(job.get('stage', ''))}, step {job.get('step', 0)}{total}"
+    if dispatch is None:
+        return "Can run once dispatch has launched the job and its record is frozen."
+    progress = (
+        parse(dispatch.check("dispatch.progress"), Progress) if dispatch.check("dispatch.progress") else None
+    )
+    if progress is not None and progress.job_state != "finished":
+        why = live or f"dispatch recorded the job as {progress.job_state} (stage {progress.stage})"
+        return f"Waits for the job: {why}; the artifact needs a finished job recorded by dispatch."
+    if dispatch_state != "frozen":
+        return f"Can run once dispatch (now {dispatch_state}) is frozen: ctrl+l 6, then ctrl+f."
+    return "Can run now (ctrl+r): the job finished and dispatch is frozen."
+
+
+def state_words(
+    state: str, record: StageRecord | None, running: bool = False, implemented: bool = True
+) -> str:
+    """The navigator's plain-words state of one stage: 'frozen', 'draft · 2 fail', 'stale', …;
+    the artifact stage says whether the claim was met ('frozen · not met')."""
+    if not implemented:
+        return "not built yet"
+    word = {"not_run": "not run", "draft": "draft", "frozen": "frozen", "stale": "STALE"}.get(state, state)
+    verdict = verdict_of(record)
+    if verdict is not None:
+        word += " · met" if verdict.claim_met else " · not met"
+    elif record is not None:
+        fails = sum(c.status == "fail" for c in record.checks)
+        if fails:
+            word += f" · {fails} fail"
+    if running:  # the list is 16 columns wide: running replaces the record's own state word
+        word = "running" + word[word.index(" · ") :] if " · " in word else "running"
+    return word
+
+
+# ---------------------------------------------------------------- navigator
