@@ -240,3 +240,20 @@ def test_docs_example_parses_and_names_only_real_fields() -> None:
 
 
 # The documented example is run end to end (CI-sized) and replayed in tests/test_end_to_end.py.
+
+
+def test_rerunning_the_documented_answers_on_the_real_session_keeps_every_stage(
+    real_workspace: Path, tmp_path: Path
+) -> None:
+    """On records real stages wrote (the docs example, CI-sized): the same answers again keep all
+    seven stages as they are — the kept test compares real inputs read through today's Inputs."""
+    from tests import real_session as rs
+
+    session = rs.copy_workspace(real_workspace, tmp_path)
+    before = {n: r.provenance.digest for n, r in Session.open(session).records().items()}
+    result = run_answers(session.parents[1] / "answers.toml", session)
+    assert result.exit_code in (0, 1) and result.error == "", result.render_table()
+    kept = [r.stage for r in result.rows if r.check == "(stage)" and r.outcome == "kept"]
+    assert kept == ["claim", "source", "split", "baseline", "contract", "dispatch", "artifact"]
+    assert result.timing["per_stage_s"] == {}
+    assert {n: r.provenance.digest for n, r in Session.open(session).records().items()} == before
