@@ -10,7 +10,15 @@ import pytest
 
 from engine.audit import neardup
 from engine.audit import texts as texts_mod
-from engine.audit.neardup import candidates, shingles, verify
+from engine.audit.neardup import candidates, kernels, shingles, verify
+
+
+@pytest.fixture(params=["compiled", "numpy"])
+def loops(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test with the compiled loops (engine/audit/neardup/_kernels.c) and with the numpy path."""
+    if request.param == "numpy":
+        monkeypatch.setattr(kernels, "available", lambda: False)
+    return request.param
 
 
 def _shingles(text: str, k: int) -> set[str]:
@@ -53,7 +61,7 @@ def _frame(seed: int, n: int) -> pl.DataFrame:
 @pytest.mark.parametrize(
     ("seed", "t", "k"), [(1, 0.8, 5), (2, 0.5, 3), (3, 0.8, 1), (4, 1.0, 2), (5, 0.3, 5)]
 )
-def test_matches_brute_force(seed: int, t: float, k: int) -> None:
+def test_matches_brute_force(seed: int, t: float, k: int, loops: str) -> None:
     df = _frame(seed, 160)
     res = neardup.near_duplicates(df, ["subject", "body"], threshold=t, shingle_size=k)
     got = set(zip(res.pairs["row_a"].to_list(), res.pairs["row_b"].to_list(), strict=True))
@@ -532,7 +540,8 @@ def test_dedupe_by_text_matches_dedupe() -> None:
 @pytest.mark.parametrize(("seed", "t", "k"), [(21, 0.8, 5), (22, 0.6, 3)])
 def test_text_by_text_dedupe_path_matches_brute_force(monkeypatch: pytest.MonkeyPatch, seed, t, k) -> None:
     # LONG_TEXT = 1 sends every chunk whose texts come in order through dedupe_by_text (long documents'
-    # path); the pairs must still be exactly the brute-force ones, with small chunks too.
+    # numpy path); the pairs must still be exactly the brute-force ones, with small chunks too.
+    monkeypatch.setattr(kernels, "available", lambda: False)
     df = _templated(seed, 160)
     want = _brute(df, ["body"], t, k)
     monkeypatch.setattr(shingles, "LONG_TEXT", 1)
@@ -540,3 +549,78 @@ def test_text_by_text_dedupe_path_matches_brute_force(monkeypatch: pytest.Monkey
     assert want and set(zip(res.pairs["row_a"].to_list(), res.pairs["row_b"].to_list(), strict=True)) == want
     monkeypatch.setattr(shingles, "CHUNK_TEXTS", 9)
     assert neardup.near_duplicates(df, ["body"], threshold=t, shingle_size=k).pairs.equals(res.pairs)
+
+
+def test_compiled_loops_are_built() -> None:
+    # `pip install -e .` compiles them (setup.py); CI must test them, not only the numpy fallback.
+    assert kernels.available(), "engine/audit/neardup/_kernels.c was not built: run pip install -e ."
+
+
+def test_compiled_shingle_hashes_match_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Texts shorter than k words (one shingle each, after the others), of one word, and longer ones.
+    import numpy as np
+
+    rng = random.Random(4)
+    words = ["a", "b", "c", "dd", "e", "ff", "g"]
+    lens = [0, 1, 2, 3, 4, 5, 6, 7, 40]
+    series = pl.Series([" ".join(rng.choice(words) for _ in range(rng.choice(lens))) for _ in range(2000)])
+    for k in (1, 2, 5, 7):
+        got = shingles.doc_shingles(series, k)
+        with monkeypatch.context() as m:
+            m.setattr(kernels, "available", lambda: False)
+            want = shingles.doc_shingles(series, k)
+        assert all(np.array_equal(g, w) and g.dtype == w.dtype for g, w in zip(got, want, strict=True))
+
+
+def test_compiled_distinct_keeps_first_occurrences_and_counts_every_shingle() -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(8)
+    per = np.concatenate([rng.integers(0, 700, size=80), [0, 1, 2]])
+    pool = rng.integers(0, 2**63, size=500).astype(np.uint64)
+    pool[0] = 0  # the hash set's empty marker is a value like any other
+    h = pool[rng.integers(0, pool.size, size=int(per.sum()))]
+    counts = np.zeros(1 << 10, dtype=np.uint32)
+    out, sizes = kernels.distinct(h, per, counts)
+    want, off = [], 0
+    for m in per.tolist():
+        want.append(list(dict.fromkeys(h[off : off + m].tolist())))
+        off += m
+    assert sizes.tolist() == [len(w) for w in want]
+    assert out.tolist() == [x for w in want for x in w]
+    assert np.array_equal(counts, np.bincount((h & np.uint64(1023)).astype(np.int64), minlength=1 << 10))
+    assert (h == 0).any()
+
+
+@pytest.mark.parametrize(("t", "wide_min"), [(0.8, 256), (0.5, 3), (1.0, 40)])
+def test_compiled_prefixes_and_sketches_match_numpy(t: float, wide_min: int) -> None:
+    # Both paths from the same distinct shingles and count table: counts above the 16-bit clamp and of 1,
+    # hashes tied on their high 48 bits (the packed key), texts short and long (the sampled pivot).
+    import numpy as np
+
+    rng = np.random.default_rng(9)
+    sizes = np.concatenate([rng.integers(1, 2500, size=40), [1, 2, 3, 600, 5000]])
+    pool = np.unique(rng.integers(1, 2**63, size=30_000).astype(np.uint64))
+    pool[:300] = (pool[:300] & np.uint64(0xFFFF)) | np.uint64(0xABCD << 48)
+    pool = np.unique(pool)
+    h = np.concatenate([rng.choice(pool, size=int(m), replace=False) for m in sizes])
+    counts = rng.integers(2, 50, size=1 << 12).astype(np.uint32)
+    counts[rng.integers(0, counts.size, size=200)] = 1  # shingles of one text: a prefix place, not kept
+    counts[rng.integers(0, counts.size, size=300)] = rng.integers(60_000, 90_000, size=300).astype(np.uint32)
+    d = np.repeat(np.arange(sizes.size), sizes)
+    lay = kernels.Layout(t, shingles.SKETCH_BUCKETS, wide_min, shingles.WIDE_BUCKETS)
+    tok, rank, kept, ext, sketch, wide = kernels.long_prefixes(h, sizes, counts, lay)
+    orig = shingles.WIDE_MIN
+    shingles.WIDE_MIN = wide_min
+    try:
+        want = shingles._chunk_prefixes(h, d, sizes.size, counts, t)
+    finally:
+        shingles.WIDE_MIN = orig
+    assert np.array_equal(want.size, sizes)
+    for got, ref in zip(
+        (tok, rank, kept, ext, sketch, wide),
+        (want.tok, want.rank, want.kept, want.ext, want.sketch, want.wide),
+        strict=True,
+    ):
+        assert got.dtype == ref.dtype and np.array_equal(got, ref)
+    assert tok.size > (1000 if t < 1 else 0) and wide.shape[0] > 0

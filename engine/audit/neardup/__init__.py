@@ -31,6 +31,9 @@ signature) — about 0.6 GB at most for a million ticket-length texts.
 
 One module per step: shingles.py (hashing, passes 1 and 2: prefixes), candidates.py (signatures and
 the length, positional and sketch bounds), verify.py (exact Jaccard); arrays.py holds their helpers.
+kernels.py loads the compiled loops (_kernels.c, built by `pip install`) that hash shingles and do
+passes 1 and 2 one text at a time; they give the numpy path's arrays value for value, and where they
+were not built the numpy path runs.
 """
 
 from __future__ import annotations

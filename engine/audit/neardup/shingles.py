@@ -6,6 +6,8 @@ fills an over-counting table of shingle counts and keeps the hashes in a tempora
 shingle's text, or where the texts come in order just their shingle counts); pass 2 reads
 them back and keeps, per text, its set size, a bucket sketch and its extended prefix in the global
 (count, hash) order (the count clamped to 2^16 - 1); the sort is one argsort of a packed uint64 key.
+Where the compiled loops were built (kernels.py), shingle hashing and both passes run there one text at
+a time instead (pass 1 then keeps each text's distinct shingles), with the same arrays as a result.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import BinaryIO, NamedTuple
 import numpy as np
 import polars as pl
 
+from engine.audit.neardup import kernels
 from engine.audit.neardup.arrays import drain, ranges, scratch
 from engine.audit.texts import Texts
 from engine.splits import splitmix64
@@ -71,9 +74,11 @@ def doc_shingles(texts: pl.Series, k: int) -> tuple[np.ndarray, np.ndarray]:
     lens = words.select(pl.col("w").list.len()).to_series().to_numpy().astype(np.int64)
     flat = words.select(pl.col("w").explode().hash(_SEED)).to_series().to_numpy()
     del words
+    weight = _position_weights(k)
+    if kernels.available():
+        return kernels.shingles(flat, lens, k, weight, _H0)
     offsets = np.zeros(lens.size + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
-    weight = _position_weights(k)
     hs, ds = [], []
     long = lens >= k
     with np.errstate(over="ignore"):
@@ -224,6 +229,15 @@ def _is_sorted(x: np.ndarray) -> bool:
     return bool(x.size < 2 or (x[1:] >= x[:-1]).all())
 
 
+class _Held(NamedTuple):
+    """What pass 1 wrote for a chunk: m hashes, then (per None) m int32 text indices; or, texts in
+    order, per text its number of shingles (`distinct`: its distinct shingles, repeats already dropped)."""
+
+    m: int
+    per: np.ndarray | None
+    distinct: bool
+
+
 class Prefixes(NamedTuple):
     """What candidate generation needs from pass 2, in text-major CSR form."""
 
@@ -246,32 +260,47 @@ def build_prefixes(texts: Texts, k: int, threshold: float) -> Prefixes:
     """
     n = texts.len()
     bounds = chunks(texts)
-    mask = np.uint64((1 << COUNT_BITS) - 1)
     counts = np.zeros(1 << COUNT_BITS, dtype=np.uint32)
     with scratch() as tmp:
         # Pass 1 hashes every shingle once and keeps the hashes in a temporary file for pass 2: reading
         # them back costs far less than normalising, splitting and hashing the texts again.
         store = Path(tmp) / "shingles"
-        held: list[tuple[int, np.ndarray | None]] = []
+        held: list[_Held] = []
         buckets: list[np.ndarray] = []
         with store.open("wb") as f:
             for lo, hi in bounds:
-                h, d = doc_shingles(texts.slice(lo, hi - lo), k)
-                h.tofile(f)
-                # Texts in order (no short text after the long ones): their shingle counts stand for d.
-                if _is_sorted(d):
-                    held.append((h.size, np.bincount(d, minlength=hi - lo)))
-                else:
-                    d.astype(np.int32).tofile(f)
-                    held.append((h.size, None))
-                buckets.append((h & mask).astype(np.uint32))
-                del h, d
-                # The table is updated every few chunks: one bincount over 8M buckets costs as much as a
-                # chunk.
-                if len(buckets) == 4 or hi >= n:
-                    counts += np.bincount(drain(buckets), minlength=counts.size).astype(np.uint32)
+                held.append(
+                    _pass1_chunk(*doc_shingles(texts.slice(lo, hi - lo), k), hi - lo, counts, f, buckets)
+                )
+            if buckets:
+                counts += np.bincount(drain(buckets), minlength=counts.size).astype(np.uint32)
         with store.open("rb") as f:
             return _prefixes_pass2(f, list(zip(bounds, held, strict=True)), counts, n, threshold)
+
+
+def _pass1_chunk(
+    h: np.ndarray, d: np.ndarray, n: int, counts: np.ndarray, f: BinaryIO, buckets: list[np.ndarray]
+) -> _Held:
+    """Pass 1 for one chunk of n texts (every shingle h of text d): the shingles go to `f` and into the
+    count table (at once where the compiled loops exist, else in `buckets`, a few chunks at a time)."""
+    if kernels.available():
+        # One compiled loop per text drops repeats and counts every shingle; texts go in order.
+        if not _is_sorted(d):
+            order = np.argsort(d, kind="stable")
+            h, d = h[order], d[order]
+        h, per = kernels.distinct(h, np.bincount(d, minlength=n), counts)
+        h.tofile(f)
+        return _Held(h.size, per, True)
+    h.tofile(f)
+    # Texts in order (no short text after the long ones): their shingle counts stand for d.
+    per = np.bincount(d, minlength=n) if _is_sorted(d) else None
+    if per is None:
+        d.astype(np.int32).tofile(f)
+    buckets.append((h & np.uint64(counts.size - 1)).astype(np.uint32))
+    # The table is updated every few chunks: one bincount over 8M buckets costs as much as a chunk.
+    if len(buckets) == 4:
+        counts += np.bincount(drain(buckets), minlength=counts.size).astype(np.uint32)
+    return _Held(h.size, per, False)
 
 
 def chunks(texts: Texts) -> list[tuple[int, int]]:
@@ -292,49 +321,46 @@ def chunks(texts: Texts) -> list[tuple[int, int]]:
     return out
 
 
+class _Chunk(NamedTuple):
+    """Pass 2's arrays for one chunk of texts (see Prefixes)."""
+
+    tok: np.ndarray
+    rank: np.ndarray  # uint16
+    kept: np.ndarray  # per text, how many of its prefix shingles are in tok
+    ext: np.ndarray
+    size: np.ndarray
+    sketch: np.ndarray
+    wide: np.ndarray  # the chunk's wide texts' sketches, in text order
+
+
 def _prefixes_pass2(
-    f: BinaryIO,
-    parts: list[tuple[tuple[int, int], tuple[int, np.ndarray | None]]],
-    counts: np.ndarray,
-    n: int,
-    threshold: float,
+    f: BinaryIO, parts: list[tuple[tuple[int, int], _Held]], counts: np.ndarray, n: int, threshold: float
 ) -> Prefixes:
     """Pass 2 of build_prefixes over the shingle hashes of pass 1, read back chunk by chunk from `f`."""
-    mask = np.uint64(counts.size - 1)
     sizes = np.zeros(n, dtype=np.int64)
     ext_all = np.zeros(n, dtype=np.int64)
     kept = np.zeros(n, dtype=np.int64)
     sketch = np.zeros((n, SKETCH_BUCKETS), dtype=np.uint8)
-    shift = np.uint64(64 - SKETCH_BUCKETS.bit_length() + 1)
     toks, ranks = [], []
     wides: list[np.ndarray] = []
-    for (lo, hi), (m, per) in parts:
-        h = np.fromfile(f, dtype=np.uint64, count=m)
-        if per is None:
-            d = np.fromfile(f, dtype=np.int32, count=m).astype(np.int64)
+    for (lo, hi), held in parts:
+        h = np.fromfile(f, dtype=np.uint64, count=held.m)
+        if held.distinct:
+            assert held.per is not None
+            lay = kernels.Layout(threshold, SKETCH_BUCKETS, WIDE_MIN, WIDE_BUCKETS)
+            tok, rank, kept_c, ext, sk, wd = kernels.long_prefixes(h, held.per, counts, lay)
+            c = _Chunk(tok, rank, kept_c, ext, held.per, sk, wd)
         else:
-            d = np.repeat(np.arange(hi - lo, dtype=np.int64), per)
-        # Global order: (approximate count, clamped; hash) — the same total order in every text.
-        in_order = per is not None or _is_sorted(d)
-        if m >= LONG_TEXT * (hi - lo) and hi - lo < 1 << 16 and m < 1 << 32 and in_order:
-            h, d, count = dedupe_by_text(h, d, lambda x: counts[(x & mask).astype(np.int64)])
-        else:
-            h, d, count = dedupe(h, d, counts[(h & mask).astype(np.int64)])
-        size = np.bincount(d, minlength=hi - lo)
-        first = np.zeros(size.size, dtype=np.int64)
-        np.cumsum(size[:-1], out=first[1:])
-        pos = np.arange(d.size, dtype=np.int64) - first[d]
-        ext = np.minimum(size, size - np.ceil(threshold * size - 1e-9).astype(np.int64) + 2)
-        take = (pos < ext[d]) & (count > 1)
-        toks.append(h[take])
-        ranks.append(np.minimum(pos[take], 65535).astype(np.uint16))
-        kept[lo : lo + size.size] = np.bincount(d[take], minlength=size.size)
-        sizes[lo : lo + size.size] = size
-        ext_all[lo : lo + size.size] = ext
-        cell = d * SKETCH_BUCKETS + (h >> shift).astype(np.int64)
-        per = np.bincount(cell, minlength=size.size * SKETCH_BUCKETS).reshape(size.size, SKETCH_BUCKETS)
-        sketch[lo : lo + size.size] = np.minimum(per, 255)
-        wides.extend(_wide_sketches(h, d, size))
+            if held.per is None:
+                d = np.fromfile(f, dtype=np.int32, count=held.m).astype(np.int64)
+            else:
+                d = np.repeat(np.arange(hi - lo, dtype=np.int64), held.per)
+            c = _chunk_prefixes(h, d, hi - lo, counts, threshold)
+        toks.append(c.tok)
+        ranks.append(c.rank)
+        kept[lo:hi], sizes[lo:hi], ext_all[lo:hi], sketch[lo:hi] = c.kept, c.size, c.ext, c.sketch
+        if c.wide.shape[0]:
+            wides.append(c.wide)
     offs = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(kept, out=offs[1:])
     wide_of = np.full(n, -1, dtype=np.int64)
@@ -344,6 +370,35 @@ def _prefixes_pass2(
     full = (wide == 255).any(axis=1)
     return Prefixes(
         np.concatenate(toks), np.concatenate(ranks), offs, ext_all, sizes, sketch, wide_of, wide, full
+    )
+
+
+def _chunk_prefixes(h: np.ndarray, d: np.ndarray, n: int, counts: np.ndarray, threshold: float) -> _Chunk:
+    """Pass 2 for one chunk of n texts in numpy: every shingle h of text d (repeats too, any order)."""
+    mask = np.uint64(counts.size - 1)
+    # Global order: (approximate count, clamped; hash) — the same total order in every text.
+    if h.size >= LONG_TEXT * n and n < 1 << 16 and h.size < 1 << 32 and _is_sorted(d):
+        h, d, count = dedupe_by_text(h, d, lambda x: counts[(x & mask).astype(np.int64)])
+    else:
+        h, d, count = dedupe(h, d, counts[(h & mask).astype(np.int64)])
+    size = np.bincount(d, minlength=n)
+    first = np.zeros(size.size, dtype=np.int64)
+    np.cumsum(size[:-1], out=first[1:])
+    pos = np.arange(d.size, dtype=np.int64) - first[d]
+    ext = np.minimum(size, size - np.ceil(threshold * size - 1e-9).astype(np.int64) + 2)
+    take = (pos < ext[d]) & (count > 1)
+    shift = np.uint64(64 - SKETCH_BUCKETS.bit_length() + 1)
+    cell = d * SKETCH_BUCKETS + (h >> shift).astype(np.int64)
+    per = np.bincount(cell, minlength=n * SKETCH_BUCKETS).reshape(n, SKETCH_BUCKETS)
+    wides = _wide_sketches(h, d, size)
+    return _Chunk(
+        h[take],
+        np.minimum(pos[take], 65535).astype(np.uint16),
+        np.bincount(d[take], minlength=n),
+        ext,
+        size,
+        np.minimum(per, 255).astype(np.uint8),
+        np.concatenate(wides) if wides else np.zeros((0, WIDE_BUCKETS), dtype=np.uint8),
     )
 
 

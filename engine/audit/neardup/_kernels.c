@@ -1,0 +1,284 @@
+/* Compiled loops of the near-duplicate search for long texts (engine/audit/neardup/kernels.py loads
+ * this with ctypes; the numpy path in shingles.py is the reference and the fallback).
+ *
+ * Plain C, no Python API: every array comes in as a pointer with its length, every output array is
+ * allocated by the caller. The results are the numpy path's, value for value (tests/test_audit_perf.py).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- 1. each text's distinct shingles, and the shingle count table -------------------------------- */
+
+/* Texts in order, per[i] shingle hashes each in h. Writes each text's distinct shingles (first
+ * occurrences, in order) to out and their number to sizes[i]; counts every shingle (repeats too) in
+ * counts[hash & mask] (wrapping like numpy's uint32 additions). Returns the number written, or -1 when
+ * memory for the hash set cannot be had. */
+int64_t cc_distinct(const uint64_t *h, const int64_t *per, int64_t n, uint32_t *counts, uint64_t mask,
+                    uint64_t *out, int64_t *sizes) {
+    int64_t biggest = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (per[i] > biggest) biggest = per[i];
+    uint64_t cap = 16;
+    while (cap < (uint64_t)(2 * biggest)) cap <<= 1;
+    uint64_t *table = (uint64_t *)calloc(cap, sizeof(uint64_t)); /* open addressing, 0 = empty */
+    if (!table) return -1;
+    int64_t w = 0, lo = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t m = per[i];
+        uint64_t size = 16;
+        while (size < (uint64_t)(2 * m)) size <<= 1;
+        memset(table, 0, size * sizeof(uint64_t));
+        const uint64_t bits = size - 1;
+        const int64_t start = w;
+        int zero_seen = 0;
+        for (int64_t j = lo; j < lo + m; j++) {
+            const uint64_t x = h[j];
+            counts[x & mask] += 1u;
+            if (x == 0) {
+                if (!zero_seen) {
+                    zero_seen = 1;
+                    out[w++] = 0;
+                }
+                continue;
+            }
+            uint64_t s = (x >> 40) & bits;
+            for (;;) {
+                const uint64_t y = table[s];
+                if (y == 0) {
+                    table[s] = x;
+                    out[w++] = x;
+                    break;
+                }
+                if (y == x) break;
+                s = (s + 1) & bits;
+            }
+        }
+        sizes[i] = w - start;
+        lo += m;
+    }
+    free(table);
+    return w;
+}
+
+/* ---- 2. each text's extended prefix in the global order, and its sketches ------------------------- */
+
+/* A shingle in the global order: key = min(count, 65535) << 48 | hash >> 16, then the full hash (the
+ * order (count, hash), with one comparison deciding almost every pair). */
+typedef struct {
+    uint64_t key;
+    uint64_t h;
+} item;
+
+static inline int item_lt(const item a, const item b) { return a.key < b.key || (a.key == b.key && a.h < b.h); }
+
+static inline uint64_t rank_of(const item a) { return a.key >> 48; }
+
+static inline void swap_items(item *a, int64_t i, int64_t j) {
+    const item t = a[i];
+    a[i] = a[j];
+    a[j] = t;
+}
+
+/* Lomuto partition on the key alone, without branches (swap always, advance when smaller): after it,
+ * a[0..p) have keys below the pivot's, a[p] is the pivot (the median of three), a(p..n) at least it. */
+static int64_t partition(item *a, int64_t n) {
+    const int64_t mid = n / 2;
+    if (a[mid].key < a[0].key) swap_items(a, mid, 0);
+    if (a[n - 1].key < a[0].key) swap_items(a, n - 1, 0);
+    if (a[n - 1].key < a[mid].key) swap_items(a, n - 1, mid);
+    swap_items(a, mid, n - 1); /* the median is the pivot, at the end */
+    const uint64_t pk = a[n - 1].key;
+    int64_t i = 0;
+    for (int64_t j = 0; j < n - 1; j++) {
+        const item t = a[j];
+        const int64_t lt = t.key < pk;
+        a[j] = a[i];
+        a[i] = t;
+        i += lt;
+    }
+    swap_items(a, i, n - 1);
+    return i;
+}
+
+/* Sorts by key (quicksort, then insertion sort of small ranges); equal keys are put in hash order after. */
+static void sort_keys(item *a, int64_t n) {
+    while (n > 16) {
+        const int64_t p = partition(a, n);
+        if (p < n - p) {
+            sort_keys(a, p);
+            a += p + 1;
+            n -= p + 1;
+        } else {
+            sort_keys(a + p + 1, n - p - 1);
+            n = p;
+        }
+    }
+    for (int64_t i = 1; i < n; i++) {
+        const item cur = a[i];
+        int64_t j = i - 1;
+        while (j >= 0 && cur.key < a[j].key) {
+            a[j + 1] = a[j];
+            j--;
+        }
+        a[j + 1] = cur;
+    }
+}
+
+/* Equal keys (same count, same high 48 hash bits: rare) in hash order: the full (count, hash) order. */
+static void fix_ties(item *a, int64_t n) {
+    for (int64_t i = 1; i < n; i++) {
+        if (a[i].key != a[i - 1].key) continue;
+        int64_t j = i;
+        const item cur = a[i];
+        while (j > 0 && a[j - 1].key == cur.key && cur.h < a[j - 1].h) {
+            a[j] = a[j - 1];
+            j--;
+        }
+        a[j] = cur;
+    }
+}
+
+static void sort_items(item *a, int64_t n) {
+    sort_keys(a, n);
+    fix_ties(a, n);
+}
+
+#define SAMPLE 128
+
+/* Moves the e smallest of the m items to a[0..e), sorted; buf holds m items of scratch. A sampled
+ * pivot P (a little above the e/m quantile of a sample of keys) splits off the items whose key is at
+ * most P in one branch-free pass: they are every item below or equal to P in the order, so if there are
+ * e or more of them the first e are among them; else (or for short texts) all m are sorted. */
+static void first_sorted(item *a, item *buf, int64_t m, int64_t e) {
+    if (e >= m) {
+        sort_items(a, m);
+        return;
+    }
+    if (m > 4 * SAMPLE) {
+        uint64_t sample[SAMPLE];
+        for (int64_t t = 0; t < SAMPLE; t++) sample[t] = a[(t * m) / SAMPLE].key;
+        for (int64_t i = 1; i < SAMPLE; i++) { /* insertion sort of the sample */
+            const uint64_t cur = sample[i];
+            int64_t j = i - 1;
+            while (j >= 0 && sample[j] > cur) {
+                sample[j + 1] = sample[j];
+                j--;
+            }
+            sample[j + 1] = cur;
+        }
+        int64_t q = (e * SAMPLE + m - 1) / m + 6;
+        if (q < SAMPLE) {
+            const uint64_t pivot = sample[q];
+            int64_t c = 0;
+            for (int64_t j = 0; j < m; j++) {
+                buf[c] = a[j];
+                c += a[j].key <= pivot;
+            }
+            if (c >= e) {
+                sort_items(buf, c);
+                memcpy(a, buf, (size_t)e * sizeof(item));
+                return;
+            }
+        }
+    }
+    sort_items(a, m);
+}
+
+/* Per text i (its sizes[i] distinct shingles in h, text after text): ext[i], the first ext[i] shingles in
+ * the global order (min(count, 65535), hash) of which those counted more than once go to tok with their
+ * position (pos, clamped to 65535; kept[i] of them), the narrow sketch (n x sk_buckets, bucket
+ * = hash >> sk_shift) and, for texts of wide_min shingles or more, the wide one (wd_buckets, in text
+ * order), both saturating at 255. Returns the number of tok written, or -1 when memory cannot be had. */
+int64_t cc_prefixes(const uint64_t *h, const int64_t *sizes, int64_t n, const uint32_t *counts, uint64_t mask,
+                    double threshold, int sk_shift, int64_t sk_buckets, uint8_t *sketch, int64_t wide_min,
+                    int wd_shift, int64_t wd_buckets, uint8_t *wide, uint64_t *tok, uint16_t *pos,
+                    int64_t *kept, int64_t *ext) {
+    int64_t biggest = 1;
+    for (int64_t i = 0; i < n; i++)
+        if (sizes[i] > biggest) biggest = sizes[i];
+    item *items = (item *)malloc((size_t)biggest * sizeof(item));
+    item *buf = (item *)malloc((size_t)biggest * sizeof(item));
+    if (!items || !buf) {
+        free(items);
+        free(buf);
+        return -1;
+    }
+    int64_t w = 0, off = 0, wi = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t m = sizes[i];
+        int64_t e = m - (int64_t)ceil(threshold * (double)m - 1e-9) + 2;
+        if (e > m) e = m;
+        ext[i] = e;
+        uint8_t *sk = sketch + i * sk_buckets;
+        uint8_t *wd = m >= wide_min ? wide + (wi++) * wd_buckets : NULL;
+        for (int64_t j = 0; j < m; j++) {
+            const uint64_t x = h[off + j];
+            const uint32_t c = counts[x & mask];
+            items[j].key = ((uint64_t)(c < 65535u ? c : 65535u) << 48) | (x >> 16);
+            items[j].h = x;
+            uint8_t *b = sk + (x >> sk_shift);
+            if (*b < 255) *b += 1;
+            if (wd) {
+                b = wd + (x >> wd_shift);
+                if (*b < 255) *b += 1;
+            }
+        }
+        if (e > 0) first_sorted(items, buf, m, e);
+        int64_t k = 0;
+        for (int64_t p = 0; p < e; p++) {
+            if (rank_of(items[p]) > 1) {
+                tok[w] = items[p].h;
+                pos[w] = (uint16_t)(p < 65535 ? p : 65535);
+                w++;
+                k++;
+            }
+        }
+        kept[i] = k;
+        off += m;
+    }
+    free(items);
+    free(buf);
+    return w;
+}
+
+/* ---- 0. shingle hashes from word hashes --------------------------------------------------------- */
+
+static inline uint64_t splitmix64(uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Texts of lens[i] words (word hashes in flat, text after text): a shingle of words w_0..w_{m-1} hashes
+ * to splitmix64(h0 + sum_j weight[j] * hash(w_j)) (wrapping). Texts of k words or more give one shingle
+ * per k-word window, in text order; then each shorter text gives one shingle of all its words (the
+ * numpy path's order). Writes hashes to out_h and text indices to out_d; returns how many. */
+int64_t cc_shingles(const uint64_t *flat, const int64_t *lens, int64_t n, int64_t k, const uint64_t *weight,
+                    uint64_t h0, uint64_t *out_h, int64_t *out_d) {
+    int64_t w = 0, off = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t m = lens[i];
+        for (int64_t s = 0; s + k <= m; s++) {
+            uint64_t acc = h0;
+            for (int64_t j = 0; j < k; j++) acc += weight[j] * flat[off + s + j];
+            out_h[w] = splitmix64(acc);
+            out_d[w++] = i;
+        }
+        off += m;
+    }
+    off = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t m = lens[i];
+        if (m < k) {
+            uint64_t acc = h0;
+            for (int64_t j = 0; j < m; j++) acc += weight[j] * flat[off + j];
+            out_h[w] = splitmix64(acc);
+            out_d[w++] = i;
+        }
+        off += m;
+    }
+    return w;
+}

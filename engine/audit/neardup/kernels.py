@@ -1,0 +1,137 @@
+"""Compiled loops of the near-duplicate search for long texts: `_kernels.c`, built with the package
+(setup.py) and loaded with ctypes — no Python API, no compiler at run time.
+
+On long documents the numpy passes (a sort of every text, repeats dropped, counts looked up, one packed
+sort, two bincounts for the sketches) each walked tens of millions of shingles; here one loop per text
+does each pass while the text's shingles sit in cache. The arrays are the numpy path's, value for
+value (tests/test_audit_perf.py compares them on the same input), so the search stays exact. Where
+the library was not built (no C compiler at install), `available()` is False and shingles.py keeps its
+numpy path.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+_HERE = Path(__file__).resolve().parent
+_I64 = ctypes.c_int64
+_U64 = ctypes.c_uint64
+_P = ctypes.c_void_p
+
+
+@functools.cache
+def _lib() -> ctypes.CDLL | None:
+    import importlib.machinery
+
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        path = _HERE / f"_kernels{suffix}"
+        if path.exists():
+            lib = ctypes.CDLL(str(path))
+            lib.cc_distinct.restype = _I64
+            lib.cc_distinct.argtypes = [_P, _P, _I64, _P, _U64, _P, _P]
+            lib.cc_shingles.restype = _I64
+            lib.cc_shingles.argtypes = [_P, _P, _I64, _I64, _P, _U64, _P, _P]
+            lib.cc_prefixes.restype = _I64
+            lib.cc_prefixes.argtypes = [
+                *(_P, _P, _I64, _P, _U64, ctypes.c_double),
+                *(ctypes.c_int, _I64, _P, _I64, ctypes.c_int, _I64, _P),
+                *(_P, _P, _P, _P),
+            ]
+            return lib
+    return None
+
+
+def available() -> bool:
+    """Whether the compiled loops were built (`pip install` compiles them where a C compiler exists)."""
+    return _lib() is not None
+
+
+def _ptr(a: np.ndarray) -> int:
+    assert a.flags.c_contiguous
+    return a.ctypes.data
+
+
+def _lib_or_fail() -> ctypes.CDLL:
+    lib = _lib()
+    if lib is None:
+        raise RuntimeError("engine/audit/neardup/_kernels was not built")
+    return lib
+
+
+def shingles(
+    flat: np.ndarray, lens: np.ndarray, k: int, weight: np.ndarray, h0: np.uint64
+) -> tuple[np.ndarray, np.ndarray]:
+    """Shingle hashes and text indices from word hashes (shingles.doc_shingles: the same arrays)."""
+    flat = np.ascontiguousarray(flat, dtype=np.uint64)
+    lens = np.ascontiguousarray(lens, dtype=np.int64)
+    weight = np.ascontiguousarray(weight, dtype=np.uint64)
+    assert weight.size >= k and int(lens.sum()) == flat.size
+    total = int(np.maximum(lens - k + 1, 0).sum() + (lens < k).sum())
+    out_h = np.empty(total, dtype=np.uint64)
+    out_d = np.empty(total, dtype=np.int64)
+    _lib_or_fail().cc_shingles(
+        _ptr(flat), _ptr(lens), lens.size, k, _ptr(weight), int(h0), _ptr(out_h), _ptr(out_d)
+    )
+    return out_h, out_d
+
+
+def distinct(h: np.ndarray, per: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Texts in order with per[i] shingles each: each text's distinct shingles (first occurrences, in
+    order) and their number; every shingle (repeats too) is counted in `counts` at hash & (size - 1)."""
+    h = np.ascontiguousarray(h, dtype=np.uint64)
+    per = np.ascontiguousarray(per, dtype=np.int64)
+    assert counts.dtype == np.uint32 and counts.size & (counts.size - 1) == 0
+    out = np.empty_like(h)
+    sizes = np.empty(per.size, dtype=np.int64)
+    w = _lib_or_fail().cc_distinct(
+        _ptr(h), _ptr(per), per.size, _ptr(counts), counts.size - 1, _ptr(out), _ptr(sizes)
+    )
+    if w < 0:
+        raise MemoryError("near-duplicate search: no memory for a text's hash set")
+    return out[:w], sizes
+
+
+class Layout(NamedTuple):
+    """The threshold and the sketches' shapes (bucket = hash >> (64 - log2(buckets)))."""
+
+    threshold: float
+    sketch_buckets: int
+    wide_min: int
+    wide_buckets: int
+
+
+def long_prefixes(
+    h: np.ndarray, sizes: np.ndarray, counts: np.ndarray, lay: Layout
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Pass 2 for a chunk of texts (h: each text's distinct shingles, text after text): the prefix
+    shingles another text may hold and their positions (uint16), per text how many of them and its
+    extended prefix length, the narrow sketches, the wide texts' sketches (see shingles.Prefixes)."""
+    h = np.ascontiguousarray(h, dtype=np.uint64)
+    sizes = np.ascontiguousarray(sizes, dtype=np.int64)
+    n = sizes.size
+    n_wide = int((sizes >= lay.wide_min).sum())
+    sketch = np.zeros((n, lay.sketch_buckets), dtype=np.uint8)
+    wide = np.zeros((n_wide, lay.wide_buckets), dtype=np.uint8)
+    tok = np.empty(h.size, dtype=np.uint64)
+    pos = np.empty(h.size, dtype=np.uint16)
+    kept = np.empty(n, dtype=np.int64)
+    ext = np.empty(n, dtype=np.int64)
+    w = _lib_or_fail().cc_prefixes(
+        *(_ptr(h), _ptr(sizes), n, _ptr(counts), counts.size - 1, float(lay.threshold)),
+        *(_shift(lay.sketch_buckets), lay.sketch_buckets, _ptr(sketch)),
+        *(lay.wide_min, _shift(lay.wide_buckets), lay.wide_buckets, _ptr(wide)),
+        *(_ptr(tok), _ptr(pos), _ptr(kept), _ptr(ext)),
+    )
+    if w < 0:
+        raise MemoryError("near-duplicate search: no memory for a text's shingles")
+    return tok[:w].copy(), pos[:w].copy(), kept, ext, sketch, wide
+
+
+def _shift(buckets: int) -> int:
+    assert buckets & (buckets - 1) == 0
+    return 64 - buckets.bit_length() + 1
