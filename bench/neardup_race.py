@@ -14,7 +14,9 @@ for --rounds rounds; the driver prints `uptime` before and after. The texts are 
 parquet file both sides read (not timed).
 
 rensa's pipeline, built to be fair to it: the same 5-word shingles of the same normalised texts,
-hashed by the same vectorised Polars + numpy code as ours (engine.audit.neardup.shingles.doc_shingles);
+hashed by the same vectorised Polars + numpy code as ours (engine.audit.neardup.shingles.doc_shingles;
+`--rensa-shingles numpy`, the default, as the issue prescribes: our compiled shingle loop switched off
+for its shingling; `--rensa-shingles compiled` hands it our compiled loop too, more generous);
 `RMinHash.digest_matrix_from_flat_token_hashes` (128 permutations) a chunk at a time; the matrix to
 numpy (`to_rows`: rensa 0.5.0 exposes no buffer, so this copy is timed apart and left out of its
 total); LSH banding vectorised in numpy (one packed uint64 sort per band); its candidates verified by
@@ -47,6 +49,9 @@ SEED = 42
 # (bands, rows) from the LSH threshold ~0.8 down: (1/b)^(1/r) = 0.77, 0.71, 0.61, 0.53, 0.42, 0.29.
 SETTINGS = [(9, 14), (16, 8), (20, 6), (25, 5), (32, 4), (42, 3)]
 CHUNK = 0  # texts shingled and digested at a time (0: the engine's chunks; --rensa-chunk)
+SHINGLES = (
+    "numpy"  # rensa's shingle hashing: the vectorised numpy path, or our compiled loop (--rensa-shingles)
+)
 
 
 def rss_mb() -> float:
@@ -151,7 +156,12 @@ def _digests(texts, n: int) -> tuple[np.ndarray, np.ndarray, dict]:
     """Every text's 128 MinHash values (uint32, n x 128) by rensa, and raw shingle counts."""
     import rensa
 
+    from engine.audit.neardup import kernels
     from engine.audit.neardup.shingles import chunks, doc_shingles
+
+    compiled = kernels.available
+    if SHINGLES == "numpy":
+        kernels.available = lambda: False  # type: ignore[assignment]  (its shingling only; verify as ours)
 
     t_sh = t_mh = t_cv = 0.0
     mat = np.empty((n, NUM_PERM), dtype=np.uint32)
@@ -178,7 +188,8 @@ def _digests(texts, n: int) -> tuple[np.ndarray, np.ndarray, dict]:
         t = time.perf_counter()
         mat[lo : lo + m] = np.asarray(dm.to_rows(), dtype=np.uint32)
         t_cv += time.perf_counter() - t
-    return mat, counts, {"shingle_s": t_sh, "minhash_s": t_mh, "to_numpy_s": t_cv}
+    kernels.available = compiled  # type: ignore[assignment]
+    return mat, counts, {"shingle_s": t_sh, "minhash_s": t_mh, "to_numpy_s": t_cv, "shingles": SHINGLES}
 
 
 def band_candidates(mat: np.ndarray, bands: int, rows: int) -> np.ndarray:
@@ -289,9 +300,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--rensa-chunk", type=int, default=0, help="rensa's texts per chunk (0: the engine's chunks)"
     )
+    ap.add_argument("--rensa-shingles", choices=["numpy", "compiled"], default="numpy")
     args = ap.parse_args(argv)
-    global CHUNK
-    CHUNK = args.rensa_chunk
+    global CHUNK, SHINGLES
+    CHUNK, SHINGLES = args.rensa_chunk, args.rensa_shingles
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="ccnd-"))
     work.mkdir(parents=True, exist_ok=True)
     if args.phase:
@@ -314,6 +326,8 @@ def main(argv: list[str] | None = None) -> int:
         str(args.docs),
         "--rensa-chunk",
         str(args.rensa_chunk),
+        "--rensa-shingles",
+        args.rensa_shingles,
     ]
     print(json.dumps({"prepare": _run(["--phase", "prepare", *common])}), flush=True)
     print(f"uptime before: {_uptime()}", flush=True)
