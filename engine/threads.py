@@ -1,4 +1,5 @@
-"""The one place native thread pools (OpenMP, BLAS) are capped for scikit-learn / numpy fits.
+"""The one place native thread pools (OpenMP, BLAS) are capped for scikit-learn / numpy fits, and the
+one place the engine's own worker threads are sized (`ordered_map`, by the same cap).
 
 scikit-learn's HistGradientBoosting starts one OpenMP thread per machine core by default, and its
 threads spin while they wait for each other. On a loaded machine that is ruinous: the tabular
@@ -13,9 +14,15 @@ the baseline's timing check.
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 _active: list[int] = []  # the cap in force while inside capped(); nested calls reuse it
 
@@ -69,3 +76,23 @@ def record(cap: int | None = None) -> dict[str, int | float]:
         "load_average_1m": round(_load(), 2),
         "cpu_count": os.cpu_count() or 0,
     }
+
+
+def ordered_map(fn: Callable[[T], R], items: Iterable[T], workers: int | None = None) -> Iterator[R]:
+    """fn over items, results in order, on up to `workers` threads (default thread_cap()) with no more
+    than that many items in flight (memory stays bounded by a few items' results). For work that
+    releases the GIL (Polars, numpy, the compiled loops); one worker runs it inline, in this thread."""
+    n = thread_cap() if workers is None else workers
+    if n < 2:
+        yield from map(fn, items)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    it = iter(items)
+    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="claimcheck") as pool:
+        pending = collections.deque(pool.submit(fn, x) for x in itertools.islice(it, n))
+        while pending:
+            done = pending.popleft().result()
+            for x in itertools.islice(it, 1):
+                pending.append(pool.submit(fn, x))
+            yield done

@@ -87,7 +87,7 @@ def _templated(seed: int, n: int) -> pl.DataFrame:
 
 
 @pytest.mark.parametrize(("seed", "t", "k"), [(11, 0.8, 5), (12, 0.6, 3), (13, 0.9, 2), (14, 0.5, 4)])
-def test_shared_shingle_and_positional_filters_lose_no_pair(seed: int, t: float, k: int) -> None:
+def test_shared_shingle_and_positional_filters_lose_no_pair(seed: int, t: float, k: int, loops: str) -> None:
     df = _templated(seed, 220)
     want = _brute(df, ["body"], t, k)
     res = neardup.near_duplicates(df, ["body"], threshold=t, shingle_size=k)
@@ -95,7 +95,7 @@ def test_shared_shingle_and_positional_filters_lose_no_pair(seed: int, t: float,
     assert set(zip(res.pairs["row_a"].to_list(), res.pairs["row_b"].to_list(), strict=True)) == want
 
 
-def test_long_and_tiny_texts_take_the_single_shingle_path(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_long_and_tiny_texts_take_the_single_shingle_path(monkeypatch: pytest.MonkeyPatch, loops: str) -> None:
     # A small LONG_PREFIX forces every text through the single-shared-shingle path; results must not change.
     df = _frame(7, 120)
     want = _brute(df, ["body"], 0.7, 2)
@@ -124,8 +124,16 @@ def test_chunking_does_not_change_results(monkeypatch: pytest.MonkeyPatch) -> No
     ]:
         monkeypatch.setattr(module, name, value)
     small = neardup.near_duplicates(df, ["body"], threshold=0.6, shingle_size=3)
-    assert small.pairs.equals(full.pairs)
+    assert small.pairs.equals(full.pairs) and small.candidates == full.candidates
     assert full.pairs.height > 0
+    # Small chunks hashed (and rows hashed) by worker threads, or inline: the same result.
+    from engine import threads
+
+    monkeypatch.setattr(texts_mod, "HASH_SLICE", 20)
+    for workers in (1, 3):
+        monkeypatch.setattr(threads, "thread_cap", lambda w=workers: w)
+        again = neardup.near_duplicates(df, ["body"], threshold=0.6, shingle_size=3)
+        assert again.pairs.equals(full.pairs) and again.candidates == full.candidates
 
 
 def test_signature_key_collisions_only_add_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -581,7 +589,8 @@ def test_compiled_distinct_keeps_first_occurrences_and_counts_every_shingle() ->
     pool[0] = 0  # the hash set's empty marker is a value like any other
     h = pool[rng.integers(0, pool.size, size=int(per.sum()))]
     counts = np.zeros(1 << 10, dtype=np.uint32)
-    out, sizes = kernels.distinct(h, per, counts)
+    out, sizes = kernels.distinct(h, per)
+    kernels.count(h, counts)
     want, off = [], 0
     for m in per.tolist():
         want.append(list(dict.fromkeys(h[off : off + m].tolist())))
@@ -624,3 +633,31 @@ def test_compiled_prefixes_and_sketches_match_numpy(t: float, wide_min: int) -> 
     ):
         assert got.dtype == ref.dtype and np.array_equal(got, ref)
     assert tok.size > (1000 if t < 1 else 0) and wide.shape[0] > 0
+
+
+@pytest.mark.parametrize(("single_share", "t"), [(0.05, 0.8), (0.9, 0.8), (0.9, 0.5)])
+def test_compiled_single_shingle_pairs_match_numpy(single_share: float, t: float) -> None:
+    # Both branches (few single entries: only their full toks take part; most: every entry), toks that
+    # collide on the high bits the run key keeps, repeated toks within a text, tiny and big texts.
+    import types
+
+    import numpy as np
+
+    rng = np.random.default_rng(12)
+    n_docs, n = 500, 30_000
+    sizes = rng.integers(2, 3000, size=n_docs)
+    sizes[rng.random(n_docs) < 0.1] = 1  # tiny at any t < 1
+    tiny = sizes <= (1 + t) / t - 1 + 1e-9
+    big = sizes > (150 if single_share > 0.5 else 2950)
+    doc = rng.integers(0, n_docs, size=n).astype(np.int32)
+    pool = rng.integers(0, 2**63, size=700).astype(np.uint64)
+    pool[:60] = (pool[:60] & np.uint64(0xFF)) | np.uint64(0x1234 << 48)  # same high bits, other toks
+    tok = pool[rng.integers(0, pool.size, size=n)]
+    pos = np.minimum(rng.integers(0, 1 << 16, size=n) % np.maximum(sizes[doc] // 4, 1), 65535).astype(np.uint16)
+    single = tiny[doc] | big[doc]
+    assert (2 * single.sum() < n) == (single_share < 0.5)
+    p = types.SimpleNamespace(tok=tok, rank=pos, sizes=sizes)
+    want = candidates._single_pairs(p, doc, single, tiny, big, t)  # type: ignore[arg-type]
+    got = kernels.single_pairs(tok, doc, pos, single, sizes, tiny, big, t)
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+    assert want.size > 100

@@ -124,3 +124,34 @@ def test_the_bnb_kernel_notice_is_dropped_only_outside_qlora() -> None:
     f = _DropBnbKernelNotice()
     assert f.filter(notice) is False and f.filter(other) is True
     assert not logging.getLogger("bitsandbytes.backends.cpu.ops").filters  # removed after the import
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_ordered_map_keeps_order_bounds_what_is_in_flight_and_raises(workers: int) -> None:
+    import threading
+
+    lock = threading.Lock()
+    running, most = [0], [0]
+    started = threading.Event()
+
+    def work(i: int) -> int:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        started.wait(timeout=0.05)  # lets the others start (a bound, never needed to pass)
+        with lock:
+            running[0] -= 1
+        return i * i
+
+    assert list(threads.ordered_map(work, range(40), workers)) == [i * i for i in range(40)]
+    assert 1 <= most[0] <= workers
+    inline = threading.get_ident()
+    assert list(threads.ordered_map(lambda _: threading.get_ident(), range(3), 1)) == [inline] * 3
+
+    def fails(i: int) -> int:
+        if i == 5:
+            raise ValueError("row 5")
+        return i
+
+    with pytest.raises(ValueError, match="row 5"):
+        list(threads.ordered_map(fails, range(20), workers))

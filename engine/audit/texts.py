@@ -30,11 +30,17 @@ HASH_SLICE = 200_000  # rows normalised and hashed at a time
 
 def row_hashes(df: pl.DataFrame, exprs: list[pl.Expr]) -> pl.Series:
     """A 64-bit hash of each row's values of `exprs` (equal values → equal hash), a slice at a time,
-    so that normalised copies of the text exist for one slice only."""
-    parts = [
-        df.slice(off, HASH_SLICE).select(pl.struct(exprs).hash(seed=0).alias("h")).to_series()
-        for off in range(0, df.height, HASH_SLICE)
-    ]
+    so that normalised copies of the text exist for a slice only: HASH_SLICE rows, or with w worker
+    threads (engine.threads) w slices of HASH_SLICE / w rows at a time, the same memory."""
+    from engine.threads import ordered_map, thread_cap
+
+    workers = thread_cap()
+    step = HASH_SLICE if workers < 2 else max(1, min(HASH_SLICE // workers, -(-df.height // workers)))
+
+    def one(off: int) -> pl.Series:
+        return df.slice(off, step).select(pl.struct(exprs).hash(seed=0).alias("h")).to_series()
+
+    parts = list(ordered_map(one, range(0, df.height, step), workers))
     return pl.concat(parts) if parts else pl.Series("h", [], dtype=pl.UInt64)
 
 

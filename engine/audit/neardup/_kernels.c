@@ -11,12 +11,15 @@
 
 /* ---- 1. each text's distinct shingles, and the shingle count table -------------------------------- */
 
+/* Counts every shingle (repeats too) in counts[hash & mask], wrapping like numpy's uint32 additions. */
+void cc_count(const uint64_t *h, int64_t m, uint32_t *counts, uint64_t mask) {
+    for (int64_t j = 0; j < m; j++) counts[h[j] & mask] += 1u;
+}
+
 /* Texts in order, per[i] shingle hashes each in h. Writes each text's distinct shingles (first
- * occurrences, in order) to out and their number to sizes[i]; counts every shingle (repeats too) in
- * counts[hash & mask] (wrapping like numpy's uint32 additions). Returns the number written, or -1 when
+ * occurrences, in order) to out and their number to sizes[i]. Returns the number written, or -1 when
  * memory for the hash set cannot be had. */
-int64_t cc_distinct(const uint64_t *h, const int64_t *per, int64_t n, uint32_t *counts, uint64_t mask,
-                    uint64_t *out, int64_t *sizes) {
+int64_t cc_distinct(const uint64_t *h, const int64_t *per, int64_t n, uint64_t *out, int64_t *sizes) {
     int64_t biggest = 0;
     for (int64_t i = 0; i < n; i++)
         if (per[i] > biggest) biggest = per[i];
@@ -35,7 +38,6 @@ int64_t cc_distinct(const uint64_t *h, const int64_t *per, int64_t n, uint32_t *
         int zero_seen = 0;
         for (int64_t j = lo; j < lo + m; j++) {
             const uint64_t x = h[j];
-            counts[x & mask] += 1u;
             if (x == 0) {
                 if (!zero_seen) {
                     zero_seen = 1;
@@ -282,3 +284,204 @@ int64_t cc_shingles(const uint64_t *flat, const int64_t *lens, int64_t n, int64_
     }
     return w;
 }
+
+/* ---- 3. candidate pairs by one shared prefix shingle (candidates.py's single-shingle path) -------- */
+
+typedef struct {
+    uint64_t combo; /* (tok >> shift) << shift | size */
+    int32_t doc;
+    int32_t pos;
+} entry;
+
+/* LSD radix sort of entries by combo, 16 bits at a time (stable; tmp holds n entries; count 2^16). */
+static void radix_entries(entry *a, entry *tmp, int64_t n, int64_t *count) {
+    for (int shift = 0; shift < 64; shift += 16) {
+        memset(count, 0, (1 << 16) * sizeof(int64_t));
+        for (int64_t i = 0; i < n; i++) count[(a[i].combo >> shift) & 0xFFFF]++;
+        int64_t sum = 0;
+        for (int b = 0; b < 1 << 16; b++) {
+            const int64_t c = count[b];
+            count[b] = sum;
+            sum += c;
+        }
+        for (int64_t i = 0; i < n; i++) tmp[count[(a[i].combo >> shift) & 0xFFFF]++] = a[i];
+        entry *t = a;
+        a = tmp;
+        tmp = t;
+    }
+    /* four passes: the sorted entries are back in the caller's array */
+}
+
+static int cmp_u64(const void *x, const void *y) {
+    const uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return (a > b) - (a < b);
+}
+
+static void radix_u64(uint64_t *a, uint64_t *tmp, int64_t n, int64_t *count) {
+    for (int shift = 0; shift < 64; shift += 16) {
+        memset(count, 0, (1 << 16) * sizeof(int64_t));
+        for (int64_t i = 0; i < n; i++) count[(a[i] >> shift) & 0xFFFF]++;
+        int64_t sum = 0;
+        for (int b = 0; b < 1 << 16; b++) {
+            const int64_t c = count[b];
+            count[b] = sum;
+            sum += c;
+        }
+        for (int64_t i = 0; i < n; i++) tmp[count[(a[i] >> shift) & 0xFFFF]++] = a[i];
+        uint64_t *t = a;
+        a = tmp;
+        tmp = t;
+    }
+}
+
+typedef struct {
+    uint64_t *codes;
+    int64_t n, cap;
+} codes_buf;
+
+static int push_code(codes_buf *b, uint64_t code) {
+    if (b->n == b->cap) {
+        const int64_t cap = b->cap ? 2 * b->cap : 1 << 16;
+        uint64_t *c = (uint64_t *)realloc(b->codes, (size_t)cap * sizeof(uint64_t));
+        if (!c) return -1;
+        b->codes = c;
+        b->cap = cap;
+    }
+    b->codes[b->n++] = code;
+    return 0;
+}
+
+/* The single-shingle path of candidates.find_candidates, from the prefix entries (tok, doc, pos; single:
+ * the entry's text takes this path): entries grouped by the hash's high bits (tok >> shift) and sorted by
+ * text size, runs kept that hold a single entry and two entries or more (where fewer than half the
+ * entries are single, only entries whose full tok a single entry holds take part); each entry paired with
+ * the later entries of its run up to its size bound; the pairs that pass the length and positional
+ * filters counted; those kept where a side is big, or both tiny, and that share min(2, alpha) entries.
+ * *out receives the kept pair codes (lo << 32 | hi), sorted (free it with cc_free); returns how many,
+ * or -1 when memory cannot be had. */
+int64_t cc_single_pairs(const uint64_t *tok, const int32_t *doc, const uint16_t *pos, const uint8_t *single,
+                        int64_t n, const int64_t *sizes, const uint8_t *tiny, const uint8_t *big, double t,
+                        uint64_t **out) {
+    *out = NULL;
+    int64_t n_single = 0;
+    for (int64_t i = 0; i < n; i++) n_single += single[i] != 0;
+    uint64_t *held = NULL; /* the single entries' toks, sorted (only where they are fewer than half) */
+    int64_t n_held = 0;
+    if (2 * n_single < n) {
+        held = (uint64_t *)malloc((size_t)(n_single + 1) * sizeof(uint64_t));
+        if (!held) return -1;
+        for (int64_t i = 0; i < n; i++)
+            if (single[i]) held[n_held++] = tok[i];
+        qsort(held, (size_t)n_held, sizeof(uint64_t), cmp_u64);
+    }
+    entry *e = (entry *)malloc((size_t)(n + 1) * sizeof(entry));
+    entry *tmp = (entry *)malloc((size_t)(n + 1) * sizeof(entry));
+    uint8_t *sing = (uint8_t *)malloc((size_t)(n + 1));
+    if (!e || !tmp || !sing) {
+        free(held);
+        free(e);
+        free(tmp);
+        free(sing);
+        return -1;
+    }
+    int64_t *count = (int64_t *)malloc((1 << 16) * sizeof(int64_t));
+    if (!count) {
+        free(held);
+        free(e);
+        free(tmp);
+        free(sing);
+        return -1;
+    }
+    int64_t m = 0, biggest = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (held) {
+            int64_t lo = 0, hi = n_held; /* binary search for tok[i] */
+            while (lo < hi) {
+                const int64_t mid = (lo + hi) / 2;
+                if (held[mid] < tok[i]) lo = mid + 1;
+                else hi = mid;
+            }
+            if (lo >= n_held || held[lo] != tok[i]) continue;
+        }
+        e[m].combo = tok[i]; /* packed below, once the size bits are known */
+        e[m].doc = doc[i];
+        e[m].pos = pos[i];
+        if (sizes[doc[i]] > biggest) biggest = sizes[doc[i]];
+        m++;
+    }
+    free(held);
+    int shift = 1; /* the bits of the largest size among the entries (at least one) */
+    while (shift < 63 && (biggest >> shift) != 0) shift++;
+    for (int64_t i = 0; i < m; i++) e[i].combo = ((e[i].combo >> shift) << shift) | (uint64_t)sizes[e[i].doc];
+    radix_entries(e, tmp, m, count);
+    /* single flags in sorted order: looked up again from the text (single is a property of the text) */
+    for (int64_t i = 0; i < m; i++) sing[i] = tiny[e[i].doc] | big[e[i].doc];
+    codes_buf pairs = {NULL, 0, 0};
+    const uint64_t size_mask = ((uint64_t)1 << shift) - 1;
+    int64_t a = 0;
+    int failed = 0;
+    while (a < m && !failed) {
+        int64_t b = a + 1;
+        const uint64_t key = e[a].combo >> shift;
+        int any_single = sing[a];
+        while (b < m && (e[b].combo >> shift) == key) any_single |= sing[b++];
+        if (b - a >= 2 && any_single) {
+            for (int64_t i = a; i < b && !failed; i++) {
+                const int64_t s = (int64_t)(e[i].combo & size_mask), p = e[i].pos;
+                double bound = ((double)(s + 1 - p) * (1.0 + t)) / t - (double)s;
+                const double by_len = (double)s / t;
+                if (by_len < bound) bound = by_len;
+                bound = floor(bound + 1e-3);
+                if (bound < 0) bound = 0;
+                if (bound > (double)size_mask) bound = (double)size_mask;
+                const uint64_t hi = (uint64_t)bound;
+                for (int64_t j = i + 1; j < b && (e[j].combo & size_mask) <= hi; j++) {
+                    const int64_t da = e[i].doc, db = e[j].doc;
+                    if (da == db) continue;
+                    const int64_t sa = sizes[da], sb = sizes[db];
+                    const int64_t mn = sa < sb ? sa : sb, mx = sa < sb ? sb : sa;
+                    if (!((double)mn >= t * (double)mx - 1e-9)) continue;
+                    const int64_t alpha = (int64_t)ceil(t * (double)(sa + sb) / (1.0 + t) - 1e-9);
+                    if (!(p <= sa + 1 - alpha && e[j].pos <= sb + 1 - alpha)) continue;
+                    const uint64_t lo = (uint64_t)(da < db ? da : db), hi2 = (uint64_t)(da < db ? db : da);
+                    if (push_code(&pairs, (lo << 32) | hi2)) failed = 1;
+                }
+            }
+        }
+        a = b;
+    }
+    free(e);
+    free(tmp);
+    free(sing);
+    if (failed) {
+        free(count);
+        free(pairs.codes);
+        return -1;
+    }
+    /* count each pair, keep those a single-path side needs that share min(2, alpha) entries */
+    uint64_t *scratch = (uint64_t *)malloc((size_t)(pairs.n + 1) * sizeof(uint64_t));
+    if (!scratch) {
+        free(count);
+        free(pairs.codes);
+        return -1;
+    }
+    radix_u64(pairs.codes, scratch, pairs.n, count);
+    free(scratch);
+    free(count);
+    int64_t w = 0;
+    for (int64_t i = 0; i < pairs.n;) {
+        int64_t j = i + 1;
+        while (j < pairs.n && pairs.codes[j] == pairs.codes[i]) j++;
+        const uint64_t code = pairs.codes[i];
+        const int64_t da = (int64_t)(code >> 32), db = (int64_t)(code & 0xFFFFFFFFu);
+        const int64_t sa = sizes[da], sb = sizes[db];
+        const int64_t alpha = (int64_t)ceil(t * (double)(sa + sb) / (1.0 + t) - 1e-9);
+        const int64_t need = alpha < 2 ? alpha : 2;
+        if (((tiny[da] && tiny[db]) || big[da] || big[db]) && j - i >= need) pairs.codes[w++] = code;
+        i = j;
+    }
+    *out = pairs.codes;
+    return w;
+}
+
+void cc_free(void *p) { free(p); }

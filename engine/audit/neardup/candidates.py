@@ -10,8 +10,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from engine.audit.neardup import kernels
 from engine.audit.neardup.arrays import pair_codes, ranges, scratch, split_codes, unique
 from engine.audit.neardup.shingles import Prefixes
+from engine.threads import ordered_map, thread_cap
 
 PAIR_BLOCK = 1_000_000  # candidate pairs generated at a time
 SKETCH_CHUNK = 100_000  # candidate pairs bounded at a time (two 64-byte sketches each)
@@ -258,11 +260,10 @@ def _pair_signatures(
 
 
 def _signature_passes(
-    p: Prefixes, doc: np.ndarray, sel: np.ndarray
-) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """The prefix-pair signatures of the texts `sel` shared by two texts or more, as (key, text,
-    position) sorted by key, one pass over a disjoint range of keys at a time: at most ~SIG_BLOCK are
-    held.
+    p: Prefixes, doc: np.ndarray, sel: np.ndarray, block: int = SIG_BLOCK
+) -> Iterator[tuple[np.ndarray, Packing]]:
+    """The prefix-pair signatures of the texts `sel`, packed (see Packing) and unsorted, one pass over a
+    disjoint range of keys at a time: at most ~`block` are held (matched by _matched, in worker threads).
 
     Signatures are generated once, a block of texts at a time, and each block is written to one
     temporary file per pass: reading a pass back costs far less than generating every signature again
@@ -273,7 +274,7 @@ def _signature_passes(
     plen = np.diff(p.offs)[sel]
     n_sig = plen * (plen - 1) // 2
     total = int(n_sig.sum())
-    passes = max(1, -(-total // SIG_BLOCK))
+    passes = max(1, -(-total // block))
     n_gen = max(1, -(-total // GEN_BLOCK))
     blocks = np.searchsorted(np.cumsum(n_sig), np.arange(1, n_gen + 1) * GEN_BLOCK, side="left")
     bounds = np.unique(np.concatenate([[0], np.minimum(blocks + 1, sel.size)]))
@@ -281,9 +282,7 @@ def _signature_passes(
     pack = Packing(max(int(p.sizes.size - 1).bit_length(), 1), max(int(p.ext[sel].max() - 1).bit_length(), 1))
     gen = (_pair_signatures(p, doc, sel[lo:hi], pack) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True))
     if passes == 1:
-        packed = np.concatenate([sig for sig, _ in gen])
-        packed.sort()
-        yield pack.unpack(packed)
+        yield np.concatenate([sig for sig, _ in gen]), pack
         return
     with scratch() as tmp:
         paths = [Path(tmp) / f"pass{r}.sig" for r in range(passes)]
@@ -303,10 +302,23 @@ def _signature_passes(
         for path in paths:
             packed = np.fromfile(path, dtype=np.uint64)
             path.unlink()
-            packed.sort()
-            grouped = pack.unpack(packed)
-            del packed
-            yield grouped
+            yield packed, pack
+
+
+def _single_pairs(
+    p: Prefixes, doc: np.ndarray, single: np.ndarray, tiny: np.ndarray, big: np.ndarray, threshold: float
+) -> np.ndarray:
+    """The single-shingle path's pairs before the sketch bound (kernels.single_pairs is the same in C)."""
+    sizes = p.sizes
+    # Shared shingles that fail the positional filter are not counted (see find_candidates).
+    pairs = _run_pairs(_shared_with(p.tok, doc, p.rank, single, sizes), sizes, threshold)
+    # Keep only pairs where a side needs the single-shingle rule, and that share min(2, alpha) prefix
+    # shingles (see find_candidates): one shared common shingle is not enough for long texts.
+    codes, shared = _merge_counts(pairs)
+    a, b = split_codes(codes)
+    alpha = np.ceil(threshold * (sizes[a] + sizes[b]) / (1 + threshold) - 1e-9).astype(np.int64)
+    keep = ((tiny[a] & tiny[b]) | big[a] | big[b]) & (shared >= np.minimum(2, alpha))
+    return codes[keep]
 
 
 def find_candidates(p: Prefixes, threshold: float) -> np.ndarray:
@@ -343,19 +355,24 @@ def find_candidates(p: Prefixes, threshold: float) -> np.ndarray:
     # 1. single shared shingle for pairs with a long-prefix or a tiny text (never both tiny and long).
     single = tiny[doc] | big[doc]
     if single.any():
-        # Shared shingles that fail the positional filter are not counted (see the docstring).
-        pairs = _run_pairs(_shared_with(p.tok, doc, p.rank, single, sizes), sizes, threshold)
-        # Keep only pairs where a side needs the single-shingle rule, and that share min(2, alpha)
-        # prefix shingles (see the docstring): one shared common shingle is not enough for long texts.
-        codes, shared = _merge_counts(pairs)
-        a, b = split_codes(codes)
-        alpha = np.ceil(threshold * (sizes[a] + sizes[b]) / (1 + threshold) - 1e-9).astype(np.int64)
-        keep = ((tiny[a] & tiny[b]) | big[a] | big[b]) & (shared >= np.minimum(2, alpha))
-        out.append(bound(codes[keep]))
+        if kernels.available():
+            out.append(bound(kernels.single_pairs(p.tok, doc, p.rank, single, sizes, tiny, big, threshold)))
+        else:
+            out.append(bound(_single_pairs(p, doc, single, tiny, big, threshold)))
     # 2. ordered pairs of prefix shingles, for texts with 2..LONG_PREFIX prefix shingles (tiny ones too:
     #    a tiny text can pair with a larger one, where alpha >= 2).
     sel = np.flatnonzero(~big & (plen >= 2))
-    for key, own, at in _signature_passes(p, doc, sel):
-        out.extend(bound(c) for c, _ in _positional_pairs(key, own, at, sizes, threshold))
-        del key, own, at
+
+    def matched(part: tuple[np.ndarray, Packing]) -> list[np.ndarray]:
+        packed, pack = part
+        packed.sort()
+        key, own, at = pack.unpack(packed)
+        del packed
+        return [bound(c) for c, _ in _positional_pairs(key, own, at, sizes, threshold)]
+
+    # Passes are matched in worker threads (engine.threads), each a 1/workers share of SIG_BLOCK: the
+    # same memory as one pass at a time.
+    workers = thread_cap()
+    for codes in ordered_map(matched, _signature_passes(p, doc, sel, max(1, SIG_BLOCK // workers)), workers):
+        out.extend(codes)
     return unique(np.concatenate(out)) if out else np.empty(0, dtype=np.uint64)

@@ -33,7 +33,9 @@ def _lib() -> ctypes.CDLL | None:
         if path.exists():
             lib = ctypes.CDLL(str(path))
             lib.cc_distinct.restype = _I64
-            lib.cc_distinct.argtypes = [_P, _P, _I64, _P, _U64, _P, _P]
+            lib.cc_distinct.argtypes = [_P, _P, _I64, _P, _P]
+            lib.cc_count.restype = None
+            lib.cc_count.argtypes = [_P, _I64, _P, _U64]
             lib.cc_shingles.restype = _I64
             lib.cc_shingles.argtypes = [_P, _P, _I64, _I64, _P, _U64, _P, _P]
             lib.cc_prefixes.restype = _I64
@@ -42,6 +44,13 @@ def _lib() -> ctypes.CDLL | None:
                 *(ctypes.c_int, _I64, _P, _I64, ctypes.c_int, _I64, _P),
                 *(_P, _P, _P, _P),
             ]
+            lib.cc_single_pairs.restype = _I64
+            lib.cc_single_pairs.argtypes = [
+                *(_P, _P, _P, _P, _I64, _P, _P, _P, ctypes.c_double),
+                ctypes.POINTER(ctypes.POINTER(ctypes.c_uint64)),
+            ]
+            lib.cc_free.restype = None
+            lib.cc_free.argtypes = [_P]
             return lib
     return None
 
@@ -80,20 +89,24 @@ def shingles(
     return out_h, out_d
 
 
-def distinct(h: np.ndarray, per: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def distinct(h: np.ndarray, per: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Texts in order with per[i] shingles each: each text's distinct shingles (first occurrences, in
-    order) and their number; every shingle (repeats too) is counted in `counts` at hash & (size - 1)."""
+    order) and their number."""
     h = np.ascontiguousarray(h, dtype=np.uint64)
     per = np.ascontiguousarray(per, dtype=np.int64)
-    assert counts.dtype == np.uint32 and counts.size & (counts.size - 1) == 0
     out = np.empty_like(h)
     sizes = np.empty(per.size, dtype=np.int64)
-    w = _lib_or_fail().cc_distinct(
-        _ptr(h), _ptr(per), per.size, _ptr(counts), counts.size - 1, _ptr(out), _ptr(sizes)
-    )
+    w = _lib_or_fail().cc_distinct(_ptr(h), _ptr(per), per.size, _ptr(out), _ptr(sizes))
     if w < 0:
         raise MemoryError("near-duplicate search: no memory for a text's hash set")
     return out[:w], sizes
+
+
+def count(h: np.ndarray, counts: np.ndarray) -> None:
+    """Every shingle h (repeats too) counted in `counts` (uint32, a power of two long) at h & (size - 1)."""
+    h = np.ascontiguousarray(h, dtype=np.uint64)
+    assert counts.dtype == np.uint32 and counts.size & (counts.size - 1) == 0 and counts.flags.c_contiguous
+    _lib_or_fail().cc_count(_ptr(h), h.size, _ptr(counts), counts.size - 1)
 
 
 class Layout(NamedTuple):
@@ -135,3 +148,43 @@ def long_prefixes(
 def _shift(buckets: int) -> int:
     assert buckets & (buckets - 1) == 0
     return 64 - buckets.bit_length() + 1
+
+
+def single_pairs(
+    tok: np.ndarray,
+    doc: np.ndarray,
+    pos: np.ndarray,
+    single: np.ndarray,
+    sizes: np.ndarray,
+    tiny: np.ndarray,
+    big: np.ndarray,
+    t: float,
+) -> np.ndarray:
+    """candidates.find_candidates' single-shingle path before its sketch bound: the pair codes that a
+    tiny or big side needs and that share min(2, alpha) prefix entries (sorted, the numpy path's)."""
+    arrays = [
+        np.ascontiguousarray(tok, dtype=np.uint64),
+        np.ascontiguousarray(doc, dtype=np.int32),
+        np.ascontiguousarray(pos, dtype=np.uint16),
+        np.ascontiguousarray(single, dtype=np.uint8),
+    ]
+    sizes = np.ascontiguousarray(sizes, dtype=np.int64)
+    tiny8 = np.ascontiguousarray(tiny, dtype=np.uint8)
+    big8 = np.ascontiguousarray(big, dtype=np.uint8)
+    out = ctypes.POINTER(ctypes.c_uint64)()
+    lib = _lib_or_fail()
+    n = lib.cc_single_pairs(
+        *(_ptr(a) for a in arrays),
+        arrays[0].size,
+        _ptr(sizes),
+        _ptr(tiny8),
+        _ptr(big8),
+        float(t),
+        ctypes.byref(out),
+    )
+    if n < 0:
+        raise MemoryError("near-duplicate search: no memory for the candidate pairs")
+    try:
+        return np.ctypeslib.as_array(out, shape=(n,)).copy() if n else np.empty(0, dtype=np.uint64)
+    finally:
+        lib.cc_free(ctypes.cast(out, _P))

@@ -12,7 +12,7 @@ a time instead (pass 1 then keeps each text's distinct shingles), with the same 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
@@ -23,6 +23,7 @@ from engine.audit.neardup import kernels
 from engine.audit.neardup.arrays import drain, ranges, scratch
 from engine.audit.texts import Texts
 from engine.splits import splitmix64
+from engine.threads import ordered_map
 
 _SEED = 20240917
 _H0 = np.uint64(0x243F6A8885A308D3)
@@ -268,39 +269,58 @@ def build_prefixes(texts: Texts, k: int, threshold: float) -> Prefixes:
         held: list[_Held] = []
         buckets: list[np.ndarray] = []
         with store.open("wb") as f:
-            for lo, hi in bounds:
-                held.append(
-                    _pass1_chunk(*doc_shingles(texts.slice(lo, hi - lo), k), hi - lo, counts, f, buckets)
-                )
+            # The next chunks are normalised, split, hashed and deduplicated in worker threads
+            # (engine.threads) while this one is counted and written, in order.
+            def hashed(b: tuple[int, int]) -> _Hashed:
+                return _hash_chunk(texts, b[0], b[1], k)
+
+            for x in ordered_map(hashed, bounds):
+                held.append(_pass1_chunk(x, counts, f, buckets))
             if buckets:
                 counts += np.bincount(drain(buckets), minlength=counts.size).astype(np.uint32)
         with store.open("rb") as f:
             return _prefixes_pass2(f, list(zip(bounds, held, strict=True)), counts, n, threshold)
 
 
-def _pass1_chunk(
-    h: np.ndarray, d: np.ndarray, n: int, counts: np.ndarray, f: BinaryIO, buckets: list[np.ndarray]
-) -> _Held:
-    """Pass 1 for one chunk of n texts (every shingle h of text d): the shingles go to `f` and into the
-    count table (at once where the compiled loops exist, else in `buckets`, a few chunks at a time)."""
+class _Hashed(NamedTuple):
+    """One chunk's shingles, hashed (in a worker thread) for pass 1."""
+
+    h: np.ndarray  # every shingle, repeats too (the count table counts them all)
+    store: np.ndarray  # what pass 2 reads back: each text's distinct shingles (compiled loops), or h
+    d: np.ndarray | None  # the text of each shingle of h, where texts are not in order (numpy path)
+    per: np.ndarray | None  # per text, its number of stored shingles, where texts are in order
+    distinct: bool
+
+
+def _hash_chunk(texts: Texts, lo: int, hi: int, k: int) -> _Hashed:
+    """Hash a chunk's shingles and, where the compiled loops exist, drop each text's repeats (in text
+    order). Touches no shared state: runs in worker threads."""
+    h, d = doc_shingles(texts.slice(lo, hi - lo), k)
     if kernels.available():
-        # One compiled loop per text drops repeats and counts every shingle; texts go in order.
         if not _is_sorted(d):
             order = np.argsort(d, kind="stable")
             h, d = h[order], d[order]
-        h, per = kernels.distinct(h, np.bincount(d, minlength=n), counts)
-        h.tofile(f)
-        return _Held(h.size, per, True)
-    h.tofile(f)
+        store, per = kernels.distinct(h, np.bincount(d, minlength=hi - lo))
+        return _Hashed(h, store, None, per, True)
     # Texts in order (no short text after the long ones): their shingle counts stand for d.
-    per = np.bincount(d, minlength=n) if _is_sorted(d) else None
-    if per is None:
-        d.astype(np.int32).tofile(f)
-    buckets.append((h & np.uint64(counts.size - 1)).astype(np.uint32))
+    per = np.bincount(d, minlength=hi - lo) if _is_sorted(d) else None
+    return _Hashed(h, h, d if per is None else None, per, False)
+
+
+def _pass1_chunk(x: _Hashed, counts: np.ndarray, f: BinaryIO, buckets: list[np.ndarray]) -> _Held:
+    """Pass 1 for one hashed chunk: its shingles go to `f` and into the count table (at once with the
+    compiled loops, else in `buckets`, a few chunks at a time)."""
+    x.store.tofile(f)
+    if x.distinct:
+        kernels.count(x.h, counts)
+        return _Held(x.store.size, x.per, True)
+    if x.d is not None:
+        x.d.astype(np.int32).tofile(f)
+    buckets.append((x.h & np.uint64(counts.size - 1)).astype(np.uint32))
     # The table is updated every few chunks: one bincount over 8M buckets costs as much as a chunk.
     if len(buckets) == 4:
         counts += np.bincount(drain(buckets), minlength=counts.size).astype(np.uint32)
-    return _Held(h.size, per, False)
+    return _Held(x.h.size, x.per, False)
 
 
 def chunks(texts: Texts) -> list[tuple[int, int]]:
@@ -343,19 +363,29 @@ def _prefixes_pass2(
     sketch = np.zeros((n, SKETCH_BUCKETS), dtype=np.uint8)
     toks, ranks = [], []
     wides: list[np.ndarray] = []
-    for (lo, hi), held in parts:
-        h = np.fromfile(f, dtype=np.uint64, count=held.m)
-        if held.distinct:
+
+    def read() -> Iterator[tuple[int, _Held, np.ndarray, np.ndarray | None]]:
+        for (lo, hi), held in parts:
+            h = np.fromfile(f, dtype=np.uint64, count=held.m)
+            d = None
+            if not held.distinct:
+                if held.per is None:
+                    d = np.fromfile(f, dtype=np.int32, count=held.m).astype(np.int64)
+                else:
+                    d = np.repeat(np.arange(hi - lo, dtype=np.int64), held.per)
+            yield hi - lo, held, h, d
+
+    def one(part: tuple[int, _Held, np.ndarray, np.ndarray | None]) -> _Chunk:
+        m, held, h, d = part
+        if d is None:
             assert held.per is not None
             lay = kernels.Layout(threshold, SKETCH_BUCKETS, WIDE_MIN, WIDE_BUCKETS)
             tok, rank, kept_c, ext, sk, wd = kernels.long_prefixes(h, held.per, counts, lay)
-            c = _Chunk(tok, rank, kept_c, ext, held.per, sk, wd)
-        else:
-            if held.per is None:
-                d = np.fromfile(f, dtype=np.int32, count=held.m).astype(np.int64)
-            else:
-                d = np.repeat(np.arange(hi - lo, dtype=np.int64), held.per)
-            c = _chunk_prefixes(h, d, hi - lo, counts, threshold)
+            return _Chunk(tok, rank, kept_c, ext, held.per, sk, wd)
+        return _chunk_prefixes(h, d, m, counts, threshold)
+
+    # Chunks are read in order here and worked on in worker threads (engine.threads), a few at a time.
+    for ((lo, hi), _), c in zip(parts, ordered_map(one, read()), strict=True):
         toks.append(c.tok)
         ranks.append(c.rank)
         kept[lo:hi], sizes[lo:hi], ext_all[lo:hi], sketch[lo:hi] = c.kept, c.size, c.ext, c.sketch
