@@ -1,5 +1,5 @@
-/* Compiled loops of the near-duplicate search for long texts (engine/audit/neardup/kernels.py loads
- * this with ctypes; the numpy path in shingles.py is the reference and the fallback).
+/* Compiled loops of the near-duplicate search (engine/audit/neardup/kernels.py loads this with ctypes;
+ * the numpy paths in shingles.py and candidates.py are the reference and the fallback).
  *
  * Plain C, no Python API: every array comes in as a pointer with its length, every output array is
  * allocated by the caller. The results are the numpy path's, value for value (tests/test_audit_perf.py).

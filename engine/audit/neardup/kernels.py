@@ -1,12 +1,12 @@
-"""Compiled loops of the near-duplicate search for long texts: `_kernels.c`, built with the package
-(setup.py) and loaded with ctypes — no Python API, no compiler at run time.
+"""Compiled loops of the near-duplicate search: `_kernels.c`, built with the package (setup.py) and
+loaded with ctypes — no Python API, no compiler at run time.
 
-On long documents the numpy passes (a sort of every text, repeats dropped, counts looked up, one packed
-sort, two bincounts for the sketches) each walked tens of millions of shingles; here one loop per text
-does each pass while the text's shingles sit in cache. The arrays are the numpy path's, value for
-value (tests/test_audit_perf.py compares them on the same input), so the search stays exact. Where
-the library was not built (no C compiler at install), `available()` is False and shingles.py keeps its
-numpy path.
+The numpy passes each walked every shingle (tens of millions on long documents) several times: here
+one loop per text hashes its shingles, drops its repeats, orders its prefix and fills its sketches
+while its shingles sit in cache, and one loop pairs the single-shingle path's entries. The arrays are
+the numpy path's, value for value (tests/test_audit_perf.py compares them on the same input), so the
+search and its figures stay the same. Where the library was not built (no C compiler at install) or is
+stale (an older build without one of these functions), `available()` is False and the numpy path runs.
 """
 
 from __future__ import annotations
@@ -31,28 +31,35 @@ def _lib() -> ctypes.CDLL | None:
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
         path = _HERE / f"_kernels{suffix}"
         if path.exists():
-            lib = ctypes.CDLL(str(path))
-            lib.cc_distinct.restype = _I64
-            lib.cc_distinct.argtypes = [_P, _P, _I64, _P, _P]
-            lib.cc_count.restype = None
-            lib.cc_count.argtypes = [_P, _I64, _P, _U64]
-            lib.cc_shingles.restype = _I64
-            lib.cc_shingles.argtypes = [_P, _P, _I64, _I64, _P, _U64, _P, _P]
-            lib.cc_prefixes.restype = _I64
-            lib.cc_prefixes.argtypes = [
-                *(_P, _P, _I64, _P, _U64, ctypes.c_double),
-                *(ctypes.c_int, _I64, _P, _I64, ctypes.c_int, _I64, _P),
-                *(_P, _P, _P, _P),
-            ]
-            lib.cc_single_pairs.restype = _I64
-            lib.cc_single_pairs.argtypes = [
-                *(_P, _P, _P, _P, _I64, _P, _P, _P, ctypes.c_double),
-                ctypes.POINTER(ctypes.POINTER(ctypes.c_uint64)),
-            ]
-            lib.cc_free.restype = None
-            lib.cc_free.argtypes = [_P]
-            return lib
+            try:
+                return _declare(ctypes.CDLL(str(path)))
+            except (OSError, AttributeError):  # not loadable here, or built from an older _kernels.c
+                return None
     return None
+
+
+def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
+    """The functions' C signatures (an AttributeError where one is missing)."""
+    lib.cc_distinct.restype = _I64
+    lib.cc_distinct.argtypes = [_P, _P, _I64, _P, _P]
+    lib.cc_count.restype = None
+    lib.cc_count.argtypes = [_P, _I64, _P, _U64]
+    lib.cc_shingles.restype = _I64
+    lib.cc_shingles.argtypes = [_P, _P, _I64, _I64, _P, _U64, _P, _P]
+    lib.cc_prefixes.restype = _I64
+    lib.cc_prefixes.argtypes = [
+        *(_P, _P, _I64, _P, _U64, ctypes.c_double),
+        *(ctypes.c_int, _I64, _P, _I64, ctypes.c_int, _I64, _P),
+        *(_P, _P, _P, _P),
+    ]
+    lib.cc_single_pairs.restype = _I64
+    lib.cc_single_pairs.argtypes = [
+        *(_P, _P, _P, _P, _I64, _P, _P, _P, ctypes.c_double),
+        ctypes.POINTER(ctypes.POINTER(ctypes.c_uint64)),
+    ]
+    lib.cc_free.restype = None
+    lib.cc_free.argtypes = [_P]
+    return lib
 
 
 def available() -> bool:
