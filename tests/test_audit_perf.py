@@ -564,6 +564,31 @@ def test_compiled_loops_are_built() -> None:
     assert kernels.available(), "engine/audit/neardup/_kernels.c was not built: run pip install -e ."
 
 
+def test_a_stale_or_unloadable_build_means_the_numpy_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A library without the functions (an older build) or that cannot be loaded: no error, numpy path.
+    import ctypes
+
+    real = ctypes.CDLL
+
+    def stale(path: str) -> ctypes.CDLL:
+        return real(None)  # this process's own symbols: no cc_* function
+
+    def broken(path: str) -> ctypes.CDLL:
+        raise OSError("wrong ELF class")
+
+    try:
+        for fake in (stale, broken):
+            kernels._lib.cache_clear()
+            monkeypatch.setattr(kernels.ctypes, "CDLL", fake)
+            assert not kernels.available()
+            df = _frame(3, 60)
+            assert neardup.near_duplicates(df, ["body"], threshold=0.6, shingle_size=2).pairs.height > 0
+    finally:
+        monkeypatch.undo()
+        kernels._lib.cache_clear()
+    assert kernels.available()
+
+
 def test_compiled_shingle_hashes_match_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
     # Texts shorter than k words (one shingle each, after the others), of one word, and longer ones.
     import numpy as np

@@ -1,8 +1,9 @@
 /* Compiled loops of the near-duplicate search (engine/audit/neardup/kernels.py loads this with ctypes;
  * the numpy paths in shingles.py and candidates.py are the reference and the fallback).
  *
- * Plain C, no Python API: every array comes in as a pointer with its length, every output array is
- * allocated by the caller. The results are the numpy path's, value for value (tests/test_audit_perf.py).
+ * Plain C, no Python API: every array comes in as a pointer with its length; output arrays are the
+ * caller's, except cc_single_pairs' (its size is known only at the end: freed by cc_free). The results
+ * are the numpy paths', value for value (tests/test_audit_perf.py).
  */
 #include <math.h>
 #include <stdint.h>
