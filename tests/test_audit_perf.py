@@ -95,7 +95,9 @@ def test_shared_shingle_and_positional_filters_lose_no_pair(seed: int, t: float,
     assert set(zip(res.pairs["row_a"].to_list(), res.pairs["row_b"].to_list(), strict=True)) == want
 
 
-def test_long_and_tiny_texts_take_the_single_shingle_path(monkeypatch: pytest.MonkeyPatch, loops: str) -> None:
+def test_long_and_tiny_texts_take_the_single_shingle_path(
+    monkeypatch: pytest.MonkeyPatch, loops: str
+) -> None:
     # A small LONG_PREFIX forces every text through the single-shared-shingle path; results must not change.
     df = _frame(7, 120)
     want = _brute(df, ["body"], 0.7, 2)
@@ -130,6 +132,7 @@ def test_chunking_does_not_change_results(monkeypatch: pytest.MonkeyPatch) -> No
     from engine import threads
 
     monkeypatch.setattr(texts_mod, "HASH_SLICE", 20)
+    monkeypatch.setattr(shingles, "THREADED_MIN_BYTES", 0)  # these short texts too
     for workers in (1, 3):
         monkeypatch.setattr(threads, "thread_cap", lambda w=workers: w)
         again = neardup.near_duplicates(df, ["body"], threshold=0.6, shingle_size=3)
@@ -678,7 +681,9 @@ def test_compiled_single_shingle_pairs_match_numpy(single_share: float, t: float
     pool = rng.integers(0, 2**63, size=700).astype(np.uint64)
     pool[:60] = (pool[:60] & np.uint64(0xFF)) | np.uint64(0x1234 << 48)  # same high bits, other toks
     tok = pool[rng.integers(0, pool.size, size=n)]
-    pos = np.minimum(rng.integers(0, 1 << 16, size=n) % np.maximum(sizes[doc] // 4, 1), 65535).astype(np.uint16)
+    pos = np.minimum(rng.integers(0, 1 << 16, size=n) % np.maximum(sizes[doc] // 4, 1), 65535).astype(
+        np.uint16
+    )
     single = tiny[doc] | big[doc]
     assert (2 * single.sum() < n) == (single_share < 0.5)
     p = types.SimpleNamespace(tok=tok, rank=pos, sizes=sizes)

@@ -19,6 +19,7 @@ from typing import BinaryIO, NamedTuple
 import numpy as np
 import polars as pl
 
+from engine import threads
 from engine.audit.neardup import kernels
 from engine.audit.neardup.arrays import drain, ranges, scratch
 from engine.audit.texts import Texts
@@ -29,6 +30,7 @@ _SEED = 20240917
 _H0 = np.uint64(0x243F6A8885A308D3)
 CHUNK_TEXTS = 25_000  # texts hashed at a time
 CHUNK_BYTES = 16 << 20  # and no more than about this much text (long documents make smaller chunks)
+THREADED_MIN_BYTES = 2048  # texts this long on average are hashed and prefixed in worker threads
 COUNT_BITS = 23  # 8M-bucket frequency table (32 MB)
 SKETCH_BUCKETS = 64  # per-text shingle counts by hash bucket, for an exact overlap upper bound
 # Texts of WIDE_MIN shingles or more also get a WIDE_BUCKETS-bucket sketch (2 KB a text): 64 buckets
@@ -260,7 +262,11 @@ def build_prefixes(texts: Texts, k: int, threshold: float) -> Prefixes:
     so it takes a prefix place (it counts for positions and lengths) but is not kept.
     """
     n = texts.len()
-    bounds = chunks(texts)
+    nbytes = _text_bytes(texts)
+    # Worker threads for long documents only: there they halve the time; on a million tickets they
+    # saved ~4 s of a 30 s source stage but lifted its peak ~105 MB, past 3x the data (bench/README.md).
+    workers = threads.thread_cap() if n and nbytes.mean() >= THREADED_MIN_BYTES else 1
+    bounds = chunks(texts, workers, nbytes)
     counts = np.zeros(1 << COUNT_BITS, dtype=np.uint32)
     with scratch() as tmp:
         # Pass 1 hashes every shingle once and keeps the hashes in a temporary file for pass 2: reading
@@ -274,12 +280,12 @@ def build_prefixes(texts: Texts, k: int, threshold: float) -> Prefixes:
             def hashed(b: tuple[int, int]) -> _Hashed:
                 return _hash_chunk(texts, b[0], b[1], k)
 
-            for x in ordered_map(hashed, bounds):
+            for x in ordered_map(hashed, bounds, workers):
                 held.append(_pass1_chunk(x, counts, f, buckets))
             if buckets:
                 counts += np.bincount(drain(buckets), minlength=counts.size).astype(np.uint32)
         with store.open("rb") as f:
-            return _prefixes_pass2(f, list(zip(bounds, held, strict=True)), counts, n, threshold)
+            return _prefixes_pass2(f, list(zip(bounds, held, strict=True)), counts, n, threshold, workers)
 
 
 class _Hashed(NamedTuple):
@@ -323,19 +329,24 @@ def _pass1_chunk(x: _Hashed, counts: np.ndarray, f: BinaryIO, buckets: list[np.n
     return _Held(x.h.size, x.per, False)
 
 
-def chunks(texts: Texts) -> list[tuple[int, int]]:
+def _text_bytes(texts: Texts) -> np.ndarray:
+    """Each text's bytes (its columns' bytes before normalisation)."""
+    lengths = [pl.col(c).cast(pl.String).str.len_bytes().fill_null(0).cast(pl.Int64) for c in texts.columns]
+    return texts.frame.select(pl.sum_horizontal(lengths)).to_series().to_numpy()[texts.reps]
+
+
+def chunks(texts: Texts, workers: int = 1, nbytes: np.ndarray | None = None) -> list[tuple[int, int]]:
     """Text ranges [lo, hi) hashed at a time: at most CHUNK_TEXTS texts and, unless one text is longer,
     CHUNK_BYTES bytes of text (the columns' bytes before normalisation), so that memory is bounded by
-    a chunk of words, not of texts."""
+    a chunk of words, not of texts; with `workers` chunks in flight, each is 1/workers of that."""
     n = texts.len()
-    lengths = [pl.col(c).cast(pl.String).str.len_bytes().fill_null(0).cast(pl.Int64) for c in texts.columns]
-    nbytes = texts.frame.select(pl.sum_horizontal(lengths)).to_series().to_numpy()[texts.reps]
+    nbytes = _text_bytes(texts) if nbytes is None else nbytes
     cum = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(nbytes, out=cum[1:])
     out, lo = [], 0
     while lo < n:
-        hi = int(np.searchsorted(cum, cum[lo] + CHUNK_BYTES, side="right")) - 1
-        hi = min(max(hi, lo + 1), lo + CHUNK_TEXTS, n)
+        hi = int(np.searchsorted(cum, cum[lo] + CHUNK_BYTES // workers, side="right")) - 1
+        hi = min(max(hi, lo + 1), lo + max(1, CHUNK_TEXTS // workers), n)
         out.append((lo, hi))
         lo = hi
     return out
@@ -354,9 +365,15 @@ class _Chunk(NamedTuple):
 
 
 def _prefixes_pass2(
-    f: BinaryIO, parts: list[tuple[tuple[int, int], _Held]], counts: np.ndarray, n: int, threshold: float
+    f: BinaryIO,
+    parts: list[tuple[tuple[int, int], _Held]],
+    counts: np.ndarray,
+    n: int,
+    threshold: float,
+    workers: int,
 ) -> Prefixes:
-    """Pass 2 of build_prefixes over the shingle hashes of pass 1, read back chunk by chunk from `f`."""
+    """Pass 2 of build_prefixes over the shingle hashes of pass 1, read back chunk by chunk from `f`
+    and worked on by `workers` threads."""
     sizes = np.zeros(n, dtype=np.int64)
     ext_all = np.zeros(n, dtype=np.int64)
     kept = np.zeros(n, dtype=np.int64)
@@ -385,7 +402,7 @@ def _prefixes_pass2(
         return _chunk_prefixes(h, d, m, counts, threshold)
 
     # Chunks are read in order here and worked on in worker threads (engine.threads), a few at a time.
-    for ((lo, hi), _), c in zip(parts, ordered_map(one, read()), strict=True):
+    for ((lo, hi), _), c in zip(parts, ordered_map(one, read(), workers), strict=True):
         toks.append(c.tok)
         ranks.append(c.rank)
         kept[lo:hi], sizes[lo:hi], ext_all[lo:hi], sketch[lo:hi] = c.kept, c.size, c.ext, c.sketch
