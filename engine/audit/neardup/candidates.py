@@ -258,11 +258,9 @@ def _pair_signatures(
     return sig, high
 
 
-def _signature_passes(
-    p: Prefixes, doc: np.ndarray, sel: np.ndarray, block: int = SIG_BLOCK
-) -> Iterator[tuple[np.ndarray, Packing]]:
+def _signature_passes(p: Prefixes, doc: np.ndarray, sel: np.ndarray) -> Iterator[tuple[np.ndarray, Packing]]:
     """The prefix-pair signatures of the texts `sel`, packed (see Packing) and unsorted, one pass over a
-    disjoint range of keys at a time: at most ~`block` are held (matched by _matched, in worker threads).
+    disjoint range of keys at a time: at most ~SIG_BLOCK are held (find_candidates sorts and matches each).
 
     Signatures are generated once, a block of texts at a time, and each block is written to one
     temporary file per pass: reading a pass back costs far less than generating every signature again
@@ -273,7 +271,7 @@ def _signature_passes(
     plen = np.diff(p.offs)[sel]
     n_sig = plen * (plen - 1) // 2
     total = int(n_sig.sum())
-    passes = max(1, -(-total // block))
+    passes = max(1, -(-total // SIG_BLOCK))
     n_gen = max(1, -(-total // GEN_BLOCK))
     blocks = np.searchsorted(np.cumsum(n_sig), np.arange(1, n_gen + 1) * GEN_BLOCK, side="left")
     bounds = np.unique(np.concatenate([[0], np.minimum(blocks + 1, sel.size)]))
@@ -369,9 +367,8 @@ def find_candidates(p: Prefixes, threshold: float) -> np.ndarray:
         del packed
         return [bound(c) for c, _ in _positional_pairs(key, own, at, sizes, threshold)]
 
-    # Passes are matched one at a time: in worker threads (tried, each a 1/workers share of SIG_BLOCK)
-    # the 1M-ticket source stage peaked ~170 MB higher (its pair blocks and sketch bounds per worker,
-    # and each thread's allocator arena), past 3x the data.
-    for codes in map(matched, _signature_passes(p, doc, sel)):
-        out.extend(codes)
+    # Passes are matched one at a time: in two worker threads (tried, each pass half of SIG_BLOCK) they
+    # took 7.9 -> 5.1 s at 1M tickets, but the source stage peaked ~170 MB higher, past 3x the data.
+    for part in _signature_passes(p, doc, sel):
+        out.extend(matched(part))
     return unique(np.concatenate(out)) if out else np.empty(0, dtype=np.uint64)
