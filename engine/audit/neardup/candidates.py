@@ -368,7 +368,8 @@ def find_candidates(p: Prefixes, threshold: float) -> np.ndarray:
         return [bound(c) for c, _ in _positional_pairs(key, own, at, sizes, threshold)]
 
     # Passes are matched one at a time: in two worker threads (tried, each pass half of SIG_BLOCK) they
-    # took 7.9 -> 5.1 s at 1M tickets, but the source stage peaked ~170 MB higher, past 3x the data.
+    # took 7.9 -> 5.1 s at 1M tickets, but the source stage peaked ~75 MB higher (1,228 MB against
+    # 1,148-1,158 MB), past 3x the data.
     for part in _signature_passes(p, doc, sel):
         out.extend(matched(part))
     return unique(np.concatenate(out)) if out else np.empty(0, dtype=np.uint64)
