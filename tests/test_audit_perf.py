@@ -563,7 +563,7 @@ def test_text_by_text_dedupe_path_matches_brute_force(monkeypatch: pytest.Monkey
 
 
 def test_compiled_loops_are_built() -> None:
-    # `pip install -e .` compiles them (setup.py); CI must test them, not only the numpy fallback.
+    # `pip install -e .` compiles them (pyproject.toml); CI must test them, not only the numpy fallback.
     assert kernels.available(), "engine/audit/neardup/_kernels.c was not built: run pip install -e ."
 
 

@@ -1,4 +1,4 @@
-"""Compiled loops of the near-duplicate search: `_kernels.c`, built with the package (setup.py) and
+"""Compiled loops of the near-duplicate search: `_kernels.c`, built with the package (pyproject.toml) and
 loaded with ctypes — no Python API, no compiler at run time.
 
 The numpy passes each walked every shingle (tens of millions on long documents) several times: here
