@@ -140,6 +140,9 @@ def hand(mode: str, a: argparse.Namespace) -> dict:
     model.train()
     times, cpu, tokens = [], [], 0
     for k in range(a.steps + 1):
+        # a whole iteration is timed, the micro-batch's padding included: the job's figure is the
+        # gap between its step records, which holds its own batching too
+        t, c = time.perf_counter(), time.process_time()
         idx = Batcher.micro_indices(k, a.micro_batch, len(enc), 0)
         rows = [enc[i] for i in idx]
         width = max(len(r) for r in rows)
@@ -148,7 +151,6 @@ def hand(mode: str, a: argparse.Namespace) -> dict:
         for j, r in enumerate(rows):
             ids[j, : len(r)] = torch.tensor(r)
             mask[j, : len(r)] = 1
-        t, c = time.perf_counter(), time.process_time()
         out = model(input_ids=ids, attention_mask=mask, labels=torch.tensor([y[i] for i in idx]))
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
@@ -166,6 +168,7 @@ def hand(mode: str, a: argparse.Namespace) -> dict:
         a,
         load_seconds=round(load_s, 2),
         cpu_s_per_step=round(sum(cpu) / len(cpu), 4),
+        cpu_s_per_step_median=round(statistics.median(cpu), 4),
     )
 
 
@@ -360,6 +363,45 @@ def _first_pass(curve: list[float], before: float) -> int:
     return -1
 
 
+# ---------------------------------------------------------------- interleaved rounds
+
+# the figure each phase is compared on: wall seconds a step (job: the gap between step records),
+# or CPU seconds a step (jobcpu, against the hand loop's CPU seconds)
+FIGURE = {"job": ("s_per_step_median", "s_per_step_median"), "jobcpu": ("cpu_s_per_step_median",) * 2}
+
+
+def interleaved(a: argparse.Namespace) -> int:
+    """`--rounds N`: each phase in a fresh process, hand and job alternating (hand, job, job, hand,
+    ...), so neither always runs first, warm or on a quieter minute; the ratio of each round and
+    their median and range."""
+    import subprocess
+
+    other = next((p for p in a.phase or [] if p in FIGURE), "job")
+    keep = ["--steps", a.steps, "--micro-batch", a.micro_batch, "--max-length", a.max_length]
+    keep += ["--train-rows", a.train_rows, "--dev-rows", a.dev_rows, "--threads", a.threads]
+    for mode in a.mode or ["lora", "qlora"]:
+        ratios = []
+        for r in range(a.rounds):
+            order = ["hand", other] if r % 2 == 0 else [other, "hand"]
+            got = {}
+            for phase in order:
+                cmd = [sys.executable, __file__, "--phase", phase, "--mode", mode, *map(str, keep)]
+                out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+                got[phase] = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+                print(json.dumps({"round": r, **got[phase]}), flush=True)
+            hand_key, other_key = FIGURE[other]
+            ratios.append(got[other][other_key] / got["hand"][hand_key])
+        summary = {"mode": mode, "compared": f"{other}/hand {FIGURE[other][1]}", "rounds": a.rounds}
+        summary.update(
+            ratio_median=round(statistics.median(ratios), 3),
+            ratio_min=round(min(ratios), 3),
+            ratio_max=round(max(ratios), 3),
+            ratios=[round(x, 3) for x in ratios],
+        )
+        print(json.dumps(summary), flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--phase", action="append", choices=["hand", "job", "jobcpu", "fit"])
@@ -375,7 +417,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fit-rows", type=int, default=32)
     p.add_argument("--fit-steps", type=int, default=30)
     p.add_argument("--fit-lr", type=float, default=2e-3)
+    p.add_argument("--rounds", type=int, default=0, help="interleaved hand / job rounds, each in its own process")
     a = p.parse_args(argv)
+    if a.rounds:
+        return interleaved(a)
     import torch
 
     torch.set_num_threads(a.threads)

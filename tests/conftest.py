@@ -9,7 +9,17 @@ from pathlib import Path
 
 import pytest
 
+from engine.threads import usable_cores
 from tests import real_session as rs
+
+# `-n auto` (pyproject.toml) runs the suite on this many worker processes: one a core, at most two.
+# Each test here trains, fits or drives a TUI on up to two threads, so more workers than that on a
+# bigger machine would only crowd one another; each worker builds its own real session.
+MAX_WORKERS = 2
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    return min(MAX_WORKERS, usable_cores())
 
 
 @pytest.fixture(scope="session")

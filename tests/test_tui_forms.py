@@ -188,11 +188,12 @@ async def test_quit_asks_and_a_draft_survives_a_restart(tmp_path: Path) -> None:
         await pilot.press("d")  # discard and quit
     assert not draft.exists()
 
-    # nothing unsaved: ctrl+q quits at once
+    # nothing unsaved: ctrl+q quits at once, and takes away the draft of a keystroke ago
     app = make_app(session.path, workspace=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        form = await edit_seed(pilot, "13")  # the recipe's own value: no edit
+        form = await edit_seed(pilot, "1")
+        await wait_for(pilot, draft.exists)  # "seed = 1", written when the typing paused
+        await pilot.press("3")  # 13, the recipe's own value: no edit, and quit before its timer
         assert not form.dirty
         await pilot.press("ctrl+q")
-        await pilot.pause()
     assert not app.is_running and not draft.exists()

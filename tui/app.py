@@ -157,6 +157,9 @@ class ClaimcheckApp(App):
         # A stage thread still computing would keep the process alive after the screen closed:
         # ask it to stop at its next checkpoint (a training job is a separate process and goes on).
         self.cancel_running()
+        for screen in self.screen_stack:
+            for view in screen.query(StageView):
+                view.flush_draft()
         await super().action_quit()
 
     def cancel_running(self) -> None:

@@ -264,6 +264,13 @@ class StageView(Vertical):
         remove_draft(self.session.path, self.spec.name)
         return False
 
+    def flush_draft(self) -> None:
+        """Bring a draft still waiting for its timer up to date now (written, or removed where the
+        form is back to its record): quitting must not leave one from a keystroke ago."""
+        if self._draft_timer is not None:
+            self._draft_timer.stop()
+            self.save_draft()
+
     def discard_draft(self) -> None:
         if self._draft_timer is not None:
             self._draft_timer.stop()
