@@ -417,7 +417,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fit-rows", type=int, default=32)
     p.add_argument("--fit-steps", type=int, default=30)
     p.add_argument("--fit-lr", type=float, default=2e-3)
-    p.add_argument("--rounds", type=int, default=0, help="interleaved hand / job rounds, each in its own process")
+    p.add_argument(
+        "--rounds", type=int, default=0, help="interleaved hand / job rounds, each in its own process"
+    )
     a = p.parse_args(argv)
     if a.rounds:
         return interleaved(a)
