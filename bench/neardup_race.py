@@ -14,9 +14,9 @@ for --rounds rounds; the driver prints `uptime` before and after. The texts are 
 parquet file both sides read (not timed).
 
 rensa's pipeline, built to be fair to it: the same 5-word shingles of the same normalised texts,
-hashed by the same vectorised Polars + numpy code as ours (engine.audit.neardup.shingles.doc_shingles;
-`--rensa-shingles numpy`, the default, as the issue prescribes: our compiled shingle loop switched off
-for its shingling; `--rensa-shingles compiled` hands it our compiled loop too, more generous);
+shingled by vectorised Polars + numpy code (`--rensa-shingles numpy`, the default, as the issue
+prescribes: words split and hashed by Polars, shingles by engine.audit.neardup.shingles'
+numpy path; `--rensa-shingles compiled` hands it our compiled word and shingle loops, more generous);
 `RMinHash.digest_matrix_from_flat_token_hashes` (128 permutations) a chunk at a time; the matrix to
 numpy (`to_rows`: rensa 0.5.0 exposes no buffer, so this copy is timed apart and left out of its
 total); LSH banding vectorised in numpy (one packed uint64 sort per band); its candidates verified by
@@ -152,16 +152,30 @@ def phase_ours(path: Path) -> dict:
     }
 
 
+def _shingles(texts: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """rensa's shingle hashes: words split and hashed by Polars, shingles by our numpy path (numpy);
+    or our compiled word and shingle loops (compiled)."""
+    from engine.audit.neardup import kernels, shingles
+
+    if SHINGLES == "compiled":
+        return shingles.doc_shingles(texts, 5)
+    words = pl.DataFrame({"w": texts.str.split(" ")})
+    lens = words.select(pl.col("w").list.len()).to_series().to_numpy().astype(np.int64)
+    flat = words.select(pl.col("w").explode().hash(20240917)).to_series().to_numpy()
+    del words
+    compiled = kernels.available
+    kernels.available = lambda: False  # type: ignore[assignment]
+    try:
+        return shingles.shingles_of_words(flat, lens, 5)
+    finally:
+        kernels.available = compiled  # type: ignore[assignment]
+
+
 def _digests(texts, n: int) -> tuple[np.ndarray, np.ndarray, dict]:
     """Every text's 128 MinHash values (uint32, n x 128) by rensa, and raw shingle counts."""
     import rensa
 
-    from engine.audit.neardup import kernels
-    from engine.audit.neardup.shingles import chunks, doc_shingles
-
-    compiled = kernels.available
-    if SHINGLES == "numpy":
-        kernels.available = lambda: False  # type: ignore[assignment]  (its shingling only; verify as ours)
+    from engine.audit.neardup.shingles import chunks
 
     t_sh = t_mh = t_cv = 0.0
     mat = np.empty((n, NUM_PERM), dtype=np.uint32)
@@ -172,7 +186,7 @@ def _digests(texts, n: int) -> tuple[np.ndarray, np.ndarray, dict]:
     bounds = chunks(texts) if CHUNK <= 0 else [(lo, min(lo + CHUNK, n)) for lo in range(0, n, CHUNK)]
     for lo, hi in bounds:
         t = time.perf_counter()
-        h, d = doc_shingles(texts.slice(lo, hi - lo), 5)
+        h, d = _shingles(texts.slice(lo, hi - lo))
         if d.size > 1 and (d[1:] < d[:-1]).any():  # short texts come after the long ones
             order = np.argsort(d, kind="stable")
             h, d = h[order], d[order]
@@ -188,7 +202,6 @@ def _digests(texts, n: int) -> tuple[np.ndarray, np.ndarray, dict]:
         t = time.perf_counter()
         mat[lo : lo + m] = np.asarray(dm.to_rows(), dtype=np.uint32)
         t_cv += time.perf_counter() - t
-    kernels.available = compiled  # type: ignore[assignment]
     return mat, counts, {"shingle_s": t_sh, "minhash_s": t_mh, "to_numpy_s": t_cv, "shingles": SHINGLES}
 
 

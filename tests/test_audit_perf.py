@@ -608,6 +608,38 @@ def test_compiled_shingle_hashes_match_numpy(monkeypatch: pytest.MonkeyPatch) ->
         assert all(np.array_equal(g, w) and g.dtype == w.dtype for g, w in zip(got, want, strict=True))
 
 
+def _word_hash_reference(word: bytes) -> int:
+    """The word hash as shingles.word_hashes defines it, in plain Python."""
+    mask = (1 << 64) - 1
+    h = int(shingles._WORD_SEED) ^ (len(word) * int(shingles._WORD_LEN) & mask)
+    for j in range(0, len(word), 8):
+        h = ((h ^ int.from_bytes(word[j : j + 8], "little")) * int(shingles._WORD_BLOCK)) & mask
+        h ^= h >> 29
+    h = (h + 0x9E3779B97F4A7C15) & mask  # splitmix64
+    h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & mask
+    return h ^ (h >> 31)
+
+
+@pytest.mark.parametrize("loops", ["compiled", "numpy"])
+def test_word_hashes_match_their_definition(monkeypatch: pytest.MonkeyPatch, loops: str) -> None:
+    # Words of every length around the 8-byte blocks, multi-byte UTF-8, NUL and other control bytes,
+    # empty texts and empty words (two spaces), a null, and a slice (Arrow offsets that do not start
+    # at 0): each word's hash is the reference's, whatever Polars' own hash does.
+    rng = random.Random(9)
+    alphabet = ["a", "Z", "é", "😀", "\x00", "\x1b", "ü", "  ", " ", "xyzxyzxyz"]
+    texts = ["", " ", "a  b", "abcdefgh", "abcdefghi jklmnopqrstuvwx", "x" * 1000, None]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60))) for _ in range(400)]
+    series = pl.Series(texts, dtype=pl.String)
+    if loops == "numpy":
+        monkeypatch.setattr(kernels, "available", lambda: False)
+    for s in (series, series.slice(3, 200)):
+        words = [w.encode() for t in s.fill_null("").to_list() for w in t.split(" ")]
+        flat, lens = shingles.word_hashes(s)
+        assert lens.tolist() == [t.count(" ") + 1 for t in s.fill_null("").to_list()]
+        assert flat.tolist() == [_word_hash_reference(w) for w in words]
+
+
 def test_compiled_distinct_keeps_first_occurrences_and_counts_every_shingle() -> None:
     import numpy as np
 

@@ -68,6 +68,7 @@ def near_duplicates(ds: Any, inp: Inputs, ctx: StageContext, cov: str) -> Check:
     import hashlib
 
     from engine.audit.neardup import METHOD, PAIRS_FILE, cluster_summary, near_duplicates, pairs_payload
+    from engine.audit.neardup.shingles import SHINGLE_HASH
     from engine.data import text_inputs
 
     cols = text_inputs(inp.model_dump(mode="json"))
@@ -106,6 +107,7 @@ def near_duplicates(ds: Any, inp: Inputs, ctx: StageContext, cov: str) -> Check:
             "threshold": inp.near_dup_threshold,
             "shingle_size": inp.shingle_size,
             "method": METHOD,
+            "shingle_hash": SHINGLE_HASH,
             "candidate_probability_at_threshold": round(res.recall_at(inp.near_dup_threshold), 9),
             "pairs_path": rel,
             "pairs_sha256": hashlib.sha256(payload).hexdigest(),

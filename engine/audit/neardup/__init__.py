@@ -7,9 +7,9 @@ Definitions (docs/checks.md#source-near-duplicates):
 - rows with the same normalised text columns are one *text* (exact duplicates are another check);
   a near-duplicate pair is two rows of different texts whose shingle sets have Jaccard >= t (0.8).
 
-Shingles are hashed to 64 bits (Polars' seeded hash of each word; a shingle's hash is splitmix64 of
-the sum of its word hashes, each times an odd constant of its position); Jaccard is computed exactly on
-these 64-bit shingle hashes (a collision needs ~2^32 shingles).
+Shingles are hashed to 64 bits (our own hash of each word's bytes, stable across library releases; a
+shingle's hash is splitmix64 of the sum of its word hashes, each times an odd constant of its position);
+Jaccard is computed exactly on these 64-bit shingle hashes (a collision needs ~2^32 shingles).
 
 Search — exact, no false negatives and no false positives: prefix filtering (Chaudhuri et al. 2006,
 Bayardo et al. 2007). Put all shingles in one global order; if J(x, y) >= t then x and y share one of
@@ -31,8 +31,8 @@ signature) — about 0.6 GB at most for a million ticket-length texts.
 
 One module per step: shingles.py (hashing, passes 1 and 2: prefixes), candidates.py (signatures and
 the length, positional and sketch bounds), verify.py (exact Jaccard); arrays.py holds their helpers.
-kernels.py loads the compiled loops (_kernels.c, built by `pip install`) that hash shingles and do
-passes 1 and 2 one text at a time; they give the numpy path's arrays value for value, and where they
+kernels.py loads the compiled loops (_kernels.c, built by `pip install`) that hash words and shingles
+and do passes 1 and 2 one text at a time; they give the numpy path's arrays value for value, and where they
 were not built the numpy path runs.
 """
 

@@ -246,13 +246,96 @@ int64_t cc_prefixes(const uint64_t *h, const int64_t *sizes, int64_t n, const ui
     return w;
 }
 
-/* ---- 0. shingle hashes from word hashes --------------------------------------------------------- */
+/* ---- 0. word hashes, and shingle hashes from them ---------------------------------------------- */
 
 static inline uint64_t splitmix64(uint64_t z) {
     z += 0x9E3779B97F4A7C15ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
+}
+
+/* Word hashes (shingles.word_hashes: the same values, and their definition). Text i is the UTF-8 bytes
+ * data[offs[i]:offs[i + 1]]; its words are the runs between single spaces (an empty text is one empty
+ * word). A word of L bytes: h = WORD_SEED ^ L * WORD_LEN; then for each 8-byte block m of the word,
+ * little-endian, the last one zero-padded: h = (h ^ m) * WORD_BLOCK, h ^= h >> 29; its hash is
+ * splitmix64(h). Our own, so the figures do not move with a Polars release (Polars' hash may). */
+#define WORD_SEED 0x2545F4914F6CDD1Dull
+#define WORD_LEN 0xC2B2AE3D27D4EB4Full
+#define WORD_BLOCK 0x9FB21C651E98DF25ull
+
+static inline uint64_t load8(const uint8_t *p) { /* 8 bytes, little-endian */
+    uint64_t m;
+    memcpy(&m, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    m = __builtin_bswap64(m);
+#endif
+    return m;
+}
+
+/* The top bit of each byte of x that is a space (exact: no carries between bytes). */
+static inline uint64_t space_bits(uint64_t x) {
+    const uint64_t low7 = 0x7F7F7F7F7F7F7F7Full, y = x ^ 0x2020202020202020ull;
+    return ~(((y & low7) + low7) | y | low7);
+}
+
+/* Each text's number of words in lens[i]; returns their sum. */
+int64_t cc_word_counts(const uint8_t *data, const int64_t *offs, int64_t n, int64_t *lens) {
+    int64_t total = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const uint8_t *p = data + offs[i], *end = data + offs[i + 1];
+        int64_t c = 1;
+        for (; p + 8 <= end; p += 8) c += __builtin_popcountll(space_bits(load8(p)));
+        for (; p < end; p++) c += *p == ' ';
+        lens[i] = c;
+        total += c;
+    }
+    return total;
+}
+
+static inline uint64_t word_hash(const uint8_t *p, int64_t len, const uint8_t *limit) {
+    uint64_t h = WORD_SEED ^ ((uint64_t)len * WORD_LEN);
+    int64_t j = 0;
+    for (; j + 8 <= len; j += 8) {
+        h = (h ^ load8(p + j)) * WORD_BLOCK;
+        h ^= h >> 29;
+    }
+    if (j < len) { /* the last block, zero-padded: read whole where the buffer goes on, then masked */
+        const int64_t r = len - j;
+        uint64_t m = 0;
+        if (p + j + 8 <= limit) {
+            m = load8(p + j) & ((1ull << (8 * r)) - 1);
+        } else {
+            for (int64_t b = r - 1; b >= 0; b--) m = (m << 8) | p[j + b];
+        }
+        h = (h ^ m) * WORD_BLOCK;
+        h ^= h >> 29;
+    }
+    return splitmix64(h);
+}
+
+/* Every word's hash, text after text, into out (cc_word_counts' total long): spaces found 8 bytes at
+ * a time. */
+void cc_word_hashes(const uint8_t *data, const int64_t *offs, int64_t n, uint64_t *out) {
+    const uint8_t *limit = data + offs[n];
+    int64_t w = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const uint8_t *p = data + offs[i], *end = data + offs[i + 1], *word = p;
+        for (; p + 8 <= end; p += 8) {
+            for (uint64_t t = space_bits(load8(p)); t; t &= t - 1) {
+                const uint8_t *sp = p + (__builtin_ctzll(t) >> 3);
+                out[w++] = word_hash(word, sp - word, limit);
+                word = sp + 1;
+            }
+        }
+        for (; p < end; p++) {
+            if (*p == ' ') {
+                out[w++] = word_hash(word, p - word, limit);
+                word = p + 1;
+            }
+        }
+        out[w++] = word_hash(word, end - word, limit);
+    }
 }
 
 /* Texts of lens[i] words (word hashes in flat, text after text): a shingle of words w_0..w_{m-1} hashes

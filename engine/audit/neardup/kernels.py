@@ -44,6 +44,10 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.cc_distinct.argtypes = [_P, _P, _I64, _P, _P]
     lib.cc_count.restype = None
     lib.cc_count.argtypes = [_P, _I64, _P, _U64]
+    lib.cc_word_counts.restype = _I64
+    lib.cc_word_counts.argtypes = [_P, _P, _I64, _P]
+    lib.cc_word_hashes.restype = None
+    lib.cc_word_hashes.argtypes = [_P, _P, _I64, _P]
     lib.cc_shingles.restype = _I64
     lib.cc_shingles.argtypes = [_P, _P, _I64, _I64, _P, _U64, _P, _P]
     lib.cc_prefixes.restype = _I64
@@ -77,6 +81,19 @@ def _lib_or_fail() -> ctypes.CDLL:
     if lib is None:
         raise RuntimeError("engine/audit/neardup/_kernels was not built")
     return lib
+
+
+def word_hashes(data: np.ndarray, offs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every word's hash, text after text, and each text's number of words (shingles.word_hashes:
+    the same arrays); text i is data[offs[i]:offs[i + 1]]."""
+    data = np.ascontiguousarray(data, dtype=np.uint8)
+    offs = np.ascontiguousarray(offs, dtype=np.int64)
+    assert offs.size and int(offs[-1]) <= data.size and (offs.size < 2 or int(offs[0]) >= 0)
+    lib = _lib_or_fail()
+    lens = np.empty(offs.size - 1, dtype=np.int64)
+    out = np.empty(lib.cc_word_counts(_ptr(data), _ptr(offs), lens.size, _ptr(lens)), dtype=np.uint64)
+    lib.cc_word_hashes(_ptr(data), _ptr(offs), lens.size, _ptr(out))
+    return out, lens
 
 
 def shingles(

@@ -1,13 +1,14 @@
 """Shingle hashing and each text's extended prefix (passes 1 and 2 of the near-duplicate search).
 
-Shingles are hashed to 64 bits: Polars' seeded hash of each word; a shingle's hash is splitmix64 of
-the sum of its word hashes, each times an odd constant of its position. Pass 1 hashes every shingle,
+Shingles are hashed to 64 bits: each word by our own hash of its bytes (word_hashes; Polars' hash may
+change with a Polars release, and the figures would with it); a shingle's hash is splitmix64 of the sum
+of its word hashes, each times an odd constant of its position. Pass 1 hashes every shingle,
 fills an over-counting table of shingle counts and keeps the hashes in a temporary file (with each
 shingle's text, or where the texts come in order just their shingle counts); pass 2 reads
 them back and keeps, per text, its set size, a bucket sketch and its extended prefix in the global
 (count, hash) order (the count clamped to 2^16 - 1); the sort is one argsort of a packed uint64 key.
-Where the compiled loops were built (kernels.py), shingle hashing and both passes run there one text at
-a time instead (pass 1 then keeps each text's distinct shingles), with the same arrays as a result.
+Where the compiled loops were built (kernels.py), word and shingle hashing and both passes run there one
+text at a time instead (pass 1 then keeps each text's distinct shingles), with the same arrays as a result.
 """
 
 from __future__ import annotations
@@ -26,8 +27,12 @@ from engine.audit.texts import Texts
 from engine.splits import splitmix64
 from engine.threads import ordered_map
 
-_SEED = 20240917
 _H0 = np.uint64(0x243F6A8885A308D3)
+# The word hash (word_hashes; _kernels.c defines the same constants), named in the source record
+SHINGLE_HASH = "words: 8-byte blocks + splitmix64 (claimcheck 1); shingles: splitmix64 of weighted sums"
+_WORD_SEED = np.uint64(0x2545F4914F6CDD1D)
+_WORD_LEN = np.uint64(0xC2B2AE3D27D4EB4F)
+_WORD_BLOCK = np.uint64(0x9FB21C651E98DF25)
 CHUNK_TEXTS = 25_000  # texts hashed at a time
 CHUNK_BYTES = 16 << 20  # and no more than about this much text (long documents make smaller chunks)
 THREADED_MIN_BYTES = 2048  # texts this long on average are hashed and prefixed in worker threads
@@ -66,17 +71,74 @@ def _position_weights(k: int) -> np.ndarray:
     return splitmix64(np.arange(1, k + 1, dtype=np.uint64)) | np.uint64(1)
 
 
+def utf8(texts: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """The texts' UTF-8 bytes and offsets (text i is data[offs[i]:offs[i + 1]]), through Arrow without
+    a copy per text."""
+    import pyarrow as pa
+
+    arr = texts.cast(pl.String).fill_null("").rechunk().to_arrow()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if arr.type != pa.large_string():
+        arr = arr.cast(pa.large_string())
+    _, off_buf, data_buf = arr.buffers()
+    offs = np.frombuffer(off_buf, dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, dtype=np.uint8)
+    return data, offs
+
+
+def word_hashes(texts: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Every word's 64-bit hash, text after text, and each text's number of words.
+
+    Words are the runs between single spaces (normalised text has no other separators; an empty text is
+    one empty word). A word of L bytes: h = WORD_SEED ^ L * WORD_LEN, then for each 8-byte block m of
+    its bytes, little-endian, the last one zero-padded: h = (h ^ m) * WORD_BLOCK, h ^= h >> 29; its hash
+    is splitmix64(h)."""
+    data, offs = utf8(texts)
+    if kernels.available():
+        return kernels.word_hashes(data, offs)
+    data, offs = data[int(offs[0]) : int(offs[-1])], offs - offs[0]
+    n = offs.size - 1
+    space = np.flatnonzero(data == 32)
+    text_of = np.searchsorted(offs, space, side="right") - 1
+    lens = np.bincount(text_of, minlength=n).astype(np.int64) + 1
+    first = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lens, out=first[1:])
+    # Word j of text i starts at the text or after its (j-1)th space; space g of text i ends word g + i
+    # and starts word g + i + 1 (the words before text i: its spaces and one more per earlier text).
+    g = np.arange(space.size, dtype=np.int64)
+    starts, ends = np.empty(int(first[-1]), dtype=np.int64), np.empty(int(first[-1]), dtype=np.int64)
+    starts[first[:-1]], starts[g + text_of + 1] = offs[:-1], space + 1
+    ends[first[1:] - 1], ends[g + text_of] = offs[1:], space
+    size = ends - starts
+    h = _WORD_SEED ^ (size.astype(np.uint64) * _WORD_LEN)
+    blocks = np.lib.stride_tricks.sliding_window_view(np.concatenate([data, np.zeros(8, np.uint8)]), 8)
+    act, j = np.flatnonzero(size > 0), 0
+    with np.errstate(over="ignore"):
+        while act.size:
+            m = np.ascontiguousarray(blocks[starts[act] + 8 * j]).view("<u8").ravel()
+            rest = size[act] - 8 * j
+            part = rest < 8
+            m[part] &= (np.uint64(1) << (8 * rest[part]).astype(np.uint64)) - np.uint64(1)
+            x = (h[act] ^ m) * _WORD_BLOCK
+            h[act] = x ^ (x >> np.uint64(29))
+            j += 1
+            act = act[rest > 8]
+    return splitmix64(h), lens
+
+
 def doc_shingles(texts: pl.Series, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every shingle's 64-bit hash and its text's index in `texts` (duplicates within a text kept).
+    """Every shingle's 64-bit hash and its text's index in `texts` (duplicates within a text kept)."""
+    return shingles_of_words(*word_hashes(texts), k)
+
+
+def shingles_of_words(flat: np.ndarray, lens: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """doc_shingles from the word hashes (text after text) and each text's number of words.
 
     A shingle of words w_0..w_{m-1} (m = k, or fewer for a short text) hashes to
     splitmix64(H0 + sum_j C_j * hash(w_j)) with wrapping arithmetic: one finaliser per shingle instead of
     one per word position.
     """
-    words = pl.DataFrame({"w": texts.str.split(" ")})
-    lens = words.select(pl.col("w").list.len()).to_series().to_numpy().astype(np.int64)
-    flat = words.select(pl.col("w").explode().hash(_SEED)).to_series().to_numpy()
-    del words
     weight = _position_weights(k)
     if kernels.available():
         return kernels.shingles(flat, lens, k, weight, _H0)
