@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One benchmark round for issue 16: every ratio measured in one run on this machine, with its load.
-#   bench/round.sh OUT_DIR        (about 25 minutes on an idle 2-core box; nothing else should run)
+#   bench/round.sh OUT_DIR        (about 35 minutes on an idle 2-core box; nothing else should run)
 # Needs `pip install -e '.[bench]'` (rensa) and the generated data, which the races make on first use:
 #   /tmp/nd1m (1,000,000-row tickets.csv), /tmp/nd2long20k (20,000 long documents). The default demo
 #   runs headless from bench/demo-answers.toml (the default recipe's stage tables, the app's Enter).
@@ -29,10 +29,11 @@ print('row pairs', r.pairs.height, 'text pairs', r.verified_text_pairs, 'candida
       'seconds', round(time.perf_counter() - t, 2))"
 echo "== source + split stages at 1M (memory) $(date -u +%H:%M:%S) $(uptime)"
 $PY bench/audit.py --phase ours --work /tmp/nd1m 2>&1 | tail -3
-echo "== training hand vs job, 2 threads $(date -u +%H:%M:%S) $(uptime)"
-$PY bench/training.py --phase hand --phase job --mode lora --mode qlora --steps 20 --train-rows 400 --dev-rows 32 2>&1 | grep '^{'
-echo "== training hand vs jobcpu, 1 thread CPU-s $(date -u +%H:%M:%S)"
-$PY bench/training.py --phase hand --phase jobcpu --mode lora --mode qlora --threads 1 --steps 20 --train-rows 400 2>&1 | grep '^{'
+# Training: hand and job alternate in fresh processes (hand, job, job, hand, ...), each round's ratio kept
+echo "== training hand vs job, 2 threads, 3 interleaved rounds $(date -u +%H:%M:%S) $(uptime)"
+$PY bench/training.py --rounds 3 --phase job --mode lora --mode qlora --steps 20 --train-rows 400 --dev-rows 32 2>&1 | grep '^{'
+echo "== training hand vs jobcpu, 1 thread CPU-s, 2 interleaved rounds $(date -u +%H:%M:%S) $(uptime)"
+$PY bench/training.py --rounds 2 --phase jobcpu --mode lora --mode qlora --threads 1 --steps 20 --train-rows 400 2>&1 | grep '^{'
 echo "== fitting check $(date -u +%H:%M:%S) $(uptime)"
 $PY bench/training.py --phase fit --mode lora 2>&1 | grep '^{'
 echo "== demo $(date -u +%H:%M:%S) $(uptime)"
