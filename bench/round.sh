@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One benchmark round for issue 16: every ratio measured in one run on this machine, with its load.
-#   bench/round.sh OUT_DIR        (about 35 minutes on an idle 2-core box; nothing else should run)
+#   bench/round.sh OUT_DIR        (about 40 minutes on an idle 2-core box; nothing else should run)
 # Needs `pip install -e '.[bench]'` (rensa) and the generated data, which the races make on first use:
 #   /tmp/nd1m (1,000,000-row tickets.csv), /tmp/nd2long20k (20,000 long documents). The default demo
 #   runs headless from bench/demo-answers.toml (the default recipe's stage tables, the app's Enter).
@@ -34,6 +34,9 @@ echo "== training hand vs job, 2 threads, 3 interleaved rounds $(date -u +%H:%M:
 $PY bench/training.py --rounds 3 --phase job --mode lora --mode qlora --steps 20 --train-rows 400 --dev-rows 32 2>&1 | grep '^{'
 echo "== training hand vs jobcpu, 1 thread CPU-s, 2 interleaved rounds $(date -u +%H:%M:%S) $(uptime)"
 $PY bench/training.py --rounds 2 --phase jobcpu --mode lora --mode qlora --threads 1 --steps 20 --train-rows 400 2>&1 | grep '^{'
+echo "== training hand and job step by step in one process (paired), 2 threads then 1 $(date -u +%H:%M:%S) $(uptime)"
+$PY bench/training.py --phase paired --mode lora --mode qlora --steps 20 --train-rows 400 2>&1 | grep '^{'
+$PY bench/training.py --phase paired --mode lora --mode qlora --steps 20 --train-rows 400 --threads 1 2>&1 | grep '^{'
 echo "== fitting check $(date -u +%H:%M:%S) $(uptime)"
 $PY bench/training.py --phase fit --mode lora 2>&1 | grep '^{'
 echo "== demo $(date -u +%H:%M:%S) $(uptime)"

