@@ -1,8 +1,8 @@
 """Shingle hashing and each text's extended prefix (passes 1 and 2 of the near-duplicate search).
 
-Shingles are hashed to 64 bits: each word by our own hash of its bytes (word_hashes; Polars' hash may
-change with a Polars release, and the figures would with it); a shingle's hash is splitmix64 of the sum
-of its word hashes, each times an odd constant of its position. Pass 1 hashes every shingle,
+Shingles are hashed to 64 bits: each word by our own hash of its bytes (word_hashes; Polars guarantees
+its own hash only within one Polars version, and the figures would move with it); a shingle's hash is
+splitmix64 of the sum of its word hashes, each times an odd constant of its position. Pass 1 hashes every shingle,
 fills an over-counting table of shingle counts and keeps the hashes in a temporary file (with each
 shingle's text, or where the texts come in order just their shingle counts); pass 2 reads
 them back and keeps, per text, its set size, a bucket sketch and its extended prefix in the global
