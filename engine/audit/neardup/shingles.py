@@ -33,6 +33,7 @@ SHINGLE_HASH = "words: 8-byte blocks + splitmix64 (claimcheck 1); shingles: spli
 _WORD_SEED = np.uint64(0x2545F4914F6CDD1D)
 _WORD_LEN = np.uint64(0xC2B2AE3D27D4EB4F)
 _WORD_BLOCK = np.uint64(0x9FB21C651E98DF25)
+_LOW_BYTES = np.array([(1 << (8 * b)) - 1 for b in range(9)], dtype=np.uint64)  # the low b bytes set
 CHUNK_TEXTS = 25_000  # texts hashed at a time
 CHUNK_BYTES = 16 << 20  # and no more than about this much text (long documents make smaller chunks)
 THREADED_MIN_BYTES = 2048  # texts this long on average are hashed and prefixed in worker threads
@@ -112,14 +113,14 @@ def word_hashes(texts: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     ends[first[1:] - 1], ends[g + text_of] = offs[1:], space
     size = ends - starts
     h = _WORD_SEED ^ (size.astype(np.uint64) * _WORD_LEN)
-    blocks = np.lib.stride_tricks.sliding_window_view(np.concatenate([data, np.zeros(8, np.uint8)]), 8)
+    # The 8 bytes from every byte offset, as one little-endian uint64 each (a view: stride one byte)
+    padded = np.concatenate([data, np.zeros(8, np.uint8)])
+    blocks = np.ndarray(shape=(data.size,), dtype="<u8", buffer=padded, strides=(1,))
     act, j = np.flatnonzero(size > 0), 0
     with np.errstate(over="ignore"):
         while act.size:
-            m = np.ascontiguousarray(blocks[starts[act] + 8 * j]).view("<u8").ravel()
             rest = size[act] - 8 * j
-            part = rest < 8
-            m[part] &= (np.uint64(1) << (8 * rest[part]).astype(np.uint64)) - np.uint64(1)
+            m = blocks[starts[act] + 8 * j] & _LOW_BYTES[np.minimum(rest, 8)]
             x = (h[act] ^ m) * _WORD_BLOCK
             h[act] = x ^ (x >> np.uint64(29))
             j += 1
