@@ -15,7 +15,7 @@ parquet file both sides read (not timed).
 
 rensa's pipeline, built to be fair to it: the same 5-word shingles of the same normalised texts,
 shingled by vectorised Polars + numpy code (`--rensa-shingles numpy`, the default, as the issue
-prescribes: words split and hashed by Polars, shingles by engine.audit.neardup.shingles'
+prescribes: words split and hashed by Polars, shingles by engine.audit.neardup.hashing's
 numpy path; `--rensa-shingles compiled` hands it our compiled word and shingle loops, more generous);
 `RMinHash.digest_matrix_from_flat_token_hashes` (128 permutations) a chunk at a time; the matrix to
 numpy (`to_rows`: rensa 0.5.0 exposes no buffer, so this copy is timed apart and left out of its
@@ -155,10 +155,10 @@ def phase_ours(path: Path) -> dict:
 def _shingles(texts: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """rensa's shingle hashes: words split and hashed by Polars, shingles by our numpy path (numpy);
     or our compiled word and shingle loops (compiled)."""
-    from engine.audit.neardup import kernels, shingles
+    from engine.audit.neardup import hashing, kernels
 
     if SHINGLES == "compiled":
-        return shingles.doc_shingles(texts, 5)
+        return hashing.doc_shingles(texts, 5)
     words = pl.DataFrame({"w": texts.str.split(" ")})
     lens = words.select(pl.col("w").list.len()).to_series().to_numpy().astype(np.int64)
     flat = words.select(pl.col("w").explode().hash(20240917)).to_series().to_numpy()
@@ -166,7 +166,7 @@ def _shingles(texts: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     compiled = kernels.available
     kernels.available = lambda: False  # type: ignore[assignment]
     try:
-        return shingles.shingles_of_words(flat, lens, 5)
+        return hashing.shingles_of_words(flat, lens, 5)
     finally:
         kernels.available = compiled  # type: ignore[assignment]
 

@@ -206,29 +206,36 @@ def _rates(who: str, mode: str, times: list[float], tokens: int, a, **extra) -> 
 # ---------------------------------------------------------------- claimcheck's job
 
 
-def job(mode: str, a: argparse.Namespace) -> dict:
-
+def _job_dir(mode: str, a: argparse.Namespace) -> Path:
+    """A job directory for the default contract's settings, written by the same code dispatch uses."""
     from engine.evidence import digest_of
-    from engine.training.evaluate import Batcher
-    from engine.training.job import Job
-    from engine.training.jobfiles import read_metrics, write_job_dir
-    from engine.training.models import load_tokenizer
+    from engine.training.jobfiles import write_job_dir
 
     eff = effective(mode, a)
-    work = Path(tempfile.mkdtemp(prefix="cc-bench-job-"))
-    jd = work / f"bench-{mode}"
-    train, dev = _frame(a.train_rows), _frame(a.dev_rows, offset=a.train_rows)
+    jd = Path(tempfile.mkdtemp(prefix="cc-bench-job-")) / f"bench-{mode}"
     write_job_dir(
         jd,
         effective=eff,
         digest=digest_of(eff),
         op_id=jd.name,
         attempt=1,
-        train=train,
-        dev=dev,
+        train=_frame(a.train_rows),
+        dev=_frame(a.dev_rows, offset=a.train_rows),
         workspace=ROOT,
         runtime={"heartbeat_seconds": 1.0, "threads": a.threads},
     )
+    return jd
+
+
+def job(mode: str, a: argparse.Namespace) -> dict:
+    from engine.training.evaluate import Batcher
+    from engine.training.job import Job
+    from engine.training.jobfiles import read_metrics
+    from engine.training.models import load_tokenizer
+
+    eff = effective(mode, a)
+    jd = _job_dir(mode, a)
+    train = _frame(a.train_rows)
     t0, c0 = time.perf_counter(), time.process_time()
     rc = Job(jd).run()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -270,24 +277,10 @@ def job(mode: str, a: argparse.Namespace) -> dict:
 def _job_setup(mode: str, a: argparse.Namespace) -> tuple:
     """claimcheck's Job on a job directory written as dispatch writes it, set up (model, rows,
     optimizer) but not run: `job._step(run)` is one optimizer step of its own."""
-    from engine.evidence import digest_of
     from engine.training.job import Job
-    from engine.training.jobfiles import write_job_dir
     from engine.training.schema import effective as typed
 
-    eff = effective(mode, a)
-    jd = Path(tempfile.mkdtemp(prefix="cc-bench-jobcpu-")) / f"bench-{mode}"
-    write_job_dir(
-        jd,
-        effective=eff,
-        digest=digest_of(eff),
-        op_id=jd.name,
-        attempt=1,
-        train=_frame(a.train_rows),
-        dev=_frame(a.dev_rows, offset=a.train_rows),
-        workspace=ROOT,
-        runtime={"heartbeat_seconds": 1.0, "threads": a.threads},
-    )
+    jd = _job_dir(mode, a)
     job = Job(jd)
     run = job._setup(typed(job.doc))
     run.model.train()
@@ -422,9 +415,9 @@ def _first_pass(curve: list[float], before: float) -> int:
 
 # ---------------------------------------------------------------- interleaved rounds
 
-# the figure each phase is compared on: wall seconds a step (job: the gap between step records),
-# or CPU seconds a step (jobcpu, against the hand loop's CPU seconds)
-FIGURE = {"job": ("s_per_step_median", "s_per_step_median"), "jobcpu": ("cpu_s_per_step_median",) * 2}
+# the figure each phase is compared on, the hand loop's of the same name: wall seconds a step (job: the
+# gap between step records), or CPU seconds a step (jobcpu)
+FIGURE = {"job": "s_per_step_median", "jobcpu": "cpu_s_per_step_median"}
 
 
 def interleaved(a: argparse.Namespace) -> int:
@@ -446,9 +439,8 @@ def interleaved(a: argparse.Namespace) -> int:
                 out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
                 got[phase] = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
                 print(json.dumps({"round": r, **got[phase]}), flush=True)
-            hand_key, other_key = FIGURE[other]
-            ratios.append(got[other][other_key] / got["hand"][hand_key])
-        summary = {"mode": mode, "compared": f"{other}/hand {FIGURE[other][1]}", "rounds": a.rounds}
+            ratios.append(got[other][FIGURE[other]] / got["hand"][FIGURE[other]])
+        summary = {"mode": mode, "compared": f"{other}/hand {FIGURE[other]}", "rounds": a.rounds}
         summary.update(
             ratio_median=round(statistics.median(ratios), 3),
             ratio_min=round(min(ratios), 3),

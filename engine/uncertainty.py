@@ -240,17 +240,27 @@ def _prep(
     return y, p
 
 
+@dataclass(frozen=True)
+class Bootstrap:
+    """How an interval is drawn (resamples, seed, level), and what a class metric reads: the class
+    order of `y_true` / `pred`, and the label indices a macro average runs over (None: every class)."""
+
+    n: int = 1000
+    seed: int = 0
+    level: float = 0.95
+    classes: Sequence[str] | None = None
+    labels: list[int] | None = None
+
+
+DEFAULT_BOOTSTRAP = Bootstrap()
+
+
 def bootstrap_ci(
     metric: str | Statistic | Callable[[np.ndarray, np.ndarray], float],
     y_true: Sequence[Any] | np.ndarray,
     pred: np.ndarray,
     units: Sequence[Any] | np.ndarray | None = None,
-    *,
-    n: int = 1000,
-    seed: int = 0,
-    classes: Sequence[str] | None = None,
-    labels: list[int] | None = None,
-    level: float = 0.95,
+    boot: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> dict[str, Any]:
     """Percentile bootstrap interval that resamples whole units (families), or rows when ``units`` is None.
 
@@ -260,22 +270,22 @@ def bootstrap_ci(
     Returns estimate, lo, hi, resamples, seed, units, level and how many resamples were undefined.
     """
     is_fn = callable(metric) and not isinstance(metric, Statistic)
-    y, p = _prep(y_true, pred, classes, raw=is_fn)
+    y, p = _prep(y_true, pred, boot.classes, raw=is_fn)
     inv, n_units = unit_index(units, len(y))
     if n_units == 0:
         raise ValueError("no rows to resample")
     if callable(metric) and not isinstance(metric, Statistic):
         est = float(metric(y, p))
-        values = _callable_values(metric, [(y, p)], inv, n_units, n, seed)[0]
+        values = _callable_values(metric, [(y, p)], inv, n_units, boot.n, boot.seed)[0]
         name = getattr(metric, "__name__", "custom")
     else:
-        stat = _resolve_stat(metric, classes, labels)
+        stat = _resolve_stat(metric, boot.classes, boot.labels)
         s = stat.rows(y, p)
         est = float(stat.finish(s.sum(axis=0, keepdims=True))[0])
-        values = _bootstrap_values([s], [stat.finish], inv, n_units, n, seed)[0]
+        values = _bootstrap_values([s], [stat.finish], inv, n_units, boot.n, boot.seed)[0]
         name = stat.name
-    how = _Resampling(n, seed, level, n_units, len(y), units is None)
-    return _result(name, est, _interval(values, level), how)
+    how = _Resampling(boot.n, boot.seed, boot.level, n_units, len(y), units is None)
+    return _result(name, est, _interval(values, boot.level), how)
 
 
 @dataclass(frozen=True)
@@ -342,33 +352,28 @@ def paired_bootstrap_diff(
     pred_a: np.ndarray,
     pred_b: np.ndarray,
     units: Sequence[Any] | np.ndarray | None = None,
-    *,
-    n: int = 1000,
-    seed: int = 0,
-    classes: Sequence[str] | None = None,
-    labels: list[int] | None = None,
-    level: float = 0.95,
+    boot: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> dict[str, Any]:
     """Interval of metric(a) − metric(b) on the same rows: both learners see the same unit resamples."""
     is_fn = callable(metric) and not isinstance(metric, Statistic)
-    y, pa = _prep(y_true, pred_a, classes, raw=is_fn)
-    _, pb = _prep(y_true, pred_b, classes, raw=is_fn)
+    y, pa = _prep(y_true, pred_a, boot.classes, raw=is_fn)
+    _, pb = _prep(y_true, pred_b, boot.classes, raw=is_fn)
     if len(pa) != len(y) or len(pb) != len(y):
         raise ValueError("paired comparison needs both learners' predictions on the same rows")
     inv, n_units = unit_index(units, len(y))
     if is_fn:
         ea, eb = float(metric(y, pa)), float(metric(y, pb))
-        va, vb = _callable_values(metric, [(y, pa), (y, pb)], inv, n_units, n, seed)
+        va, vb = _callable_values(metric, [(y, pa), (y, pb)], inv, n_units, boot.n, boot.seed)
         name = getattr(metric, "__name__", "custom")
     else:
-        stat = _resolve_stat(metric, classes, labels)
+        stat = _resolve_stat(metric, boot.classes, boot.labels)
         sa, sb = stat.rows(y, pa), stat.rows(y, pb)
         ea = float(stat.finish(sa.sum(axis=0, keepdims=True))[0])
         eb = float(stat.finish(sb.sum(axis=0, keepdims=True))[0])
-        va, vb = _bootstrap_values([sa, sb], [stat.finish, stat.finish], inv, n_units, n, seed)
+        va, vb = _bootstrap_values([sa, sb], [stat.finish, stat.finish], inv, n_units, boot.n, boot.seed)
         name = stat.name
-    how = _Resampling(n, seed, level, n_units, len(y), units is None)
-    out = _result(name, ea - eb, _interval(va - vb, level), how)
+    how = _Resampling(boot.n, boot.seed, boot.level, n_units, len(y), units is None)
+    out = _result(name, ea - eb, _interval(va - vb, boot.level), how)
     out["estimate_a"], out["estimate_b"] = ea, eb
     out["excludes_zero"] = bool("lo" in out and (out["lo"] > 0 or out["hi"] < 0))
     return out

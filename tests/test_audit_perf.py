@@ -10,7 +10,7 @@ import pytest
 
 from engine.audit import neardup
 from engine.audit import texts as texts_mod
-from engine.audit.neardup import candidates, kernels, shingles, verify
+from engine.audit.neardup import candidates, hashing, kernels, shingles, verify
 
 
 @pytest.fixture(params=["compiled", "numpy"])
@@ -601,19 +601,19 @@ def test_compiled_shingle_hashes_match_numpy(monkeypatch: pytest.MonkeyPatch) ->
     lens = [0, 1, 2, 3, 4, 5, 6, 7, 40]
     series = pl.Series([" ".join(rng.choice(words) for _ in range(rng.choice(lens))) for _ in range(2000)])
     for k in (1, 2, 5, 7):
-        got = shingles.doc_shingles(series, k)
+        got = hashing.doc_shingles(series, k)
         with monkeypatch.context() as m:
             m.setattr(kernels, "available", lambda: False)
-            want = shingles.doc_shingles(series, k)
+            want = hashing.doc_shingles(series, k)
         assert all(np.array_equal(g, w) and g.dtype == w.dtype for g, w in zip(got, want, strict=True))
 
 
 def _word_hash_reference(word: bytes) -> int:
-    """The word hash as shingles.word_hashes defines it, in plain Python."""
+    """The word hash as hashing.word_hashes defines it, in plain Python."""
     mask = (1 << 64) - 1
-    h = int(shingles._WORD_SEED) ^ (len(word) * int(shingles._WORD_LEN) & mask)
+    h = int(hashing._WORD_SEED) ^ (len(word) * int(hashing._WORD_LEN) & mask)
     for j in range(0, len(word), 8):
-        h = ((h ^ int.from_bytes(word[j : j + 8], "little")) * int(shingles._WORD_BLOCK)) & mask
+        h = ((h ^ int.from_bytes(word[j : j + 8], "little")) * int(hashing._WORD_BLOCK)) & mask
         h ^= h >> 29
     h = (h + 0x9E3779B97F4A7C15) & mask  # splitmix64
     h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & mask
@@ -635,7 +635,7 @@ def test_word_hashes_match_their_definition(monkeypatch: pytest.MonkeyPatch, loo
         monkeypatch.setattr(kernels, "available", lambda: False)
     for s in (series, series.slice(3, 200)):
         words = [w.encode() for t in s.fill_null("").to_list() for w in t.split(" ")]
-        flat, lens = shingles.word_hashes(s)
+        flat, lens = hashing.word_hashes(s)
         assert lens.tolist() == [t.count(" ") + 1 for t in s.fill_null("").to_list()]
         assert flat.tolist() == [_word_hash_reference(w) for w in words]
 

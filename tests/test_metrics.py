@@ -10,6 +10,7 @@ import pytest
 
 from engine import calibration, uncertainty
 from engine import metrics as m
+from engine.uncertainty import Bootstrap as B
 
 C3 = ["a", "b", "c"]
 
@@ -115,8 +116,8 @@ def test_group_bootstrap_wider_than_row_bootstrap_when_groups_correlate():
     group_right = rng.random(40) < 0.6
     y = np.zeros(400, dtype=int)
     pred = np.where(group_right[groups], 0, 1)
-    row = uncertainty.bootstrap_ci("accuracy", y, pred, None, n=500, seed=3, classes=["a", "b"])
-    grp = uncertainty.bootstrap_ci("accuracy", y, pred, groups, n=500, seed=3, classes=["a", "b"])
+    row = uncertainty.bootstrap_ci("accuracy", y, pred, None, B(n=500, seed=3, classes=["a", "b"]))
+    grp = uncertainty.bootstrap_ci("accuracy", y, pred, groups, B(n=500, seed=3, classes=["a", "b"]))
     assert row["estimate"] == grp["estimate"] == group_right.mean()
     assert grp["units"] == 40 and row["units"] == 400 and grp["unit"] == "group"
     assert (grp["hi"] - grp["lo"]) > 2 * (row["hi"] - row["lo"])
@@ -127,11 +128,11 @@ def test_bootstrap_deterministic_and_callable_path_agrees():
     y = rng.integers(0, 2, 200)
     pred = np.where(rng.random(200) < 0.8, y, 1 - y)
     units = rng.integers(0, 50, 200)
-    a = uncertainty.bootstrap_ci("accuracy", y, pred, units, n=300, seed=7, classes=["n", "p"])
-    b = uncertainty.bootstrap_ci("accuracy", y, pred, units, n=300, seed=7, classes=["n", "p"])
+    a = uncertainty.bootstrap_ci("accuracy", y, pred, units, B(n=300, seed=7, classes=["n", "p"]))
+    b = uncertainty.bootstrap_ci("accuracy", y, pred, units, B(n=300, seed=7, classes=["n", "p"]))
     assert a == b
     slow = uncertainty.bootstrap_ci(
-        lambda t, q: float((t == q).mean()), y, pred, units, n=300, seed=7, classes=["n", "p"]
+        lambda t, q: float((t == q).mean()), y, pred, units, B(n=300, seed=7, classes=["n", "p"])
     )
     # same unit draws, so the same interval up to float rounding
     assert slow["lo"] == pytest.approx(a["lo"]) and slow["hi"] == pytest.approx(a["hi"])
@@ -147,9 +148,7 @@ def test_paired_diff_and_mcnemar():
         np.where(a_right, 0, 1),
         np.where(b_right, 0, 1),
         None,
-        n=500,
-        seed=0,
-        classes=["x", "y"],
+        B(n=500, seed=0, classes=["x", "y"]),
     )
     assert d["estimate"] == pytest.approx(0.3) and d["excludes_zero"] and d["lo"] > 0
     t = uncertainty.mcnemar(a_right, b_right)
@@ -168,7 +167,7 @@ def test_bootstrap_speed_20k_rows():
     units = rng.integers(0, 8000, n)
     t0 = time.perf_counter()
     uncertainty.paired_bootstrap_diff(
-        "macro_f1", y, p, np.zeros(n, dtype=int), units, n=1000, seed=0, classes=list("abcdef")
+        "macro_f1", y, p, np.zeros(n, dtype=int), units, B(n=1000, seed=0, classes=list("abcdef"))
     )
     assert time.perf_counter() - t0 < 10.0
 
@@ -237,6 +236,6 @@ def test_macro_auroc_callable_bootstrap():
     assert m.macro_auroc(y, p) == pytest.approx(r["macro_auroc"])
     assert m.macro_auprc(y, p) == pytest.approx(r["macro_auprc"])
     d = uncertainty.paired_bootstrap_diff(
-        m.macro_auroc, y, p, np.full((120, 3), 1 / 3), None, n=100, seed=0, classes=C3
+        m.macro_auroc, y, p, np.full((120, 3), 1 / 3), None, B(n=100, seed=0, classes=C3)
     )
     assert d["estimate"] == pytest.approx(r["macro_auroc"] - 0.5) and d["lo"] > 0

@@ -265,10 +265,10 @@ def test_r2_intervals_hold_for_a_target_far_from_zero() -> None:
     x = rng.normal(size=300)
     y = 1e9 + 3 * x + rng.normal(0, 1, 300)
     good, mean = 1e9 + 3 * x, np.full(300, y.mean())
-    ci = uncertainty.bootstrap_ci("r2", y, good, firms, n=400, seed=0)
+    ci = uncertainty.bootstrap_ci("r2", y, good, firms, uncertainty.Bootstrap(n=400, seed=0))
     assert ci["estimate"] == pytest.approx(r2_score(y, good), abs=1e-9)
     assert 0.8 < ci["lo"] <= ci["estimate"] <= ci["hi"] < 1.0
-    d = uncertainty.paired_bootstrap_diff("r2", y, good, mean, firms, n=400, seed=0)
+    d = uncertainty.paired_bootstrap_diff("r2", y, good, mean, firms, uncertainty.Bootstrap(n=400, seed=0))
     assert d["estimate"] == pytest.approx(r2_score(y, good) - r2_score(y, mean), abs=1e-9)
     assert 0.8 < d["lo"] <= d["estimate"] <= d["hi"] < 1.2
 

@@ -36,14 +36,18 @@ def _paired(sc: Scored, shared: Any) -> tuple[dict[str, float], dict[str, dict],
 
     ys = sc.y[shared]
     us = sc.units[shared] if sc.units is not None else None
-    boot = dict(n=sc.inputs.bootstrap_resamples, seed=sc.inputs.seed, classes=sc.classes)
-    boot["labels"] = sorted(set(ys.tolist()))
+    boot = uncertainty.Bootstrap(
+        n=sc.inputs.bootstrap_resamples,
+        seed=sc.inputs.seed,
+        classes=sc.classes,
+        labels=sorted(set(ys.tolist())),
+    )
     proba = {a: _renorm(p["proba"][shared]) for a, p in sc.preds.items()}
-    raw = {a: float(uncertainty.bootstrap_ci(sc.metric, ys, proba[a], us, **boot)["estimate"]) for a in proba}
+    raw = {a: float(uncertainty.bootstrap_ci(sc.metric, ys, proba[a], us, boot)["estimate"]) for a in proba}
     diffs, mcn = {}, {}
     for comp in (a for a in proba if a != "candidate"):
         diffs[comp] = uncertainty.paired_bootstrap_diff(
-            sc.metric, ys, proba["candidate"], proba[comp], us, **boot
+            sc.metric, ys, proba["candidate"], proba[comp], us, boot
         )
         right = {a: sc.preds[a]["proba"][shared].argmax(axis=1) == ys for a in ("candidate", comp)}
         mcn[comp] = uncertainty.mcnemar(right["candidate"], right[comp])

@@ -255,7 +255,7 @@ def quality(sc: Scored, np: Any) -> list[Check]:
                 playbook=PB_REPORT,
             )
         ]
-    boot = {"n": sc.inputs.bootstrap_resamples, "seed": sc.inputs.seed}
+    boot = uncertainty.Bootstrap(n=sc.inputs.bootstrap_resamples, seed=sc.inputs.seed)
     metrics = [*SFT_METRICS, NLL]
     values = {
         m: {
@@ -278,7 +278,7 @@ def quality(sc: Scored, np: Any) -> list[Check]:
                 rows["candidate"][m][both],
                 rows[comp][m][both],
                 units,
-                **boot,
+                boot,
             )
             diffs[m][comp] = {k: (float(v) if isinstance(v, float) else v) for k, v in d.items()}
     every = np.logical_and.reduce([ok[a]["exact_match"] for a in rows])

@@ -227,7 +227,7 @@ def regression_comparison(sc: RegressionScored) -> Check:
     lower = sc.metric in LOWER_IS_BETTER
     diffs = {
         c: uncertainty.paired_bootstrap_diff(
-            sc.metric, ys, vals["candidate"], vals[c], us, n=sc.resamples, seed=sc.seed
+            sc.metric, ys, vals["candidate"], vals[c], us, uncertainty.Bootstrap(n=sc.resamples, seed=sc.seed)
         )
         for c in arms
         if c != "candidate"

@@ -64,10 +64,9 @@ def _intervals(ev: Evaluation, proba: np.ndarray, present: list[int]) -> dict[st
             y,
             proba,
             units,
-            n=inputs.bootstrap_resamples,
-            seed=inputs.bootstrap_seed,
-            classes=data.classes,
-            labels=present,
+            uncertainty.Bootstrap(
+                n=inputs.bootstrap_resamples, seed=inputs.bootstrap_seed, classes=data.classes, labels=present
+            ),
         )
         out[name]["unit"] = data.unit_kind
     return out
@@ -257,15 +256,20 @@ def _paired(ev: Evaluation, best: str, ref: str, present: list[int], metric: str
     from engine import uncertainty
 
     pa, pb = ev.fitted[best].eval_pred[ev.mask], ev.fitted[ref].eval_pred[ev.mask]
-    boot = dict(n=ev.inputs.bootstrap_resamples, seed=ev.inputs.bootstrap_seed, classes=ev.data.classes)
+    boot = uncertainty.Bootstrap(
+        n=ev.inputs.bootstrap_resamples,
+        seed=ev.inputs.bootstrap_seed,
+        classes=ev.data.classes,
+        labels=present,
+    )
     # AUROC / AUPRC do not decompose into per-unit sums: the (slower) per-resample path computes them
     stat: Any = getattr(m, metric) if metric in RANKING else metric
-    diff = uncertainty.paired_bootstrap_diff(stat, ev.y, pa, pb, ev.units, labels=present, **boot)
+    diff = uncertainty.paired_bootstrap_diff(stat, ev.y, pa, pb, ev.units, boot)
     diff["metric"] = metric
     if metric in RANKING:
         diff["method"] += " (per-resample recomputation; macro over classes defined in each resample)"
     diff["unit"] = ev.data.unit_kind
-    acc_diff = uncertainty.paired_bootstrap_diff("accuracy", ev.y, pa, pb, ev.units, labels=present, **boot)
+    acc_diff = uncertainty.paired_bootstrap_diff("accuracy", ev.y, pa, pb, ev.units, boot)
     acc_diff["unit"] = ev.data.unit_kind
     yi = m.encode(ev.y, ev.data.classes)
     return diff, acc_diff, uncertainty.mcnemar(m.argmax_pred(pa) == yi, m.argmax_pred(pb) == yi)

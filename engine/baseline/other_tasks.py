@@ -43,8 +43,7 @@ def _reg_reports(ev: Evaluation, refused: str | None) -> dict[str, dict[str, Any
                     ev.y,
                     f.eval_pred[ev.mask],
                     ev.units,
-                    n=ev.inputs.bootstrap_resamples,
-                    seed=ev.inputs.bootstrap_seed,
+                    uncertainty.Bootstrap(n=ev.inputs.bootstrap_resamples, seed=ev.inputs.bootstrap_seed),
                 )
                 | {"unit": ev.data.unit_kind}
                 for k in REG_METRICS
@@ -131,7 +130,12 @@ def _reg_learnability(
     ref = ev.inputs.trivial_reference if ev.inputs.trivial_reference in trivial else trivial[0]
     a, b = ev.fitted[best].eval_pred[ev.mask], ev.fitted[ref].eval_pred[ev.mask]
     diff = uncertainty.paired_bootstrap_diff(
-        metric, ev.y, a, b, ev.units, n=ev.inputs.bootstrap_resamples, seed=ev.inputs.bootstrap_seed
+        metric,
+        ev.y,
+        a,
+        b,
+        ev.units,
+        uncertainty.Bootstrap(n=ev.inputs.bootstrap_resamples, seed=ev.inputs.bootstrap_seed),
     )
     if refused:
         diff = {k: v for k, v in diff.items() if k not in ("lo", "hi", "excludes_zero")} | {
@@ -177,7 +181,7 @@ def generation_checks(ev: Evaluation) -> list[Check]:
     yy = np.asarray([" ".join(str(s).split()).casefold() for s in y], dtype=object)
     pp = np.asarray([" ".join(answer.split()).casefold()] * len(yy), dtype=object)
     ci = uncertainty.bootstrap_ci(
-        em_fn, yy, pp, units, n=inputs.bootstrap_resamples, seed=inputs.bootstrap_seed
+        em_fn, yy, pp, units, uncertainty.Bootstrap(n=inputs.bootstrap_resamples, seed=inputs.bootstrap_seed)
     )
     ci["unit"] = data.unit_kind
     cov = _coverage(data, mask)

@@ -82,7 +82,7 @@ class NearDuplicates(Shape):
     threshold: float
     shingle_size: int
     method: str
-    # the shingles' word hash (shingles.SHINGLE_HASH); "" in records made before it was named, which
+    # the shingles' word hash (hashing.SHINGLE_HASH); "" in records made before it was named, which
     # hashed words with Polars' own hash: their candidate counts differ, their pairs do not
     shingle_hash: str = ""
     candidate_probability_at_threshold: float

@@ -68,7 +68,7 @@ def near_duplicates(ds: Any, inp: Inputs, ctx: StageContext, cov: str) -> Check:
     import hashlib
 
     from engine.audit.neardup import METHOD, PAIRS_FILE, cluster_summary, near_duplicates, pairs_payload
-    from engine.audit.neardup.shingles import SHINGLE_HASH
+    from engine.audit.neardup.hashing import SHINGLE_HASH
     from engine.data import text_inputs
 
     cols = text_inputs(inp.model_dump(mode="json"))

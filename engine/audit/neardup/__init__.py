@@ -29,7 +29,7 @@ removed as soon as they are read: pass 1's shingle hashes for pass 2 (8 bytes a 
 with texts shorter than k words) and the prefix-pair signatures, one file per matching pass (8 bytes a
 signature) — about 0.6 GB at most for a million ticket-length texts.
 
-One module per step: shingles.py (hashing, passes 1 and 2: prefixes), candidates.py (signatures and
+One module per step: hashing.py (word and shingle hashes), shingles.py (passes 1 and 2: prefixes), candidates.py (signatures and
 the length, positional and sketch bounds), verify.py (exact Jaccard); arrays.py holds their helpers.
 kernels.py loads the compiled loops (_kernels.c, built by `pip install`) that hash words and shingles
 and do passes 1 and 2 one text at a time; they give the numpy path's arrays value for value, and where they

@@ -255,7 +255,7 @@ static inline uint64_t splitmix64(uint64_t z) {
     return z ^ (z >> 31);
 }
 
-/* Word hashes (shingles.word_hashes: the same values, and their definition). Text i is the UTF-8 bytes
+/* Word hashes (hashing.word_hashes: the same values, and their definition). Text i is the UTF-8 bytes
  * data[offs[i]:offs[i + 1]]; its words are the runs between single spaces (an empty text is one empty
  * word). A word of L bytes: h = WORD_SEED ^ L * WORD_LEN; then for each 8-byte block m of the word,
  * little-endian, the last one zero-padded: h = (h ^ m) * WORD_BLOCK, h ^= h >> 29; its hash is

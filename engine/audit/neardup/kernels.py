@@ -84,7 +84,7 @@ def _lib_or_fail() -> ctypes.CDLL:
 
 
 def word_hashes(data: np.ndarray, offs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Every word's hash, text after text, and each text's number of words (shingles.word_hashes:
+    """Every word's hash, text after text, and each text's number of words (hashing.word_hashes:
     the same arrays); text i is data[offs[i]:offs[i + 1]]."""
     data = np.ascontiguousarray(data, dtype=np.uint8)
     offs = np.ascontiguousarray(offs, dtype=np.int64)
@@ -99,7 +99,7 @@ def word_hashes(data: np.ndarray, offs: np.ndarray) -> tuple[np.ndarray, np.ndar
 def shingles(
     flat: np.ndarray, lens: np.ndarray, k: int, weight: np.ndarray, h0: np.uint64
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Shingle hashes and text indices from word hashes (shingles.doc_shingles: the same arrays)."""
+    """Shingle hashes and text indices from word hashes (hashing.doc_shingles: the same arrays)."""
     flat = np.ascontiguousarray(flat, dtype=np.uint64)
     lens = np.ascontiguousarray(lens, dtype=np.int64)
     weight = np.ascontiguousarray(weight, dtype=np.uint64)

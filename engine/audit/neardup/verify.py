@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from engine.audit.neardup.arrays import ranges, split_codes, unique, unique_inverse
-from engine.audit.neardup.shingles import dedupe, doc_shingles
+from engine.audit.neardup.hashing import doc_shingles
+from engine.audit.neardup.shingles import dedupe
 from engine.audit.texts import Texts
 
 VERIFY_SHINGLES = 4_000_000  # shingles re-hashed per verification block
