@@ -1,4 +1,4 @@
-"""Exports (engine/exports.py): the Hugging Face model card, built and read back by huggingface_hub,
+"""Exports (engine/exports/): the Hugging Face model card, built and read back by huggingface_hub,
 deterministic, refusing a session that fails its integrity checks, with no figure from a stage that
 is not frozen."""
 

@@ -19,7 +19,7 @@ from rich.color import Color, ColorSystem
 from engine.evidence import StageRecord
 from engine.figures import Lines
 from engine.session import Session
-from engine.training import jobfiles
+from engine.training import jobfiles, pace
 from tests import real_session as rs
 from tests.test_tui_support import screen_text, wait_for
 from tui import app as tui_app
@@ -212,7 +212,7 @@ def test_pace_elapsed_rate_eta_and_a_running_evaluation() -> None:
     iso = lambda t: time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(t))  # noqa: E731
     steps = [{"kind": "step", "step": s, "time": now - 200 + 20 * s, "seconds": 19.5} for s in range(1, 6)]
     status = {"stage": "training", "step": 5, "total_steps": 300, "started_at": iso(now - 400)}
-    p = jobfiles.pace(status, {"evaluating": False}, steps, now)
+    p = pace.pace(status, {"evaluating": False}, steps, now)
     assert p.elapsed_s == pytest.approx(400, abs=1) and p.steps_per_s == pytest.approx(0.05)
     assert p.eta_s == pytest.approx(295 / 0.05) and p.evaluation == ""
     line = pace_line(p, running=True).plain
@@ -220,15 +220,15 @@ def test_pace_elapsed_rate_eta_and_a_running_evaluation() -> None:
     # the first evaluation at step 0 of 300: 13.5 minutes with no step — said, not silent
     first = {"stage": "initial-eval", "step": 0, "total_steps": 300, "started_at": iso(now - 820)}
     first["updated_at"] = iso(now - 810)
-    p = jobfiles.pace(first, {}, [], now)
+    p = pace.pace(first, {}, [], now)
     assert p.evaluation == "initial" and p.evaluating_s == pytest.approx(810, abs=1)
     assert "◆ initial dev evaluation running for 13 min 30 s" in pace_line(p, running=True).plain
     # a periodic evaluation between steps: from the heartbeat
-    p = jobfiles.pace(status, {"evaluating": True, "evaluating_since": now - 95}, steps, now)
+    p = pace.pace(status, {"evaluating": True, "evaluating_since": now - 95}, steps, now)
     assert p.evaluation == "periodic" and p.evaluating_s == pytest.approx(95)
     # an ended job: elapsed to its last word, no ETA
     done = {**status, "stage": "done", "step": 300, "updated_at": iso(now - 100)}
-    p = jobfiles.pace(done, {}, steps, now)
+    p = pace.pace(done, {}, steps, now)
     assert p.eta_s is None and p.elapsed_s == pytest.approx(300, abs=1)
 
 

@@ -23,7 +23,8 @@ from textual.widgets import Static
 from engine.evidence import StageRecord
 from engine.shapes import ShapeError, parse
 from engine.shapes.training import Progress
-from engine.training.jobfiles import Pace, duration
+from engine.training.pace import Pace, duration
+from engine.training.pace import pace as pace_of
 from tui.safe import clean, literal
 from tui.stage_panels import NOT_MEASURED, PANEL_WIDTH, RENDERERS, render_dispatch_record
 
@@ -114,7 +115,7 @@ def poll_jobs(jobs_root: Path, inputs: dict[str, Any] | None = None) -> list[dic
         except Exception:  # alarms on a half-written file: show none rather than crash the view
             alarms = []
         status = jobfiles.read_status(job_dir)
-        pace = jobfiles.pace(status, jobfiles.read_heartbeat(job_dir), records)
+        pace = pace_of(status, jobfiles.read_heartbeat(job_dir), records)
         trivial = next((r for r in records if r.get("kind") == "trivial"), {})
         out.append(
             {

@@ -364,7 +364,7 @@ class StageView(Vertical):
         """The run bar's text with how long the run has taken: '1 min 05 s · predicting the test'."""
         if not self.running:
             return
-        from engine.training.jobfiles import duration
+        from engine.training.pace import duration
 
         elapsed = duration(time.monotonic() - self._run_started)
         self.query_one(".run-text", Label).update(literal(f"{elapsed} · {self._run_text}"))

@@ -1,0 +1,43 @@
+"""What every export shares: the integrity gate and the frozen records it reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.errors import ClaimcheckError
+from engine.evidence import StageRecord
+from engine.session import Session
+
+
+class ExportRefused(ClaimcheckError):
+    """The session fails its integrity checks: nothing is exported from it."""
+
+
+# ---------------------------------------------------------------- integrity
+
+
+def verify_for_export(session_dir: Path) -> Session:
+    """Open the session and refuse it when a record was edited, a pinned file changed, a write was
+    half done or a signature does not verify (engine.integrity.verify, the checks replay and the
+    report run). A stale chain is not refused: stale stages are shown as such and give no figures."""
+    from engine import integrity
+
+    session = Session.open(Path(session_dir))
+    problems = [
+        f"{r.stage} {r.check}: {r.detail}"
+        for r in integrity.verify(session)
+        if r.outcome in ("tampered", "incomplete", "missing")
+    ]
+    if problems:
+        raise ExportRefused(
+            "the session fails its integrity checks, so nothing is exported: "
+            + "; ".join(problems)
+            + ". Run `claimcheck --replay` on it for the full table."
+        )
+    return session
+
+
+def frozen_record(session: Session, records: dict[str, StageRecord], name: str) -> StageRecord | None:
+    """The stage's record where the stage is frozen (an export shows no figure of another), else None."""
+    rec = records.get(name)
+    return rec if rec is not None and session.states().get(name) == "frozen" else None
