@@ -13,6 +13,7 @@ runs are real `python -m tui.cli run --answers` processes SIGKILLed at random ti
 
 from __future__ import annotations
 
+import itertools
 import json
 import multiprocessing
 import os
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import time
 import tomllib
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -159,14 +161,31 @@ def drive(root: Path, lane: int, lanes: int, kills: int, seed: int) -> dict:
             break
         out["points"].append({"dir": session_dir.name, "exit": rc, "point": n})
     # The lanes' point counts differ by at most one: make up the kills to `kills` with random times.
-    random_kills = max(RANDOM_FORKED_MIN, kills - RANDOM_PROCESSES - lanes * len(out["points"]))
+    to_kill = max(RANDOM_FORKED_MIN, kills - RANDOM_PROCESSES - lanes * len(out["points"]))
+    dirs = (root / f"r{i:03d}" for i in itertools.count(lane, lanes))
     rng = random.Random(seed * lanes + lane)
-    for i in range(lane, random_kills, lanes):
-        session_dir = root / f"r{i:03d}"
-        after = rng.uniform(0.0, 0.9 * full_s)
-        rc = run_forked(answers, session_dir, kill_after=after)
-        out["random"].append({"dir": session_dir.name, "exit": rc, "after_s": round(after, 3)})
+    out["random"] = random_kills(answers, dirs, len(range(lane, to_kill, lanes)), full_s, rng)
     return out
+
+
+def random_kills(
+    answers: Path, dirs: Iterator[Path], wanted: int, full_s: float, rng: random.Random
+) -> list[dict]:
+    """SIGKILL forked runs at random times until `wanted` of them were killed before they ended.
+
+    The window is 0.9 x the shortest run seen: the timed complete run may have been slowed by the
+    other lane (or a busy machine) and later runs be faster, so a run that finishes before its time
+    shrinks the window to its own length rather than leaving the test short of kills."""
+    window, runs = full_s, []
+    while sum(r["exit"] != 0 for r in runs) < wanted and len(runs) < 3 * wanted:
+        session_dir = next(dirs)
+        after = rng.uniform(0.0, 0.9 * window)
+        t0 = time.monotonic()
+        rc = run_forked(answers, session_dir, kill_after=after)
+        if rc == 0:
+            window = min(window, time.monotonic() - t0)
+        runs.append({"dir": session_dir.name, "exit": rc, "after_s": round(after, 3)})
+    return runs
 
 
 # ---------------------------------------------------------------- what a killed run must leave

@@ -30,7 +30,8 @@ pytestmark = pytest.mark.slow  # the real session trains a tiny model once per t
 # What differs between two builds of the same session: clock times, digests (they cover the
 # times), the temporary workspace path (and the operation id, a digest over the contract that
 # names it), process ids, and what depends on the machine's speed: timings, latency, heartbeat
-# counts and so the stall alarm (an observation replay does not compare).
+# counts and so the stall alarm (an observation replay does not compare), and the machine's memory
+# (the memory estimate's denominator: RAM on CPU, read from the kernel, moves by a few MiB between boots).
 _VOLATILE = (
     (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\+00:00|Z)?"), "<time>"),
     (re.compile(r"sha256:[0-9a-f]{8,64}…?|\b[0-9a-f]{64}\b"), "<sha256>"),
@@ -39,6 +40,7 @@ _VOLATILE = (
     (re.compile(r"\d+\.\d+ ?(ms|s\b|seconds)"), "<time>"),
     (re.compile(r"pid \d+"), "pid <pid>"),
     (re.compile(r"\d+ heartbeats"), "<n> heartbeats"),
+    (re.compile(r"% of \d+\.\d+ GiB"), "% of <machine memory> GiB"),
 )
 _VOLATILE_LINES = (
     "dispatch.alarms.stall",
