@@ -51,12 +51,16 @@ def peak_bf16(device: str, n: int, reps: int) -> float:
 
 def _recipe_effective(device: str, a: argparse.Namespace) -> dict:
     """The default recipe's contract, as resolve() makes it on a bf16 GPU (QLoRA, bf16, SDPA)."""
+    from engine.training.resolve import default_text_template
     from engine.training.schema import Effective
 
-    c = tomllib.loads((ROOT / "recipes" / "text-classification-qlora.toml").read_text())["contract"]
-    claim = tomllib.loads((ROOT / "recipes" / "text-classification-qlora.toml").read_text())["claim"]
-    eff = {k: c[k] for k in ("task_kind", "model_path", "micro_batch", "max_length", "seed", "text_template")}
+    recipe = tomllib.loads((ROOT / "recipes" / "text-classification-qlora.toml").read_text())
+    c, claim = recipe["contract"], recipe["claim"]
+    eff = {k: c[k] for k in ("task_kind", "model_path", "micro_batch", "max_length", "seed")}
+    # The recipe leaves the template to the contract stage, which derives it from the source's text
+    # columns ('{subject}\n{body}' for the sample data): the same derivation here.
     eff.update(
+        text_template=c.get("text_template") or default_text_template(recipe["source"]),
         device=device,
         adapter_mode="qlora",
         precision="bf16",
@@ -74,7 +78,7 @@ def _recipe_effective(device: str, a: argparse.Namespace) -> dict:
     )
     if eff["optimizer"].get("head_lr", 0) == 0:
         eff["optimizer"]["head_lr"] = eff["optimizer"]["lr"]
-    return Effective.model_validate(eff).model_dump()
+    return Effective.model_validate(eff).model_dump(exclude_none=True)
 
 
 def _sft_effective(model_dir: Path, device: str, a: argparse.Namespace) -> dict:
@@ -107,7 +111,7 @@ def _sft_effective(model_dir: Path, device: str, a: argparse.Namespace) -> dict:
             "checkpoint_every_steps": 0,
             "checkpoint_selection": "last",
         }
-    ).model_dump()
+    ).model_dump(exclude_none=True)
 
 
 def _llama(dir: Path, a: argparse.Namespace) -> Path:
