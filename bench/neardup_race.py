@@ -247,6 +247,7 @@ def phase_rensa(path: Path) -> dict:
     import rensa  # noqa: F401  (import errors surface here, before timing)
 
     from engine.audit.neardup import verify
+    from engine.audit.neardup.arrays import small_pages
     from engine.audit.texts import Texts
 
     frame = _frame(path)
@@ -257,15 +258,20 @@ def phase_rensa(path: Path) -> dict:
     base = rss_mb()
     texts = Texts(frame, ["body"], np.arange(frame.height))
     c = time.process_time()
-    mat, counts, pre = _digests(texts, frame.height)
+    # The page setting our search runs under (arrays.small_pages), for rensa's side too: a setting of
+    # the process, not part of either method.
+    with small_pages():
+        mat, counts, pre = _digests(texts, frame.height)
     pre_cpu = time.process_time() - c  # includes to_rows
     runs = []
     for bands, rows in SETTINGS:
         t, c = time.perf_counter(), time.process_time()
-        cand = band_candidates(mat, bands, rows)
+        with small_pages():
+            cand = band_candidates(mat, bands, rows)
         t_band = time.perf_counter() - t
         t = time.perf_counter()
-        a, b, jac = verify.verify_pairs(texts, cand, counts, 5)
+        with small_pages():
+            a, b, jac = verify.verify_pairs(texts, cand, counts, 5)
         hit = jac >= 0.8 - 1e-12
         found = (a[hit].astype(np.uint64) << np.uint64(32)) | b[hit].astype(np.uint64)
         t_ver = time.perf_counter() - t

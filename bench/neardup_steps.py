@@ -3,8 +3,8 @@
     .venv/bin/python bench/neardup_steps.py /tmp/nd2long20k/nd_long.parquet [--parts]
 
 The parquet is one that bench/neardup_race.py writes (a `body` column). `--parts` also times pass 1's
-pieces one thread at a time over the engine's chunks: normalisation, the Arrow byte view, word hashes,
-shingle hashes, per-text dedupe and the count table (needs the compiled loops).
+pieces one thread at a time over the engine's chunks: normalisation (with the Arrow byte views), word
+hashes, shingle hashes, per-text dedupe and the count table (needs the compiled loops).
 """
 
 from __future__ import annotations
@@ -43,8 +43,7 @@ def pass1_parts(texts) -> dict[str, float]:
 
     counts = np.zeros(1 << shingles.COUNT_BITS, dtype=np.uint32)
     for lo, hi in shingles.chunks(texts, 1):
-        s = add("normalise", texts.slice, lo, hi - lo)
-        data, offs = add("utf8 view", hashing.utf8, s)
+        data, offs = add("normalise", hashing.normalised_utf8, texts, np.arange(lo, hi))
         words, lens = add("word hashes", kernels.word_hashes, data, offs)
         h, d = add("shingle hashes", hashing.shingles_of_words, words, lens, 5)
         add("dedupe", kernels.distinct, h, np.bincount(d, minlength=hi - lo))
@@ -57,7 +56,8 @@ def main(argv: list[str]) -> int:
     df = pl.DataFrame({"row_id": np.arange(body.len()), "body": body})
     steps: dict[str, tuple[float, float]] = {}
     t0 = time.perf_counter()
-    texts, _, _ = timed(steps, "distinct texts", distinct_texts, df, ["body"], "row_id")
+    hashes = timed(steps, "row hashes", hashing.normalised_row_hashes, df, ["body"])
+    texts, _, _ = timed(steps, "distinct texts", distinct_texts, df, ["body"], "row_id", hashes)
     if "--parts" in argv:
         if not kernels.available():
             print("--parts needs the compiled loops (pip install -e .)", file=sys.stderr)

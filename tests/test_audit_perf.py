@@ -723,3 +723,98 @@ def test_compiled_single_shingle_pairs_match_numpy(single_share: float, t: float
     got = kernels.single_pairs(tok, doc, pos, single, sizes, tiny, big, t)
     assert got.dtype == want.dtype and np.array_equal(got, want)
     assert want.size > 100
+
+
+def _tricky_frame(rng: random.Random, rows: int, n_cols: int) -> pl.DataFrame:
+    """Text columns where Unicode rules matter: non-ASCII whitespace (NBSP, NEL, ideographic space, line
+    separator), characters whose lowercase is ASCII (Kelvin sign) or longer (dotted capital I), a final
+    sigma, control bytes that are not whitespace, ASCII whitespace of every kind; nulls, empty values,
+    and repeats that only normalising makes equal."""
+    ascii_pool = list("abcXYZ  \t\n\r\x0b\x0c")
+    pool = ascii_pool + [
+        "\u00a0",
+        "\u212a",
+        "\u0130",
+        "\u03a3",
+        "\u0085",
+        "\u3000",
+        "é",
+        "\x1c",
+        "\x1f",
+        "ß",
+        "\u2028",
+    ]
+
+    def value() -> str | None:
+        r = rng.random()
+        if r < 0.05:
+            return None
+        if r < 0.1:
+            return ""
+        chars = ascii_pool if rng.random() < 0.6 else pool
+        if rng.random() < 0.3:  # longer values, mostly letters and lone spaces (the 8-byte path)
+            return "".join(rng.choice(chars + list("abcdefgHIJ ") * 4) for _ in range(rng.randint(30, 200)))
+        return "".join(rng.choice(chars) for _ in range(rng.randint(0, 30)))
+
+    cols = {}
+    for j in range(n_cols):
+        v = [value() for _ in range(rows // 2)]
+        cols[f"c{j}"] = v + [x.upper() + " \t" if x and rng.random() < 0.5 else x for x in v]
+    return pl.DataFrame(cols).with_row_index("row_id")
+
+
+@pytest.mark.parametrize("n_cols", [1, 3])
+def test_compiled_normalisation_is_polars_byte_for_byte(n_cols: int) -> None:
+    # Rows all ASCII are normalised by the compiled loops, the others by Polars, spliced back in order:
+    # the bytes are those of the Polars expressions alone, for every text and for a subset.
+    import numpy as np
+
+    assert kernels.available()
+    df = _tricky_frame(random.Random(11 + n_cols), 4000, n_cols)
+    cols = [f"c{j}" for j in range(n_cols)]
+    texts, _, _ = texts_mod.distinct_texts(df, cols, "row_id")
+    ok = kernels.normalise([hashing.utf8(texts.frame.get_column(c)) for c in cols])[2]
+    assert 0.2 < ok.mean() < 0.9  # both paths take part
+    for idx in (np.arange(texts.len()), np.arange(texts.len())[3::7]):
+        data, offs = hashing.normalised_utf8(texts, idx)
+        want, w_offs = hashing.utf8(texts.gather(idx))
+        assert np.array_equal(offs, w_offs - w_offs[0])
+        assert np.array_equal(data, want[w_offs[0] : w_offs[-1]])
+
+
+def test_normalised_row_hashes_group_rows_as_their_normalised_values() -> None:
+    # The compiled row hashes make the same distinct texts as Polars' struct hash: one hash per
+    # distinct tuple of normalised values (a null apart from an empty value).
+    import numpy as np
+
+    df = _tricky_frame(random.Random(5), 5000, 2)
+    cols = ["c0", "c1"]
+    h = hashing.normalised_row_hashes(df, cols)
+    assert h is not None
+    keyed = df.select([texts_mod.norm_text_expr(c).alias(c) for c in cols]).with_columns(h=h)
+    per_key = keyed.group_by(cols).agg(pl.col("h").n_unique())
+    assert (per_key["h"] == 1).all() and h.n_unique() == per_key.height
+    assert keyed.filter(pl.col("c0").is_null()).height and keyed.filter(pl.col("c0") == "").height
+    want = texts_mod.distinct_texts(df, cols, "row_id")
+    got = texts_mod.distinct_texts(df, cols, "row_id", h)
+    assert all(np.array_equal(g, w) for g, w in zip(got[1:], want[1:], strict=True))
+    assert np.array_equal(got[0].reps, want[0].reps)
+
+
+def test_compiled_jaccard_is_the_exact_set_ratio() -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    sets = [
+        np.unique(rng.integers(0, 400, size=int(rng.integers(1, 300))).astype(np.uint64)) for _ in range(60)
+    ]
+    flat = np.concatenate([rng.permutation(s) for s in sets])  # unsorted within each text
+    offs = np.zeros(len(sets) + 1, dtype=np.int64)
+    np.cumsum([s.size for s in sets], out=offs[1:])
+    a, b = rng.integers(0, len(sets), size=500), rng.integers(0, len(sets), size=500)
+    got = kernels.jaccard(flat, offs, a, b)
+    want = [
+        np.intersect1d(sets[i], sets[j]).size / np.union1d(sets[i], sets[j]).size
+        for i, j in zip(a, b, strict=True)
+    ]
+    assert got.tolist() == want

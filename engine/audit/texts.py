@@ -76,17 +76,19 @@ class Texts:
 
 
 def distinct_texts(
-    df: pl.DataFrame, text_columns: list[str], row_id: str
+    df: pl.DataFrame, text_columns: list[str], row_id: str, hashes: pl.Series | None = None
 ) -> tuple[Texts, np.ndarray, np.ndarray]:
     """Distinct normalised texts, and per row (grouped by text, in text order) its row id and text index.
 
     Rows are one text when their normalised text columns are equal. Rows whose hash is unique are
     texts of their own; rows whose hash repeats are grouped on their real normalised values (a hash
-    collision splits there), each group's first row standing for the text.
+    collision splits there), each group's first row standing for the text. `hashes`: the rows' hashes
+    of their normalised columns where the caller has them (any such hash gives the same texts), else
+    row_hashes makes them.
     """
     keys = [f"__n{i}" for i in range(len(text_columns))]
     exprs = [norm_text_expr(c).alias(k) for c, k in zip(text_columns, keys, strict=True)]
-    h = row_hashes(df, exprs)
+    h = row_hashes(df, exprs) if hashes is None else hashes
     n = df.height
     rep_of = np.arange(n, dtype=np.int64)
     dup = np.flatnonzero(h.is_duplicated().to_numpy())

@@ -13,13 +13,13 @@ from typing import Any
 from engine.training.evaluate import (
     ADAPTER_DIR,
     EFFECTIVE,
-    EVAL_BATCH,
     INFERENCE_MODE,
     MODEL_CONFIG,
     TOKENIZER_DIR,
     TRAINABLE,
     Batcher,
     Encoded,
+    eval_batches,
     predict,
     sha256_file,
 )
@@ -214,19 +214,19 @@ def sft_dev_predictions(model: Any, enc: Encoded) -> Any:
     import torch
 
     model.eval()
-    preds, probas = [], []
+    preds: list[Any] = [None] * enc.n
+    probas: list[Any] = [None] * enc.n
     with torch.no_grad():
-        for start in range(0, enc.n, EVAL_BATCH):
-            idx = list(range(start, min(enc.n, start + EVAL_BATCH)))
+        for idx in eval_batches(enc):
             batch = enc.batch(idx, with_labels=True)
             labels = batch.pop("labels")
             logp = torch.log_softmax(model(**batch).logits.float(), dim=-1)
-            for j in range(len(idx)):
+            for j, i in enumerate(idx):
                 target = labels[j, 1:]
                 keep = target != IGNORE
                 lp = logp[j, :-1][keep]
-                preds.append(lp.argmax(dim=-1).tolist())
-                probas.append(lp.gather(1, target[keep].unsqueeze(1)).squeeze(1).exp().double().tolist())
+                preds[i] = lp.argmax(dim=-1).tolist()
+                probas[i] = lp.gather(1, target[keep].unsqueeze(1)).squeeze(1).exp().double().tolist()
     return pl.DataFrame(
         {"row_id": enc.row_ids, "pred": preds, "proba": probas},
         schema={"row_id": pl.Int64, "pred": pl.List(pl.Int64), "proba": pl.List(pl.Float64)},

@@ -2,8 +2,9 @@
 its verification and reload parity are in engine/training/artifact_files.py).
 
 Inference mode (stated in every artifact manifest): model.eval() (dropout off), torch.no_grad,
-float32 on CPU, right padding, batches of `EVAL_BATCH` rows, arg-max decision over the softmax
-of the classification logits in the contract's class order.
+float32 on CPU, right padding, the rows sorted by length (longest first) into batches of `EVAL_BATCH`
+(`eval_batches`), arg-max decision over the softmax of the classification logits in the contract's
+class order.
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ ADAPTER_DIR = "adapter"
 TOKENIZER_DIR = "tokenizer"
 EFFECTIVE = "effective.json"
 MODEL_CONFIG = "model_config.json"
-INFERENCE_MODE = "model.eval(), torch.no_grad, float32, right padding, batch 32, arg-max of softmax(logits)"
+INFERENCE_MODE = (
+    "model.eval(), torch.no_grad, float32, right padding, rows sorted by length into batches of 32, "
+    "arg-max of softmax(logits)"
+)
 
 
 def resolve_device(spec: str) -> str:
@@ -212,25 +216,35 @@ def metric_value(metric: str, y: list[int], proba: Any, classes: list[str]) -> f
     return float(stat.finish(s.sum(axis=0, keepdims=True))[0])
 
 
+def eval_batches(enc: Encoded, batch_size: int = EVAL_BATCH) -> list[list[int]]:
+    """The rows' indices in inference batches: sorted by length, longest first (ties in row order),
+    cut every `batch_size`. Each batch is padded to its own longest row, so similar lengths waste
+    little: on the demo's 2,399 dev tickets (mean 50 tokens, 99th percentile 97) 122,508 token slots
+    against 222,104 for batches in row order; the longest batch first meets an out-of-memory at once."""
+    order = sorted(range(enc.n), key=lambda i: -len(enc.input_ids[i]))
+    return [order[s : s + batch_size] for s in range(0, enc.n, batch_size)]
+
+
 def predict(model: Any, enc: Encoded, batch_size: int = EVAL_BATCH) -> dict[str, Any]:
     """Class probabilities (n, K) and logits for classification; mean token loss for SFT."""
     import numpy as np
     import torch
 
     model.eval()
-    logits, loss_sum, tokens = [], 0.0, 0
+    z: Any = torch.zeros((0, 0))
+    loss_sum, tokens = 0.0, 0
     with torch.no_grad():
-        for start in range(0, enc.n, batch_size):
-            idx = list(range(start, min(enc.n, start + batch_size)))
+        for idx in eval_batches(enc, batch_size):
             out = model(**enc.batch(idx, with_labels=not enc.classification))
             if enc.classification:
-                logits.append(out.logits.float().cpu())
+                if z.shape[0] != enc.n:
+                    z = torch.zeros((enc.n, out.logits.shape[-1]))
+                z[idx] = out.logits.float().cpu()
             else:
                 n_tok = int(sum(int((enc.labels[i][1:] != -100).sum()) for i in idx))
                 loss_sum += float(out.loss) * n_tok
                 tokens += n_tok
     if enc.classification:
-        z = torch.cat(logits) if logits else torch.zeros((0, 0))
         proba = torch.softmax(z.double(), dim=-1).numpy()
         return {"logits": z.numpy().astype(np.float64), "proba": proba}
     return {"loss": loss_sum / tokens if tokens else math.nan, "tokens": tokens}

@@ -45,8 +45,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from engine.audit.neardup.arrays import ranges, unique_inverse
+from engine.audit.neardup.arrays import ranges, small_pages, unique_inverse
 from engine.audit.neardup.candidates import find_candidates
+from engine.audit.neardup.hashing import normalised_row_hashes
 from engine.audit.neardup.shingles import build_prefixes
 from engine.audit.neardup.verify import verify_pairs
 from engine.audit.texts import distinct_texts
@@ -77,15 +78,22 @@ def near_duplicates(
     shingle_size: int = 5,
 ) -> NearDupResult:
     """Near-duplicate row pairs across different normalised texts (see module docstring)."""
-    empty = pl.DataFrame(
-        {"row_a": [], "row_b": [], "jaccard": []},
-        schema={"row_a": pl.Int64, "row_b": pl.Int64, "jaccard": pl.Float64},
-    )
     if df.height == 0 or not text_columns:
-        return NearDupResult(empty, 0, 0, 0, 0)
-    texts, rows, text_of = distinct_texts(df, text_columns, row_id)
+        return NearDupResult(_no_pairs(), 0, 0, 0, 0)
+    with small_pages():
+        return _search(df, text_columns, row_id, threshold, shingle_size)
+
+
+def _no_pairs() -> pl.DataFrame:
+    return pl.DataFrame(schema={"row_a": pl.Int64, "row_b": pl.Int64, "jaccard": pl.Float64})
+
+
+def _search(
+    df: pl.DataFrame, text_columns: list[str], row_id: str, threshold: float, k: int
+) -> NearDupResult:
+    texts, rows, text_of = distinct_texts(df, text_columns, row_id, normalised_row_hashes(df, text_columns))
     try:
-        prefixes = build_prefixes(texts, shingle_size, threshold)
+        prefixes = build_prefixes(texts, k, threshold)
         sizes = prefixes.sizes
         codes = find_candidates(prefixes, threshold)
     except OSError as exc:
@@ -98,20 +106,20 @@ def near_duplicates(
             "with room, then run the stage again."
         ) from exc
     del prefixes
-    a, b, jac = verify_pairs(texts, codes, sizes, shingle_size)
+    a, b, jac = verify_pairs(texts, codes, sizes, k)
     hit = jac >= threshold - 1e-12
     a, b, jac = a[hit], b[hit], jac[hit]
     return NearDupResult(
-        _expand(rows, text_of, a, b, jac, empty), texts.len(), int(codes.size), int(a.size), int(sizes.sum())
+        _expand(rows, text_of, a, b, jac), texts.len(), int(codes.size), int(a.size), int(sizes.sum())
     )
 
 
 def _expand(
-    rows: np.ndarray, text_of: np.ndarray, a: np.ndarray, b: np.ndarray, jac: np.ndarray, empty: pl.DataFrame
+    rows: np.ndarray, text_of: np.ndarray, a: np.ndarray, b: np.ndarray, jac: np.ndarray
 ) -> pl.DataFrame:
     """Text pairs → every row pair between their rows (rows grouped by text, in text order)."""
     if a.size == 0:
-        return empty
+        return _no_pairs()
     n_texts = int(text_of.max()) + 1
     per = np.bincount(text_of, minlength=n_texts)
     first = np.zeros(n_texts, dtype=np.int64)

@@ -12,9 +12,14 @@
 
 /* ---- 1. each text's distinct shingles, and the shingle count table -------------------------------- */
 
+#define PREFETCH 32 /* table lookups asked for this many shingles ahead (random lines of a 32 MB table) */
+
 /* Counts every shingle (repeats too) in counts[hash & mask], wrapping like numpy's uint32 additions. */
 void cc_count(const uint64_t *h, int64_t m, uint32_t *counts, uint64_t mask) {
-    for (int64_t j = 0; j < m; j++) counts[h[j] & mask] += 1u;
+    for (int64_t j = 0; j < m; j++) {
+        if (j + PREFETCH < m) __builtin_prefetch(counts + (h[j + PREFETCH] & mask), 1);
+        counts[h[j] & mask] += 1u;
+    }
 }
 
 /* Texts in order, per[i] shingle hashes each in h. Writes each text's distinct shingles (first
@@ -218,6 +223,8 @@ int64_t cc_prefixes(const uint64_t *h, const int64_t *sizes, int64_t n, const ui
         uint8_t *wd = m >= wide_min ? wide + (wi++) * wd_buckets : NULL;
         for (int64_t j = 0; j < m; j++) {
             const uint64_t x = h[off + j];
+            /* the count table is far larger than the caches: its lines are asked for ahead of use */
+            if (j + PREFETCH < m) __builtin_prefetch(counts + (h[off + j + PREFETCH] & mask));
             const uint32_t c = counts[x & mask];
             items[j].key = ((uint64_t)(c < 65535u ? c : 65535u) << 48) | (x >> 16);
             items[j].h = x;
@@ -271,6 +278,13 @@ static inline uint64_t load8(const uint8_t *p) { /* 8 bytes, little-endian */
     m = __builtin_bswap64(m);
 #endif
     return m;
+}
+
+static inline void store8(uint8_t *p, uint64_t m) { /* load8's inverse */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    m = __builtin_bswap64(m);
+#endif
+    memcpy(p, &m, 8);
 }
 
 /* The top bit of each byte of x that is a space (exact: no carries between bytes). */
@@ -377,23 +391,43 @@ typedef struct {
     int32_t pos;
 } entry;
 
-/* LSD radix sort of entries by combo, 16 bits at a time (stable; tmp holds n entries; count 2^16). */
+/* Radix sort of entries by combo (stable; tmp holds n entries; count holds 2^16): one pass on the top
+ * TOP_BITS into 2,048 buckets, then each bucket (a few thousand entries: in cache) by LSD passes of 8
+ * bits over the bits below, a pass skipped where every entry of the bucket has the same digit. A plain
+ * LSD sort over the whole array missed the cache on every scatter: 0.4 of 0.55 s on 20,000 long
+ * documents' 5.2 M entries. */
+#define TOP_BITS 11
+#define LOW_PASSES 7 /* 7 x 8 bits cover the 53 below the top 11 */
 static void radix_entries(entry *a, entry *tmp, int64_t n, int64_t *count) {
-    for (int shift = 0; shift < 64; shift += 16) {
-        memset(count, 0, (1 << 16) * sizeof(int64_t));
-        for (int64_t i = 0; i < n; i++) count[(a[i].combo >> shift) & 0xFFFF]++;
-        int64_t sum = 0;
-        for (int b = 0; b < 1 << 16; b++) {
-            const int64_t c = count[b];
-            count[b] = sum;
-            sum += c;
+    const int64_t nb = (int64_t)1 << TOP_BITS;
+    int64_t *start = count, *pos = count + nb + 1, *c = count + 2 * nb + 1; /* c: LOW_PASSES x 256 */
+    memset(start, 0, (size_t)(nb + 1) * sizeof(int64_t));
+    for (int64_t i = 0; i < n; i++) start[(a[i].combo >> (64 - TOP_BITS)) + 1]++;
+    for (int64_t b = 0; b < nb; b++) start[b + 1] += start[b];
+    memcpy(pos, start, (size_t)nb * sizeof(int64_t));
+    for (int64_t i = 0; i < n; i++) tmp[pos[a[i].combo >> (64 - TOP_BITS)]++] = a[i];
+    for (int64_t b = 0; b < nb; b++) {
+        const int64_t lo = start[b], m = start[b + 1] - lo;
+        entry *src = tmp + lo, *dst = a + lo;
+        memset(c, 0, LOW_PASSES * 256 * sizeof(int64_t));
+        for (int64_t i = 0; i < m; i++)
+            for (int d = 0; d < LOW_PASSES; d++) c[d * 256 + ((src[i].combo >> (8 * d)) & 255)]++;
+        for (int d = 0; d < LOW_PASSES && m > 1; d++) {
+            int64_t *cd = c + d * 256;
+            if (cd[(src[0].combo >> (8 * d)) & 255] == m) continue; /* one digit: already in order */
+            int64_t sum = 0;
+            for (int k = 0; k < 256; k++) {
+                const int64_t x = cd[k];
+                cd[k] = sum;
+                sum += x;
+            }
+            for (int64_t i = 0; i < m; i++) dst[cd[(src[i].combo >> (8 * d)) & 255]++] = src[i];
+            entry *t = src;
+            src = dst;
+            dst = t;
         }
-        for (int64_t i = 0; i < n; i++) tmp[count[(a[i].combo >> shift) & 0xFFFF]++] = a[i];
-        entry *t = a;
-        a = tmp;
-        tmp = t;
+        if (src != a + lo) memcpy(a + lo, src, (size_t)m * sizeof(entry));
     }
-    /* four passes: the sorted entries are back in the caller's array */
 }
 
 static int cmp_u64(const void *x, const void *y) {
@@ -566,6 +600,125 @@ int64_t cc_single_pairs(const uint64_t *tok, const int32_t *doc, const uint16_t 
     }
     *out = pairs.codes;
     return w;
+}
+
+/* ---- normalised text (engine/audit/texts.py: lower_strip_ws, columns joined) for ASCII rows ------- */
+
+/* Unicode White_Space among ASCII bytes: what Polars' strip_chars and the regex \s match there. */
+static inline int ascii_space(uint8_t c) { return c == ' ' || (c >= 9 && c <= 13); }
+
+/* Of 8 ASCII bytes (each below 0x80: the sums below carry into no other byte), the top bit of each
+ * that is a tab, line feed, vertical tab, form feed or carriage return (9..13). */
+static inline uint64_t ascii_controls(uint64_t x) {
+    const uint64_t ge9 = x + 0x7777777777777777ull, ge14 = x + 0x7272727272727272ull;
+    return ge9 & ~ge14 & 0x8080808080808080ull;
+}
+
+/* 8 ASCII bytes with A..Z lowercased (the 0x20 bit set where 'A' <= byte <= 'Z'). */
+static inline uint64_t ascii_lower(uint64_t x) {
+    const uint64_t geA = x + 0x3F3F3F3F3F3F3F3Full, gtZ = x + 0x2525252525252525ull;
+    const uint64_t upper = geA & ~gtZ & 0x8080808080808080ull;
+    return x | (upper >> 2);
+}
+
+/* Row i's text from n_cols columns (column c: bytes data[c], offsets offs[c], n + 1 of them; a null is
+ * an empty value, which the join skips alike): each value lowercased, stripped, its whitespace runs made
+ * one space, the non-empty ones joined by one space (texts._joined). Rows whose bytes are all ASCII are written to out
+ * (row i at out[out_offs[i]:out_offs[i + 1]]) with ok[i] = 1; for the others, which need Unicode case
+ * and whitespace rules, nothing is written and ok[i] = 0. out holds the rows' bytes plus n_cols a row. */
+void cc_normalise(int64_t n_cols, const uint64_t *data, const uint64_t *offs, int64_t n, uint8_t *out,
+                  int64_t *out_offs, uint8_t *ok) {
+    int64_t w = 0;
+    out_offs[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t high = 0;
+        for (int64_t c = 0; c < n_cols; c++) {
+            const uint8_t *d = (const uint8_t *)data[c];
+            const int64_t *o = (const int64_t *)offs[c];
+            const uint8_t *p = d + o[i], *end = d + o[i + 1];
+            for (; p + 8 <= end; p += 8) high |= load8(p);
+            for (; p < end; p++) high |= *p;
+        }
+        ok[i] = (high & 0x8080808080808080ull) == 0;
+        const int64_t start = w;
+        for (int64_t c = 0; ok[i] && c < n_cols; c++) {
+            const uint8_t *d = (const uint8_t *)data[c];
+            const int64_t *o = (const int64_t *)offs[c];
+            const uint8_t *p = d + o[i], *end = d + o[i + 1];
+            while (p < end && ascii_space(*p)) p++;
+            while (end > p && ascii_space(end[-1])) end--;
+            if (p == end) continue;
+            if (w > start) out[w++] = ' ';
+            int spaced = 0; /* the last byte written is the space that stands for a whitespace run */
+            for (; p < end; p++) {
+                /* 8 bytes at once where they hold no whitespace but lone spaces: lowercased as they are */
+                while (p + 8 <= end) {
+                    const uint64_t x = load8(p), sp = space_bits(x);
+                    if (ascii_controls(x) || (sp & (sp << 8)) || (spaced && (sp & 0x80))) break;
+                    store8(out + w, ascii_lower(x));
+                    w += 8;
+                    p += 8;
+                    spaced = (sp >> 56) != 0;
+                }
+                if (p == end) break;
+                const uint8_t b = *p;
+                if (ascii_space(b)) {
+                    if (!spaced) out[w++] = ' ';
+                    spaced = 1;
+                    continue;
+                }
+                spaced = 0;
+                out[w++] = (uint8_t)(b + ((uint8_t)(b - 'A') < 26u) * 32);
+            }
+        }
+        out_offs[i + 1] = w;
+    }
+}
+
+/* out[i] = the word hash (word_hash) of all of text i's bytes: a 64-bit hash of a whole string. */
+void cc_bytes_hashes(const uint8_t *data, const int64_t *offs, int64_t n, uint64_t *out) {
+    const uint8_t *limit = data + offs[n];
+    for (int64_t i = 0; i < n; i++) out[i] = word_hash(data + offs[i], offs[i + 1] - offs[i], limit);
+}
+
+/* Rows in order, row i taken from a (ok[i]: a's row i) or else from b (b's next row): out, out_offs. */
+void cc_splice(int64_t n, const uint8_t *ok, const uint8_t *a, const int64_t *a_offs, const uint8_t *b,
+               const int64_t *b_offs, uint8_t *out, int64_t *out_offs) {
+    int64_t w = 0, j = 0;
+    out_offs[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const uint8_t *src = ok[i] ? a + a_offs[i] : b + b_offs[j];
+        const int64_t len = ok[i] ? a_offs[i + 1] - a_offs[i] : b_offs[j + 1] - b_offs[j];
+        j += !ok[i];
+        memcpy(out + w, src, (size_t)len);
+        w += len;
+        out_offs[i + 1] = w;
+    }
+}
+
+/* ---- exact Jaccard of candidate pairs (verify.py) ---------------------------------------------------- */
+
+/* Sorts each text's segment h[offs[i]:offs[i + 1]] ascending, in place. */
+void cc_sort_segments(uint64_t *h, const int64_t *offs, int64_t n) {
+    for (int64_t i = 0; i < n; i++) qsort(h + offs[i], (size_t)(offs[i + 1] - offs[i]), sizeof(uint64_t), cmp_u64);
+}
+
+/* Texts' distinct shingles sorted in h[offs[t]:offs[t + 1]]: out[i] = |A & B| / |A | B| of texts a[i], b[i]
+ * (the numpy path's division of the same integers). */
+void cc_jaccard(const uint64_t *h, const int64_t *offs, const int64_t *a, const int64_t *b, int64_t n,
+                double *out) {
+    for (int64_t i = 0; i < n; i++) {
+        const uint64_t *x = h + offs[a[i]], *xe = h + offs[a[i] + 1], *y = h + offs[b[i]], *ye = h + offs[b[i] + 1];
+        const int64_t la = xe - x, lb = ye - y;
+        int64_t inter = 0;
+        while (x < xe && y < ye) {
+            const uint64_t u = *x, v = *y;
+            inter += u == v;
+            x += u <= v;
+            y += v <= u;
+        }
+        out[i] = (double)inter / (double)(la + lb - inter);
+    }
 }
 
 void cc_free(void *p) { free(p); }

@@ -13,6 +13,7 @@ import polars as pl
 
 from engine.audit.neardup import kernels
 from engine.audit.neardup.arrays import ranges
+from engine.audit.texts import Texts
 from engine.splits import splitmix64
 
 _H0 = np.uint64(0x243F6A8885A308D3)
@@ -65,14 +66,80 @@ def utf8(texts: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     return data, offs
 
 
+def normalised_utf8(texts: Texts, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The normalised texts `idx` as UTF-8 bytes and offsets: utf8(texts.gather(idx)), byte for byte.
+
+    With the compiled loops, rows whose text columns are all ASCII are normalised there (one pass over
+    their bytes, a fraction of Polars' lowercase + strip + regex); only the other rows go through
+    Polars (Unicode case and whitespace), and are spliced back in row order."""
+    idx = np.asarray(idx, dtype=np.int64)
+    if not kernels.available() or any(texts.frame.schema[c] != pl.String for c in texts.columns):
+        return utf8(texts.gather(idx))
+    rows = texts.frame[texts.reps[idx]]
+    out, offs, ok = kernels.normalise([utf8(rows.get_column(c)) for c in texts.columns])
+    if ok.all():
+        return out, offs
+    return kernels.splice(ok, (out, offs), utf8(texts.gather(idx[~ok])))
+
+
+_NULL_VALUE = np.uint64(0x8CB92BA72F3D8DD7)  # a null value's hash (an empty value hashes its no bytes)
+_ROW_MIX = np.uint64(0xD6E8FEB86659FD93)  # odd: the row hash so far times it, plus the next column's
+
+
+def normalised_row_hashes(df: pl.DataFrame, columns: list[str]) -> pl.Series | None:
+    """Per row, a 64-bit hash of its normalised text columns, each apart (equal values, equal hash; a
+    null is not an empty value): the key texts.distinct_texts groups rows by, as texts.row_hashes makes
+    it but without Polars' regex for the rows whose columns are all ASCII. A slice of rows at a time
+    (texts.HASH_SLICE, in worker threads); None without the compiled loops, or for a column that is not
+    text."""
+    from engine.audit.texts import HASH_SLICE
+    from engine.threads import ordered_map, thread_cap
+
+    if not kernels.available() or any(df.schema[c] != pl.String for c in columns):
+        return None
+    workers = thread_cap()
+    step = HASH_SLICE if workers < 2 else max(1, min(HASH_SLICE // workers, -(-df.height // workers)))
+    parts = ordered_map(
+        lambda off: _row_hashes(df.slice(off, step), columns), range(0, df.height, step), workers
+    )
+    return pl.Series("h", np.concatenate([np.zeros(0, dtype=np.uint64), *parts]))
+
+
+def _row_hashes(part: pl.DataFrame, columns: list[str]) -> np.ndarray:
+    from engine.audit.texts import norm_text_expr
+
+    h = np.zeros(part.height, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for c in columns:
+            col = part.get_column(c)
+            out, offs, ok = kernels.normalise([utf8(col)])
+            hc = kernels.bytes_hashes(out, offs)
+            if not ok.all():
+                rest = np.flatnonzero(~ok)
+                hc[rest] = kernels.bytes_hashes(*utf8(part[rest].select(norm_text_expr(c)).to_series()))
+            if col.null_count():
+                hc[col.is_null().to_numpy()] = _NULL_VALUE
+            h = splitmix64(h * _ROW_MIX + hc)
+    return h
+
+
+def text_shingles(texts: Texts, idx: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """doc_shingles of the normalised texts `idx` (positions in `idx` as text indices)."""
+    return shingles_of_words(*utf8_word_hashes(*normalised_utf8(texts, idx)), k)
+
+
 def word_hashes(texts: pl.Series) -> tuple[np.ndarray, np.ndarray]:
-    """Every word's 64-bit hash, text after text, and each text's number of words.
+    """Every word's 64-bit hash, text after text, and each text's number of words (utf8_word_hashes)."""
+    return utf8_word_hashes(*utf8(texts))
+
+
+def utf8_word_hashes(data: np.ndarray, offs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """word_hashes of the texts data[offs[i]:offs[i + 1]].
 
     Words are the runs between single spaces (normalised text has no other separators; an empty text is
     one empty word). A word of L bytes: h = WORD_SEED ^ L * WORD_LEN, then for each 8-byte block m of
     its bytes, little-endian, the last one zero-padded: h = (h ^ m) * WORD_BLOCK, h ^= h >> 29; its hash
     is splitmix64(h)."""
-    data, offs = utf8(texts)
     if kernels.available():
         return kernels.word_hashes(data, offs)
     data, offs = data[int(offs[0]) : int(offs[-1])], offs - offs[0]

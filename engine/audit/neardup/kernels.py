@@ -61,6 +61,16 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
         *(_P, _P, _P, _P, _I64, _P, _P, _P, ctypes.c_double),
         ctypes.POINTER(ctypes.POINTER(ctypes.c_uint64)),
     ]
+    lib.cc_normalise.restype = None
+    lib.cc_normalise.argtypes = [_I64, _P, _P, _I64, _P, _P, _P]
+    lib.cc_bytes_hashes.restype = None
+    lib.cc_bytes_hashes.argtypes = [_P, _P, _I64, _P]
+    lib.cc_splice.restype = None
+    lib.cc_splice.argtypes = [_I64, _P, _P, _P, _P, _P, _P, _P]
+    lib.cc_sort_segments.restype = None
+    lib.cc_sort_segments.argtypes = [_P, _P, _I64]
+    lib.cc_jaccard.restype = None
+    lib.cc_jaccard.argtypes = [_P, _P, _P, _P, _I64, _P]
     lib.cc_free.restype = None
     lib.cc_free.argtypes = [_P]
     return lib
@@ -212,3 +222,64 @@ def single_pairs(
         return np.ctypeslib.as_array(out, shape=(n,)).copy() if n else np.empty(0, dtype=np.uint64)
     finally:
         lib.cc_free(ctypes.cast(out, _P))
+
+
+def normalise(columns: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows of text columns (each its UTF-8 bytes and offsets, nulls as empty values) → the rows all
+    ASCII normalised and joined (texts._joined's bytes) with their offsets, and which rows those are;
+    a row that is not all ASCII is left empty there (its case and whitespace follow Unicode rules)."""
+    n = columns[0][1].size - 1
+    data = [np.ascontiguousarray(d, dtype=np.uint8) for d, _ in columns]
+    offs = [np.ascontiguousarray(o, dtype=np.int64) for _, o in columns]
+    assert all(o.size == n + 1 and (n == 0 or int(o[-1]) <= d.size) for d, o in zip(data, offs, strict=True))
+    room = sum(int(o[-1] - o[0]) for o in offs) + len(columns) * n
+    out = np.empty(room, dtype=np.uint8)
+    out_offs = np.empty(n + 1, dtype=np.int64)
+    ok = np.empty(n, dtype=np.uint8)
+    data_p = np.array([_ptr(d) for d in data], dtype=np.uint64)
+    offs_p = np.array([_ptr(o) for o in offs], dtype=np.uint64)
+    _lib_or_fail().cc_normalise(
+        len(columns), _ptr(data_p), _ptr(offs_p), n, _ptr(out), _ptr(out_offs), _ptr(ok)
+    )
+    return out[: int(out_offs[-1])], out_offs, ok.view(bool)
+
+
+def bytes_hashes(data: np.ndarray, offs: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each whole text data[offs[i]:offs[i + 1]] (the word hash of all its bytes)."""
+    data = np.ascontiguousarray(data, dtype=np.uint8)
+    offs = np.ascontiguousarray(offs, dtype=np.int64)
+    assert offs.size and int(offs[-1]) <= data.size
+    out = np.empty(offs.size - 1, dtype=np.uint64)
+    _lib_or_fail().cc_bytes_hashes(_ptr(data), _ptr(offs), out.size, _ptr(out))
+    return out
+
+
+def splice(
+    ok: np.ndarray, a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows in order as bytes and offsets: row i is a's row i where ok[i], else b's next row."""
+    ok8 = np.ascontiguousarray(ok, dtype=np.uint8)
+    (ad, ao), (bd, bo) = a, b
+    ad, bd = np.ascontiguousarray(ad, dtype=np.uint8), np.ascontiguousarray(bd, dtype=np.uint8)
+    ao, bo = np.ascontiguousarray(ao, dtype=np.int64), np.ascontiguousarray(bo, dtype=np.int64)
+    assert ao.size == ok8.size + 1 and bo.size == int((ok8 == 0).sum()) + 1
+    out = np.empty(int(np.diff(ao)[ok8 != 0].sum() + np.diff(bo).sum()), dtype=np.uint8)
+    out_offs = np.empty(ok8.size + 1, dtype=np.int64)
+    _lib_or_fail().cc_splice(
+        ok8.size, _ptr(ok8), _ptr(ad), _ptr(ao), _ptr(bd), _ptr(bo), _ptr(out), _ptr(out_offs)
+    )
+    return out, out_offs
+
+
+def jaccard(h: np.ndarray, offs: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Texts' distinct shingles in h[offs[t]:offs[t + 1]] (sorted here, in place): the exact Jaccard of
+    each pair of texts (a[i], b[i])."""
+    assert h.dtype == np.uint64 and h.flags.c_contiguous
+    offs = np.ascontiguousarray(offs, dtype=np.int64)
+    a, b = np.ascontiguousarray(a, dtype=np.int64), np.ascontiguousarray(b, dtype=np.int64)
+    assert a.size == b.size and (a.size == 0 or max(int(a.max()), int(b.max())) < offs.size - 1)
+    lib = _lib_or_fail()
+    lib.cc_sort_segments(_ptr(h), _ptr(offs), offs.size - 1)
+    out = np.empty(a.size, dtype=np.float64)
+    lib.cc_jaccard(_ptr(h), _ptr(offs), _ptr(a), _ptr(b), a.size, _ptr(out))
+    return out

@@ -20,7 +20,7 @@ import polars as pl
 from engine import threads
 from engine.audit.neardup import kernels
 from engine.audit.neardup.arrays import drain, ranges, scratch
-from engine.audit.neardup.hashing import doc_shingles
+from engine.audit.neardup.hashing import text_shingles
 from engine.audit.texts import Texts
 from engine.threads import ordered_map
 
@@ -220,7 +220,7 @@ class _Hashed(NamedTuple):
 def _hash_chunk(texts: Texts, lo: int, hi: int, k: int) -> _Hashed:
     """Hash a chunk's shingles and, where the compiled loops exist, drop each text's repeats (in text
     order). Touches no shared state: runs in worker threads."""
-    h, d = doc_shingles(texts.slice(lo, hi - lo), k)
+    h, d = text_shingles(texts, np.arange(lo, hi), k)
     if kernels.available():
         if not _is_sorted(d):
             order = np.argsort(d, kind="stable")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.audit.neardup import kernels
 from engine.audit.neardup.arrays import ranges, split_codes, unique, unique_inverse
-from engine.audit.neardup.hashing import doc_shingles
+from engine.audit.neardup.hashing import text_shingles
 from engine.audit.neardup.shingles import dedupe
 from engine.audit.texts import Texts
 
@@ -52,11 +53,30 @@ def verify_pairs(
         stop = max(start + 1, int(np.searchsorted(work, base + VERIFY_SHINGLES, side="right")))
         pa, pb = a[start:stop], b[start:stop]
         docs = unique(np.concatenate([pa, pb]))
-        h, d, _ = dedupe(*doc_shingles(texts.gather(docs), k))
-        # Dense ids keep each text's hash order, so _jaccard's sorted-set search applies.
-        _, ids = unique_inverse(h)
-        offs = np.zeros(docs.size + 1, dtype=np.int64)
-        np.cumsum(np.bincount(d, minlength=docs.size), out=offs[1:])
-        jac[start:stop] = _jaccard(ids, offs, np.searchsorted(docs, pa), np.searchsorted(docs, pb))
+        h, d = text_shingles(texts, docs, k)
+        ia, ib = np.searchsorted(docs, pa), np.searchsorted(docs, pb)
+        exact = _compiled_jaccard if kernels.available() else _numpy_jaccard
+        jac[start:stop] = exact(h, d, docs.size, ia, ib)
         start = stop
     return a, b, jac
+
+
+def _numpy_jaccard(h: np.ndarray, d: np.ndarray, n: int, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
+    h, d, _ = dedupe(h, d)
+    # Dense ids keep each text's hash order, so _jaccard's sorted-set search applies.
+    _, ids = unique_inverse(h)
+    offs = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(d, minlength=n), out=offs[1:])
+    return _jaccard(ids, offs, ia, ib)
+
+
+def _compiled_jaccard(h: np.ndarray, d: np.ndarray, n: int, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
+    """_numpy_jaccard in the compiled loops: each text's distinct shingles (a hash set), sorted, then
+    one merge per pair — no sort over the whole block."""
+    if not (d.size < 2 or (d[1:] >= d[:-1]).all()):
+        order = np.argsort(d, kind="stable")
+        h, d = h[order], d[order]
+    store, per = kernels.distinct(h, np.bincount(d, minlength=n))
+    offs = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(per, out=offs[1:])
+    return kernels.jaccard(store, offs, ia, ib)
