@@ -31,9 +31,10 @@ signature) — about 0.6 GB at most for a million ticket-length texts.
 
 One module per step: hashing.py (word and shingle hashes), shingles.py (passes 1 and 2: prefixes), candidates.py (signatures and
 the length, positional and sketch bounds), verify.py (exact Jaccard); arrays.py holds their helpers.
-kernels.py loads the compiled loops (_kernels.c, built by `pip install`) that hash words and shingles
-and do passes 1 and 2 one text at a time; they give the numpy path's arrays value for value, and where they
-were not built the numpy path runs.
+kernels.py loads the compiled loops (_kernels.c, built by `pip install`) that normalise ASCII rows, hash
+words and shingles, do passes 1 and 2 one text at a time and merge the verified pairs' sets; they give the
+numpy path's arrays value for value, and where they were not built the numpy path runs. numpy's huge
+pages are off while the search runs (arrays.small_pages).
 """
 
 from __future__ import annotations

@@ -430,6 +430,41 @@ static void radix_entries(entry *a, entry *tmp, int64_t n, int64_t *count) {
     }
 }
 
+/* Sorts a (n uint64) ascending, as numpy's sort does (tmp: n of scratch; count: 2^16): the radix_entries
+ * scheme on plain keys — one pass on the top TOP_BITS, then each bucket by in-cache LSD passes of 8 bits.
+ * numpy's sort took ~0.45 s for 6 M keys here, a prefix-pair pass of the search at 1M tickets. */
+void cc_sort_u64(uint64_t *a, uint64_t *tmp, int64_t n, int64_t *count) {
+    const int64_t nb = (int64_t)1 << TOP_BITS;
+    int64_t *start = count, *pos = count + nb + 1, *c = count + 2 * nb + 1;
+    memset(start, 0, (size_t)(nb + 1) * sizeof(int64_t));
+    for (int64_t i = 0; i < n; i++) start[(a[i] >> (64 - TOP_BITS)) + 1]++;
+    for (int64_t b = 0; b < nb; b++) start[b + 1] += start[b];
+    memcpy(pos, start, (size_t)nb * sizeof(int64_t));
+    for (int64_t i = 0; i < n; i++) tmp[pos[a[i] >> (64 - TOP_BITS)]++] = a[i];
+    for (int64_t b = 0; b < nb; b++) {
+        const int64_t lo = start[b], m = start[b + 1] - lo;
+        uint64_t *src = tmp + lo, *dst = a + lo;
+        memset(c, 0, LOW_PASSES * 256 * sizeof(int64_t));
+        for (int64_t i = 0; i < m; i++)
+            for (int d = 0; d < LOW_PASSES; d++) c[d * 256 + ((src[i] >> (8 * d)) & 255)]++;
+        for (int d = 0; d < LOW_PASSES && m > 1; d++) {
+            int64_t *cd = c + d * 256;
+            if (cd[(src[0] >> (8 * d)) & 255] == m) continue;
+            int64_t sum = 0;
+            for (int k = 0; k < 256; k++) {
+                const int64_t x = cd[k];
+                cd[k] = sum;
+                sum += x;
+            }
+            for (int64_t i = 0; i < m; i++) dst[cd[(src[i] >> (8 * d)) & 255]++] = src[i];
+            uint64_t *t = src;
+            src = dst;
+            dst = t;
+        }
+        if (src != a + lo) memcpy(a + lo, src, (size_t)m * sizeof(uint64_t));
+    }
+}
+
 static int cmp_u64(const void *x, const void *y) {
     const uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
     return (a > b) - (a < b);

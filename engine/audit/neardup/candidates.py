@@ -10,13 +10,15 @@ from typing import NamedTuple
 
 import numpy as np
 
+from engine import threads
 from engine.audit.neardup import kernels
 from engine.audit.neardup.arrays import pair_codes, ranges, scratch, split_codes, unique
 from engine.audit.neardup.shingles import Prefixes
+from engine.threads import ordered_map
 
 PAIR_BLOCK = 1_000_000  # candidate pairs generated at a time
 SKETCH_CHUNK = 100_000  # candidate pairs bounded at a time (two 64-byte sketches each)
-SIG_BLOCK = 6_000_000  # prefix-pair signatures matched at a time
+SIG_BLOCK = 3_000_000  # prefix-pair signatures held for matching at a time (over all worker threads)
 GEN_BLOCK = 2_000_000  # prefix-pair signatures generated at a time (bounds the temporaries)
 LONG_PREFIX = 32  # texts with longer extended prefixes are matched by single shared shingles
 _PAIR_MIX = np.uint64(0xBF58476D1CE4E5B9)  # odd: the second shingle's hash times it, xor the first's
@@ -258,7 +260,9 @@ def _pair_signatures(
     return sig, high
 
 
-def _signature_passes(p: Prefixes, doc: np.ndarray, sel: np.ndarray) -> Iterator[tuple[np.ndarray, Packing]]:
+def _signature_passes(
+    p: Prefixes, doc: np.ndarray, sel: np.ndarray, block: int = SIG_BLOCK
+) -> Iterator[tuple[np.ndarray, Packing]]:
     """The prefix-pair signatures of the texts `sel`, packed (see Packing) and unsorted, one pass over a
     disjoint range of keys at a time: at most ~SIG_BLOCK are held (find_candidates sorts and matches each).
 
@@ -271,7 +275,7 @@ def _signature_passes(p: Prefixes, doc: np.ndarray, sel: np.ndarray) -> Iterator
     plen = np.diff(p.offs)[sel]
     n_sig = plen * (plen - 1) // 2
     total = int(n_sig.sum())
-    passes = max(1, -(-total // SIG_BLOCK))
+    passes = max(1, -(-total // block))
     n_gen = max(1, -(-total // GEN_BLOCK))
     blocks = np.searchsorted(np.cumsum(n_sig), np.arange(1, n_gen + 1) * GEN_BLOCK, side="left")
     bounds = np.unique(np.concatenate([[0], np.minimum(blocks + 1, sel.size)]))
@@ -362,14 +366,19 @@ def find_candidates(p: Prefixes, threshold: float) -> np.ndarray:
 
     def matched(part: tuple[np.ndarray, Packing]) -> list[np.ndarray]:
         packed, pack = part
-        packed.sort()
+        kernels.sort(packed) if kernels.available() else packed.sort()
         key, own, at = pack.unpack(packed)
         del packed
         return [bound(c) for c, _ in _positional_pairs(key, own, at, sizes, threshold)]
 
-    # Passes are matched one at a time: in two worker threads (tried, each pass half of SIG_BLOCK) they
-    # took 7.9 -> 5.1 s at 1M tickets, but the source stage peaked ~75 MB higher (1,228 MB against
-    # 1,148-1,158 MB), past 3x the data.
-    for part in _signature_passes(p, doc, sel):
-        out.extend(matched(part))
+    # Passes are matched in worker threads (engine.threads): w in flight and the next being read, each
+    # pass SIG_BLOCK / (w + 1) signatures. On 1M tickets' prefix pairs, one 6 M pass at a time took
+    # 9.0 s (the search alone peaking +298 MB); two threads on 1 M passes took 5.2 s (+195 MB). The
+    # source + split stages then peaked at 1,173 MB against 1,155 MB, 3.09x the data (bench/README.md,
+    # audit round 10).
+    workers = threads.thread_cap()
+    for res in ordered_map(
+        matched, _signature_passes(p, doc, sel, max(1, SIG_BLOCK // (workers + 1))), workers
+    ):
+        out.extend(res)
     return unique(np.concatenate(out)) if out else np.empty(0, dtype=np.uint64)

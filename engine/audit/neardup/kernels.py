@@ -3,9 +3,11 @@ loaded with ctypes — no Python API, no compiler at run time.
 
 The numpy passes each walked every shingle (tens of millions on long documents) several times: here
 one loop per text hashes its shingles, drops its repeats, orders its prefix and fills its sketches
-while its shingles sit in cache, and one loop pairs the single-shingle path's entries. The arrays are
-the numpy path's, value for value (tests/test_audit_perf.py compares them on the same input), so the
-search and its figures stay the same. Where the library was not built (no C compiler at install) or is
+while its shingles sit in cache, and one loop pairs the single-shingle path's entries. Rows whose text
+is all ASCII are normalised here too (Polars' lowercase + strip + regex, byte for byte; the other rows
+still go through Polars), and verification merges each candidate pair's sorted shingle sets. The
+arrays are the numpy path's, value for value (tests/test_audit_perf.py compares them on the same
+input), so the search and its figures stay the same. Where the library was not built (no C compiler at install) or is
 stale (an older build without one of these functions), `available()` is False and the numpy path runs.
 """
 
@@ -71,6 +73,8 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.cc_sort_segments.argtypes = [_P, _P, _I64]
     lib.cc_jaccard.restype = None
     lib.cc_jaccard.argtypes = [_P, _P, _P, _P, _I64, _P]
+    lib.cc_sort_u64.restype = None
+    lib.cc_sort_u64.argtypes = [_P, _P, _I64, _P]
     lib.cc_free.restype = None
     lib.cc_free.argtypes = [_P]
     return lib
@@ -283,3 +287,11 @@ def jaccard(h: np.ndarray, offs: np.ndarray, a: np.ndarray, b: np.ndarray) -> np
     out = np.empty(a.size, dtype=np.float64)
     lib.cc_jaccard(_ptr(h), _ptr(offs), _ptr(a), _ptr(b), a.size, _ptr(out))
     return out
+
+
+def sort(a: np.ndarray) -> None:
+    """Sorts uint64 keys in place, ascending (np.ndarray.sort's result; a cache-sized radix sort)."""
+    assert a.dtype == np.uint64 and a.flags.c_contiguous and a.flags.writeable
+    tmp = np.empty_like(a)
+    count = np.empty(1 << 16, dtype=np.int64)
+    _lib_or_fail().cc_sort_u64(_ptr(a), _ptr(tmp), a.size, _ptr(count))
