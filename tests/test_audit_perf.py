@@ -818,3 +818,16 @@ def test_compiled_jaccard_is_the_exact_set_ratio() -> None:
         for i, j in zip(a, b, strict=True)
     ]
     assert got.tolist() == want
+
+
+def test_compiled_sort_is_numpys_sort() -> None:
+    # Empty, one key, many equal top bits (one bucket), equal keys, and keys over the full 64 bits.
+    import numpy as np
+
+    rng = np.random.default_rng(12)
+    full = rng.integers(0, 2**64 - 1, size=50_000, dtype=np.uint64)
+    cases = [full[:0], full[:1], full & np.uint64(0xFFFF), np.repeat(full[:7], 300), full]
+    for keys in cases:
+        got = keys.copy()
+        kernels.sort(got)
+        assert np.array_equal(got, np.sort(keys))
