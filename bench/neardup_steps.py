@@ -22,6 +22,7 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from engine.audit.neardup import candidates, hashing, kernels, shingles, verify  # noqa: E402
+from engine.audit.neardup.arrays import small_pages  # noqa: E402
 from engine.audit.texts import distinct_texts  # noqa: E402
 
 
@@ -52,6 +53,11 @@ def pass1_parts(texts) -> dict[str, float]:
 
 
 def main(argv: list[str]) -> int:
+    with small_pages():  # as near_duplicates runs
+        return _steps(argv)
+
+
+def _steps(argv: list[str]) -> int:
     body = pl.read_parquet(argv[0]).get_column("body")
     df = pl.DataFrame({"row_id": np.arange(body.len()), "body": body})
     steps: dict[str, tuple[float, float]] = {}

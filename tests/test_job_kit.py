@@ -151,3 +151,16 @@ def test_predict_sorts_rows_by_length_and_returns_them_in_row_order(tmp_path) ->
     alone = np.vstack([predict(model, enc.subset([i]), batch_size=1)["proba"] for i in range(len(rows))])
     assert got.shape == (len(rows), 3)
     np.testing.assert_allclose(got, alone, atol=1e-5)
+
+
+def test_an_artifact_written_in_row_order_is_predicted_in_row_order() -> None:
+    # A manifest naming the mode before length-sorted batches: its rows are batched in order again,
+    # so a session recorded then replays to the same probabilities.
+    import torch
+
+    from engine.training.evaluate import INFERENCE_MODE, ROW_ORDER_MODE, Encoded, eval_batches
+
+    rows = [torch.ones(n, dtype=torch.long) for n in [3, 9, 1, 7, 5]]
+    enc = Encoded(rows, [0] * 5, list(range(5)), 0, "cpu", True)
+    assert eval_batches(enc, 2, ROW_ORDER_MODE) == [[0, 1], [2, 3], [4]]
+    assert eval_batches(enc, 2, INFERENCE_MODE) == [[1, 3], [4, 0], [2]]

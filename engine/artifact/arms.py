@@ -54,14 +54,15 @@ def arm_predict(fn: Any, frames: dict[str, Any], batch: int | None = None) -> di
     return out
 
 
-def torch_arm(model: Any, tok: Any, eff: dict[str, Any], classes: list[str]):
+def torch_arm(model: Any, tok: Any, eff: dict[str, Any], classes: list[str], mode: str):
+    """A torch model as an arm, predicting under the inference `mode` (the artifact manifest's)."""
     from engine.training.evaluate import Batcher, predict
 
     batcher = Batcher(eff, tok, classes, "cpu")
 
     def fn(frame: Any) -> Any:
         enc = batcher.prepare(frame, with_labels=False)
-        return predict(model, enc)["proba"]
+        return predict(model, enc, mode=mode)["proba"]
 
     fn.arm_batch = TORCH_ARM_BATCH  # type: ignore[attr-defined]
     return fn, batcher

@@ -257,7 +257,7 @@ def compare(
 ) -> dict[str, Any]:
     import torch
 
-    from engine.training.artifact_files import build_base, load_artifact
+    from engine.training.artifact_files import build_base, load_artifact, recorded_mode
 
     torch.set_num_threads(2)
     classes = [str(c) for c in eff["label_classes"]]
@@ -265,13 +265,14 @@ def compare(
     notes: dict[str, str] = {}
     ctx.progress(0.3, "loading the candidate and the unchanged base model")
     cand_model, cand_tok, _, _ = load_artifact(final, ctx.workspace)
-    fns["candidate"], _ = torch_arm(cand_model, cand_tok, eff, classes)
+    mode = recorded_mode(final)  # both arms predict as the artifact's dev predictions were made
+    fns["candidate"], _ = torch_arm(cand_model, cand_tok, eff, classes, mode)
     notes["candidate"] = (
         "the saved artifact reloaded (trainable tensors into the contracted model, saved tokenizer)"
     )
     if "base_model" in inputs.comparators:
         base_model, base_tok = build_base(eff, ctx.workspace)
-        fns["base_model"], _ = torch_arm(base_model, base_tok, eff, classes)
+        fns["base_model"], _ = torch_arm(base_model, base_tok, eff, classes, mode)
         notes["base_model"] = (
             "the unchanged base model under the identical template, tokenizer and inference mode; "
             f"its classification head is untrained (seed {eff.get('seed', 0)}), so it is a "

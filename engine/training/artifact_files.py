@@ -207,7 +207,12 @@ def build_base(eff: dict[str, Any], workspace: Path, device: str = "cpu") -> tup
     return model, tok
 
 
-def sft_dev_predictions(model: Any, enc: Encoded) -> Any:
+def recorded_mode(final: Path) -> str:
+    """The inference mode the artifact's manifest names (the batching its dev predictions were made with)."""
+    return str(json.loads((Path(final) / MANIFEST).read_text()).get("inference_mode") or INFERENCE_MODE)
+
+
+def sft_dev_predictions(model: Any, enc: Encoded, mode: str = INFERENCE_MODE) -> Any:
     """Per SFT dev row, at every supervised position: the arg-max next token ("pred") and the
     probability the model gives the reference token ("proba") — what reload parity compares."""
     import polars as pl
@@ -217,7 +222,7 @@ def sft_dev_predictions(model: Any, enc: Encoded) -> Any:
     preds: list[Any] = [None] * enc.n
     probas: list[Any] = [None] * enc.n
     with torch.no_grad():
-        for idx in eval_batches(enc):
+        for idx in eval_batches(enc, mode=mode):
             batch = enc.batch(idx, with_labels=True)
             labels = batch.pop("labels")
             logp = torch.log_softmax(model(**batch).logits.float(), dim=-1)
@@ -233,11 +238,11 @@ def sft_dev_predictions(model: Any, enc: Encoded) -> Any:
     )
 
 
-def _sft_parity(model: Any, enc: Encoded, recorded: Any) -> dict[str, Any]:
+def _sft_parity(model: Any, enc: Encoded, recorded: Any, mode: str) -> dict[str, Any]:
     """Reload parity for SFT: the same arg-max tokens and reference-token probabilities per dev row."""
     import numpy as np
 
-    now = sft_dev_predictions(model, enc)
+    now = sft_dev_predictions(model, enc, mode)
     rec = {int(r): (p, q) for r, p, q in recorded.select("row_id", "pred", "proba").iter_rows()}
     missing, mismatched, max_diff = 0, [], 0.0
     for r, p, q in now.iter_rows():
@@ -269,12 +274,13 @@ def reload_parity(
     final, job_dir = Path(final), Path(job_dir)
     model, tok, eff, report = load_artifact(final, workspace)
     eff = {**eff, **(overrides or {})}
+    mode = recorded_mode(final)
     recorded = pl.read_parquet(final / DEV_PREDICTIONS)
     dev = pl.read_parquet(job_dir / DEV_FILE)
     classes = list(typed(eff).label_classes)
     enc = Batcher(eff, tok, classes, "cpu").prepare(dev, rendered=True)
     if not enc.classification:
-        sft = _sft_parity(model, enc, recorded)
+        sft = _sft_parity(model, enc, recorded, mode)
         return _parity_result(
             sft["rows"],
             sft["rows"] - sft["missing"],
@@ -283,8 +289,9 @@ def reload_parity(
             sft["max_diff"],
             tolerance,
             report,
+            mode,
         )
-    proba = predict(model, enc)["proba"]
+    proba = predict(model, enc, mode=mode)["proba"]
     rec_by_row = {int(r): i for i, r in enumerate(recorded["row_id"].to_list())}
     order = [rec_by_row.get(r, -1) for r in enc.row_ids]
     missing = sum(1 for o in order if o < 0)
@@ -296,11 +303,18 @@ def reload_parity(
         enc.row_ids[keep[i]] for i, (a, b) in enumerate(zip(new_pred, rec_pred, strict=True)) if a != b
     ]
     max_diff = float(np.abs(proba[keep] - rec_proba).max()) if keep else math.nan
-    return _parity_result(len(enc.row_ids), len(keep), missing, mismatched, max_diff, tolerance, report)
+    return _parity_result(len(enc.row_ids), len(keep), missing, mismatched, max_diff, tolerance, report, mode)
 
 
 def _parity_result(
-    rows: int, compared: int, missing: int, mismatched: list, max_diff: float, tolerance: float, report: dict
+    rows: int,
+    compared: int,
+    missing: int,
+    mismatched: list,
+    max_diff: float,
+    tolerance: float,
+    report: dict,
+    mode: str,
 ) -> dict[str, Any]:
     return {
         "rows": rows,
@@ -313,7 +327,7 @@ def _parity_result(
         "ok": bool(compared) and not missing and not mismatched and max_diff <= tolerance,
         "missing_keys": report["missing"],
         "unexpected_keys": report["unexpected"],
-        "inference_mode": INFERENCE_MODE,
+        "inference_mode": mode,
     }
 
 

@@ -27,6 +27,9 @@ INFERENCE_MODE = (
     "model.eval(), torch.no_grad, float32, right padding, rows sorted by length into batches of 32, "
     "arg-max of softmax(logits)"
 )
+# The mode before batches were sorted by length: an artifact whose manifest names it is predicted in row
+# order, as it was written, so a session recorded then replays to the same figures.
+ROW_ORDER_MODE = "model.eval(), torch.no_grad, float32, right padding, batch 32, arg-max of softmax(logits)"
 
 
 def resolve_device(spec: str) -> str:
@@ -216,17 +219,24 @@ def metric_value(metric: str, y: list[int], proba: Any, classes: list[str]) -> f
     return float(stat.finish(s.sum(axis=0, keepdims=True))[0])
 
 
-def eval_batches(enc: Encoded, batch_size: int = EVAL_BATCH) -> list[list[int]]:
+def eval_batches(enc: Encoded, batch_size: int = EVAL_BATCH, mode: str = INFERENCE_MODE) -> list[list[int]]:
     """The rows' indices in inference batches: sorted by length, longest first (ties in row order),
     cut every `batch_size`. Each batch is padded to its own longest row, so similar lengths waste
     little: on the demo's 2,399 dev tickets (mean 50 tokens, 99th percentile 97) 122,508 token slots
-    against 222,104 for batches in row order; the longest batch first meets an out-of-memory at once."""
-    order = sorted(range(enc.n), key=lambda i: -len(enc.input_ids[i]))
+    against 222,104 for batches in row order; the longest batch first meets an out-of-memory at once.
+    Under ROW_ORDER_MODE (an artifact written before), the rows in order."""
+    if mode == ROW_ORDER_MODE:
+        order = list(range(enc.n))
+    else:
+        order = sorted(range(enc.n), key=lambda i: -len(enc.input_ids[i]))
     return [order[s : s + batch_size] for s in range(0, enc.n, batch_size)]
 
 
-def predict(model: Any, enc: Encoded, batch_size: int = EVAL_BATCH) -> dict[str, Any]:
-    """Class probabilities (n, K) and logits for classification; mean token loss for SFT."""
+def predict(
+    model: Any, enc: Encoded, batch_size: int = EVAL_BATCH, mode: str = INFERENCE_MODE
+) -> dict[str, Any]:
+    """Class probabilities (n, K) and logits for classification; mean token loss for SFT (batches by
+    eval_batches under the inference `mode`)."""
     import numpy as np
     import torch
 
@@ -234,7 +244,7 @@ def predict(model: Any, enc: Encoded, batch_size: int = EVAL_BATCH) -> dict[str,
     z: Any = torch.zeros((0, 0))
     loss_sum, tokens = 0.0, 0
     with torch.no_grad():
-        for idx in eval_batches(enc, batch_size):
+        for idx in eval_batches(enc, batch_size, mode):
             out = model(**enc.batch(idx, with_labels=not enc.classification))
             if enc.classification:
                 if z.shape[0] != enc.n:
