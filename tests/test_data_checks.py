@@ -228,7 +228,8 @@ def test_duplicate_grouping_is_refused_where_it_cannot_apply(tmp_path: Path) -> 
 
 
 def _template(contract_inputs: dict, source_inputs: dict):
-    from engine.training.resolve import Resolution, _Resolving, _template, probe
+    from engine.training.hardware import probe
+    from engine.training.resolve import Resolution, _Resolving, _template
     from engine.training.schema import Inputs
 
     s = _Resolving(Inputs(**contract_inputs), Resolution(), {}, {}, Path("."), {}, source_inputs, probe())

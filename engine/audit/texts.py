@@ -7,10 +7,14 @@ the rows whose hash repeats on their real values, so a collision never merges tw
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import polars as pl
+
+T = TypeVar("T")
 
 
 def norm_text_expr(col: str) -> pl.Expr:
@@ -28,19 +32,21 @@ def norm_text_expr(col: str) -> pl.Expr:
 HASH_SLICE = 200_000  # rows normalised and hashed at a time
 
 
-def row_hashes(df: pl.DataFrame, exprs: list[pl.Expr]) -> pl.Series:
-    """A 64-bit hash of each row's values of `exprs` (equal values → equal hash), a slice at a time,
-    so that normalised copies of the text exist for a slice only: HASH_SLICE rows, or with w worker
-    threads (engine.threads) w slices of HASH_SLICE / w rows at a time, the same memory."""
+def by_slices(df: pl.DataFrame, fn: Callable[[pl.DataFrame], T]) -> list[T]:
+    """fn over the frame a slice at a time, so that normalised copies of the text exist for a slice
+    only: HASH_SLICE rows, or with w worker threads (engine.threads) w slices of HASH_SLICE / w rows at
+    a time, the same memory. Results in row order."""
     from engine.threads import ordered_map, thread_cap
 
     workers = thread_cap()
     step = HASH_SLICE if workers < 2 else max(1, min(HASH_SLICE // workers, -(-df.height // workers)))
+    return list(ordered_map(lambda off: fn(df.slice(off, step)), range(0, df.height, step), workers))
 
-    def one(off: int) -> pl.Series:
-        return df.slice(off, step).select(pl.struct(exprs).hash(seed=0).alias("h")).to_series()
 
-    parts = list(ordered_map(one, range(0, df.height, step), workers))
+def row_hashes(df: pl.DataFrame, exprs: list[pl.Expr]) -> pl.Series:
+    """A 64-bit hash of each row's values of `exprs` (equal values → equal hash), a slice at a time
+    (by_slices)."""
+    parts = by_slices(df, lambda part: part.select(pl.struct(exprs).hash(seed=0).alias("h")).to_series())
     return pl.concat(parts) if parts else pl.Series("h", [], dtype=pl.UInt64)
 
 

@@ -18,7 +18,8 @@ from typing import Any
 from engine.context import StageContext, StageInputError
 from engine.evidence import Check, StageRecord, digest_of
 from engine.stages.contract_checks import PB_PIN, PB_REQ, Basis, verify_and_fit
-from engine.training.resolve import Resolution, cuda_available, resolve
+from engine.training.hardware import cuda_available
+from engine.training.resolve import Resolution, resolve
 from engine.training.schema import Inputs
 
 TITLE = "Contract"

@@ -10,8 +10,13 @@ from contextlib import contextmanager
 
 import numpy as np
 
-_PAGES = threading.Lock()
-_pages_state: dict[str, object] = {"depth": 0, "before": None}
+
+class _Pages:
+    """small_pages' shared state: how many searches run, and numpy's setting before the first."""
+
+    lock = threading.Lock()
+    depth = 0
+    before = True
 
 
 def scratch() -> tempfile.TemporaryDirectory[str]:
@@ -35,17 +40,17 @@ def small_pages() -> Iterator[None]:
     if setter is None:
         yield
         return
-    with _PAGES:
-        if _pages_state["depth"] == 0:
-            _pages_state["before"] = setter(False)
-        _pages_state["depth"] = int(_pages_state["depth"]) + 1  # type: ignore[call-overload]
+    with _Pages.lock:
+        if _Pages.depth == 0:
+            _Pages.before = bool(setter(False))
+        _Pages.depth += 1
     try:
         yield
     finally:
-        with _PAGES:
-            _pages_state["depth"] = int(_pages_state["depth"]) - 1  # type: ignore[call-overload]
-            if _pages_state["depth"] == 0:
-                setter(bool(_pages_state["before"]))
+        with _Pages.lock:
+            _Pages.depth -= 1
+            if _Pages.depth == 0:
+                setter(_Pages.before)
 
 
 def unique(x: np.ndarray) -> np.ndarray:

@@ -90,18 +90,12 @@ def normalised_row_hashes(df: pl.DataFrame, columns: list[str]) -> pl.Series | N
     """Per row, a 64-bit hash of its normalised text columns, each apart (equal values, equal hash; a
     null is not an empty value): the key texts.distinct_texts groups rows by, as texts.row_hashes makes
     it but without Polars' regex for the rows whose columns are all ASCII. A slice of rows at a time
-    (texts.HASH_SLICE, in worker threads); None without the compiled loops, or for a column that is not
-    text."""
-    from engine.audit.texts import HASH_SLICE
-    from engine.threads import ordered_map, thread_cap
+    (texts.by_slices); None without the compiled loops, or for a column that is not text."""
+    from engine.audit.texts import by_slices
 
     if not kernels.available() or any(df.schema[c] != pl.String for c in columns):
         return None
-    workers = thread_cap()
-    step = HASH_SLICE if workers < 2 else max(1, min(HASH_SLICE // workers, -(-df.height // workers)))
-    parts = ordered_map(
-        lambda off: _row_hashes(df.slice(off, step), columns), range(0, df.height, step), workers
-    )
+    parts = by_slices(df, lambda part: _row_hashes(part, columns))
     return pl.Series("h", np.concatenate([np.zeros(0, dtype=np.uint64), *parts]))
 
 

@@ -222,14 +222,21 @@ def _hash_chunk(texts: Texts, lo: int, hi: int, k: int) -> _Hashed:
     order). Touches no shared state: runs in worker threads."""
     h, d = text_shingles(texts, np.arange(lo, hi), k)
     if kernels.available():
-        if not _is_sorted(d):
-            order = np.argsort(d, kind="stable")
-            h, d = h[order], d[order]
-        store, per = kernels.distinct(h, np.bincount(d, minlength=hi - lo))
+        h, store, per = distinct_by_text(h, d, hi - lo)
         return _Hashed(h, store, None, per, True)
     # Texts in order (no short text after the long ones): their shingle counts stand for d.
     per = np.bincount(d, minlength=hi - lo) if _is_sorted(d) else None
     return _Hashed(h, h, d if per is None else None, per, False)
+
+
+def distinct_by_text(h: np.ndarray, d: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Shingles h of texts d (of n) put in text order (stable), and each text's distinct shingles with
+    their number (the compiled hash set)."""
+    if not _is_sorted(d):
+        order = np.argsort(d, kind="stable")
+        h, d = h[order], d[order]
+    store, per = kernels.distinct(h, np.bincount(d, minlength=n))
+    return h, store, per
 
 
 def _pass1_chunk(x: _Hashed, counts: np.ndarray, f: BinaryIO, buckets: list[np.ndarray]) -> _Held:

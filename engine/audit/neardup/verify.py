@@ -7,7 +7,7 @@ import numpy as np
 from engine.audit.neardup import kernels
 from engine.audit.neardup.arrays import ranges, split_codes, unique, unique_inverse
 from engine.audit.neardup.hashing import text_shingles
-from engine.audit.neardup.shingles import dedupe
+from engine.audit.neardup.shingles import dedupe, distinct_by_text
 from engine.audit.texts import Texts
 
 VERIFY_SHINGLES = 4_000_000  # shingles re-hashed per verification block
@@ -73,10 +73,7 @@ def _numpy_jaccard(h: np.ndarray, d: np.ndarray, n: int, ia: np.ndarray, ib: np.
 def _compiled_jaccard(h: np.ndarray, d: np.ndarray, n: int, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
     """_numpy_jaccard in the compiled loops: each text's distinct shingles (a hash set), sorted, then
     one merge per pair — no sort over the whole block."""
-    if not (d.size < 2 or (d[1:] >= d[:-1]).all()):
-        order = np.argsort(d, kind="stable")
-        h, d = h[order], d[order]
-    store, per = kernels.distinct(h, np.bincount(d, minlength=n))
+    _, store, per = distinct_by_text(h, d, n)
     offs = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(per, out=offs[1:])
     return kernels.jaccard(store, offs, ia, ib)
