@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 # Before polars loads: the app's Polars allocator option, set as `claimcheck` sets it.
-import tui.cli  # noqa: E402, F401
+import claimcheck.tui.cli  # noqa: E402, F401
 
 # isort: split
 import numpy as np  # noqa: E402
@@ -144,15 +144,15 @@ def timed_median(fn, runs: int = 5):
 
 
 def _ctx(work: Path):
-    from engine.context import StageContext
+    from claimcheck.engine.pipeline.context import StageContext
 
     return StageContext(session_dir=work / "session", workspace=work)
 
 
 def _loaded(work: Path):
     """The dataset as the stages see it, the source record and the split membership."""
-    from engine import data as D
-    from engine.evidence import StageRecord
+    from claimcheck.engine.data import rows as D
+    from claimcheck.engine.evidence import StageRecord
 
     ctx = _ctx(work)
     rec = StageRecord.model_validate_json((work / "source.json").read_text())
@@ -165,7 +165,8 @@ def _loaded(work: Path):
 
 
 def phase_ours(work: Path) -> dict:
-    from engine.stages import source, split
+    from claimcheck.engine.stages.source import run as source
+    from claimcheck.engine.stages.split import run as split
 
     base = rss_mb()
     ctx = _ctx(work)
@@ -185,8 +186,8 @@ def phase_ours(work: Path) -> dict:
 
 def phase_ours_checks(work: Path) -> dict:
     """Our implementation of each definition Deepchecks also has, timed alone on the loaded frame."""
-    from engine import data as D
-    from engine.audit import duplicates, leakage
+    from claimcheck.engine.audit import duplicates, leakage
+    from claimcheck.engine.data import rows as D
 
     ctx, rec, ds, mem = _loaded(work)
     data_mb = ds.estimated_size("mb")
@@ -218,7 +219,7 @@ def phase_ours_checks(work: Path) -> dict:
 
 
 def phase_deepchecks(work: Path) -> dict:
-    from engine import data as D
+    from claimcheck.engine.data import rows as D
 
     ctx, rec, ds, mem = _loaded(work)
     cols = D.model_inputs(rec.inputs)
@@ -251,7 +252,7 @@ def phase_deepchecks(work: Path) -> dict:
     d_te = Dataset(te[[*cols, "target"]], label="target", cat_features=cols, features=cols)
     r, t = timed(TrainTestSamplesMix(n_samples=n).run, d_tr, d_te, with_display=False)
     out["mix"] = [t, round(float(r.value["ratio"]) * len(te))]
-    from engine.audit import leakage
+    from claimcheck.engine.audit import leakage
 
     sm, _ = leakage.sample(ds)
     dsets = {}
@@ -303,9 +304,9 @@ def _shingle_lists(texts: list[str], k: int) -> list[list[bytes]]:
 
 
 def phase_neardup(work: Path, n_texts: int) -> dict:
-    from engine.audit import neardup
-    from engine.audit.neardup import shingles, verify
-    from engine.audit.texts import Texts, distinct_texts
+    from claimcheck.engine.audit import neardup
+    from claimcheck.engine.audit.neardup import shingles, verify
+    from claimcheck.engine.audit.texts import Texts, distinct_texts
 
     ctx, rec, ds, mem = _loaded(work)
     del mem

@@ -2,7 +2,7 @@
 
     python bench/bad_inputs.py [CODE_DIR] [TIMEOUT_S] [OUT.json]
 
-CODE_DIR (default: this checkout) is put on PYTHONPATH for `python -m tui.cli`, so an older tree (a
+CODE_DIR (default: this checkout) is put on PYTHONPATH for `python -m claimcheck.tui.cli`, so an older tree (a
 `git archive` of an earlier commit) can be compared. Each outcome: clear_error (exit 2, one line naming
 the file and field, nothing written), silent_accept (exit 0/1), traceback, hang (past TIMEOUT_S),
 unclear_or_late_error (exit 2 after writing, or a message without the field), error_on_stdout.
@@ -35,7 +35,12 @@ def run(argv, cwd):
     t = time.time()
     try:
         p = subprocess.run(
-            [PY, "-m", "tui.cli", *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+            [PY, "-m", "claimcheck.tui.cli", *argv],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
     except subprocess.TimeoutExpired:
         return None, "", "", time.time() - t

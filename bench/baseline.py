@@ -25,12 +25,12 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine import splits  # noqa: E402
-from engine.audit.families import compute_families  # noqa: E402
-from engine.context import StageContext  # noqa: E402
-from engine.data import load_dataset  # noqa: E402
-from engine.evidence import Check, StageRecord  # noqa: E402
-from engine.stages import baseline  # noqa: E402
+from claimcheck.engine.audit.families import compute_families  # noqa: E402
+from claimcheck.engine.data import splits  # noqa: E402
+from claimcheck.engine.data.rows import load_dataset  # noqa: E402
+from claimcheck.engine.evidence import Check, StageRecord  # noqa: E402
+from claimcheck.engine.pipeline.context import StageContext  # noqa: E402
+from claimcheck.engine.stages.baseline import run as baseline  # noqa: E402
 
 SAMPLE = ROOT / "sample_data" / "tickets.csv"
 ENTITIES = ["customer_id", "thread_id", "case_id"]

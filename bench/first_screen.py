@@ -99,7 +99,7 @@ def main() -> None:
     claimcheck = str(Path(py).with_name("claimcheck"))
     with tempfile.TemporaryDirectory() as tmp:
         ws = Path(tmp)
-        from engine.session import Session
+        from claimcheck.engine.ledger.session import Session
 
         session = Session.create(ws / "runs" / "bench", workspace=ws)
         cases = [

@@ -50,8 +50,8 @@ PY
 
 echo "== 2/3 resolve: what the contract becomes on this machine"
 PYTHONPATH="$PWD" "$PY" - <<'PY'
-from engine.training.hardware import probe
-from engine.training.resolve import AUTO_ADAPTER
+from claimcheck.engine.training.hardware import probe
+from claimcheck.engine.training.resolve import AUTO_ADAPTER
 caps = probe()
 dev = "cuda" if caps.cuda else "cpu"
 print(f"  device {dev}; adapter_mode auto -> {AUTO_ADAPTER[dev][0]}; precision auto -> "

@@ -51,8 +51,8 @@ def peak_bf16(device: str, n: int, reps: int) -> float:
 
 def _recipe_effective(device: str, a: argparse.Namespace) -> dict:
     """The default recipe's contract, as resolve() makes it on a bf16 GPU (QLoRA, bf16, SDPA)."""
-    from engine.training.resolve import default_text_template
-    from engine.training.schema import Effective
+    from claimcheck.engine.training.resolve import default_text_template
+    from claimcheck.engine.training.schema import Effective
 
     recipe = tomllib.loads((ROOT / "recipes" / "text-classification-qlora.toml").read_text())
     c, claim = recipe["contract"], recipe["claim"]
@@ -82,7 +82,7 @@ def _recipe_effective(device: str, a: argparse.Namespace) -> dict:
 
 
 def _sft_effective(model_dir: Path, device: str, a: argparse.Namespace) -> dict:
-    from engine.training.schema import Effective
+    from claimcheck.engine.training.schema import Effective
 
     return Effective.model_validate(
         {
@@ -119,7 +119,7 @@ def _llama(dir: Path, a: argparse.Namespace) -> Path:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from engine.training.tiny import make_tiny_llama
+    from claimcheck.engine.training.tiny import make_tiny_llama
 
     make_tiny_llama(dir)  # the tokenizer and chat template; its 2-layer model is replaced below
     cfg = LlamaConfig.from_pretrained(dir)
@@ -165,11 +165,11 @@ def _frames(kind: str, n: int, offset: int = 0):
 
 def run_contract(name: str, eff: dict, peak: float, a: argparse.Namespace) -> dict:
     """Claimcheck's own job on `eff`: step rate, tokens/s, MFU, peak memory vs the estimate."""
-    from engine.evidence import digest_of
-    from engine.training import memory, models
-    from engine.training.evaluate import Batcher
-    from engine.training.job import Job
-    from engine.training.jobfiles import read_metrics, write_job_dir
+    from claimcheck.engine.evidence import digest_of
+    from claimcheck.engine.training import memory, models
+    from claimcheck.engine.training.evaluate import Batcher
+    from claimcheck.engine.training.job import Job
+    from claimcheck.engine.training.jobfiles import read_metrics, write_job_dir
 
     work = Path(tempfile.mkdtemp(prefix=f"cc-gpu-{name}-"))
     jd = work / name

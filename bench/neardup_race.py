@@ -15,7 +15,7 @@ parquet file both sides read (not timed).
 
 rensa's pipeline, built to be fair to it: the same 5-word shingles of the same normalised texts,
 shingled by vectorised Polars + numpy code (`--rensa-shingles numpy`, the default, as the issue
-prescribes: words split and hashed by Polars, shingles by engine.audit.neardup.hashing's
+prescribes: words split and hashed by Polars, shingles by claimcheck.engine.audit.neardup.hashing's
 numpy path; `--rensa-shingles compiled` hands it our compiled word and shingle loops, more generous);
 `RMinHash.digest_matrix_from_flat_token_hashes` (128 permutations) a chunk at a time; the matrix to
 numpy (`to_rows`: rensa 0.5.0 exposes no buffer, so this copy is timed apart and left out of its
@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import tui.cli  # noqa: E402, F401  (the app's Polars allocator option, before polars loads)
+import claimcheck.tui.cli  # noqa: E402, F401  (the app's Polars allocator option, before polars loads)
 
 # isort: split
 import numpy as np  # noqa: E402
@@ -105,7 +105,7 @@ def make_long_docs(n: int, seed: int = 11) -> pl.Series:
 
 def prepare(work: Path, corpus: str, rows: int, docs: int) -> Path:
     """The distinct normalised texts of a corpus, as one parquet column `body` (row i = text i)."""
-    from engine.audit.texts import distinct_texts
+    from claimcheck.engine.audit.texts import distinct_texts
 
     out = work / f"nd_{corpus}.parquet"
     if out.exists():
@@ -132,7 +132,7 @@ def _frame(path: Path) -> pl.DataFrame:
 
 
 def phase_ours(path: Path) -> dict:
-    from engine.audit import neardup
+    from claimcheck.engine.audit import neardup
 
     frame = _frame(path)
     base = rss_mb()
@@ -155,7 +155,7 @@ def phase_ours(path: Path) -> dict:
 def _shingles(texts: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """rensa's shingle hashes: words split and hashed by Polars, shingles by our numpy path (numpy);
     or our compiled word and shingle loops (compiled)."""
-    from engine.audit.neardup import hashing, kernels
+    from claimcheck.engine.audit.neardup import hashing, kernels
 
     if SHINGLES == "compiled":
         return hashing.doc_shingles(texts, 5)
@@ -175,7 +175,7 @@ def _digests(texts, n: int) -> tuple[np.ndarray, np.ndarray, dict]:
     """Every text's 128 MinHash values (uint32, n x 128) by rensa, and raw shingle counts."""
     import rensa
 
-    from engine.audit.neardup.shingles import chunks
+    from claimcheck.engine.audit.neardup.shingles import chunks
 
     t_sh = t_mh = t_cv = 0.0
     mat = np.empty((n, NUM_PERM), dtype=np.uint32)
@@ -211,8 +211,8 @@ def band_candidates(mat: np.ndarray, bands: int, rows: int) -> np.ndarray:
     Per band: the rows' values hashed to one uint64 whose low bits are replaced by the text index, so
     one plain sort groups equal bands (two bands whose kept 44 hash bits collide only add a
     candidate, which verification drops)."""
-    from engine.audit.neardup.arrays import pair_codes, ranges, unique
-    from engine.splits import splitmix64
+    from claimcheck.engine.audit.neardup.arrays import pair_codes, ranges, unique
+    from claimcheck.engine.data.splits import splitmix64
 
     n = mat.shape[0]
     doc_bits = max(int(n - 1).bit_length(), 1)
@@ -246,9 +246,9 @@ def band_candidates(mat: np.ndarray, bands: int, rows: int) -> np.ndarray:
 def phase_rensa(path: Path) -> dict:
     import rensa  # noqa: F401  (import errors surface here, before timing)
 
-    from engine.audit.neardup import verify
-    from engine.audit.neardup.arrays import small_pages
-    from engine.audit.texts import Texts
+    from claimcheck.engine.audit.neardup import verify
+    from claimcheck.engine.audit.neardup.arrays import small_pages
+    from claimcheck.engine.audit.texts import Texts
 
     frame = _frame(path)
     truth_df = pl.read_parquet(path.with_suffix(".pairs.parquet"))

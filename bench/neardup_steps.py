@@ -15,15 +15,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import tui.cli  # noqa: E402, F401  (the app's Polars allocator option, before polars loads)
+import claimcheck.tui.cli  # noqa: E402, F401  (the app's Polars allocator option, before polars loads)
 
 # isort: split
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from engine.audit.neardup import candidates, hashing, kernels, shingles, verify  # noqa: E402
-from engine.audit.neardup.arrays import small_pages  # noqa: E402
-from engine.audit.texts import distinct_texts  # noqa: E402
+from claimcheck.engine.audit.neardup import candidates, hashing, kernels, shingles, verify  # noqa: E402
+from claimcheck.engine.audit.neardup.arrays import small_pages  # noqa: E402
+from claimcheck.engine.audit.texts import distinct_texts  # noqa: E402
 
 
 def timed(out: dict, name: str, f, *args):

@@ -56,9 +56,9 @@ def effective(max_steps: int) -> dict[str, Any]:
 def make_job(jobs_root: Path, workspace: Path, attempt: int, max_steps: int) -> tuple[Path, str]:
     import polars as pl
 
-    from engine.evidence import digest_of
-    from engine.providers.base import operation_id
-    from engine.training import jobfiles
+    from claimcheck.engine.evidence import digest_of
+    from claimcheck.engine.providers.base import operation_id
+    from claimcheck.engine.training import jobfiles
 
     eff = effective(max_steps)
     digest = digest_of(eff)
@@ -85,7 +85,7 @@ def run_once(provider: Any, job_dir: Path, op: str) -> dict[str, Any]:
     st = provider.wait(handle, timeout=600, poll=0.2)
     t_end = time.perf_counter() - t0
     provider.fetch(handle)
-    from engine.training.artifact_files import verify_artifact
+    from claimcheck.engine.training.artifact_files import verify_artifact
 
     ok = bool(verify_artifact(job_dir / "final").get("ok")) if st.stage == "done" else False
     total = time.perf_counter() - t0
@@ -110,10 +110,10 @@ def main() -> int:
 
     import torch  # imported once up front so neither provider's fetch pays for it
 
-    from engine.providers.local import LocalProvider
-    from engine.providers.ray_jobs import RayJobsProvider
-    from engine.providers.ray_testhead import LoopbackHead
-    from engine.training.tiny import make_tiny_encoder
+    from claimcheck.engine.providers.local import LocalProvider
+    from claimcheck.engine.providers.ray_jobs import RayJobsProvider
+    from claimcheck.engine.providers.ray_testhead import LoopbackHead
+    from claimcheck.engine.training.tiny import make_tiny_encoder
 
     del torch
     head = None

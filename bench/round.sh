@@ -21,8 +21,8 @@ echo "== nd long 20k, rensa compiled"
 $PY bench/neardup_race.py --corpus long --docs 20000 --rounds 2 --work /tmp/nd2long20k --rensa-shingles compiled 2>&1
 echo "== 1M row pairs $(date -u +%H:%M:%S)"
 $PY -c "
-import tui.cli, time, polars as pl
-from engine.audit import neardup
+import claimcheck.tui.cli, time, polars as pl
+from claimcheck.engine.audit import neardup
 df = pl.read_csv('/tmp/nd1m/tickets.csv', columns=['body']).with_row_index('row_id')
 t = time.perf_counter(); r = neardup.near_duplicates(df, ['body'])
 print('row pairs', r.pairs.height, 'text pairs', r.verified_text_pairs, 'candidates', r.candidates,

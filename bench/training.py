@@ -7,14 +7,14 @@ Phases (each in this process, one after the other, same thread count):
   llm_int8_skip_modules) on the same encoder, the same rows, the same micro-batches (same indices,
   same dynamic padding), max_length, LoRA r / alpha / dropout all-linear and AdamW as the default
   contract; seconds per optimizer step after one warm-up step.
-- `job`: claimcheck's training job (engine.training.job) in a job directory written by the same
+- `job`: claimcheck's training job (claimcheck.engine.training.job) in a job directory written by the same
   code dispatch uses; per-step seconds from consecutive metrics.jsonl `step` timestamps, the steps
   that follow an evaluation or a checkpoint reported apart (their gap holds that work).
 - `jobcpu`: claimcheck's own `Job._step` called in a loop on the job's own setup (CPU seconds a step).
 - `paired`: the hand loop's step k and the job's `_step` in turn, in one process, on the same
   micro-batch: both meet the same minute of the machine (whose throughput moves by tens of percent
   between processes here); the ratio of each pair of steps.
-- `fit`: the contract stage's fitting check (engine.training.fitcheck.run) on the default slice,
+- `fit`: the contract stage's fitting check (claimcheck.engine.training.fitcheck.run) on the default slice,
   with its phases timed: tokenisation, model load (+ quantisation), evaluation before, steps,
   evaluation after.
 """
@@ -52,7 +52,7 @@ def _frame(n: int, offset: int = 0):
 
 def effective(mode: str, a: argparse.Namespace) -> dict:
     """The default contract's training settings (recipes/text-classification-qlora.toml)."""
-    from engine.training.models import resolve_model_path  # noqa: F401 (import check)
+    from claimcheck.engine.training.models import resolve_model_path  # noqa: F401 (import check)
 
     return {
         "task_kind": "text_classification",
@@ -150,7 +150,7 @@ class HandLoop:
         records, holds its own batching too); returns its tokens."""
         import torch
 
-        from engine.training.evaluate import Batcher  # only its seeded micro-batch indices
+        from claimcheck.engine.training.evaluate import Batcher  # only its seeded micro-batch indices
 
         idx = Batcher.micro_indices(k, self.micro_batch, len(self.enc), 0)
         rows = [self.enc[i] for i in idx]
@@ -208,8 +208,8 @@ def _rates(who: str, mode: str, times: list[float], tokens: int, a, **extra) -> 
 
 def _job_dir(mode: str, a: argparse.Namespace) -> Path:
     """A job directory for the default contract's settings, written by the same code dispatch uses."""
-    from engine.evidence import digest_of
-    from engine.training.jobfiles import write_job_dir
+    from claimcheck.engine.evidence import digest_of
+    from claimcheck.engine.training.jobfiles import write_job_dir
 
     eff = effective(mode, a)
     jd = Path(tempfile.mkdtemp(prefix="cc-bench-job-")) / f"bench-{mode}"
@@ -228,10 +228,10 @@ def _job_dir(mode: str, a: argparse.Namespace) -> Path:
 
 
 def job(mode: str, a: argparse.Namespace) -> dict:
-    from engine.training.evaluate import Batcher
-    from engine.training.job import Job
-    from engine.training.jobfiles import read_metrics
-    from engine.training.models import load_tokenizer
+    from claimcheck.engine.training.evaluate import Batcher
+    from claimcheck.engine.training.job import Job
+    from claimcheck.engine.training.jobfiles import read_metrics
+    from claimcheck.engine.training.models import load_tokenizer
 
     eff = effective(mode, a)
     jd = _job_dir(mode, a)
@@ -277,8 +277,8 @@ def job(mode: str, a: argparse.Namespace) -> dict:
 def _job_setup(mode: str, a: argparse.Namespace) -> tuple:
     """claimcheck's Job on a job directory written as dispatch writes it, set up (model, rows,
     optimizer) but not run: `job._step(run)` is one optimizer step of its own."""
-    from engine.training.job import Job
-    from engine.training.schema import effective as typed
+    from claimcheck.engine.training.job import Job
+    from claimcheck.engine.training.schema import effective as typed
 
     jd = _job_dir(mode, a)
     job = Job(jd)
@@ -346,8 +346,8 @@ def paired(mode: str, a: argparse.Namespace) -> dict:
 
 def fit(mode: str, a: argparse.Namespace) -> dict:
 
-    from engine.training import fitcheck, models
-    from engine.training.prepare import encode
+    from claimcheck.engine.training import fitcheck, models
+    from claimcheck.engine.training.prepare import encode
 
     eff = effective(mode, a)
     t = time.perf_counter()
@@ -356,7 +356,7 @@ def fit(mode: str, a: argparse.Namespace) -> dict:
     texts, labels = train["text"].to_list(), [str(x) for x in train["target"].to_list()]
     prepared = encode(eff, tok, texts, labels)
     tokenise_s = time.perf_counter() - t
-    from engine.stages.contract_fit import _fit_slice
+    from claimcheck.engine.stages.contract.fit import _fit_slice
 
     pos = fitcheck.select_slice(prepared.ids, labels, a.fit_rows)
     sl = _fit_slice(prepared, pos)

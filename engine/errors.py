@@ -3,8 +3,8 @@
 Every problem the person can fix (a bad file, a missing column, a stage run out of order, a lock
 held by another process) is a `ClaimcheckError`: the CLI and the app show its message, never a
 traceback. The classes themselves live beside the code that raises them (EvidenceError in
-engine.evidence, StageInputError and Cancelled in engine.context, StageOrderError in engine.session, SessionLocked in
-engine.session_lock, LockedTestError in engine.splits, InvalidInputs in engine.core).
+claimcheck.engine.evidence, StageInputError and Cancelled in claimcheck.engine.pipeline.context, StageOrderError in claimcheck.engine.ledger.session, SessionLocked in
+claimcheck.engine.ledger.lock, LockedTestError in claimcheck.engine.data.splits, InvalidInputs in claimcheck.engine.pipeline.core).
 
 This module imports nothing heavy: the CLI reads the exit codes before it parses its arguments.
 """

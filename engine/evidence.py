@@ -19,9 +19,9 @@ from typing import Any, Literal
 import tomlkit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from engine import __version__
-from engine.errors import ClaimcheckError, validation_problem
-from engine.shapes import Shape, ShapeError, validate_measured
+from claimcheck.engine import __version__
+from claimcheck.engine.errors import ClaimcheckError, validation_problem
+from claimcheck.engine.shapes import Shape, ShapeError, validate_measured
 
 # 2: the measured values of every check id with a shape (engine/shapes) conform to it. Version-1
 # records have the same layout and are read by the same shapes; nothing is rewritten.

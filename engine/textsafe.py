@@ -7,8 +7,8 @@ clipboard, clear the screen or hide / reorder what is shown. `visible` replaces 
 with a visible stand-in (ESC as "␛", the rest as a \\xNN / \\uNNNN / \\UNNNNNNNN escape) so a person
 can tell exactly which code point was in the data.
 
-Used by every output for a human: the CLI tables and messages (tui/cli.py, engine/replay.py), the
-report (engine/report.py: report.md, report.html, model-index.yaml) and the TUI (tui/safe.py builds
+Used by every output for a human: the CLI tables and messages (tui/cli.py, engine/headless/replay.py), the
+report (engine/report/build.py: report.md, report.html, model-index.yaml) and the TUI (tui/safe.py builds
 on it). The TOML records keep the exact data; only what is shown is changed.
 
 Plain str in, plain str out: the engine must not import textual or rich.

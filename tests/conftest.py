@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.threads import usable_cores
+from claimcheck.engine.threads import usable_cores
 from tests import real_session as rs
 
 # `-n auto` (pyproject.toml) runs the suite on this many worker processes: one a core, at most two.

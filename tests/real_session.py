@@ -38,8 +38,8 @@ def build(ws: Path) -> Path:
     """A workspace with a copy of the sample data and a session built by `claimcheck run --answers`."""
     import torch
 
-    from engine.training.tiny import make_tiny_encoder
-    from tui.cli import main
+    from claimcheck.engine.training.tiny import make_tiny_encoder
+    from claimcheck.tui.cli import main
 
     torch.set_num_threads(1)
     (ws / "sample_data").mkdir(parents=True)

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from engine import stages as registry
-from engine.answers import load_answers, run_answers
-from engine.context import StageInputError
-from engine.evidence import EvidenceError
-from engine.replay import replay
-from engine.session import Session
+from claimcheck.engine.evidence import EvidenceError
+from claimcheck.engine.headless.answers import load_answers, run_answers
+from claimcheck.engine.headless.replay import replay
+from claimcheck.engine.ledger.session import Session
+from claimcheck.engine.pipeline import registry
+from claimcheck.engine.pipeline.context import StageInputError
 from tests.test_replay import answers_text, use_fakes, write_data
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -215,7 +215,7 @@ def test_cli_json_is_printed_on_exit_2_with_the_error_and_the_rows(
 ) -> None:
     import json
 
-    from tui.cli import main
+    from claimcheck.tui.cli import main
 
     _source_refuses(monkeypatch, tmp_path)
     bad = _write(tmp_path, answers_text())

@@ -15,7 +15,7 @@ from tests import test_job_kit as kit
 def finished_job(tmp_path_factory) -> Path:
     import torch
 
-    from engine.training.job import Job
+    from claimcheck.engine.training.job import Job
 
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("artifact")
@@ -31,8 +31,8 @@ def finished_job(tmp_path_factory) -> Path:
 
 
 def test_identity_passes_then_catches_a_truncated_adapter(finished_job: Path, tmp_path: Path) -> None:
-    from engine.training.artifact_files import verify_artifact
-    from engine.training.evaluate import TRAINABLE
+    from claimcheck.engine.training.artifact_files import verify_artifact
+    from claimcheck.engine.training.evaluate import TRAINABLE
 
     ok = verify_artifact(finished_job / "final")
     assert ok["ok"] and ok["tensor_count"] == ok["tensor_count_recorded"] > 0
@@ -50,8 +50,8 @@ def test_zero_lora_b_is_caught(finished_job: Path, tmp_path: Path) -> None:
 
     from safetensors.torch import load_file, save_file
 
-    from engine.training.artifact_files import MANIFEST, file_hashes, verify_artifact
-    from engine.training.evaluate import TRAINABLE
+    from claimcheck.engine.training.artifact_files import MANIFEST, file_hashes, verify_artifact
+    from claimcheck.engine.training.evaluate import TRAINABLE
 
     copy = tmp_path / "final"
     shutil.copytree(finished_job / "final", copy)
@@ -66,7 +66,7 @@ def test_zero_lora_b_is_caught(finished_job: Path, tmp_path: Path) -> None:
 
 
 def test_reload_parity_matches_the_recorded_predictions(finished_job: Path) -> None:
-    from engine.training.artifact_files import reload_parity
+    from claimcheck.engine.training.artifact_files import reload_parity
 
     # In-process here for speed; the artifact stage runs the same function in a fresh process
     # (tests/test_dispatch.py::test_artifact_stage_compares_on_the_locked_test).
@@ -77,7 +77,7 @@ def test_reload_parity_matches_the_recorded_predictions(finished_job: Path) -> N
 
 
 def test_reload_parity_catches_a_serving_mismatch(finished_job: Path) -> None:
-    from engine.training.artifact_files import reload_parity
+    from claimcheck.engine.training.artifact_files import reload_parity
 
     # Serving with a shorter max_length than training: truncation changes the inputs.
     r = reload_parity(

@@ -8,9 +8,9 @@ import random
 import polars as pl
 import pytest
 
-from engine.audit import neardup
-from engine.audit import texts as texts_mod
-from engine.audit.neardup import candidates, hashing, kernels, shingles, verify
+from claimcheck.engine.audit import neardup
+from claimcheck.engine.audit import texts as texts_mod
+from claimcheck.engine.audit.neardup import candidates, hashing, kernels, shingles, verify
 
 
 @pytest.fixture(params=["compiled", "numpy"])
@@ -129,7 +129,7 @@ def test_chunking_does_not_change_results(monkeypatch: pytest.MonkeyPatch) -> No
     assert small.pairs.equals(full.pairs) and small.candidates == full.candidates
     assert full.pairs.height > 0
     # Small chunks hashed (and rows hashed) by worker threads, or inline: the same result.
-    from engine import threads
+    from claimcheck.engine import threads
 
     monkeypatch.setattr(texts_mod, "HASH_SLICE", 20)
     monkeypatch.setattr(shingles, "THREADED_MIN_BYTES", 0)  # these short texts too
@@ -170,7 +170,7 @@ def test_signature_key_collisions_only_add_candidates(monkeypatch: pytest.Monkey
 def test_unusable_temporary_folder_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     import tempfile
 
-    from engine.context import StageInputError
+    from claimcheck.engine.pipeline.context import StageInputError
 
     missing = tmp_path / "no-such-folder"
     monkeypatch.setattr(tempfile, "tempdir", str(missing))
@@ -196,8 +196,9 @@ def test_sketch_bound_never_drops_a_true_pair() -> None:
 
 
 def _source_and_split(tmp_path, **split_kw):
-    from engine.context import StageContext
-    from engine.stages import source, split
+    from claimcheck.engine.pipeline.context import StageContext
+    from claimcheck.engine.stages.source import run as source
+    from claimcheck.engine.stages.split import run as split
 
     df = _frame(5, 240).with_columns(
         lab=pl.Series(["xy"[i % 2] for i in range(240)]),
@@ -238,7 +239,7 @@ def test_split_reuses_source_pairs_exactly(tmp_path, monkeypatch) -> None:
     split.run(inputs.model_copy(update={"shingle_size": 2}), {"source": src}, ctx)
     assert calls == [1]
     # The same definition recomputed (the saved pairs not used) gives the identical check.
-    from engine.stages import split_checks
+    from claimcheck.engine.stages.split import checks as split_checks
 
     monkeypatch.setattr(split_checks, "source_pairs", lambda *a: None)
     recomputed = split.run(inputs, {"source": src}, ctx).check("split.near_duplicate_overlap")
@@ -247,7 +248,7 @@ def test_split_reuses_source_pairs_exactly(tmp_path, monkeypatch) -> None:
 
 
 def test_tampered_pairs_file_is_refused(tmp_path) -> None:
-    from engine.evidence import EvidenceError
+    from claimcheck.engine.evidence import EvidenceError
 
     src, split, inputs, ctx = _source_and_split(tmp_path)
     path = ctx.session_dir / src.check("source.near_duplicates").measured["pairs_path"]
@@ -257,8 +258,8 @@ def test_tampered_pairs_file_is_refused(tmp_path) -> None:
 
 
 def test_replay_compares_pairs_hash_without_writing(tmp_path) -> None:
-    from engine.context import StageContext
-    from engine.stages import source
+    from claimcheck.engine.pipeline.context import StageContext
+    from claimcheck.engine.stages.source import run as source
 
     src, _, _, ctx = _source_and_split(tmp_path)
     path = ctx.session_dir / src.check("source.near_duplicates").measured["pairs_path"]
@@ -288,7 +289,7 @@ def _dup_frame(seed: int, n: int = 400) -> pl.DataFrame:
 
 def _by_definition(df: pl.DataFrame, cols: list[str], norm: bool) -> dict:
     """Plain group-by on the (normalised) values: the definition the hashed path must reproduce."""
-    from engine.audit.duplicates import key_exprs
+    from claimcheck.engine.audit.duplicates import key_exprs
 
     keyed = df.select(*key_exprs(df.schema, cols, "lower_strip_ws" if norm else "none"), "target")
     g = keyed.group_by(cols).agg(pl.len().alias("n"), pl.col("target").n_unique().alias("k"))
@@ -304,7 +305,7 @@ def _by_definition(df: pl.DataFrame, cols: list[str], norm: bool) -> dict:
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_hashed_duplicates_match_the_definition_even_when_every_hash_collides(monkeypatch, seed) -> None:
-    from engine.audit import duplicates as D
+    from claimcheck.engine.audit import duplicates as D
 
     df = _dup_frame(seed)
     cols = ["a", "b", "c"]
@@ -331,7 +332,7 @@ def test_hashed_duplicates_match_the_definition_even_when_every_hash_collides(mo
 
 
 def test_split_exact_overlap_is_exact_under_hash_collisions(tmp_path, monkeypatch) -> None:
-    from engine.audit import duplicates as D
+    from claimcheck.engine.audit import duplicates as D
 
     src, split, inputs, ctx = _source_and_split(tmp_path, strategy="random")
     honest = split.run(inputs, {"source": src}, ctx).check("split.exact_overlap").measured
@@ -349,8 +350,8 @@ def _oof_by_definition(df: pl.DataFrame, column: str) -> float:
 
     import numpy as np
 
-    from engine.audit import leakage as L
-    from engine.splits import unit_position
+    from claimcheck.engine.audit import leakage as L
+    from claimcheck.engine.data.splits import unit_position
 
     cells = L.cell_codes(df, column)[0].tolist()
     fold = (unit_position(df["row_id"].to_numpy(), L.SEED) % np.uint64(L.FOLDS)).tolist()
@@ -371,7 +372,7 @@ def _oof_by_definition(df: pl.DataFrame, column: str) -> float:
 
 
 def test_single_feature_scores_match_the_per_fold_definition() -> None:
-    from engine.audit import leakage as L
+    from claimcheck.engine.audit import leakage as L
 
     rng = random.Random(3)
     n = 3000
@@ -401,7 +402,7 @@ def test_single_feature_scores_match_the_per_fold_definition() -> None:
 def test_stable_argsort_matches_numpy_on_sorted_tied_and_random_values() -> None:
     import numpy as np
 
-    from engine.audit import leakage as L
+    from claimcheck.engine.audit import leakage as L
 
     rng = np.random.default_rng(0)
     cases = [
@@ -502,7 +503,7 @@ def test_shared_with_matches_isin_then_group(single_share: float) -> None:
     # position), grouped by shingle.
     import numpy as np
 
-    from engine.audit.neardup import candidates
+    from claimcheck.engine.audit.neardup import candidates
 
     rng = np.random.default_rng(7)
     n = 5_000

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tui.cli import main
+from claimcheck.tui.cli import main
 
 ROWS = 40
 BASE = """[session]
@@ -621,8 +621,8 @@ def test_outside_the_workspace_when_allowed_and_recorded(
 
 def test_source_stage_refuses_outside_paths_itself(tmp_path: Path) -> None:
     """The TUI path (no answers file): the stage applies the same workspace rule."""
-    from engine.context import StageContext, StageInputError
-    from engine.stages import source
+    from claimcheck.engine.pipeline.context import StageContext, StageInputError
+    from claimcheck.engine.stages.source import run as source
 
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -644,8 +644,8 @@ def test_source_stage_refuses_outside_paths_itself(tmp_path: Path) -> None:
 )
 def test_source_stage_gives_a_clear_error_on_unreadable_csv(tmp_path: Path, content: bytes) -> None:
     """The TUI path: the source stage itself says what is wrong, never a csv.Error traceback."""
-    from engine.context import StageContext, StageInputError
-    from engine.stages import source
+    from claimcheck.engine.pipeline.context import StageContext, StageInputError
+    from claimcheck.engine.stages.source import run as source
 
     (tmp_path / "d.csv").write_bytes(content)
     ctx = StageContext(session_dir=tmp_path / "s", workspace=tmp_path)
@@ -661,7 +661,8 @@ def test_source_stage_gives_a_clear_error_on_unreadable_csv(tmp_path: Path, cont
 def test_seed_bounds_keep_records_valid_toml() -> None:
     from pydantic import ValidationError
 
-    from engine.stages import baseline, split
+    from claimcheck.engine.stages.baseline import run as baseline
+    from claimcheck.engine.stages.split import run as split
 
     for module in (split, baseline):
         module.Inputs(seed=2**32 - 1)
@@ -670,7 +671,7 @@ def test_seed_bounds_keep_records_valid_toml() -> None:
 
 
 def test_defaults_still_validate() -> None:
-    from engine import stages as registry
+    from claimcheck.engine.pipeline import registry
 
     for spec in registry.STAGES:
         module = spec.module()

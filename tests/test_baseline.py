@@ -9,10 +9,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from engine import splits
-from engine.context import StageContext, StageInputError
-from engine.evidence import Check, StageRecord, dump_toml
-from engine.stages import baseline
+from claimcheck.engine.data import splits
+from claimcheck.engine.evidence import Check, StageRecord, dump_toml
+from claimcheck.engine.pipeline.context import StageContext, StageInputError
+from claimcheck.engine.stages.baseline import run as baseline
 from tests.training_fixtures import FAMILY_COUNTS
 
 CLASSES = ["billing", "technical", "security"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.stages import baseline
+from claimcheck.engine.stages.baseline import run as baseline
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_data" / "tickets.csv"

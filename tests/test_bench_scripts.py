@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.evidence import digest_of
-from engine.training.jobfiles import read_contract, write_job_dir
-from engine.training.schema import effective
+from claimcheck.engine.evidence import digest_of
+from claimcheck.engine.training.jobfiles import read_contract, write_job_dir
+from claimcheck.engine.training.schema import effective
 
 ROOT = Path(__file__).resolve().parents[1]
 

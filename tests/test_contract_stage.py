@@ -10,9 +10,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from engine.context import StageInputError
-from engine.evidence import digest_of, record_to_toml
-from engine.stages import contract
+from claimcheck.engine.evidence import digest_of, record_to_toml
+from claimcheck.engine.pipeline.context import StageInputError
+from claimcheck.engine.stages.contract import run as contract
 from tests.training_fixtures import _records, make_cls_session, make_sft_session, tiny_dirs_fixture  # noqa: F401
 
 FAST_FIT = {"rows": 24, "steps": 30, "lr": 1e-2}
@@ -208,7 +208,7 @@ def test_excluded_column_in_template_is_refused(tmp_path, tiny_dirs):
 
 
 def test_unknown_contract_key_is_an_input_error(tmp_path):
-    from engine.session import Session
+    from claimcheck.engine.ledger.session import Session
 
     session = Session.create(tmp_path / "s", workspace=tmp_path)
     with pytest.raises(StageInputError, match="lora.rank"):
@@ -282,7 +282,7 @@ def _rows(res) -> dict[str, tuple[str, str]]:
 def test_auto_settings_resolve_per_device_and_say_why(tmp_path, tiny_dirs, caps):
     """device / adapter_mode / precision / attention "auto": QLoRA with bf16 compute and SDPA on a
     bf16 GPU, LoRA in fp32 on CPU — each a row of requested-vs-effective, never silent."""
-    from engine.training.resolve import resolve
+    from claimcheck.engine.training.resolve import resolve
 
     up, ctx = make_cls_session(tmp_path)
     inp = _cls(tiny_dirs["encoder"], adapter_mode="auto", precision="auto", gradient_checkpointing=True)
@@ -303,7 +303,7 @@ def test_auto_settings_resolve_per_device_and_say_why(tmp_path, tiny_dirs, caps)
 
 
 def test_explicit_requests_the_machine_cannot_honour_are_refused(tmp_path, tiny_dirs):
-    from engine.training.resolve import resolve
+    from claimcheck.engine.training.resolve import resolve
 
     up, ctx = make_cls_session(tmp_path)
     inp = _cls(tiny_dirs["encoder"], device="cuda", precision="bf16", adapter_mode="qlora")

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from engine import core, registry
-from engine.context import StageContext
-from engine.errors import EXIT_DIFFERS, EXIT_OK, EXIT_UNUSABLE, ClaimcheckError, validation_problem
-from engine.evidence import Check, StageRecord
-from engine.session import Session
+from claimcheck.engine.errors import EXIT_DIFFERS, EXIT_OK, EXIT_UNUSABLE, ClaimcheckError, validation_problem
+from claimcheck.engine.evidence import Check, StageRecord
+from claimcheck.engine.ledger.session import Session
+from claimcheck.engine.pipeline import core, registry
+from claimcheck.engine.pipeline.context import StageContext
 from tests.test_replay import FAKES, REAL_MODULE, answers_text, use_fakes, write_data
 
 
@@ -79,11 +79,11 @@ def test_one_validation_wording() -> None:
 
 
 def test_every_error_has_the_one_root() -> None:
-    from engine.context import Cancelled, StageInputError
-    from engine.evidence import EvidenceError
-    from engine.session import StageOrderError
-    from engine.session_lock import SessionLocked
-    from engine.splits import LockedTestError
+    from claimcheck.engine.data.splits import LockedTestError
+    from claimcheck.engine.evidence import EvidenceError
+    from claimcheck.engine.ledger.lock import SessionLocked
+    from claimcheck.engine.ledger.session import StageOrderError
+    from claimcheck.engine.pipeline.context import Cancelled, StageInputError
 
     for cls in (EvidenceError, StageInputError, Cancelled, StageOrderError, SessionLocked, LockedTestError):
         assert issubclass(cls, ClaimcheckError), cls
@@ -91,19 +91,19 @@ def test_every_error_has_the_one_root() -> None:
 
 
 def test_exit_codes_are_defined_once() -> None:
-    import engine.replay
-    import tui.cli
+    import claimcheck.engine.headless.replay
+    import claimcheck.tui.cli
 
     assert (EXIT_OK, EXIT_DIFFERS, EXIT_UNUSABLE) == (0, 1, 2)
-    assert tui.cli.EXIT_UNUSABLE is EXIT_UNUSABLE and tui.cli.EXIT_OK is EXIT_OK
-    assert engine.replay.EXIT_DIFFERS is EXIT_DIFFERS
-    for path in ("engine/replay.py", "engine/answers.py", "tui/cli.py"):
+    assert claimcheck.tui.cli.EXIT_UNUSABLE is EXIT_UNUSABLE and claimcheck.tui.cli.EXIT_OK is EXIT_OK
+    assert claimcheck.engine.headless.replay.EXIT_DIFFERS is EXIT_DIFFERS
+    for path in ("engine/headless/replay.py", "engine/headless/answers.py", "tui/cli.py"):
         text = (Path(__file__).resolve().parents[1] / path).read_text()
         assert "= 0, 1, 2" not in text, path
 
 
 def test_the_answers_run_does_not_import_replay() -> None:
-    code = "import sys, engine.answers; print('engine.replay' in sys.modules)"
+    code = "import sys, claimcheck.engine.headless.answers; print('claimcheck.engine.headless.replay' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -112,7 +112,7 @@ def test_the_answers_run_does_not_import_replay() -> None:
 
 
 def test_old_dispatch_inputs_with_runtime_knobs_still_validate() -> None:
-    from engine.stages import dispatch
+    from claimcheck.engine.stages.dispatch import run as dispatch
 
     assert not {"wait", "poll_seconds", "wait_timeout_seconds"} & set(dispatch.Inputs.model_fields)
     model = core.validate(
@@ -156,9 +156,9 @@ def _capturing_dispatch(monkeypatch: pytest.MonkeyPatch, seen: list[StageContext
 def test_answers_knobs_go_to_the_context_not_the_record(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engine.answers import load_answers, run_answers
-    from engine.evidence import EvidenceError
-    from engine.replay import replay
+    from claimcheck.engine.evidence import EvidenceError
+    from claimcheck.engine.headless.answers import load_answers, run_answers
+    from claimcheck.engine.headless.replay import replay
 
     use_fakes(monkeypatch)
     seen: list[StageContext] = []
@@ -184,8 +184,8 @@ def test_answers_knobs_go_to_the_context_not_the_record(
 
 def test_a_record_that_still_holds_the_knobs_replays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Written before the knobs moved: it loads, and replay does not call the dropped keys a difference."""
-    from engine.answers import run_answers
-    from engine.replay import replay
+    from claimcheck.engine.headless.answers import run_answers
+    from claimcheck.engine.headless.replay import replay
 
     use_fakes(monkeypatch)
     write_data(tmp_path)

@@ -1,4 +1,4 @@
-"""Checklist coverage (engine/coverage.py, engine/coverage_map.toml): the map's shape, every mapped
+"""Checklist coverage (engine/report/coverage.py, engine/report/coverage_map.toml): the map's shape, every mapped
 check id, decision and note tag validated against the stage registry and what the stages write, and
 the coverage of the real session in the report, the CLI and JSON."""
 
@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from engine import coverage as CV
-from engine import registry
-from engine.evidence import NoteTag
-from engine.report import render
-from engine.session import Session
-from tui.cli import main
+from claimcheck.engine.evidence import NoteTag
+from claimcheck.engine.ledger.session import Session
+from claimcheck.engine.pipeline import registry
+from claimcheck.engine.report import coverage as CV
+from claimcheck.engine.report.build import render
+from claimcheck.tui.cli import main
 
 ENGINE = Path(__file__).resolve().parent.parent / "engine"
 
@@ -156,10 +156,10 @@ def test_cli_coverage_json_and_text(real_session: Path, capsys: pytest.CaptureFi
 
 async def test_tui_coverage_view_from_every_stage(real_workspace: Path, tmp_path: Path) -> None:
     """f7 opens the coverage view at 80x24 from each stage; Escape returns to the same stage."""
+    from claimcheck.tui.app import SessionScreen, make_app
+    from claimcheck.tui.screens import CoverageScreen
     from tests import real_session as rs
     from tests.test_tui_support import screen_text, wait_for
-    from tui.app import SessionScreen, make_app
-    from tui.screens import CoverageScreen
 
     path = rs.copy_workspace(real_workspace, tmp_path)
     app = make_app(path, workspace=path.parents[1])

@@ -6,9 +6,9 @@ Each kill leaves a session folder that must satisfy: every TOML parses; replay n
 temp file; and the session can be continued to the end (every answered stage frozen).
 
 Kill points: CLAIMCHECK_CRASH_AFTER_WRITES=N makes the run end itself with os._exit at the Nth
-write or rename point (engine.evidence.crash_point), as SIGKILL would: no finally, no cleanup.
+write or rename point (claimcheck.engine.evidence.crash_point), as SIGKILL would: no finally, no cleanup.
 The run is forked from this (already warm) process so a point costs no interpreter start; a few
-runs are real `python -m tui.cli run --answers` processes SIGKILLed at random times.
+runs are real `python -m claimcheck.tui.cli run --answers` processes SIGKILLed at random times.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.answers import load_answers, run_answers
-from engine.evidence import CRASH_ENV, CRASH_EXIT, is_temp_name, load_record
-from engine.replay import replay
-from engine.session import SESSION_FILE, Session
+from claimcheck.engine.evidence import CRASH_ENV, CRASH_EXIT, is_temp_name, load_record
+from claimcheck.engine.headless.answers import load_answers, run_answers
+from claimcheck.engine.headless.replay import replay
+from claimcheck.engine.ledger.session import SESSION_FILE, Session
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "docs" / "answers-example.toml"
@@ -83,7 +83,7 @@ def _child(answers: Path, session_dir: Path, crash_after: int | None) -> None:
         os.dup2(devnull, 2)
         if crash_after is not None:
             os.environ[CRASH_ENV] = str(crash_after)
-        from tui.cli import main
+        from claimcheck.tui.cli import main
 
         rc = main(["run", "--answers", str(answers), str(session_dir)])
     except BaseException:  # noqa: BLE001 - the exit code says it
@@ -140,7 +140,7 @@ def drive(root: Path, lane: int, lanes: int, kills: int, seed: int) -> dict:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)
-        from tui.cli import main
+        from claimcheck.tui.cli import main
 
         rc = main(["run", "--answers", str(answers), str(root / f"full{lane}")])
         modules.write_text("\n".join(sorted(sys.modules)))
@@ -320,7 +320,7 @@ def test_killing_run_answers_anywhere_leaves_a_session_that_continues(tmp_path: 
     for i in range(RANDOM_PROCESSES):
         session_dir = tmp_path / f"k{i:03d}"
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tui.cli", "run", "--answers", str(answers), str(session_dir)],
+            [sys.executable, "-m", "claimcheck.tui.cli", "run", "--answers", str(answers), str(session_dir)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             env=env,

@@ -1,4 +1,4 @@
-"""engine.data and engine.splits: row identity, filters, families file, locked test, train-only fitting."""
+"""claimcheck.engine.data.rows and claimcheck.engine.data.splits: row identity, filters, families file, locked test, train-only fitting."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from engine import data, splits
-from engine.context import StageContext, StageInputError
-from engine.evidence import Check, EvidenceError, StageRecord
+from claimcheck.engine.data import rows as data
+from claimcheck.engine.data import splits
+from claimcheck.engine.evidence import Check, EvidenceError, StageRecord
+from claimcheck.engine.pipeline.context import StageContext, StageInputError
 from tests.training_fixtures import FAMILY_COUNTS
 
 
@@ -76,7 +77,7 @@ def test_model_inputs_drop_unavailable_sensitive_and_no() -> None:
 
 
 def _families_record(tmp_path: Path, ctx: StageContext) -> StageRecord:
-    from engine.audit.families import compute_families
+    from claimcheck.engine.audit.families import compute_families
 
     df = pl.DataFrame(
         {"row_id": [0, 1, 2, 3, 4], "cust": ["a", "b", None, "a", None], "case": [None, "k", "k", None, None]}

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.context import StageContext
-from engine.stages import source, split
+from claimcheck.engine.pipeline.context import StageContext
+from claimcheck.engine.stages.source import run as source
+from claimcheck.engine.stages.split import run as split
 
 
 def _source(tmp_path: Path, text: str, upstream: dict | None = None, **kw):
@@ -54,7 +55,7 @@ def _split(rec, ctx, **kw):
 
 
 def test_a_numeric_time_column_needs_a_unit(tmp_path: Path) -> None:
-    from engine.context import StageInputError
+    from claimcheck.engine.pipeline.context import StageInputError
 
     with pytest.raises(StageInputError, match="'time_unit' is empty.*'year'.*year, unix_seconds, ordinal"):
         _source(tmp_path, _panel(), time_column="year")
@@ -99,7 +100,7 @@ def test_a_time_split_never_cuts_inside_one_timestamp(tmp_path: Path) -> None:
 def test_chronology_counts_a_shared_timestamp_as_overlap(tmp_path: Path) -> None:
     import polars as pl
 
-    from engine.stages.split_checks import chronology
+    from claimcheck.engine.stages.split.checks import chronology
 
     joined = pl.DataFrame(
         {"split": ["train", "train", "test", "test"], "year": [1947.0, 1948.0, 1948.0, 1949.0]}
@@ -110,7 +111,7 @@ def test_chronology_counts_a_shared_timestamp_as_overlap(tmp_path: Path) -> None
 
 
 def _claim(order: list[str]):
-    from engine.evidence import StageRecord
+    from claimcheck.engine.evidence import StageRecord
 
     return {"claim": StageRecord(stage="claim", inputs={"class_order": order}, checks=[])}
 
@@ -176,8 +177,8 @@ def _dup_data() -> str:
 def test_a_split_can_group_by_duplicate_families(tmp_path: Path, grouping: str) -> None:
     import polars as pl
 
-    from engine.audit.neardup import read_pairs
-    from engine.audit.texts import norm_text_expr
+    from claimcheck.engine.audit.neardup import read_pairs
+    from claimcheck.engine.audit.texts import norm_text_expr
 
     rec, ctx = _source(tmp_path, _dup_data(), input_columns=["txt"], availability={"txt": "yes"})
     near = rec.check("source.near_duplicates").measured
@@ -218,7 +219,7 @@ def test_a_split_can_group_by_duplicate_families(tmp_path: Path, grouping: str) 
 def test_duplicate_grouping_is_refused_where_it_cannot_apply(tmp_path: Path) -> None:
     from pydantic import ValidationError
 
-    from engine.context import StageInputError
+    from claimcheck.engine.pipeline.context import StageInputError
 
     with pytest.raises(ValidationError, match="does not split by groups"):
         split.Inputs(strategy="random", grouping="duplicates")
@@ -228,9 +229,9 @@ def test_duplicate_grouping_is_refused_where_it_cannot_apply(tmp_path: Path) -> 
 
 
 def _template(contract_inputs: dict, source_inputs: dict):
-    from engine.training.hardware import probe
-    from engine.training.resolve import Resolution, _Resolving, _template
-    from engine.training.schema import Inputs
+    from claimcheck.engine.training.hardware import probe
+    from claimcheck.engine.training.resolve import Resolution, _Resolving, _template
+    from claimcheck.engine.training.schema import Inputs
 
     s = _Resolving(Inputs(**contract_inputs), Resolution(), {}, {}, Path("."), {}, source_inputs, probe())
     _template(s)
@@ -238,7 +239,7 @@ def _template(contract_inputs: dict, source_inputs: dict):
 
 
 def test_the_default_text_template_comes_from_the_text_columns() -> None:
-    from engine.recipes import DEFAULT_RECIPE, load_recipe
+    from claimcheck.engine.pipeline.recipes import DEFAULT_RECIPE, load_recipe
 
     news = {"input_columns": ["headline", "article", "wordcount"], "text_columns": ["headline", "article"]}
     eff, r = _template({}, news)
@@ -274,8 +275,8 @@ def test_ordinal_and_fractional_times(tmp_path: Path) -> None:
 def test_the_report_shows_independent_rows_as_a_decision_and_class_order_from_the_frozen_claim(
     tmp_path: Path,
 ) -> None:
-    from engine.report import render
-    from engine.session import Session
+    from claimcheck.engine.ledger.session import Session
+    from claimcheck.engine.report.build import render
 
     rows = "txt,num,lab\n" + "".join(f"t {i},{i},{['1.0', '0.0'][i % 2]}\n" for i in range(12))
     (tmp_path / "d.csv").write_text(rows)

@@ -12,8 +12,10 @@ from tests.training_fixtures import make_cls_session
 def pipeline(tmp_path_factory):
     import torch
 
-    from engine.stages import baseline, contract, dispatch
-    from engine.training.tiny import make_tiny_encoder
+    from claimcheck.engine.stages.baseline import run as baseline
+    from claimcheck.engine.stages.contract import run as contract
+    from claimcheck.engine.stages.dispatch import run as dispatch
+    from claimcheck.engine.training.tiny import make_tiny_encoder
 
     torch.set_num_threads(1)
     tmp = tmp_path_factory.mktemp("pipeline")
@@ -82,7 +84,7 @@ def test_dispatch_records_the_job_from_its_own_files(pipeline) -> None:
     # no test row went to the job
     import polars as pl
 
-    from engine import splits
+    from claimcheck.engine.data import splits
 
     exported = set(pl.read_parquet(ctx.session_dir / "jobs" / op / "data/train.parquet")["row_id"].to_list())
     test_ids = set(
@@ -94,7 +96,7 @@ def test_dispatch_records_the_job_from_its_own_files(pipeline) -> None:
 def test_second_dispatch_and_replay_do_not_relaunch(pipeline) -> None:
     import json
 
-    from engine.stages import dispatch
+    from claimcheck.engine.stages.dispatch import run as dispatch
 
     upstream, ctx, rec = pipeline
     op = rec.check("dispatch.identity").measured["operation_id"]
@@ -115,7 +117,7 @@ def test_second_dispatch_and_replay_do_not_relaunch(pipeline) -> None:
 
 
 def test_artifact_stage_compares_on_the_locked_test(pipeline) -> None:
-    from engine.stages import artifact
+    from claimcheck.engine.stages.artifact import run as artifact
 
     upstream, ctx, rec = pipeline
     upstream = {**upstream, "dispatch": rec}
@@ -150,8 +152,8 @@ def test_artifact_stage_compares_on_the_locked_test(pipeline) -> None:
 
 
 def test_required_check_failure_refuses_the_launch() -> None:
-    from engine.evidence import Check, StageRecord
-    from engine.stages.dispatch import _required_checks
+    from claimcheck.engine.evidence import Check, StageRecord
+    from claimcheck.engine.stages.dispatch.run import _required_checks
 
     rec = StageRecord(
         stage="contract", checks=[Check(id="contract.fit_check", status="fail", summary="no go")]

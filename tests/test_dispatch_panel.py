@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.training import jobfiles
+from claimcheck.engine.training import jobfiles
 
 OP = "0123456789abcdef-a1"
 
@@ -60,7 +60,7 @@ def _running_job(jobs: Path) -> Path:
 
 
 def test_a_ray_job_is_judged_by_ray_from_its_own_record(tmp_path: Path, dashboard) -> None:
-    from tui.panels import poll_jobs
+    from claimcheck.tui.panels import poll_jobs
 
     jd = _running_job(tmp_path / "jobs")
     (jd / jobfiles.RAY_RECORD).write_text(
@@ -72,7 +72,7 @@ def test_a_ray_job_is_judged_by_ray_from_its_own_record(tmp_path: Path, dashboar
 
 
 def test_the_dispatch_records_provider_is_used(tmp_path: Path, dashboard) -> None:
-    from tui.panels import poll_jobs
+    from claimcheck.tui.panels import poll_jobs
 
     _running_job(tmp_path / "jobs")
     # judged as a local job, it has no process: not running
@@ -85,9 +85,9 @@ def test_the_dispatch_records_provider_is_used(tmp_path: Path, dashboard) -> Non
 
 
 def test_an_earlier_local_attempt_stays_local(tmp_path: Path, dashboard) -> None:
-    from engine.providers.local import LocalProvider
-    from engine.providers.ray_jobs import RayJobsProvider
-    from engine.providers.registry import for_job
+    from claimcheck.engine.providers.local import LocalProvider
+    from claimcheck.engine.providers.ray_jobs import RayJobsProvider
+    from claimcheck.engine.providers.registry import for_job
 
     jd = _running_job(tmp_path / "jobs")
     inputs = {"provider": "ray", "ray_address": _address(dashboard)}

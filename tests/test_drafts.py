@@ -1,12 +1,19 @@
-"""Drafts of unsaved form edits (engine/drafts.py): beside the record, never evidence."""
+"""Drafts of unsaved form edits (engine/ledger/drafts.py): beside the record, never evidence."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from engine import integrity
-from engine.drafts import DRAFT_SUFFIX, draft_path, is_draft, read_draft, remove_draft, write_draft
-from engine.session import Session
+from claimcheck.engine.headless import integrity
+from claimcheck.engine.ledger.drafts import (
+    DRAFT_SUFFIX,
+    draft_path,
+    is_draft,
+    read_draft,
+    remove_draft,
+    write_draft,
+)
+from claimcheck.engine.ledger.session import Session
 from tests.claim_answers import CLAIM
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.session import Session
+from claimcheck.engine.ledger.session import Session
+from claimcheck.tui.cli import main
 from tests import real_session as rs
-from tui.cli import main
 
 SAMPLE = rs.SAMPLE
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.evidence import (
+from claimcheck.engine.evidence import (
     Check,
     Note,
     Provenance,

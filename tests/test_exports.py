@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.exports import ExportRefused, model_card, verify_for_export
-from engine.session import Session
-from engine.shapes import artifact as A
-from engine.shapes import parse
+from claimcheck.engine.exports import ExportRefused, model_card, verify_for_export
+from claimcheck.engine.ledger.session import Session
+from claimcheck.engine.shapes import artifact as A
+from claimcheck.engine.shapes import parse
+from claimcheck.tui.cli import main
 from tests import real_session as rs
-from tui.cli import main
 
 hub = pytest.importorskip("huggingface_hub")
 
@@ -72,8 +72,8 @@ def test_croissant_is_built_validated_and_readable_by_mlcroissant(
     import itertools
     import json
 
-    from engine.exports import croissant
-    from engine.shapes import data as D
+    from claimcheck.engine.exports import croissant
+    from claimcheck.engine.shapes import data as D
 
     session = rs.copy_workspace(real_workspace, tmp_path)
     assert main(["export", "croissant", str(session)]) == 0
@@ -102,8 +102,8 @@ def test_mlflow_run_is_logged_and_read_back_from_a_real_local_store(
     real_workspace: Path, tmp_path: Path
 ) -> None:
     mlflow = pytest.importorskip("mlflow")
-    from engine.shapes import data as D
-    from engine.shapes import training as T
+    from claimcheck.engine.shapes import data as D
+    from claimcheck.engine.shapes import training as T
 
     session = rs.copy_workspace(real_workspace, tmp_path)
     store = (tmp_path / "mlruns").as_uri()

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.package_layout import stage_package
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -21,15 +23,14 @@ def _lint_imports() -> str | None:
     return shutil.which("lint-imports")
 
 
-def test_import_contracts_hold() -> None:
+def test_import_contracts_hold(tmp_path: Path) -> None:
     exe = _lint_imports()
     if exe is None:
         pytest.skip("import-linter is not installed (pip install -e '.[test]')")
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-    }
-    out = subprocess.run([exe, "--no-cache"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    staged = stage_package(tmp_path / "site")
+    env = {**os.environ, "PYTHONPATH": str(staged)}
+    cmd = [exe, "--no-cache", "--config", str(ROOT / "pyproject.toml")]
+    out = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     report = out.stdout + out.stderr
     assert out.returncode == 0, report
     assert "0 broken" in report, report

@@ -20,8 +20,9 @@ def _modules_after(code: str) -> set[str]:
 
 
 def test_engine_imports_neither_textual_nor_rich() -> None:
-    code = "import engine, engine.evidence, engine.session, engine.stages, engine.recipes\n"
-    code += "from engine import stages\n[s.module() for s in stages.STAGES]\n"
+    code = "import claimcheck.engine, claimcheck.engine.evidence, claimcheck.engine.ledger.session\n"
+    code += "import claimcheck.engine.pipeline.recipes\n"
+    code += "from claimcheck.engine.pipeline import registry\n[s.module() for s in registry.STAGES]\n"
     loaded = _modules_after(code)
     assert not {m for m in loaded if m.split(".")[0] in ("textual", "rich")}
     # heavy libraries load lazily, inside the functions that need them
@@ -29,19 +30,23 @@ def test_engine_imports_neither_textual_nor_rich() -> None:
 
 
 def test_cli_help_is_light() -> None:
-    loaded = _modules_after("import sys; sys.argv=['claimcheck','--help']\nimport tui.cli\n")
+    loaded = _modules_after("import sys; sys.argv=['claimcheck','--help']\nimport claimcheck.tui.cli\n")
     assert not [m for m in HEAVY if m in loaded]
-    out = subprocess.run([sys.executable, "-m", "tui.cli", "--help"], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "claimcheck.tui.cli", "--help"], capture_output=True, text=True
+    )
     assert out.returncode == 0 and "seven stages" in out.stdout
     for sub in ("report", "run"):
-        out = subprocess.run([sys.executable, "-m", "tui.cli", sub, "--help"], capture_output=True, text=True)
+        out = subprocess.run(
+            [sys.executable, "-m", "claimcheck.tui.cli", sub, "--help"], capture_output=True, text=True
+        )
         assert out.returncode == 0 and "usage: claimcheck " + sub in out.stdout
 
 
 def test_the_cli_asks_polars_to_return_freed_memory_unless_the_user_chose() -> None:
     import os
 
-    code = "import tui.cli, polars, os; print(os.environ['_RJEM_MALLOC_CONF'])"
+    code = "import claimcheck.tui.cli, polars, os; print(os.environ['_RJEM_MALLOC_CONF'])"
     env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
     ours = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     # Polars puts its own defaults first; the later options win in jemalloc.

@@ -1,5 +1,5 @@
 """Tamperings on copies of the real session (tests/real_session.py): replay and the report must both
-detect each one (exit 1, a row / banner naming the file), through engine/integrity.py's one
+detect each one (exit 1, a row / banner naming the file), through engine/headless/integrity.py's one
 `verify`. Also: an edited note with the whole chain re-sealed passes unsigned (digests are unkeyed,
 docs/evidence-format.md says so) and fails once the session is signed; a report write stopped half
 way leaves the previous set untouched, and each file names the session digest it describes."""
@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from engine import registry
-from engine.evidence import Note, load_record, record_to_toml
-from engine.replay import replay
-from engine.session import Session
+from claimcheck.engine.evidence import Note, load_record, record_to_toml
+from claimcheck.engine.headless.replay import replay
+from claimcheck.engine.ledger.session import Session
+from claimcheck.engine.pipeline import registry
+from claimcheck.tui.cli import main
 from tests import real_session as rs
-from tui.cli import main
 
 pytestmark = pytest.mark.slow  # the real session trains a tiny model once per test run
 
@@ -85,7 +85,7 @@ def session_copy(real_workspace: Path, tmp_path: Path) -> Path:
 
 
 def test_untouched_session_verifies(real_session: Path) -> None:
-    from engine.integrity import verify
+    from claimcheck.engine.headless.integrity import verify
 
     rows = verify(Session.open(real_session))
     assert not [r for r in rows if r.failing]
@@ -157,7 +157,7 @@ def test_sign_refuses_a_tampered_session(session_copy: Path, tmp_path: Path) -> 
 
 def test_report_set_is_written_as_one(session_copy: Path, monkeypatch) -> None:
     """A report stopped before it finished (here: while rendering model-index.yaml) changes nothing."""
-    import engine.report as report
+    import claimcheck.engine.report.build as report
 
     def stopped(_session):
         raise KeyboardInterrupt
@@ -174,7 +174,7 @@ def test_report_set_is_written_as_one(session_copy: Path, monkeypatch) -> None:
 
 
 def test_each_report_file_names_its_session_digest(session_copy: Path) -> None:
-    import engine.report as report
+    import claimcheck.engine.report.build as report
 
     written = report.write_report_set(session_copy)
     assert written.digest.startswith("sha256:")

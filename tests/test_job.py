@@ -29,14 +29,14 @@ def model_dir(tmp_path_factory) -> Path:
 
 
 def _run(jd: Path) -> int:
-    from engine.training.job import Job
+    from claimcheck.engine.training.job import Job
 
     return Job(jd).run()
 
 
 def test_full_run_writes_its_own_progress(tmp_path: Path, model_dir: Path) -> None:
-    from engine.training import jobfiles as jf
-    from engine.training.artifact_files import verify_artifact
+    from claimcheck.engine.training import jobfiles as jf
+    from claimcheck.engine.training.artifact_files import verify_artifact
 
     jd = kit.job_dir(tmp_path, model_dir)
     assert _run(jd) == 0
@@ -61,8 +61,8 @@ def test_full_run_writes_its_own_progress(tmp_path: Path, model_dir: Path) -> No
 
 
 def test_non_finite_loss_halts_with_a_clear_status(tmp_path: Path, model_dir: Path) -> None:
-    from engine.training import alarms as job_alarms
-    from engine.training import jobfiles as jf
+    from claimcheck.engine.training import alarms as job_alarms
+    from claimcheck.engine.training import jobfiles as jf
 
     jd = kit.job_dir(
         tmp_path, model_dir, optimizer={"lr": 1e30, "head_lr": 1e30}, schedule={"warmup_ratio": 0.0}
@@ -79,7 +79,7 @@ def test_non_finite_loss_halts_with_a_clear_status(tmp_path: Path, model_dir: Pa
 
 
 def test_alarms_on_a_synthetic_series() -> None:
-    from engine.training.alarms import evaluate as evaluate_alarms
+    from claimcheck.engine.training.alarms import evaluate as evaluate_alarms
 
     eff = {
         "alarms": {
@@ -125,14 +125,14 @@ def test_alarms_on_a_synthetic_series() -> None:
 
 
 def test_truncated_metrics_line_is_skipped(tmp_path: Path) -> None:
-    from engine.training.jobfiles import read_metrics
+    from claimcheck.engine.training.jobfiles import read_metrics
 
     (tmp_path / "metrics.jsonl").write_text(json.dumps({"kind": "step", "step": 1}) + '\n{"kind": "st')
     assert read_metrics(tmp_path) == [{"kind": "step", "step": 1}]
 
 
 def test_best_dev_selection_and_early_stopping(tmp_path: Path, model_dir: Path) -> None:
-    from engine.training import jobfiles as jf
+    from claimcheck.engine.training import jobfiles as jf
 
     jd = kit.job_dir(
         tmp_path,
@@ -162,7 +162,7 @@ def test_eval_rows_evaluates_a_fixed_dev_subset_and_the_artifact_keeps_every_dev
 ) -> None:
     import polars as pl
 
-    from engine.training import jobfiles as jf
+    from claimcheck.engine.training import jobfiles as jf
 
     jd = kit.job_dir(
         tmp_path, model_dir, max_steps=4, eval_every_steps=2, checkpoint_every_steps=0, eval_rows=6

@@ -83,7 +83,7 @@ def effective(model_dir: Path, **over: Any) -> dict[str, Any]:
 
 
 def make_model(tmp: Path) -> Path:
-    from engine.training.tiny import make_tiny_encoder
+    from claimcheck.engine.training.tiny import make_tiny_encoder
 
     return make_tiny_encoder(tmp / "tiny-encoder")
 
@@ -98,8 +98,8 @@ def job_dir(
     runtime: dict[str, Any] | None = None,
     **over: Any,
 ) -> Path:
-    from engine.evidence import digest_of
-    from engine.training.jobfiles import write_job_dir
+    from claimcheck.engine.evidence import digest_of
+    from claimcheck.engine.training.jobfiles import write_job_dir
 
     eff = effective(model_dir, **over)
     jd = root / op_id
@@ -118,7 +118,7 @@ def job_dir(
 
 
 def test_micro_batches_cover_each_epoch_once() -> None:
-    from engine.training.evaluate import Batcher
+    from claimcheck.engine.training.evaluate import Batcher
 
     first = [i for k in range(4) for i in Batcher.micro_indices(k, 5, 20, seed=3)]
     again = [i for k in range(4) for i in Batcher.micro_indices(k, 5, 20, seed=3)]
@@ -134,8 +134,8 @@ def test_predict_sorts_rows_by_length_and_returns_them_in_row_order(tmp_path) ->
     import torch
     from transformers import AutoModelForSequenceClassification
 
-    from engine.training import tiny
-    from engine.training.evaluate import Encoded, eval_batches, predict
+    from claimcheck.engine.training import tiny
+    from claimcheck.engine.training.evaluate import Encoded, eval_batches, predict
 
     torch.manual_seed(0)
     model = AutoModelForSequenceClassification.from_pretrained(tiny.make_tiny_encoder(tmp_path / "enc", 3))
@@ -158,7 +158,7 @@ def test_an_artifact_written_in_row_order_is_predicted_in_row_order() -> None:
     # so a session recorded then replays to the same probabilities.
     import torch
 
-    from engine.training.evaluate import INFERENCE_MODE, ROW_ORDER_MODE, Encoded, eval_batches
+    from claimcheck.engine.training.evaluate import INFERENCE_MODE, ROW_ORDER_MODE, Encoded, eval_batches
 
     rows = [torch.ones(n, dtype=torch.long) for n in [3, 9, 1, 7, 5]]
     enc = Encoded(rows, [0] * 5, list(range(5)), 0, "cpu", True)

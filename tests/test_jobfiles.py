@@ -1,5 +1,5 @@
-"""The job folder's state, decided in one place (engine.training.jobfiles), and each alarm on its own
-(engine.training.alarms) — no torch, no process: files and records written by hand."""
+"""The job folder's state, decided in one place (claimcheck.engine.training.jobfiles), and each alarm on its own
+(claimcheck.engine.training.alarms) — no torch, no process: files and records written by hand."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from engine.training import alarms, jobfiles
-from engine.training.schema import Alarms, Effective, Inputs, effective
+from claimcheck.engine.training import alarms, jobfiles
+from claimcheck.engine.training.schema import Alarms, Effective, Inputs, effective
 
 # ---------------------------------------------------------------- state
 
@@ -223,7 +223,7 @@ class _FakeJob:
 
 
 def _beats(tmp: Path, steps_every: int, n_beats: int, evaluate_at: tuple[int, ...] = ()) -> dict[str, Any]:
-    from engine.training.job import Heartbeat
+    from claimcheck.engine.training.job import Heartbeat
 
     job = _FakeJob(tmp)
     hb = Heartbeat(job, interval=0.01)  # never started: beats are driven by hand
@@ -301,9 +301,9 @@ def test_stall_is_judged_against_the_jobs_own_step_time(tmp_path: Path) -> None:
     }
     assert got["stall"]["state"] == "raised" and got["stall"]["stall_limit_s"] == 20.0
     # the alarm's values fit its shape
-    from engine.evidence import Check
-    from engine.shapes import parse
-    from engine.shapes.training import Alarm
+    from claimcheck.engine.evidence import Check
+    from claimcheck.engine.shapes import parse
+    from claimcheck.engine.shapes.training import Alarm
 
     measured = {k: v for k, v in got["stall"].items() if k != "name"}
     chk = Check(id="dispatch.alarms.stall", status="warn", summary="x", measured=measured)

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.evidence import dump_toml, load_record, record_to_toml
-from engine.replay import replay
-from engine.session import JOURNAL_FILE, Session, read_repairs
-from engine.session_lock import SessionLocked
+from claimcheck.engine.evidence import dump_toml, load_record, record_to_toml
+from claimcheck.engine.headless.replay import replay
+from claimcheck.engine.ledger.lock import SessionLocked
+from claimcheck.engine.ledger.session import JOURNAL_FILE, Session, read_repairs
 from tests.test_replay import build
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,16 +160,16 @@ def test_temp_files_are_removed_on_open_but_not_a_jobs(tmp_path: Path) -> None:
 
 
 def test_a_job_names_itself_so_a_lost_launcher_leaves_it_findable_and_cancellable(tmp_path: Path) -> None:
-    from engine.providers.local import LocalProvider
+    from claimcheck.engine.providers.local import LocalProvider
 
     job_dir = tmp_path / "jobs" / "op1"
     job_dir.mkdir(parents=True)
     (job_dir / "pid.json").write_text(json.dumps({"pid": 1, "starts": ["2020-01-01T00:00:00+00:00"]}))
-    # A stand-in for `python -m engine.training.job DIR` whose launcher died before writing pid.json:
+    # A stand-in for `python -m claimcheck.engine.training.job DIR` whose launcher died before writing pid.json:
     # the same command line, the job's first act, then a long wait.
-    code = "import sys, time; from pathlib import Path; from engine.training.jobfiles import record_self; record_self(Path(sys.argv[2])); time.sleep(60)"
+    code = "import sys, time; from pathlib import Path; from claimcheck.engine.training.jobfiles import record_self; record_self(Path(sys.argv[2])); time.sleep(60)"
     proc = subprocess.Popen(
-        [sys.executable, "-c", code, "engine.training.job", str(job_dir.resolve())],
+        [sys.executable, "-c", code, "claimcheck.engine.training.job", str(job_dir.resolve())],
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         start_new_session=True,
     )
@@ -193,9 +193,9 @@ def test_a_job_names_itself_so_a_lost_launcher_leaves_it_findable_and_cancellabl
 
 
 async def test_the_app_offers_take_over_for_an_empty_lock(tmp_path: Path) -> None:
+    from claimcheck.tui.app import SessionScreen, make_app
+    from claimcheck.tui.screens import LockedScreen
     from tests.test_tui_support import screen_text, wait_for
-    from tui.app import SessionScreen, make_app
-    from tui.screens import LockedScreen
 
     session = Session.create(tmp_path / "runs" / "s", workspace=tmp_path)
     (session.path / ".lock").write_bytes(b"")  # killed between creating the lock and filling it
@@ -219,7 +219,7 @@ def test_an_answers_run_killed_before_session_toml_can_be_run_again(
     session = build(tmp_path, monkeypatch)
     assert (session / "session.toml").is_file() and not leftover.exists()
 
-    from engine.answers import run_answers
+    from claimcheck.engine.headless.answers import run_answers
 
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "notes.txt").write_text("mine")

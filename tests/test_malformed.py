@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.evidence import EvidenceError, load_record, load_session_meta
-from engine.session import Session
-from tui.cli import main
+from claimcheck.engine.evidence import EvidenceError, load_record, load_session_meta
+from claimcheck.engine.ledger.session import Session
+from claimcheck.tui.cli import main
 
 GOOD_RECORD = """stage = "claim"
 [inputs]

@@ -1,4 +1,4 @@
-"""engine.metrics against hand-computed values on tiny inputs."""
+"""claimcheck.engine.stats.metrics against hand-computed values on tiny inputs."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import time
 import numpy as np
 import pytest
 
-from engine import calibration, uncertainty
-from engine import metrics as m
-from engine.uncertainty import Bootstrap as B
+from claimcheck.engine.stats import calibration, uncertainty
+from claimcheck.engine.stats import metrics as m
+from claimcheck.engine.stats.uncertainty import Bootstrap as B
 
 C3 = ["a", "b", "c"]
 

@@ -36,8 +36,8 @@ def _wait_for(pred, timeout: float = 60.0, poll: float = 0.1):
 def test_launch_survives_sighup_reattaches_and_cancel_stops_only_that_job(
     tmp_path: Path, model_dir: Path
 ) -> None:
-    from engine.providers.local import LocalProvider
-    from engine.training import jobfiles as jf
+    from claimcheck.engine.providers.local import LocalProvider
+    from claimcheck.engine.training import jobfiles as jf
 
     op = "aaaaaaaaaaaaaaaa-a1"
     jd = kit.job_dir(tmp_path, model_dir, op, runtime={"step_delay_seconds": 0.3})
@@ -47,7 +47,7 @@ def test_launch_survives_sighup_reattaches_and_cancel_stops_only_that_job(
         "import os, signal, sys\n"
         "signal.signal(signal.SIGHUP, signal.SIG_DFL)\n"
         "from pathlib import Path\n"
-        "from engine.providers.local import LocalProvider\n"
+        "from claimcheck.engine.providers.local import LocalProvider\n"
         f"h = LocalProvider(Path({str(tmp_path)!r})).launch(Path({str(jd)!r}), {op!r})\n"
         "print(h.ref, flush=True)\n"
         "os.kill(os.getpid(), signal.SIGHUP)\n"
@@ -80,9 +80,9 @@ def test_launch_survives_sighup_reattaches_and_cancel_stops_only_that_job(
 
 
 def test_killed_job_resumes_and_its_loss_curve_continues(tmp_path: Path, model_dir: Path) -> None:
-    from engine.providers.local import LocalProvider
-    from engine.training import jobfiles as jf
-    from engine.training.job import Job
+    from claimcheck.engine.providers.local import LocalProvider
+    from claimcheck.engine.training import jobfiles as jf
+    from claimcheck.engine.training.job import Job
 
     # Reference: the same contract, uninterrupted, in this process.
     ref = kit.job_dir(tmp_path / "ref", model_dir, "dddddddddddddddd-a1")

@@ -21,12 +21,12 @@ from typing import Any
 
 import pytest
 
-from engine.evidence import digest_of
-from engine.providers.base import operation_id
-from engine.providers.ray_http import RayJobsError
-from engine.providers.ray_jobs import RECORD, RayJobsProvider
-from engine.providers.ray_testhead import LoopbackHead, _find_ray_cli
-from engine.training import jobfiles
+from claimcheck.engine.evidence import digest_of
+from claimcheck.engine.providers.base import operation_id
+from claimcheck.engine.providers.ray_http import RayJobsError
+from claimcheck.engine.providers.ray_jobs import RECORD, RayJobsProvider
+from claimcheck.engine.providers.ray_testhead import LoopbackHead, _find_ray_cli
+from claimcheck.engine.training import jobfiles
 
 pytestmark = pytest.mark.ray
 
@@ -58,7 +58,7 @@ def ray_head() -> Any:
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from engine.training.tiny import make_tiny_encoder
+    from claimcheck.engine.training.tiny import make_tiny_encoder
 
     ws = tmp_path_factory.mktemp("ray-ws")
     make_tiny_encoder(ws / "enc", num_labels=len(CLASSES))
@@ -130,7 +130,7 @@ def _ours(provider: RayJobsProvider, op: str) -> list[dict[str, Any]]:
 def test_tiny_job_end_to_end_to_a_verified_artifact(
     ray_head: LoopbackHead, workspace: Path, tmp_path: Path
 ) -> None:
-    from engine.training.artifact_files import verify_artifact
+    from claimcheck.engine.training.artifact_files import verify_artifact
 
     shared = tmp_path / "shared"  # the "shared storage" output location, apart from the session
     job_dir, op = make_job(tmp_path, workspace, attempt=1, output_root=shared)
@@ -140,9 +140,11 @@ def test_tiny_job_end_to_end_to_a_verified_artifact(
     assert handle.started and handle.ref == op
     rec = json.loads((job_dir / RECORD).read_text())
     assert rec["ray_version"] == ray_head.ray_version != ""
-    assert rec["entrypoint"].endswith(f"-m engine.training.job {shared.resolve() / op}")
+    assert rec["entrypoint"].endswith(f"-m claimcheck.engine.training.job {shared.resolve() / op}")
     assert (
-        rec["runtime_env"]["env_vars"]["PYTHONPATH"] and rec["outcome"] == "submitted" and rec["posts"] == 1
+        "PYTHONPATH" not in rec["runtime_env"]["env_vars"]  # the cluster's Python has claimcheck installed
+        and rec["outcome"] == "submitted"
+        and rec["posts"] == 1
     )
 
     st = prov.wait(handle, timeout=150, poll=0.5)

@@ -14,17 +14,17 @@ from typing import Any
 
 import pytest
 
-from engine.evidence import dump_toml
-from engine.providers.base import Provider
-from engine.providers.ray_http import (
+from claimcheck.engine.evidence import dump_toml
+from claimcheck.engine.providers.base import Provider
+from claimcheck.engine.providers.ray_http import (
     RayHTTPError,
     RayJobsClient,
     RayJobsError,
     RayUncertain,
     RayUnreachable,
 )
-from engine.providers.ray_jobs import RECORD, RayJobsProvider
-from engine.training import jobfiles
+from claimcheck.engine.providers.ray_jobs import RECORD, RayJobsProvider
+from claimcheck.engine.training import jobfiles
 
 OP = "0123456789abcdef-a1"
 
@@ -179,7 +179,7 @@ def test_inputs_staged_to_the_named_output_location(tmp_path: Path) -> None:
     assert (out / jobfiles.CONTRACT).read_bytes() == (job_dir / jobfiles.CONTRACT).read_bytes()
     assert (out / "data" / "train.parquet").exists()
     payload = fake.jobs[OP]
-    assert payload["entrypoint"].endswith(f"-m engine.training.job {out}")
+    assert payload["entrypoint"].endswith(f"-m claimcheck.engine.training.job {out}")
     assert "working_dir" not in payload["runtime_env"]  # the session folder is never uploaded
     rec = json.loads((job_dir / RECORD).read_text())
     assert rec["output_location"] == str(out) and rec["ray_version"] == "9.9.9"
@@ -333,7 +333,7 @@ def test_provider_module_needs_neither_ray_nor_torch() -> None:
     import subprocess
     import sys
 
-    code = "import engine.providers.ray_jobs, sys, json; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+    code = "import claimcheck.engine.providers.ray_jobs, sys, json; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = set(json.loads(out))
     assert not loaded & {"ray", "torch", "transformers", "requests", "httpx"}

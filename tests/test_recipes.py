@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine import stages
-from engine.evidence import EvidenceError
-from engine.recipes import DEFAULT_RECIPE, list_recipes, load_recipe
+from claimcheck.engine.evidence import EvidenceError
+from claimcheck.engine.pipeline import registry as stages
+from claimcheck.engine.pipeline.recipes import DEFAULT_RECIPE, list_recipes, load_recipe
 
 NAMES = [n for n, _ in list_recipes()]
 

@@ -11,15 +11,17 @@ import numpy as np
 import polars as pl
 import pytest
 
-from engine import uncertainty
-from engine.context import StageContext
-from engine.core import compute
-from engine.data import ROW_ID, TARGET
-from engine.evidence import StageRecord
-from engine.shapes import baseline as B
-from engine.shapes import data as D
-from engine.shapes import parse
-from engine.stages import source, source_checks, split_checks
+from claimcheck.engine.data.rows import ROW_ID, TARGET
+from claimcheck.engine.evidence import StageRecord
+from claimcheck.engine.pipeline.context import StageContext
+from claimcheck.engine.pipeline.core import compute
+from claimcheck.engine.shapes import baseline as B
+from claimcheck.engine.shapes import data as D
+from claimcheck.engine.shapes import parse
+from claimcheck.engine.stages.source import checks as source_checks
+from claimcheck.engine.stages.source import run as source
+from claimcheck.engine.stages.split import checks as split_checks
+from claimcheck.engine.stats import uncertainty
 from tests.claim_answers import CLAIM
 
 REG_CLAIM = CLAIM | {
@@ -116,7 +118,7 @@ def test_the_claim_declares_a_numeric_target(tmp_path: Path) -> None:
     text = _claim(tmp_path, task_kind="text_classification")
     assert text.check("claim.success_criterion").status == "fail"
     # Left empty, the type is derived: a tabular claim with a regression metric is numeric.
-    from engine.metric_names import target_type
+    from claimcheck.engine.stats.names import target_type
 
     assert target_type(REG_CLAIM | {"target_type": ""}) == "numeric"
     assert target_type(CLAIM) == "categorical"
@@ -223,7 +225,7 @@ def _leak_frame(n: int, seed: int = 0) -> pl.DataFrame:
 
 
 def test_an_identifier_in_per_class_ranges_is_caught_on_300_rows() -> None:
-    from engine.audit.leakage import single_feature_scores
+    from claimcheck.engine.audit.leakage import single_feature_scores
 
     df = _leak_frame(300)
     scores = single_feature_scores(df, ["case_no", "noise"])
@@ -277,7 +279,7 @@ def test_a_regression_session_runs_headless_and_replays(tmp_path: Path) -> None:
     """claim → source → split → baseline from an answers file, then --replay reproduces every figure."""
     import tomlkit
 
-    from tui.cli import main
+    from claimcheck.tui.cli import main
 
     panel(24, seed=3).write_csv(tmp_path / "panel.csv")
     answers = {
@@ -291,8 +293,8 @@ def test_a_regression_session_runs_headless_and_replays(tmp_path: Path) -> None:
     session = tmp_path / "runs" / "panel"
     assert main(["run", "--answers", str(tmp_path / "answers.toml"), str(session)]) == 0
     assert main(["--replay", str(session)]) == 0
-    from engine.session import Session
-    from engine.shapes import shape_for
+    from claimcheck.engine.ledger.session import Session
+    from claimcheck.engine.shapes import shape_for
 
     written = {c.id for r in Session.open(session).records().values() for c in r.checks if c.measured}
     for cid in ("source.target_distribution", "split.target_distribution", "split.target_range"):
@@ -308,7 +310,7 @@ def test_coverage_counts_the_target_distribution_for_a_numeric_target(
 ) -> None:
     """Items answered by class coverage / prevalence for classes are answered by the target's
     distribution for a number (the map's "a|b" alternatives), not left "partly" by a not_run check."""
-    from engine import coverage as CV
+    from claimcheck.engine.report import coverage as CV
 
     cov = CV.compute(forty_firms, {n: "frozen" for n in forty_firms})
     refs = [e.ref for it in cov.reforms for e in it.evidence]

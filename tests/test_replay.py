@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine import stages as registry
-from engine.context import StageContext
-from engine.evidence import Check, StageRecord, atomic_write_text
-from engine.replay import Difference, ReplayResult, compare_check, diff_values, replay
-from engine.session import Session
+from claimcheck.engine.evidence import Check, StageRecord, atomic_write_text
+from claimcheck.engine.headless.replay import Difference, ReplayResult, compare_check, diff_values, replay
+from claimcheck.engine.ledger.session import Session
+from claimcheck.engine.pipeline import registry
+from claimcheck.engine.pipeline.context import StageContext
 
 REAL_MODULE = registry.StageSpec.module
 
@@ -328,7 +328,7 @@ def answers_text(extra: str = "", split_extra: str = "") -> str:
 def build(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: str = "", split_extra: str = "", **fakes: Any
 ) -> Path:
-    from engine.answers import run_answers
+    from claimcheck.engine.headless.answers import run_answers
 
     use_fakes(monkeypatch, **fakes)
     write_data(tmp_path)
@@ -364,7 +364,7 @@ def test_replay_reproduces_a_fresh_session(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_replay_never_writes_into_the_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from engine.replay import _snapshot
+    from claimcheck.engine.headless.replay import _snapshot
 
     session = build(tmp_path, monkeypatch)
     before = _snapshot(session)
@@ -416,7 +416,7 @@ def test_a_whitespace_byte_is_tampered_too(tmp_path: Path, monkeypatch: pytest.M
 
 def test_resealed_edit_breaks_the_chain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Editing a record and recomputing its digest still shows: session.toml and downstream disagree."""
-    from engine.evidence import record_to_toml
+    from claimcheck.engine.evidence import record_to_toml
 
     session = build(tmp_path, monkeypatch)
     s = Session.open(session)
@@ -545,7 +545,7 @@ def test_unusable_input_exits_2(tmp_path: Path) -> None:
 def test_cli_replay_json_and_exit_codes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tui.cli import main
+    from claimcheck.tui.cli import main
 
     session = build(tmp_path, monkeypatch)
     assert main(["--replay", str(session), "--json"]) == 0
@@ -584,8 +584,8 @@ def test_records_made_before_later_settings_and_checks_still_reproduce(real_sess
     """A record made by an earlier claimcheck (no source.class_order check, no missingness row count,
     an effective contract without attn_implementation / eval_rows, so another digest) compares as
     reproduced against today's re-run; what the later claimcheck adds is an observation."""
-    from engine.evidence import digest_of
-    from engine.replay_compare import LATER_EFFECTIVE, compare_records
+    from claimcheck.engine.evidence import digest_of
+    from claimcheck.engine.headless.compare import LATER_EFFECTIVE, compare_records
 
     s = Session.open(real_session)
     src = s.record("source")

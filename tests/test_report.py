@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine.model_card import model_card_data, model_index
-from engine.report import render, write_report
-from engine.report_render import fmt_value, md_escape
-from engine.session import Session
-from engine.shapes import artifact as A
-from engine.shapes import data as D
-from engine.shapes import parse
+from claimcheck.engine.ledger.session import Session
+from claimcheck.engine.report.build import render, write_report
+from claimcheck.engine.report.model_card import model_card_data, model_index
+from claimcheck.engine.report.render import fmt_value, md_escape
+from claimcheck.engine.shapes import artifact as A
+from claimcheck.engine.shapes import data as D
+from claimcheck.engine.shapes import parse
 from tests import real_session as rs
 
 GOLDEN = Path(__file__).parent / "golden" / "report.md"
@@ -220,7 +220,7 @@ def test_coverage_evidence_links_to_sections_that_exist(real_session: Path) -> N
 
 def test_frozen_stages_with_failing_checks_do_not_get_an_ok_banner(real_session: Path) -> None:
     """The banner of a frozen stage says what its checks say (one frozen with 3 failing got OK)."""
-    from engine.report import _frozen_banner
+    from claimcheck.engine.report.build import _frozen_banner
 
     md, _ = render(real_session)
     rec = Session.open(real_session).record("split")
@@ -258,8 +258,8 @@ def test_report_files_follow_the_umask_and_do_not_disturb_replay(
 ) -> None:
     """Written with the user's umask (not mkstemp's 0600), and outputs replay does not count as a
     stage's writes (a report written while a replay runs made replay exit 1)."""
-    from engine import replay as R
-    from engine.evidence import FILE_MODE
+    from claimcheck.engine.evidence import FILE_MODE
+    from claimcheck.engine.headless import replay as R
 
     session = fresh_copy(real_workspace, tmp_path)
     md, html = write_report(session)

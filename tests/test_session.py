@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from engine import stages as registry
-from engine.evidence import Check, StageRecord
-from engine.session import Session, StageOrderError, find_sessions
-from engine.session_lock import SessionLocked
+from claimcheck.engine.evidence import Check, StageRecord
+from claimcheck.engine.ledger.lock import SessionLocked
+from claimcheck.engine.ledger.session import Session, StageOrderError, find_sessions
+from claimcheck.engine.pipeline import registry
 from tests.claim_answers import CLAIM
 
 
@@ -103,8 +103,8 @@ def test_notes_survive_rerun_and_new_note_unfreezes(session: Session) -> None:
 
 
 def test_stage_written_notes_are_not_stacked_by_reruns(session: Session, monkeypatch) -> None:
-    from engine.evidence import Note
-    from engine.stages import claim
+    from claimcheck.engine.evidence import Note
+    from claimcheck.engine.stages.claim import run as claim
 
     real = claim.run
 
@@ -160,7 +160,7 @@ def test_claim_full_passes_and_review_lists_earlier_sessions(tmp_path: Path) -> 
 
 def test_lock_refuses_second_process_and_names_holder(session: Session) -> None:
     code = (
-        "import sys,time; from engine.session import Session; s=Session.open(sys.argv[1]); "
+        "import sys,time; from claimcheck.engine.ledger.session import Session; s=Session.open(sys.argv[1]); "
         "s.lock.acquire(); print('locked', flush=True); time.sleep(30)"
     )
     proc = subprocess.Popen(

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from engine.artifact.decoding import Decoding
-from engine.artifact.generate import TorchGenerator, exact_match, normalise_answer, token_f1
-from engine.session import Session
-from engine.shapes import artifact as A
-from engine.shapes import parse
-from engine.textsafe import visible
+from claimcheck.engine.artifact.decoding import Decoding
+from claimcheck.engine.artifact.generate import TorchGenerator, exact_match, normalise_answer, token_f1
+from claimcheck.engine.ledger.session import Session
+from claimcheck.engine.shapes import artifact as A
+from claimcheck.engine.shapes import parse
+from claimcheck.engine.textsafe import visible
+from claimcheck.tui.cli import main
 from tests import sft_session
 from tests.training_fixtures import tiny_dirs_fixture  # noqa: F401 - the session-scoped tiny models
-from tui.cli import main
 
 
 @pytest.fixture(scope="module")
@@ -95,8 +95,8 @@ def test_sft_session_reaches_an_artifact_verdict(sft_ws: Path) -> None:
 
 
 def _train_replies(session: Session) -> list[str]:
-    from engine import splits
-    from engine.context import StageContext
+    from claimcheck.engine.data import splits
+    from claimcheck.engine.pipeline.context import StageContext
 
     records = session.records()
     ctx = StageContext(session_dir=session.path, workspace=session.workspace, stage="artifact")
@@ -112,7 +112,7 @@ def test_sft_replay_reproduces(sft_ws: Path, capsys) -> None:
 
 def test_the_documented_sft_answers_file_is_valid() -> None:
     answers = tomllib.loads(sft_session.EXAMPLE.read_text())
-    from engine.stages.artifact import Inputs
+    from claimcheck.engine.stages.artifact.run import Inputs
 
     inputs = Inputs.model_validate(answers["artifact"])
     assert inputs.decoding.strategy == "greedy" and answers["contract"]["packing"] is False
@@ -122,7 +122,7 @@ def test_the_documented_sft_answers_file_is_valid() -> None:
 @pytest.mark.slow
 def test_sft_reload_parity_catches_a_serving_skew(sft_ws: Path) -> None:
     """Serving with a shorter max_length than training cuts the references: parity must fail."""
-    from engine.training.artifact_files import reload_parity
+    from claimcheck.engine.training.artifact_files import reload_parity
 
     job = next((sft_ws / sft_session.SESSION / "jobs").iterdir())
     same = reload_parity(job / "final", job, sft_ws, 1e-5)

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.evidence import SCHEMA_VERSION, Check, EvidenceError, load_record
-from engine.session import Session
-from engine.shapes import ShapeError, parse, registered, shape_for
-from engine.shapes import artifact as A
-from engine.shapes import training as T
+from claimcheck.engine.evidence import SCHEMA_VERSION, Check, EvidenceError, load_record
+from claimcheck.engine.ledger.session import Session
+from claimcheck.engine.shapes import ShapeError, parse, registered, shape_for
+from claimcheck.engine.shapes import artifact as A
+from claimcheck.engine.shapes import training as T
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "evidence-format.md"
 

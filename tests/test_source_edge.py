@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from engine.context import StageContext, StageInputError
-from engine.stages import source, split
+from claimcheck.engine.pipeline.context import StageContext, StageInputError
+from claimcheck.engine.stages.source import run as source
+from claimcheck.engine.stages.split import run as split
 
 
 def _run(tmp_path: Path, text: str | bytes, name: str = "d.csv", **kw):

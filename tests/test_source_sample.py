@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.context import StageContext
-from engine.evidence import StageRecord
+from claimcheck.engine.evidence import StageRecord
+from claimcheck.engine.pipeline.context import StageContext
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_data"
@@ -39,7 +39,7 @@ def defects() -> dict:
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory) -> tuple[StageRecord, StageContext]:
-    from engine.stages import source
+    from claimcheck.engine.stages.source import run as source
 
     sdir = tmp_path_factory.mktemp("session")
     ctx = StageContext(session_dir=sdir, workspace=ROOT, stage="source")
@@ -92,7 +92,7 @@ def test_entity_families(session, defects) -> None:
     assert f["largest_family_rows"] == defects["largest_family_rows"]
     assert f["multi_row_families"] == defects["multi_row_families"]
     assert f["rows_without_entity_id"] == defects["rows_without_entity_id"]
-    from engine.data import families
+    from claimcheck.engine.data.rows import families
 
     assert families(rec, ctx).height == defects["rows"]
 
@@ -126,7 +126,7 @@ def test_outcome_and_identifier_leaks_are_flagged(session, defects) -> None:
 
 
 def _split(session, strategy: str):
-    from engine.stages import split
+    from claimcheck.engine.stages.split import run as split
 
     rec, ctx = session
     sctx = StageContext(session_dir=ctx.session_dir, workspace=ctx.workspace, stage="split")

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.answers import load_answers, run_answers
-from engine.replay import replay
-from engine.session import Session
-from engine.shapes import artifact as A
-from engine.shapes import parse
+from claimcheck.engine.headless.answers import load_answers, run_answers
+from claimcheck.engine.headless.replay import replay
+from claimcheck.engine.ledger.session import Session
+from claimcheck.engine.shapes import artifact as A
+from claimcheck.engine.shapes import parse
 
 ROOT = Path(__file__).resolve().parents[1]
 ANSWERS = ROOT / "docs" / "answers-tabular.toml"
@@ -92,10 +92,10 @@ def test_replay_reproduces_the_tabular_session(tabular, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_changed_library_version_fails_the_identity(tabular, monkeypatch: pytest.MonkeyPatch) -> None:
-    from engine.artifact import sklearn_candidate as sk
-    from engine.baseline.learners import load
-    from engine.stages import baseline
-    from engine.training.schema import SklearnCandidate
+    from claimcheck.engine.artifact import sklearn_candidate as sk
+    from claimcheck.engine.baseline.learners import load
+    from claimcheck.engine.stages.baseline import run as baseline
+    from claimcheck.engine.training.schema import SklearnCandidate
 
     session_dir, _ = tabular
     sess = Session.open(session_dir)

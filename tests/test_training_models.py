@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.context import StageInputError
-from engine.training import fitcheck, memory, models, prepare
+from claimcheck.engine.pipeline.context import StageInputError
+from claimcheck.engine.training import fitcheck, memory, models, prepare
 from tests.training_fixtures import CLASSES, tiny_dirs_fixture  # noqa: F401
 
 RULE = {"max_loss_ratio": 0.5, "min_slice_accuracy": 0.9}
@@ -154,7 +154,7 @@ def test_fitting_check_clips_at_the_contracts_max_grad_norm(tiny_dirs, monkeypat
 
 _PEAK_METER_PROBE = """
 import json, torch
-from engine.training import memory
+from claimcheck.engine.training import memory
 held = torch.ones(24 * 1024 * 1024 // 4)  # 24 MiB the process holds before the work
 meter = memory.PeakMeter("cpu").start()
 work = torch.ones(64 * 1024 * 1024 // 4)  # 64 MiB touched by the work, then freed

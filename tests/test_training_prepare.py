@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.context import StageInputError
-from engine.training import models, prepare
-from engine.training.prepare import IGNORE
+from claimcheck.engine.pipeline.context import StageInputError
+from claimcheck.engine.training import models, prepare
+from claimcheck.engine.training.prepare import IGNORE
 from tests.training_fixtures import tiny_dirs_fixture  # noqa: F401
 
 CONV = [

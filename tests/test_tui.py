@@ -14,18 +14,18 @@ import pytest
 from rich.console import Console
 from textual.widgets import DataTable
 
-import tui.app as tui_app
-from engine.evidence import Check
-from engine.session import Session
-from engine.stages import STAGE_NAMES
+import claimcheck.tui.app as tui_app
+from claimcheck.engine.evidence import Check
+from claimcheck.engine.ledger.session import Session
+from claimcheck.engine.pipeline.registry import STAGE_NAMES
+from claimcheck.tui.app import SessionScreen, make_app
+from claimcheck.tui.quit_dialog import QuitScreen
+from claimcheck.tui.safe import clean, literal
+from claimcheck.tui.screens import ConfirmScreen, HelpScreen, LockedScreen, StartScreen
+from claimcheck.tui.stage_view import StageView
+from claimcheck.tui.widgets import BoundedTable, StageNavigator, list_loader
 from tests.claim_answers import CLAIM
 from tests.test_tui_support import patch_modules, screen_text, toy_module, wait_for
-from tui.app import SessionScreen, make_app
-from tui.quit_dialog import QuitScreen
-from tui.safe import clean, literal
-from tui.screens import ConfirmScreen, HelpScreen, LockedScreen, StartScreen
-from tui.stage_view import StageView
-from tui.widgets import BoundedTable, StageNavigator, list_loader
 
 SIZE = (80, 24)
 CLASSES = "a,b,security"
@@ -467,7 +467,13 @@ def running_job(tmp_path: Path):
     job_dir.mkdir(parents=True)
     # A stand-in process whose command line names the job (what the local provider checks).
     proc = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(60)", "engine.training.job", str(job_dir.resolve())],
+        [
+            sys.executable,
+            "-c",
+            "import time; time.sleep(60)",
+            "claimcheck.engine.training.job",
+            str(job_dir.resolve()),
+        ],
         start_new_session=True,
     )
     (job_dir / "pid.json").write_text(
@@ -506,7 +512,7 @@ async def test_reopened_session_shows_running_job(running_job: Session, tmp_path
 
 
 async def test_default_recipe_prefills_valid_forms(tmp_path: Path) -> None:
-    from engine.recipes import DEFAULT_RECIPE, list_recipes
+    from claimcheck.engine.pipeline.recipes import DEFAULT_RECIPE, list_recipes
 
     if DEFAULT_RECIPE not in [name for name, _ in list_recipes()]:
         pytest.skip("no default recipe in this checkout")

@@ -15,15 +15,15 @@ from pathlib import Path
 from textual.widgets import Input, Select, Switch, TextArea
 from textual.widgets._toast import Toast
 
-from engine import registry
-from engine.drafts import draft_path
-from engine.recipes import DEFAULT_RECIPE, load_recipe
-from engine.session import Session
+from claimcheck.engine.ledger.drafts import draft_path
+from claimcheck.engine.ledger.session import Session
+from claimcheck.engine.pipeline import registry
+from claimcheck.engine.pipeline.recipes import DEFAULT_RECIPE, load_recipe
+from claimcheck.tui.app import SessionScreen, make_app
+from claimcheck.tui.form_fields import MISSING, field_specs, get_path, leaves, to_text
+from claimcheck.tui.forms import RECIPE_CHANGED, RECIPE_MARK, FormScroll, StageForm
+from claimcheck.tui.quit_dialog import QuitScreen
 from tests.test_tui_support import screen_text, wait_for
-from tui.app import SessionScreen, make_app
-from tui.form_fields import MISSING, field_specs, get_path, leaves, to_text
-from tui.forms import RECIPE_CHANGED, RECIPE_MARK, FormScroll, StageForm
-from tui.quit_dialog import QuitScreen
 
 SIZE = (80, 24)
 # One number field per stage: typing a word there must show its error under it.

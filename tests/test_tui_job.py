@@ -16,17 +16,15 @@ from pathlib import Path
 import pytest
 from rich.color import Color, ColorSystem
 
-from engine.evidence import StageRecord
-from engine.figures import Lines
-from engine.session import Session
-from engine.training import jobfiles, pace
-from tests import real_session as rs
-from tests.test_tui_support import screen_text, wait_for
-from tui import app as tui_app
-from tui.panels import job_curves, pace_line
-from tui.plots import lines
-from tui.screens import ConfirmScreen
-from tui.stage_words import (
+from claimcheck.engine.evidence import StageRecord
+from claimcheck.engine.ledger.session import Session
+from claimcheck.engine.report.figures import Lines
+from claimcheck.engine.training import jobfiles, pace
+from claimcheck.tui import app as tui_app
+from claimcheck.tui.panels import job_curves, pace_line
+from claimcheck.tui.plots import lines
+from claimcheck.tui.screens import ConfirmScreen
+from claimcheck.tui.stage_words import (
     artifact_readiness,
     failing_first,
     freeze_question,
@@ -35,8 +33,10 @@ from tui.stage_words import (
     verdict_line,
     verdict_of,
 )
-from tui.values import format_value
-from tui.widgets import ChecksTable, StageNavigator
+from claimcheck.tui.values import format_value
+from claimcheck.tui.widgets import ChecksTable, StageNavigator
+from tests import real_session as rs
+from tests.test_tui_support import screen_text, wait_for
 
 SIZE = (80, 24)
 
@@ -274,7 +274,9 @@ def test_warn_and_fail_never_share_a_colour(env: dict[str, str], depth: str) -> 
 def _fake_job_process(job_dir: Path) -> subprocess.Popen:
     """A process the local provider takes for the job (its command line names the module and folder)."""
     code = "import time; time.sleep(120)"
-    return subprocess.Popen([sys.executable, "-c", code, "-m", "engine.training.job", str(job_dir.resolve())])
+    return subprocess.Popen(
+        [sys.executable, "-c", code, "-m", "claimcheck.engine.training.job", str(job_dir.resolve())]
+    )
 
 
 async def test_a_job_that_ends_updates_the_screen_with_no_key_pressed(
@@ -370,9 +372,9 @@ async def test_the_run_bar_clock_moves_while_a_stage_step_reports_nothing(
     tmp_path: Path, monkeypatch
 ) -> None:
     """A long silent step (an evaluation) still shows the run going: the elapsed time ticks."""
-    from engine.evidence import Check
+    from claimcheck.engine.evidence import Check
+    from claimcheck.tui.stage_view import StageView
     from tests.test_tui_support import patch_modules, toy_module
-    from tui.stage_view import StageView
 
     def slow(inputs):  # the stage says nothing for three seconds
         time.sleep(3.0)
@@ -397,7 +399,7 @@ async def test_the_run_bar_clock_moves_while_a_stage_step_reports_nothing(
 
 
 def test_the_report_svg_marks_dev_evaluations_under_the_loss_curve() -> None:
-    from engine.report_svg import line_chart
+    from claimcheck.engine.report.svg import line_chart
 
     svg = line_chart("loss", {"loss": [(1.0, 2.0), (2.0, 1.5), (3.0, 1.2)]}, events=[2.0])
     assert svg.count("<polygon") == 1

@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 from rich.cells import cell_len
 
-from engine import shapes as S
-from engine.figures import Forest, Grouped, Heatmap, Histogram, Lines, figures_for
-from engine.session import Session
-from engine.shapes import artifact as A
-from engine.shapes import baseline as B
-from engine.shapes import data as D
-from engine.shapes import training as T
+from claimcheck.engine import shapes as S
+from claimcheck.engine.ledger.session import Session
+from claimcheck.engine.report.figures import Forest, Grouped, Heatmap, Histogram, Lines, figures_for
+from claimcheck.engine.shapes import artifact as A
+from claimcheck.engine.shapes import baseline as B
+from claimcheck.engine.shapes import data as D
+from claimcheck.engine.shapes import training as T
+from claimcheck.tui.plots import abbreviate, num, plot
+from claimcheck.tui.stage_panels import PANEL_WIDTH, RENDERERS, render_dispatch_record
 from tests import real_session as rs
-from tui.plots import abbreviate, num, plot
-from tui.stage_panels import PANEL_WIDTH, RENDERERS, render_dispatch_record
 
 BAR = "[█▏▎▍▌▋▊▉░]+"
 STAGES = ("claim", "source", "split", "baseline", "contract", "dispatch", "artifact")
@@ -248,9 +248,9 @@ def test_every_real_figure_fits_the_width(session: Session, width: int) -> None:
 
 
 async def test_each_visual_tab_draws_the_real_record(real_workspace: Path, tmp_path: Path) -> None:
+    from claimcheck.tui.app import SessionScreen, make_app
+    from claimcheck.tui.panels import NOT_MEASURED
     from tests.test_tui_support import screen_text, wait_for
-    from tui.app import SessionScreen, make_app
-    from tui.panels import NOT_MEASURED
 
     path = rs.copy_workspace(real_workspace, tmp_path)
     app = make_app(path, workspace=path.parents[1])

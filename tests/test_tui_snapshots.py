@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-import tui.app as tui_app
-from engine import registry
-from engine.evidence import Check, StageRecord
-from engine.session import Session
+import claimcheck.tui.app as tui_app
+from claimcheck.engine.evidence import Check, StageRecord
+from claimcheck.engine.ledger.session import Session
+from claimcheck.engine.pipeline import registry
+from claimcheck.tui.app import make_app
 from tests import real_session as rs
 from tests.claim_answers import CLAIM
 from tests.test_tui_support import patch_modules, toy_module
-from tui.app import make_app
 
 SIZE = (80, 24)
 RECIPES = [
@@ -35,8 +35,8 @@ def fixed_recipes(monkeypatch):
 
 async def ready(pilot) -> None:
     """Keys go to the session screen only once its first page is drawn."""
+    from claimcheck.tui.app import SessionScreen
     from tests.test_tui_support import wait_for
-    from tui.app import SessionScreen
 
     await wait_for(
         pilot,
@@ -62,7 +62,7 @@ def new_session(tmp_path: Path, claim: bool = True, freeze: bool = True) -> Sess
 
 def put(session: Session, name: str, checks: list[Check], inputs: dict | None = None) -> None:
     """A frozen record of `name` on the current upstream chain, without running the stage."""
-    from engine import stages as registry
+    from claimcheck.engine.pipeline import registry
 
     upstream = {
         u: session.record(u).provenance.digest for u in registry.upstream_names(name) if session.record(u)
@@ -117,8 +117,8 @@ def test_not_built(snap_compare, tmp_path: Path, monkeypatch) -> None:
 
 
 async def locked_shown(pilot) -> None:
+    from claimcheck.tui.screens import LockedScreen
     from tests.test_tui_support import wait_for
-    from tui.screens import LockedScreen
 
     await wait_for(pilot, lambda: isinstance(pilot.app.screen, LockedScreen))
 
@@ -219,7 +219,7 @@ def test_data_rows_are_full_width_even_when_the_table_is_drawn_before_it_measure
 @pytest.mark.parametrize("stage", [s.name for s in registry.STAGES])
 def test_stage_form(snap_compare, tmp_path: Path, monkeypatch, stage: str) -> None:
     """Each stage's form as generated from its Inputs, pre-filled (and marked) from the default recipe."""
-    from engine.recipes import DEFAULT_RECIPE, load_recipe
+    from claimcheck.engine.pipeline.recipes import DEFAULT_RECIPE, load_recipe
 
     monkeypatch.setattr(tui_app, "_recipes", lambda: (list(RECIPES), load_recipe))
     session = Session.create(

@@ -14,9 +14,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from engine.context import StageContext
-from engine.evidence import Check, StageRecord
-from engine.stages import StageSpec
+from claimcheck.engine.evidence import Check, StageRecord
+from claimcheck.engine.pipeline.context import StageContext
+from claimcheck.engine.pipeline.registry import StageSpec
 
 
 def screen_text(app: Any) -> str:

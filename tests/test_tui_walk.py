@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-import tui.app as tui_app
-from engine.shapes import parse
-from engine.shapes.artifact import Comparison
-from engine.shapes.training import Progress
-from engine.stages import STAGE_NAMES
+import claimcheck.tui.app as tui_app
+from claimcheck.engine.pipeline.registry import STAGE_NAMES
+from claimcheck.engine.shapes import parse
+from claimcheck.engine.shapes.artifact import Comparison
+from claimcheck.engine.shapes.training import Progress
+from claimcheck.tui.app import SessionScreen, make_app
+from claimcheck.tui.panels import DispatchPanel
+from claimcheck.tui.screens import ConfirmScreen
 from tests.test_tui_support import screen_text, wait_for
-from tui.app import SessionScreen, make_app
-from tui.panels import DispatchPanel
-from tui.screens import ConfirmScreen
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_data" / "tickets.csv"
@@ -106,7 +106,7 @@ async def run_checks(pilot, name: str, timeout: float) -> None:
 async def test_walk_all_seven_stages_with_keys(tmp_path: Path, monkeypatch) -> None:
     import torch
 
-    from engine.training.tiny import make_tiny_encoder
+    from claimcheck.engine.training.tiny import make_tiny_encoder
 
     torch.set_num_threads(1)
     recipe = walk_recipe(make_tiny_encoder(tmp_path / "enc"), tmp_path / "runs")

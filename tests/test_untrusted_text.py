@@ -32,8 +32,8 @@ from typing import Any
 
 import pytest
 
-from engine.evidence import dump_toml
-from engine.textsafe import HIDDEN_RANGES, is_hidden, visible
+from claimcheck.engine.evidence import dump_toml
+from claimcheck.engine.textsafe import HIDDEN_RANGES, is_hidden, visible
 
 ROOT = Path(__file__).resolve().parent.parent
 ESC, BEL, ST = "\x1b", "\x07", "\x1b\\"
@@ -111,7 +111,7 @@ def test_hidden_table_covers_unicode_control_and_format_characters() -> None:
         for cp in range(0x110000)
         if unicodedata.category(chr(cp)) in wanted and not is_hidden(chr(cp))
     ]
-    assert not missing, f"engine.textsafe.HIDDEN_RANGES misses {missing[:20]}"
+    assert not missing, f"claimcheck.engine.textsafe.HIDDEN_RANGES misses {missing[:20]}"
     assert all(a <= b for a, b in HIDDEN_RANGES)
 
 
@@ -215,7 +215,7 @@ def cli_pty(args: list[str], cwd: Path) -> tuple[int, str]:
     """Run `claimcheck ARGS` with stdout and stderr on a pseudo-terminal; the bytes the terminal got."""
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tui.cli", *args],
+        [sys.executable, "-m", "claimcheck.tui.cli", *args],
         cwd=cwd,
         stdin=subprocess.DEVNULL,
         stdout=slave,
@@ -247,7 +247,11 @@ def cli_pty(args: list[str], cwd: Path) -> tuple[int, str]:
 
 def cli_pipe(args: list[str], cwd: Path) -> tuple[int, str]:
     out = subprocess.run(
-        [sys.executable, "-m", "tui.cli", *args], cwd=cwd, capture_output=True, env=_env(), timeout=300
+        [sys.executable, "-m", "claimcheck.tui.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        env=_env(),
+        timeout=300,
     )
     return out.returncode, out.stdout.decode("utf-8")
 
@@ -342,7 +346,7 @@ def test_reports_hold_no_hidden_bytes_and_no_live_markup(hostile: dict[str, Any]
 
 
 def test_records_keep_the_exact_data(hostile: dict[str, Any]) -> None:
-    from engine.session import Session
+    from claimcheck.engine.ledger.session import Session
 
     s = Session.open(hostile["session"])
     claim = s.record("claim").inputs
@@ -372,9 +376,9 @@ def test_an_answers_file_with_payloads_in_session_is_refused_visibly(tmp_path: P
 async def test_tui_screens_show_payloads_literally(hostile: dict[str, Any]) -> None:
     from textual.widgets import Input
 
+    from claimcheck.tui.app import SessionScreen, make_app
+    from claimcheck.tui.safe import INPUT_OTHER
     from tests.test_tui_support import screen_text, wait_for
-    from tui.app import SessionScreen, make_app
-    from tui.safe import INPUT_OTHER
 
     app = make_app(hostile["session"], workspace=hostile["ws"])
     seen: dict[str, str] = {}
@@ -435,7 +439,7 @@ async def test_tui_screens_show_payloads_literally(hostile: dict[str, Any]) -> N
 async def test_literal_input_draws_stand_ins_and_keeps_the_value() -> None:
     from textual.app import App
 
-    from tui.safe import INPUT_OTHER, LiteralInput
+    from claimcheck.tui.safe import INPUT_OTHER, LiteralInput
 
     class Host(App):
         def compose(self):
@@ -471,7 +475,7 @@ async def test_literal_input_draws_stand_ins_and_keeps_the_value() -> None:
 
 
 def test_an_unexpected_traceback_is_made_visible(capsys: pytest.CaptureFixture[str]) -> None:
-    from tui import cli
+    from claimcheck.tui import cli
 
     try:
         raise ValueError("column " + PAYLOADS["osc52_clipboard"] + PAYLOADS["rlo"])
@@ -483,11 +487,11 @@ def test_an_unexpected_traceback_is_made_visible(capsys: pytest.CaptureFixture[s
 
 
 async def test_start_screen_lists_and_fields_show_payloads_literally(tmp_path: Path) -> None:
-    from engine.session import Session
+    from claimcheck.engine.ledger.session import Session
+    from claimcheck.tui.app import make_app
+    from claimcheck.tui.safe import LiteralInput
+    from claimcheck.tui.screens import StartScreen
     from tests.test_tui_support import screen_text, wait_for
-    from tui.app import make_app
-    from tui.safe import LiteralInput
-    from tui.screens import StartScreen
 
     Session.create(tmp_path / "runs" / "old", title="title " + SHORT_TEXT, workspace=tmp_path)
     app = make_app(workspace=tmp_path, session_id="new")
@@ -522,7 +526,7 @@ async def test_start_screen_lists_and_fields_show_payloads_literally(tmp_path: P
 )
 def test_data_cannot_open_a_markdown_heading_or_list(text: str, shown: str) -> None:
     """Data that starts a report.md line or list item ("- [fact] # x" is a heading inside the item)."""
-    from engine.report_render import md_block
+    from claimcheck.engine.report.render import md_block
 
     assert md_block(text) == shown
     assert md_block("-0.6642 and 0.0768") == "-0.6642 and 0.0768"  # numbers stay as they are

@@ -11,10 +11,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from engine import splits
-from engine.context import StageContext
-from engine.evidence import Check, StageRecord
-from engine.training import tiny
+from claimcheck.engine.data import splits
+from claimcheck.engine.evidence import Check, StageRecord
+from claimcheck.engine.pipeline.context import StageContext
+from claimcheck.engine.training import tiny
 
 CLASSES = ["billing", "shipping", "technical"]
 WORDS = {

@@ -24,20 +24,16 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Static
 
-from engine import registry
-from engine.core import split_runtime
-from engine.evidence import EvidenceError, StageRecord
-from engine.session import (
-    Session,
-    find_sessions,
-    new_session_id,
-)
-from engine.session_lock import SessionLocked, describe_holder
-from tui.quit_dialog import DISCARD, SAVE, QuitScreen
-from tui.safe import clean
-from tui.screens import HelpScreen, LockedScreen, StartScreen
-from tui.session_screen import SessionScreen
-from tui.stage_view import TABS, StageView
+from claimcheck.engine.evidence import EvidenceError, StageRecord
+from claimcheck.engine.ledger.lock import SessionLocked, describe_holder
+from claimcheck.engine.ledger.session import Session, find_sessions, new_session_id
+from claimcheck.engine.pipeline import registry
+from claimcheck.engine.pipeline.core import split_runtime
+from claimcheck.tui.quit_dialog import DISCARD, SAVE, QuitScreen
+from claimcheck.tui.safe import clean
+from claimcheck.tui.screens import HelpScreen, LockedScreen, StartScreen
+from claimcheck.tui.session_screen import SessionScreen
+from claimcheck.tui.stage_view import TABS, StageView
 
 __all__ = ["ClaimcheckApp", "SessionScreen", "make_app"]
 
@@ -63,7 +59,7 @@ def colour_depth(environ: dict[str, str]) -> str:
 def _recipes() -> tuple[list[tuple[str, str]], Any]:
     """(recipes, loader) — guarded: a missing or broken recipes module leaves the forms on defaults."""
     try:
-        from engine.recipes import list_recipes, load_recipe
+        from claimcheck.engine.pipeline.recipes import list_recipes, load_recipe
     except ImportError:
         return [], None
     try:
@@ -248,7 +244,7 @@ class ClaimcheckApp(App):
         """A stage's form start: its recorded inputs, else the recipe's defaults over the Inputs() defaults.
 
         Runtime knobs an older record or recipe still holds (dispatch's `wait`, ...) are left out: they
-        are no stage input any more (engine/core.py), and the app never waits for a job.
+        are no stage input any more (engine/pipeline/core.py), and the app never waits for a job.
         """
         try:
             rec: StageRecord | None = session.record(name)

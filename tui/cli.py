@@ -28,7 +28,7 @@ from pathlib import Path
 # takes effect before polars loads, and a value the user set wins.
 os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
 
-from engine.errors import EXIT_DIFFERS, EXIT_OK, EXIT_UNUSABLE  # noqa: E402  (light: no pydantic, no torch)
+from claimcheck.engine.errors import EXIT_DIFFERS, EXIT_OK, EXIT_UNUSABLE  # noqa: E402  (light: no pydantic, no torch)
 
 DESCRIPTION = (
     "claimcheck walks a fine-tuning claim through seven stages (claim, source, split, baseline, "
@@ -41,7 +41,7 @@ _last_progress = [""]
 
 def _say(text: object, *, err: bool = False) -> None:
     """Print text for a person: control / bidi / zero-width characters from data shown visible."""
-    from engine.textsafe import visible  # plain str functions only: keeps --help light
+    from claimcheck.engine.textsafe import visible  # plain str functions only: keeps --help light
 
     print(visible(text, keep_newlines=True), file=sys.stderr if err else sys.stdout, flush=err)
 
@@ -157,7 +157,7 @@ def _user_error(exc: BaseException) -> int:
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """What the person can fix: claimcheck's own errors (one root), and a session folder in the way."""
-    from engine.errors import ClaimcheckError
+    from claimcheck.engine.errors import ClaimcheckError
 
     return (ClaimcheckError, FileExistsError, FileNotFoundError)
 
@@ -174,7 +174,7 @@ def _print_result(result, as_json: bool) -> int:
 
 
 def cmd_replay(path: Path, retrain: bool, as_json: bool) -> int:
-    from engine.replay import ReplayResult, replay
+    from claimcheck.engine.headless.replay import ReplayResult, replay
 
     return _headless(lambda: replay(path, retrain=retrain, progress=_progress), ReplayResult, path, as_json)
 
@@ -193,7 +193,7 @@ def _headless(run, result_type, session_dir: Path, as_json: bool) -> int:
 
 def cmd_report(argv: Sequence[str]) -> int:
     args = _report_parser().parse_args(argv)
-    from engine.report import write_report_set
+    from claimcheck.engine.report.build import write_report_set
 
     try:
         written = write_report_set(args.session_dir)
@@ -212,7 +212,7 @@ def cmd_report(argv: Sequence[str]) -> int:
 
 def cmd_coverage(argv: Sequence[str]) -> int:
     args = _coverage_parser().parse_args(argv)
-    from engine.coverage import from_session, render_text
+    from claimcheck.engine.report.coverage import from_session, render_text
 
     try:
         cov = from_session(args.session_dir)
@@ -227,7 +227,7 @@ def cmd_coverage(argv: Sequence[str]) -> int:
 
 def cmd_export(argv: Sequence[str]) -> int:
     args = _export_parser().parse_args(argv)
-    from engine import exports
+    from claimcheck.engine import exports
 
     writer = {"model-card": exports.write_model_card, "croissant": exports.write_croissant}.get(args.kind)
     try:
@@ -247,7 +247,7 @@ def cmd_export(argv: Sequence[str]) -> int:
 
 def cmd_sign(argv: Sequence[str]) -> int:
     args = _sign_parser().parse_args(argv)
-    from engine import signing
+    from claimcheck.engine.ledger import signing
 
     try:
         if args.new_key is not None:
@@ -268,8 +268,9 @@ def cmd_sign(argv: Sequence[str]) -> int:
 
 def _sign_session(session_dir: Path, key: Path) -> str | None:
     """Sign only a session that passes its integrity checks, under the session's lock."""
-    from engine import integrity, signing
-    from engine.session import Session
+    from claimcheck.engine.headless import integrity
+    from claimcheck.engine.ledger import signing
+    from claimcheck.engine.ledger.session import Session
 
     session = Session.open(session_dir)
     session.lock.acquire()
@@ -287,7 +288,7 @@ def _sign_session(session_dir: Path, key: Path) -> str | None:
 
 def cmd_run(argv: Sequence[str]) -> int:
     args = _run_parser().parse_args(argv)
-    from engine.answers import AnswersResult, run_answers
+    from claimcheck.engine.headless.answers import AnswersResult, run_answers
 
     def run():
         return run_answers(args.answers, args.session_dir, workspace=args.workspace, progress=_progress)
@@ -296,7 +297,7 @@ def cmd_run(argv: Sequence[str]) -> int:
 
 
 def cmd_open(session_dir: Path | None, recipe: str | None, workspace: Path | None) -> int:
-    from tui.app import make_app
+    from claimcheck.tui.app import make_app
 
     try:
         app = make_app(session_dir, recipe=recipe, workspace=workspace)
@@ -322,7 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_sign(argv[1:])
     args = _main_parser().parse_args(argv)
     if args.version:
-        from engine import __version__
+        from claimcheck.engine import __version__
 
         print(f"claimcheck {__version__}")
         return EXIT_OK

@@ -3,7 +3,7 @@
 One widget per field — a Select for a Literal / enum, a Switch for a bool, an input for text,
 numbers, lists (comma-separated) and maps (key=value, …), a group for a nested model, a one-line
 TOML value for anything else — each with its field's description as help and its own problem shown
-under it as the person types (pydantic, worded by engine.errors.validation_problems). A field a
+under it as the person types (pydantic, worded by claimcheck.engine.errors.validation_problems). A field a
 recipe pre-filled says so, and once changed shows the recipe's value beside it. The "TOML
 (advanced)" tab holds the same inputs as TOML; the two stay in sync both ways.
 
@@ -24,18 +24,27 @@ from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Input, Label, Select, Switch, TabbedContent, TabPane, TextArea
 
-from engine.errors import validation_problem, validation_problems
-from engine.evidence import dump_toml
-from engine.textsafe import has_hidden, is_hidden, stand_in
-from tui.form_fields import MISSING, FieldSpec, field_specs, from_text, get_path, leaves, set_path, to_text
-from tui.safe import LiteralInput, TomlArea, clean, literal
+from claimcheck.engine.errors import validation_problem, validation_problems
+from claimcheck.engine.evidence import dump_toml
+from claimcheck.engine.textsafe import has_hidden, is_hidden, stand_in
+from claimcheck.tui.form_fields import (
+    MISSING,
+    FieldSpec,
+    field_specs,
+    from_text,
+    get_path,
+    leaves,
+    set_path,
+    to_text,
+)
+from claimcheck.tui.safe import LiteralInput, TomlArea, clean, literal
 
 RECIPE_MARK = "◆ recipe"
 RECIPE_CHANGED = "◇ recipe value: "
 
 
 def validation_message(exc: ValidationError) -> str:
-    """The engine's one wording of a validation error (engine.errors.validation_problem)."""
+    """The engine's one wording of a validation error (claimcheck.engine.errors.validation_problem)."""
     p = validation_problem(exc)
     return f"{p.text()} — {p.fix}"
 

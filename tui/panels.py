@@ -1,7 +1,7 @@
 """Per-stage visual panels: what people would rather look at than read.
 
 The pictures of each stage's record are drawn by tui/stage_panels.py from the typed evidence
-(engine.shapes) and the figures of engine/figures.py: a value the stage did not record makes the
+(claimcheck.engine.shapes) and the figures of engine/report/figures.py: a value the stage did not record makes the
 panel say "not measured" — it never draws a made-up figure. The dispatch panel also polls the job's
 own files (status.json, heartbeat, metrics.jsonl) once a second through the engine's cheap
 file-protocol helpers, so a job started in an earlier app run shows up live.
@@ -20,13 +20,13 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widgets import Static
 
-from engine.evidence import StageRecord
-from engine.shapes import ShapeError, parse
-from engine.shapes.training import Progress
-from engine.training.pace import Pace, duration
-from engine.training.pace import pace as pace_of
-from tui.safe import clean, literal
-from tui.stage_panels import NOT_MEASURED, PANEL_WIDTH, RENDERERS, render_dispatch_record
+from claimcheck.engine.evidence import StageRecord
+from claimcheck.engine.shapes import ShapeError, parse
+from claimcheck.engine.shapes.training import Progress
+from claimcheck.engine.training.pace import Pace, duration
+from claimcheck.engine.training.pace import pace as pace_of
+from claimcheck.tui.safe import clean, literal
+from claimcheck.tui.stage_panels import NOT_MEASURED, PANEL_WIDTH, RENDERERS, render_dispatch_record
 
 __all__ = ["NOT_MEASURED", "RENDERERS", "DispatchPanel", "VisualPanel", "poll_jobs", "render_dispatch_record"]
 
@@ -92,10 +92,10 @@ def poll_jobs(jobs_root: Path, inputs: dict[str, Any] | None = None) -> list[dic
     """
     if not jobs_root.is_dir():
         return []
-    from engine.providers.base import Handle
-    from engine.providers.registry import for_job
-    from engine.training import alarms as job_alarms
-    from engine.training import jobfiles
+    from claimcheck.engine.providers.base import Handle
+    from claimcheck.engine.providers.registry import for_job
+    from claimcheck.engine.training import alarms as job_alarms
+    from claimcheck.engine.training import jobfiles
 
     out = []
     for job_dir in sorted(p for p in jobs_root.iterdir() if p.is_dir()):
@@ -298,8 +298,8 @@ def pace_line(pace: Pace | None, running: bool) -> Text:
 def job_curves(job: dict[str, Any], width: int) -> Text:
     """The job's loss (checkpoints ┆ and dev evaluations ▲ marked) and dev metric (the trivial
     baseline ┄ as reference), from its own files; one point is shown as a point with its value."""
-    from engine.figures import Lines
-    from tui.plots import plot
+    from claimcheck.engine.report.figures import Lines
+    from claimcheck.tui.plots import plot
 
     t = Text()
     evals = list(job.get("dev_points") or [])

@@ -1,6 +1,6 @@
-"""The figures of engine/figures.py drawn in the terminal, as rich Text.
+"""The figures of engine/report/figures.py drawn in the terminal, as rich Text.
 
-The HTML report draws the same figure data as SVG (engine/report_svg.py); here each kind becomes
+The HTML report draws the same figure data as SVG (engine/report/svg.py); here each kind becomes
 text that fits `width` columns (78 by default: an 80-column terminal; the TUI's visual panel
 passes its own width): a heat map with the count in every cell, a
 character chart of curves with checkpoint steps and the reference value marked, a forest plot of
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
-from engine.figures import Figure, Forest, Grouped, Heatmap, Histogram, Lines
-from tui.safe import clean, literal
+from claimcheck.engine.report.figures import Figure, Forest, Grouped, Heatmap, Histogram, Lines
+from claimcheck.tui.safe import clean, literal
 
 WIDTH = 78
 

@@ -5,7 +5,7 @@ escape sequences or other control characters. None of that may reach the termina
 every data string goes through `clean` (a plain str with controls made visible) or `literal`
 (a rich Text built from it, never parsed as markup), and every text field is a `LiteralInput`.
 
-The sanitiser itself is `engine.textsafe.visible` (one implementation for the CLI, the report and
+The sanitiser itself is `claimcheck.engine.textsafe.visible` (one implementation for the CLI, the report and
 the TUI); this module only wraps it for Rich / Textual.
 """
 
@@ -18,7 +18,7 @@ from rich.text import Text
 from textual.widgets import Input, TextArea
 from textual.widgets.text_area import Edit
 
-from engine.textsafe import HIDDEN_RANGES, has_hidden, is_hidden, visible
+from claimcheck.engine.textsafe import HIDDEN_RANGES, has_hidden, is_hidden, visible
 
 __all__ = ["HIDDEN_RANGES", "LiteralInput", "TomlArea", "clean", "input_glyphs", "literal", "toml_escapes"]
 

@@ -13,7 +13,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Footer, Input, Label, ListItem, ListView, Select, Static
 
-from tui.safe import LiteralInput, clean, literal
+from claimcheck.tui.safe import LiteralInput, clean, literal
 
 KEYS: tuple[tuple[str, str], ...] = (
     ("ctrl+r", "run the stage's checks (background; screen stays live)"),
@@ -58,8 +58,8 @@ _LEVEL_STYLE = {"addressed": "green", "partly": "yellow", "not addressed": "red"
 
 
 def coverage_text(cov: Any) -> Text:
-    """The coverage of a session (engine.coverage.Coverage) as rich Text, at most 74 columns wide."""
-    from engine.coverage import LEVELS, LISTS
+    """The coverage of a session (claimcheck.engine.report.coverage.Coverage) as rich Text, at most 74 columns wide."""
+    from claimcheck.engine.report.coverage import LEVELS, LISTS
 
     t = Text()
     t.append(f"{'checklist':<42}{'items':>6}{'addr.':>7}{'partly':>7}{'not':>5}\n", style="bold")

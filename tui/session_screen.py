@@ -17,23 +17,20 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Static
 
-from engine import registry
-from engine.core import split_runtime
-from engine.drafts import draft_path
-from engine.evidence import EvidenceError
-from engine.session import (
-    Session,
-    StageOrderError,
-)
-from engine.shapes import parse
-from engine.shapes.training import Progress
-from engine.training.jobfiles import is_terminal
-from tui.panels import DispatchPanel
-from tui.safe import clean, literal
-from tui.screens import ConfirmScreen, CoverageScreen
-from tui.stage_view import TABS, RunEnded, StageView
-from tui.stage_words import artifact_readiness, freeze_question, state_words
-from tui.widgets import NotesPanel, StageNavigator
+from claimcheck.engine.evidence import EvidenceError
+from claimcheck.engine.ledger.drafts import draft_path
+from claimcheck.engine.ledger.session import Session, StageOrderError
+from claimcheck.engine.pipeline import registry
+from claimcheck.engine.pipeline.core import split_runtime
+from claimcheck.engine.shapes import parse
+from claimcheck.engine.shapes.training import Progress
+from claimcheck.engine.training.jobfiles import is_terminal
+from claimcheck.tui.panels import DispatchPanel
+from claimcheck.tui.safe import clean, literal
+from claimcheck.tui.screens import ConfirmScreen, CoverageScreen
+from claimcheck.tui.stage_view import TABS, RunEnded, StageView
+from claimcheck.tui.stage_words import artifact_readiness, freeze_question, state_words
+from claimcheck.tui.widgets import NotesPanel, StageNavigator
 
 
 class SessionScreen(Screen):
@@ -183,7 +180,7 @@ class SessionScreen(Screen):
 
     def action_coverage(self) -> None:
         """Checklist coverage of the whole session, computed from the records as saved now."""
-        from engine.coverage import compute
+        from claimcheck.engine.report.coverage import compute
 
         if isinstance(self.app.screen, CoverageScreen):
             return
@@ -232,7 +229,7 @@ class SessionScreen(Screen):
         panels = self.query("DispatchPanel")
         if panels:
             return any(j.get("running") for j in panels.first().jobs)  # type: ignore[attr-defined]
-        from tui.panels import poll_jobs
+        from claimcheck.tui.panels import poll_jobs
 
         try:  # liveness as the provider judges it (pid + heartbeat), not the job's last word alone
             return any(j.get("running") for j in poll_jobs(self.session.path / "jobs"))

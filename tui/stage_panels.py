@@ -1,7 +1,7 @@
 """What each stage's visual panel shows, drawn from the typed evidence.
 
-Values are read only through `engine.shapes.parse` (one typed model per check id) and pictures come
-only from `engine.figures.figures_for`, drawn by tui/plots.py: the terminal shows the same figures
+Values are read only through `claimcheck.engine.shapes.parse` (one typed model per check id) and pictures come
+only from `claimcheck.engine.report.figures.figures_for`, drawn by tui/plots.py: the terminal shows the same figures
 as the HTML report. A check the stage did not record, or one that measured nothing, makes the panel
 say "not measured"; a record whose values do not fit their shape raises ShapeError, which the
 VisualPanel shows as such instead of drawing anything.
@@ -14,17 +14,17 @@ from typing import Any, TypeVar
 
 from rich.text import Text
 
-from engine import shapes as S
-from engine.evidence import Check, StageRecord
-from engine.figures import figures_for
-from engine.shapes import artifact as A
-from engine.shapes import baseline as B
-from engine.shapes import data as D
-from engine.shapes import training as T
-from tui.plots import abbreviate, legend, plot
-from tui.safe import clean, literal
-from tui.stage_words import verdict_line
-from tui.widgets import bar_lines
+from claimcheck.engine import shapes as S
+from claimcheck.engine.evidence import Check, StageRecord
+from claimcheck.engine.report.figures import figures_for
+from claimcheck.engine.shapes import artifact as A
+from claimcheck.engine.shapes import baseline as B
+from claimcheck.engine.shapes import data as D
+from claimcheck.engine.shapes import training as T
+from claimcheck.tui.plots import abbreviate, legend, plot
+from claimcheck.tui.safe import clean, literal
+from claimcheck.tui.stage_words import verdict_line
+from claimcheck.tui.widgets import bar_lines
 
 NOT_MEASURED = "not measured"
 # The visual panel's width in an 80-column terminal (the stage navigator takes the rest); the

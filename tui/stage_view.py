@@ -23,17 +23,17 @@ from textual.message import Message
 from textual.timer import Timer
 from textual.widgets import Label, ProgressBar, Static, TabbedContent, TabPane
 
-from engine.context import Cancelled
-from engine.drafts import draft_path, read_draft, remove_draft, write_draft
-from engine.errors import ClaimcheckError
-from engine.evidence import EvidenceError, StageRecord
-from engine.registry import StageSpec
-from engine.session import Session
-from tui.forms import StageForm
-from tui.panels import DispatchPanel, VisualPanel
-from tui.safe import clean, literal
-from tui.stage_words import stage_banner
-from tui.widgets import BoundedTable, CheckDetail, ChecksTable, Loader, NotesPanel
+from claimcheck.engine.errors import ClaimcheckError
+from claimcheck.engine.evidence import EvidenceError, StageRecord
+from claimcheck.engine.ledger.drafts import draft_path, read_draft, remove_draft, write_draft
+from claimcheck.engine.ledger.session import Session
+from claimcheck.engine.pipeline.context import Cancelled
+from claimcheck.engine.pipeline.registry import StageSpec
+from claimcheck.tui.forms import StageForm
+from claimcheck.tui.panels import DispatchPanel, VisualPanel
+from claimcheck.tui.safe import clean, literal
+from claimcheck.tui.stage_words import stage_banner
+from claimcheck.tui.widgets import BoundedTable, CheckDetail, ChecksTable, Loader, NotesPanel
 
 TABS = ("form", "checks", "visual", "notes", "data")
 DRAFT_DELAY_S = 0.4  # a draft is written this long after the last edit
@@ -52,13 +52,13 @@ class RunEnded(Message):
 
 
 def data_loader(files: list[str], workspace: Path) -> Loader:
-    """Windows of the scanned data files (engine.data.scan_files), row count computed once."""
+    """Windows of the scanned data files (claimcheck.engine.data.rows.scan_files), row count computed once."""
     total: list[int] = []
 
     def load(start: int, count: int) -> tuple[list[str], list[Any], int]:
         import polars as pl
 
-        from engine.data import scan_files
+        from claimcheck.engine.data.rows import scan_files
 
         paths = [p if Path(p).is_absolute() else workspace / p for p in map(Path, files)]
         lf = scan_files(paths)
@@ -364,7 +364,7 @@ class StageView(Vertical):
         """The run bar's text with how long the run has taken: '1 min 05 s · predicting the test'."""
         if not self.running:
             return
-        from engine.training.pace import duration
+        from claimcheck.engine.training.pace import duration
 
         elapsed = duration(time.monotonic() - self._run_started)
         self.query_one(".run-text", Label).update(literal(f"{elapsed} · {self._run_text}"))

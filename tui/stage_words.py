@@ -8,11 +8,11 @@ from typing import Any
 
 from rich.text import Text
 
-from engine.evidence import Check, StageRecord
-from engine.shapes import parse
-from engine.shapes.artifact import Verdict
-from engine.shapes.training import Progress
-from tui.safe import clean, literal
+from claimcheck.engine.evidence import Check, StageRecord
+from claimcheck.engine.shapes import parse
+from claimcheck.engine.shapes.artifact import Verdict
+from claimcheck.engine.shapes.training import Progress
+from claimcheck.tui.safe import clean, literal
 
 # Status shown as glyph + word so it reads without colour (16-colour terminals, monochrome logs).
 STATUS_GLYPH = {"pass": "✔", "warn": "▲", "fail": "✖", "info": "ℹ", "not_run": "·"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tui.safe import clean
+from claimcheck.tui.safe import clean
 
 
 def _is_records(v: Any) -> bool:

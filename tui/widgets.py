@@ -14,15 +14,10 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import DataTable, Input, Label, ListItem, ListView, Select, Static
 
-from engine.evidence import Check, StageRecord
-from tui.safe import LiteralInput, clean, literal
-from tui.stage_words import (
-    STATUS_GLYPH,
-    STATUS_STYLE,
-    failing_first,
-    status_text,
-)
-from tui.values import format_value
+from claimcheck.engine.evidence import Check, StageRecord
+from claimcheck.tui.safe import LiteralInput, clean, literal
+from claimcheck.tui.stage_words import STATUS_GLYPH, STATUS_STYLE, failing_first, status_text
+from claimcheck.tui.values import format_value
 
 NOTE_TAGS: tuple[tuple[str, str], ...] = (
     ("fact", "fact"),

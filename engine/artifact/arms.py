@@ -7,9 +7,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from engine.artifact.common import PB_ARMS, PB_LATENCY
-from engine.evidence import Check
-from engine.shapes import artifact as shapes
+from claimcheck.engine.artifact.common import PB_ARMS, PB_LATENCY
+from claimcheck.engine.evidence import Check
+from claimcheck.engine.shapes import artifact as shapes
 
 ARM_BATCH = 64  # rows an arm predicts at a time: a failing batch is that many rows of missing evidence
 # A torch arm's rows at a time: its predict sorts them by length into batches of 32 (evaluate.eval_batches),
@@ -56,7 +56,7 @@ def arm_predict(fn: Any, frames: dict[str, Any], batch: int | None = None) -> di
 
 def torch_arm(model: Any, tok: Any, eff: dict[str, Any], classes: list[str], mode: str):
     """A torch model as an arm, predicting under the inference `mode` (the artifact manifest's)."""
-    from engine.training.evaluate import Batcher, predict
+    from claimcheck.engine.training.evaluate import Batcher, predict
 
     batcher = Batcher(eff, tok, classes, "cpu")
 
@@ -86,7 +86,7 @@ class LockedTest:
 
 def locked_test(max_rows: int, seed: int, upstream: dict[str, Any], ctx: Any) -> LockedTest:
     """Read the locked test split once, as the artifact stage; `max_rows` > 0 samples it (seeded)."""
-    from engine import splits
+    from claimcheck.engine.data import splits
 
     test = splits.rows("test", upstream, ctx, caller="artifact")
     reads = [dict(r) for r in splits.locked_reads(ctx) if r.get("caller") == "artifact"]

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from engine.artifact.decoding import Decoding
+from claimcheck.engine.artifact.decoding import Decoding
 
 NORMALISATION = (
     "SQuAD v1.1: lowercase, ASCII punctuation removed, articles (a, an, the) removed, whitespace collapsed"
@@ -68,7 +68,7 @@ class TorchGenerator:
     """Greedy generation and reference loss of one causal LM under the decoding contract."""
 
     def __init__(self, model: Any, tok: Any, eff: dict[str, Any], decoding: Decoding):
-        from engine.training.prepare import end_token_ids
+        from claimcheck.engine.training.prepare import end_token_ids
 
         self.model, self.tok, self.eff, self.dec = model, tok, eff, decoding
         self.end_ids = end_token_ids(tok)
@@ -148,8 +148,8 @@ class TorchGenerator:
         last_assistant targets; None where the reference does not fit within max_length."""
         import torch
 
-        from engine.training.evaluate import Encoded
-        from engine.training.prepare import IGNORE, encode
+        from claimcheck.engine.training.evaluate import Encoded
+        from claimcheck.engine.training.prepare import IGNORE, encode
 
         prep = encode({**self.eff, "target_turn_policy": "last_assistant"}, self.tok, conversations, None)
         enc = Encoded(

@@ -8,10 +8,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from engine.artifact.common import PB_CAL, PB_COMPARE, PB_REPORT
-from engine.context import StageInputError
-from engine.evidence import Check
-from engine.shapes import artifact as shapes
+from claimcheck.engine.artifact.common import PB_CAL, PB_COMPARE, PB_REPORT
+from claimcheck.engine.evidence import Check
+from claimcheck.engine.pipeline.context import StageInputError
+from claimcheck.engine.shapes import artifact as shapes
 
 
 @dataclass
@@ -32,7 +32,7 @@ class Scored:
 
 def _paired(sc: Scored, shared: Any) -> tuple[dict[str, float], dict[str, dict], dict[str, dict]]:
     """The metric per arm, candidate − arm paired bootstrap differences, and McNemar per comparator."""
-    from engine import uncertainty
+    from claimcheck.engine.stats import uncertainty
 
     ys = sc.y[shared]
     us = sc.units[shared] if sc.units is not None else None
@@ -57,7 +57,7 @@ def _paired(sc: Scored, shared: Any) -> tuple[dict[str, float], dict[str, dict],
 def quality(sc: Scored) -> list[Check]:
     import numpy as np
 
-    from engine import metrics as M
+    from claimcheck.engine.stats import metrics as M
 
     arms = list(sc.preds)
     shared = (sc.y >= 0) & np.logical_and.reduce([sc.preds[a]["ok"] for a in arms])
@@ -156,7 +156,7 @@ def _per_class(reports: dict[str, Any], classes: list[str]) -> Check:
 def _slices(sc: Scored, shared: Any, ys: Any) -> Check:
     import numpy as np
 
-    from engine.training.evaluate import metric_value
+    from claimcheck.engine.training.evaluate import metric_value
 
     inputs, preds, test, classes, metric = sc.inputs, sc.preds, sc.test, sc.classes, sc.metric
     if not inputs.slice_columns:
@@ -206,8 +206,8 @@ def _slices(sc: Scored, shared: Any, ys: Any) -> Check:
 def _calibrated(sc: Scored, shared: Any, ys: Any) -> Check:
     import numpy as np
 
-    from engine import calibration
-    from engine import metrics as M
+    from claimcheck.engine.stats import calibration
+    from claimcheck.engine.stats import metrics as M
 
     inputs, preds, y_cal, classes, metric = sc.inputs, sc.preds, sc.y_cal, sc.classes, sc.metric
     ok_cal = y_cal >= 0
@@ -262,7 +262,7 @@ def _calibrated(sc: Scored, shared: Any, ys: Any) -> Check:
 
 
 def _reliability(y: Any, proba: Any, classes: list[str], n_bins: int) -> dict[str, list[float]]:
-    from engine import metrics as M
+    from claimcheck.engine.stats import metrics as M
 
     bins = M.calibration_bins(y, proba, n_bins, classes=classes)
     return {

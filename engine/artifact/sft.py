@@ -16,13 +16,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.artifact.arms import latency, locked_read, locked_test
-from engine.artifact.common import PB_ARMS, PB_BASE, PB_REPORT
-from engine.artifact.generate import NORMALISATION, Generation, TorchGenerator, exact_match, split_reference
-from engine.artifact.generate import token_f1 as token_f1_of
-from engine.evidence import Check
-from engine.shapes import artifact as shapes
-from engine.textsafe import visible
+from claimcheck.engine.artifact.arms import latency, locked_read, locked_test
+from claimcheck.engine.artifact.common import PB_ARMS, PB_BASE, PB_REPORT
+from claimcheck.engine.artifact.generate import (
+    NORMALISATION,
+    Generation,
+    TorchGenerator,
+    exact_match,
+    split_reference,
+)
+from claimcheck.engine.artifact.generate import token_f1 as token_f1_of
+from claimcheck.engine.evidence import Check
+from claimcheck.engine.shapes import artifact as shapes
+from claimcheck.engine.textsafe import visible
 
 SFT_METRICS = ("exact_match", "token_f1")
 NLL = "mean_nll"
@@ -40,7 +46,7 @@ class ArmResult:
 
 def _ratio(name: str) -> Any:
     """Per-row (numerator, denominator) summed over resampled units: exact under the bootstrap."""
-    from engine.uncertainty import Statistic
+    from claimcheck.engine.stats.uncertainty import Statistic
 
     return Statistic(name, lambda y, p: p, lambda t: t[:, 0] / t[:, 1])
 
@@ -64,7 +70,7 @@ def _run_model(gen: TorchGenerator, conversations: list[Any], ctx: Any) -> ArmRe
 
 
 def _conversations(eff: dict[str, Any], frame: Any) -> list[Any]:
-    from engine.training.evaluate import model_inputs
+    from claimcheck.engine.training.evaluate import model_inputs
 
     return [split_reference(m) for m in model_inputs(eff, frame)]
 
@@ -74,7 +80,7 @@ def _trivial(upstream: dict[str, Any], ctx: Any, eff: dict[str, Any]) -> str:
     most_frequent_answer, read from the same last assistant turn the test is scored on."""
     from collections import Counter
 
-    from engine import splits
+    from claimcheck.engine.data import splits
 
     train = splits.rows("train", upstream, ctx, caller="artifact")
     refs = [c[1] for c in _conversations(eff, train) if c is not None]
@@ -90,7 +96,7 @@ def compare(
     import numpy as np
     import torch
 
-    from engine.training.artifact_files import build_base, load_artifact
+    from claimcheck.engine.training.artifact_files import build_base, load_artifact
 
     torch.set_num_threads(2)
     lt = locked_test(inputs.max_test_rows, inputs.seed, upstream, ctx)
@@ -242,7 +248,7 @@ def _values(sc: Scored, np: Any) -> tuple[dict[str, dict[str, Any]], dict[str, d
 def quality(sc: Scored, np: Any) -> list[Check]:
     """Each arm's metrics on the rows it scored; candidate − comparator on the rows both scored,
     paired over the independent unit."""
-    from engine import uncertainty
+    from claimcheck.engine.stats import uncertainty
 
     rows, ok = _values(sc, np)
     if "candidate" not in rows or not ok["candidate"]["exact_match"].any():
@@ -296,7 +302,7 @@ def _better(metric: str, d: dict[str, Any]) -> bool:
 
 
 def _comparison(sc: Scored, values: dict, diffs: dict, rows: dict, ok: dict, n_every: int, cov: str) -> Check:
-    from engine import uncertainty
+    from claimcheck.engine.stats import uncertainty
 
     m = sc.metric
     comps = [a for a in sc.results if a != "candidate"]

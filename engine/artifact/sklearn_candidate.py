@@ -7,7 +7,7 @@ stage rebuilds the estimator from the same settings, checks it is the pinned one
 it on the contracted rows under the native-thread cap, checks a pickle round trip predicts the same
 (`parity`) and compares it on the locked test with the same arms, paired intervals and verdict as a
 fine-tuned candidate. Classification goes through engine/artifact/quality.py; a numeric target
-(`task == "regression"`) through `regression_comparison` here, with engine/metrics.py
+(`task == "regression"`) through `regression_comparison` here, with engine/stats/metrics.py
 `regression_report` metrics and LOWER_IS_BETTER.
 """
 
@@ -18,12 +18,12 @@ import pickle
 from dataclasses import dataclass
 from typing import Any
 
-from engine import threads
-from engine.artifact.common import PB_IDENTITY, PB_PARITY, PB_REPORT
-from engine.baseline import learners as L
-from engine.evidence import Check, digest_of
-from engine.metric_names import LOWER_IS_BETTER
-from engine.shapes import artifact as shapes
+from claimcheck.engine import threads
+from claimcheck.engine.artifact.common import PB_IDENTITY, PB_PARITY, PB_REPORT
+from claimcheck.engine.baseline import learners as L
+from claimcheck.engine.evidence import Check, digest_of
+from claimcheck.engine.shapes import artifact as shapes
+from claimcheck.engine.stats.names import LOWER_IS_BETTER
 
 VERSIONED = ("scikit-learn", "numpy", "scipy", "polars", "threadpoolctl")
 CANDIDATE_NOTE = "no job: the scikit-learn candidate is fitted in the artifact stage under the contract"
@@ -68,7 +68,7 @@ def estimator_params(model: Any) -> tuple[str, dict[str, Any]]:
 class Planned:
     """The candidate as the baseline settings build it, before any fit."""
 
-    data: Any  # engine.baseline.learners.Data
+    data: Any  # claimcheck.engine.baseline.learners.Data
     model: Any  # the unfitted estimator
     estimator: str
     params: dict[str, Any]
@@ -207,8 +207,8 @@ def regression_comparison(sc: RegressionScored) -> Check:
     """candidate − comparator paired bootstrap over the independent unit, for a regression metric."""
     import numpy as np
 
-    from engine import metrics as M
-    from engine import uncertainty
+    from claimcheck.engine.stats import metrics as M
+    from claimcheck.engine.stats import uncertainty
 
     arms = list(sc.preds)
     shared = np.isfinite(sc.y) & np.logical_and.reduce([sc.preds[a]["ok"] for a in arms])

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from engine.audit.texts import norm_text_expr, row_hashes
-from engine.data import TARGET
+from claimcheck.engine.audit.texts import norm_text_expr, row_hashes
+from claimcheck.engine.data.rows import TARGET
 
 
 def key_exprs(schema: pl.Schema, columns: list[str], normalisation: str) -> list[pl.Expr]:

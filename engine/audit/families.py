@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from engine.data import FAMILY, ROW_ID
+from claimcheck.engine.data.rows import FAMILY, ROW_ID
 
 
 def compute_families(df: pl.DataFrame, entity_columns: list[str]) -> pl.DataFrame:
@@ -98,7 +98,7 @@ def duplicate_families(
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
-    from engine.audit.duplicates import key_exprs, key_hashes
+    from claimcheck.engine.audit.duplicates import key_exprs, key_hashes
 
     n = df.height
     if n == 0:

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from engine.data import ROW_ID, TARGET
-from engine.splits import unit_position
+from claimcheck.engine.data.rows import ROW_ID, TARGET
+from claimcheck.engine.data.splits import unit_position
 
 FOLDS = 5
 MAX_CATEGORIES = 1000
@@ -112,7 +112,7 @@ def single_feature_scores(
     """Each column's out-of-fold score as a single-column lookup: accuracy vs the trivial rate, or
     (numeric target) R²; rows whose target is not a number are left out of a numeric score."""
     if numeric:
-        from engine.audit.target import numeric_target
+        from claimcheck.engine.audit.target import numeric_target
 
         df = df.with_columns(numeric_target(df).alias(TARGET)).drop_nulls(TARGET)
     n = df.height

@@ -10,8 +10,8 @@ from typing import Any
 
 import polars as pl
 
-from engine.context import StageInputError
-from engine.data import SOURCE_FILE, SOURCE_LINE, TARGET, file_kind, format_time, time_expr
+from claimcheck.engine.data.rows import SOURCE_FILE, SOURCE_LINE, TARGET, file_kind, format_time, time_expr
+from claimcheck.engine.pipeline.context import StageInputError
 
 MAX_LOCATIONS = 20
 

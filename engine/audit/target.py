@@ -1,7 +1,7 @@
 """A numeric target's distribution (count, range, quantiles, mean, std) and its coverage across splits:
 the regression counterparts of class counts, prevalence, class support and label coverage.
 
-The target column (engine.data.TARGET) holds the label as text; a numeric target is read as Float64
+The target column (claimcheck.engine.data.rows.TARGET) holds the label as text; a numeric target is read as Float64
 here, and values that are not numbers are counted and shown, never dropped silently.
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 
-from engine.data import TARGET
+from claimcheck.engine.data.rows import TARGET
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 EXAMPLES = 5
@@ -53,7 +53,7 @@ def distribution(frame: pl.DataFrame) -> dict[str, Any]:
 
 def per_split(joined: pl.DataFrame) -> dict[str, dict[str, Any]]:
     """summary() of the target in each split present in `joined` (a `split` column), in split order."""
-    from engine.splits import SPLITS
+    from claimcheck.engine.data.splits import SPLITS
 
     y = joined.select(pl.col("split"), numeric_target(joined).alias("y"))
     return {

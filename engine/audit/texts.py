@@ -34,9 +34,9 @@ HASH_SLICE = 200_000  # rows normalised and hashed at a time
 
 def by_slices(df: pl.DataFrame, fn: Callable[[pl.DataFrame], T]) -> list[T]:
     """fn over the frame a slice at a time, so that normalised copies of the text exist for a slice
-    only: HASH_SLICE rows, or with w worker threads (engine.threads) w slices of HASH_SLICE / w rows at
+    only: HASH_SLICE rows, or with w worker threads (claimcheck.engine.threads) w slices of HASH_SLICE / w rows at
     a time, the same memory. Results in row order."""
-    from engine.threads import ordered_map, thread_cap
+    from claimcheck.engine.threads import ordered_map, thread_cap
 
     workers = thread_cap()
     step = HASH_SLICE if workers < 2 else max(1, min(HASH_SLICE // workers, -(-df.height // workers)))

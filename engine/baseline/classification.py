@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from engine.baseline.evaluation import (
+from claimcheck.engine.baseline.evaluation import (
     DECOMPOSABLE,
     PB_LEARN,
     PB_RARE,
@@ -15,17 +15,17 @@ from engine.baseline.evaluation import (
     _coverage,
     _where,
 )
-from engine.baseline.learners import CLASS_CONVENTIONAL, CLASS_TRIVIAL, Data, Fitted
-from engine.baseline.thresholds import calibration_check, operating_point_check
-from engine.evidence import Check, Note, StageRecord
-from engine.metric_names import LOWER_IS_BETTER
+from claimcheck.engine.baseline.learners import CLASS_CONVENTIONAL, CLASS_TRIVIAL, Data, Fitted
+from claimcheck.engine.baseline.thresholds import calibration_check, operating_point_check
+from claimcheck.engine.evidence import Check, Note, StageRecord
+from claimcheck.engine.stats.names import LOWER_IS_BETTER
 
 if TYPE_CHECKING:
     import numpy as np
 
 
 def classification_checks(ev: Evaluation) -> list[Check]:
-    from engine import metrics as m
+    from claimcheck.engine.stats import metrics as m
 
     inputs, data, fitted, y, mask, metric = ev.inputs, ev.data, ev.fitted, ev.y, ev.mask, ev.metric
     reports = {
@@ -51,7 +51,7 @@ def classification_checks(ev: Evaluation) -> list[Check]:
 
 
 def _intervals(ev: Evaluation, proba: np.ndarray, present: list[int]) -> dict[str, Any]:
-    from engine import uncertainty
+    from claimcheck.engine.stats import uncertainty
 
     inputs, data, y, units, metric = ev.inputs, ev.data, ev.y, ev.units, ev.metric
     names = ["accuracy", "macro_f1"] + (
@@ -240,8 +240,8 @@ def _best(conventional: list[str], reports: dict[str, Any], metric: str) -> str:
 
 def _noise_ceiling(upstream: dict[str, StageRecord]) -> tuple[float | None, str]:
     """The accuracy ceiling implied by conflicting labels, if the source stage recorded one."""
-    from engine.shapes import data as shapes
-    from engine.shapes import parse
+    from claimcheck.engine.shapes import data as shapes
+    from claimcheck.engine.shapes import parse
 
     check = upstream["source"].check("source.conflicting_labels")
     conflicts = parse(check, shapes.ConflictingLabels) if check is not None else None
@@ -252,8 +252,8 @@ def _noise_ceiling(upstream: dict[str, StageRecord]) -> tuple[float | None, str]
 
 def _paired(ev: Evaluation, best: str, ref: str, present: list[int], metric: str) -> tuple[dict, dict, dict]:
     """best − ref on `metric` and on accuracy (paired bootstrap over the unit), and McNemar's test."""
-    from engine import metrics as m
-    from engine import uncertainty
+    from claimcheck.engine.stats import metrics as m
+    from claimcheck.engine.stats import uncertainty
 
     pa, pb = ev.fitted[best].eval_pred[ev.mask], ev.fitted[ref].eval_pred[ev.mask]
     boot = uncertainty.Bootstrap(

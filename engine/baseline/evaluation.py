@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.baseline.learners import Data, Fitted
-from engine.evidence import Note, StageRecord
+from claimcheck.engine.baseline.learners import Data, Fitted
+from claimcheck.engine.evidence import Note, StageRecord
 
 if TYPE_CHECKING:
     import numpy as np
@@ -55,7 +55,7 @@ REPORT_KEY = {"auroc": "macro_auroc", "auprc": "macro_auprc"}
 class Evaluation:
     """One baseline run's material: what the checks measure and from which rows."""
 
-    inputs: Any  # the baseline stage's Inputs (engine/stages/baseline.py)
+    inputs: Any  # the baseline stage's Inputs (engine/stages/baseline/run.py)
     data: Data
     fitted: dict[str, Fitted]
     y: np.ndarray  # targets of the evaluated rows

@@ -2,7 +2,7 @@
 scikit-learn models, and fitting / predicting them (held-out or group- and time-respecting K-fold).
 
 The baseline checks (engine/baseline/) turn their predictions into checks; the artifact stage refits
-the recorded best learner through `engine.stages.baseline.refit_best`.
+the recorded best learner through `claimcheck.engine.stages.baseline.run.refit_best`.
 """
 
 from __future__ import annotations
@@ -11,16 +11,16 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine import threads
-from engine.context import StageContext, StageInputError
-from engine.evidence import StageRecord
-from engine.metric_names import LOWER_IS_BETTER, target_type
+from claimcheck.engine import threads
+from claimcheck.engine.evidence import StageRecord
+from claimcheck.engine.pipeline.context import StageContext, StageInputError
+from claimcheck.engine.stats.names import LOWER_IS_BETTER, target_type
 
 if TYPE_CHECKING:
     import numpy as np
     import polars as pl
 
-    from engine.baseline.settings import LearnerSettings as Inputs
+    from claimcheck.engine.baseline.settings import LearnerSettings as Inputs
 
 CALLER = "baseline"
 CLASS_TRIVIAL = ("most_frequent", "prior")
@@ -59,8 +59,8 @@ def load(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) ->
     import numpy as np
     import polars as pl
 
-    from engine import data as d
-    from engine import splits
+    from claimcheck.engine.data import rows as d
+    from claimcheck.engine.data import splits
 
     for need in ("claim", "source", "split"):
         if need not in upstream:
@@ -143,7 +143,7 @@ def _plan_folds(data: Data, inputs: Inputs, upstream: dict[str, StageRecord]) ->
     import numpy as np
     import polars as pl
 
-    from engine import splits
+    from claimcheck.engine.data import splits
 
     ev = data.eval
     fold = ev.get_column(splits.FOLD).fill_null(-1).to_numpy() if splits.FOLD in ev.columns else None
@@ -154,7 +154,7 @@ def _plan_folds(data: Data, inputs: Inputs, upstream: dict[str, StageRecord]) ->
             if fam is None
             else np.where(fam.is_null().to_numpy(), -1 - ev["row_id"].to_numpy(), fam.fill_null(0).to_numpy())
         )
-        from engine.data import source_time, time_expr
+        from claimcheck.engine.data.rows import source_time, time_expr
 
         tcol, unit = source_time(upstream["source"].inputs, ev.schema) if _time_split(upstream) else ("", "")
         if tcol:
@@ -390,7 +390,7 @@ def _selected_c(
     """C chosen by the primary metric: on dev (holdout) or inside the outer training fold (nested)."""
     import numpy as np
 
-    from engine import splits
+    from claimcheck.engine.data import splits
 
     if name not in ("tfidf_logreg", "logreg") or not inputs.C_grid:
         return inputs.C, []
@@ -425,7 +425,7 @@ def _selected_c(
 
 
 def _score(metric: str, y: np.ndarray, pred: np.ndarray, data: Data) -> float:
-    from engine import metrics as m
+    from claimcheck.engine.stats import metrics as m
 
     if data.task == "regression":
         return float(m.regression_report(y, pred).get(metric, float("nan")))

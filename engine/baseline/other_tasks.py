@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from engine.baseline.evaluation import PB_LEARN, PB_RARE, PB_TRIVIAL, Evaluation, _coverage, _where
-from engine.baseline.learners import REG_CONVENTIONAL, REG_TRIVIAL, Data, Fitted
-from engine.evidence import Check
-from engine.metric_names import LOWER_IS_BETTER
+from claimcheck.engine.baseline.evaluation import PB_LEARN, PB_RARE, PB_TRIVIAL, Evaluation, _coverage, _where
+from claimcheck.engine.baseline.learners import REG_CONVENTIONAL, REG_TRIVIAL, Data, Fitted
+from claimcheck.engine.evidence import Check
+from claimcheck.engine.stats.names import LOWER_IS_BETTER
 
 if TYPE_CHECKING:
     import numpy as np
@@ -29,8 +29,8 @@ METRIC_LABEL = {"r2": "R²", "mae": "MAE", "rmse": "RMSE"}
 
 def _reg_reports(ev: Evaluation, refused: str | None) -> dict[str, dict[str, Any]]:
     """Each learner's regression report; with intervals (unit bootstrap) unless they are refused."""
-    from engine import metrics as m
-    from engine import uncertainty
+    from claimcheck.engine.stats import metrics as m
+    from claimcheck.engine.stats import uncertainty
 
     reps = {n: m.regression_report(ev.y, f.eval_pred[ev.mask]) for n, f in ev.fitted.items()}
     for n, f in ev.fitted.items():
@@ -69,7 +69,7 @@ def _reg_text(name: str, rep: dict[str, Any], metric: str) -> str:
 def regression_checks(ev: Evaluation) -> list[Check]:
     """Trivial (mean / median) and conventional learners, each summarised with the primary metric, and
     the learnability difference: a paired unit bootstrap, or refused when there are too few units."""
-    from engine import uncertainty
+    from claimcheck.engine.stats import uncertainty
 
     data, fitted, metric = ev.data, ev.fitted, ev.metric
     metric = metric if metric in REG_METRICS else "mae"
@@ -122,7 +122,7 @@ def _reg_learnability(
     refused: str | None,
 ) -> Check:
     """Best conventional − reference trivial learner on the primary metric, paired over the units."""
-    from engine import uncertainty
+    from claimcheck.engine.stats import uncertainty
 
     trivial, conv = arms
     lower = metric in LOWER_IS_BETTER
@@ -168,8 +168,8 @@ def generation_checks(ev: Evaluation) -> list[Check]:
     import numpy as np
 
     inputs, data, fitted, y, units, mask = ev.inputs, ev.data, ev.fitted, ev.y, ev.units, ev.mask
-    from engine import metrics as m
-    from engine import uncertainty
+    from claimcheck.engine.stats import metrics as m
+    from claimcheck.engine.stats import uncertainty
 
     f = fitted["most_frequent_answer"]
     answer = str(f.eval_pred[0]) if len(f.eval_pred) else ""

@@ -5,10 +5,10 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING, Any
 
-from engine.baseline.evaluation import PB_REPORT, PB_SPLITS, _coverage, _where
-from engine.baseline.learners import CALLER, Data, Fitted
-from engine.context import StageContext
-from engine.evidence import Check, StageRecord, atomic_write_bytes
+from claimcheck.engine.baseline.evaluation import PB_REPORT, PB_SPLITS, _coverage, _where
+from claimcheck.engine.baseline.learners import CALLER, Data, Fitted
+from claimcheck.engine.evidence import Check, StageRecord, atomic_write_bytes
+from claimcheck.engine.pipeline.context import StageContext
 
 if TYPE_CHECKING:
     import numpy as np
@@ -21,7 +21,7 @@ def _predictions_frame(data: Data, fitted: dict[str, Fitted], mask: np.ndarray) 
     import numpy as np
     import polars as pl
 
-    from engine.metrics import argmax_pred
+    from claimcheck.engine.stats.metrics import argmax_pred
 
     row_id = data.eval.get_column("row_id").to_numpy()[mask]
     frames = []
@@ -68,7 +68,7 @@ def predictions_check(data: Data, fitted: dict[str, Fitted], mask: np.ndarray, c
 
 def locked_test_check(upstream: dict[str, StageRecord], ctx: StageContext) -> Check:
     """Probe the guard (it must refuse before reading anything) and count locked reads on this context."""
-    from engine import splits
+    from claimcheck.engine.data import splits
 
     refused, message = False, ""
     try:
@@ -99,7 +99,7 @@ def locked_test_check(upstream: dict[str, StageRecord], ctx: StageContext) -> Ch
 def timing_check(data: Data, fitted: dict[str, Fitted], pre: tuple[float, float, int], total: float) -> Check:
     """pre: (seconds reading the rows, seconds importing the learner libraries — kept apart from
     each fit time — and the native thread cap the fits ran under)."""
-    from engine import threads
+    from claimcheck.engine import threads
 
     t_load, t_imports, cap = pre
     per = {n: round(f.seconds, 3) for n, f in fitted.items()}

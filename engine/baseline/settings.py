@@ -1,5 +1,5 @@
 """What the learners read of the baseline stage's inputs, as a protocol: the learners depend on
-these attributes, not on the stage module (engine/stages/baseline.py's `Inputs` satisfies it)."""
+these attributes, not on the stage module (engine/stages/baseline/run.py's `Inputs` satisfies it)."""
 
 from __future__ import annotations
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from engine.baseline.evaluation import PB_CAL, Evaluation, _coverage, _where
-from engine.baseline.learners import Data, Fitted, target
-from engine.context import StageInputError
-from engine.evidence import Check
+from claimcheck.engine.baseline.evaluation import PB_CAL, Evaluation, _coverage, _where
+from claimcheck.engine.baseline.learners import Data, Fitted, target
+from claimcheck.engine.evidence import Check
+from claimcheck.engine.pipeline.context import StageInputError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -26,7 +26,7 @@ def _calibration_sets(
 
 
 def _scores(ev: Evaluation, p: np.ndarray, yy: np.ndarray, sample: str) -> dict[str, Any]:
-    from engine import metrics as m
+    from claimcheck.engine.stats import metrics as m
 
     r = m.classification_report(yy, p, ev.data.classes, ece_bins=ev.inputs.ece_bins)
     keys = ("log_loss", "brier", "ece", "accuracy")
@@ -35,8 +35,8 @@ def _scores(ev: Evaluation, p: np.ndarray, yy: np.ndarray, sample: str) -> dict[
 
 def _fit_on_split(ev: Evaluation, sets: Any, raw: np.ndarray) -> tuple[Any, ...]:
     """Holdout: fit on the calibration split, apply to dev."""
-    from engine import calibration
-    from engine import metrics as m
+    from claimcheck.engine.stats import calibration
+    from claimcheck.engine.stats import metrics as m
 
     cal_p, cal_y = sets
     cal_i = m.encode(cal_y, ev.data.classes)
@@ -52,7 +52,7 @@ def _cross_fit(ev: Evaluation, sets: Any, yi: np.ndarray) -> tuple[Any, ...]:
     """K-fold: each fold calibrated by the others; the reported calibrator is fitted on all folds."""
     import numpy as np
 
-    from engine import calibration
+    from claimcheck.engine.stats import calibration
 
     method, seed = ev.inputs.calibration, ev.inputs.seed
     p_all, _, folds = sets
@@ -70,7 +70,7 @@ def _cross_fit(ev: Evaluation, sets: Any, yi: np.ndarray) -> tuple[Any, ...]:
 
 
 def calibration_check(ev: Evaluation, best: str) -> tuple[Check, Any]:
-    from engine import metrics as m
+    from claimcheck.engine.stats import metrics as m
 
     inputs, data, mask = ev.inputs, ev.data, ev.mask
     base = dict(
@@ -124,8 +124,8 @@ def _threshold(ev: Evaluation, calibrated: Any, j: int, kw: dict[str, Any]) -> t
     per fold in K-fold mode)."""
     import numpy as np
 
-    from engine import calibration
-    from engine import metrics as m
+    from claimcheck.engine.stats import calibration
+    from claimcheck.engine.stats import metrics as m
 
     data, mask = ev.data, ev.mask
     yi = m.encode(ev.y, data.classes)

@@ -17,10 +17,10 @@ One module per export: card.py, croissant_ld.py, mlflow_run.py; common.py holds 
 
 from __future__ import annotations
 
-from engine.exports.card import model_card, write_model_card
-from engine.exports.common import ExportRefused, verify_for_export
-from engine.exports.croissant_ld import croissant, write_croissant
-from engine.exports.mlflow_run import mlflow_export
+from claimcheck.engine.exports.card import model_card, write_model_card
+from claimcheck.engine.exports.common import ExportRefused, verify_for_export
+from claimcheck.engine.exports.croissant_ld import croissant, write_croissant
+from claimcheck.engine.exports.mlflow_run import mlflow_export
 
 __all__ = [
     "ExportRefused",

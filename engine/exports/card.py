@@ -6,16 +6,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine import coverage as CV
-from engine.evidence import StageRecord, atomic_write_text
-from engine.exports.common import ExportRefused, verify_for_export
-from engine.model_card import model_card_data
-from engine.session import Session
-from engine.shapes import artifact as A
-from engine.shapes import data as D
-from engine.shapes import parse
-from engine.shapes import training as T
-from engine.textsafe import visible
+from claimcheck.engine.evidence import StageRecord, atomic_write_text
+from claimcheck.engine.exports.common import ExportRefused, verify_for_export
+from claimcheck.engine.ledger.session import Session
+from claimcheck.engine.report import coverage as CV
+from claimcheck.engine.report.model_card import model_card_data
+from claimcheck.engine.shapes import artifact as A
+from claimcheck.engine.shapes import data as D
+from claimcheck.engine.shapes import parse
+from claimcheck.engine.shapes import training as T
+from claimcheck.engine.textsafe import visible
 
 
 def _md(text: Any) -> str:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.errors import ClaimcheckError
-from engine.evidence import StageRecord
-from engine.session import Session
+from claimcheck.engine.errors import ClaimcheckError
+from claimcheck.engine.evidence import StageRecord
+from claimcheck.engine.ledger.session import Session
 
 
 class ExportRefused(ClaimcheckError):
@@ -18,9 +18,9 @@ class ExportRefused(ClaimcheckError):
 
 def verify_for_export(session_dir: Path) -> Session:
     """Open the session and refuse it when a record was edited, a pinned file changed, a write was
-    half done or a signature does not verify (engine.integrity.verify, the checks replay and the
+    half done or a signature does not verify (claimcheck.engine.headless.integrity.verify, the checks replay and the
     report run). A stale chain is not refused: stale stages are shown as such and give no figures."""
-    from engine import integrity
+    from claimcheck.engine.headless import integrity
 
     session = Session.open(Path(session_dir))
     problems = [

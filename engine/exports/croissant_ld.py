@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from engine.evidence import atomic_write_text
-from engine.exports.common import ExportRefused, frozen_record, verify_for_export
-from engine.shapes import data as D
-from engine.shapes import parse
-from engine.textsafe import visible
+from claimcheck.engine.evidence import atomic_write_text
+from claimcheck.engine.exports.common import ExportRefused, frozen_record, verify_for_export
+from claimcheck.engine.shapes import data as D
+from claimcheck.engine.shapes import parse
+from claimcheck.engine.textsafe import visible
 
 
 def _croissant_type(mlc: Any, dtype: str) -> Any:

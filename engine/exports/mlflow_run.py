@@ -5,15 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from engine import registry
-from engine.evidence import REPORT_FILES, StageRecord
-from engine.exports.common import verify_for_export
-from engine.session import Session
-from engine.shapes import artifact as A
-from engine.shapes import data as D
-from engine.shapes import parse
-from engine.shapes import training as T
-from engine.textsafe import visible
+from claimcheck.engine.evidence import REPORT_FILES, StageRecord
+from claimcheck.engine.exports.common import verify_for_export
+from claimcheck.engine.ledger.session import Session
+from claimcheck.engine.pipeline import registry
+from claimcheck.engine.shapes import artifact as A
+from claimcheck.engine.shapes import data as D
+from claimcheck.engine.shapes import parse
+from claimcheck.engine.shapes import training as T
+from claimcheck.engine.textsafe import visible
 
 _JOB_FILES = ("contract.toml", "status.json", "metrics.jsonl", "log.txt", "pid.json")
 

@@ -11,7 +11,7 @@ local one without changing the stages:
     cancel(handle) -> None                           stops that job only
     fetch(handle, dest) -> Path                      the job's files on this machine
 
-Which provider serves a job is engine.providers.registry's business; this module imports none.
+Which provider serves a job is claimcheck.engine.providers.registry's business; this module imports none.
 
 Operation identity = contract digest + attempt number (`operation_id`). An uncertain reply is
 reconciled by `find` / `status`, never by launching again with a new identity.
@@ -23,9 +23,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from engine.training import jobfiles
+from claimcheck.engine.training import jobfiles
 
-# The state vocabulary lives with the job's files (engine.training.jobfiles); named here for providers.
+# The state vocabulary lives with the job's files (claimcheck.engine.training.jobfiles); named here for providers.
 RUNNING_STAGES = jobfiles.RUNNING_STAGES
 TERMINAL_STAGES = jobfiles.TERMINAL_STAGES
 DERIVED_STAGES = jobfiles.DERIVED_STAGES

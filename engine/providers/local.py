@@ -18,9 +18,9 @@ import sys
 import time
 from pathlib import Path
 
-from engine.evidence import now_iso
-from engine.providers.base import TERMINAL_STAGES, Handle, JobStatus, require_job_dir
-from engine.training import jobfiles
+from claimcheck.engine.evidence import now_iso
+from claimcheck.engine.providers.base import TERMINAL_STAGES, Handle, JobStatus, require_job_dir
+from claimcheck.engine.training import jobfiles
 
 PID_FILE = jobfiles.PID_FILE
 LAUNCH_LOCK = jobfiles.LAUNCH_LOCK
@@ -53,7 +53,7 @@ def _runs_job(pid: int, job_dir: Path) -> bool:
     except OSError:
         return True  # no /proc: trust the signal probe
     args = [a.decode(errors="replace") for a in cmdline if a]
-    return "engine.training.job" in args and str(job_dir.resolve()) in args
+    return "claimcheck.engine.training.job" in args and str(job_dir.resolve()) in args
 
 
 class LocalProvider:
@@ -133,7 +133,7 @@ class LocalProvider:
         log = open(job_dir / jobfiles.LOG, "ab")  # noqa: SIM115 - handed to the child
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "engine.training.job", str(job_dir.resolve())],
+                [sys.executable, "-m", "claimcheck.engine.training.job", str(job_dir.resolve())],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -38,10 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.data import sha256_file
-from engine.evidence import atomic_write_text, now_iso
-from engine.providers.base import TERMINAL_STAGES, Handle, JobStatus, require_job_dir
-from engine.providers.ray_http import (
+from claimcheck.engine.data.rows import sha256_file
+from claimcheck.engine.evidence import atomic_write_text, now_iso
+from claimcheck.engine.providers.base import TERMINAL_STAGES, Handle, JobStatus, require_job_dir
+from claimcheck.engine.providers.ray_http import (
     RAY_TERMINAL,
     RayHTTPError,
     RayJobsClient,
@@ -49,7 +49,7 @@ from engine.providers.ray_http import (
     RayUncertain,
     RayUnreachable,
 )
-from engine.training import jobfiles
+from claimcheck.engine.training import jobfiles
 
 RECORD = jobfiles.RAY_RECORD
 META_PREFIX = "claimcheck_"
@@ -86,7 +86,9 @@ class RaySettings:
     # Shared storage the job writes to; None = the session's own job folder, read in place.
     output_root: Path | str | None = None
     python: str | None = None  # the interpreter on the cluster (default: the app's own)
-    code_root: Path | str | None = None  # PYTHONPATH on the cluster (default: this checkout)
+    code_root: Path | str | None = (
+        None  # PYTHONPATH on the cluster (default: none; its Python has claimcheck)
+    )
     reconcile_s: float = 15.0  # how long an uncertain POST is looked for by id
     max_posts: int = 3
     startup_grace_s: float = 180.0  # RUNNING without a heartbeat for longer: unconfirmed
@@ -114,7 +116,7 @@ class RayJobsProvider:
         self.output_root = Path(s.output_root).resolve() if s.output_root else None
         # Same-machine / shared-image clusters: the app's interpreter and code path are valid there.
         self.python = s.python or sys.executable
-        self.code_root = Path(s.code_root) if s.code_root else Path(__file__).resolve().parents[2]
+        self.code_root = Path(s.code_root) if s.code_root else None
         self.reconcile_s = s.reconcile_s
         self.max_posts = max(1, s.max_posts)
         self.startup_grace_s = s.startup_grace_s
@@ -148,11 +150,14 @@ class RayJobsProvider:
         return Path(rec["output_location"]) if rec.get("output_location") else self.output_dir(handle.op_id)
 
     def entrypoint(self, out_dir: Path) -> str:
-        return f"{shlex.quote(self.python)} -m engine.training.job {shlex.quote(str(out_dir))}"
+        return f"{shlex.quote(self.python)} -m claimcheck.engine.training.job {shlex.quote(str(out_dir))}"
 
     def runtime_env(self) -> dict[str, Any]:
         # No working_dir: Ray would upload it, and a session folder can hold large data.
-        return {"env_vars": {"PYTHONPATH": str(self.code_root), "PYTHONUNBUFFERED": "1"}}
+        env = {"PYTHONUNBUFFERED": "1"}
+        if self.code_root is not None:
+            env["PYTHONPATH"] = str(self.code_root)
+        return {"env_vars": env}
 
     # ------------------------------------------------------------ find / launch
 
@@ -459,7 +464,7 @@ class RayJobsProvider:
 
 def _bring_artifact(src_final: Path, final: Path) -> dict[str, Any]:
     """Copy the artifact home (unless read in place) and verify its files against its manifest."""
-    from engine.training.artifact_files import verify_artifact
+    from claimcheck.engine.training.artifact_files import verify_artifact
 
     out: dict[str, Any] = {"copied_from": ""}  # "": read in place, the output location is the job folder
     if src_final.resolve() != final.resolve():

@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from engine.providers.ray_http import RAY_TERMINAL, RayJobsClient, RayJobsError
+from claimcheck.engine.providers.ray_http import RAY_TERMINAL, RayJobsClient, RayJobsError
 
 
 def _free_ports(names: tuple[str, ...]) -> dict[str, int]:

@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from engine.providers.base import Provider
-from engine.training import jobfiles
+from claimcheck.engine.providers.base import Provider
+from claimcheck.engine.training import jobfiles
 
 PROVIDERS = ("local", "ray")
 # A watcher asks Ray briefly: a cluster that does not answer must not hold up a screen.
@@ -40,13 +40,13 @@ def from_inputs(
     """
     name = str(inputs.get("provider", "local") or "local")
     if name == "local":
-        from engine.providers.local import LocalProvider
+        from claimcheck.engine.providers.local import LocalProvider
 
         return LocalProvider(jobs_root)
     if name != "ray":
         raise ValueError(f"unknown provider {name!r}; available: {', '.join(PROVIDERS)}")
-    from engine.providers.ray_http import RayJobsClient
-    from engine.providers.ray_jobs import RayJobsProvider, RayResources
+    from claimcheck.engine.providers.ray_http import RayJobsClient
+    from claimcheck.engine.providers.ray_jobs import RayJobsProvider, RayResources
 
     resources = RayResources(
         float(inputs.get("ray_num_cpus", 1.0)),

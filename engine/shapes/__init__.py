@@ -6,7 +6,15 @@ file holds what: artifact.py (the final comparison), baseline.py, data.py (sourc
 training.py (claim criterion, contract and dispatch), common.py (intervals, McNemar).
 """
 
-from engine.shapes import artifact, baseline, common, data, training  # noqa: F401  (registers)
-from engine.shapes.base import FIGURES, Shape, ShapeError, parse, registered, shape_for, validate_measured
+from claimcheck.engine.shapes import artifact, baseline, common, data, training  # noqa: F401  (registers)
+from claimcheck.engine.shapes.base import (
+    FIGURES,
+    Shape,
+    ShapeError,
+    parse,
+    registered,
+    shape_for,
+    validate_measured,
+)
 
 __all__ = ["FIGURES", "Shape", "ShapeError", "parse", "registered", "shape_for", "validate_measured"]

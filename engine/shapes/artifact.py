@@ -6,8 +6,8 @@ from typing import Any
 
 from pydantic import ConfigDict, Field, model_validator
 
-from engine.shapes.base import Part, Shape, check_extra_keys
-from engine.shapes.common import Interval, McNemar
+from claimcheck.engine.shapes.base import Part, Shape, check_extra_keys
+from claimcheck.engine.shapes.common import Interval, McNemar
 
 Scalar = float | int | str | bool
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import ConfigDict, Field
 
-from engine.shapes.base import Part, Shape
-from engine.shapes.common import Interval, McNemar
+from claimcheck.engine.shapes.base import Part, Shape
+from claimcheck.engine.shapes.common import Interval, McNemar
 
 Scalar = float | int | str | bool
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from engine.shapes.base import Part
+from claimcheck.engine.shapes.base import Part
 
 
 class Interval(Part):
-    """A percentile-bootstrap interval over the independent unit (engine/uncertainty.py)."""
+    """A percentile-bootstrap interval over the independent unit (engine/stats/uncertainty.py)."""
 
     metric: str
     estimate: float
@@ -21,7 +21,7 @@ class Interval(Part):
     # Absent when too few resamples were defined to bound the interval.
     lo: float | None = None
     hi: float | None = None
-    # Why no interval was drawn (too few independent units: engine.uncertainty.MIN_UNITS).
+    # Why no interval was drawn (too few independent units: claimcheck.engine.stats.uncertainty.MIN_UNITS).
     refused: str | None = None
     # Paired differences (a − b) only.
     estimate_a: float | None = None

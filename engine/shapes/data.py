@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
-from engine.shapes.base import Part, Shape
+from claimcheck.engine.shapes.base import Part, Shape
 
 Label = str | int | float | bool
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field
 
-from engine.shapes.base import Part, Shape
+from claimcheck.engine.shapes.base import Part, Shape
 
 _BIN = re.compile(r"^\s*(\d+)-(\d+)\s.*?(\d+)(\s*← max_length)?\s*$")
 

@@ -1,11 +1,6 @@
-"""The seven stage modules (claim, source, split, baseline, contract, dispatch, artifact).
+"""The seven stages, one package each (claim, source, split, baseline, contract, dispatch, artifact).
 
-The stage table itself lives in `engine.registry`, below the stages; it is re-exported here so that
-`from engine import stages as registry` and `from engine.stages import STAGES, StageSpec` keep working.
+Each package holds `inputs.py` (what the person decides, with its defaults; the bottom of the package),
+the checks by concern, and `run.py` (TITLE, Inputs, run). The stage table that names them is
+`claimcheck.engine.pipeline.registry`, below the stages: it reaches each `run` module by name.
 """
-
-from __future__ import annotations
-
-from engine.registry import STAGE_NAMES, STAGES, StageSpec, downstream_names, get, upstream_names
-
-__all__ = ["STAGES", "STAGE_NAMES", "StageSpec", "downstream_names", "get", "upstream_names"]

@@ -1,6 +1,6 @@
 """The training alarms: one function per alarm, each judging the job's own records.
 
-Thresholds come from the contract's typed model (engine.training.schema.Alarms), so the job, the
+Thresholds come from the contract's typed model (claimcheck.engine.training.schema.Alarms), so the job, the
 dispatch stage and the TUI judge with the same defaults as the contract and docs/contract.md.
 Pure and cheap (no torch): the dispatch stage and the TUI call `evaluate` on a job's files.
 
@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.training.jobfiles import HEARTBEAT_SECONDS, dev_evals, latest_by_step
-from engine.training.schema import Alarms, Effective, effective
+from claimcheck.engine.training.jobfiles import HEARTBEAT_SECONDS, dev_evals, latest_by_step
+from claimcheck.engine.training.schema import Alarms, Effective, effective
 
 # The stall alarm: no optimizer step for longer than STALL_STEP_MULTIPLE × the job's own median
 # step time, and never less than the contract's floor (alarms.stall_heartbeats heartbeat intervals).

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.training.evaluate import (
+from claimcheck.engine.training.evaluate import (
     ADAPTER_DIR,
     EFFECTIVE,
     INFERENCE_MODE,
@@ -23,9 +23,9 @@ from engine.training.evaluate import (
     predict,
     sha256_file,
 )
-from engine.training.jobfiles import DEV_FILE, DEV_PREDICTIONS, MANIFEST
-from engine.training.prepare import IGNORE
-from engine.training.schema import effective as typed
+from claimcheck.engine.training.jobfiles import DEV_FILE, DEV_PREDICTIONS, MANIFEST
+from claimcheck.engine.training.prepare import IGNORE
+from claimcheck.engine.training.schema import effective as typed
 
 # Fields peft holds as Python sets and writes as list(set): their order follows the
 # process's string-hash seed, so two identical runs would write different bytes.
@@ -63,7 +63,7 @@ def save_artifact(final: Path, trained: Trained) -> dict[str, Any]:
     import polars as pl
     from safetensors.torch import save_file
 
-    from engine.training.checkpoint import trainable_state
+    from claimcheck.engine.training.checkpoint import trainable_state
 
     model, tok, eff, batcher, dev_b = trained.model, trained.tok, trained.eff, trained.batcher, trained.dev_b
     tmp = final.with_name(final.name + ".tmp")
@@ -179,8 +179,8 @@ def load_artifact(
     """
     from transformers import AutoTokenizer
 
-    from engine.training.checkpoint import load_trainable
-    from engine.training.models import build
+    from claimcheck.engine.training.checkpoint import load_trainable
+    from claimcheck.engine.training.models import build
 
     final = Path(final)
     eff = json.loads((final / EFFECTIVE).read_text())
@@ -197,7 +197,7 @@ def load_artifact(
 def build_base(eff: dict[str, Any], workspace: Path, device: str = "cpu") -> tuple[Any, Any]:
     """The unchanged base model under the same contract: untouched weights, untrained adapter (LoRA B = 0)
     and, for a classification head, the seeded random initialisation — a chance-level head."""
-    from engine.training.models import build
+    from claimcheck.engine.training.models import build
 
     classes, is_cls = list(typed(eff).label_classes), typed(eff).is_classification
     model, tok, _ = build(
@@ -332,7 +332,7 @@ def _parity_result(
 
 
 def _main(argv: list[str]) -> int:
-    """python -m engine.training.artifact_files parity FINAL JOB_DIR WORKSPACE TOLERANCE OUT_JSON [OVERRIDES_JSON]"""
+    """python -m claimcheck.engine.training.artifact_files parity FINAL JOB_DIR WORKSPACE TOLERANCE OUT_JSON [OVERRIDES_JSON]"""
     if len(argv) < 6 or argv[0] != "parity":
         print(_main.__doc__)
         return 2
@@ -360,7 +360,7 @@ def parity_in_fresh_process(
         cmd = [
             sys.executable,
             "-m",
-            "engine.training.artifact_files",
+            "claimcheck.engine.training.artifact_files",
             "parity",
             str(final),
             str(job_dir),

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.training.schema import effective as typed
+from claimcheck.engine.training.schema import effective as typed
 
 EVAL_BATCH = 32
 TRAINABLE = "trainable.safetensors"
@@ -71,7 +71,7 @@ def model_inputs(effective: dict[str, Any], frame: Any, *, rendered: bool = Fals
     rendered=True: the frame is a job's exported file whose `text` column already holds the
     rendered template (dataset rows are always rendered from the template, whatever columns they have).
     """
-    from engine.training.prepare import messages_from_row, render_texts
+    from claimcheck.engine.training.prepare import messages_from_row, render_texts
 
     c = typed(effective)
     if c.task_kind == "causal_lm_sft":
@@ -142,14 +142,14 @@ class Batcher:
         self.classification = typed(effective).is_classification
 
     def prepare(self, frame: Any, with_labels: bool = True, rendered: bool = False) -> Encoded:
-        """Encode rows with engine.training.prepare.encode, the code the contract verified.
+        """Encode rows with claimcheck.engine.training.prepare.encode, the code the contract verified.
 
         without labels (inference on rows whose target is not read) every row gets the first
         class as a placeholder label, which no prediction uses.
         """
         import torch
 
-        from engine.training.prepare import encode
+        from claimcheck.engine.training.prepare import encode
 
         inputs = model_inputs(self.eff, frame, rendered=rendered)
         labels = None
@@ -207,10 +207,10 @@ class Batcher:
 
 
 def metric_value(metric: str, y: list[int], proba: Any, classes: list[str]) -> float:
-    """One declared metric through engine.metrics, macro averages over the classes present in y."""
+    """One declared metric through claimcheck.engine.stats.metrics, macro averages over the classes present in y."""
     import numpy as np
 
-    from engine.uncertainty import classification_statistic
+    from claimcheck.engine.stats.uncertainty import classification_statistic
 
     y_arr = np.asarray(y, dtype=np.int64)
     labels = sorted(set(y_arr.tolist()))

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.training import models
-from engine.training.prepare import IGNORE, Prepared
+from claimcheck.engine.training import models
+from claimcheck.engine.training.prepare import IGNORE, Prepared
 
 DIAGNOSIS_ORDER = (
     "target mapping",
@@ -237,7 +237,7 @@ def run(effective: dict, prepared: Prepared, settings: FitSettings) -> dict[str,
     (micro-batch from the contract, no accumulation, constant learning rate) and measure it."""
     import torch
 
-    from engine.training.memory import PeakMeter
+    from claimcheck.engine.training.memory import PeakMeter
 
     t0 = time.perf_counter()
     s = settings

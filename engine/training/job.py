@@ -1,10 +1,10 @@
-"""The training entrypoint: `python -m engine.training.job JOB_DIR`.
+"""The training entrypoint: `python -m claimcheck.engine.training.job JOB_DIR`.
 
 The job reads only its own directory (contract.toml, data/train.parquet, data/dev.parquet) and
 writes its own progress there — status.json, heartbeat, metrics.jsonl, checkpoints/, final/ — so
 it can run detached from the app and be reattached later. The folder's layout, its readers and
-writers and the job's state vocabulary live in engine.training.jobfiles; the alarms that judge
-its records in engine.training.alarms.
+writers and the job's state vocabulary live in claimcheck.engine.training.jobfiles; the alarms that judge
+its records in claimcheck.engine.training.alarms.
 
 A terminal status is written from the SIGTERM handler, so a cancelled job is never left showing
 "training". SIGHUP is ignored: a dropped SSH connection does not stop the job.
@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.evidence import now_iso
-from engine.training import jobfiles
-from engine.training.alarms import LOWER_BETTER
-from engine.training.jobfiles import append_metric, read_contract, read_status, write_status
-from engine.training.schema import Effective, effective
+from claimcheck.engine.evidence import now_iso
+from claimcheck.engine.training import jobfiles
+from claimcheck.engine.training.alarms import LOWER_BETTER
+from claimcheck.engine.training.jobfiles import append_metric, read_contract, read_status, write_status
+from claimcheck.engine.training.schema import Effective, effective
 
 DEV_METRICS = ("accuracy", "macro_f1", "weighted_f1", "balanced_accuracy", "log_loss", "brier")
 
@@ -209,8 +209,8 @@ class Job:
         """Device, data, model, batches, step budget, optimizer and the tracked dev metric."""
         import torch
 
-        from engine.training.evaluate import Batcher, evaluate, load_split, resolve_device
-        from engine.training.models import build, make_optimizer
+        from claimcheck.engine.training.evaluate import Batcher, evaluate, load_split, resolve_device
+        from claimcheck.engine.training.models import build, make_optimizer
 
         torch.set_num_threads(int(self.runtime.get("threads", 0)) or max(1, min(4, os.cpu_count() or 1)))
         device = resolve_device(c.device)
@@ -281,7 +281,7 @@ class Job:
 
     def _start_or_resume(self, run: Training) -> None:
         """Continue from the last complete checkpoint, or record the trivial baseline and step 0."""
-        from engine.training import checkpoint
+        from claimcheck.engine.training import checkpoint
 
         done = checkpoint.complete(self.dir / jobfiles.CHECKPOINTS)
         if done:
@@ -352,7 +352,7 @@ class Job:
 
     def _after_eval(self, run: Training) -> bool:
         """Evaluate on schedule, keep the best state; True when early stopping ends training."""
-        from engine.training import checkpoint
+        from claimcheck.engine.training import checkpoint
 
         c = run.contract
         every = c.eval_every_steps
@@ -389,7 +389,7 @@ class Job:
         return False
 
     def _maybe_checkpoint(self, run: Training) -> None:
-        from engine.training import checkpoint
+        from claimcheck.engine.training import checkpoint
 
         every = run.contract.checkpoint_every_steps
         if not (every and self.step % every == 0 and self.step < self.total_steps):
@@ -410,8 +410,8 @@ class Job:
 
     def _finish(self, run: Training) -> None:
         """Final dev evaluation, the checkpoint selection rule, and the artifact."""
-        from engine.training import checkpoint
-        from engine.training.artifact_files import Trained, save_artifact
+        from claimcheck.engine.training import checkpoint
+        from claimcheck.engine.training.artifact_files import Trained, save_artifact
 
         self.set_stage("final-eval")
         value = self._eval(run)
@@ -475,7 +475,7 @@ class Job:
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        print("usage: python -m engine.training.job JOB_DIR", file=sys.stderr)
+        print("usage: python -m claimcheck.engine.training.job JOB_DIR", file=sys.stderr)
         return 2
     job_dir = Path(args[0])
     if job_dir.is_dir():

@@ -1,7 +1,7 @@
 """A training job's folder: the one module that knows its file names, reads and writes them, and
 decides what state the job is in.
 
-The job (engine.training.job) reads only its own folder and writes its own progress there, so it
+The job (claimcheck.engine.training.job) reads only its own folder and writes its own progress there, so it
 can run detached from the app and be reattached later:
 
     contract.toml   the frozen contract copy: identity, data files and hashes, runtime, [effective]
@@ -13,7 +13,7 @@ can run detached from the app and be reattached later:
     metrics.jsonl   one JSON object a line: kind = step | eval | checkpoint | resume | alarm | halt
     log.txt         stdout / stderr of the process (written by the provider)
     pid.json        the local provider's process record; ray.json the Ray provider's
-    checkpoints/    resumable state (engine.training.checkpoint); best/ the best-dev state
+    checkpoints/    resumable state (claimcheck.engine.training.checkpoint); best/ the best-dev state
     final/          the artifact: trainable weights, tokenizer, config, dev predictions, manifest
 
 State has three words, all decided here:
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.evidence import atomic_write_text, dump_toml, now_iso
+from claimcheck.engine.evidence import atomic_write_text, dump_toml, now_iso
 
 # ---------------------------------------------------------------- names
 
@@ -241,7 +241,7 @@ def write_job_dir(job_dir: Path, spec: JobSpec | None = None, **fields: Any) -> 
     Pass a JobSpec, or its fields as keywords. Re-writing an existing job directory with the same
     identity changes nothing.
     """
-    from engine.data import sha256_file
+    from claimcheck.engine.data.rows import sha256_file
 
     spec = spec or JobSpec(**fields)
     job_dir = Path(job_dir)
@@ -289,7 +289,7 @@ def copy_inputs(job_dir: Path, out_dir: Path) -> None:
     import shutil
     import tempfile
 
-    from engine.data import sha256_file
+    from claimcheck.engine.data.rows import sha256_file
 
     src_contract, dst_contract = Path(job_dir) / CONTRACT, Path(out_dir) / CONTRACT
     if dst_contract.exists():

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from engine.training import models
+from claimcheck.engine.training import models
 
 GIB = 1024**3
 # NF4 blocks of 64 weights share one absmax constant: fp32 (4 B) per block, or with double

@@ -13,7 +13,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from engine.context import StageInputError
+from claimcheck.engine.pipeline.context import StageInputError
 
 # Output layers that stay out of LoRA and out of 4-bit quantisation: the native decision head
 # (classification) and the LM head. Keeping the head out of quantisation is also what lets peft's

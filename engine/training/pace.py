@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from engine.training.jobfiles import TERMINAL_STAGES, latest_by_step
+from claimcheck.engine.training.jobfiles import TERMINAL_STAGES, latest_by_step
 
 # Steps/s is measured over at most this many of the latest optimizer steps (evaluations between
 # them included, so the ETA counts the evaluations still to come at the same rate).

@@ -15,7 +15,7 @@ import string
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.context import StageInputError
+from claimcheck.engine.pipeline.context import StageInputError
 
 IGNORE = -100
 _MARKERS = re.compile(r"\{%-?\s*generation\s*-?%\}")

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.context import StageContext
-from engine.evidence import digest_of
-from engine.training.hardware import Capability, probe
-from engine.training.schema import Inputs
+from claimcheck.engine.evidence import digest_of
+from claimcheck.engine.pipeline.context import StageContext
+from claimcheck.engine.training.hardware import Capability, probe
+from claimcheck.engine.training.schema import Inputs
 
 # What "auto" becomes per device, and why (bench/training.py measured the CPU costs; bench/README.md).
 AUTO_ADAPTER = {
@@ -151,7 +151,7 @@ def _device(s: _Resolving) -> None:
 
 def _identity(s: _Resolving) -> None:
     """Model and tokenizer identity: paths, hub revision, file manifests."""
-    from engine.training import models
+    from claimcheck.engine.training import models
 
     inp, R, eff, ws = s.inp, s.R, s.eff, s.ws
     model_dir = models.resolve_model_path(inp.model_path, ws)
@@ -283,7 +283,7 @@ def _attention(s: _Resolving) -> None:
 
 def _lora(s: _Resolving) -> None:
     """LoRA settings, targets checked against the real architecture (meta device, no weights)."""
-    from engine.training import models
+    from claimcheck.engine.training import models
 
     inp, R, eff, ws, claim = s.inp, s.R, s.eff, s.ws, s.claim
     mode = eff["adapter_mode"]
@@ -378,7 +378,7 @@ def _batch(s: _Resolving) -> None:
 
 def _template(s: _Resolving) -> None:
     """Template and objective: the text template's columns, or the chat template for SFT."""
-    from engine.training.prepare import has_generation_markers, template_fields
+    from claimcheck.engine.training.prepare import has_generation_markers, template_fields
 
     inp, R, eff, source_inputs = s.inp, s.R, s.eff, s.source_inputs
     allowed = _allowed_columns(source_inputs)
@@ -463,13 +463,13 @@ def _over_time(s: _Resolving) -> None:
 def default_text_template(source_inputs: dict[str, Any]) -> str:
     """The text template when none is given: the source's text model inputs, one per line, in order
     ('{subject}\\n{body}' for the sample data); '' when it declares none."""
-    from engine.data import text_inputs
+    from claimcheck.engine.data.rows import text_inputs
 
     return "\n".join("{" + c + "}" for c in text_inputs(source_inputs))
 
 
 def _allowed_columns(source_inputs: dict[str, Any]) -> list[str]:
-    from engine.data import model_inputs
+    from claimcheck.engine.data.rows import model_inputs
 
     return model_inputs(source_inputs)
 

@@ -1,7 +1,7 @@
 """The training contract's two typed shapes.
 
 `Inputs` is the requested contract: what the person asks for on the contract stage. `Effective`
-is the resolved one (engine.training.resolve): every setting the job trains from, pinned. The
+is the resolved one (claimcheck.engine.training.resolve): every setting the job trains from, pinned. The
 contract record stores the effective contract as a plain table (its digest is the job's
 identity); readers — the job, the alarms, dispatch — parse it with `effective()` and read typed
 fields, so there is one default per setting, here, instead of a fallback at each read.
@@ -234,7 +234,7 @@ class Inputs(_M):
 
 
 class SklearnCandidate(_M):
-    """A scikit-learn candidate pinned by the contract (engine/stages/contract_sklearn.py)."""
+    """A scikit-learn candidate pinned by the contract (engine/stages/contract/learner.py)."""
 
     task: Literal["classification", "regression"]
     learner: str  # a baseline learner name (engine/baseline/learners.py)

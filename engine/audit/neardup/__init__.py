@@ -46,12 +46,12 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from engine.audit.neardup.arrays import ranges, small_pages, unique_inverse
-from engine.audit.neardup.candidates import find_candidates
-from engine.audit.neardup.hashing import normalised_row_hashes
-from engine.audit.neardup.shingles import build_prefixes
-from engine.audit.neardup.verify import verify_pairs
-from engine.audit.texts import distinct_texts
+from claimcheck.engine.audit.neardup.arrays import ranges, small_pages, unique_inverse
+from claimcheck.engine.audit.neardup.candidates import find_candidates
+from claimcheck.engine.audit.neardup.hashing import normalised_row_hashes
+from claimcheck.engine.audit.neardup.shingles import build_prefixes
+from claimcheck.engine.audit.neardup.verify import verify_pairs
+from claimcheck.engine.audit.texts import distinct_texts
 
 METHOD = "prefix filtering (exact)"
 
@@ -98,7 +98,7 @@ def _search(
         sizes = prefixes.sizes
         codes = find_candidates(prefixes, threshold)
     except OSError as exc:
-        from engine.context import StageInputError
+        from claimcheck.engine.pipeline.context import StageInputError
 
         raise StageInputError(
             f"The near-duplicate search could not use its temporary folder {tempfile.gettempdir()}: "
@@ -170,7 +170,7 @@ def pairs_payload(pairs: pl.DataFrame) -> bytes:
 
 def read_pairs(path: Path, sha256: str) -> pl.DataFrame:
     """Saved pairs back as (row_a, row_b, jaccard), after checking the file's sha256 against the record."""
-    from engine.data import verify_pinned
+    from claimcheck.engine.data.rows import verify_pinned
 
     verify_pinned(path, sha256, "pairs_sha256", "near-duplicate pairs", "source")
     return pl.read_parquet(path).select(

@@ -10,11 +10,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from engine import threads
-from engine.audit.neardup import kernels
-from engine.audit.neardup.arrays import pair_codes, ranges, scratch, split_codes, unique
-from engine.audit.neardup.shingles import Prefixes
-from engine.threads import ordered_map
+from claimcheck.engine import threads
+from claimcheck.engine.audit.neardup import kernels
+from claimcheck.engine.audit.neardup.arrays import pair_codes, ranges, scratch, split_codes, unique
+from claimcheck.engine.audit.neardup.shingles import Prefixes
+from claimcheck.engine.threads import ordered_map
 
 PAIR_BLOCK = 1_000_000  # candidate pairs generated at a time
 SKETCH_CHUNK = 100_000  # candidate pairs bounded at a time (two 64-byte sketches each)
@@ -371,7 +371,7 @@ def find_candidates(p: Prefixes, threshold: float) -> np.ndarray:
         del packed
         return [bound(c) for c, _ in _positional_pairs(key, own, at, sizes, threshold)]
 
-    # Passes are matched in worker threads (engine.threads): w in flight and the next being read, each
+    # Passes are matched in worker threads (claimcheck.engine.threads): w in flight and the next being read, each
     # pass SIG_BLOCK / (w + 1) signatures. On 1M tickets' prefix pairs, one 6 M pass at a time took
     # 9.0 s (the search alone peaking +298 MB); two threads on 1 M passes took 5.2 s (+195 MB). The
     # source + split stages then peaked at 1,173 MB against 1,155 MB, 3.09x the data (bench/README.md,

@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from engine.audit.neardup import kernels
-from engine.audit.neardup.arrays import ranges
-from engine.audit.texts import Texts
-from engine.splits import splitmix64
+from claimcheck.engine.audit.neardup import kernels
+from claimcheck.engine.audit.neardup.arrays import ranges
+from claimcheck.engine.audit.texts import Texts
+from claimcheck.engine.data.splits import splitmix64
 
 _H0 = np.uint64(0x243F6A8885A308D3)
 # The word hash (word_hashes; _kernels.c defines the same constants), named in the source record
@@ -31,7 +31,7 @@ _M1, _M2, _GOLDEN = (
 
 
 def _mix(z: np.ndarray, tmp: np.ndarray) -> np.ndarray:
-    """engine.splits.splitmix64 in place (same values, no temporaries)."""
+    """claimcheck.engine.data.splits.splitmix64 in place (same values, no temporaries)."""
     with np.errstate(over="ignore"):
         z += _GOLDEN
         np.right_shift(z, np.uint64(30), out=tmp)
@@ -91,7 +91,7 @@ def normalised_row_hashes(df: pl.DataFrame, columns: list[str]) -> pl.Series | N
     null is not an empty value): the key texts.distinct_texts groups rows by, as texts.row_hashes makes
     it but without Polars' regex for the rows whose columns are all ASCII. A slice of rows at a time
     (texts.by_slices); None without the compiled loops, or for a column that is not text."""
-    from engine.audit.texts import by_slices
+    from claimcheck.engine.audit.texts import by_slices
 
     if not kernels.available() or any(df.schema[c] != pl.String for c in columns):
         return None
@@ -100,7 +100,7 @@ def normalised_row_hashes(df: pl.DataFrame, columns: list[str]) -> pl.Series | N
 
 
 def _row_hashes(part: pl.DataFrame, columns: list[str]) -> np.ndarray:
-    from engine.audit.texts import norm_text_expr
+    from claimcheck.engine.audit.texts import norm_text_expr
 
     h = np.zeros(part.height, dtype=np.uint64)
     with np.errstate(over="ignore"):

@@ -17,12 +17,12 @@ from typing import BinaryIO, NamedTuple
 import numpy as np
 import polars as pl
 
-from engine import threads
-from engine.audit.neardup import kernels
-from engine.audit.neardup.arrays import drain, ranges, scratch
-from engine.audit.neardup.hashing import text_shingles
-from engine.audit.texts import Texts
-from engine.threads import ordered_map
+from claimcheck.engine import threads
+from claimcheck.engine.audit.neardup import kernels
+from claimcheck.engine.audit.neardup.arrays import drain, ranges, scratch
+from claimcheck.engine.audit.neardup.hashing import text_shingles
+from claimcheck.engine.audit.texts import Texts
+from claimcheck.engine.threads import ordered_map
 
 CHUNK_TEXTS = 25_000  # texts hashed at a time
 CHUNK_BYTES = 16 << 20  # and no more than about this much text (long documents make smaller chunks)
@@ -195,7 +195,7 @@ def build_prefixes(texts: Texts, k: int, threshold: float) -> Prefixes:
         buckets: list[np.ndarray] = []
         with store.open("wb") as f:
             # The next chunks are normalised, split, hashed and deduplicated in worker threads
-            # (engine.threads) while this one is counted and written, in order.
+            # (claimcheck.engine.threads) while this one is counted and written, in order.
             def hashed(b: tuple[int, int]) -> _Hashed:
                 return _hash_chunk(texts, b[0], b[1], k)
 
@@ -327,7 +327,7 @@ def _prefixes_pass2(
             return _Chunk(tok, rank, kept_c, ext, held.per, sk, wd)
         return _chunk_prefixes(h, d, m, counts, threshold)
 
-    # Chunks are read in order here and worked on in worker threads (engine.threads), a few at a time.
+    # Chunks are read in order here and worked on in worker threads (claimcheck.engine.threads), a few at a time.
     for ((lo, hi), _), c in zip(parts, ordered_map(one, read(), workers), strict=True):
         toks.append(c.tok)
         ranks.append(c.rank)

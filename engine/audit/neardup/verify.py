@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.audit.neardup import kernels
-from engine.audit.neardup.arrays import ranges, split_codes, unique, unique_inverse
-from engine.audit.neardup.hashing import text_shingles
-from engine.audit.neardup.shingles import dedupe, distinct_by_text
-from engine.audit.texts import Texts
+from claimcheck.engine.audit.neardup import kernels
+from claimcheck.engine.audit.neardup.arrays import ranges, split_codes, unique, unique_inverse
+from claimcheck.engine.audit.neardup.hashing import text_shingles
+from claimcheck.engine.audit.neardup.shingles import dedupe, distinct_by_text
+from claimcheck.engine.audit.texts import Texts
 
 VERIFY_SHINGLES = 4_000_000  # shingles re-hashed per verification block
 

@@ -1,0 +1,1 @@
+"""The answers-file examples (answers-*.toml), installed as claimcheck.examples package data."""

@@ -1,0 +1,440 @@
+"""Drive a session headless from an answers file: the stage inputs a person would enter, as TOML.
+
+    [session]               title, recipe, id, workspace, stop_on_fail   (all optional)
+    [claim] ... [artifact]  one table per stage: that stage's Inputs fields
+    [[notes]]               stage, tag (fact / suspected_cause / untested_remedy / limitation), text
+
+Stages run in order, each on the frozen records before it, and each is frozen right after it ran:
+evidence of a failure is still evidence. Each stage runs through `Session.run_stage`, that is the
+one core (`claimcheck.engine.pipeline.core.compute`) the app and replay use too. The result (`AnswersResult`) has the exit
+codes of claimcheck.engine.errors: 0 when every stage answered was recorded and frozen with no failing check, 1
+when a check failed (or the run stopped early), 2 for an unusable answers file. The format is
+documented in docs/answers-format.md.
+
+Runtime knobs (dispatch's `wait`, `poll_seconds`, `wait_timeout_seconds`) may still be given in a
+stage's table: they are validated, kept out of the stage's inputs and set on its StageContext.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
+
+from claimcheck.engine.errors import ClaimcheckError, Problem, validation_problem
+from claimcheck.engine.evidence import EvidenceError, NoteTag, StageRecord, read_toml
+from claimcheck.engine.headless.outcomes import Progress, Row, RunResult, stage_progress, timing
+from claimcheck.engine.ledger.session import SESSION_FILE, Session
+from claimcheck.engine.pipeline import registry
+from claimcheck.engine.pipeline.context import StageInputError
+from claimcheck.engine.pipeline.core import InvalidInputs, runtime_knobs, split_runtime, validate
+
+FIX = "see docs/answers-format.md"
+
+
+class SessionAnswers(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    title: str = Field(default="", max_length=500)
+    recipe: str = Field(default="", max_length=200)
+    # Session id; default: the session folder's name. Letters, digits, '.', '_' and '-' only.
+    id: str = Field(default="", max_length=128, pattern=r"^([A-Za-z0-9][A-Za-z0-9._-]*)?$")
+    # Folder that relative data paths resolve against, relative to the answers file's folder.
+    workspace: str = Field(default="", max_length=4096)
+    # Stop after the first stage with a failing check (later stages stay unrun).
+    stop_on_fail: StrictBool = False
+
+    @field_validator("title", "recipe", "workspace")
+    @classmethod
+    def _printable(cls, value: str) -> str:
+        if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+            raise ValueError("holds control characters (escape bytes, NUL, newlines)")
+        return value
+
+
+class NoteAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    stage: str
+    tag: NoteTag
+    text: str = Field(min_length=1)
+
+
+class Answers(BaseModel):
+    """A validated answers file: session options, stage inputs in stage order, notes."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    path: Path
+    session: SessionAnswers
+    stages: dict[str, dict[str, Any]]
+    notes: list[NoteAnswer]
+    # Per stage: runtime knobs its table gave (claimcheck.engine.pipeline.core.RUNTIME_KEYS); they go to the StageContext.
+    runtime: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # Stages answered whose module is not built in this claimcheck: skipped, with later ones.
+    unbuilt: list[str] = Field(default_factory=list)
+
+
+@dataclass
+class AnswersResult(RunResult):
+    """Was each answered stage recorded and frozen? Exit 0 when no check failed, 1 otherwise."""
+
+    mode: str = "answers"
+
+    VERDICT_OK: ClassVar[str] = "every stage recorded and frozen"
+    VERDICT_DIFFERS: ClassVar[str] = "a check failed or a stage did not finish"
+
+
+def _invalid(path: Path, prefix: str, problem: Problem | ValidationError) -> EvidenceError:
+    if isinstance(problem, ValidationError):
+        problem = validation_problem(problem)
+    where = ".".join(p for p in (prefix, problem.field) if p) or prefix
+    return EvidenceError(path, where, problem.problem, f"{problem.fix} ({FIX})")
+
+
+def load_answers(answers_path: Path) -> Answers:
+    """Read and validate the whole file before anything runs: every problem names the file and field."""
+    path = Path(answers_path)
+    data = read_toml(path)
+    known = {"session", "notes", *registry.STAGE_NAMES}
+    for key in data:
+        if key not in known:
+            raise EvidenceError(
+                path,
+                key,
+                "is not a stage or a known table",
+                f"use [session], [[notes]] or one of: {', '.join(registry.STAGE_NAMES)} ({FIX})",
+            )
+    try:
+        session = SessionAnswers.model_validate(data.get("session", {}))
+    except ValidationError as exc:
+        raise _invalid(path, "session", exc) from None
+    stages: dict[str, dict[str, Any]] = {}
+    unbuilt: list[str] = []
+    runtime: dict[str, dict[str, Any]] = {}
+    gap = ""
+    for spec in registry.STAGES:
+        table = data.get(spec.name)
+        if table is None:
+            gap = gap or spec.name
+            continue
+        if not isinstance(table, dict):
+            raise EvidenceError(path, spec.name, "must be a table", f"write it as [{spec.name}] ({FIX})")
+        if gap:
+            raise EvidenceError(
+                path,
+                spec.name,
+                f"answers '{spec.name}' but not the earlier stage '{gap}', which it rests on",
+                f"add a [{gap}] table, or remove [{spec.name}]",
+            )
+        if spec.module() is None:
+            unbuilt.append(spec.name)
+        else:
+            try:
+                model = validate(spec.name, table)
+                if knobs := runtime_knobs(spec.name, table):
+                    runtime[spec.name] = knobs
+            except InvalidInputs as exc:
+                raise _invalid(path, spec.name, exc.problem) from None
+            except ValidationError as exc:
+                raise _invalid(path, spec.name, exc) from None
+            _required(path, spec.name, model)
+        stages[spec.name] = split_runtime(spec.name, table)[0]
+    raw_notes = data.get("notes", [])
+    if not stages:
+        raise EvidenceError(
+            path,
+            "(file)",
+            "answers no stage: the file has no [claim] table",
+            f"add a [claim] table and the stages after it that you want run ({FIX})",
+        )
+    if not isinstance(raw_notes, list):
+        raise EvidenceError(
+            path, "notes", "must be an array of tables", f"write each note as [[notes]] ({FIX})"
+        )
+    notes = []
+    for i, raw in enumerate(raw_notes):
+        try:
+            note = NoteAnswer.model_validate(raw)
+        except ValidationError as exc:
+            raise _invalid(path, f"notes[{i}]", exc) from None
+        if note.stage not in stages:
+            raise EvidenceError(
+                path,
+                f"notes[{i}].stage",
+                f"'{note.stage}' has no answers table",
+                "note only stages the file answers",
+            )
+        notes.append(note)
+    return Answers(path=path, session=session, stages=stages, notes=notes, unbuilt=unbuilt, runtime=runtime)
+
+
+def _required(path: Path, stage: str, model: BaseModel) -> None:
+    """Fields a stage needs that its Inputs defaults leave empty (a form starts empty; a file may not)."""
+    if stage == "source":
+        for field, what in (("files", "at least one data file"), ("label_column", "the label column")):
+            if not getattr(model, field):
+                raise EvidenceError(path, f"source.{field}", "is empty", f"give {what} ({FIX})")
+
+
+def _fail(path: Path, field: str, exc: BaseException, fix: str) -> EvidenceError:
+    problem = " ".join(str(exc).split()) or type(exc).__name__
+    return EvidenceError(path, field, problem, fix)
+
+
+def _jsonl_objects(p: Path, name: str) -> None:
+    """Every line of a JSONL file is a JSON object, named by line (as the source stage says it)."""
+    from claimcheck.engine.audit.profile import malformed_records
+
+    if p.is_file() and p.suffix.lower() in (".jsonl", ".ndjson") and p.stat().st_size:
+        m = malformed_records(p, name)
+        if m["malformed"]:
+            where = ", ".join(f"line {loc['line']}" for loc in m["locations"] if loc["record"])[:200]
+            raise StageInputError(
+                f"data file {name}: {m['malformed']} line(s) are not JSON objects ({where}); fix or remove them"
+            )
+
+
+def _builtin(name: str) -> bool:
+    """The stage is this claimcheck's own module (not unbuilt, not replaced), so its files can be checked."""
+    module = registry.get(name).module()
+    return getattr(module, "__name__", "") == f"{registry.STAGES_PACKAGE}.{name}.run"
+
+
+def _empty_or_interrupted(folder: Path) -> bool:
+    """Empty, or holding only the temp files of a run killed before it wrote session.toml (taking
+    the session's lock removes them): either way, nothing a person made is in it."""
+    from claimcheck.engine.evidence import is_temp_name
+
+    return all(p.is_file() and is_temp_name(p.name) for p in folder.iterdir())
+
+
+def _new_folder(session_dir: Path) -> None:
+    """A new session goes into a folder that is absent, empty, or left by a run killed before it
+    wrote session.toml; a folder holding other files is refused (an existing session is continued)."""
+    if session_dir.exists() and (not session_dir.is_dir() or not _empty_or_interrupted(session_dir)):
+        raise FileExistsError(
+            f"{session_dir} already exists and holds {'files' if session_dir.is_dir() else 'a file'} "
+            "but no session.toml; give a new session folder, or the folder of a session to continue"
+        )
+    parent = session_dir.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise FileExistsError(f"{session_dir}: {parent} is a file, not a folder; give another session folder")
+
+
+def preflight(answers: Answers, workspace: Path, session_dir: Path) -> None:
+    """Everything checkable before a session is created or continued: the workspace, every data file
+    (inside the workspace, readable, the columns named) and the model folder."""
+    from claimcheck.engine.data.rows import apply_filters, require_columns, scan_files
+    from claimcheck.engine.pipeline.context import StageContext
+
+    path = answers.path
+    if not workspace.is_dir():
+        raise EvidenceError(
+            path, "session.workspace", f"{workspace} is not a folder", f"give an existing folder ({FIX})"
+        )
+    session_dir = Path(session_dir)
+    ctx = StageContext(session_dir=session_dir, workspace=workspace)
+    src = answers.stages.get("source")
+    if src is not None and _builtin("source"):
+        inp = registry.get("source").module().Inputs.model_validate(src)
+        fix = "fix the data file or the path in [source].files"
+        try:
+            paths = [ctx.resolve(f, inside=not inp.allow_outside_workspace) for f in inp.files]
+            for p, name in zip(paths, inp.files, strict=True):
+                _jsonl_objects(p, name)
+            lf = scan_files(paths, names=list(inp.files))
+            cols = {
+                "label_column": [inp.label_column],
+                "input_columns": inp.input_columns,
+                "text_columns": inp.text_columns,
+                "id_column": [inp.id_column],
+                "entity_columns": inp.entity_columns,
+                "time_column": [inp.time_column],
+            }
+            require_columns(lf, cols, text_columns=inp.text_columns)
+            if lf.head(1).collect().height == 0:
+                raise StageInputError(f"the data file(s) {list(inp.files)} hold no rows; give data with rows")
+        except StageInputError as exc:
+            raise _fail(path, "source.files", exc, fix) from None
+        except Exception as exc:  # noqa: BLE001 - an OS or reader error on a data file: say which
+            raise _fail(path, "source.files", exc, fix) from None
+        try:
+            apply_filters(lf, [f.model_dump() for f in inp.filters]).collect_schema()
+        except Exception as exc:  # noqa: BLE001 - a filter Polars cannot plan is a user mistake
+            raise _fail(path, "source.filters", exc, "correct the filter expression (Polars SQL)") from None
+    con = answers.stages.get("contract")
+    if con is not None and _builtin("contract"):
+        from claimcheck.engine.training.models import resolve_model_path
+
+        inp = registry.get("contract").module().Inputs.model_validate(con)
+        for field in ("model_path", "tokenizer_path"):
+            spec = getattr(inp, field)
+            if field == "tokenizer_path" and not spec:
+                continue
+            try:
+                resolve_model_path(spec, workspace)
+            except StageInputError as exc:
+                fix = "give a model folder with config.json and safetensors weights"
+                raise _fail(path, f"contract.{field}", exc, fix) from None
+
+
+def _workspace(answers: Answers, override: Path | None) -> Path:
+    if override is not None:
+        return Path(override).resolve()
+    if answers.session.workspace:
+        return (answers.path.parent / answers.session.workspace).resolve()
+    return Path.cwd().resolve()
+
+
+def _open_or_create(answers: Answers, session_dir: Path, ws: Path) -> tuple[Session, bool]:
+    """The session to run into, and whether it existed: an existing session is continued (the same
+    id and workspace, else refused); otherwise a new one is created, after every preflight check."""
+    if (session_dir / SESSION_FILE).is_file():
+        session = Session.open(session_dir)
+        wanted = answers.session.id or session_dir.name  # the id a new session here would get
+        if wanted != session.meta.id:
+            said = f"is {wanted!r}" if answers.session.id else f"is unset (so the folder name {wanted!r})"
+            raise EvidenceError(
+                answers.path,
+                "session.id",
+                f"{said}, but {session_dir} holds session {session.meta.id!r}",
+                f"set id = {session.meta.id!r} to continue that session, or give a new folder",
+            )
+        if session.workspace != ws:
+            raise EvidenceError(
+                answers.path,
+                "session.workspace",
+                f"resolves to {ws}, but the session's workspace is {session.workspace}",
+                "continue a session from its own workspace (or omit --workspace)",
+            )
+        preflight(answers, ws, session_dir)
+        return session, True
+    _new_folder(session_dir)
+    preflight(answers, ws, session_dir)
+    session = Session.create(
+        session_dir,
+        title=answers.session.title,
+        recipe=answers.session.recipe,
+        workspace=ws,
+        session_id=answers.session.id or None,
+    )
+    return session, False
+
+
+def run_answers(
+    answers_path: Path,
+    session_dir: Path,
+    *,
+    workspace: Path | None = None,
+    progress: Progress | None = None,
+    stop_on_fail: bool | None = None,
+) -> AnswersResult:
+    """Create a session from an answers file, or continue one, running and freezing every answered stage.
+
+    Continuing (the folder holds a session): a stage whose frozen record has the same inputs and rests
+    on the current upstream is kept as it is; any other answered stage is run again and frozen as a
+    new revision, which makes the stages after it stale, as in the app, so they run again too.
+    workspace: explicit argument, else [session].workspace (relative to the answers file), else the
+    current folder. Raises EvidenceError (a bad answers file) or FileExistsError (a folder that holds
+    files but no session) before anything is written. A refusal once stages ran (StageInputError, a
+    held lock) ends the run with `result.error` set; the rows of the stages before it are kept.
+    """
+    t_start = time.perf_counter()
+    say = progress or (lambda _m: None)
+    answers = load_answers(answers_path)
+    stop = answers.session.stop_on_fail if stop_on_fail is None else stop_on_fail
+    session_dir = Path(session_dir)
+    session, existed = _open_or_create(answers, session_dir, _workspace(answers, workspace))
+    if existed:
+        say(f"continuing session {session.meta.id} in {session_dir}")
+    result = AnswersResult(session_dir)
+    per_stage: dict[str, float] = {}
+    try:
+        session.lock.acquire()
+        try:
+            _run_stages(session, answers, result, per_stage, say, stop)
+        finally:
+            session.lock.release()
+    except ClaimcheckError as exc:
+        result.error = str(exc)
+    result.timing = timing(time.perf_counter() - t_start, per_stage)
+    return result
+
+
+def _run_stages(
+    session: Session,
+    answers: Answers,
+    result: AnswersResult,
+    per_stage: dict[str, float],
+    say: Progress,
+    stop: bool,
+) -> None:
+    stopped = ""
+    for name in answers.stages:
+        if stopped:
+            result.rows.append(Row(name, "(stage)", "not_run", "", stopped))
+            continue
+        if name in answers.unbuilt:
+            stopped = f"not run: '{name}' is not built in this claimcheck"
+            why = "stage not built in this claimcheck; answers for it unused"
+            result.rows.append(Row(name, "(stage)", "not_run", "", why))
+            continue
+        t0 = time.perf_counter()
+        rec = _kept(session, answers, name)
+        if rec is not None:
+            say(f"{name}: kept (frozen revision {rec.provenance.revision}; answers and upstream unchanged)")
+            result.rows.append(Row(name, "(stage)", "kept", "", _KEPT.format(rec.provenance.revision)))
+            result.rows += _check_rows(rec, "kept")
+        else:
+            rec = _run_and_freeze(session, answers, name, say)
+            per_stage[name] = time.perf_counter() - t0
+            result.rows += _check_rows(rec, "recorded")
+        if stop and rec.worst_status() == "fail":
+            stopped = f"not run: stopped after '{name}' failed a check (stop_on_fail)"
+
+
+_KEPT = "kept frozen revision {}: its answers and upstream did not change"
+
+
+def _check_rows(rec: StageRecord, outcome: str) -> list[Row]:
+    return [
+        Row(rec.stage, c.id, "failed" if c.status == "fail" else outcome, c.status, c.summary)
+        for c in rec.checks
+    ]
+
+
+def _kept(session: Session, answers: Answers, name: str) -> StageRecord | None:
+    """The stage's record, when continuing changes nothing: frozen on the current upstream (not
+    stale), the same inputs as the answers (both read through today's Inputs, so a field added since
+    compares at its default), and every answered note already in it."""
+    rec = session.record(name)
+    if rec is None or session.state(name) != "frozen":
+        return None
+    try:
+        same = validate(name, rec.inputs).model_dump(mode="json") == validate(
+            name, answers.stages[name]
+        ).model_dump(mode="json")
+    except InvalidInputs:
+        return None
+    have = {(n.tag, n.text) for n in rec.notes}
+    wanted = {(n.tag, n.text) for n in answers.notes if n.stage == name}
+    return rec if same and wanted <= have else None
+
+
+def _run_and_freeze(session: Session, answers: Answers, name: str, say: Progress) -> StageRecord:
+    """Run one answered stage (its runtime knobs on the context), attach its notes, freeze it."""
+    say(f"{name}: running")
+    ctx = session.context(name, progress=stage_progress(say, name), **answers.runtime.get(name, {}))
+    try:
+        session.run_stage(name, answers.stages[name], ctx=ctx)
+    except StageInputError as exc:
+        raise StageInputError(f"{answers.path}: [{name}]: {exc}") from None
+    have = {(n.tag, n.text) for n in session.record(name).notes}  # a re-run keeps the person's notes
+    for note in (n for n in answers.notes if n.stage == name and (n.tag, n.text) not in have):
+        session.add_note(name, note.tag, note.text)
+    rec = session.freeze(name)
+    say(f"{name}: frozen ({len(rec.checks)} checks, worst status {rec.worst_status() or '-'})")
+    return rec

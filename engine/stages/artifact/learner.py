@@ -1,0 +1,116 @@
+"""The artifact stage for a scikit-learn candidate (claim.fine_tuning = false; dispatch launched no job).
+
+The candidate is rebuilt from the contract's pinned spec (engine/stages/contract/learner.py), its
+identity checked against the pin, fitted on the contracted rows under the native-thread cap, its
+pickle round trip checked, and then compared on the locked test with the same arms table, paired
+intervals and verdict as a fine-tuned candidate (engine/stages/artifact/run.py `compare_arms`). A numeric
+target is compared with its regression metric (engine/artifact/sklearn_candidate.py).
+
+Playbook: "Verify the artifact and report the evidence".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from claimcheck.engine.artifact import sklearn_candidate as sk
+from claimcheck.engine.artifact.common import PB_OUTCOMES
+from claimcheck.engine.evidence import Check, StageRecord
+from claimcheck.engine.pipeline.context import StageContext, StageInputError
+from claimcheck.engine.stages.dispatch.checks import typed
+
+
+def checks(
+    inputs: Any,
+    eff: dict[str, Any],
+    upstream: dict[str, StageRecord],
+    ctx: StageContext,
+    compare_arms: Callable,
+) -> list[Check]:
+    from claimcheck.engine.baseline.learners import load
+    from claimcheck.engine.stages.baseline import run as baseline
+
+    spec = typed(eff).sklearn
+    if spec is None:
+        raise StageInputError(
+            "the contract has no scikit-learn candidate: re-run and freeze the contract stage"
+        )
+    settings = baseline.Inputs.model_validate(spec.baseline_settings)
+    ctx.progress(0.05, f"rebuilding the candidate ({spec.learner})")
+    data = load(settings, upstream, ctx)
+    planned = sk.plan(spec.learner, spec.C, settings, data)
+    out = [_fitted_here(spec), sk.identity(spec, planned)]
+    ctx.progress(0.15, f"fitting the candidate on {spec.fit_rows.replace('_', ' + ')}")
+    model = sk.fit(planned, spec.learner, spec.fit_rows)
+    out.append(sk.parity(model, spec.learner, data, inputs.parity_tolerance))
+    ctx.check_cancelled()
+    fn = sk.predictor(model, spec.learner, data)
+    note = f"{spec.learner} refitted under the contract on {sk.fit_frame(data, spec.fit_rows).height} rows ({spec.fit_rows})"
+    wanted = inputs.model_copy(update={"comparators": [c for c in inputs.comparators if c != "base_model"]})
+    if data.task == "regression":
+        out.extend(_regression(wanted, data, fn, note, upstream, ctx))
+    else:
+        out.extend(
+            compare_arms(wanted, eff, upstream, ctx, ({"candidate": fn}, {"candidate": note}))["checks"]
+        )
+    return out
+
+
+def _fitted_here(spec: Any) -> Check:
+    return Check(
+        id="artifact.job_finished",
+        status="pass",
+        summary=f"no dispatched job: the {spec.learner} candidate is fitted in this stage under the contract",
+        measured={"job_state": "finished"},
+        why="A finished fit is the first of four outcomes, not evidence of the other three.",
+        playbook=PB_OUTCOMES,
+    )
+
+
+def _regression(
+    inputs: Any, data: Any, fn: Any, note: str, upstream: dict[str, StageRecord], ctx: StageContext
+) -> list[Check]:
+    """A numeric target: candidate, trivial (train mean, or median for MAE) and best baseline values."""
+    import numpy as np
+
+    from claimcheck.engine.artifact.arms import arm_counts, arm_predict, latency, locked_read, locked_test
+    from claimcheck.engine.stages.baseline import run as baseline
+
+    metric = str(upstream["claim"].inputs.get("primary_metric") or "mae")
+    lt = locked_test(inputs.max_test_rows, inputs.seed, upstream, ctx)
+    test, reads, total, coverage, units = lt.rows, lt.reads, lt.total, lt.coverage, lt.units
+    y = test["target"].cast(float, strict=False).fill_null(float("nan")).to_numpy()
+    fns, notes = {"candidate": fn}, {"candidate": note}
+    if "best_baseline" in inputs.comparators:
+        try:
+            best, name = baseline.refit_best(upstream, ctx)
+            fns["best_baseline"] = lambda frame: np.asarray(best(frame)).reshape(-1, 1)
+            notes["best_baseline"] = (
+                f"{name}, refitted on its fitting rows with the baseline stage's settings"
+            )
+        except StageInputError as exc:
+            notes["best_baseline"] = f"not available: {exc}"
+    if "trivial_baseline" in inputs.comparators:
+        train_y = data.fit["target"].cast(float).to_numpy()
+        centre = float(np.median(train_y) if metric == "mae" else np.mean(train_y))
+        fns["trivial_baseline"] = lambda frame: np.full((frame.height, 1), centre)
+        notes["trivial_baseline"] = f"always {centre:.4g} (train's {'median' if metric == 'mae' else 'mean'})"
+    wanted = list(dict.fromkeys(["candidate", *inputs.comparators]))
+    preds = {a: arm_predict(fns[a], {"test": test})["test"] for a in wanted if a in fns}
+    sc = sk.RegressionScored(
+        preds,
+        y,
+        units,
+        "family" if units is not None else "row",
+        metric,
+        inputs.bootstrap_resamples,
+        inputs.seed,
+        coverage,
+    )
+    return [
+        locked_read(reads, total, coverage),
+        arm_counts(wanted, preds, notes, test.height, np.zeros(test.height), coverage),
+        sk.regression_comparison(sc),
+        latency(inputs.latency_examples, fns, test),
+    ]

@@ -1,0 +1,418 @@
+"""Artifact stage: is the saved model the one trained, and is it better on the locked test?
+
+Identity (sha256 of every saved file, tensors, LoRA B norms, reload keys), reload parity in a
+fresh process on the retained dev rows, then the final comparison on the locked test — the first
+time its labels are read, and the read is recorded. Four outcomes are kept apart: the job
+finished, the artifact is verified, the candidate beats its comparators, the claim is met.
+
+Playbook: "Verify the artifact and report the evidence".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from claimcheck.engine.artifact.arms import (
+    arm_counts,
+    arm_predict,
+    latency,
+    locked_read,
+    locked_test,
+    torch_arm,
+)
+from claimcheck.engine.artifact.common import ARM_NAMES, PB_COMPARE, PB_IDENTITY, PB_OUTCOMES, PB_PARITY
+from claimcheck.engine.artifact.quality import Scored, quality
+from claimcheck.engine.evidence import Check, StageRecord
+from claimcheck.engine.pipeline.context import StageContext, StageInputError
+from claimcheck.engine.shapes import artifact as shapes
+from claimcheck.engine.shapes import parse
+from claimcheck.engine.shapes import training as upstream_shapes
+from claimcheck.engine.stages.artifact.inputs import Inputs
+
+TITLE = "Artifact"
+
+
+def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> StageRecord:
+    from claimcheck.engine.stages.dispatch.run import contract_of
+
+    bad = [c for c in inputs.comparators if c not in ARM_NAMES]
+    if bad:
+        raise StageInputError(f"unknown comparator(s) {bad}; choose from {', '.join(ARM_NAMES)}")
+    eff, _ = contract_of(upstream)
+    disp = upstream.get("dispatch")
+    if disp is None:
+        raise StageInputError("the artifact stage needs a frozen dispatch stage")
+    if disp.check("dispatch.no_job") is not None:
+        checks = _sklearn_candidate(inputs, eff, upstream, ctx)
+        comparison = {"checks": checks} if any(c.id == "artifact.comparison" for c in checks) else None
+        checks.append(_outcomes(checks, comparison, upstream))
+        return StageRecord(stage="artifact", inputs=inputs.model_dump(mode="json"), checks=checks)
+    if disp.check("dispatch.identity") is None:
+        gate = disp.check("dispatch.required_checks")
+        raise StageInputError(
+            "the dispatch stage launched no job"
+            + (f" ({gate.summary})" if gate else "")
+            + ": there is no artifact to verify"
+        )
+    op_id = parse(disp.check("dispatch.identity"), upstream_shapes.DispatchIdentity).operation_id
+    job_dir = ctx.session_dir / "jobs" / op_id
+    final = job_dir / "final"
+    checks: list[Check] = [_job_finished(disp)]
+    if not final.is_dir():
+        checks.append(
+            Check(
+                id="artifact.identity",
+                status="fail",
+                summary=f"no artifact at jobs/{op_id}/final",
+                measured={"path": f"jobs/{op_id}/final"},
+                playbook=PB_IDENTITY,
+            )
+        )
+        checks.append(_outcomes(checks, None, upstream))
+        return StageRecord(stage="artifact", inputs=inputs.model_dump(mode="json"), checks=checks)
+    ctx.progress(0.05, "artifact identity")
+    checks.append(_identity(final, ctx))
+    ctx.progress(0.15, "reload parity in a fresh process")
+    checks.append(_parity(final, job_dir, ctx, inputs.parity_tolerance))
+    ctx.check_cancelled()
+    if eff.get("task_kind") == "causal_lm_sft":
+        from claimcheck.engine.artifact import sft
+
+        comparison = sft.compare(inputs, eff, final, upstream, ctx)
+        checks.extend(comparison["checks"])
+        checks.append(_outcomes(checks, comparison, upstream))
+        return StageRecord(stage="artifact", inputs=inputs.model_dump(mode="json"), checks=checks)
+    if eff.get("task_kind") != "text_classification":
+        checks.append(
+            Check(
+                id="artifact.comparison",
+                status="not_run",
+                basis="not_run",
+                summary="the locked-test comparison is built for classification; generation is not done yet",
+                playbook=PB_COMPARE,
+            )
+        )
+        checks.append(_outcomes(checks, None, upstream))
+        return StageRecord(stage="artifact", inputs=inputs.model_dump(mode="json"), checks=checks)
+    comparison = compare(inputs, eff, final, upstream, ctx)
+    checks.extend(comparison["checks"])
+    checks.append(_outcomes(checks, comparison, upstream))
+    return StageRecord(stage="artifact", inputs=inputs.model_dump(mode="json"), checks=checks)
+
+
+def _sklearn_candidate(
+    inputs: Inputs, eff: dict[str, Any], upstream: dict[str, StageRecord], ctx: StageContext
+) -> list[Check]:
+    """claim.fine_tuning = false: the contracted scikit-learn candidate (engine/stages/artifact/learner.py)."""
+    from claimcheck.engine import threads
+    from claimcheck.engine.stages.artifact import learner as artifact_sklearn
+
+    with threads.capped():  # every fit and prediction of the stage under one native-thread cap
+        return artifact_sklearn.checks(inputs, eff, upstream, ctx, compare_arms)
+
+
+def _job_finished(disp: StageRecord) -> Check:
+    prog = parse(disp.check("dispatch.progress"), upstream_shapes.Progress)
+    state = prog.job_state if prog else ""
+    return Check(
+        id="artifact.job_finished",
+        status="pass" if state == "finished" else "fail",
+        summary=f"the training job {'finished' if state == 'finished' else 'did not finish: ' + (state or 'unknown')}",
+        measured={"job_state": state or "unknown"},
+        why="A finished job is the first of four outcomes, not evidence of the other three.",
+        playbook=PB_OUTCOMES,
+    )
+
+
+def _identity(final: Path, ctx: StageContext) -> Check:
+    from claimcheck.engine.training.artifact_files import verify_artifact
+
+    v = verify_artifact(final)
+    rel = final.relative_to(ctx.session_dir).as_posix()
+    m = v.get("manifest", {})
+    measured = {
+        "path": rel,
+        "file_sha256": v.get("file_sha256", {}),
+        "files": int(v.get("files", 0)),
+        "tensor_count": int(v.get("tensor_count", 0)),
+        "tensor_count_recorded": int(v.get("tensor_count_recorded", -1)),
+        "tensor_shapes": {k: list(s) for k, s in m.get("tensors", {}).items()},
+        "lora_b_matrices": int(v.get("lora_b_matrices", 0)),
+        "lora_b_min_norm": float(v.get("lora_b_min_norm", -1.0)),
+        "selected_step": int(m.get("selected_step", -1)),
+        "checkpoint_selection": str(m.get("checkpoint_selection", "")),
+        "problems": list(v["problems"]),
+    }
+    ok = v["ok"]
+    summary = (
+        f"{measured['files']} files match their recorded sha256; {measured['tensor_count']} tensors"
+        + (
+            f"; {measured['lora_b_matrices']} LoRA B matrices, min norm {measured['lora_b_min_norm']:.3g}"
+            if measured["lora_b_matrices"]
+            else ""
+        )
+        if ok
+        else "; ".join(v["problems"][:3])
+    )
+    return Check(
+        id="artifact.identity",
+        status="pass" if ok else "fail",
+        summary=summary,
+        measured=measured,
+        why="A truncated or partial adapter loads silently in some tools; hashes and shapes catch it.",
+        playbook=PB_IDENTITY,
+    )
+
+
+def _parity(final: Path, job_dir: Path, ctx: StageContext, tolerance: float) -> Check:
+    from claimcheck.engine.training.artifact_files import parity_in_fresh_process
+
+    r = parity_in_fresh_process(final, job_dir, ctx.workspace, tolerance)
+    if "error" in r:
+        return Check(
+            id="artifact.reload_parity",
+            status="fail",
+            summary=f"reload failed: {r['error'][-200:]}",
+            measured={"error": r["error"][-400:]},
+            playbook=PB_PARITY,
+        )
+    keys_ok = not r["missing_keys"] and not r["unexpected_keys"]
+    ok = r["ok"] and keys_ok
+    summary = (
+        f"fresh-process reload: {r['compared']} retained dev rows, {r['prediction_mismatches']} prediction "
+        f"mismatches, max |Δp| {r['max_abs_proba_diff']:.2e} (tolerance {tolerance}); "
+        f"missing keys {len(r['missing_keys'])}, unexpected {len(r['unexpected_keys'])}"
+    )
+    return Check(
+        id="artifact.reload_parity",
+        status="pass" if ok else "fail",
+        summary=summary,
+        coverage=f"dev rows retained at the end of training ({r['rows']})",
+        measured={k: v for k, v in r.items() if k != "ok"} | {"keys_ok": keys_ok},
+        tolerance={"max_abs_proba_diff": 1e-6},
+        why="Predictions recorded at the end of training and after a reload in a new process must agree.",
+        playbook=PB_PARITY,
+    )
+
+
+# ---------------------------------------------------------------- the locked-test comparison
+
+
+def _claim(upstream: dict[str, StageRecord]) -> dict[str, Any]:
+    return upstream["claim"].inputs if "claim" in upstream else {}
+
+
+def compare(
+    inputs: Inputs, eff: dict[str, Any], final: Path, upstream: dict[str, StageRecord], ctx: StageContext
+) -> dict[str, Any]:
+    import torch
+
+    from claimcheck.engine.training.artifact_files import build_base, load_artifact, recorded_mode
+
+    torch.set_num_threads(2)
+    classes = [str(c) for c in eff["label_classes"]]
+    fns: dict[str, Any] = {}
+    notes: dict[str, str] = {}
+    ctx.progress(0.3, "loading the candidate and the unchanged base model")
+    cand_model, cand_tok, _, _ = load_artifact(final, ctx.workspace)
+    mode = recorded_mode(final)  # both arms predict as the artifact's dev predictions were made
+    fns["candidate"], _ = torch_arm(cand_model, cand_tok, eff, classes, mode)
+    notes["candidate"] = (
+        "the saved artifact reloaded (trainable tensors into the contracted model, saved tokenizer)"
+    )
+    if "base_model" in inputs.comparators:
+        base_model, base_tok = build_base(eff, ctx.workspace)
+        fns["base_model"], _ = torch_arm(base_model, base_tok, eff, classes, mode)
+        notes["base_model"] = (
+            "the unchanged base model under the identical template, tokenizer and inference mode; "
+            f"its classification head is untrained (seed {eff.get('seed', 0)}), so it is a "
+            "chance-level comparator — what 'unchanged base' means for a native decision head"
+        )
+    return compare_arms(inputs, eff, upstream, ctx, (fns, notes))
+
+
+def compare_arms(
+    inputs: Inputs,
+    eff: dict[str, Any],
+    upstream: dict[str, StageRecord],
+    ctx: StageContext,
+    arms: tuple[dict[str, Any], dict[str, str]],
+) -> dict[str, Any]:
+    """The locked-test comparison of the given arms (the candidate's predict function, and any
+    model comparator) with the baseline comparators the inputs ask for; classification."""
+    import numpy as np
+
+    from claimcheck.engine.data import splits
+    from claimcheck.engine.stages.baseline import run as baseline
+
+    fns, notes = arms
+    classes = [str(c) for c in eff["label_classes"]]
+    lt = locked_test(inputs.max_test_rows, inputs.seed, upstream, ctx)
+    test, reads, total_test, coverage = lt.rows, lt.reads, lt.total, lt.coverage
+    cal = splits.rows("calibration", upstream, ctx, caller="artifact")
+    y = np.asarray([classes.index(str(t)) if str(t) in classes else -1 for t in test["target"].to_list()])
+    y_cal = np.asarray([classes.index(str(t)) if str(t) in classes else -1 for t in cal["target"].to_list()])
+    units = lt.units
+    unit_kind = "family" if units is not None else "row"
+
+    arms_wanted = list(dict.fromkeys(["candidate", *inputs.comparators]))
+    if "best_baseline" in arms_wanted:
+        try:
+            fns["best_baseline"], best = baseline.refit_best(upstream, ctx)
+            notes["best_baseline"] = (
+                f"{best}, refitted on its fitting rows with the baseline stage's recorded settings"
+            )
+        except StageInputError as exc:
+            notes["best_baseline"] = f"not available: {exc}"
+    if "trivial_baseline" in arms_wanted:
+        train_y = splits.rows("train", upstream, ctx, caller="artifact", labels=True)["target"].to_list()
+        prior = np.bincount(
+            [classes.index(str(t)) for t in train_y if str(t) in classes], minlength=len(classes)
+        )
+        major = np.eye(len(classes))[int(prior.argmax())]
+        fns["trivial_baseline"] = lambda frame: np.tile(major, (frame.height, 1))
+        notes["trivial_baseline"] = f"always '{classes[int(prior.argmax())]}' (train's majority class)"
+
+    preds: dict[str, dict[str, Any]] = {}
+    for i, arm in enumerate(a for a in arms_wanted if a in fns):
+        ctx.check_cancelled()
+        ctx.progress(0.35 + 0.4 * i / len(fns), f"predicting the locked test: {arm}")
+        r = arm_predict(fns[arm], {"test": test, "calibration": cal})
+        preds[arm] = {**r["test"], "cal_proba": r["calibration"]["proba"], "cal_ok": r["calibration"]["ok"]}
+    checks = [locked_read(reads, total_test, coverage)]
+    checks.append(arm_counts(arms_wanted, preds, notes, test.height, y, coverage))
+    metric = _primary_metric(upstream)
+    checks.extend(quality(Scored(inputs, preds, y, y_cal, units, unit_kind, classes, metric, test, coverage)))
+    ctx.progress(0.85, "latency")
+    checks.append(latency(inputs.latency_examples, fns, test))
+    return {"checks": checks, "metric": metric}
+
+
+def _primary_metric(upstream: dict[str, StageRecord]) -> str:
+    m = str(_claim(upstream).get("primary_metric") or "macro_f1")
+    return (
+        m
+        if m in ("accuracy", "macro_f1", "weighted_f1", "balanced_accuracy", "log_loss", "brier")
+        else "macro_f1"
+    )
+
+
+# ---------------------------------------------------------------- the four outcomes
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """The success criterion judged: its state, its rule and the measured value kept apart."""
+
+    state: str  # met / not_met / not_run
+    rule: str = ""  # what the claim needs, e.g. "macro_f1: candidate − best_baseline ≥ 0.02 (…)"
+    value: float | None = None  # the measured value the rule is applied to
+    why: str = ""  # why there is no judgement (state not_run)
+    # The one-line form records have always held in `criterion` (rule and value run together); kept
+    # byte-identical so sessions recorded earlier replay unchanged. Readers use rule and value.
+    legacy: str = ""
+
+    def text(self) -> str:
+        if self.state == "not_run":
+            return self.why
+        shown = "undefined" if self.value is None or math.isnan(self.value) else f"{self.value:+.4f}"
+        return f"needs {self.rule}; measured {shown}"
+
+
+_OPS = {">=": "≥", ">": ">", "<=": "≤", "<": "<"}
+
+
+def _criterion(
+    upstream: dict[str, StageRecord], comparison: dict[str, Any] | None, checks: list[Check]
+) -> _Judged:
+    claim = _claim(upstream)
+    s = claim.get("success", {}) or {}
+    if not s.get("metric") or comparison is None:
+        return _Judged("not_run", why="no success criterion or no comparison")
+    comp = parse(next((c for c in checks if c.id == "artifact.comparison"), None), shapes.Comparison)
+    if comp is None:
+        return _Judged("not_run", why="no comparison")
+    metric = str(s["metric"])
+    if metric != comp.metric:
+        return _Judged(
+            "not_run", why=f"the criterion's metric {metric} is not the compared metric {comp.metric}"
+        )
+    op, target, rel = (
+        str(s.get("op", ">=")),
+        float(s.get("value", 0.0)),
+        str(s.get("relative_to", "absolute")),
+    )
+    if rel == "absolute":
+        value, rule = comp.values["candidate"], f"candidate {metric} {_OPS[op]} {target:g}"
+        legacy = f"candidate {metric} {value:.4f} {op} {target}"
+    elif rel in comp.differences:
+        d = comp.differences[rel]
+        # the interval's conservative end must meet the criterion, not just the point estimate
+        upper = op in ("<=", "<")
+        end = d.hi if upper else d.lo
+        value = math.nan if end is None else end
+        rule = (
+            f"{metric}: candidate − {rel} {_OPS[op]} {target:g}, judged on the "
+            f"{'upper' if upper else 'lower'} end of its {d.level:.0%} paired interval (point {d.estimate:+.4f})"
+        )
+        legacy = f"candidate − {rel} interval end {value:+.4f} {op} {target}"
+    else:
+        return _Judged("not_run", why=f"the criterion is relative to {rel!r}, which was not compared")
+    met = {">=": value >= target, ">": value > target, "<=": value <= target, "<": value < target}[op]
+    return _Judged("met" if met else "not_met", rule, value, legacy=legacy)
+
+
+def _outcomes(
+    checks: list[Check], comparison: dict[str, Any] | None, upstream: dict[str, StageRecord]
+) -> Check:
+    by = {c.id: c for c in checks}
+    finished = by["artifact.job_finished"].status == "pass"
+    verified = all(
+        by.get(i) is not None and by[i].status == "pass"
+        for i in ("artifact.identity", "artifact.reload_parity")
+    )
+    comp = by.get("artifact.comparison")
+    better = bool(comp and comp.status == "pass")
+    judged = _criterion(upstream, comparison, checks)
+    limitations = [n.text for rec in upstream.values() for n in rec.notes if n.tag == "limitation"]
+    disabled = [
+        c.id
+        for rec in upstream.values()
+        for c in rec.checks
+        if c.id.startswith("dispatch.alarms.") and _alarm_state(c) == "disabled"
+    ]
+    outcomes = {
+        "job_finished": finished,
+        "artifact_verified": verified,
+        "candidate_better": better,
+        "claim_met": judged.state == "met",
+    }
+    status = "pass" if all(outcomes.values()) else ("fail" if not (finished and verified) else "warn")
+    return Check(
+        id="artifact.verdict",
+        status=status,
+        summary=(
+            f"job finished: {'yes' if finished else 'no'}; artifact verified: {'yes' if verified else 'no'}; "
+            f"candidate better than every comparator: {'yes' if better else 'no'}; claim met: "
+            f"{ {'met': 'yes', 'not_met': 'no'}.get(judged.state, 'not decided') } ({judged.text()})"
+        ),
+        measured=shapes.Verdict(
+            **outcomes,
+            claim_state=judged.state,
+            criterion=judged.legacy or judged.why,
+            rule=judged.rule,
+            measured_value=None if judged.value is None or math.isnan(judged.value) else judged.value,
+            limitations=limitations,
+            disabled_alarms=disabled,
+        ),
+        why="Four different outcomes: a finished job, a verified artifact, a better model and a met claim.",
+        playbook=PB_OUTCOMES,
+    )
+
+
+def _alarm_state(check: Check) -> str:
+    alarm = parse(check, upstream_shapes.Alarm)
+    return alarm.state if alarm else ""

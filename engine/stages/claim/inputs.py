@@ -1,0 +1,130 @@
+"""The claim stage's inputs: what the person decides, with its defaults and validation."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
+
+TRIVIAL = "trivial_baseline"
+BASE_MODEL = "base_model"
+# The arms the artifact stage scores on the locked test beside the candidate.
+KNOWN_COMPARATORS = (TRIVIAL, "best_baseline", BASE_MODEL)
+
+# Metrics the later stages know how to compute; the claim must name one of them.
+KNOWN_METRICS = (
+    "accuracy",
+    "balanced_accuracy",
+    "macro_f1",
+    "weighted_f1",
+    "auroc",
+    "auprc",
+    "log_loss",
+    "brier",
+    "mae",
+    "rmse",
+    "r2",
+    "ndcg_at_k",
+    "recall_at_k",
+    "exact_match",
+)
+
+
+class SuccessCriterion(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    metric: str = Field(
+        default="",
+        description="The metric the success criterion is stated in.",
+        json_schema_extra={"suggestions": list(KNOWN_METRICS)},
+    )
+    op: Literal[">=", ">", "<=", "<"] = Field(
+        default=">=", description="How the metric compares to the value."
+    )
+    value: float = Field(
+        default=0.0,
+        ge=-1e12,
+        le=1e12,
+        description="The threshold (or margin, when relative to a comparator).",
+    )
+    # "absolute": metric op value. A comparator name: metric - comparator's metric op value.
+    relative_to: str = Field(
+        default="absolute",
+        description="'absolute' (metric op value), or a comparator: metric minus its metric op value.",
+        examples=["trivial_baseline"],
+    )
+
+
+class Inputs(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    task_kind: Literal["text_classification", "causal_lm_sft", "tabular"] = Field(
+        default="text_classification", description="The kind of model the claim is about."
+    )
+    # What the target is: classes ("categorical") or a number ("numeric", a regression). Empty: derived
+    # (claimcheck.engine.stats.names.target_type): categorical, except a tabular claim with a regression metric.
+    target_type: Literal["categorical", "numeric", ""] = Field(
+        default="",
+        description="Classes (categorical) or a number (numeric: a regression); empty = derived from the task and metric.",
+    )
+    prediction_unit: str = Field(
+        default="",
+        description="One thing the model predicts for, and when.",
+        examples=["one ticket at triage"],
+    )
+    target_meaning: str = Field(
+        default="", description="What the label means in the world.", examples=["the queue it was routed to"]
+    )
+    target_kind: Literal["recorded_workflow_label", "real_world_decision", ""] = Field(
+        default="", description="Is the label what a workflow recorded, or the decision that was right?"
+    )
+    inference_inputs: list[str] = Field(
+        default_factory=list,
+        description="What the model may see at prediction time (comma-separated).",
+        examples=["subject, body, channel"],
+    )
+    population: str = Field(
+        default="", description="Who or what the claim covers.", examples=["tickets from all channels"]
+    )
+    primary_metric: str = Field(
+        default="",
+        description="The one metric the claim is judged on.",
+        json_schema_extra={"suggestions": list(KNOWN_METRICS)},
+    )
+    metric_averaging: str = Field(
+        default="", description="How per-class scores are averaged (macro, weighted, …).", examples=["macro"]
+    )
+    class_order: list[str] = Field(
+        default_factory=list,
+        description="The label values, in the order reports show them (comma-separated).",
+        examples=["billing, technical, security"],
+    )
+    success: SuccessCriterion = Field(
+        default_factory=SuccessCriterion, description="What result counts as success, stated before any run."
+    )
+    comparators: list[str] = Field(
+        default_factory=list,
+        description="What the model must beat (comma-separated).",
+        examples=["trivial_baseline, best_baseline, base_model"],
+    )
+    fine_tuning: StrictBool = Field(default=True, description="Is a fine-tuned model part of the claim?")
+    run_scope: str = Field(
+        default="", description="How many runs the claim rests on.", examples=["one LoRA fine-tune, no sweep"]
+    )
+    label_quality_limits: str = Field(
+        default="", description="What is known to be wrong with the labels.", examples=["never audited"]
+    )
+    # Where the review of earlier sessions looked, relative to the workspace.
+    review_scope: list[str] = Field(
+        default_factory=lambda: ["runs"],
+        description="Where earlier sessions were looked for, relative to the workspace (comma-separated).",
+        examples=["runs"],
+    )
+
+
+REQUIRED_TEXT = (
+    "prediction_unit",
+    "target_meaning",
+    "target_kind",
+    "population",
+    "primary_metric",
+    "run_scope",
+)

@@ -1,0 +1,239 @@
+"""Claim stage: what is claimed, for whom, measured how, against what — plus a review of earlier sessions.
+
+Playbook: "Establish the claim and scope".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from claimcheck.engine.evidence import Check, EvidenceError, StageRecord
+from claimcheck.engine.pipeline import registry
+from claimcheck.engine.pipeline.context import StageContext
+from claimcheck.engine.stages.claim.inputs import (
+    BASE_MODEL,
+    KNOWN_COMPARATORS,
+    KNOWN_METRICS,
+    REQUIRED_TEXT,
+    TRIVIAL,
+    Inputs,
+)
+from claimcheck.engine.stats.names import LOWER_IS_BETTER, REGRESSION_METRICS, target_type
+
+TITLE = "Claim"
+
+PB_CLAIM = (
+    "State prediction unit, target meaning, inference-time inputs, intended population, primary task "
+    "metric, success criterion and comparators."
+)
+PB_LABEL = "Unknown label quality remains a limitation, even if the target is called gold."
+PB_REVIEW = (
+    "Review relevant accessible runs, including successful, failed, cancelled and incomplete attempts. "
+    "Record the review's scope; absence from a listing is not proof of no run."
+)
+PB_SCOPE = "Preserve the requested model and run scope. Recommend a simpler baseline when informative."
+
+
+def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> StageRecord:
+    checks = [
+        _completeness(inputs),
+        _target_semantics(inputs),
+        _success_criterion(inputs),
+        _comparators(inputs),
+        _review(inputs, ctx),
+    ]
+    return StageRecord(stage="claim", inputs=inputs.model_dump(mode="json"), checks=checks)
+
+
+def _completeness(inp: Inputs) -> Check:
+    missing = [f for f in REQUIRED_TEXT if not str(getattr(inp, f)).strip()]
+    if not inp.inference_inputs:
+        missing.append("inference_inputs")
+    categorical = target_type(inp.model_dump()) == "categorical"
+    if (
+        inp.task_kind == "text_classification"
+        and inp.primary_metric not in LOWER_IS_BETTER
+        and not inp.metric_averaging
+    ):
+        missing.append("metric_averaging")
+    # Class order is asked of categorical targets only: a numeric target has no classes.
+    if inp.task_kind != "causal_lm_sft" and categorical and not inp.class_order:
+        missing.append("class_order")
+    filled = len(REQUIRED_TEXT) + 3 - len(missing)
+    return Check(
+        id="claim.completeness",
+        status="fail" if missing else "pass",
+        basis="decided",
+        summary=("missing: " + ", ".join(missing)) if missing else "every claim field is stated",
+        measured={"missing": missing, "fields_filled": filled},
+        why="A claim that leaves its unit, target, population or metric open cannot be checked later.",
+        playbook=PB_CLAIM,
+    )
+
+
+def _target_semantics(inp: Inputs) -> Check:
+    limits = inp.label_quality_limits.strip()
+    if inp.target_kind == "recorded_workflow_label":
+        meaning = "predicts a recorded workflow label, not a verified real-world decision"
+    elif inp.target_kind == "real_world_decision":
+        meaning = "claims a correct real-world decision"
+    else:
+        meaning = "target kind not stated"
+    status = "info" if limits else "warn"
+    summary = meaning + (
+        "; label-quality limits stated" if limits else "; label quality unknown — a limitation"
+    )
+    return Check(
+        id="claim.target_semantics",
+        status=status,
+        basis="decided",
+        summary=summary,
+        measured={"target_kind": inp.target_kind or "unstated", "label_quality_limits_stated": bool(limits)},
+        why="Predicting what a workflow recorded is a different claim from making the right decision.",
+        playbook=PB_LABEL,
+    )
+
+
+def _success_criterion(inp: Inputs) -> Check:
+    s = inp.success
+    problems = []
+    if inp.primary_metric and inp.primary_metric not in KNOWN_METRICS:
+        problems.append(f"primary metric '{inp.primary_metric}' is not one claimcheck computes")
+    problems += _metric_fits_target(inp)
+    if not s.metric:
+        problems.append("no success metric")
+    elif s.metric != inp.primary_metric:
+        problems.append(f"success metric '{s.metric}' is not the primary metric '{inp.primary_metric}'")
+    if s.relative_to != "absolute" and s.relative_to not in inp.comparators:
+        problems.append(f"success is relative to '{s.relative_to}', which is not a listed comparator")
+    lower = s.metric in LOWER_IS_BETTER
+    if (
+        s.metric
+        and s.relative_to == "absolute"
+        and ((lower and s.op in (">=", ">")) or (not lower and s.op in ("<=", "<")))
+    ):
+        problems.append(f"'{s.metric} {s.op} {s.value}' points the wrong way for this metric")
+    text = (
+        f"{s.metric} {s.op} {s.value}"
+        if s.relative_to == "absolute"
+        else f"{s.metric} − {s.relative_to} {s.op} {s.value}"
+    )
+    return Check(
+        id="claim.success_criterion",
+        status="fail" if problems else "pass",
+        basis="decided",
+        summary="; ".join(problems) if problems else f"success means {text}",
+        measured={"criterion": text, "problems": problems},
+        why="A success criterion fixed before fitting cannot be moved to fit the result.",
+        playbook="Define task-specific go/no-go rules before a pilot, not after seeing its result.",
+    )
+
+
+def _metric_fits_target(inp: Inputs) -> list[str]:
+    """A numeric target needs a regression metric, a categorical one a class metric; text classification
+    is categorical."""
+    kind = target_type(inp.model_dump())
+    if inp.task_kind == "causal_lm_sft" or not inp.primary_metric:
+        return []
+    if kind == "numeric" and inp.task_kind == "text_classification":
+        return [
+            'a text_classification claim has a categorical target; use task_kind = "tabular" for a numeric one'
+        ]
+    regression = inp.primary_metric in REGRESSION_METRICS
+    if kind == "numeric" and not regression:
+        return [
+            f"target_type is numeric but '{inp.primary_metric}' is not a regression metric ({', '.join(sorted(REGRESSION_METRICS))})"
+        ]
+    if kind == "categorical" and regression:
+        return [
+            f"'{inp.primary_metric}' is a regression metric; set target_type = \"numeric\" for a numeric target"
+        ]
+    return []
+
+
+def _comparators(inp: Inputs) -> Check:
+    need = [TRIVIAL] + ([BASE_MODEL] if inp.fine_tuning else [])
+    absent = [c for c in need if c not in inp.comparators]
+    unmeasured = [c for c in inp.comparators if c not in KNOWN_COMPARATORS]
+    if absent:
+        status, summary = "fail", "add comparators: " + ", ".join(absent)
+    elif unmeasured:
+        status = "warn"
+        summary = (
+            f"{', '.join(unmeasured)}: not a comparator the artifact stage measures "
+            f"({', '.join(KNOWN_COMPARATORS)}); it would stay unmeasured"
+        )
+    else:
+        status, summary = "pass", "comparators: " + ", ".join(inp.comparators)
+    return Check(
+        id="claim.comparators",
+        status=status,
+        basis="decided",
+        summary=summary,
+        measured={"comparators": list(inp.comparators), "required_absent": absent, "unmeasured": unmeasured},
+        why="Without the trivial baseline and the unchanged base model, 'better' has no reference.",
+        playbook=PB_SCOPE,
+    )
+
+
+def _session_status(path: Path) -> dict[str, object]:
+    from claimcheck.engine.ledger.session import Session
+
+    try:
+        session = Session.open(path)
+        states = session.states()
+    except EvidenceError as exc:
+        return {"path": str(path), "status": "unreadable", "detail": str(exc)}
+    failing = [n for n, r in session.records().items() if r.worst_status() == "fail"]
+    from claimcheck.engine.training import jobfiles
+
+    job_states = jobfiles.session_job_stages(path / "jobs")
+    if any(jobfiles.job_state(s) == "failed" for s in job_states) or failing:
+        status = "failed"
+    elif any(jobfiles.job_state(s) == "cancelled" for s in job_states):
+        status = "cancelled"
+    elif any(v == "stale" for v in states.values()):
+        status = "stale"
+    elif all(v == "frozen" for v in states.values()):
+        status = "complete"
+    else:
+        status = "incomplete"
+    done = sum(v == "frozen" for v in states.values())
+    detail = f"{done}/{len(registry.STAGES)} stages frozen"
+    if failing:
+        detail += "; failing checks in " + ", ".join(failing)
+    if job_states:
+        detail += "; jobs: " + ", ".join(job_states)
+    return {"path": str(path), "id": session.meta.id, "status": status, "detail": detail}
+
+
+def _review(inp: Inputs, ctx: StageContext) -> Check:
+    from claimcheck.engine.ledger.session import find_sessions
+
+    scanned, sessions = [], []
+    for scope in inp.review_scope:
+        root = ctx.resolve(scope)
+        scanned.append(str(scope))
+        for found in find_sessions(root, exclude=ctx.session_dir):
+            entry = _session_status(found)
+            entry["path"] = str(Path(scope) / found.relative_to(root))
+            sessions.append(entry)
+    counts: dict[str, int] = {}
+    for s in sessions:
+        counts[str(s["status"])] = counts.get(str(s["status"]), 0) + 1
+    summary = (
+        f"{len(sessions)} earlier session(s) in {', '.join(scanned)}: "
+        + (", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "none")
+        + "; sessions outside this scope were not reviewed"
+    )
+    return Check(
+        id="claim.prior_sessions",
+        status="info",
+        basis="measured",
+        summary=summary,
+        coverage="scope: " + ", ".join(scanned),
+        measured={"scope": scanned, "sessions": sessions, "counts": counts},
+        replay="observation",
+        why="Earlier failed or cancelled attempts hold lessons; an empty listing is not proof that none ran.",
+        playbook=PB_REVIEW,
+    )

@@ -1,0 +1,254 @@
+"""Contract stage: one executable training contract, verified on the real prepared inputs.
+
+Requested settings are resolved into the effective contract side by side; a request that cannot be
+honoured here is refused with its reason, never replaced. Then the engine measures the actual
+tokenised train split (lengths, truncation, supervised tokens, EOS, labels, excluded columns),
+estimates memory, and runs a tiny fitting check under a go / no-go rule fixed in the inputs.
+The digest of the effective contract is the training job's identity.
+
+Playbook: "Freeze one executable training contract", "Use a bounded fitting sanity check".
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+from typing import Any
+
+from claimcheck.engine.evidence import Check, StageRecord, digest_of
+from claimcheck.engine.pipeline.context import StageContext, StageInputError
+from claimcheck.engine.stages.contract.checks import PB_PIN, PB_REQ, Basis, verify_and_fit
+from claimcheck.engine.training.hardware import cuda_available
+from claimcheck.engine.training.resolve import Resolution, resolve
+from claimcheck.engine.training.schema import Inputs
+
+TITLE = "Contract"
+CALLER = "contract"
+
+# ---------------------------------------------------------------- data
+
+
+def _split_rows(split: str, upstream: dict[str, StageRecord], ctx: StageContext):
+    from claimcheck.engine.data import splits
+
+    return splits.rows(split, upstream, ctx, caller=CALLER)
+
+
+# ---------------------------------------------------------------- the stage
+
+
+def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> StageRecord:
+    for need in ("source", "split"):
+        if need not in upstream:
+            raise StageInputError(f"the contract stage needs a frozen {need} stage first")
+    claim = upstream["claim"].inputs if "claim" in upstream else {}
+    if claim.get("fine_tuning") is False:
+        return _sklearn(inputs, upstream, ctx)
+    source_inputs = upstream["source"].inputs
+    ctx.progress(None, "resolving the requested contract")
+    eff, res, facts = resolve(inputs, ctx, claim, source_inputs)
+
+    ctx.progress(None, "reading the train split")
+    train = _split_rows("train", upstream, ctx)
+    if train.height == 0:
+        raise StageInputError("the train split is empty")
+    checks: list[Check] = []
+    labels_present: list[str] = []
+    if eff["task_kind"] == "text_classification":
+        labels_present = sorted({str(t) for t in train["target"].to_list()})
+        order = [str(c) for c in claim.get("class_order") or []]
+        classes = order or labels_present
+        eff["label_classes"] = res.resolved(
+            "label_classes",
+            order,
+            classes,
+            "the claim's class_order" if order else "sorted classes present in train",
+        )
+        missing = [c for c in labels_present if c not in classes]
+        if missing:
+            res.refuse("label_classes", classes, f"train has classes {missing} that the class order lacks")
+    else:
+        eff["label_classes"] = []
+    steps_per_epoch = math.ceil(train.height / eff["effective_batch"])
+    eff["optimizer_steps"] = eff["max_steps"] or steps_per_epoch * eff["epochs"]
+    eff["schedule"]["warmup_steps"] = int(math.ceil(eff["schedule"]["warmup_ratio"] * eff["optimizer_steps"]))
+    eff["data"] = _data_identity(upstream, train.height)
+
+    checks.append(_requested_vs_effective(res))
+    checks.append(_model_identity(eff, facts))
+    checks.append(_data_identity_check(eff))
+    checks.append(_environment(eff))
+
+    refused = bool(res.refused)
+    if refused:
+        why = "not run: the contract has refused settings (see contract.requested_vs_effective)"
+        for cid in ("prepared_lengths", "prepared_columns", "effective_batch", "memory", "fit_check"):
+            checks.append(
+                Check(id=f"contract.{cid}", status="not_run", basis="not_run", summary=why, playbook=PB_REQ)
+            )
+    else:
+        checks.extend(verify_and_fit(Basis(inputs, eff, facts, train, source_inputs, labels_present, ctx)))
+
+    return _sealed(inputs, eff, res, checks)
+
+
+def _sklearn(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> StageRecord:
+    """claim.fine_tuning = false: the candidate is a pinned scikit-learn learner (contract_sklearn)."""
+    from claimcheck.engine.stages.contract.learner import sklearn_contract
+
+    eff, res, candidate, rows = sklearn_contract(inputs, upstream, ctx)
+    eff["data"] = _data_identity(upstream, rows)
+    checks = [_requested_vs_effective(res), candidate, _data_identity_check(eff), _environment(eff)]
+    return _sealed(inputs, eff, res, checks)
+
+
+def _sealed(inputs: Inputs, eff: dict[str, Any], res: Resolution, checks: list[Check]) -> StageRecord:
+    """The effective contract and its digest appended: the record the later stages read."""
+    refused = bool(res.refused)
+    digest = digest_of(eff)
+    checks.append(
+        Check(
+            id="contract.effective",
+            status="fail" if refused else "pass",
+            summary=(
+                f"{len(res.refused)} refused setting(s): the contract cannot run as requested; edit it"
+                if refused
+                else f"effective contract pinned ({len(eff)} fields)"
+            ),
+            measured={"effective": eff, "refused": res.refused},
+            why="The job trains from exactly this dictionary; nothing it does is left to a library default.",
+            playbook=PB_PIN,
+        )
+    )
+    checks.append(
+        Check(
+            id="contract.digest",
+            status="fail" if refused else "pass",
+            summary=f"contract digest {digest[:19]}…"
+            + (" (of a refused contract — not dispatchable)" if refused else ""),
+            measured={"digest": digest},
+            why="The digest of the effective contract is the training job's identity: same digest, same job.",
+            playbook="Give each deliberate operation a stable identity.",
+        )
+    )
+    return StageRecord(stage="contract", inputs=inputs.model_dump(mode="json"), checks=checks)
+
+
+def _data_identity(upstream: dict[str, StageRecord], train_rows: int) -> dict[str, Any]:
+    from claimcheck.engine.shapes import data as shapes
+    from claimcheck.engine.shapes import parse
+
+    sums = parse(upstream["source"].check("source.checksum"), shapes.Checksum)
+    mem = parse(upstream["split"].check("split.membership"), shapes.Membership)
+    return {
+        "source_files": [f"{f.path}:{f.sha256}" for f in sums.files] if sums else [],
+        "split_sha256": mem.sha256 if mem else "",
+        "source_record": upstream["source"].provenance.digest,
+        "split_record": upstream["split"].provenance.digest,
+        "train_rows": train_rows,
+    }
+
+
+def _requested_vs_effective(res: Resolution) -> Check:
+    n_resolved = sum(1 for r in res.rows if r["outcome"].startswith("resolved"))
+    if res.refused:
+        summary = "REFUSED: " + "; ".join(
+            f"{r['setting']} = {r['requested']}: {r['reason']}" for r in res.refused
+        )
+    else:
+        summary = f"{len(res.rows)} settings: {len(res.rows) - n_resolved} as requested, {n_resolved} resolved, none refused"
+    return Check(
+        id="contract.requested_vs_effective",
+        status="fail" if res.refused else "pass",
+        basis="measured",
+        summary=summary,
+        measured={"table": res.rows, "refused": res.refused},
+        why="A setting that cannot be honoured here is refused with its reason, never silently replaced.",
+        playbook=PB_REQ,
+    )
+
+
+def _model_identity(eff: dict, facts: dict) -> Check:
+    mm, tm = facts["model_manifest"], facts["tok_manifest"]
+    weights = [f for f in mm if f["file"].endswith((".safetensors", ".bin"))]
+    status = "pass" if weights else "fail"
+    return Check(
+        id="contract.model_identity",
+        status=status,
+        summary=(
+            f"{eff['model_path']}: {len(mm)} files hashed ({sum(f['bytes'] for f in weights):,} weight bytes)"
+            + (
+                f", revision {eff['hub_revision']}"
+                if eff["hub_revision"]
+                else ", local folder (no hub revision)"
+            )
+            if weights
+            else f"{eff['model_path']}: no weight file (.safetensors / .bin) in the folder"
+        ),
+        measured={
+            "model_sha256": eff["model_sha256"],
+            "tokenizer_sha256": eff["tokenizer_sha256"],
+            "hub_revision": eff["hub_revision"],
+            "model_files": mm,
+            "tokenizer_files": tm,
+        },
+        why="The same name can hold different weights; the manifest pins the exact files the job loads.",
+        playbook=PB_PIN,
+    )
+
+
+def _data_identity_check(eff: dict) -> Check:
+    d = eff["data"]
+    ok = bool(d["source_files"]) and bool(d["split_sha256"])
+    return Check(
+        id="contract.data_identity",
+        status="pass" if ok else "warn",
+        summary=(
+            f"{len(d['source_files'])} source file(s) and the split membership pinned by sha256; "
+            f"{d['train_rows']:,} train rows"
+            if ok
+            else "source checksum or split membership hash missing upstream"
+        ),
+        measured=dict(d),
+        why="Training data must be exactly the data the split and baseline stages measured.",
+        playbook=PB_PIN,
+    )
+
+
+def _environment(eff: dict) -> Check:
+    import importlib.metadata as md
+
+    from claimcheck.engine import threads
+    from claimcheck.engine.artifact.sklearn_candidate import VERSIONED
+
+    sklearn = eff.get("candidate_kind") == "sklearn"
+    versions = {}
+    torch_stack = ("torch", "transformers", "peft", "bitsandbytes", "accelerate", "tokenizers")
+    for pkg in VERSIONED if sklearn else torch_stack:
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            versions[pkg] = "not installed"
+    hw: dict[str, Any] = {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "platform": platform.platform(terse=True),
+        "device": eff.get("device", "cpu"),
+    }
+    # cpu_count, and the cap every scikit-learn / numpy fit runs under (engine/threads.py)
+    hw.update(threads.record())
+    if hw["device"] == "cuda" and cuda_available():
+        import torch
+
+        hw["gpu"] = torch.cuda.get_device_name(0)
+    return Check(
+        id="contract.environment",
+        status="info",
+        summary="libraries: "
+        + ", ".join(f"{k} {v}" for k, v in versions.items())
+        + f"; {hw['device']} on {hw['machine']}",
+        measured={"versions": versions, "hardware": hw},
+        replay="observation",
+        why="Seeds aid repeatability but do not guarantee bitwise agreement across runtimes or devices.",
+        playbook=PB_PIN,
+    )

@@ -1,0 +1,467 @@
+"""The dispatch stage's checks, measured from the job's own files: identity, acknowledgement,
+progress, liveness, the loss curve and dev metric over time, the alarms, checkpoints and resume.
+
+Replay calls the same `job_checks` on the recorded job folder: it looks, never launches.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from claimcheck.engine.evidence import Check, digest_of
+from claimcheck.engine.pipeline.context import StageInputError
+from claimcheck.engine.training import jobfiles
+from claimcheck.engine.training.alarms import LOWER_BETTER
+from claimcheck.engine.training.jobfiles import job_state, latest_by_step
+from claimcheck.engine.training.schema import Effective, effective
+
+PB_IDENTITY = (
+    "Give each deliberate operation a stable identity; an uncertain reply is a reason to inspect/reconcile, "
+    "not generate a new launch key."
+)
+PB_ACK = "Verify provider acknowledgement, actual stage and measured progress after launch."
+PB_HEARTBEAT = (
+    "Distinguish control-plane records from provider work. A setup row is not necessarily a GPU job, "
+    "a heartbeat is not an optimizer step, and a collection failure is not proof the provider failed."
+)
+PB_MONITOR = (
+    "Monitor objective loss and the declared task metric together. Watch for class collapse, divergence, "
+    "train/development gaps and missing coverage."
+)
+PB_DISABLED = "Declare checkpoint selection, required-check failure behavior and any stopping rule. Disclose disabled checks."
+PB_RESUME = (
+    "For resumable training, retain required optimizer, scheduler, scaler, RNG and progress state as supported; "
+    "test that path before promising interruption recovery."
+)
+PB_REUSE = (
+    "Explicitly reuse the same prepared inputs and configuration so defaults cannot create a second setup."
+)
+MAX_POINTS = 200
+
+
+def typed(eff: dict[str, Any] | Effective) -> Effective:
+    """The effective contract as its typed model; a field it does not know is the person's to fix."""
+    from pydantic import ValidationError
+
+    try:
+        return effective(eff)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ()))
+        raise StageInputError(
+            f"the contract record's effective settings do not fit this engine ({where}: {first.get('msg')}): "
+            "re-run and freeze the contract stage"
+        ) from None
+
+
+def job_checks(
+    job_dir: Path, eff: dict[str, Any], digest: str, op_id: str, provider: Any, launch_info: dict[str, Any]
+) -> list[Check]:
+    from claimcheck.engine.providers.base import Handle
+    from claimcheck.engine.training import alarms
+
+    if not jobfiles.has_contract(job_dir):
+        return [
+            Check(
+                id="dispatch.identity",
+                status="not_run",
+                basis="not_run",
+                summary=f"no job directory jobs/{op_id}: the job was never exported here",
+                measured={"operation_id": op_id},
+                playbook=PB_IDENTITY,
+            )
+        ]
+    c = typed(eff)
+    doc = jobfiles.read_contract(job_dir)
+    handle = Handle(op_id=op_id, job_dir=job_dir, provider=provider.name, ref=str(launch_info.get("ref", "")))
+    st = provider.status(handle)
+    status_doc = jobfiles.read_status(job_dir)
+    hb = jobfiles.read_heartbeat(job_dir)
+    records = jobfiles.read_metrics(job_dir)
+    total = int(status_doc.get("total_steps", 0) or 0)
+    checks = [
+        _identity(doc, eff, digest, op_id, job_dir),
+        _acknowledged(st, status_doc, launch_info, provider.name),
+        _progress(st, status_doc, hb, records),
+        _liveness(st, hb),
+        _loss_curve(records),
+        _dev_metric(records),
+    ]
+    for alarm in alarms.evaluate(records, c, {**hb, **_stall_of(status_doc, hb)}, total):
+        checks.append(_alarm_check(alarm))
+    checks.append(_checkpoints(job_dir, c, total))
+    checks.append(_resume(status_doc, records))
+    if (job_dir / jobfiles.RAY_RECORD).exists():
+        checks.append(_ray_record(job_dir))
+    return checks
+
+
+def _ray_record(job_dir: Path) -> Check:
+    """What the cluster was asked to run, as the Ray provider recorded it before its first POST."""
+    import json
+
+    try:
+        doc = json.loads((job_dir / jobfiles.RAY_RECORD).read_text())
+    except (OSError, ValueError) as exc:
+        return Check(
+            id="dispatch.provider_record",
+            status="fail",
+            summary=f"jobs/{job_dir.name}/{jobfiles.RAY_RECORD} is unreadable ({exc})",
+            playbook=PB_IDENTITY,
+        )
+    keys = ("address", "ray_version", "submission_id", "entrypoint", "runtime_env", "resources")
+    keys += ("output_location", "outcome", "posts", "ray_status")
+    kept = {k: doc[k] for k in keys if k in doc and doc[k] is not None}
+    return Check(
+        id="dispatch.provider_record",
+        status="info",
+        summary=(
+            f"Ray {doc.get('ray_version', '?')} at {doc.get('address', '?')}: submission "
+            f"{doc.get('submission_id', '?')} ({doc.get('outcome', '?')}, {doc.get('posts', '?')} POST)"
+        ),
+        measured=kept,
+        replay="observation",
+        why="Provider call ids, the entrypoint and the runtime environment are what a reviewer needs to find the run.",
+        playbook="Distinguish control-plane records from provider work. Preserve provider call IDs and acknowledge uncertainty.",
+    )
+
+
+def _stall_of(status_doc: dict[str, Any], hb: dict[str, Any]) -> dict[str, Any]:
+    worst = max(int(hb.get("max_beats_without_step", -1)), int(status_doc.get("max_beats_without_step", -1)))
+    return {"max_beats_without_step": worst}
+
+
+def _identity(doc: dict[str, Any], eff: dict[str, Any], digest: str, op_id: str, job_dir: Path) -> Check:
+    from claimcheck.engine.training.evaluate import sha256_file
+
+    problems = []
+    copy_digest = digest_of(doc.get("effective", {}))
+    if copy_digest != digest:
+        problems.append(f"contract copy digest {copy_digest[:20]} ≠ frozen contract {digest[:20]}")
+    if doc.get("operation_id") != op_id:
+        problems.append(f"job says operation {doc.get('operation_id')!r}, expected {op_id!r}")
+    data = doc.get("data", {})
+    hashes = {}
+    for name in ("train", "dev"):
+        path = job_dir / str(data.get(name, ""))
+        got = sha256_file(path) if path.is_file() else "missing"
+        hashes[name] = got
+        if got != data.get(f"{name}_sha256"):
+            problems.append(
+                f"{name} rows changed since export ({got[:12]} vs {str(data.get(f'{name}_sha256'))[:12]})"
+            )
+    return Check(
+        id="dispatch.identity",
+        status="fail" if problems else "pass",
+        summary="; ".join(problems)
+        if problems
+        else f"operation {op_id} = contract {digest[7:23]} attempt {doc.get('attempt')}",
+        measured={
+            "operation_id": op_id,
+            "digest": digest,
+            "attempt": int(doc.get("attempt", 0)),
+            "train_sha256": hashes["train"],
+            "dev_sha256": hashes["dev"],
+            "train_rows": int(data.get("train_rows", 0)),
+            "dev_rows": int(data.get("dev_rows", 0)),
+            "problems": problems,
+            "job_files": job_files(job_dir),
+        },
+        why="One identity per deliberate launch: relaunching with the same one adopts the job, never starts a second.",
+        playbook=PB_IDENTITY,
+    )
+
+
+def job_files(job_dir: Path) -> dict[str, str]:
+    """sha256 of what the job wrote that evidence rests on: metrics.jsonl and every checkpoint file
+    (final/ is pinned by artifact.identity; status, heartbeat, log and pid files are liveness only)."""
+    from claimcheck.engine.training.evaluate import sha256_file
+
+    files = [job_dir / jobfiles.METRICS] if (job_dir / jobfiles.METRICS).is_file() else []
+    for sub in (jobfiles.CHECKPOINTS, jobfiles.BEST):
+        if (job_dir / sub).is_dir():
+            files += sorted(p for p in (job_dir / sub).rglob("*") if p.is_file() and not p.is_symlink())
+    return {p.relative_to(job_dir).as_posix(): sha256_file(p) for p in files}
+
+
+def _acknowledged(st: Any, status_doc: dict[str, Any], launch_info: dict[str, Any], provider: str) -> Check:
+    acked = bool(status_doc) and status_doc.get("operation_id") == launch_info["operation_id"]
+    how = (
+        "replay: looked only"
+        if launch_info.get("replay")
+        else (
+            "started by this run"
+            if launch_info.get("started")
+            else "adopted an existing job with this identity"
+        )
+    )
+    return Check(
+        id="dispatch.acknowledged",
+        status="pass" if acked else ("not_run" if st.stage in ("not_found", "launching") else "fail"),
+        basis="measured" if acked else "not_run",
+        summary=(
+            f"the job wrote its own status under operation {launch_info['operation_id']} ({how})"
+            if acked
+            else f"no status written by the job yet ({st.stage}; {how})"
+        ),
+        measured={
+            "provider": provider,
+            "acknowledged": acked,
+            "how": how,
+            "pid": int(status_doc.get("pid", 0)),
+            "runs": int(status_doc.get("runs", 0)),
+        },
+        replay="observation",
+        why="A launch call returning is not the job running: only the job's own status acknowledges it.",
+        playbook=PB_ACK,
+    )
+
+
+def _progress(
+    st: Any, status_doc: dict[str, Any], hb: dict[str, Any], records: list[dict[str, Any]]
+) -> Check:
+    steps = latest_by_step(records, "step")
+    state = job_state(st.stage)
+    status = {"finished": "pass", "failed": "fail", "cancelled": "warn"}.get(
+        state, "fail" if st.stage == "lost" else "info"
+    )
+    summary = (
+        f"{state}: stage {st.stage}, {len(steps)} optimizer steps of {st.total_steps}, "
+        f"{int(hb.get('beats', 0))} heartbeats"
+    )
+    if st.reason:
+        summary += f" — {st.reason}"
+    return Check(
+        id="dispatch.progress",
+        status=status,
+        summary=summary,
+        measured={
+            "job_state": state,
+            "stage": st.stage,
+            "reason": st.reason,
+            "optimizer_steps": len(steps),
+            "last_step": st.step,
+            "total_steps": st.total_steps,
+            "resumed_from": list(st.resumed_from),
+        },
+        why="A job is finished only when it says so; a heartbeat is not an optimizer step, so both are counted.",
+        playbook=PB_HEARTBEAT,
+    )
+
+
+def _liveness(st: Any, hb: dict[str, Any]) -> Check:
+    return Check(
+        id="dispatch.liveness",
+        status="info",
+        summary=(
+            f"process {'alive' if st.alive else 'not running'} (pid {st.pid}); last heartbeat "
+            f"{st.heartbeat_age_s:.1f}s ago at step {int(hb.get('step', 0))}"
+        ),
+        measured={
+            "alive": st.alive,
+            "pid": st.pid,
+            "last_heartbeat_age_s": st.heartbeat_age_s,
+            "heartbeat_step": int(hb.get("step", 0)),
+            "heartbeat_interval_s": float(hb.get("interval", 0.0)),
+            # How many heartbeats a run takes depends on the machine's speed, not the run.
+            "heartbeats": int(hb.get("beats", 0)),
+        },
+        replay="observation",
+        why="Process liveness and heartbeat age are a look at the world now, not a property of the run.",
+        playbook=PB_HEARTBEAT,
+    )
+
+
+def _thin(values: list[Any]) -> tuple[list[Any], int]:
+    every = max(1, math.ceil(len(values) / MAX_POINTS))
+    return values[::every], every
+
+
+def _num(x: Any) -> float:
+    """TOML has nan/inf floats; keep non-finite values as they were measured."""
+    return float(x) if isinstance(x, int | float) else float("nan")
+
+
+def _loss_curve(records: list[dict[str, Any]]) -> Check:
+    steps = latest_by_step(records, "step")
+    if not steps:
+        return Check(
+            id="dispatch.loss_curve",
+            status="not_run",
+            basis="not_run",
+            summary="no optimizer step recorded",
+            playbook=PB_MONITOR,
+        )
+    thin, every = _thin(steps)
+    losses = [_num(s.get("loss")) for s in steps]
+    finite = [x for x in losses if math.isfinite(x)]
+    k = max(1, len(finite) // 10)
+    first, last = (sum(finite[:k]) / k, sum(finite[-k:]) / k) if finite else (math.nan, math.nan)
+    return Check(
+        id="dispatch.loss_curve",
+        status="info",
+        summary=f"training loss {first:.4f} → {last:.4f} (mean of first / last {k} steps) over {len(steps)} steps",
+        coverage="full" if every == 1 else f"sample: every {every}th of {len(steps)} steps",
+        measured={
+            "step": [int(s["step"]) for s in thin],
+            "loss": [_num(s.get("loss")) for s in thin],
+            "lr": [_num(s.get("lr")) for s in thin],
+            "grad_norm": [_num(s.get("grad_norm")) for s in thin],
+            "loss_first": first,
+            "loss_last": last,
+        },
+        why="The measured curve, not a summary of it: lower loss alone is not a better model.",
+        playbook=PB_MONITOR,
+    )
+
+
+def _dev_metric(records: list[dict[str, Any]]) -> Check:
+    evals = jobfiles.dev_evals(records)
+    trivial = next((r for r in records if r.get("kind") == "trivial"), {})
+    if not evals:
+        return Check(
+            id="dispatch.dev_metric",
+            status="not_run",
+            basis="not_run",
+            summary="no development evaluation recorded",
+            playbook=PB_MONITOR,
+        )
+    metric = str(evals[0].get("metric", ""))
+    values = [_num(e.get("value")) for e in evals]
+    tv = _num(trivial.get("value"))
+    last = values[-1]
+    lower = metric in LOWER_BETTER
+    beats = math.isfinite(tv) and (last < tv if lower else last > tv)
+    return Check(
+        id="dispatch.dev_metric",
+        status="pass" if beats else ("warn" if math.isfinite(tv) else "info"),
+        summary=(
+            f"dev {metric} {values[0]:.4f} at step 0 → {last:.4f} at the end"
+            + (f"; trivial baseline {tv:.4f}" if math.isfinite(tv) else "")
+        ),
+        coverage=f"full dev split ({int(evals[-1].get('rows', 0))} rows)",
+        measured={
+            "metric": metric,
+            "step": [int(e["step"]) for e in evals],
+            "value": values,
+            "train_reference_value": [_num(e.get("train_value")) for e in evals],
+            "trivial_value": tv,
+            "final_value": last,
+            "beats_trivial": beats,
+            "final_pred_distribution": dict(evals[-1].get("pred_distribution", {})),
+        },
+        why="The declared task metric over time, next to what predicting the majority class scores.",
+        playbook=PB_MONITOR,
+    )
+
+
+def _alarm_check(alarm: dict[str, Any]) -> Check:
+    state = alarm["state"]
+    status = {
+        "raised": "fail" if alarm["name"] == "non_finite" else "warn",
+        "clear": "pass",
+        "disabled": "info",
+        "not_run": "not_run",
+    }[state]
+    measured = {k: v for k, v in alarm.items() if k not in ("name",) and v is not None}
+    return Check(
+        id=f"dispatch.alarms.{alarm['name']}",
+        status=status,
+        basis="not_run" if state == "not_run" else ("decided" if state == "disabled" else "measured"),
+        summary=f"{alarm['name'].replace('_', ' ')}: {state} — {alarm['detail']}",
+        measured=measured,
+        # The stall alarm counts wall-clock heartbeats: a re-run on a busier machine counts
+        # others, so replay reports it but does not compare it.
+        replay="observation" if alarm["name"] == "stall" else "compare",
+        why="Alarms run while the job runs; a disabled alarm is disclosed, never silently absent.",
+        playbook=PB_DISABLED if state == "disabled" else PB_MONITOR,
+    )
+
+
+def _checkpoints(job_dir: Path, c: Effective, total: int) -> Check:
+    from claimcheck.engine.training import checkpoint
+
+    found = checkpoint.complete(job_dir / jobfiles.CHECKPOINTS)
+    need = (
+        "trainable.safetensors",
+        "optimizer.pt",
+        "scheduler.pt",
+        "scaler.pt",
+        "rng_state.pt",
+        "trainer_state.json",
+    )
+    incomplete = [p.name for p in found if not all((p / f).is_file() for f in need)]
+    every = c.checkpoint_every_steps
+    expected = bool(every) and total > every
+    if not found:
+        status = "warn" if expected else "info"
+        summary = "no checkpoint saved" + (
+            f" although the contract asks for one every {every} steps" if expected else ""
+        )
+    else:
+        status = "fail" if incomplete else "pass"
+        summary = (
+            f"{len(found)} checkpoints (steps {', '.join(p.name[5:].lstrip('0') or '0' for p in found)}), "
+            "each with weights, optimizer, scheduler, scaler and RNG state"
+        )
+        if incomplete:
+            summary = f"checkpoints missing resume state: {incomplete}"
+    return Check(
+        id="dispatch.checkpoints",
+        status=status,
+        summary=summary,
+        measured={
+            "steps": [int(p.name[5:]) for p in found],
+            "incomplete": incomplete,
+            "every_steps": every,
+            "files": list(need),
+        },
+        why="Weights alone cannot resume a run: optimizer, scheduler, scaler and RNG state are needed too.",
+        playbook=PB_RESUME,
+    )
+
+
+def _resume(status_doc: dict[str, Any], records: list[dict[str, Any]]) -> Check:
+    resumes = [r for r in records if r.get("kind") == "resume"]
+    if not resumes:
+        return Check(
+            id="dispatch.resume",
+            status="info",
+            summary="the job ran without interruption",
+            measured={"resumed_from": []},
+            why="Records where a resumed job picked up.",
+            playbook=PB_RESUME,
+        )
+    # Steps a killed run logged past its checkpoint were redone by the resumed run: compare them.
+    first: dict[int, dict[str, Any]] = {}
+    last: dict[int, dict[str, Any]] = {}
+    for r in records:
+        if r.get("kind") == "step":
+            first.setdefault(int(r["step"]), r)
+            last[int(r["step"])] = r
+    redone = [s for s in sorted(last) if first[s] is not last[s]]
+    diffs = [abs(_num(first[s]["loss"]) - _num(last[s]["loss"])) for s in redone]
+    lr_diffs = [abs(_num(first[s]["lr"]) - _num(last[s]["lr"])) for s in redone]
+    max_diff = max(diffs) if diffs else 0.0
+    tol = 1e-4
+    ok = all(d <= tol for d in diffs) and all(d <= 1e-12 for d in lr_diffs)
+    return Check(
+        id="dispatch.resume",
+        status="pass" if ok else "warn",
+        summary=(
+            f"resumed from step(s) {', '.join(str(r['step']) for r in resumes)}; {len(redone)} redone steps "
+            f"match the interrupted run's loss within {max_diff:.2e} (tolerance {tol})"
+        ),
+        measured={
+            "resumed_from": [int(r["step"]) for r in resumes],
+            "checkpoints": [str(r.get("checkpoint")) for r in resumes],
+            "redone_steps": redone,
+            "max_loss_diff": max_diff,
+            "max_lr_diff": max(lr_diffs) if lr_diffs else 0.0,
+            "tolerance": tol,
+        },
+        why="A resume restores optimizer, scheduler and RNG state; the redone steps show whether it really did.",
+        playbook=PB_RESUME,
+    )

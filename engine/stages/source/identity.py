@@ -1,0 +1,175 @@
+"""The source stage's identity checks: rows with identical model inputs and their conflicting
+labels (the label-noise ceiling), near-duplicate texts, and entity families — the equivalences a
+split must respect."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from claimcheck.engine.evidence import Check, atomic_write_bytes
+from claimcheck.engine.pipeline.context import StageContext
+from claimcheck.engine.stages.source.checks import (
+    DUP_SHARE_WARN,
+    NO_ENTITY_WARN,
+    PB_DUPS,
+    PB_FAMILY,
+    PB_NEAR,
+    PB_NOISE,
+)
+from claimcheck.engine.stages.source.inputs import Inputs
+
+
+def duplicates(ds: Any, inp: Inputs, cov: str) -> list[Check]:
+    from claimcheck.engine.audit.duplicates import candidate_rows, conflict_stats, duplicate_stats
+    from claimcheck.engine.data.rows import model_inputs
+
+    cols = model_inputs(inp.model_dump(mode="json"))
+    cand = candidate_rows(ds, cols, "none") if cols and ds.height else None
+    exact = duplicate_stats(ds, cols, "none", cand)
+    norm = duplicate_stats(ds, cols, inp.normalisation) if inp.normalisation != "none" else exact
+    conf = conflict_stats(ds, cols, cand)
+    status = (
+        "warn"
+        if norm["share"] > DUP_SHARE_WARN
+        else ("info" if exact["groups"] or norm["groups"] else "pass")
+    )
+    dup = Check(
+        id="source.duplicate_inputs",
+        status=status,
+        summary=(
+            f"{exact['groups']} groups / {exact['rows']} rows with identical model inputs; "
+            f"{norm['groups']} groups / {norm['rows']} rows after '{inp.normalisation}' "
+            f"({norm['share']:.1%}); kept — they may be legitimate weights"
+        ),
+        coverage=cov,
+        measured={"columns": cols, "exact": exact, "normalised": norm, "normalisation": inp.normalisation},
+        why="Repeated inputs inflate held-out scores when they straddle a split, and may be legitimate weights.",
+        playbook=PB_DUPS,
+    )
+    noise = Check(
+        id="source.conflicting_labels",
+        status="warn" if conf["groups"] else "pass",
+        summary=(
+            f"{conf['groups']} input-identical group(s) / {conf['rows']} rows carry more than one label; "
+            f"label-noise ceiling: accuracy ≤ {conf['noise_ceiling_accuracy']:.4f}"
+        ),
+        coverage=cov,
+        measured={"columns": cols, **conf},
+        why="No model can be right on both labels of identical inputs: the ceiling bounds any claimed accuracy.",
+        playbook=PB_NOISE,
+    )
+    return [dup, noise]
+
+
+def near_duplicates(ds: Any, inp: Inputs, ctx: StageContext, cov: str) -> Check:
+    import hashlib
+
+    from claimcheck.engine.audit.neardup import (
+        METHOD,
+        PAIRS_FILE,
+        cluster_summary,
+        near_duplicates,
+        pairs_payload,
+    )
+    from claimcheck.engine.audit.neardup.hashing import SHINGLE_HASH
+    from claimcheck.engine.data.rows import text_inputs
+
+    cols = text_inputs(inp.model_dump(mode="json"))
+    if not cols:
+        return Check(
+            id="source.near_duplicates",
+            status="not_run",
+            basis="not_run",
+            summary="no free-text model input declared ('text_columns'): near-duplicates not checked",
+            coverage=cov,
+            why="Near-duplicate texts leak across splits even when exact duplicates do not.",
+            playbook=PB_NEAR,
+        )
+    res = near_duplicates(ds, cols, threshold=inp.near_dup_threshold, shingle_size=inp.shingle_size)
+    cl = cluster_summary(res.pairs)
+    # Saved so the split stage reuses the pairs instead of recomputing them; replay only compares the hash.
+    payload = pairs_payload(res.pairs)
+    rel = f"data/{PAIRS_FILE}"
+    if not ctx.replay:
+        atomic_write_bytes(ctx.session_dir / rel, payload)
+    return Check(
+        id="source.near_duplicates",
+        status="warn" if res.pairs.height else "pass",
+        summary=(
+            f"{res.pairs.height} row pair(s) with Jaccard ≥ {inp.near_dup_threshold} over {inp.shingle_size}-word "
+            f"shingles (distinct texts, exact-Jaccard verified); {cl['clusters']} cluster(s), {cl['rows_in_clusters']} rows"
+        ),
+        coverage=cov,
+        measured={
+            "columns": cols,
+            "pairs": res.pairs.height,
+            "text_pairs": res.verified_text_pairs,
+            "distinct_texts": res.texts,
+            "candidates": res.candidates,
+            **cl,
+            "threshold": inp.near_dup_threshold,
+            "shingle_size": inp.shingle_size,
+            "method": METHOD,
+            "shingle_hash": SHINGLE_HASH,
+            "candidate_probability_at_threshold": round(res.recall_at(inp.near_dup_threshold), 9),
+            "pairs_path": rel,
+            "pairs_sha256": hashlib.sha256(payload).hexdigest(),
+        },
+        why="Near-copies on both sides of a split make a held-out score measure memory, not generalisation.",
+        playbook=PB_NEAR,
+    )
+
+
+def families(ds: Any, inp: Inputs, ctx: StageContext, cov: str) -> Check:
+    import hashlib
+
+    from claimcheck.engine.audit.families import compute_families, family_summary
+    from claimcheck.engine.data.rows import FAMILIES_FILE
+    from claimcheck.engine.textsafe import visible
+
+    fam = compute_families(ds, inp.entity_columns)
+    buf = io.BytesIO()
+    fam.write_parquet(buf, statistics=False)
+    payload = buf.getvalue()
+    rel = f"data/{FAMILIES_FILE}"
+    if not ctx.replay:
+        atomic_write_bytes(ctx.session_dir / rel, payload)
+    s = family_summary(fam, ds, inp.entity_columns)
+    s["multi_row_families"] = s["families"] - s["singleton_families"]
+    no_id_share = s["rows_without_entity_id"] / max(s["rows"], 1)
+    basis = "measured"
+    if inp.independent_rows.declared:
+        status, basis = "pass", "decided"
+        summary = (
+            "rows declared independent (a recorded decision): every row is its own family — "
+            f"{visible(inp.independent_rows.rationale.strip())}"
+        )
+    elif not inp.entity_columns:
+        status, summary = (
+            "warn",
+            "no entity columns declared: every row is its own family; unseen-entity claims cannot be checked "
+            "(or record in the source stage that the rows are independent, with a rationale)",
+        )
+    else:
+        status = "warn" if no_id_share > NO_ENTITY_WARN else "info"
+        summary = (
+            f"{s['families']:,} families over {', '.join(inp.entity_columns)}; largest {s['largest_family_rows']} rows; "
+            f"{s['multi_row_families']:,} multi-row; {s['rows_without_entity_id']} rows have no entity id"
+        )
+    return Check(
+        id="source.entity_families",
+        status=status,
+        basis=basis,
+        summary=summary,
+        coverage=cov,
+        measured={
+            "entity_columns": list(inp.entity_columns),
+            "independent_rows_declared": inp.independent_rows.declared,
+            **s,
+            "families_path": rel,
+            "families_sha256": hashlib.sha256(payload).hexdigest(),
+        },
+        why="Rows linked by a customer, thread or case are not independent; a split must keep a family together.",
+        playbook=PB_FAMILY,
+    )

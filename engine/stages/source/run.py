@@ -1,0 +1,217 @@
+"""Source stage: what is in the data, and can the inputs determine the target?
+
+Every check is computed on the recorded files with Polars (definitions and default thresholds in
+docs/checks.md). Nothing is dropped silently: filters and the rows without a target are counted per
+reason, malformed records are located by file and line, duplicates are reported, never removed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from claimcheck.engine.evidence import Check, Note, StageRecord
+from claimcheck.engine.pipeline.context import StageContext, StageInputError
+from claimcheck.engine.stages.source import checks as sc
+from claimcheck.engine.stages.source import claim as source_claim
+from claimcheck.engine.stages.source import identity as si
+from claimcheck.engine.stages.source.checks import PB_PREVIEW
+from claimcheck.engine.stages.source.inputs import Inputs
+from claimcheck.engine.stats.names import target_type
+
+TITLE = "Source"
+
+
+def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> StageRecord:
+    import polars as pl
+
+    from claimcheck.engine.data import rows as data
+
+    _validate_fields(inputs)
+    paths = [ctx.resolve(f, inside=not inputs.allow_outside_workspace) for f in inputs.files]
+    ctx.progress(0.02, "checksums")
+    checks: list[Check] = [sc.checksum(inputs, paths)]
+    raw, schema, malformed = _read(inputs, paths, ctx)
+    cov = "full" if not inputs.preview_rows else f"preview: first {raw.height} rows"
+    checks.append(sc.schema(raw, schema, malformed, cov))
+    ctx.check_cancelled()
+    kept, steps = _apply_filters(raw, inputs)
+    # Filtering copies every column; skip it when every row has a target (the common case at scale).
+    has_null = kept.get_column(data.TARGET).null_count() > 0
+    dataset = kept.filter(pl.col(data.TARGET).is_not_null()) if has_null else kept
+    removed = kept.height - dataset.height
+    steps.append({"reason": data.NO_TARGET_REASON, "where": "target IS NOT NULL", "removed": removed})
+    checks.append(sc.transformations(inputs, raw.height, dataset.height, steps, cov))
+    claim = upstream["claim"].inputs if "claim" in upstream else {}
+    numeric = target_type(claim) == "numeric"
+    checks += _audit(kept, dataset, inputs, ctx, cov, numeric=numeric)
+    checks.append(
+        sc.numeric_target_not_run("source.class_order", "source.target_distribution")
+        if numeric
+        else source_claim.class_order(dataset, inputs, upstream)
+    )
+    if inputs.preview_rows:
+        checks.append(
+            Check(
+                id="source.pass_kind",
+                status="warn",
+                summary=f"preview of the first {raw.height} rows only — run the full pass before freezing",
+                coverage=cov,
+                measured={"preview_rows": inputs.preview_rows},
+                why="A preview finds obvious problems fast; only the full pass can support the claim.",
+                playbook=PB_PREVIEW,
+            )
+        )
+    ctx.progress(1.0, "done")
+    inp = inputs.model_dump(mode="json")
+    return StageRecord(stage="source", inputs=inp, checks=checks, notes=_notes(inputs, checks))
+
+
+def _read(inputs: Inputs, paths: list, ctx: StageContext) -> tuple[Any, Any, list[dict[str, Any]]]:
+    """The rows (after `preview_rows`), their schema and the per-file malformed-record counts."""
+    import polars as pl
+
+    from claimcheck.engine.audit import profile
+    from claimcheck.engine.data import rows as data
+
+    ctx.progress(0.05, "scanning records")
+    # Located first: a malformed JSONL line must be named by line, not by the reader's first complaint.
+    malformed = [profile.malformed_records(p, n) for p, n in zip(paths, inputs.files, strict=True)]
+    _refuse_bad_jsonl(malformed, inputs.files)
+    lf = data.scan_files(paths, names=list(inputs.files))
+    named = {
+        "label_column": [inputs.label_column],
+        "input_columns": inputs.input_columns,
+        "text_columns": inputs.text_columns,
+        "id_column": [inputs.id_column],
+        "entity_columns": inputs.entity_columns,
+        "time_column": [inputs.time_column],
+    }
+    data.require_columns(lf, named, text_columns=inputs.text_columns)
+    if inputs.time_column:
+        data.resolve_time_unit(inputs.time_column, lf.collect_schema()[inputs.time_column], inputs.time_unit)
+    elif inputs.time_unit:
+        raise StageInputError(
+            "source input 'time_unit' is set but 'time_column' is empty; name the time column"
+        )
+    ctx.check_cancelled()
+    if inputs.preview_rows:
+        lf = lf.head(inputs.preview_rows)
+    try:
+        raw = lf.with_columns(data.target_expr(inputs.label_column, inputs.label_mapping)).collect()
+    except pl.exceptions.PolarsError as exc:
+        raise StageInputError(
+            f"the data files cannot be read as one table: {data._first_line(exc)}"
+        ) from None
+    return raw, lf.collect_schema(), malformed
+
+
+def _audit(
+    kept: Any, dataset: Any, inputs: Inputs, ctx: StageContext, cov: str, *, numeric: bool
+) -> list[Check]:
+    """The audit proper: profile, duplicates, near-duplicates, leakage, families, declarations.
+    `numeric`: the claim's target is a number (class coverage becomes the target's distribution)."""
+    ctx.progress(0.2, "missingness, time, classes")
+    checks = [
+        sc.missingness(kept, inputs, cov),
+        *sc.time(kept, inputs, cov),
+        sc.numeric_target_not_run("source.class_coverage", "source.target_distribution")
+        if numeric
+        else sc.class_coverage(kept, inputs, cov),
+    ]
+    if numeric:
+        checks.append(sc.target_distribution(kept, inputs, cov))
+    ctx.check_cancelled()
+    ctx.progress(0.35, "duplicates and conflicts")
+    checks.extend(si.duplicates(dataset, inputs, cov))
+    ctx.check_cancelled()
+    ctx.progress(0.5, "near-duplicates")
+    checks.append(si.near_duplicates(dataset, inputs, ctx, cov))
+    ctx.check_cancelled()
+    ctx.progress(0.7, "single-feature leakage")
+    checks.extend(sc.leakage(dataset, inputs, numeric))
+    checks.append(sc.availability(inputs))
+    ctx.check_cancelled()
+    ctx.progress(0.85, "entity families")
+    checks.append(si.families(dataset, inputs, ctx, cov))
+    checks.append(sc.sensitive(inputs))
+    checks.append(sc.provenance(inputs))
+    return checks
+
+
+# ---------------------------------------------------------------- validation
+
+
+def _validate_fields(inp: Inputs) -> None:
+    if not inp.files:
+        raise StageInputError("source: 'files' is empty; give at least one CSV, Parquet or JSONL file")
+    if not inp.label_column:
+        raise StageInputError("source: 'label_column' is empty; name the column that holds the label")
+    if inp.label_column in inp.input_columns:
+        raise StageInputError(
+            f"source: the label column '{inp.label_column}' is listed in 'input_columns'; a model may not see its target"
+        )
+    stray = [c for c in inp.text_columns if c not in inp.input_columns]
+    if stray:
+        raise StageInputError(
+            f"source: text column(s) {stray} are not in 'input_columns'; add them there or remove them"
+        )
+    unknown = [c for c in inp.availability if c not in inp.input_columns]
+    if unknown:
+        raise StageInputError(f"source: 'availability' names column(s) {unknown} that are not input columns")
+    for f in inp.filters:
+        if not f.where.strip() or not f.reason.strip():
+            raise StageInputError(
+                "source: every filter needs a 'reason' and a 'where' expression (rows to keep)"
+            )
+
+
+def _refuse_bad_jsonl(malformed: list[dict[str, Any]], files: list[str]) -> None:
+    for m in malformed:
+        if m["file"].lower().endswith((".jsonl", ".ndjson")) and m["malformed"]:
+            where = ", ".join(f"line {loc['line']}" for loc in m["locations"] if loc["record"])[:200]
+            raise StageInputError(
+                f"{m['file']}: {m['malformed']} line(s) are not JSON objects ({where}); fix or remove them, "
+                "or record a cleaned copy with its own checksum"
+            )
+
+
+# ---------------------------------------------------------------- checks
+
+
+def _apply_filters(raw: Any, inp: Inputs) -> tuple[Any, list[dict[str, Any]]]:
+    from claimcheck.engine.data.rows import filter_expr
+
+    steps, cur = [], raw
+    for f in inp.filters:
+        try:
+            nxt = cur.filter(filter_expr(f.where, f.reason).fill_null(False))
+        except StageInputError:
+            raise
+        except Exception as exc:
+            raise StageInputError(
+                f"filter '{f.reason}' ({f.where}) cannot run on the data: {str(exc).splitlines()[0]}"
+            ) from None
+        steps.append({"reason": f.reason, "where": f.where, "removed": cur.height - nxt.height})
+        cur = nxt
+    return cur, steps
+
+
+def _notes(inp: Inputs, checks: list[Check]) -> list[Note]:
+    notes = []
+    unresolved = [c for c in inp.input_columns if inp.availability.get(c) == "unresolved"]
+    if unresolved:
+        notes.append(
+            Note(
+                tag="limitation",
+                text=f"Prediction-time availability unresolved for: {', '.join(unresolved)}.",
+            )
+        )
+    fam = next((c for c in checks if c.id == "source.entity_families"), None)
+    if fam is not None and fam.measured.get("rows_without_entity_id") and not inp.independent_rows.declared:
+        notes.append(
+            Note(
+                tag="limitation",
+                text=f"{fam.measured['rows_without_entity_id']} row(s) carry no entity id; unseen-entity claims do not cover them.",
+            )
+        )
+    return notes

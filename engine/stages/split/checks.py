@@ -1,0 +1,472 @@
+"""The split stage's checks on the assignment it made: rationale, prevalence, family intersection, chronology, exact and near-duplicate overlap, label coverage, class support and folds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from claimcheck.engine.evidence import Check, StageRecord
+from claimcheck.engine.pipeline.context import StageContext
+from claimcheck.engine.stages.split.inputs import GROUP_STRATEGIES, TIME_STRATEGIES, Inputs
+
+PB_CHOOSE = "Choose time, entity/group or random splitting from the deployment question."
+PB_VERIFY = (
+    "Verify actual memberships, chronology, group intersections, exact input overlap, representation and plausible "
+    "near-duplicate leakage."
+)
+PB_SEPARATE = "Separate training, development, calibration and locked final testing when applicable."
+PB_PREVALENCE = "Preserve natural held-out prevalence unless evaluating an explicitly different population."
+PB_SMALL = (
+    "For small datasets, consider cross-validation that respects the same groups/time constraints rather than "
+    "fragmenting the data into four undersized sets."
+)
+PB_RARE = "For rare classes, retain per-class support, precision/recall, confusion counts and suitable probability/ranking/operating-point metrics."
+PB_NEAR = "Zero exact overlap is not proof of independence from near duplicates, pretraining data or unavailable customer identities."
+PB_LEDGER = "Keep a durable ledger: source/checksum, transformation, split membership, model revision, runtime, prepared inputs, configuration, job, checkpoint and comparison."
+
+EXACT_OVERLAP_FAIL = 0.05  # Deepchecks TrainTestSamplesMix: <= 5% of test
+PREVALENCE_WARN = 0.05
+
+
+def rationale(inp: Inputs, upstream: dict[str, StageRecord]) -> Check:
+    claim = upstream.get("claim")
+    question = ""
+    if claim is not None:
+        ci = claim.inputs
+        question = "; ".join(str(ci.get(k, "")) for k in ("prediction_unit", "population") if ci.get(k))
+    text = inp.rationale.strip()
+    return Check(
+        id="split.rationale",
+        status="pass" if text else "fail",
+        basis="decided",
+        summary=(
+            f"{inp.strategy} split: {text}"
+            if text
+            else "no rationale: say why this split answers the deployment question"
+        ),
+        measured={
+            "strategy": inp.strategy,
+            "rationale": text,
+            "claim_deployment": question,
+            "seed": inp.seed,
+        },
+        why="A random split answers 'new rows like these', a group split 'new customers', a time split 'next month'.",
+        playbook=PB_CHOOSE,
+    )
+
+
+def prevalence(joined: Any, ds: Any, inp: Inputs) -> Check:
+
+    from claimcheck.engine.data.rows import TARGET
+
+    n = ds.height
+    whole = {str(k): round(v / n, 6) for k, v in ds.group_by(TARGET).len().sort(TARGET).iter_rows()}
+    per: dict[str, dict[str, float]] = {}
+    sizes: dict[str, int] = {}
+    worst = 0.0
+    for (s,), g in joined.group_by(["split"], maintain_order=True):
+        sizes[str(s)] = g.height
+        counts = dict(g.group_by(TARGET).len().iter_rows())
+        per[str(s)] = {k: round(counts.get(k, 0) / g.height, 6) for k in whole}
+        worst = max(worst, *(abs(per[str(s)][k] - whole[k]) for k in whole))
+    drift_expected = inp.strategy in TIME_STRATEGIES
+    status = "warn" if worst > PREVALENCE_WARN and not drift_expected else "info"
+    return Check(
+        id="split.prevalence",
+        status=status,
+        summary=f"sizes {', '.join(f'{k} {v:,}' for k, v in sizes.items())}; largest class-share difference from the whole "
+        f"{worst:.3f}" + (" (time split: drift is part of the question)" if drift_expected else ""),
+        measured={
+            "sizes": sizes,
+            "whole": whole,
+            "per_split": per,
+            "max_abs_share_difference": round(worst, 6),
+        },
+        why="Held-out prevalence should be the deployment's, not rebalanced, unless the claim says otherwise.",
+        playbook=PB_PREVALENCE,
+    )
+
+
+def family_intersection(joined: Any, inp: Inputs) -> Check:
+    import polars as pl
+
+    from claimcheck.engine.data.rows import FAMILY
+
+    per_fam = joined.group_by(FAMILY).agg(pl.col("split").n_unique().alias("k"), pl.len().alias("n"))
+    crossing = per_fam.filter(pl.col("k") > 1)
+    fams = joined.group_by("split").agg(pl.col(FAMILY).unique())
+    sets = {s: set(f) for s, f in fams.iter_rows()}
+    pairs = {}
+    names = sorted(sets)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            pairs[f"{a}-{b}"] = len(sets[a] & sets[b])
+    rows = int(crossing.get_column("n").sum()) if crossing.height else 0
+    grouped = inp.strategy in GROUP_STRATEGIES
+    status = ("fail" if grouped else "warn") if crossing.height else "pass"
+    return Check(
+        id="split.family_intersection",
+        status=status,
+        summary=f"{crossing.height:,} entity families ({rows:,} rows) span more than one split"
+        + (" — a group split must have none" if grouped and crossing.height else ""),
+        measured={"families_crossing": crossing.height, "rows_in_crossing_families": rows, "pairs": pairs},
+        why="Rows of one customer, thread or case on both sides let a model recognise the entity instead of generalising.",
+        playbook=PB_VERIFY,
+    )
+
+
+def chronology(joined: Any, time: tuple[str, str], inp: Inputs) -> Check:
+    """Test rows at or before the latest train time: earlier ones, and ties — one timestamp on both sides."""
+    import polars as pl
+
+    from claimcheck.engine.data.rows import format_time
+
+    time_col, unit = time
+    if not time_col:
+        return Check(
+            id="split.chronology",
+            status="not_run",
+            basis="not_run",
+            summary="no time column: chronology not checked",
+            why="Without time, a split cannot show that test comes after train.",
+            playbook=PB_VERIFY,
+        )
+    t = times_of(joined, time_col, unit)
+    frame = joined.select("split").with_columns(t.alias("t")).drop_nulls("t")
+    train = frame.filter(pl.col("split") == "train").get_column("t")
+    test = frame.filter(pl.col("split") == "test").get_column("t")
+    if train.len() == 0 or test.len() == 0:
+        return Check(
+            id="split.chronology",
+            status="not_run",
+            basis="not_run",
+            summary="train or test has no timestamps (k-fold or empty split): chronology not measured",
+            why="Chronology compares train and locked test times.",
+            playbook=PB_VERIFY,
+        )
+    max_train, min_test = int(train.max()), int(test.min())
+    earlier = float((test < max_train).mean())
+    tied = int((test == max_train).sum())
+    timed = inp.strategy in TIME_STRATEGIES
+    status = ("fail" if timed else "info") if earlier > 0 or tied else "pass"
+    first, last = format_time(max_train, unit), format_time(min_test, unit)
+    return Check(
+        id="split.chronology",
+        status=status,
+        summary=f"latest train {first}, earliest test {last}; {earlier:.1%} of test rows are earlier than the latest train row"
+        + (f", {tied:,} share its time {first} (one time on both sides)" if tied else ""),
+        measured={
+            "max_train_time": first,
+            "min_test_time": last,
+            "unit": unit,
+            "test_share_before_max_train": round(earlier, 6),
+            "test_rows_at_max_train": tied,
+        },
+        why="A claim about future data needs a test that lies after everything the model learned from.",
+        playbook=PB_VERIFY,
+    )
+
+
+def exact_overlap(joined: Any, source_inputs: dict[str, Any]) -> Check:
+    import numpy as np
+    import polars as pl
+
+    from claimcheck.engine.audit.duplicates import key_exprs, key_hashes
+    from claimcheck.engine.data.rows import model_inputs
+
+    cols = model_inputs(source_inputs)
+    norm = source_inputs.get("normalisation", "lower_strip_ws")
+    if not cols:
+        return Check(
+            id="split.exact_overlap",
+            status="not_run",
+            basis="not_run",
+            summary="no model inputs declared",
+            playbook=PB_VERIFY,
+        )
+    # Hash first, compare values only where a held-out row's hash occurs in train (exact, bounded memory).
+    hashed = pl.DataFrame({"h": key_hashes(joined, cols, norm), "split": joined.get_column("split")})
+    is_train = pl.col("split") == "train"
+    indexed = hashed.with_row_index("i")
+    train_h = hashed.filter(is_train).get_column("h").unique()
+    held = indexed.filter(~is_train & pl.col("h").is_in(train_h.implode()))
+    twins = indexed.filter(is_train & pl.col("h").is_in(held.get_column("h").unique().implode()))
+    idx = np.sort(np.concatenate([held.get_column("i").to_numpy(), twins.get_column("i").to_numpy()]))
+    keyed = joined[idx].select(*key_exprs(joined.schema, cols, norm), "split")
+    train_keys = keyed.filter(pl.col("split") == "train").select(cols).unique()
+    per: dict[str, int] = {}
+    share: dict[str, float] = {}
+    sizes = dict(hashed.group_by("split").len().iter_rows())
+    for s in ("dev", "calibration", "test"):
+        if not sizes.get(s):
+            continue
+        part = keyed.filter(pl.col("split") == s)
+        hit = part.join(train_keys, on=cols, how="semi", nulls_equal=True).height
+        per[s], share[s] = hit, round(hit / sizes[s], 6)
+    test_share = share.get("test", 0.0)
+    status = "fail" if test_share > EXACT_OVERLAP_FAIL else ("warn" if any(per.values()) else "pass")
+    # Without free text the inputs are a few categorical / numeric values: held-out rows repeat
+    # training inputs by construction (a lookup is the model), so overlap is reported, not failed.
+    finite = not source_inputs.get("text_columns")
+    status = "warn" if finite and status == "fail" else status
+    return Check(
+        id="split.exact_overlap",
+        status=status,
+        summary="rows whose model inputs also occur in train: "
+        + (", ".join(f"{s} {per[s]:,} ({share[s]:.1%})" for s in per) or "none")
+        + (
+            "; no free-text inputs, so repeated inputs are expected (warn, not fail)"
+            if finite and per
+            else ""
+        ),
+        measured={"columns": cols, "normalisation": norm, "rows": per, "share": share},
+        why="An input seen in training with its label turns a held-out score into a lookup.",
+        playbook=PB_VERIFY,
+    )
+
+
+def source_pairs(joined: Any, src: StageRecord, inp: Inputs, ctx: StageContext) -> Any:
+    """The source stage's verified pairs restricted to the split's rows, or None when they do not apply.
+
+    Same definition (threshold, shingle size, full pass) → the pairs among a subset of rows are exactly the
+    source pairs with both rows in it, so recomputing would give the same frame.
+    """
+    import polars as pl
+
+    from claimcheck.engine.audit.neardup import read_pairs
+    from claimcheck.engine.data.rows import ROW_ID
+    from claimcheck.engine.shapes import data as shapes
+    from claimcheck.engine.shapes import parse
+
+    m = parse(src.check("source.near_duplicates"), shapes.NearDuplicates)
+    if (
+        m is None
+        or src.inputs.get("preview_rows")
+        or m.threshold != inp.near_dup_threshold
+        or m.shingle_size != inp.shingle_size
+    ):
+        return None
+    pairs = read_pairs(ctx.session_dir / m.pairs_path, m.pairs_sha256)
+    ids = joined.get_column(ROW_ID)
+    return pairs.filter(pl.col("row_a").is_in(ids) & pl.col("row_b").is_in(ids))
+
+
+def near_overlap(joined: Any, src: StageRecord, inp: Inputs, ctx: StageContext) -> Check:
+    import polars as pl
+
+    from claimcheck.engine.audit.neardup import near_duplicates
+    from claimcheck.engine.data.rows import ROW_ID, text_inputs
+
+    source_inputs = src.inputs
+    cols = text_inputs(source_inputs)
+    if not cols:
+        return Check(
+            id="split.near_duplicate_overlap",
+            status="not_run",
+            basis="not_run",
+            summary="no free-text model input: near-duplicate overlap not checked",
+            playbook=PB_NEAR,
+        )
+    pairs = source_pairs(joined, src, inp, ctx)
+    if pairs is None:
+        pairs = near_duplicates(
+            joined, cols, threshold=inp.near_dup_threshold, shingle_size=inp.shingle_size
+        ).pairs
+    lab = joined.select(ROW_ID, "split")
+    p = (
+        pairs.join(lab.rename({ROW_ID: "row_a", "split": "sa"}), on="row_a")
+        .join(lab.rename({ROW_ID: "row_b", "split": "sb"}), on="row_b")
+        .filter(pl.col("sa") != pl.col("sb"))
+    )
+    cross: dict[str, int] = {}
+    for a, b in p.select("sa", "sb").iter_rows():
+        key = "-".join(sorted((a, b)))
+        cross[key] = cross.get(key, 0) + 1
+    held_rows: dict[str, int] = {}
+    for s in ("dev", "calibration", "test"):
+        with_train = p.filter(
+            ((pl.col("sa") == s) & (pl.col("sb") == "train"))
+            | ((pl.col("sb") == s) & (pl.col("sa") == "train"))
+        )
+        ids = pl.concat(
+            [
+                with_train.filter(pl.col("sa") == s).get_column("row_a"),
+                with_train.filter(pl.col("sb") == s).get_column("row_b"),
+            ]
+        )
+        held_rows[s] = int(ids.n_unique()) if ids.len() else 0
+    total = int(p.height)
+    return Check(
+        id="split.near_duplicate_overlap",
+        status="warn"
+        if held_rows.get("test", 0) or held_rows.get("dev", 0)
+        else ("info" if total else "pass"),
+        summary=f"{total:,} near-duplicate pair(s) (Jaccard ≥ {inp.near_dup_threshold}) cross splits; "
+        f"held-out rows with a near-copy in train: {', '.join(f'{k} {v:,}' for k, v in held_rows.items())}",
+        measured={
+            "pairs_crossing": total,
+            "pairs_by_splits": dict(sorted(cross.items())),
+            "held_out_rows_with_train_near_copy": held_rows,
+        },
+        why="Zero exact overlap does not make held-out rows independent: near-copies leak too.",
+        playbook=PB_NEAR,
+    )
+
+
+def label_coverage(joined: Any) -> Check:
+    import polars as pl
+
+    from claimcheck.engine.data.rows import TARGET
+
+    train = set(joined.filter(pl.col("split") == "train").get_column(TARGET).unique().to_list())
+    missing = {}
+    for s in ("dev", "calibration", "test"):
+        labels = set(joined.filter(pl.col("split") == s).get_column(TARGET).unique().to_list())
+        if labels - train:
+            missing[s] = sorted(labels - train)
+    return Check(
+        id="split.label_coverage",
+        status="fail" if missing else "pass",
+        summary=("labels absent from train: " + "; ".join(f"{s}: {', '.join(v)}" for s, v in missing.items()))
+        if missing
+        else "every held-out label also occurs in train",
+        measured={"absent_from_train": missing, "train_labels": sorted(train)},
+        why="A class never seen in training can only be scored as wrong.",
+        playbook=PB_SEPARATE,
+    )
+
+
+def support(joined: Any, inp: Inputs) -> Check:
+    from claimcheck.engine.data.rows import TARGET
+
+    counts = joined.group_by(["split", TARGET]).len()
+    labels = sorted(joined.get_column(TARGET).unique().to_list())
+    table: dict[str, dict[str, int]] = {}
+    for s, t, n in counts.iter_rows():
+        table.setdefault(str(s), {lab: 0 for lab in labels})[str(t)] = int(n)
+    low = {s: sorted(t for t, n in v.items() if n < inp.class_support_floor) for s, v in table.items()}
+    low = {s: v for s, v in low.items() if v}
+    return Check(
+        id="split.class_support",
+        status="warn" if low else "pass",
+        summary=(
+            f"classes under {inp.class_support_floor} rows: "
+            + "; ".join(f"{s}: {', '.join(v)}" for s, v in sorted(low.items()))
+        )
+        if low
+        else f"every class has ≥ {inp.class_support_floor} rows in every split",
+        measured={
+            "floor": inp.class_support_floor,
+            "support": dict(sorted(table.items())),
+            "below_floor": dict(sorted(low.items())),
+        },
+        why="Per-class precision and recall on a handful of rows are too uncertain to support a claim.",
+        playbook=PB_RARE,
+    )
+
+
+def folds(joined: Any, inp: Inputs) -> Check:
+    import polars as pl
+
+    from claimcheck.engine.data.rows import FAMILY
+
+    tr = joined.filter(pl.col("fold") >= 0)
+    sizes = {str(f): int(n) for f, n in tr.group_by("fold").len().sort("fold").iter_rows()}
+    crossing = tr.group_by(FAMILY).agg(pl.col("fold").n_unique().alias("k")).filter(pl.col("k") > 1).height
+    return Check(
+        id="split.folds",
+        status="fail" if crossing else "pass",
+        summary=f"{inp.k} group folds, rows per fold {', '.join(str(v) for v in sizes.values())}; {crossing} families span folds",
+        measured={"k": inp.k, "rows_per_fold": sizes, "families_spanning_folds": crossing},
+        why="Cross-validation must respect the same groups as the final split, or every fold leaks.",
+        playbook=PB_SMALL,
+    )
+
+
+def times_of(ds: Any, time_col: str, unit: str) -> Any:
+    """The time column as epoch microseconds (Int64; null where unreadable), read in its resolved unit."""
+    import polars as pl
+
+    from claimcheck.engine.data.rows import time_expr
+
+    if not time_col:
+        return None
+    t = ds.select(time_expr(time_col, ds.schema[time_col], unit).dt.epoch("us").alias("t")).get_column("t")
+    return t if t.null_count() < t.len() else pl.Series("t", [None] * t.len(), dtype=pl.Int64)
+
+
+# ---------------------------------------------------------------- numeric targets (regression)
+
+
+def target_distribution(joined: Any, ds: Any) -> Check:
+    """prevalence and class support's counterpart for a numeric target: its distribution per split."""
+    import polars as pl
+
+    from claimcheck.engine.audit.target import numeric_target, per_split, summary
+    from claimcheck.engine.shapes.data import SplitTargetDistribution, TargetSummary
+
+    whole = TargetSummary.model_validate(summary(ds.select(numeric_target(ds)).to_series()))
+    parts = {s: TargetSummary.model_validate(v) for s, v in per_split(joined).items()}
+    sd = whole.std or 0.0
+    shift = max(
+        (abs((p.p50 or 0.0) - (whole.p50 or 0.0)) / sd for p in parts.values() if p.count and sd > 0),
+        default=0.0,
+    )
+    sizes = {s: int(joined.filter(pl.col("split") == s).height) for s in parts}
+    shape = SplitTargetDistribution(
+        sizes=sizes, whole=whole, per_split=parts, max_median_shift_sd=round(shift, 6)
+    )
+    return Check(
+        id="split.target_distribution",
+        status="info",
+        summary="; ".join(
+            f"{s} {p.count:,}: median {p.p50:.4g}, 5–95% [{p.p05:.4g}, {p.p95:.4g}]"
+            if p.count
+            else f"{s}: no values"
+            for s, p in parts.items()
+        )
+        + f"; largest median shift from the whole {shift:.2f} sd",
+        measured=shape,
+        why="Each split's target distribution says what population its errors describe.",
+        playbook=PB_PREVALENCE,
+    )
+
+
+def target_range(joined: Any) -> Check:
+    """label_coverage's counterpart for a numeric target: held-out values outside the train range warn
+    (a model may still predict there; the train mean and trees cannot extrapolate beyond it)."""
+    from claimcheck.engine.audit.target import range_coverage
+    from claimcheck.engine.shapes.data import TargetRange
+
+    r = TargetRange.model_validate(range_coverage(joined))
+    outside = {
+        s: (r.below_train_min.get(s, 0), r.above_train_max.get(s, 0))
+        for s in r.share_outside
+        if r.below_train_min.get(s, 0) + r.above_train_max.get(s, 0)
+    }
+    if r.train_min is None:
+        summary = "no numeric train values: the train range is undefined"
+    elif outside:
+        summary = (
+            f"held-out targets outside the train range [{r.train_min:.4g}, {r.train_max:.4g}]: "
+            + "; ".join(
+                f"{s}: {lo + hi} ({lo} below, {hi} above, {r.share_outside[s]:.1%})"
+                for s, (lo, hi) in outside.items()
+            )
+        )
+    else:
+        summary = f"every held-out target lies in the train range [{r.train_min:.4g}, {r.train_max:.4g}]"
+    return Check(
+        id="split.target_range",
+        status="warn" if outside or r.train_min is None else "pass",
+        summary=summary,
+        measured=r,
+        why="Predictions beyond the values seen in training are extrapolation; count how much is asked.",
+        playbook=PB_SEPARATE,
+    )
+
+
+def numeric_target_not_run(check_id: str, counterpart: str) -> Check:
+    """A class-based split check that does not apply to a numeric target, naming its replacement."""
+    from claimcheck.engine.stages.source.checks import numeric_target_not_run as not_run
+
+    return not_run(check_id, counterpart, PB_SEPARATE)

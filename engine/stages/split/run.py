@@ -1,0 +1,245 @@
+"""Split stage: does the held-out data answer the deployment question without leakage?
+
+Assigns every row with a target to train / dev / calibration / locked test (or group-aware folds),
+saves the membership as Parquet with its sha256, and measures what the split really is: sizes and
+prevalence, entity-family intersections, chronology, exact and near-duplicate overlap across splits,
+label coverage and per-class support.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from typing import Any
+
+from claimcheck.engine.evidence import Check, StageRecord, atomic_write_bytes
+from claimcheck.engine.pipeline.context import StageContext, StageInputError
+from claimcheck.engine.stages.split import checks as sc
+from claimcheck.engine.stages.split.checks import PB_LEDGER, TIME_STRATEGIES, times_of
+from claimcheck.engine.stages.split.inputs import Inputs, check_fractions
+from claimcheck.engine.stats.names import target_type
+
+TITLE = "Split"
+
+
+def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> StageRecord:
+    import polars as pl
+
+    from claimcheck.engine.data import rows as data
+    from claimcheck.engine.data import splits
+
+    if "source" not in upstream:
+        raise StageInputError("split: the source stage must be run and frozen first")
+    src = upstream["source"]
+    fractions = check_fractions(inputs)
+    ctx.progress(0.05, "loading data")
+    ds = data.load_dataset(src.inputs, ctx).collect()
+    fam = data.families(src, ctx)
+    ds = ds.join(fam, on=data.ROW_ID, how="left").with_columns(
+        pl.col(data.FAMILY).fill_null(
+            -1 - pl.col(data.ROW_ID)
+        )  # rows outside the family file: their own family
+    )
+    if inputs.grouping != "entities":
+        ds = ds.with_columns(pl.Series(data.FAMILY, _duplicate_families(ds, src, inputs, ctx)))
+    time_col, time_unit = data.source_time(src.inputs, ds.schema)
+    if ds.height == 0:
+        raise StageInputError("split: the source data has no rows with a target; nothing to split")
+    ctx.check_cancelled()
+    ctx.progress(0.2, f"assigning ({inputs.strategy})")
+    mem, excluded = _assign(ds, inputs, fractions, (time_col, time_unit))
+    buf = io.BytesIO()
+    mem.write_parquet(buf, statistics=False)
+    payload = buf.getvalue()
+    rel = f"data/{splits.MEMBERSHIP_FILE}"
+    if not ctx.replay:
+        atomic_write_bytes(ctx.session_dir / rel, payload)
+    sizes = {s: int(mem.filter(pl.col("split") == s).height) for s in splits.SPLITS}
+    realised = {s: round(n / max(mem.height, 1), 6) for s, n in sizes.items()}
+    shift = round(max(abs(realised[s] - fractions[s]) for s in splits.SPLITS), 6)
+    by_fractions = inputs.strategy in TIME_STRATEGIES and not inputs.time_cuts
+    checks = [
+        Check(
+            id="split.membership",
+            status="pass"
+            if sizes["train"] and (sizes["test"] or inputs.strategy == "group_kfold")
+            else "fail",
+            summary=f"{mem.height:,} rows assigned ({', '.join(f'{k} {v:,}' for k, v in sizes.items())}); "
+            f"{sum(excluded.values()):,} left out; saved as {rel}"
+            + (
+                f"; cut only between distinct timestamps: realised fractions differ from the asked ones "
+                f"by up to {shift:.3f}"
+                if by_fractions
+                else ""
+            ),
+            measured={
+                "path": rel,
+                "sha256": hashlib.sha256(payload).hexdigest(),
+                "rows": mem.height,
+                "sizes": sizes,
+                "excluded": excluded,
+                "realised_fractions": realised,
+                "largest_fraction_shift": shift,
+                "grouping": inputs.grouping,
+                "families": int(ds.get_column(data.FAMILY).n_unique()),
+            },
+            why="The exact membership is what every later number rests on; its hash ties them to it.",
+            playbook=PB_LEDGER,
+        ),
+        sc.rationale(inputs, upstream),
+    ]
+    joined = ds.join(mem, on=data.ROW_ID, how="inner")
+    ctx.progress(0.4, "prevalence, families, chronology")
+    numeric = target_type(upstream["claim"].inputs if "claim" in upstream else {}) == "numeric"
+    checks.extend(_distribution_checks(joined, ds, inputs, numeric))
+    checks.append(sc.family_intersection(joined, inputs))
+    checks.append(sc.chronology(joined, (time_col, time_unit), inputs))
+    ctx.check_cancelled()
+    ctx.progress(0.55, "exact overlap")
+    checks.append(sc.exact_overlap(joined, src.inputs))
+    ctx.check_cancelled()
+    ctx.progress(0.7, "near-duplicate overlap")
+    checks.append(sc.near_overlap(joined, src, inputs, ctx))
+    checks.extend(_coverage_checks(joined, inputs, numeric))
+    if inputs.strategy == "group_kfold":
+        checks.append(sc.folds(joined, inputs))
+    ctx.progress(1.0, "done")
+    return StageRecord(stage="split", inputs=inputs.model_dump(mode="json"), checks=checks)
+
+
+# ---------------------------------------------------------------- assignment
+
+
+def _duplicate_families(ds: Any, src: StageRecord, inp: Inputs, ctx: StageContext) -> Any:
+    """The entity families widened by the source's duplicates: identical model inputs (the source's
+    normalisation) and, for 'duplicates_and_near', the source stage's sha256-pinned near-duplicate pairs."""
+    from claimcheck.engine.audit.families import duplicate_families
+    from claimcheck.engine.audit.neardup import read_pairs
+    from claimcheck.engine.data.rows import model_inputs
+    from claimcheck.engine.shapes import data as shapes
+    from claimcheck.engine.shapes import parse
+
+    pairs = None
+    if inp.grouping == "duplicates_and_near":
+        m = parse(src.check("source.near_duplicates"), shapes.NearDuplicates)
+        if m is None or src.inputs.get("preview_rows"):
+            raise StageInputError(
+                "split: grouping 'duplicates_and_near' needs the source stage's near-duplicate pairs from a "
+                "full pass over declared text columns; declare text_columns and run the source's full pass, "
+                "or use grouping 'duplicates'"
+            )
+        pairs = read_pairs(ctx.session_dir / m.pairs_path, m.pairs_sha256)
+    norm = str(src.inputs.get("normalisation", "lower_strip_ws"))
+    return duplicate_families(ds, model_inputs(src.inputs), norm, pairs)
+
+
+def _assign(
+    ds: Any, inp: Inputs, fractions: dict[str, float], time: tuple[str, str]
+) -> tuple[Any, dict[str, int]]:
+    import numpy as np
+    import polars as pl
+
+    from claimcheck.engine.data import splits
+    from claimcheck.engine.data.rows import FAMILY, ROW_ID, TARGET
+
+    ids = ds.get_column(ROW_ID).to_numpy()
+    fam = ds.get_column(FAMILY).to_numpy()
+    keep = np.ones(ids.size, dtype=bool)
+    fold = np.full(ids.size, -1, dtype=np.int64)
+    excluded: dict[str, int] = {}
+    times = None
+    time_col, unit = time
+    if inp.strategy in TIME_STRATEGIES:
+        if not time_col:
+            raise StageInputError(
+                f"split: strategy '{inp.strategy}' needs a time column; declare one in the source stage"
+            )
+        if unit == "ordinal" and (inp.time_cuts or inp.gap_days):
+            raise StageInputError(
+                "split: the time column is an ordinal (an order, not dates): 'time_cuts' and 'gap_days' "
+                "cannot apply; split by fractions and leave them empty"
+            )
+        t = times_of(ds, time_col, unit)
+        keep = t.is_not_null().to_numpy()
+        excluded["no parseable time"] = int((~keep).sum())
+        times = t.fill_null(0).to_numpy()
+    cuts = [splits.to_datetime_us(c) for c in inp.time_cuts]
+    if cuts != sorted(cuts):
+        raise StageInputError("split: 'time_cuts' must be ascending")
+    lab = np.zeros(ids.size, dtype=np.int64)
+    sel = np.flatnonzero(keep)
+    if inp.strategy == "random":
+        lab[sel] = splits.assign_rows(ids[sel], fractions, inp.seed)
+    elif inp.strategy == "stratified":
+        lab[sel] = splits.assign_stratified(
+            ids[sel], ds.get_column(TARGET).to_numpy()[sel], fractions, inp.seed
+        )
+    elif inp.strategy == "group":
+        lab[sel] = splits.assign_groups(fam[sel], fractions, inp.seed)
+    elif inp.strategy == "time":
+        lab[sel] = splits.assign_time(times[sel], ids[sel], fractions, cuts)
+    elif inp.strategy == "group_time":
+        # Rows split by time; a family belongs to the split of its earliest row, and its rows dated in a
+        # later split are left out — so no family crosses splits and test lies after train.
+        row_lab = splits.assign_time(times[sel], ids[sel], fractions, cuts)
+        fam_lab = splits.family_first_split(fam[sel], row_lab)
+        lab[sel] = fam_lab
+        outside = np.zeros(ids.size, dtype=bool)
+        outside[sel] = row_lab != fam_lab
+        keep &= ~outside
+        excluded["dated after their family's split"] = int(outside.sum())
+    else:  # group_kfold: a group-held-out locked test, the rest in k group folds
+        test_frac = fractions.get("test", 0.0)
+        two = {"train": 1.0 - test_frac, "dev": 0.0, "calibration": 0.0, "test": test_frac}
+        lab[sel] = splits.assign_groups(fam[sel], two, inp.seed) if test_frac > 0 else 0
+        tr = sel[lab[sel] == 0]
+        fold[tr] = splits.assign_folds(fam[tr], inp.k, inp.seed)
+    if inp.gap_days > 0 and times is not None:
+        keep &= _gap_mask(lab, times, keep, inp.gap_days)
+        excluded["inside the gap before a later split"] = int(
+            ids.size - keep.sum() - excluded.get("no parseable time", 0)
+        )
+    names = np.asarray(splits.SPLITS, dtype=object)[lab]
+    mem = pl.DataFrame(
+        {ROW_ID: ids[keep], "split": names[keep].astype(str), "fold": fold[keep]},
+        schema={ROW_ID: pl.Int64, "split": pl.String, "fold": pl.Int64},
+    ).sort(ROW_ID)
+    return mem, excluded
+
+
+def _gap_mask(lab: Any, times: Any, keep: Any, gap_days: float) -> Any:
+    """Drop rows of a later split dated less than gap_days after the earliest row of that split."""
+    import numpy as np
+
+    gap = int(gap_days * 86_400 * 1_000_000)
+    out = np.ones(lab.size, dtype=bool)
+    present = sorted(set(lab[keep].tolist()))
+    for s in present[1:]:
+        m = keep & (lab == s)
+        start = times[m].min()
+        out &= ~(m & (times < start + gap))
+    return out
+
+
+# ---------------------------------------------------------------- checks
+
+
+def _distribution_checks(joined: Any, ds: Any, inputs: Inputs, numeric: bool) -> list[Check]:
+    """Class prevalence per split, or (numeric target) the target's distribution per split."""
+    if not numeric:
+        return [sc.prevalence(joined, ds, inputs)]
+    return [
+        sc.numeric_target_not_run("split.prevalence", "split.target_distribution"),
+        sc.target_distribution(joined, ds),
+    ]
+
+
+def _coverage_checks(joined: Any, inputs: Inputs, numeric: bool) -> list[Check]:
+    """Label coverage and class support, or (numeric target) held-out values outside the train range."""
+    if not numeric:
+        return [sc.label_coverage(joined), sc.support(joined, inputs)]
+    return [
+        sc.numeric_target_not_run("split.label_coverage", "split.target_range"),
+        sc.numeric_target_not_run("split.class_support", "split.target_distribution"),
+        sc.target_range(joined),
+    ]

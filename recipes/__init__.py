@@ -1,0 +1,1 @@
+"""The recipes (TOML presets per task kind), installed as claimcheck.recipes package data."""
