@@ -202,7 +202,30 @@ class ClaimcheckApp(App):
                     f"data file not found yet: {clean(data_file)} (relative to {self.workspace})",
                     severity="warning",
                 )
+        else:
+            self._bring_sample_data(recipe)
         self.open_session(path)
+
+    def _bring_sample_data(self, recipe: str) -> None:
+        """A session on the sample data: its files copied into the workspace where they are missing."""
+        from claimcheck.engine.pipeline.examples import SAMPLE_FOLDER, copy_sample_data, needs_sample_data
+
+        _, load = _recipes()
+        try:
+            files = load(recipe).get("source", {}).get("files", []) if load and recipe else []
+        except EvidenceError:
+            return
+        if not needs_sample_data(files, self.workspace):
+            return
+        try:
+            copied = copy_sample_data(self.workspace)
+        except OSError as exc:
+            self.notify(clean(str(exc)), title="sample data not copied", severity="error", timeout=10)
+            return
+        self.notify(
+            f"copied the sample data into {clean(str(self.workspace / SAMPLE_FOLDER))} "
+            f"({len(copied.written)} files)"
+        )
 
     def open_session(self, path: Path, take_over: bool = False) -> None:
         try:

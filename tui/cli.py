@@ -64,7 +64,8 @@ def _main_parser() -> argparse.ArgumentParser:
         prog="claimcheck",
         description=DESCRIPTION,
         epilog="Subcommands: 'claimcheck report --help', 'claimcheck run --help', "
-        "'claimcheck coverage --help', 'claimcheck export --help', 'claimcheck sign --help'.",
+        "'claimcheck coverage --help', 'claimcheck export --help', 'claimcheck sign --help', "
+        "'claimcheck examples --help'.",
     )
     p.add_argument("session_dir", nargs="?", type=Path, help="session to open (default: start a new one)")
     p.add_argument(
@@ -79,7 +80,11 @@ def _main_parser() -> argparse.ArgumentParser:
         default=None,
         help="folder that relative data paths resolve against (default: the current folder)",
     )
-    p.add_argument("--version", action="store_true", help="print the version and exit")
+    p.add_argument(
+        "--version",
+        action="store_true",
+        help="print the version (and the git commit, from a checkout) and exit",
+    )
     return p
 
 
@@ -245,6 +250,33 @@ def cmd_export(argv: Sequence[str]) -> int:
     return EXIT_OK
 
 
+def _examples_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="claimcheck examples",
+        description="Write the answers examples (answers-*.toml) and the sample data (sample_data/) into DIR, "
+        "so that `cd DIR && claimcheck run --answers answers-example.toml runs/demo` runs from anywhere. "
+        "Existing files are never overwritten.",
+    )
+    p.add_argument("dest", type=Path, metavar="DIR")
+    return p
+
+
+def cmd_examples(argv: Sequence[str]) -> int:
+    args = _examples_parser().parse_args(argv)
+    from claimcheck.engine.pipeline.examples import write_examples
+
+    try:
+        done = write_examples(args.dest)
+    except OSError as exc:
+        _say(f"claimcheck examples: cannot write into {args.dest}: {exc}", err=True)
+        return EXIT_UNUSABLE
+    _say(f"wrote {len(done.written)} file(s) into {args.dest}; {len(done.present)} already there")
+    for path in done.kept_different:
+        _say(f"kept {path}: it differs from claimcheck's copy and was not overwritten")
+    _say(f"next: cd {args.dest} && claimcheck run --answers answers-example.toml runs/demo")
+    return EXIT_OK
+
+
 def cmd_sign(argv: Sequence[str]) -> int:
     args = _sign_parser().parse_args(argv)
     from claimcheck.engine.ledger import signing
@@ -321,11 +353,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_export(argv[1:])
     if argv and argv[0] == "sign":
         return cmd_sign(argv[1:])
+    if argv and argv[0] == "examples":
+        return cmd_examples(argv[1:])
     args = _main_parser().parse_args(argv)
     if args.version:
-        from claimcheck.engine import __version__
+        from claimcheck.engine.version import describe
 
-        print(f"claimcheck {__version__}")
+        print(f"claimcheck {describe()}")
         return EXIT_OK
     if args.replay is not None:
         return cmd_replay(args.replay, args.retrain, args.json)

@@ -215,6 +215,14 @@ def _data_identity_check(eff: dict) -> Check:
     )
 
 
+def _claimcheck_version() -> dict[str, str]:
+    """This claimcheck's version and, from a git checkout, its commit ("" for an installed wheel)."""
+    from claimcheck.engine import __version__
+    from claimcheck.engine.version import git_commit
+
+    return {"version": __version__, "commit": git_commit() or ""}
+
+
 def _environment(eff: dict) -> Check:
     import importlib.metadata as md
 
@@ -247,7 +255,7 @@ def _environment(eff: dict) -> Check:
         summary="libraries: "
         + ", ".join(f"{k} {v}" for k, v in versions.items())
         + f"; {hw['device']} on {hw['machine']}",
-        measured={"versions": versions, "hardware": hw},
+        measured={"versions": versions, "hardware": hw, "claimcheck": _claimcheck_version()},
         replay="observation",
         why="Seeds aid repeatability but do not guarantee bitwise agreement across runtimes or devices.",
         playbook=PB_PIN,
