@@ -547,3 +547,23 @@ async def test_quitting_during_a_run_cancels_it(tmp_path: Path, monkeypatch) -> 
         await pilot.press("d")
     assert event is not None and event.is_set(), "the stage thread was told to stop"
     assert session.record("claim") is None
+
+
+async def test_a_new_workspace_gets_the_sample_data_for_the_sample_session(tmp_path: Path) -> None:
+    """`claimcheck` in an empty folder: the recipes are offered, and a session on the sample (no data
+    file given) copies the sample data into the workspace, where the recipe's source reads it."""
+    from textual.widgets import Select
+
+    app = make_app(workspace=tmp_path, session_id="s-sample")
+    async with app.run_test(size=SIZE) as pilot:
+        assert isinstance(app.screen, StartScreen)
+        assert len(app.screen.query_one("#recipe", Select)._options) >= 4
+        app.screen.query_one("#data-file").focus()
+        await pilot.press("enter")
+        await opened(pilot)
+        assert app.session.path == tmp_path / "runs" / "s-sample"
+    copied = tmp_path / "sample_data" / "tickets.csv"
+    assert (
+        copied.read_bytes()
+        == (Path(__file__).resolve().parents[1] / "sample_data" / "tickets.csv").read_bytes()
+    )
