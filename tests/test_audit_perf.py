@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import shutil
 
 import polars as pl
 import pytest
@@ -12,8 +13,14 @@ from claimcheck.engine.audit import neardup
 from claimcheck.engine.audit import texts as texts_mod
 from claimcheck.engine.audit.neardup import candidates, hashing, kernels, shingles, verify
 
+# Where no C compiler built the loops (the install goes on without them), their tests skip with the
+# reason and the numpy path is tested alone; where a compiler exists, the build must have happened.
+compiled = pytest.mark.skipif(
+    not kernels.available(), reason="the compiled loops were not built (no C compiler at install)"
+)
 
-@pytest.fixture(params=["compiled", "numpy"])
+
+@pytest.fixture(params=[pytest.param("compiled", marks=compiled), "numpy"])
 def loops(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run a test with the compiled loops (engine/audit/neardup/_kernels.c) and with the numpy path."""
     if request.param == "numpy":
@@ -563,11 +570,15 @@ def test_text_by_text_dedupe_path_matches_brute_force(monkeypatch: pytest.Monkey
     assert neardup.near_duplicates(df, ["body"], threshold=t, shingle_size=k).pairs.equals(res.pairs)
 
 
+@pytest.mark.skipif(
+    not any(shutil.which(cc) for cc in ("cc", "gcc", "clang")), reason="no C compiler on this machine"
+)
 def test_compiled_loops_are_built() -> None:
     # `pip install -e .` compiles them (pyproject.toml); CI must test them, not only the numpy fallback.
     assert kernels.available(), "engine/audit/neardup/_kernels.c was not built: run pip install -e ."
 
 
+@compiled
 def test_a_stale_or_unloadable_build_means_the_numpy_path(monkeypatch: pytest.MonkeyPatch) -> None:
     # A library without the functions (an older build) or that cannot be loaded: no error, numpy path.
     import ctypes
@@ -593,6 +604,7 @@ def test_a_stale_or_unloadable_build_means_the_numpy_path(monkeypatch: pytest.Mo
     assert kernels.available()
 
 
+@compiled
 def test_compiled_shingle_hashes_match_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
     # Texts shorter than k words (one shingle each, after the others), of one word, and longer ones.
     import numpy as np
@@ -622,7 +634,7 @@ def _word_hash_reference(word: bytes) -> int:
     return h ^ (h >> 31)
 
 
-@pytest.mark.parametrize("loops", ["compiled", "numpy"])
+@pytest.mark.parametrize("loops", [pytest.param("compiled", marks=compiled), "numpy"])
 def test_word_hashes_match_their_definition(monkeypatch: pytest.MonkeyPatch, loops: str) -> None:
     # Words of every length around the 8-byte blocks, multi-byte UTF-8, NUL and other control bytes,
     # empty texts and empty words (two spaces), a null, and a slice (Arrow offsets that do not start
@@ -641,6 +653,7 @@ def test_word_hashes_match_their_definition(monkeypatch: pytest.MonkeyPatch, loo
         assert flat.tolist() == [_word_hash_reference(w) for w in words]
 
 
+@compiled
 def test_compiled_distinct_keeps_first_occurrences_and_counts_every_shingle() -> None:
     import numpy as np
 
@@ -663,6 +676,7 @@ def test_compiled_distinct_keeps_first_occurrences_and_counts_every_shingle() ->
 
 
 @pytest.mark.parametrize(("t", "wide_min"), [(0.8, 256), (0.5, 3), (1.0, 40)])
+@compiled
 def test_compiled_prefixes_and_sketches_match_numpy(t: float, wide_min: int) -> None:
     # Both paths from the same distinct shingles and count table: counts above the 16-bit clamp and of 1,
     # hashes tied on their high 48 bits (the packed key), texts short and long (the sampled pivot).
@@ -697,6 +711,7 @@ def test_compiled_prefixes_and_sketches_match_numpy(t: float, wide_min: int) -> 
 
 
 @pytest.mark.parametrize(("single_share", "t"), [(0.05, 0.8), (0.9, 0.8), (0.9, 0.5)])
+@compiled
 def test_compiled_single_shingle_pairs_match_numpy(single_share: float, t: float) -> None:
     # Both branches (few single entries: only their full toks take part; most: every entry), toks that
     # collide on the high bits the run key keeps, repeated toks within a text, tiny and big texts.
@@ -765,6 +780,7 @@ def _tricky_frame(rng: random.Random, rows: int, n_cols: int) -> pl.DataFrame:
 
 
 @pytest.mark.parametrize("n_cols", [1, 3])
+@compiled
 def test_compiled_normalisation_is_polars_byte_for_byte(n_cols: int) -> None:
     # Rows all ASCII are normalised by the compiled loops, the others by Polars, spliced back in order:
     # the bytes are those of the Polars expressions alone, for every text and for a subset.
@@ -802,6 +818,7 @@ def test_normalised_row_hashes_group_rows_as_their_normalised_values() -> None:
     assert np.array_equal(got[0].reps, want[0].reps)
 
 
+@compiled
 def test_compiled_jaccard_is_the_exact_set_ratio() -> None:
     import numpy as np
 
@@ -821,6 +838,7 @@ def test_compiled_jaccard_is_the_exact_set_ratio() -> None:
     assert got.tolist() == want
 
 
+@compiled
 def test_compiled_sort_is_numpys_sort() -> None:
     # Empty, one key, many equal top bits (one bucket), equal keys, and keys over the full 64 bits.
     import numpy as np

@@ -29,6 +29,7 @@ from claimcheck.engine.ledger.lock import SessionLocked, describe_holder
 from claimcheck.engine.ledger.session import Session, find_sessions, new_session_id
 from claimcheck.engine.pipeline import registry
 from claimcheck.engine.pipeline.core import split_runtime
+from claimcheck.engine.pipeline.recipes import DEFAULT_RECIPE
 from claimcheck.tui.quit_dialog import DISCARD, SAVE, QuitScreen
 from claimcheck.tui.safe import clean
 from claimcheck.tui.screens import HelpScreen, LockedScreen, StartScreen
@@ -37,7 +38,6 @@ from claimcheck.tui.stage_view import TABS, StageView
 
 __all__ = ["ClaimcheckApp", "SessionScreen", "make_app"]
 
-DEFAULT_RECIPE = "text-classification-qlora"
 THEMES = ("textual-dark", "textual-light", "ansi-dark", "ansi-light")
 # The theme a terminal starts with, by how many colours it draws. In 16 colours textual-dark's
 # amber warning (#ffa62b) comes out as bright red, the same as a failure: the ANSI theme names the

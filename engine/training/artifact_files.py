@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from claimcheck.engine.data.rows import sha256_file
 from claimcheck.engine.training.evaluate import (
     ADAPTER_DIR,
     EFFECTIVE,
@@ -21,7 +22,6 @@ from claimcheck.engine.training.evaluate import (
     Encoded,
     eval_batches,
     predict,
-    sha256_file,
 )
 from claimcheck.engine.training.jobfiles import DEV_FILE, DEV_PREDICTIONS, MANIFEST
 from claimcheck.engine.training.prepare import IGNORE

@@ -9,12 +9,12 @@ class order.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from claimcheck.engine.data.rows import sha256_file
 from claimcheck.engine.training.schema import effective as typed
 
 EVAL_BATCH = 32
@@ -40,14 +40,6 @@ def resolve_device(spec: str) -> str:
     if spec.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError(f"the contract asks for device {spec!r} but no CUDA device is visible")
     return spec
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def load_split(job_dir: Path, doc: dict[str, Any], name: str) -> Any:
