@@ -122,7 +122,9 @@ async def test_create_fill_freeze_reopen(tmp_path: Path, monkeypatch) -> None:
     async with app2.run_test(size=SIZE) as pilot:
         await opened(pilot)
         assert nav_words(app2)["claim"] == "frozen"
-        assert "state: frozen" in screen_text(app2)
+        assert app2.screen.current == "source", "reopened on the first stage that is not frozen"
+        await pilot.press("ctrl+l", "1")
+        await wait_for(pilot, lambda: "state: frozen" in screen_text(app2))
 
 
 async def test_freeze_then_change_makes_later_stage_stale(tmp_path: Path, monkeypatch) -> None:

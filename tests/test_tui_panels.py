@@ -326,3 +326,58 @@ def test_histogram_marks_the_bin_holding_the_marker_and_says_when_none_does() ->
     assert "bins wholly past max_length" in plot(fig).plain
     past = plot(Histogram("h", [(0, 9, 3)], 64, "max_length")).plain
     assert "max_length 64 lies past every bin" in past
+
+
+async def test_a_reopened_session_opens_where_it_needs_attention(
+    real_workspace: Path, tmp_path: Path
+) -> None:
+    """Every stage frozen: the verdict (artifact); a job still running: dispatch; a stage made a
+    draft again: that stage. From the real session's records."""
+    import json
+
+    from claimcheck.engine.ledger.session import Session
+    from claimcheck.tui.app import SessionScreen, make_app
+    from claimcheck.tui.session_screen import needs_attention
+    from tests.test_tui_support import wait_for
+
+    path = rs.copy_workspace(real_workspace, tmp_path)
+    session = Session.open(path)
+    assert all(state == "frozen" for state in session.states().values())
+    assert needs_attention(session) == "artifact"
+    app = make_app(path, workspace=path.parents[1])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen), timeout=60)
+        assert app.screen.current == "artifact"
+    status = next((path / "jobs").glob("*/status.json"))
+    doc = json.loads(status.read_text())
+    status.write_text(json.dumps({**doc, "stage": "training"}))
+    assert needs_attention(Session.open(path)) == "dispatch"
+
+
+async def test_the_report_key_writes_the_set_and_shows_report_md(
+    real_workspace: Path, tmp_path: Path
+) -> None:
+    from textual.widgets import Markdown
+
+    from claimcheck.tui.app import SessionScreen, make_app
+    from claimcheck.tui.screens import ReportScreen, report_sections
+    from tests.test_tui_support import screen_text, wait_for
+
+    path = rs.copy_workspace(real_workspace, tmp_path)
+    for name in ("report.md", "report.html", "model-index.yaml"):
+        (path / name).unlink(missing_ok=True)
+    app = make_app(path, workspace=path.parents[1])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen), timeout=60)
+        await pilot.press("f8")
+        await wait_for(pilot, lambda: isinstance(app.screen, ReportScreen), timeout=120)
+        assert "report.html" in screen_text(app)
+        sections = report_sections((path / "report.md").read_text("utf-8"))
+        assert sections[0][0] == "Summary" and "CLAIM" in sections[0][1]
+        assert app.screen.query_one(Markdown).source == sections[0][1]
+        await pilot.press("right_square_bracket")
+        await wait_for(pilot, lambda: app.screen.query_one(Markdown).source == sections[1][1], timeout=60)
+        assert f"section 2 of {len(sections)}" in screen_text(app)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen))
+    assert (path / "report.html").exists() and (path / "model-index.yaml").exists()

@@ -46,6 +46,7 @@ async def ready(pilot) -> None:
             and pilot.app.screen.view()._ready
             and bool(pilot.app.screen.built)
         ),
+        timeout=120,  # a reopened real session opens on its verdict page, the heaviest to draw
     )
 
 

@@ -322,6 +322,11 @@ class ClaimcheckApp(App):
             )
             yield SystemCommand("Stage list", "Focus the stage navigator (ctrl+l)", screen.action_stages)
             yield SystemCommand(
+                "Report",
+                "Write report.md, report.html and model-index.yaml; show report.md (f8)",
+                screen.action_report,
+            )
+            yield SystemCommand(
                 "Coverage", "Checklist coverage: REFORMS, leakage, AI Act map (f7)", screen.action_coverage
             )
             for tab in TABS:

@@ -27,6 +27,7 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("ctrl+t", "theme: dark, light, ANSI dark, ANSI light"),
     ("ctrl+y", "copy the selected check (OSC 52 where offered)"),
     ("f7", "checklist coverage: REFORMS, leakage, AI Act map"),
+    ("f8", "write the report set; show report.md (print report.html)"),
     ("ctrl+p", "command palette: every action by name"),
     ("f1", "this help; Escape closes it"),
     ("ctrl+q", "quit (a training job keeps running)"),
@@ -112,6 +113,71 @@ class CoverageScreen(ModalScreen[None]):
                 )
             )
             yield Static(coverage_text(self.cov), id="coverage-body")
+
+    def action_dismiss(self) -> None:  # type: ignore[override]
+        self.dismiss(None)
+
+
+def report_sections(markdown: str) -> list[tuple[str, str]]:
+    """report.md cut at its `## ` headings: (title, text) in order, the opening part as "Summary".
+    The anchor lines (`<a id=…></a>`, for report.html's links) are left out of what is shown."""
+    sections: list[tuple[str, list[str]]] = [("Summary", [])]
+    for line in markdown.splitlines():
+        if line.startswith("<a id=") and line.endswith("</a>"):
+            continue
+        if line.startswith("## "):
+            sections.append((line[3:].strip(), []))
+        sections[-1][1].append(line)
+    return [(title, "\n".join(lines)) for title, lines in sections if any(ln.strip() for ln in lines)]
+
+
+class ReportScreen(ModalScreen[None]):
+    """The evidence report just written: report.md one section at a time in Textual's Markdown viewer
+    (a whole report is hundreds of lines: drawn at once it would hold the screen for seconds), with
+    where the set lies: report.html is the page to print."""
+
+    BINDINGS = [
+        Binding("escape,q", "dismiss", "Close"),
+        Binding("right_square_bracket", "section(1)", "Next section"),
+        Binding("left_square_bracket", "section(-1)", "Previous section"),
+    ]
+
+    def __init__(self, markdown: str, html_path: str, problems: list[str]) -> None:
+        super().__init__()
+        self.sections = report_sections(markdown) or [("Summary", "(empty report)")]
+        self.html_path, self.problems = html_path, problems
+        self.index = 0
+
+    def compose(self) -> ComposeResult:
+        from textual.widgets import Markdown
+
+        with Vertical(id="report-box"):
+            head = Text("Evidence report written", style="bold")
+            head.append_text(Text(" — to print: ", style="dim"))
+            head.append_text(literal(self.html_path))
+            yield Static(head, id="report-head")
+            for line in self.problems:
+                yield Static(literal(f"INTEGRITY FAILED {line}", "bold red"), classes="report-problem")
+            yield Static(id="report-where")
+            with VerticalScroll(id="report-scroll"):
+                yield Markdown(self.sections[0][1], id="report-body")
+
+    def on_mount(self) -> None:
+        self._show()
+
+    def _show(self) -> None:
+        title = self.sections[self.index][0]
+        where = literal(f"section {self.index + 1} of {len(self.sections)}: {title}", "bold", limit=60)
+        where.append_text(Text("  ·  [ ] sections, ↑ ↓ scroll, Escape closes", style="dim"))
+        self.query_one("#report-where", Static).update(where)
+
+    async def action_section(self, step: int) -> None:
+        from textual.widgets import Markdown
+
+        self.index = (self.index + step) % len(self.sections)
+        await self.query_one("#report-body", Markdown).update(self.sections[self.index][1])
+        self.query_one("#report-scroll", VerticalScroll).scroll_home(animate=False)
+        self._show()
 
     def action_dismiss(self) -> None:  # type: ignore[override]
         self.dismiss(None)

@@ -27,10 +27,22 @@ from claimcheck.engine.shapes.training import Progress
 from claimcheck.engine.training.jobfiles import is_terminal
 from claimcheck.tui.panels import DispatchPanel
 from claimcheck.tui.safe import clean, literal
-from claimcheck.tui.screens import ConfirmScreen, CoverageScreen
+from claimcheck.tui.screens import ConfirmScreen, CoverageScreen, ReportScreen
 from claimcheck.tui.stage_view import TABS, RunEnded, StageView
 from claimcheck.tui.stage_words import artifact_readiness, freeze_question, state_words
 from claimcheck.tui.widgets import NotesPanel, StageNavigator
+
+
+def needs_attention(session: Session) -> str:
+    """The stage a reopened session opens on: a job still running (dispatch), else the first stage
+    not frozen, else the verdict (artifact)."""
+    from claimcheck.engine.training.jobfiles import session_job_stages
+
+    jobs = session_job_stages(session.path / "jobs") if (session.path / "jobs").is_dir() else []
+    if any(not is_terminal(stage) for stage in jobs if stage not in ("unknown", "unreadable")):
+        return "dispatch"
+    states = session.states()
+    return next((name for name in registry.STAGE_NAMES if states.get(name) != "frozen"), "artifact")
 
 
 class SessionScreen(Screen):
@@ -50,6 +62,7 @@ class SessionScreen(Screen):
         Binding("f5", "tab('notes')", "Notes", show=False, priority=True),
         Binding("f6", "tab('data')", "Data", show=False, priority=True),
         Binding("f7", "coverage", "Coverage", show=False, priority=True),
+        Binding("f8", "report", "Report", show=False, priority=True),
         Binding("ctrl+t", "app.next_theme", "Theme", show=False, priority=True),
         # Not priority: in the TOML editor ctrl+y stays "redo".
         Binding("ctrl+y", "copy_check", "Copy", show=False),
@@ -65,7 +78,7 @@ class SessionScreen(Screen):
         self.session = session
         self.initial_inputs = initial_inputs
         self.recipe_inputs = recipe_inputs
-        self.current = registry.STAGES[0].name
+        self.current = needs_attention(session)
         # Which stage modules exist; learned in a background thread so start-up imports only the claim.
         self.built: dict[str, bool] = {}
 
@@ -186,6 +199,40 @@ class SessionScreen(Screen):
             return
         cov = compute(self.session.records(), dict(self.session.states()))
         self.app.push_screen(CoverageScreen(cov))
+
+    def action_report(self) -> None:
+        """Write the report set (report.md, report.html, model-index.yaml) and show report.md."""
+        if isinstance(self.app.screen, ReportScreen):
+            return
+        self.notify("writing the report…", timeout=3)
+        self._write_report()
+
+    @work(thread=True, exclusive=True, group="report")
+    def _write_report(self) -> None:
+        from claimcheck.engine.report.build import write_report_set
+
+        try:
+            written = write_report_set(self.session.path)
+            problems = [
+                f"{stage} {row.check} {row.outcome}: {row.detail}"
+                for stage, rows in written.failing.items()
+                for row in rows
+            ]
+            self.post_message(self.ReportWritten(written.md.read_text("utf-8"), str(written.html), problems))
+        except (OSError, EvidenceError) as exc:
+            self.post_message(self.ReportWritten("", "", [], error=str(exc)))
+
+    class ReportWritten(Message):
+        def __init__(self, markdown: str, html: str, problems: list[str], error: str = "") -> None:
+            super().__init__()
+            self.markdown, self.html, self.problems, self.error = markdown, html, problems, error
+
+    @on(ReportWritten)
+    def _report_written(self, event: ReportWritten) -> None:
+        if event.error:
+            self.notify(clean(event.error), title="report not written", severity="error", timeout=10)
+            return
+        self.app.push_screen(ReportScreen(event.markdown, event.html, event.problems))
 
     def action_tab(self, tab: str) -> None:
         view = self.view()
