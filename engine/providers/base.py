@@ -54,7 +54,7 @@ class Handle:
 class JobStatus:
     op_id: str
     # The job's own stage (status.json), or a derived one: launching / lost / stalled / not_found.
-    stage: Stage | str
+    stage: Stage
     reason: str = ""
     step: int = 0
     total_steps: int = 0

@@ -101,11 +101,20 @@ def _read_json(path: Path) -> Any:
         raise JobFileError(f"{path}: not JSON ({exc})") from None
 
 
-def read_status(job_dir: Path) -> StatusFile | None:
-    """The job's status.json; None before anyone wrote it; a JobFileError when it is malformed."""
-    path = Path(job_dir) / STATUS
+def _read(job_dir: Path, name: str, model: type[Any]) -> Any:
+    """The job file `name` as `model`; None before anyone wrote it; a JobFileError when malformed."""
+    path = Path(job_dir) / name
     doc = _read_json(path)
-    return None if doc is None else parse_file(StatusFile, doc, str(path))
+    return None if doc is None else parse_file(model, doc, str(path))
+
+
+def _write(job_dir: Path, name: str, record: Any, indent: int | None = None) -> None:
+    """What the writer set (defaults it left alone are not written), atomically."""
+    atomic_write_text(Path(job_dir) / name, json.dumps(record.model_dump(exclude_unset=True), indent=indent))
+
+
+def read_status(job_dir: Path) -> StatusFile | None:
+    return _read(job_dir, STATUS, StatusFile)
 
 
 def read_status_checked(job_dir: Path) -> tuple[StatusFile | None, str]:
@@ -119,7 +128,7 @@ def read_status_checked(job_dir: Path) -> tuple[StatusFile | None, str]:
 
 def write_status(job_dir: Path, status: StatusFile) -> None:
     status.updated_at = now_iso()
-    atomic_write_text(Path(job_dir) / STATUS, json.dumps(status.model_dump(exclude_unset=True), indent=1))
+    _write(job_dir, STATUS, status, indent=1)
 
 
 def record_stage(job_dir: Path, stage: ProviderStage, reason: str, *, only_if_written: bool = False) -> bool:
@@ -138,23 +147,19 @@ def record_stage(job_dir: Path, stage: ProviderStage, reason: str, *, only_if_wr
 
 
 def read_heartbeat(job_dir: Path) -> HeartbeatFile | None:
-    path = Path(job_dir) / HEARTBEAT
-    doc = _read_json(path)
-    return None if doc is None else parse_file(HeartbeatFile, doc, str(path))
+    return _read(job_dir, HEARTBEAT, HeartbeatFile)
 
 
 def write_heartbeat(job_dir: Path, beat: HeartbeatFile) -> None:
-    atomic_write_text(Path(job_dir) / HEARTBEAT, json.dumps(beat.model_dump(exclude_unset=True)))
+    _write(job_dir, HEARTBEAT, beat)
 
 
 def read_pid(job_dir: Path) -> PidFile | None:
-    path = Path(job_dir) / PID_FILE
-    doc = _read_json(path)
-    return None if doc is None else parse_file(PidFile, doc, str(path))
+    return _read(job_dir, PID_FILE, PidFile)
 
 
 def write_pid(job_dir: Path, record: PidFile) -> None:
-    atomic_write_text(Path(job_dir) / PID_FILE, json.dumps(record.model_dump(exclude_unset=True)))
+    _write(job_dir, PID_FILE, record)
 
 
 def record_self(job_dir: Path) -> None:
