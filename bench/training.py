@@ -248,11 +248,7 @@ def job(mode: str, a: argparse.Namespace) -> dict:
     lengths = [len(r) for r in enc.input_ids]
     gaps, tokens, after_other = [], 0, []
     for prev, cur in zip(steps, steps[1:], strict=False):
-        between = [
-            r
-            for r in recs
-            if r.kind in ("eval", "checkpoint") and prev.time <= r.time <= cur.time
-        ]
+        between = [r for r in recs if r.kind in ("eval", "checkpoint") and prev.time <= r.time <= cur.time]
         gap = cur.time - prev.time
         if between or (a.eval_every and prev.step % a.eval_every == 0):
             after_other.append(gap)
