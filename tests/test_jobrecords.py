@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -152,3 +153,19 @@ def test_the_snapshot_is_what_the_dispatch_stage_recorded(real_session: Path) ->
     assert snap.checkpoints == record.check("dispatch.checkpoints").measured["steps"]
     assert snap.pace.elapsed_s is not None and snap.pace.eta_s is None  # ended: no ETA
     assert [s.op_id for s in poll(real_session / "jobs")] == [snap.op_id]
+
+
+def test_the_kinds_are_exactly_those_the_engine_writes() -> None:
+    """Every metrics.jsonl kind has a model, and every model is a kind some engine code writes."""
+    root = Path(__file__).resolve().parents[1] / "engine"
+    writers = sorted(
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*.py")
+        if "append_metric(" in p.read_text() and p.name != "jobfiles.py"
+    )
+    assert writers == ["training/job.py"]
+    source = (root / "training" / "job.py").read_text()
+    written = set()
+    for first, second in re.findall(r'kind="(\w+)"(?: if [^\n]* else "(\w+)")?', source):
+        written |= {first, second} - {""}
+    assert written == set(METRIC_KINDS)

@@ -30,15 +30,16 @@ Resubmitted = Literal["resubmitted"]
 ProviderStage = Literal["cancelled", "resubmitted"]
 # Stages a provider derives when the job's own word is not the whole story.
 DerivedStage = Literal["launching", "lost", "stalled", "unconfirmed", "not_found"]
-# Every word status.json may hold ("" before the job's first word), and every word a provider reports.
+# Every word status.json may hold (StatusFile.stage is also "" before the job's first word).
 WrittenStage = Literal[RunningStage, TerminalStage, Resubmitted]
+# Every word a provider reports (JobStatus.stage).
 Stage = Literal[WrittenStage, DerivedStage]
 # What the evidence says about a run (dispatch.progress.job_state, replay, the claim's review).
 JobState = Literal["finished", "failed", "cancelled", "incomplete"]
 
 RUNNING_STAGES: tuple[str, ...] = RunningStage.__args__
 TERMINAL_STAGES: tuple[str, ...] = TerminalStage.__args__
-RESUBMITTED: str = "resubmitted"
+RESUBMITTED: str = Resubmitted.__args__[0]
 DERIVED_STAGES: tuple[str, ...] = DerivedStage.__args__
 JOB_STATES: tuple[str, ...] = JobState.__args__
 # Derived stages that end the watch (nothing runs) and those that may still run.
