@@ -194,15 +194,15 @@ def run_contract(name: str, eff: dict, peak: float, a: argparse.Namespace) -> di
     status = json.loads((jd / "status.json").read_text())
     if rc != 0:
         return {"contract": name, "ok": False, "rc": rc, "reason": status.get("reason")}
-    steps = [r for r in read_metrics(jd) if r["kind"] == "step"]
+    steps = [r for r in read_metrics(jd) if r.kind == "step"]
     tok = models.load_tokenizer(eff, ROOT)
     classes = list(eff.get("label_classes") or [])
     enc = Batcher(eff, tok, classes, "cpu").prepare(train, rendered=True)
     lengths = [len(r) for r in enc.input_ids]
     timed = steps[a.warmup :]
-    secs = [s["seconds"] for s in timed]
+    secs = [s.seconds for s in timed]
     tokens = [
-        sum(lengths[i] for i in Batcher.micro_indices(s["step"] - 1, eff["micro_batch"], enc.n, eff["seed"]))
+        sum(lengths[i] for i in Batcher.micro_indices(s.step - 1, eff["micro_batch"], enc.n, eff["seed"]))
         for s in timed
     ]
     meta = models.meta_model(eff, ROOT, num_labels=len(classes) or None)

@@ -241,25 +241,21 @@ def job(mode: str, a: argparse.Namespace) -> dict:
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     assert rc == 0, f"the job failed: {(jd / 'status.json').read_text()}"
     recs = read_metrics(jd)
-    steps = [r for r in recs if r["kind"] == "step"]
+    steps = [r for r in recs if r.kind == "step"]
     # the tokens of each step's micro-batch: the same indices and the same tokenizer as the job
     tok = load_tokenizer(eff, ROOT)
     enc = Batcher(eff, tok, CLASSES, "cpu").prepare(train, rendered=True)
     lengths = [len(r) for r in enc.input_ids]
     gaps, tokens, after_other = [], 0, []
     for prev, cur in zip(steps, steps[1:], strict=False):
-        between = [
-            r
-            for r in recs
-            if r["kind"] in ("eval", "checkpoint") and prev["time"] <= r["time"] <= cur["time"]
-        ]
-        gap = cur["time"] - prev["time"]
-        if between or (a.eval_every and prev["step"] % a.eval_every == 0):
+        between = [r for r in recs if r.kind in ("eval", "checkpoint") and prev.time <= r.time <= cur.time]
+        gap = cur.time - prev.time
+        if between or (a.eval_every and prev.step % a.eval_every == 0):
             after_other.append(gap)
             continue
         gaps.append(gap)
-        tokens += sum(lengths[i] for i in Batcher.micro_indices(cur["step"] - 1, a.micro_batch, enc.n, 0))
-    evals = [r for r in recs if r["kind"] in ("eval", "selected_eval")]
+        tokens += sum(lengths[i] for i in Batcher.micro_indices(cur.step - 1, a.micro_batch, enc.n, 0))
+    evals = [r for r in recs if r.kind in ("eval", "selected_eval")]
     step_s = statistics.median(gaps)
     out = _rates("job", mode, gaps, tokens, a)
     out.update(
@@ -269,7 +265,7 @@ def job(mode: str, a: argparse.Namespace) -> dict:
         eval_or_checkpoint_seconds=round(sum(g - step_s for g in after_other), 2),
         evaluations=len(evals),
         dev_rows=a.dev_rows,
-        own_seconds_field_mean=round(statistics.mean(s["seconds"] for s in steps[1:]), 4),
+        own_seconds_field_mean=round(statistics.mean(s.seconds for s in steps[1:]), 4),
     )
     return out
 

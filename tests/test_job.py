@@ -41,16 +41,18 @@ def test_full_run_writes_its_own_progress(tmp_path: Path, model_dir: Path) -> No
     jd = kit.job_dir(tmp_path, model_dir)
     assert _run(jd) == 0
     st = jf.read_status(jd)
-    assert st["stage"] == "done" and st["step"] == st["total_steps"] == 12
+    assert st is not None and st.stage == "done" and st.step == st.total_steps == 12
     recs = jf.read_metrics(jd)
-    steps = jf.latest_by_step(recs, "step")
-    assert [s["step"] for s in steps] == list(range(1, 13))
-    assert all(math.isfinite(s["loss"]) and s["grad_norm"] >= 0 and s["lr"] > 0 for s in steps)
-    evals = jf.latest_by_step(recs, "eval")
-    assert [e["step"] for e in evals] == [0, 4, 8, 12]  # initial, every 4 steps, final
-    assert sum(evals[-1]["pred_distribution"].values()) == 24
+    steps = jf.latest_steps(recs)
+    assert [s.step for s in steps] == list(range(1, 13))
+    assert all(math.isfinite(s.loss) and s.grad_norm >= 0 and s.lr > 0 for s in steps)
+    evals = jf.dev_evals(recs)
+    assert [e.step for e in evals] == [0, 4, 8, 12]  # initial, every 4 steps, final
+    assert sum((evals[-1].pred_distribution or {}).values()) == 24
     hb = jf.read_heartbeat(jd)
-    assert hb["beats"] >= 1 and hb["step"] == 12  # a heartbeat records the step it saw, it is not one
+    assert (
+        hb is not None and hb.beats >= 1 and hb.step == 12
+    )  # a heartbeat records the step it saw, it is not one
     ckpts = sorted(p.name for p in (jd / "checkpoints").iterdir())
     assert ckpts == ["step-000004", "step-000008"]
     for f in ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state.pt", "trainable.safetensors"):
@@ -69,17 +71,28 @@ def test_non_finite_loss_halts_with_a_clear_status(tmp_path: Path, model_dir: Pa
     )
     assert _run(jd) == 3
     st = jf.read_status(jd)
-    assert st["stage"] == "failed" and "non-finite" in st["reason"]
+    assert st is not None and st.stage == "failed" and "non-finite" in st.reason
     assert not (jd / "final").exists()
-    alarms = {
-        a["name"]: a for a in job_alarms.evaluate(jf.read_metrics(jd), kit.effective(model_dir), {}, 12)
-    }
+    obs = job_alarms.Observed(jf.read_metrics(jd), 12)
+    alarms = {a["name"]: a for a in job_alarms.evaluate(obs, kit.effective(model_dir))}
     assert alarms["non_finite"]["state"] == "raised"
     assert alarms["train_dev_gap"]["state"] == "disabled"
 
 
 def test_alarms_on_a_synthetic_series() -> None:
+    from claimcheck.engine.training.alarms import Observed
     from claimcheck.engine.training.alarms import evaluate as evaluate_alarms
+    from claimcheck.engine.training.jobrecords import MetricLine, parse_line
+
+    def lines(*docs: dict) -> list[MetricLine]:
+        return [parse_line(d, "synthetic") for d in docs]
+
+    def step(s: int, loss: float) -> dict:
+        return {"kind": "step", "step": s, "time": s, "loss": loss, "lr": 1e-3, "grad_norm": 1.0}
+
+    timing = {"seconds": 0.1, "epoch": 0.1}
+    dev = {"kind": "eval", "split": "dev", "time": 10.0, "metric": "macro_f1", "loss": 1.0}
+    dev.update(train_rows=20, rows=20, stage="training", selected_step=-1)
 
     eff = {
         "alarms": {
@@ -91,23 +104,11 @@ def test_alarms_on_a_synthetic_series() -> None:
             "disabled": [],
         }
     }
-    recs = [{"kind": "trivial", "step": 0, "value": 0.3}]
-    recs += [
-        {"kind": "step", "step": s, "loss": 1.0 if s < 15 else 5.0, "grad_norm": 1.0} for s in range(1, 21)
-    ]
-    recs += [
-        {
-            "kind": "eval",
-            "split": "dev",
-            "step": 10,
-            "metric": "macro_f1",
-            "value": 0.2,
-            "train_value": 0.9,
-            "pred_distribution": {"a": 19, "b": 1},
-            "true_distribution": {"a": 10, "b": 10},
-        }
-    ]
-    got = {a["name"]: a["state"] for a in evaluate_alarms(recs, eff, {"max_beats_without_step": 7}, 20)}
+    recs = lines({"kind": "trivial", "step": 0, "metric": "macro_f1", "value": 0.3})
+    recs += lines(*({**step(s, 1.0 if s < 15 else 5.0), **timing} for s in range(1, 21)))
+    collapsed = {"pred_distribution": {"a": 19, "b": 1}, "true_distribution": {"a": 10, "b": 10}}
+    recs += lines({**dev, "step": 10, "value": 0.2, "train_value": 0.9, **collapsed})
+    got = {a["name"]: a["state"] for a in evaluate_alarms(Observed(recs, 20, 7), eff)}
     assert got == {
         "non_finite": "clear",
         "divergence": "raised",
@@ -116,19 +117,21 @@ def test_alarms_on_a_synthetic_series() -> None:
         "stall": "raised",
         "worse_than_trivial": "raised",
     }
-    calm = [r for r in recs if r.get("kind") != "step"] + [
-        {"kind": "step", "step": s, "loss": 1.0 / s, "grad_norm": 1.0} for s in range(1, 21)
-    ]
-    calm[1] = {**calm[1], "value": 0.8, "train_value": 0.85, "pred_distribution": {"a": 11, "b": 9}}
-    got = {a["name"]: a["state"] for a in evaluate_alarms(calm, eff, {"max_beats_without_step": 2}, 20)}
+    even = {"pred_distribution": {"a": 11, "b": 9}, "true_distribution": {"a": 10, "b": 10}}
+    calm = [recs[0], *lines({**dev, "step": 10, "value": 0.8, "train_value": 0.85, **even})]
+    calm += lines(*({**step(s, 1.0 / s), **timing} for s in range(1, 21)))
+    got = {a["name"]: a["state"] for a in evaluate_alarms(Observed(calm, 20, 2), eff)}
     assert set(got.values()) == {"clear"}
 
 
 def test_truncated_metrics_line_is_skipped(tmp_path: Path) -> None:
     from claimcheck.engine.training.jobfiles import read_metrics
 
-    (tmp_path / "metrics.jsonl").write_text(json.dumps({"kind": "step", "step": 1}) + '\n{"kind": "st')
-    assert read_metrics(tmp_path) == [{"kind": "step", "step": 1}]
+    whole = {"kind": "step", "step": 1, "time": 1.0, "loss": 1.0, "lr": 0.1, "grad_norm": 1.0}
+    whole.update(seconds=0.1, epoch=0.5)
+    (tmp_path / "metrics.jsonl").write_text(json.dumps(whole) + '\n{"kind": "st')
+    [line] = read_metrics(tmp_path)
+    assert line.model_dump() == whole
 
 
 def test_best_dev_selection_and_early_stopping(tmp_path: Path, model_dir: Path) -> None:
@@ -147,14 +150,15 @@ def test_best_dev_selection_and_early_stopping(tmp_path: Path, model_dir: Path) 
     )  # too small to improve: stops early
     assert _run(jd) == 0
     recs = jf.read_metrics(jd)
-    stop = [r for r in recs if r["kind"] == "early_stop"]
-    assert stop and stop[0]["step"] < 40
+    stop = [r for r in recs if r.kind == "early_stop"]
+    assert stop and stop[0].step < 40
     manifest = json.loads((jd / "final/manifest.json").read_text())
-    evals = [e for e in jf.latest_by_step(recs, "eval") if e["step"] > 0]  # step 0 is the untrained model
-    best = max(evals, key=lambda e: (e["value"], -e["step"]))
+    evals = [e for e in jf.dev_evals(recs) if e.step > 0]  # step 0 is the untrained model
+    best = max(evals, key=lambda e: (e.value, -e.step))
     # the artifact is the best dev state (or the last one when nothing beat it)
-    assert manifest["selected_step"] in (best["step"], stop[0]["step"])
-    assert jf.read_status(jd)["stage"] == "done"
+    assert manifest["selected_step"] in (best.step, stop[0].step)
+    st = jf.read_status(jd)
+    assert st is not None and st.stage == "done" and st.early_stopped_at == stop[0].step
 
 
 def test_eval_rows_evaluates_a_fixed_dev_subset_and_the_artifact_keeps_every_dev_row(
@@ -168,9 +172,9 @@ def test_eval_rows_evaluates_a_fixed_dev_subset_and_the_artifact_keeps_every_dev
         tmp_path, model_dir, max_steps=4, eval_every_steps=2, checkpoint_every_steps=0, eval_rows=6
     )
     assert _run(jd) == 0
-    evals = jf.latest_by_step(jf.read_metrics(jd), "eval")
-    assert [e["step"] for e in evals] == [0, 2, 4] and {e["rows"] for e in evals} == {6}
-    assert all(sum(e["pred_distribution"].values()) == 6 for e in evals)
+    evals = jf.dev_evals(jf.read_metrics(jd))
+    assert [e.step for e in evals] == [0, 2, 4] and {e.rows for e in evals} == {6}
+    assert all(sum((e.pred_distribution or {}).values()) == 6 for e in evals)
     assert pl.read_parquet(next((jd / "final").glob("dev*.parquet"))).height == 24
     st = jf.read_status(jd)
-    assert st["stage"] == "done" and st["step"] == 4  # the last step's status is always written
+    assert st is not None and st.stage == "done" and st.step == 4  # the last step's status is always written

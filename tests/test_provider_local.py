@@ -70,7 +70,8 @@ def test_launch_survives_sighup_reattaches_and_cancel_stops_only_that_job(
     prov.cancel(b)
     st_b = prov.wait(b, timeout=30, poll=0.1)
     assert st_b.stage == "cancelled" and "SIGTERM" in st_b.reason and not st_b.alive
-    assert jf.read_status(b.job_dir)["stage"] == "cancelled"  # terminal status written by the job itself
+    status_b = jf.read_status(b.job_dir)
+    assert status_b is not None and status_b.stage == "cancelled"  # terminal status written by the job itself
 
     final = prov.wait(again, timeout=90, poll=0.2)
     assert final.stage == "done", final
@@ -92,13 +93,13 @@ def test_killed_job_resumes_and_its_loss_curve_continues(tmp_path: Path, model_d
     finally:
         for s, h in saved.items():
             signal.signal(s, h)
-    ref_loss = {s["step"]: s["loss"] for s in jf.latest_by_step(jf.read_metrics(ref), "step")}
+    ref_loss = {s.step: s.loss for s in jf.latest_steps(jf.read_metrics(ref))}
 
     prov = LocalProvider(tmp_path)
     op = "eeeeeeeeeeeeeeee-a1"
     jd = kit.job_dir(tmp_path, model_dir, op, runtime={"step_delay_seconds": 0.3})
     h = prov.launch(jd, op)
-    _wait_for(lambda: jf.read_status(jd).get("step", 0) >= 6, timeout=90)
+    _wait_for(lambda: (st := jf.read_status(jd)) is not None and st.step >= 6, timeout=90)
     os.killpg(int(h.ref), signal.SIGKILL)  # no handler runs: the job cannot write a status
     st = _wait_for(lambda: (s := prov.status(h)).stage == "lost" and s, timeout=20)
     assert "never wrote a terminal status" in st.reason
@@ -107,7 +108,7 @@ def test_killed_job_resumes_and_its_loss_curve_continues(tmp_path: Path, model_d
     assert h2.started
     st = prov.wait(h2, timeout=90, poll=0.2)
     assert st.stage == "done" and st.resumed_from == [4]
-    got = {s["step"]: s["loss"] for s in jf.latest_by_step(jf.read_metrics(jd), "step")}
+    got = {s.step: s.loss for s in jf.latest_steps(jf.read_metrics(jd))}
     assert sorted(got) == sorted(ref_loss)
     # Tolerance 1e-5: same CPU, same threads, restored RNG → the curve continues as if never killed.
     assert max(abs(got[s] - ref_loss[s]) for s in got) < 1e-5

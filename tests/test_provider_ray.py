@@ -157,8 +157,8 @@ def test_tiny_job_end_to_end_to_a_verified_artifact(
     assert rec["fetch"]["ok"] and rec["fetch"]["copied_from"] == str(shared.resolve() / op / "final")
     assert rec["ray_status"] == "SUCCEEDED"
     assert f"Running entrypoint for job {op}" in (job_dir / jobfiles.LOG).read_text()
-    steps = [r for r in jobfiles.read_metrics(job_dir) if r.get("kind") == "step"]
-    assert [r["step"] for r in steps] == [1, 2, 3, 4]  # mirrored home from the output location
+    steps = jobfiles.latest_steps(jobfiles.read_metrics(job_dir))
+    assert [r.step for r in steps] == [1, 2, 3, 4]  # mirrored home from the output location
 
     # The same identity again: adopted, never a second Ray job.
     again = prov.launch(job_dir, op)

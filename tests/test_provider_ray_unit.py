@@ -25,6 +25,7 @@ from claimcheck.engine.providers.ray_http import (
 )
 from claimcheck.engine.providers.ray_jobs import RECORD, RayJobsProvider
 from claimcheck.engine.training import jobfiles
+from claimcheck.engine.training.jobrecords import HeartbeatFile, StatusFile, StepLine
 
 OP = "0123456789abcdef-a1"
 
@@ -191,12 +192,18 @@ def test_inputs_staged_to_the_named_output_location(tmp_path: Path) -> None:
 def _write_progress(
     job_dir: Path, stage: str, *, hb_age: float | None, step: int = 3, total: int = 4
 ) -> None:
-    jobfiles.write_status(job_dir, {"stage": stage, "step": step, "total_steps": total, "pid": 1})
+    jobfiles.write_status(job_dir, StatusFile(stage=stage, step=step, total_steps=total, pid=1))
     if hb_age is not None:
-        hb = {"time": time.time() - hb_age, "beats": 7, "interval": 0.5}
-        (job_dir / jobfiles.HEARTBEAT).write_text(json.dumps(hb))
+        hb = HeartbeatFile(time=time.time() - hb_age, beats=7, interval=0.5, stage="training")
+        jobfiles.write_heartbeat(job_dir, hb)
     for s in range(1, step + 1):
-        jobfiles.append_metric(job_dir, {"kind": "step", "step": s, "loss": 1.0})
+        jobfiles.append_metric(job_dir, _step(s))
+
+
+def _step(s: int) -> StepLine:
+    return StepLine(
+        kind="step", step=s, time=float(s), loss=1.0, lr=1e-3, grad_norm=1.0, seconds=0.1, epoch=0.1
+    )
 
 
 @pytest.fixture()
@@ -255,7 +262,7 @@ def test_done_needs_every_step_and_a_manifest(running: Any) -> None:
     _write_progress(handle.job_dir, "done", hb_age=0.1, step=3, total=4)
     st = prov.status(handle)
     assert st.stage == "failed" and "step 3 of 4" in st.reason
-    jobfiles.append_metric(handle.job_dir, {"kind": "step", "step": 4, "loss": 1.0})
+    jobfiles.append_metric(handle.job_dir, _step(4))
     assert "manifest.json is missing" in prov.status(handle).reason
     (handle.job_dir / "final").mkdir()
     (handle.job_dir / "final" / "manifest.json").write_text("{}")

@@ -483,15 +483,25 @@ def running_job(tmp_path: Path):
     )
     (job_dir / "status.json").write_text(json.dumps({"stage": "training", "step": 7, "total_steps": 20}))
     (job_dir / "heartbeat").write_text(
-        json.dumps({"time": time.time(), "beats": 3, "interval": 60, "step": 7})
+        json.dumps({"time": time.time(), "beats": 3, "interval": 60, "step": 7, "stage": "training"})
     )
+    timing = {"lr": 1e-3, "grad_norm": 1.0, "seconds": 0.5, "epoch": 0.1}
+    dev = {
+        "kind": "eval",
+        "split": "dev",
+        "step": 5,
+        "time": time.time(),
+        "metric": "macro_f1",
+        "value": 0.41,
+    }
+    dev.update(loss=1.2, train_value=0.5, train_rows=32, rows=40, stage="training", selected_step=-1)
     with open(job_dir / "metrics.jsonl", "w") as fh:
         for step in range(1, 8):
-            fh.write(json.dumps({"kind": "step", "step": step, "loss": 2.0 / step, "grad_norm": 1.0}) + "\n")
-        fh.write(
-            json.dumps({"kind": "eval", "split": "dev", "step": 5, "metric": "macro_f1", "value": 0.41})
-            + "\n"
-        )
+            fh.write(
+                json.dumps({"kind": "step", "step": step, "time": time.time(), "loss": 2.0 / step, **timing})
+            )
+            fh.write("\n")
+        fh.write(json.dumps(dev) + "\n")
     yield session
     proc.kill()
     proc.wait()

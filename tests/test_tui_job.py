@@ -18,8 +18,19 @@ from rich.color import Color, ColorSystem
 
 from claimcheck.engine.evidence import StageRecord
 from claimcheck.engine.ledger.session import Session
+from claimcheck.engine.providers.snapshot import JobSnapshot
 from claimcheck.engine.report.figures import Lines
 from claimcheck.engine.training import jobfiles, pace
+from claimcheck.engine.training.jobfiles import Progress
+from claimcheck.engine.training.jobrecords import (
+    EvalLine,
+    HeartbeatFile,
+    MetricLine,
+    PidFile,
+    StatusFile,
+    StepLine,
+    TrivialLine,
+)
 from claimcheck.tui import app as tui_app
 from claimcheck.tui.panels import job_curves, pace_line
 from claimcheck.tui.plots import lines
@@ -127,7 +138,8 @@ def test_artifact_says_when_it_can_run(session: Session) -> None:
     unfinished = dispatch.model_copy(deep=True)
     progress = unfinished.check("dispatch.progress")
     progress.measured = {**progress.measured, "job_state": "incomplete", "stage": "training"}
-    job = {"running": True, "stage": "training", "step": 4, "total_steps": 12}
+    job = JobSnapshot(op_id="x", stage="training", step=4, total_steps=12)
+    assert job.running
     assert "Waits for the job: the job is training, step 4 of 12" in artifact_readiness(
         "frozen", unfinished, job
     )
@@ -184,13 +196,26 @@ def test_requested_vs_effective_is_a_table_that_fits(session: Session) -> None:
 
 
 def test_one_evaluation_is_a_point_with_its_value_and_evaluations_are_marked() -> None:
-    job = {
-        "loss_points": [(1.0, 2.0), (2.0, 1.8), (3.0, 1.7), (4.0, 1.5)],
-        "dev_points": [(2.0, 0.41)],
-        "checkpoints": [4.0],
-        "trivial": 0.3,
-        "dev_metric": "macro_f1",
-    }
+    steps = [_step(s, loss) for s, loss in ((1, 2.0), (2, 1.8), (3, 1.7), (4, 1.5))]
+    dev = EvalLine(
+        kind="eval",
+        split="dev",
+        step=2,
+        time=2.0,
+        metric="macro_f1",
+        value=0.41,
+        loss=1.0,
+        train_value=0.5,
+        train_rows=8,
+        rows=8,
+        stage="training",
+        selected_step=-1,
+    )
+    trivial = TrivialLine(kind="trivial", step=0, metric="macro_f1", value=0.3, majority_class="a")
+    job = JobSnapshot(op_id="x", stage="training", steps=steps, evals=[dev], checkpoints=[4], trivial=trivial)
+    assert job.loss_points == [(1.0, 2.0), (2.0, 1.8), (3.0, 1.7), (4.0, 1.5)] and job.dev_points == [
+        (2.0, 0.41)
+    ]
     text = job_curves(job, 56).plain
     dev = text.split("live dev macro_f1", 1)[1]
     assert "one point, 0.41 at step 2" in dev
@@ -200,8 +225,8 @@ def test_one_evaluation_is_a_point_with_its_value_and_evaluations_are_marked() -
     axis = next(ln for ln in loss.splitlines() if "└" in ln)
     assert axis.count("▲") == 1 and "dev evaluations at step 2" in loss and "checkpoints at step 4" in loss
     # nothing yet: said in words, on lines of their own
-    empty = job_curves({"loss_points": [], "dev_points": [], "dev_metric": "macro_f1"}, 56).plain
-    assert empty.splitlines() == ["live loss: no optimizer step yet", "live dev macro_f1: no evaluation yet"]
+    empty = job_curves(JobSnapshot(op_id="x", stage="loading"), 56).plain
+    assert empty.splitlines() == ["live loss: no optimizer step yet", "live dev metric: no evaluation yet"]
     # a recorded-style figure of one point: the same
     one = lines(Lines("t", {"dev": [(0.0, 0.5)]}, "step", reference=0.2, reference_label="trivial")).plain
     assert "one point, 0.5 at step 0" in one and "┤" not in one
@@ -210,25 +235,27 @@ def test_one_evaluation_is_a_point_with_its_value_and_evaluations_are_marked() -
 def test_pace_elapsed_rate_eta_and_a_running_evaluation() -> None:
     now = 1_000_000.0
     iso = lambda t: time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(t))  # noqa: E731
-    steps = [{"kind": "step", "step": s, "time": now - 200 + 20 * s, "seconds": 19.5} for s in range(1, 6)]
-    status = {"stage": "training", "step": 5, "total_steps": 300, "started_at": iso(now - 400)}
-    p = pace.pace(status, {"evaluating": False}, steps, now)
+    steps: list[MetricLine] = [_step(s, 1.0, at=now - 200 + 20 * s, seconds=19.5) for s in range(1, 6)]
+    status = StatusFile(stage="training", step=5, total_steps=300, started_at=iso(now - 400))
+    beat = HeartbeatFile(time=now, stage="training", evaluating=False)
+    p = pace.pace(Progress(status, beat), steps, now)
     assert p.elapsed_s == pytest.approx(400, abs=1) and p.steps_per_s == pytest.approx(0.05)
     assert p.eta_s == pytest.approx(295 / 0.05) and p.evaluation == ""
     line = pace_line(p, running=True).plain
     assert "elapsed 6 min 40 s" in line and "20 s/step" in line and "ETA 1 h 38 min" in line
     # the first evaluation at step 0 of 300: 13.5 minutes with no step — said, not silent
-    first = {"stage": "initial-eval", "step": 0, "total_steps": 300, "started_at": iso(now - 820)}
-    first["updated_at"] = iso(now - 810)
-    p = pace.pace(first, {}, [], now)
+    first = StatusFile(stage="initial-eval", step=0, total_steps=300, started_at=iso(now - 820))
+    first.updated_at = iso(now - 810)
+    p = pace.pace(Progress(first, None), [], now)
     assert p.evaluation == "initial" and p.evaluating_s == pytest.approx(810, abs=1)
     assert "◆ initial dev evaluation running for 13 min 30 s" in pace_line(p, running=True).plain
     # a periodic evaluation between steps: from the heartbeat
-    p = pace.pace(status, {"evaluating": True, "evaluating_since": now - 95}, steps, now)
+    evaluating = HeartbeatFile(time=now, stage="training", evaluating=True, evaluating_since=now - 95)
+    p = pace.pace(Progress(status, evaluating), steps, now)
     assert p.evaluation == "periodic" and p.evaluating_s == pytest.approx(95)
     # an ended job: elapsed to its last word, no ETA
-    done = {**status, "stage": "done", "step": 300, "updated_at": iso(now - 100)}
-    p = pace.pace(done, {}, steps, now)
+    done = status.model_copy(update={"stage": "done", "step": 300, "updated_at": iso(now - 100)})
+    p = pace.pace(Progress(done, None), steps, now)
     assert p.eta_s is None and p.elapsed_s == pytest.approx(300, abs=1)
 
 
@@ -271,6 +298,12 @@ def test_warn_and_fail_never_share_a_colour(env: dict[str, str], depth: str) -> 
 # ---------------------------------------------------------------- live refresh, no key pressed
 
 
+def _step(step: int, loss: float, at: float = 0.0, seconds: float = 0.1) -> StepLine:
+    return StepLine(
+        kind="step", step=step, time=at, loss=loss, lr=1e-3, grad_norm=1.0, seconds=seconds, epoch=0.1
+    )
+
+
 def _fake_job_process(job_dir: Path) -> subprocess.Popen:
     """A process the local provider takes for the job (its command line names the module and folder)."""
     code = "import time; time.sleep(120)"
@@ -285,20 +318,23 @@ async def test_a_job_that_ends_updates_the_screen_with_no_key_pressed(
     path = rs.copy_workspace(real_workspace, tmp_path)
     [job_dir] = [p for p in (path / "jobs").iterdir() if p.is_dir()]
     done_status = jobfiles.read_status(job_dir)
+    assert done_status is not None
     proc = _fake_job_process(job_dir)
     beating = threading.Event()
+
+    def heartbeat() -> HeartbeatFile:
+        return HeartbeatFile(time=time.time(), beats=1, interval=2.0, step=6, stage="training")
+
     try:
-        jobfiles.write_pid(job_dir, {"pid": proc.pid, "pgid": proc.pid, "host": "x", "starts": []})
-        running = {**done_status, "stage": "training", "step": 6, "reason": ""}
+        jobfiles.write_pid(job_dir, PidFile(pid=proc.pid, pgid=proc.pid, host="x", starts=[]))
+        running = done_status.model_copy(update={"stage": "training", "step": 6, "reason": ""})
         jobfiles.write_status(job_dir, running)
 
         def beat() -> None:  # the job's heartbeat thread, until the job ends
             while not beating.wait(0.5):
-                jobfiles.write_heartbeat(
-                    job_dir, {"time": time.time(), "beats": 1, "interval": 2.0, "step": 6}
-                )
+                jobfiles.write_heartbeat(job_dir, heartbeat())
 
-        jobfiles.write_heartbeat(job_dir, {"time": time.time(), "beats": 1, "interval": 2.0, "step": 6})
+        jobfiles.write_heartbeat(job_dir, heartbeat())
         threading.Thread(target=beat, daemon=True).start()
         app = tui_app.make_app(path, workspace=path.parents[1])
         async with app.run_test(size=SIZE) as pilot:
@@ -376,8 +412,10 @@ async def test_the_run_bar_clock_moves_while_a_stage_step_reports_nothing(
     from claimcheck.tui.stage_view import StageView
     from tests.test_tui_support import patch_modules, toy_module
 
-    def slow(inputs):  # the stage says nothing for three seconds
-        time.sleep(3.0)
+    released = threading.Event()
+
+    def slow(inputs):  # the stage says nothing until the test has seen the clock move
+        assert released.wait(120), "the run bar's clock never reached 2 s"
         return [Check(id="claim.rows", status="pass", summary="3 rows", measured={"rows": 3})]
 
     patch_modules(monkeypatch, {"claim": toy_module("claim", slow)})
@@ -394,8 +432,9 @@ async def test_the_run_bar_clock_moves_while_a_stage_step_reports_nothing(
         await pilot.pause()
         await pilot.press("ctrl+r")
         label = view.query_one(".run-text")
-        await wait_for(pilot, lambda: str(label.render()).startswith("2 s · step 0 of 1"), timeout=15)
-        await wait_for(pilot, lambda: not view.running, timeout=30)
+        await wait_for(pilot, lambda: str(label.render()).startswith("2 s · step 0 of 1"), timeout=60)
+        released.set()
+        await wait_for(pilot, lambda: not view.running, timeout=60)
 
 
 def test_the_report_svg_marks_dev_evaluations_under_the_loss_curve() -> None:

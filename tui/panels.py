@@ -3,8 +3,9 @@
 The pictures of each stage's record are drawn by tui/stage_panels.py from the typed evidence
 (claimcheck.engine.shapes) and the figures of engine/report/figures.py: a value the stage did not record makes the
 panel say "not measured" — it never draws a made-up figure. The dispatch panel also polls the job's
-own files (status.json, heartbeat, metrics.jsonl) once a second through the engine's cheap
-file-protocol helpers, so a job started in an earlier app run shows up live.
+own files once a second through the engine's job snapshot (claimcheck.engine.providers.snapshot),
+so a job started in an earlier app run shows up live; the curves and alarms it draws are the
+snapshot's, the same the dispatch stage records.
 """
 
 from __future__ import annotations
@@ -21,22 +22,14 @@ from textual.message import Message
 from textual.widgets import Static
 
 from claimcheck.engine.evidence import StageRecord
+from claimcheck.engine.providers.snapshot import JobSnapshot
 from claimcheck.engine.shapes import ShapeError, parse
 from claimcheck.engine.shapes.training import Progress
 from claimcheck.engine.training.pace import Pace, duration
-from claimcheck.engine.training.pace import pace as pace_of
 from claimcheck.tui.safe import clean, literal
 from claimcheck.tui.stage_panels import NOT_MEASURED, PANEL_WIDTH, RENDERERS, render_dispatch_record
 
 __all__ = ["NOT_MEASURED", "RENDERERS", "DispatchPanel", "VisualPanel", "poll_jobs", "render_dispatch_record"]
-
-
-def _num(v: Any) -> float | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int | float):
-        return float(v)
-    return None
 
 
 class VisualPanel(VerticalScroll):
@@ -84,65 +77,11 @@ class VisualPanel(VerticalScroll):
 # ---------------------------------------------------------------- dispatch: live job view
 
 
-def poll_jobs(jobs_root: Path, inputs: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """A snapshot of every job under jobs/: status, step, heartbeat age, losses, dev metric, alarms.
+def poll_jobs(jobs_root: Path, inputs: dict[str, Any] | None = None) -> list[JobSnapshot]:
+    """The engine's snapshot of every job under jobs/ (claimcheck.engine.providers.snapshot.poll)."""
+    from claimcheck.engine.providers.snapshot import poll
 
-    Each job is judged by its own provider: the one the dispatch inputs name (`inputs`), or the
-    one the job's folder records (a Ray job is asked of Ray, not taken for a dead local process).
-    """
-    if not jobs_root.is_dir():
-        return []
-    from claimcheck.engine.providers.base import Handle
-    from claimcheck.engine.providers.registry import for_job
-    from claimcheck.engine.training import alarms as job_alarms
-    from claimcheck.engine.training import jobfiles
-
-    out = []
-    for job_dir in sorted(p for p in jobs_root.iterdir() if p.is_dir()):
-        if not jobfiles.launched(job_dir):
-            continue
-        provider = for_job(job_dir, inputs)
-        st = provider.status(Handle(op_id=job_dir.name, job_dir=job_dir, provider=provider.name))
-        records = jobfiles.read_metrics(job_dir)
-        steps = jobfiles.latest_by_step(records, "step")
-        evals = jobfiles.dev_evals(records)
-        try:
-            effective = jobfiles.read_contract(job_dir)
-        except (OSError, ValueError):
-            effective = {}
-        try:
-            alarms = job_alarms.evaluate(records, effective, jobfiles.read_heartbeat(job_dir), st.total_steps)
-        except Exception:  # alarms on a half-written file: show none rather than crash the view
-            alarms = []
-        status = jobfiles.read_status(job_dir)
-        pace = pace_of(status, jobfiles.read_heartbeat(job_dir), records)
-        trivial = next((r for r in records if r.get("kind") == "trivial"), {})
-        out.append(
-            {
-                "op_id": st.op_id,
-                "stage": st.stage,
-                "reason": st.reason,
-                "step": st.step,
-                "total_steps": st.total_steps,
-                "alive": st.alive,
-                "heartbeat_age_s": st.heartbeat_age_s,
-                "losses": [float(s["loss"]) for s in steps if _num(s.get("loss")) is not None],
-                "loss_points": [
-                    (float(s["step"]), float(s["loss"])) for s in steps if _num(s.get("loss")) is not None
-                ],
-                "dev": [float(e["value"]) for e in evals if _num(e.get("value")) is not None],
-                "dev_points": [
-                    (float(e["step"]), float(e["value"])) for e in evals if _num(e.get("value")) is not None
-                ],
-                "checkpoints": [float(r["step"]) for r in jobfiles.latest_by_step(records, "checkpoint")],
-                "trivial": _num(trivial.get("value")),
-                "pace": pace,
-                "dev_metric": str(evals[-1].get("metric", "")) if evals else "",
-                "alarms": alarms,
-                "running": st.running,
-            }
-        )
-    return out
+    return poll(jobs_root, inputs)
 
 
 class DispatchPanel(VerticalScroll):
@@ -151,14 +90,14 @@ class DispatchPanel(VerticalScroll):
     can_focus = True
 
     class Polled(Message):
-        def __init__(self, jobs: list[dict[str, Any]], at: float) -> None:
+        def __init__(self, jobs: list[JobSnapshot], at: float) -> None:
             self.jobs, self.at = jobs, at
             super().__init__()
 
     def __init__(self, jobs_root: Path, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.jobs_root = jobs_root
-        self.jobs: list[dict[str, Any]] = []
+        self.jobs: list[JobSnapshot] = []
         self._record: StageRecord | None = None
 
     def compose(self) -> ComposeResult:
@@ -179,16 +118,7 @@ class DispatchPanel(VerticalScroll):
         try:
             jobs = poll_jobs(self.jobs_root, self._record.inputs if self._record else None)
         except Exception as exc:  # unreadable files: say so instead of crashing
-            jobs = [
-                {
-                    "op_id": "?",
-                    "stage": "unreadable",
-                    "reason": str(exc),
-                    "losses": [],
-                    "dev": [],
-                    "alarms": [],
-                }
-            ]
+            jobs = [JobSnapshot(op_id="?", stage="unreadable", reason=str(exc))]
         self.post_message(self.Polled(jobs, time.time()))
 
     class JobChanged(Message):
@@ -199,10 +129,10 @@ class DispatchPanel(VerticalScroll):
             super().__init__()
 
     def on_dispatch_panel_polled(self, event: Polled) -> None:
-        before = {str(j.get("op_id")): str(j.get("stage")) for j in self.jobs}
+        before = {j.op_id: j.stage for j in self.jobs}
         self.jobs = event.jobs
         self._draw()
-        after = {str(j.get("op_id")): str(j.get("stage")) for j in self.jobs}
+        after = {j.op_id: j.stage for j in self.jobs}
         if before != after:
             self.post_message(self.JobChanged(before, after))
 
@@ -224,9 +154,9 @@ class DispatchPanel(VerticalScroll):
         curves.update(job_curves(job, self._width()))
         b = Text()
         b.append("alarms\n", style="bold")
-        if not job.get("alarms"):
+        if not job.alarms:
             b.append(NOT_MEASURED + "\n", style="dim")
-        for a in job.get("alarms", []):
+        for a in job.alarms:
             state = str(a.get("state", ""))
             style = {"raised": "bold red", "clear": "green", "disabled": "yellow"}.get(state, "dim")
             b.append(
@@ -242,35 +172,35 @@ class DispatchPanel(VerticalScroll):
         width = self.content_region.width - self.styles.scrollbar_size_vertical
         return width if width >= 30 else PANEL_WIDTH
 
-    def _head(self, job: dict[str, Any]) -> Text:
+    def _head(self, job: JobSnapshot) -> Text:
         t = Text()
         t.append("job ", style="bold")
-        t.append_text(literal(job.get("op_id", "")))
-        stage = str(job.get("stage", ""))
-        bad = stage in ("failed", "lost", "stalled")
+        t.append_text(literal(job.op_id))
+        stage = job.stage
         t.append(
-            f" · {clean(stage)}", style="bold red" if bad else ("bold green" if stage == "done" else "bold")
+            f" · {clean(stage)}",
+            style="bold red" if job.bad else ("bold green" if job.job_state == "finished" else "bold"),
         )
-        total = job.get("total_steps") or 0
-        t.append(f"\nstep {job.get('step', 0)}" + (f" of {total}" if total else ""))
-        age = job.get("heartbeat_age_s", -1)
-        if job.get("running"):
-            beat = f"{age:.1f} s ago" if isinstance(age, int | float) and age >= 0 else "none yet"
+        total = job.total_steps
+        t.append(f"\nstep {job.step}" + (f" of {total}" if total else ""))
+        age = job.heartbeat_age_s
+        if job.running:
+            beat = f"{age:.1f} s ago" if age >= 0 else "none yet"
             t.append(f" · heartbeat {beat}")
-        t.append_text(pace_line(job.get("pace"), bool(job.get("running"))))
-        if job.get("reason"):
+        t.append_text(pace_line(job.pace, job.running))
+        if job.reason:
             t.append("\n")
-            t.append_text(literal(job["reason"], "dim", limit=200))
+            t.append_text(literal(job.reason, "dim", limit=200))
         if len(self.jobs) > 1:
             t.append(f"\n({len(self.jobs)} jobs in this session; showing the latest)", style="dim")
         recorded = parse(self._record.check("dispatch.progress"), Progress) if self._record else None
-        if not job.get("running") and recorded and recorded.stage != stage:
+        if not job.running and recorded and recorded.stage != stage:
             t.append(
                 f"\nThe record says '{clean(recorded.stage)}', the job '{clean(stage)}': a draft dispatch record "
                 "is recorded again on its own, a frozen one with ctrl+r.",
                 style="bold",
             )
-        elif job.get("running"):
+        elif job.running:
             t.append("\nThe job runs on its own: quitting claimcheck leaves it running.", style="dim")
         return t
 
@@ -295,20 +225,20 @@ def pace_line(pace: Pace | None, running: bool) -> Text:
     return t
 
 
-def job_curves(job: dict[str, Any], width: int) -> Text:
+def job_curves(job: JobSnapshot, width: int) -> Text:
     """The job's loss (checkpoints ┆ and dev evaluations ▲ marked) and dev metric (the trivial
-    baseline ┄ as reference), from its own files; one point is shown as a point with its value."""
+    baseline ┄ as reference), as its snapshot holds them; one point is shown as a point with its value."""
     from claimcheck.engine.report.figures import Lines
     from claimcheck.tui.plots import plot
 
     t = Text()
-    evals = list(job.get("dev_points") or [])
-    losses = list(job.get("loss_points") or [])
+    evals = job.dev_points
+    losses = job.loss_points
     loss_fig = Lines(
         "live loss per optimizer step",
         {"loss": losses},
         "step",
-        marks=list(job.get("checkpoints") or []),
+        marks=[float(s) for s in job.checkpoints],
         mark_label="checkpoints",
         events=[x for x, _ in evals],
         event_label="dev evaluations",
@@ -316,12 +246,12 @@ def job_curves(job: dict[str, Any], width: int) -> Text:
     t.append_text(
         plot(loss_fig, width) if losses else literal("live loss: no optimizer step yet", "dim").append("\n")
     )
-    metric = clean(job.get("dev_metric", "") or "metric")
+    metric = clean(job.dev_metric or "metric")
     dev_fig = Lines(
         f"live dev {metric} at each evaluation",
         {f"dev {metric}": evals},
         "step",
-        reference=job.get("trivial"),
+        reference=job.trivial_value,
         reference_label="trivial baseline",
     )
     t.append_text(

@@ -22,9 +22,10 @@ from claimcheck.engine.ledger.drafts import draft_path
 from claimcheck.engine.ledger.session import Session, StageOrderError
 from claimcheck.engine.pipeline import registry
 from claimcheck.engine.pipeline.core import split_runtime
+from claimcheck.engine.providers.snapshot import JobSnapshot
 from claimcheck.engine.shapes import parse
 from claimcheck.engine.shapes.training import Progress
-from claimcheck.engine.training.jobfiles import is_terminal
+from claimcheck.engine.training.jobrecords import is_terminal
 from claimcheck.tui.panels import DispatchPanel
 from claimcheck.tui.safe import clean, literal
 from claimcheck.tui.screens import ConfirmScreen, CoverageScreen, ReportScreen
@@ -267,7 +268,7 @@ class SessionScreen(Screen):
         for view in self.query(StageView):
             view.refresh_record(states)
 
-    def _latest_job(self) -> dict[str, Any] | None:
+    def _latest_job(self) -> JobSnapshot | None:
         panels = self.query(DispatchPanel)
         jobs = panels.first().jobs if panels else []
         return jobs[-1] if jobs else None
@@ -275,11 +276,11 @@ class SessionScreen(Screen):
     def _job_running(self) -> bool:
         panels = self.query("DispatchPanel")
         if panels:
-            return any(j.get("running") for j in panels.first().jobs)  # type: ignore[attr-defined]
+            return any(j.running for j in panels.first().jobs)  # type: ignore[attr-defined]
         from claimcheck.tui.panels import poll_jobs
 
         try:  # liveness as the provider judges it (pid + heartbeat), not the job's last word alone
-            return any(j.get("running") for j in poll_jobs(self.session.path / "jobs"))
+            return any(j.running for j in poll_jobs(self.session.path / "jobs"))
         except Exception:  # unreadable job files: the dispatch page says why
             return False
 

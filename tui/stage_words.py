@@ -4,11 +4,11 @@ line, the freeze question and when the artifact stage can run. Read from the typ
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from rich.text import Text
 
 from claimcheck.engine.evidence import Check, StageRecord
+from claimcheck.engine.providers.snapshot import JobSnapshot
 from claimcheck.engine.shapes import parse
 from claimcheck.engine.shapes.artifact import Verdict
 from claimcheck.engine.shapes.training import Progress
@@ -124,12 +124,12 @@ def freeze_question(record: StageRecord, later: Sequence[str]) -> tuple[Text, bo
     return body, bool(fails) or unfinished
 
 
-def artifact_readiness(dispatch_state: str, dispatch: StageRecord | None, job: dict[str, Any] | None) -> str:
+def artifact_readiness(dispatch_state: str, dispatch: StageRecord | None, job: JobSnapshot | None) -> str:
     """When the artifact stage can run: it needs a frozen dispatch record of a finished job."""
     live = ""
-    if job is not None and job.get("running"):
-        total = f" of {job['total_steps']}" if job.get("total_steps") else ""
-        live = f"the job is {clean(job.get('stage', ''))}, step {job.get('step', 0)}{total}"
+    if job is not None and job.running:
+        total = f" of {job.total_steps}" if job.total_steps else ""
+        live = f"the job is {clean(job.stage)}, step {job.step}{total}"
     if dispatch is None:
         return "Can run once dispatch has launched the job and its record is frozen."
     progress = (

@@ -54,6 +54,7 @@ from claimcheck.engine.pipeline.context import StageContext, StageInputError
 from claimcheck.engine.pipeline.core import InvalidInputs, compute, split_runtime
 from claimcheck.engine.pipeline.registry import StageSpec
 from claimcheck.engine.training import jobfiles
+from claimcheck.engine.training.jobrecords import job_state
 
 TRAINING_STAGES = ("dispatch",)
 
@@ -88,9 +89,9 @@ def _job_rows(session_dir: Path, rec: StageRecord) -> list[Row]:
             )
             rows.append(Row(rec.stage, "(job)", "incomplete", "", where))
             continue
-        stage = str(status.get("stage", "unknown"))
-        if jobfiles.job_state(stage) != "finished":
-            step, total = status.get("step", "?"), status.get("total_steps", "?")
+        stage = status.stage or "unknown"
+        if job_state(stage) != "finished":
+            step, total = status.step, status.total_steps
             rows.append(
                 Row(
                     rec.stage,

@@ -23,12 +23,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from claimcheck.engine.training import jobfiles
-
-# The state vocabulary lives with the job's files (claimcheck.engine.training.jobfiles); named here for providers.
-RUNNING_STAGES = jobfiles.RUNNING_STAGES
-TERMINAL_STAGES = jobfiles.TERMINAL_STAGES
-DERIVED_STAGES = jobfiles.DERIVED_STAGES
+from claimcheck.engine.training import jobfiles, jobrecords
+from claimcheck.engine.training.jobrecords import Stage
 
 
 def operation_id(digest: str, attempt: int) -> str:
@@ -58,7 +54,7 @@ class Handle:
 class JobStatus:
     op_id: str
     # The job's own stage (status.json), or a derived one: launching / lost / stalled / not_found.
-    stage: str
+    stage: Stage
     reason: str = ""
     step: int = 0
     total_steps: int = 0
@@ -70,11 +66,11 @@ class JobStatus:
 
     @property
     def terminal(self) -> bool:
-        return jobfiles.is_terminal(self.stage)
+        return jobrecords.is_terminal(self.stage)
 
     @property
     def running(self) -> bool:
-        return jobfiles.is_running(self.stage)
+        return jobrecords.is_running(self.stage)
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)

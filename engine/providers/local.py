@@ -19,8 +19,9 @@ import time
 from pathlib import Path
 
 from claimcheck.engine.evidence import now_iso
-from claimcheck.engine.providers.base import TERMINAL_STAGES, Handle, JobStatus, require_job_dir
+from claimcheck.engine.providers.base import Handle, JobStatus, require_job_dir
 from claimcheck.engine.training import jobfiles
+from claimcheck.engine.training.jobrecords import PidFile
 
 PID_FILE = jobfiles.PID_FILE
 LAUNCH_LOCK = jobfiles.LAUNCH_LOCK
@@ -69,16 +70,16 @@ class LocalProvider:
     def job_dir(self, op_id: str) -> Path:
         return self.jobs_root / op_id
 
-    def _pid_info(self, job_dir: Path) -> dict:
-        return jobfiles.read_pid(job_dir)
+    def _pid_info(self, job_dir: Path) -> PidFile:
+        return jobfiles.read_pid(job_dir) or PidFile(pid=0)
 
     def _alive(self, op_id: str, job_dir: Path) -> tuple[bool, int]:
         child = self._children.get(op_id)
         if child is not None and child.poll() is not None:
             self._children.pop(op_id, None)
         info = self._pid_info(job_dir)
-        pid = int(info.get("pid", 0) or 0)
-        if info.get("host") not in (None, socket.gethostname()):
+        pid = info.pid
+        if info.host not in ("", socket.gethostname()):
             return True, pid  # another host's process: cannot probe, do not declare it dead
         return _runs_job(pid, job_dir), pid
 
@@ -86,7 +87,7 @@ class LocalProvider:
         job_dir = self.job_dir(op_id)
         if not (job_dir / PID_FILE).exists() and not (job_dir / jobfiles.STATUS).exists():
             return None
-        pid = int(self._pid_info(job_dir).get("pid", 0) or 0)
+        pid = self._pid_info(job_dir).pid
         return Handle(op_id=op_id, job_dir=job_dir, provider=self.name, ref=str(pid), started=False)
 
     # ------------------------------------------------------------ launch
@@ -145,9 +146,10 @@ class LocalProvider:
         finally:
             log.close()
         self._children[op_id] = proc
-        starts = list(info.get("starts", [])) + [now_iso()]
-        pid_doc = {"pid": proc.pid, "pgid": proc.pid, "host": socket.gethostname(), "starts": starts}
-        jobfiles.write_pid(job_dir, pid_doc)
+        starts = [*info.starts, now_iso()]
+        jobfiles.write_pid(
+            job_dir, PidFile(pid=proc.pid, pgid=proc.pid, host=socket.gethostname(), starts=starts)
+        )
         return Handle(op_id=op_id, job_dir=job_dir, provider=self.name, ref=str(proc.pid), started=True)
 
     # ------------------------------------------------------------ status / cancel / fetch
@@ -155,38 +157,32 @@ class LocalProvider:
     def status(self, handle: Handle) -> JobStatus:
         """The job's own status.json and heartbeat, and whether its process lives; judged by jobfiles."""
         job_dir = handle.job_dir
-        st = jobfiles.read_status(job_dir)
-        hb = jobfiles.read_heartbeat(job_dir)
+        files = jobfiles.read_progress(job_dir)
         alive, pid = self._alive(handle.op_id, job_dir)
         now = time.time()
         proc = jobfiles.Process(alive=alive, pid=pid, launched=(job_dir / PID_FILE).exists())
-        derived, reason = jobfiles.local_stage(st, hb, proc, now)
+        derived, reason = jobfiles.local_stage(files, proc, now)
         return JobStatus(
             op_id=handle.op_id,
             stage=derived,
             reason=reason,
             alive=alive,
             pid=pid,
-            **jobfiles.progress_fields(st, hb, jobfiles.heartbeat_age(hb, now)),
+            **files.fields(now),
         )
 
     def cancel(self, handle: Handle) -> None:
         """SIGTERM to that job's process group only; the job writes "cancelled" itself."""
         alive, pid = self._alive(handle.op_id, handle.job_dir)
         if alive and pid:
-            pgid = int(self._pid_info(handle.job_dir).get("pgid", pid))
+            pgid = self._pid_info(handle.job_dir).pgid or pid
             try:
                 os.killpg(pgid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
             return
-        st = jobfiles.read_status(handle.job_dir)
-        if st.get("stage") not in TERMINAL_STAGES:
-            # Nothing runs; record the person's decision so the job is not shown as running.
-            jobfiles.write_status(
-                handle.job_dir,
-                {**st, "stage": "cancelled", "reason": "cancelled while no process was running"},
-            )
+        # Nothing runs; record the person's decision so the job is not shown as running.
+        jobfiles.record_stage(handle.job_dir, "cancelled", "cancelled while no process was running")
 
     def wait(self, handle: Handle, timeout: float, poll: float = 0.5) -> JobStatus:
         """Poll until the job is terminal and its process has exited (or the timeout passes)."""

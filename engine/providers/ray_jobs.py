@@ -40,7 +40,7 @@ from typing import Any
 
 from claimcheck.engine.data.rows import sha256_file
 from claimcheck.engine.evidence import atomic_write_text, now_iso
-from claimcheck.engine.providers.base import TERMINAL_STAGES, Handle, JobStatus, require_job_dir
+from claimcheck.engine.providers.base import Handle, JobStatus, require_job_dir
 from claimcheck.engine.providers.ray_http import (
     RAY_TERMINAL,
     RayHTTPError,
@@ -50,6 +50,7 @@ from claimcheck.engine.providers.ray_http import (
     RayUnreachable,
 )
 from claimcheck.engine.training import jobfiles
+from claimcheck.engine.training.jobrecords import RESUBMITTED
 
 RECORD = jobfiles.RAY_RECORD
 META_PREFIX = "claimcheck_"
@@ -342,11 +343,7 @@ class RayJobsProvider:
         ]
         self._update_record(job_dir, previous_runs=runs)
         # The old terminal word must not stand for the new run; resume points and run count stay.
-        st = jobfiles.read_status(out_dir)
-        if st:
-            jobfiles.write_status(
-                out_dir, {**st, "stage": "resubmitted", "reason": "resubmitted to Ray to resume"}
-            )
+        jobfiles.record_stage(out_dir, RESUBMITTED, "resubmitted to Ray to resume", only_if_written=True)
         return self._submit(job_dir, op_id, out_dir, posts_before=int(rec.get("posts", 0) or 0))
 
     # ------------------------------------------------------------ status
@@ -356,8 +353,7 @@ class RayJobsProvider:
         job_dir, op_id = handle.job_dir, handle.op_id
         out_dir = self._out(handle)
         jobfiles.mirror_progress(out_dir, job_dir)
-        st = jobfiles.read_status(out_dir)
-        hb = jobfiles.read_heartbeat(out_dir)
+        files = jobfiles.read_progress(out_dir)
         now = time.time()
         try:
             info = self.client.get(op_id)
@@ -367,7 +363,7 @@ class RayJobsProvider:
         except RayJobsError as exc:
             info, word = None, jobfiles.RayWord(None, "UNKNOWN", str(exc))
         word.address, word.startup_grace_s = self.address, self.startup_grace_s
-        derived, reason = jobfiles.ray_stage(out_dir, st, hb, word, now)
+        derived, reason = jobfiles.ray_stage(out_dir, files, word, now)
         if info is not None and word.status in RAY_TERMINAL:
             self._note_final(job_dir, info)
         return JobStatus(
@@ -375,8 +371,8 @@ class RayJobsProvider:
             stage=derived,
             reason=reason,
             alive=word.status in ("PENDING", "RUNNING"),
-            pid=int(st.get("pid", 0) or 0),
-            **jobfiles.progress_fields(st, hb, jobfiles.heartbeat_age(hb, now)),
+            pid=files.status.pid if files.status is not None else 0,
+            **files.fields(now),
         )
 
     def _note_final(self, job_dir: Path, info: dict[str, Any]) -> None:
@@ -410,13 +406,11 @@ class RayJobsProvider:
             stopped = False  # the status call that follows tells whether it stopped
         out_dir = self._out(handle)
         info = self.client.get(handle.op_id)
-        st = jobfiles.read_status(out_dir)
         if not stopped and (info is None or info.get("status") in RAY_TERMINAL):
-            if st and st.get("stage") not in TERMINAL_STAGES:
-                # Nothing runs: record the person's decision so the job is not shown as running.
-                jobfiles.write_status(
-                    out_dir, {**st, "stage": "cancelled", "reason": "cancelled while Ray ran nothing"}
-                )
+            # Nothing runs: record the person's decision so the job is not shown as running.
+            jobfiles.record_stage(
+                out_dir, "cancelled", "cancelled while Ray ran nothing", only_if_written=True
+            )
 
     def _save_logs(self, job_dir: Path, op_id: str, *, append: bool = False) -> bool:
         try:

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from claimcheck.engine.training.jobfiles import HEARTBEAT_SECONDS, dev_evals, latest_by_step
+from claimcheck.engine.training.jobfiles import HEARTBEAT_SECONDS, dev_evals, latest_steps, trivial
+from claimcheck.engine.training.jobrecords import EvalLine, HaltLine, MetricLine, StepLine
 from claimcheck.engine.training.schema import Alarms, Effective, effective
 
 # The stall alarm: no optimizer step for longer than STALL_STEP_MULTIPLE × the job's own median
@@ -31,33 +32,31 @@ def config(contract: Effective | dict[str, Any]) -> Alarms:
     return effective(contract).alarms
 
 
-def _finite(x: Any) -> bool:
-    return isinstance(x, int | float) and math.isfinite(float(x))
+def _finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
 
 
 @dataclass
 class Observed:
-    """A job's records, grouped once for all alarms."""
+    """What the alarms judge: a job's records (grouped once for all alarms) and its heartbeat count."""
 
-    records: list[dict[str, Any]]
+    records: list[MetricLine]
     total_steps: int
     # The most heartbeats the job spent in training without an optimizer step (-1: none recorded).
     max_beats_without_step: int = -1
     # Seconds between heartbeats (what one beat without a step stands for).
     interval_s: float = HEARTBEAT_SECONDS
-    steps: list[dict[str, Any]] = field(default_factory=list)
-    evals: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[StepLine] = field(default_factory=list)
+    evals: list[EvalLine] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.steps = latest_by_step(self.records, "step")
+        self.steps = latest_steps(self.records)
         self.evals = dev_evals(self.records)
 
     @property
     def median_step_s(self) -> float | None:
         """The median wall-clock seconds of the job's optimizer steps; None before a timed step."""
-        secs = sorted(
-            float(s["seconds"]) for s in self.steps if _finite(s.get("seconds")) and s["seconds"] > 0
-        )
+        secs = sorted(s.seconds for s in self.steps if _finite(s.seconds) and s.seconds > 0)
         if not secs:
             return None
         mid = len(secs) // 2
@@ -65,7 +64,7 @@ class Observed:
 
     @property
     def higher_better(self) -> bool:
-        return not any(e.get("metric") in LOWER_BETTER for e in self.evals[:1])
+        return not any(e.metric in LOWER_BETTER for e in self.evals[:1])
 
 
 def _secs(x: float) -> str:
@@ -78,12 +77,12 @@ def _entry(name: str, state: str, detail: str, step: int = -1, **extra: Any) -> 
 
 def non_finite(obs: Observed, cfg: Alarms) -> dict[str, Any]:
     name = "non_finite"
-    halts = [r for r in obs.records if r.get("kind") == "halt"]
-    bad = [s for s in obs.steps if not _finite(s.get("loss")) or not _finite(s.get("grad_norm"))]
-    if halts or bad:
-        first = halts[0] if halts else bad[0]
-        reason = str(first.get("reason", "non-finite loss or gradient norm"))
-        return _entry(name, "raised", reason, int(first.get("step", -1)))
+    halts = [r for r in obs.records if isinstance(r, HaltLine)]
+    bad = [s for s in obs.steps if not _finite(s.loss) or not _finite(s.grad_norm)]
+    if halts:
+        return _entry(name, "raised", halts[0].reason, halts[0].step)
+    if bad:
+        return _entry(name, "raised", "non-finite loss or gradient norm", bad[0].step)
     if obs.steps:
         return _entry(name, "clear", f"loss and gradient norm finite at all {len(obs.steps)} steps")
     return _entry(name, "not_run", "no optimizer step recorded")
@@ -91,7 +90,7 @@ def non_finite(obs: Observed, cfg: Alarms) -> dict[str, Any]:
 
 def divergence(obs: Observed, cfg: Alarms) -> dict[str, Any]:
     name = "divergence"
-    losses = [(int(s["step"]), float(s["loss"])) for s in obs.steps if _finite(s.get("loss"))]
+    losses = [(s.step, s.loss) for s in obs.steps if _finite(s.loss)]
     if len(losses) < 10:
         return _entry(name, "not_run", f"{len(losses)} finite loss values; divergence needs ≥ 10")
     factor = float(cfg.divergence_factor)
@@ -110,21 +109,21 @@ def divergence(obs: Observed, cfg: Alarms) -> dict[str, Any]:
 
 def class_collapse(obs: Observed, cfg: Alarms) -> dict[str, Any]:
     name = "class_collapse"
-    dists = [e for e in obs.evals if e.get("pred_distribution")]
+    dists = [e for e in obs.evals if e.pred_distribution]
     if not obs.evals:
         return _entry(name, "not_run", "no dev evaluation yet")
     if not dists:
         return _entry(name, "not_run", "no predicted-class distribution recorded (not a classification job?)")
     share = float(cfg.collapse_share)
     last = dists[-1]
-    pred = last["pred_distribution"]
-    true = last.get("true_distribution", {})
+    pred = last.pred_distribution or {}
+    true = last.true_distribution or {}
     n = max(1, sum(pred.values()))
     top_cls, top_n = max(pred.items(), key=lambda kv: kv[1])
     true_top = max(true.values()) / max(1, sum(true.values())) if true else 0.0
     if top_n / n >= share and true_top < share:
         detail = f"{top_n / n:.1%} of dev predictions are '{top_cls}' (true top share {true_top:.1%})"
-        return _entry(name, "raised", detail, int(last["step"]))
+        return _entry(name, "raised", detail, last.step)
     return _entry(
         name, "clear", f"top predicted class '{top_cls}' at {top_n / n:.1%} < {share:.0%} at last eval"
     )
@@ -132,16 +131,16 @@ def class_collapse(obs: Observed, cfg: Alarms) -> dict[str, Any]:
 
 def train_dev_gap(obs: Observed, cfg: Alarms) -> dict[str, Any]:
     name = "train_dev_gap"
-    pairs = [e for e in obs.evals if _finite(e.get("train_value")) and _finite(e.get("value"))]
+    pairs = [e for e in obs.evals if _finite(e.train_value) and _finite(e.value)]
     if not pairs:
         return _entry(name, "not_run", "no train-reference metric recorded")
     last = pairs[-1]
-    gap = float(last["train_value"]) - float(last["value"])
+    gap = last.train_value - last.value
     gap = gap if obs.higher_better else -gap
     limit = float(cfg.gap_limit)
     state = "raised" if gap > limit else "clear"
-    detail = f"train − dev {last.get('metric')} gap {gap:.3f} vs limit {limit}"
-    return _entry(name, state, detail, int(last["step"]), gap=gap)
+    detail = f"train − dev {last.metric} gap {gap:.3f} vs limit {limit}"
+    return _entry(name, state, detail, last.step, gap=gap)
 
 
 def stall(obs: Observed, cfg: Alarms) -> dict[str, Any]:
@@ -182,22 +181,21 @@ def worse_than_trivial(obs: Observed, cfg: Alarms) -> dict[str, Any]:
     name = "worse_than_trivial"
     after = int(cfg.worse_than_trivial_after_step)
     after = obs.total_steps // 2 if after < 0 else after  # -1: from the half-way step on
-    trivial = next((r for r in obs.records if r.get("kind") == "trivial"), None)
-    late = [e for e in obs.evals if int(e["step"]) >= after and _finite(e.get("value"))]
-    if trivial is None or not _finite(trivial.get("value")):
+    base = trivial(obs.records)
+    late = [e for e in obs.evals if e.step >= after and _finite(e.value)]
+    if base is None or not _finite(base.value):
         return _entry(name, "not_run", "no trivial-baseline dev value recorded")
     if not late:
         return _entry(name, "not_run", f"no dev evaluation at or after step {after}")
-    tv = float(trivial["value"])
+    tv = base.value
     higher = obs.higher_better
-    worse = [e for e in late if (float(e["value"]) < tv if higher else float(e["value"]) > tv)]
+    worse = [e for e in late if (e.value < tv if higher else e.value > tv)]
     if worse:
         e = worse[0]
         detail = (
-            f"dev {e.get('metric')} {float(e['value']):.4f} worse than trivial {tv:.4f} "
-            f"at step {e['step']} (after step {after})"
+            f"dev {e.metric} {e.value:.4f} worse than trivial {tv:.4f} at step {e.step} (after step {after})"
         )
-        return _entry(name, "raised", detail, int(e["step"]))
+        return _entry(name, "raised", detail, e.step)
     return _entry(
         name, "clear", f"dev metric not worse than trivial {tv:.4f} at {len(late)} evals from step {after}"
     )
@@ -213,17 +211,9 @@ CHECKS: dict[str, Callable[[Observed, Alarms], dict[str, Any]]] = {
 }
 
 
-def evaluate(
-    records: list[dict[str, Any]],
-    contract: Effective | dict[str, Any],
-    heartbeat: dict[str, Any],
-    total_steps: int,
-) -> list[dict[str, Any]]:
+def evaluate(obs: Observed, contract: Effective | dict[str, Any]) -> list[dict[str, Any]]:
     """One entry per alarm, in ALARMS order; a disabled alarm is reported as disabled."""
     cfg = config(contract)
-    beats = int(heartbeat.get("max_beats_without_step", -1))
-    interval = float(heartbeat.get("interval") or HEARTBEAT_SECONDS)
-    obs = Observed(records, total_steps, beats, interval)
     disabled = {str(x) for x in cfg.disabled}
     out = []
     for name in ALARMS:

@@ -28,6 +28,19 @@ from claimcheck.engine.evidence import now_iso
 from claimcheck.engine.training import jobfiles
 from claimcheck.engine.training.alarms import LOWER_BETTER
 from claimcheck.engine.training.jobfiles import append_metric, read_contract, read_status, write_status
+from claimcheck.engine.training.jobrecords import (
+    TERMINAL_STAGES,
+    CheckpointLine,
+    EarlyStopLine,
+    EvalLine,
+    HaltLine,
+    HeartbeatFile,
+    ResumeLine,
+    StatusFile,
+    StepLine,
+    TrivialLine,
+    WrittenStage,
+)
 from claimcheck.engine.training.schema import Effective, effective
 
 DEV_METRICS = ("accuracy", "macro_f1", "weighted_f1", "balanced_accuracy", "log_loss", "brier")
@@ -72,22 +85,22 @@ class Heartbeat(threading.Thread):
             else:
                 self.since_step += 1
             self.max_without_step = max(self.max_without_step, self.since_step)
-        doc = {
-            "time": time.time(),
-            "iso": now_iso(),
-            "beats": self.beats,
-            "step": step,
-            "stage": stage,
-            "pid": os.getpid(),
-            "interval": self.interval,
-            "beats_since_step": self.since_step,
-            "max_beats_without_step": self.max_without_step,
+        beat = HeartbeatFile(
+            time=time.time(),
+            iso=now_iso(),
+            beats=self.beats,
+            step=step,
+            stage=stage,
+            pid=os.getpid(),
+            interval=self.interval,
+            beats_since_step=self.since_step,
+            max_beats_without_step=self.max_without_step,
             # a dev evaluation in progress and when it began (the live view says so: no step moves)
-            "evaluating": bool(self.job.evaluating),
-            "evaluating_since": self.job.eval_started if self.job.evaluating else None,
-        }
+            evaluating=bool(self.job.evaluating),
+            evaluating_since=self.job.eval_started if self.job.evaluating else None,
+        )
         try:
-            jobfiles.write_heartbeat(self.job.dir, doc)
+            jobfiles.write_heartbeat(self.job.dir, beat)
         except OSError:
             pass
 
@@ -130,33 +143,34 @@ class Job:
         self.runtime: dict[str, Any] = self.doc.get("runtime", {})
         self.step = 0
         self.total_steps = 0
-        self.stage = "loading"
+        self.stage: WrittenStage = "loading"
         self.evaluating = False
         self.eval_started = 0.0
         beat_s = float(self.runtime.get("heartbeat_seconds", jobfiles.HEARTBEAT_SECONDS))
-        earlier = read_status(self.dir)
-        self.status: dict[str, Any] = {
-            "operation_id": self.doc.get("operation_id", self.dir.name),
-            "digest": self.doc.get("digest", ""),
-            "pid": os.getpid(),
-            "started_at": now_iso(),
-            "heartbeat_seconds": beat_s,
-            "resumed_from": list(earlier.get("resumed_from", [])),
-            "runs": int(earlier.get("runs", 0)) + 1,
-        }
+        earlier = read_status(self.dir) or StatusFile()
+        self.status = StatusFile(
+            operation_id=self.doc.get("operation_id", self.dir.name),
+            digest=self.doc.get("digest", ""),
+            pid=os.getpid(),
+            started_at=now_iso(),
+            heartbeat_seconds=beat_s,
+            resumed_from=list(earlier.resumed_from),
+            runs=earlier.runs + 1,
+        )
         self.heartbeat = Heartbeat(self, beat_s)
 
     # ------------------------------------------------------------ status
 
-    def set_stage(self, stage: str, reason: str = "") -> None:
+    def set_stage(self, stage: WrittenStage, reason: str = "") -> None:
         self.stage = stage
-        self.status.update(stage=stage, reason=reason, step=self.step, total_steps=self.total_steps)
+        st = self.status
+        st.stage, st.reason, st.step, st.total_steps = stage, reason, self.step, self.total_steps
         if self.heartbeat.max_without_step >= 0:
-            self.status["max_beats_without_step"] = self.heartbeat.max_without_step
+            st.max_beats_without_step = self.heartbeat.max_without_step
         write_status(self.dir, self.status)
 
     def _on_term(self, signum: int, frame: Any) -> None:
-        if self.stage in jobfiles.TERMINAL_STAGES:
+        if self.stage in TERMINAL_STAGES:
             return
         self.set_stage("cancelled", f"received {signal.Signals(signum).name} at step {self.step}")
         raise JobCancelled()
@@ -176,7 +190,7 @@ class Job:
         except JobCancelled:
             return 143
         except Halt as h:
-            append_metric(self.dir, {"kind": "halt", "step": h.step, "time": time.time(), "reason": h.reason})
+            append_metric(self.dir, HaltLine(kind="halt", step=h.step, time=time.time(), reason=h.reason))
             self.set_stage("failed", h.reason)
             return 3
         except Exception as exc:  # the job's own failure: recorded, never left "training"
@@ -229,7 +243,7 @@ class Job:
             workspace=Path(self.doc.get("workspace", ".")),
             device=device,
         )
-        self.status["model_info"] = {k: v for k, v in info.items() if isinstance(v, int | float | str | bool)}
+        self.status.model_info = {k: v for k, v in info.items() if isinstance(v, int | float | str | bool)}
         batcher = Batcher(self.eff, tok, classes, device)
         train_b = batcher.prepare(train, rendered=True)
         dev_all = batcher.prepare(dev, rendered=True)
@@ -275,7 +289,7 @@ class Job:
             return "dev_loss"
         metric = c.dev_metric or "macro_f1"
         if metric not in DEV_METRICS:
-            self.status["dev_metric_note"] = f"{metric} is not tracked during training; macro_f1 is"
+            self.status.dev_metric_note = f"{metric} is not tracked during training; macro_f1 is"
             metric = "macro_f1"
         return metric
 
@@ -288,13 +302,19 @@ class Job:
             state = checkpoint.load(done[-1], run.model, run.optimizer, run.scheduler, run.scaler)
             self.step = int(state["step"])
             run.best = state.get("best", run.best)
-            self.status["resumed_from"].append(self.step)
-            resume = {"kind": "resume", "step": self.step, "time": time.time(), "checkpoint": done[-1].name}
-            append_metric(self.dir, {**resume, "run": self.status["runs"]})
+            self.status.resumed_from.append(self.step)
+            resume = ResumeLine(
+                kind="resume",
+                step=self.step,
+                time=time.time(),
+                checkpoint=done[-1].name,
+                run=self.status.runs,
+            )
+            append_metric(self.dir, resume)
             return
         self.set_stage("initial-eval")
         trivial = run.batcher.trivial(run.train_b, run.dev_b, run.metric)
-        append_metric(self.dir, {"kind": "trivial", "step": 0, "metric": run.metric, **trivial})
+        append_metric(self.dir, TrivialLine(kind="trivial", step=0, metric=run.metric, **trivial))
         self._eval(run)
 
     def _step(self, run: Training) -> None:
@@ -328,11 +348,18 @@ class Job:
             run.optimizer.step()
         run.scheduler.step()
         self.step += 1
-        rec = {"kind": "step", "step": self.step, "time": time.time(), "loss": loss_sum, "lr": lr_now}
-        rec.update(grad_norm=gn, seconds=round(time.time() - t0, 4))
-        rec["epoch"] = round(self.step * run.accum * c.micro_batch / run.train_b.n, 4)
+        rec = StepLine(
+            kind="step",
+            step=self.step,
+            time=time.time(),
+            loss=loss_sum,
+            lr=lr_now,
+            grad_norm=gn,
+            seconds=round(time.time() - t0, 4),
+            epoch=round(self.step * run.accum * c.micro_batch / run.train_b.n, 4),
+        )
         append_metric(self.dir, rec)
-        self.status["step"] = self.step
+        self.status.step = self.step
 
     def _clip(self, run: Training) -> float:
         import torch
@@ -382,9 +409,9 @@ class Job:
         if c.stopping_rule == "early_stopping" and run.best["stale_evals"] >= patience:
             reason = f"no dev improvement in {patience} evaluations"
             append_metric(
-                self.dir, {"kind": "early_stop", "step": self.step, "time": time.time(), "reason": reason}
+                self.dir, EarlyStopLine(kind="early_stop", step=self.step, time=time.time(), reason=reason)
             )
-            self.status["early_stopped_at"] = self.step
+            self.status.early_stopped_at = self.step
             return True
         return False
 
@@ -405,7 +432,7 @@ class Job:
             state,
         )
         append_metric(
-            self.dir, {"kind": "checkpoint", "step": self.step, "time": time.time(), "path": path.name}
+            self.dir, CheckpointLine(kind="checkpoint", step=self.step, time=time.time(), path=path.name)
         )
 
     def _finish(self, run: Training) -> None:
@@ -431,7 +458,7 @@ class Job:
             dev_b=run.dev_all,
             selected_step=selected,
             selection=selection,
-            info=self.status.get("model_info", {}),
+            info=self.status.model_info,
         )
         save_artifact(self.dir / jobfiles.FINAL, trained)
 
@@ -451,23 +478,22 @@ class Job:
         finally:
             self.evaluating = False
             self.heartbeat.restart_count(self.step)
-        rec = {
-            "kind": "eval" if selected < 0 else "selected_eval",
-            "split": "dev",
-            "step": self.step,
-            "time": time.time(),
-            "metric": run.metric,
-            "value": dev_r["value"],
-            "loss": dev_r["loss"],
-            "train_value": ref_r["value"],
-            "train_rows": run.ref_b.n,
-            "rows": run.dev_b.n,
-            "stage": self.stage,
-            "selected_step": selected,
-        }
-        if "pred_distribution" in dev_r:
-            rec["pred_distribution"] = dev_r["pred_distribution"]
-            rec["true_distribution"] = dev_r["true_distribution"]
+        distributions = {k: dev_r[k] for k in ("pred_distribution", "true_distribution") if k in dev_r}
+        rec = EvalLine(
+            kind="eval" if selected < 0 else "selected_eval",
+            split="dev",
+            step=self.step,
+            time=time.time(),
+            metric=run.metric,
+            value=dev_r["value"],
+            loss=dev_r["loss"],
+            train_value=ref_r["value"],
+            train_rows=run.ref_b.n,
+            rows=run.dev_b.n,
+            stage=self.stage,
+            selected_step=selected,
+            **distributions,
+        )
         append_metric(self.dir, rec)
         return float(dev_r["value"])
 

@@ -10,18 +10,20 @@ can run detached from the app and be reattached later:
                     cancelled), reason, step, total steps, resume points
     heartbeat       JSON written by a thread every `heartbeat_seconds`: time, beat count, the
                     optimizer step at that moment — a heartbeat is not a step
-    metrics.jsonl   one JSON object a line: kind = step | eval | checkpoint | resume | alarm | halt
+    metrics.jsonl   one JSON object a line: kind = step | eval | selected_eval | trivial |
+                    checkpoint | resume | halt | early_stop
     log.txt         stdout / stderr of the process (written by the provider)
     pid.json        the local provider's process record; ray.json the Ray provider's
     checkpoints/    resumable state (claimcheck.engine.training.checkpoint); best/ the best-dev state
     final/          the artifact: trainable weights, tokenizer, config, dev predictions, manifest
 
-State has three words, all decided here:
-  - the job's own stage (status.json): RUNNING_STAGES, then one of TERMINAL_STAGES;
+The files' contents are typed in claimcheck.engine.training.jobrecords, with the state vocabulary:
+  - the job's own stage (status.json): RUNNING_STAGES, then one of TERMINAL_STAGES; a provider
+    writes a stage over the job's only through `record_stage`;
   - the stage a provider derives when the job's word is not the whole story (its process is gone,
-    its heartbeat stopped, the cluster cannot be asked): DERIVED_STAGES, from `local_stage` /
-    `ray_stage`;
-  - what the evidence says about the run: JOB_STATES, from `job_state`.
+    its heartbeat stopped, the cluster cannot be asked): DERIVED_STAGES, decided here by
+    `local_stage` / `ray_stage`;
+  - what the evidence says about the run: JOB_STATES, from `jobrecords.job_state`.
 
 Cheap: no torch, no polars at import, so providers, stages, replay and the TUI can use it.
 """
@@ -37,6 +39,24 @@ from pathlib import Path
 from typing import Any
 
 from claimcheck.engine.evidence import atomic_write_text, dump_toml, now_iso
+from claimcheck.engine.training import jobrecords
+from claimcheck.engine.training.jobrecords import (
+    TERMINAL_STAGES,
+    CheckpointLine,
+    EvalLine,
+    HeartbeatFile,
+    JobFileError,
+    MetricLine,
+    PidFile,
+    ProviderStage,
+    Stage,
+    StatusFile,
+    StepLine,
+    TrivialLine,
+    dump_line,
+    parse_file,
+    parse_line,
+)
 
 # ---------------------------------------------------------------- names
 
@@ -59,92 +79,87 @@ DEV_PREDICTIONS = "dev_predictions.parquet"
 # Small files the job rewrites while it runs (a remote provider mirrors them home).
 PROGRESS_FILES = (STATUS, HEARTBEAT, METRICS)
 
-HEARTBEAT_SECONDS = 2.0
-
-# ---------------------------------------------------------------- the state vocabulary
-
-# Stages the job itself writes into status.json.
-RUNNING_STAGES = ("loading", "initial-eval", "training", "final-eval")
-TERMINAL_STAGES = ("done", "failed", "cancelled")
-# Written by the Ray provider over a failed run's terminal word before it submits it again.
-RESUBMITTED = "resubmitted"
-# Stages a provider derives when the job's own word is not the whole story.
-DERIVED_STAGES = ("launching", "lost", "stalled", "unconfirmed", "not_found")
-# Derived stages that end the watch (nothing runs) and those that may still run.
-ENDED_DERIVED = ("lost", "not_found")
-LIVE_DERIVED = ("launching", "stalled")
-# What the evidence says about a run (dispatch.progress.job_state, replay, the claim's review).
-JOB_STATES = ("finished", "failed", "cancelled", "incomplete")
+HEARTBEAT_SECONDS = jobrecords.HEARTBEAT_SECONDS
 # A heartbeat older than this many intervals: the process is alive but not beating (local), or
 # not confirmed alive (Ray).
 STALL_INTERVALS = 5
 
-
-def job_state(stage: str) -> str:
-    """The evidence word for a stage: finished only when the job said done."""
-    if stage == "done":
-        return "finished"
-    if stage in ("failed", "cancelled"):
-        return stage
-    return "incomplete"
-
-
-def is_terminal(stage: str) -> bool:
-    """Nothing runs any more: the job's own terminal word, or a job that is gone / never was."""
-    return stage in TERMINAL_STAGES or stage in ENDED_DERIVED
-
-
-def is_running(stage: str) -> bool:
-    return stage in RUNNING_STAGES or stage in LIVE_DERIVED
-
-
 # ---------------------------------------------------------------- readers and writers
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_json(path: Path) -> Any:
+    """The file's JSON; None when it does not exist; a JobFileError when it is not JSON."""
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise JobFileError(f"{path}: unreadable ({exc})") from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise JobFileError(f"{path}: not JSON ({exc})") from None
 
 
-def read_status(job_dir: Path) -> dict[str, Any]:
-    """The job's status.json, {} when absent or unreadable."""
-    return _read_json(Path(job_dir) / STATUS)
+def _read(job_dir: Path, name: str, model: type[Any]) -> Any:
+    """The job file `name` as `model`; None before anyone wrote it; a JobFileError when malformed."""
+    path = Path(job_dir) / name
+    doc = _read_json(path)
+    return None if doc is None else parse_file(model, doc, str(path))
 
 
-def read_status_checked(job_dir: Path) -> tuple[dict[str, Any] | None, str]:
+def _write(job_dir: Path, name: str, record: Any, indent: int | None = None) -> None:
+    """What the writer set (defaults it left alone are not written), atomically."""
+    atomic_write_text(Path(job_dir) / name, json.dumps(record.model_dump(exclude_unset=True), indent=indent))
+
+
+def read_status(job_dir: Path) -> StatusFile | None:
+    return _read(job_dir, STATUS, StatusFile)
+
+
+def read_status_checked(job_dir: Path) -> tuple[StatusFile | None, str]:
     """(status, "") or (None, why not): "missing", or "unreadable: <error>"."""
     try:
-        data = json.loads((Path(job_dir) / STATUS).read_text())
-    except FileNotFoundError:
-        return None, "missing"
-    except (OSError, ValueError) as exc:
+        status = read_status(job_dir)
+    except JobFileError as exc:
         return None, f"unreadable: {exc}"
-    if not isinstance(data, dict):
-        return None, f"unreadable: a JSON {type(data).__name__}, not an object"
-    return data, ""
+    return (status, "") if status is not None else (None, "missing")
 
 
-def write_status(job_dir: Path, doc: dict[str, Any]) -> None:
-    atomic_write_text(Path(job_dir) / STATUS, json.dumps({**doc, "updated_at": now_iso()}, indent=1))
+def write_status(job_dir: Path, status: StatusFile) -> None:
+    status.updated_at = now_iso()
+    _write(job_dir, STATUS, status, indent=1)
 
 
-def read_heartbeat(job_dir: Path) -> dict[str, Any]:
-    return _read_json(Path(job_dir) / HEARTBEAT)
+def record_stage(job_dir: Path, stage: ProviderStage, reason: str, *, only_if_written: bool = False) -> bool:
+    """A provider's word over the job's own, with `reason`: "cancelled" when nothing runs (never over
+    a terminal word the job wrote), "resubmitted" over a failed run's terminal word before it runs
+    again. With `only_if_written`, nothing when the job never wrote its status. True when written."""
+    status = read_status(job_dir)
+    if status is None and only_if_written:
+        return False
+    if stage == "cancelled" and status is not None and status.stage in TERMINAL_STAGES:
+        return False
+    status = status or StatusFile()
+    status.stage, status.reason = stage, reason
+    write_status(job_dir, status)
+    return True
 
 
-def write_heartbeat(job_dir: Path, doc: dict[str, Any]) -> None:
-    atomic_write_text(Path(job_dir) / HEARTBEAT, json.dumps(doc))
+def read_heartbeat(job_dir: Path) -> HeartbeatFile | None:
+    return _read(job_dir, HEARTBEAT, HeartbeatFile)
 
 
-def read_pid(job_dir: Path) -> dict[str, Any]:
-    return _read_json(Path(job_dir) / PID_FILE)
+def write_heartbeat(job_dir: Path, beat: HeartbeatFile) -> None:
+    _write(job_dir, HEARTBEAT, beat)
 
 
-def write_pid(job_dir: Path, doc: dict[str, Any]) -> None:
-    atomic_write_text(Path(job_dir) / PID_FILE, json.dumps(doc))
+def read_pid(job_dir: Path) -> PidFile | None:
+    return _read(job_dir, PID_FILE, PidFile)
+
+
+def write_pid(job_dir: Path, record: PidFile) -> None:
+    _write(job_dir, PID_FILE, record)
 
 
 def record_self(job_dir: Path) -> None:
@@ -152,59 +167,71 @@ def record_self(job_dir: Path) -> None:
     leaves a job folder that identifies the live process (pid, process group, host, starts)."""
     import socket
 
-    info = read_pid(job_dir)
-    if info.get("pid") == os.getpid():
-        return  # the launcher was first
-    starts = info.get("starts") if isinstance(info.get("starts"), list) else []
-    doc = {
-        "pid": os.getpid(),
-        "pgid": os.getpgid(0),
-        "host": socket.gethostname(),
-        "starts": [*starts, now_iso()],
-    }
     try:
-        write_pid(job_dir, doc)
+        info = read_pid(job_dir)
+    except JobFileError:
+        info = None  # rewritten below with this process
+    if info is not None and info.pid == os.getpid():
+        return  # the launcher was first
+    starts = info.starts if info is not None else []
+    record = PidFile(
+        pid=os.getpid(), pgid=os.getpgid(0), host=socket.gethostname(), starts=[*starts, now_iso()]
+    )
+    try:
+        write_pid(job_dir, record)
     except OSError:
         pass  # an unwritable job folder fails at the contract check that follows
 
 
-def read_metrics(job_dir: Path) -> list[dict[str, Any]]:
-    """Every complete line of metrics.jsonl (a line cut by a kill is skipped, not an error)."""
+def read_metrics(job_dir: Path) -> list[MetricLine]:
+    """Every line of metrics.jsonl as its kind's model. A line that is not JSON was cut by a kill
+    mid-write and is skipped; a JSON line that does not fit its kind is a JobFileError (file:line)."""
     path = Path(job_dir) / METRICS
-    out: list[dict[str, Any]] = []
     try:
         text = path.read_text()
-    except OSError:
-        return out
-    for line in text.splitlines():
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise JobFileError(f"{path}: unreadable ({exc})") from None
+    out: list[MetricLine] = []
+    for number, line in enumerate(text.splitlines(), start=1):
         try:
-            rec = json.loads(line)
+            doc = json.loads(line)
         except ValueError:
             continue
-        if isinstance(rec, dict):
-            out.append(rec)
+        out.append(parse_line(doc, f"{path}:{number}"))
     return out
 
 
-def append_metric(job_dir: Path, rec: dict[str, Any]) -> None:
-    line = json.dumps(rec, allow_nan=True) + "\n"
+def append_metric(job_dir: Path, rec: MetricLine) -> None:
+    line = json.dumps(dump_line(rec), allow_nan=True) + "\n"
     with open(Path(job_dir) / METRICS, "a", encoding="utf-8") as fh:
         fh.write(line)
         fh.flush()
         os.fsync(fh.fileno())
 
 
-def latest_by_step(records: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    """Records of one kind, the last written per step (a resumed run overwrites the lost tail)."""
-    by_step: dict[int, dict[str, Any]] = {}
-    for r in records:
-        if r.get("kind") == kind:
-            by_step[int(r.get("step", 0))] = r
+def latest_steps(records: list[MetricLine]) -> list[StepLine]:
+    """Step records, the last written per step (a resumed run overwrites the lost tail)."""
+    return _latest(r for r in records if isinstance(r, StepLine))
+
+
+def dev_evals(records: list[MetricLine]) -> list[EvalLine]:
+    """Scheduled dev evaluations, the last written per step."""
+    return _latest(r for r in records if isinstance(r, EvalLine) and r.kind == "eval")
+
+
+def checkpoints(records: list[MetricLine]) -> list[CheckpointLine]:
+    return _latest(r for r in records if isinstance(r, CheckpointLine))
+
+
+def _latest(records: Any) -> list[Any]:
+    by_step = {r.step: r for r in records}
     return [by_step[s] for s in sorted(by_step)]
 
 
-def dev_evals(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [e for e in latest_by_step(records, "eval") if e.get("split") == "dev"]
+def trivial(records: list[MetricLine]) -> TrivialLine | None:
+    return next((r for r in records if isinstance(r, TrivialLine)), None)
 
 
 def read_contract(job_dir: Path) -> dict[str, Any]:
@@ -340,38 +367,63 @@ def session_job_stages(jobs_root: Path) -> list[str]:
     """The stage each job under jobs/ last wrote ("unknown" when none, "unreadable")."""
     out = []
     for status_file in sorted(Path(jobs_root).glob(f"*/{STATUS}")):
-        doc, problem = read_status_checked(status_file.parent)
-        out.append("unreadable" if doc is None else str(doc.get("stage", "unknown")))
+        status, problem = read_status_checked(status_file.parent)
+        out.append("unreadable" if status is None else (status.stage or "unknown"))
     return out
 
 
 # ---------------------------------------------------------------- heartbeat
 
 
-def heartbeat_age(hb: dict[str, Any], now: float | None = None) -> float:
-    """Seconds since the last heartbeat, -1 when none was written."""
-    if "time" not in hb:
-        return -1.0
-    return (time.time() if now is None else now) - float(hb["time"])
+@dataclass
+class Progress:
+    """The two files a job rewrites while it runs: its status and its heartbeat (None: not written)."""
+
+    status: StatusFile | None
+    heartbeat: HeartbeatFile | None
+
+    @property
+    def stage(self) -> str:
+        return self.status.stage if self.status is not None else ""
+
+    @property
+    def reason(self) -> str:
+        return self.status.reason if self.status is not None else ""
+
+    def heartbeat_age(self, now: float | None = None) -> float:
+        """Seconds since the last heartbeat, -1 when none was written."""
+        if self.heartbeat is None:
+            return -1.0
+        return (time.time() if now is None else now) - self.heartbeat.time
+
+    def heartbeat_interval(self) -> float:
+        if self.heartbeat is not None:
+            return self.heartbeat.interval or HEARTBEAT_SECONDS
+        return (self.status.heartbeat_seconds if self.status is not None else 0.0) or HEARTBEAT_SECONDS
+
+    def max_beats_without_step(self) -> int:
+        """The longest stretch without a step, from the heartbeat and the status the job last wrote."""
+        beats = self.heartbeat.max_beats_without_step if self.heartbeat is not None else -1
+        return max(beats, self.status.max_beats_without_step if self.status is not None else -1)
+
+    def fields(self, now: float | None = None) -> dict[str, Any]:
+        """The JobStatus fields every provider reads from the job's own files."""
+        st = self.status or StatusFile()
+        return {
+            "step": st.step,
+            "total_steps": st.total_steps,
+            "heartbeat_age_s": round(self.heartbeat_age(now), 3),
+            "heartbeats": self.heartbeat.beats if self.heartbeat is not None else 0,
+            "resumed_from": list(st.resumed_from),
+        }
 
 
-def heartbeat_interval(hb: dict[str, Any], status: dict[str, Any]) -> float:
-    return float(hb.get("interval", status.get("heartbeat_seconds", HEARTBEAT_SECONDS)) or HEARTBEAT_SECONDS)
+def read_progress(job_dir: Path) -> Progress:
+    return Progress(read_status(job_dir), read_heartbeat(job_dir))
 
 
 def heartbeat_stale(age: float, interval: float) -> bool:
     return age > STALL_INTERVALS * interval
-
-
-def progress_fields(status: dict[str, Any], hb: dict[str, Any], age: float) -> dict[str, Any]:
-    """The JobStatus fields every provider reads from the job's own files."""
-    return {
-        "step": int(status.get("step", 0) or 0),
-        "total_steps": int(status.get("total_steps", 0) or 0),
-        "heartbeat_age_s": round(age, 3),
-        "heartbeats": int(hb.get("beats", 0) or 0),
-        "resumed_from": [int(x) for x in status.get("resumed_from", [])],
-    }
 
 
 # ---------------------------------------------------------------- derived stage: local process
@@ -386,15 +438,12 @@ class Process:
     launched: bool = False  # a launch was recorded (the local provider's pid file)
 
 
-def local_stage(
-    status: dict[str, Any], hb: dict[str, Any], proc: Process, now: float | None = None
-) -> tuple[str, str]:
+def local_stage(files: Progress, proc: Process, now: float | None = None) -> tuple[Stage, str]:
     """(stage, reason) of a job run as a local process: its own word unless the process says otherwise."""
-    stage = str(status.get("stage", ""))
-    age = heartbeat_age(hb, now)
-    interval = heartbeat_interval(hb, status)
-    reason = str(status.get("reason", ""))
-    if not proc.launched and not status:
+    stage, reason = files.stage, files.reason
+    age = files.heartbeat_age(now)
+    interval = files.heartbeat_interval()
+    if not proc.launched and files.status is None:
         return "not_found", reason
     if stage in TERMINAL_STAGES:
         return stage, reason
@@ -426,12 +475,13 @@ class RayWord:
     startup_grace_s: float = 180.0
 
 
-def judge_done(out_dir: Path, status: dict[str, Any], stage: str, reason: str) -> tuple[str, str]:
+def judge_done(out_dir: Path, files: Progress) -> tuple[Stage, str]:
     """A "done" counts only with metrics up to the last step and an artifact manifest."""
+    stage, reason = files.stage, files.reason
     if stage != "done":
         return stage, reason
-    total = int(status.get("total_steps", 0) or 0)
-    steps = [int(r.get("step", 0)) for r in read_metrics(out_dir) if r.get("kind") == "step"]
+    total = files.status.total_steps if files.status is not None else 0
+    steps = [r.step for r in latest_steps(read_metrics(out_dir))]
     if total <= 0 or not steps or max(steps) < total:
         return (
             "failed",
@@ -442,14 +492,11 @@ def judge_done(out_dir: Path, status: dict[str, Any], stage: str, reason: str) -
     return stage, reason
 
 
-def ray_stage(
-    out_dir: Path, status: dict[str, Any], hb: dict[str, Any], ray: RayWord, now: float | None = None
-) -> tuple[str, str]:
+def ray_stage(out_dir: Path, files: Progress, ray: RayWord, now: float | None = None) -> tuple[Stage, str]:
     """(stage, reason) of a job run on Ray: the job's files first, Ray's word for the process."""
-    stage = str(status.get("stage", ""))
-    reason = str(status.get("reason", ""))
+    stage = files.stage
     if stage in TERMINAL_STAGES:
-        return judge_done(out_dir, status, stage, reason)
+        return judge_done(out_dir, files)
     if ray.status == "UNKNOWN":
         return "unconfirmed", f"Ray cannot be asked ({ray.message}); the job's last word: {stage or 'none'}"
     if ray.info is None:
@@ -460,7 +507,7 @@ def ray_stage(
     if ray.status == "PENDING":
         return "launching", f"Ray: PENDING {ray.message}".strip()
     if ray.status == "RUNNING":
-        return _ray_running(status, hb, ray, time.time() if now is None else now)
+        return _ray_running(files, ray, time.time() if now is None else now)
     # Ray says the process ended, and the job did not write a terminal status itself.
     last = stage or "none"
     if ray.status == "STOPPED":
@@ -470,10 +517,9 @@ def ray_stage(
     return "failed", f"Ray says {ray.status} but the job never wrote a terminal status (last stage: {last})"
 
 
-def _ray_running(status: dict[str, Any], hb: dict[str, Any], ray: RayWord, now: float) -> tuple[str, str]:
-    stage = str(status.get("stage", ""))
-    age = heartbeat_age(hb, now)
-    interval = heartbeat_interval(hb, status)
+def _ray_running(files: Progress, ray: RayWord, now: float) -> tuple[Stage, str]:
+    age = files.heartbeat_age(now)
+    interval = files.heartbeat_interval()
     started = float((ray.info or {}).get("start_time") or 0) / 1000.0
     if started and age >= 0 and age > now - started + 1.0:
         age = -1.0  # a heartbeat from before this Ray run (a resubmitted job) is not this run's
@@ -486,4 +532,4 @@ def _ray_running(status: dict[str, Any], hb: dict[str, Any], ray: RayWord, now: 
         return "unconfirmed", (
             f"Ray says RUNNING but the job's last heartbeat is {age:.1f}s old (interval {interval:.1f}s)"
         )
-    return stage or "launching", str(status.get("reason", ""))
+    return files.stage or "launching", files.reason

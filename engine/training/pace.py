@@ -4,10 +4,12 @@ evaluation under way (the live view's line; jobfiles reads the files, this judge
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
-from claimcheck.engine.training.jobfiles import TERMINAL_STAGES, latest_by_step
+from pydantic import BaseModel, ConfigDict
+
+from claimcheck.engine.training.jobfiles import Progress, latest_steps
+from claimcheck.engine.training.jobrecords import TERMINAL_STAGES, MetricLine
 
 # Steps/s is measured over at most this many of the latest optimizer steps (evaluations between
 # them included, so the ETA counts the evaluations still to come at the same rate).
@@ -15,9 +17,10 @@ PACE_WINDOW = 20
 EVAL_STAGES = {"initial-eval": "initial", "final-eval": "final"}
 
 
-@dataclass
-class Pace:
+class Pace(BaseModel):
     """How fast a job goes, from its own files: wall-clock, never recorded as evidence."""
+
+    model_config = ConfigDict(extra="forbid")
 
     elapsed_s: float | None = None  # since this run of the job started (to its last word when ended)
     steps_per_s: float | None = None
@@ -35,42 +38,39 @@ def _epoch(iso: Any) -> float | None:
         return None
 
 
-def _rate(records: list[dict[str, Any]]) -> float | None:
-    timed = [r for r in latest_by_step(records, "step") if isinstance(r.get("time"), int | float)]
-    last = timed[-PACE_WINDOW:]
-    if len(last) >= 2 and last[-1]["time"] > last[0]["time"]:
-        return (int(last[-1]["step"]) - int(last[0]["step"])) / (
-            float(last[-1]["time"]) - float(last[0]["time"])
-        )
-    secs = [
-        float(r["seconds"]) for r in last if isinstance(r.get("seconds"), int | float) and r["seconds"] > 0
-    ]
+def _rate(records: list[MetricLine]) -> float | None:
+    last = latest_steps(records)[-PACE_WINDOW:]
+    if len(last) >= 2 and last[-1].time > last[0].time:
+        return (last[-1].step - last[0].step) / (last[-1].time - last[0].time)
+    secs = [r.seconds for r in last if r.seconds > 0]
     return 1.0 / (sum(secs) / len(secs)) if secs else None
 
 
-def pace(
-    status: dict[str, Any], hb: dict[str, Any], records: list[dict[str, Any]], now: float | None = None
-) -> Pace:
-    """Elapsed time, steps per second, ETA and any evaluation under way of the job in `status`."""
+def pace(files: Progress, records: list[MetricLine], now: float | None = None) -> Pace:
+    """Elapsed time, steps per second, ETA and any evaluation under way of the job whose status and
+    heartbeat are `files`."""
     now = time.time() if now is None else now
-    stage = str(status.get("stage", ""))
-    started, updated = _epoch(status.get("started_at")), _epoch(status.get("updated_at"))
+    status = files.status
+    stage = files.stage
+    started = _epoch(status.started_at) if status is not None else None
+    updated = _epoch(status.updated_at) if status is not None else None
     ended = stage in TERMINAL_STAGES
     out = Pace()
     if started is not None:
         out.elapsed_s = max(0.0, ((updated or now) if ended else now) - started)
     out.steps_per_s = _rate(records)
-    total, step = int(status.get("total_steps", 0) or 0), int(status.get("step", 0) or 0)
+    total, step = (status.total_steps, status.step) if status is not None else (0, 0)
     if not ended and out.steps_per_s and total > step:
         out.eta_s = (total - step) / out.steps_per_s
     if ended:
         return out
+    hb = files.heartbeat
     if stage in EVAL_STAGES:
         out.evaluation = EVAL_STAGES[stage]
         since = updated
-    elif stage == "training" and hb.get("evaluating"):
+    elif stage == "training" and hb is not None and hb.evaluating:
         out.evaluation = "periodic"
-        since = float(hb["evaluating_since"]) if isinstance(hb.get("evaluating_since"), int | float) else None
+        since = hb.evaluating_since
     else:
         since = None
     if out.evaluation and since is not None:

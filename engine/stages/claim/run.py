@@ -186,11 +186,12 @@ def _session_status(path: Path) -> dict[str, object]:
         return {"path": str(path), "status": "unreadable", "detail": str(exc)}
     failing = [n for n, r in session.records().items() if r.worst_status() == "fail"]
     from claimcheck.engine.training import jobfiles
+    from claimcheck.engine.training.jobrecords import job_state
 
     job_states = jobfiles.session_job_stages(path / "jobs")
-    if any(jobfiles.job_state(s) == "failed" for s in job_states) or failing:
+    if any(job_state(s) == "failed" for s in job_states) or failing:
         status = "failed"
-    elif any(jobfiles.job_state(s) == "cancelled" for s in job_states):
+    elif any(job_state(s) == "cancelled" for s in job_states):
         status = "cancelled"
     elif any(v == "stale" for v in states.values()):
         status = "stale"

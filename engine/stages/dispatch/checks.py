@@ -12,9 +12,10 @@ from typing import Any
 
 from claimcheck.engine.evidence import Check, digest_of
 from claimcheck.engine.pipeline.context import StageInputError
+from claimcheck.engine.providers.snapshot import JobSnapshot, snapshot
 from claimcheck.engine.training import jobfiles
 from claimcheck.engine.training.alarms import LOWER_BETTER
-from claimcheck.engine.training.jobfiles import job_state, latest_by_step
+from claimcheck.engine.training.jobrecords import StatusFile
 from claimcheck.engine.training.schema import Effective, effective
 
 PB_IDENTITY = (
@@ -60,7 +61,6 @@ def job_checks(
     job_dir: Path, eff: dict[str, Any], digest: str, op_id: str, provider: Any, launch_info: dict[str, Any]
 ) -> list[Check]:
     from claimcheck.engine.providers.base import Handle
-    from claimcheck.engine.training import alarms
 
     if not jobfiles.has_contract(job_dir):
         return [
@@ -76,23 +76,19 @@ def job_checks(
     c = typed(eff)
     doc = jobfiles.read_contract(job_dir)
     handle = Handle(op_id=op_id, job_dir=job_dir, provider=provider.name, ref=str(launch_info.get("ref", "")))
-    st = provider.status(handle)
-    status_doc = jobfiles.read_status(job_dir)
-    hb = jobfiles.read_heartbeat(job_dir)
-    records = jobfiles.read_metrics(job_dir)
-    total = int(status_doc.get("total_steps", 0) or 0)
+    snap = snapshot(job_dir, provider, handle, c)
+    total = snap.status.total_steps if snap.status is not None else 0
     checks = [
         _identity(doc, eff, digest, op_id, job_dir),
-        _acknowledged(st, status_doc, launch_info, provider.name),
-        _progress(st, status_doc, hb, records),
-        _liveness(st, hb),
-        _loss_curve(records),
-        _dev_metric(records),
+        _acknowledged(snap, launch_info, provider.name),
+        _progress(snap),
+        _liveness(snap),
+        _loss_curve(snap),
+        _dev_metric(snap),
     ]
-    for alarm in alarms.evaluate(records, c, {**hb, **_stall_of(status_doc, hb)}, total):
-        checks.append(_alarm_check(alarm))
+    checks += [_alarm_check(alarm) for alarm in snap.alarms]
     checks.append(_checkpoints(job_dir, c, total))
-    checks.append(_resume(status_doc, records))
+    checks.append(_resume(snap))
     if (job_dir / jobfiles.RAY_RECORD).exists():
         checks.append(_ray_record(job_dir))
     return checks
@@ -126,11 +122,6 @@ def _ray_record(job_dir: Path) -> Check:
         why="Provider call ids, the entrypoint and the runtime environment are what a reviewer needs to find the run.",
         playbook="Distinguish control-plane records from provider work. Preserve provider call IDs and acknowledge uncertainty.",
     )
-
-
-def _stall_of(status_doc: dict[str, Any], hb: dict[str, Any]) -> dict[str, Any]:
-    worst = max(int(hb.get("max_beats_without_step", -1)), int(status_doc.get("max_beats_without_step", -1)))
-    return {"max_beats_without_step": worst}
 
 
 def _identity(doc: dict[str, Any], eff: dict[str, Any], digest: str, op_id: str, job_dir: Path) -> Check:
@@ -186,8 +177,9 @@ def job_files(job_dir: Path) -> dict[str, str]:
     return {p.relative_to(job_dir).as_posix(): sha256_file(p) for p in files}
 
 
-def _acknowledged(st: Any, status_doc: dict[str, Any], launch_info: dict[str, Any], provider: str) -> Check:
-    acked = bool(status_doc) and status_doc.get("operation_id") == launch_info["operation_id"]
+def _acknowledged(snap: JobSnapshot, launch_info: dict[str, Any], provider: str) -> Check:
+    status_doc = snap.status or StatusFile()
+    acked = snap.status is not None and status_doc.operation_id == launch_info["operation_id"]
     how = (
         "replay: looked only"
         if launch_info.get("replay")
@@ -199,19 +191,19 @@ def _acknowledged(st: Any, status_doc: dict[str, Any], launch_info: dict[str, An
     )
     return Check(
         id="dispatch.acknowledged",
-        status="pass" if acked else ("not_run" if st.stage in ("not_found", "launching") else "fail"),
+        status="pass" if acked else ("not_run" if snap.stage in ("not_found", "launching") else "fail"),
         basis="measured" if acked else "not_run",
         summary=(
             f"the job wrote its own status under operation {launch_info['operation_id']} ({how})"
             if acked
-            else f"no status written by the job yet ({st.stage}; {how})"
+            else f"no status written by the job yet ({snap.stage}; {how})"
         ),
         measured={
             "provider": provider,
             "acknowledged": acked,
             "how": how,
-            "pid": int(status_doc.get("pid", 0)),
-            "runs": int(status_doc.get("runs", 0)),
+            "pid": status_doc.pid,
+            "runs": status_doc.runs,
         },
         replay="observation",
         why="A launch call returning is not the job running: only the job's own status acknowledges it.",
@@ -219,17 +211,14 @@ def _acknowledged(st: Any, status_doc: dict[str, Any], launch_info: dict[str, An
     )
 
 
-def _progress(
-    st: Any, status_doc: dict[str, Any], hb: dict[str, Any], records: list[dict[str, Any]]
-) -> Check:
-    steps = latest_by_step(records, "step")
-    state = job_state(st.stage)
+def _progress(st: JobSnapshot) -> Check:
+    state = st.job_state
     status = {"finished": "pass", "failed": "fail", "cancelled": "warn"}.get(
         state, "fail" if st.stage == "lost" else "info"
     )
     summary = (
-        f"{state}: stage {st.stage}, {len(steps)} optimizer steps of {st.total_steps}, "
-        f"{int(hb.get('beats', 0))} heartbeats"
+        f"{state}: stage {st.stage}, {len(st.steps)} optimizer steps of {st.total_steps}, "
+        f"{st.heartbeats} heartbeats"
     )
     if st.reason:
         summary += f" — {st.reason}"
@@ -241,7 +230,7 @@ def _progress(
             "job_state": state,
             "stage": st.stage,
             "reason": st.reason,
-            "optimizer_steps": len(steps),
+            "optimizer_steps": len(st.steps),
             "last_step": st.step,
             "total_steps": st.total_steps,
             "resumed_from": list(st.resumed_from),
@@ -251,22 +240,22 @@ def _progress(
     )
 
 
-def _liveness(st: Any, hb: dict[str, Any]) -> Check:
+def _liveness(st: JobSnapshot) -> Check:
     return Check(
         id="dispatch.liveness",
         status="info",
         summary=(
             f"process {'alive' if st.alive else 'not running'} (pid {st.pid}); last heartbeat "
-            f"{st.heartbeat_age_s:.1f}s ago at step {int(hb.get('step', 0))}"
+            f"{st.heartbeat_age_s:.1f}s ago at step {st.heartbeat_step}"
         ),
         measured={
             "alive": st.alive,
             "pid": st.pid,
             "last_heartbeat_age_s": st.heartbeat_age_s,
-            "heartbeat_step": int(hb.get("step", 0)),
-            "heartbeat_interval_s": float(hb.get("interval", 0.0)),
+            "heartbeat_step": st.heartbeat_step,
+            "heartbeat_interval_s": st.heartbeat_interval_s,
             # How many heartbeats a run takes depends on the machine's speed, not the run.
-            "heartbeats": int(hb.get("beats", 0)),
+            "heartbeats": st.heartbeats,
         },
         replay="observation",
         why="Process liveness and heartbeat age are a look at the world now, not a property of the run.",
@@ -279,13 +268,8 @@ def _thin(values: list[Any]) -> tuple[list[Any], int]:
     return values[::every], every
 
 
-def _num(x: Any) -> float:
-    """TOML has nan/inf floats; keep non-finite values as they were measured."""
-    return float(x) if isinstance(x, int | float) else float("nan")
-
-
-def _loss_curve(records: list[dict[str, Any]]) -> Check:
-    steps = latest_by_step(records, "step")
+def _loss_curve(snap: JobSnapshot) -> Check:
+    steps = snap.steps
     if not steps:
         return Check(
             id="dispatch.loss_curve",
@@ -295,7 +279,7 @@ def _loss_curve(records: list[dict[str, Any]]) -> Check:
             playbook=PB_MONITOR,
         )
     thin, every = _thin(steps)
-    losses = [_num(s.get("loss")) for s in steps]
+    losses = [s.loss for s in steps]
     finite = [x for x in losses if math.isfinite(x)]
     k = max(1, len(finite) // 10)
     first, last = (sum(finite[:k]) / k, sum(finite[-k:]) / k) if finite else (math.nan, math.nan)
@@ -305,10 +289,10 @@ def _loss_curve(records: list[dict[str, Any]]) -> Check:
         summary=f"training loss {first:.4f} → {last:.4f} (mean of first / last {k} steps) over {len(steps)} steps",
         coverage="full" if every == 1 else f"sample: every {every}th of {len(steps)} steps",
         measured={
-            "step": [int(s["step"]) for s in thin],
-            "loss": [_num(s.get("loss")) for s in thin],
-            "lr": [_num(s.get("lr")) for s in thin],
-            "grad_norm": [_num(s.get("grad_norm")) for s in thin],
+            "step": [s.step for s in thin],
+            "loss": [s.loss for s in thin],
+            "lr": [s.lr for s in thin],
+            "grad_norm": [s.grad_norm for s in thin],
             "loss_first": first,
             "loss_last": last,
         },
@@ -317,9 +301,8 @@ def _loss_curve(records: list[dict[str, Any]]) -> Check:
     )
 
 
-def _dev_metric(records: list[dict[str, Any]]) -> Check:
-    evals = jobfiles.dev_evals(records)
-    trivial = next((r for r in records if r.get("kind") == "trivial"), {})
+def _dev_metric(snap: JobSnapshot) -> Check:
+    evals = snap.evals
     if not evals:
         return Check(
             id="dispatch.dev_metric",
@@ -328,9 +311,9 @@ def _dev_metric(records: list[dict[str, Any]]) -> Check:
             summary="no development evaluation recorded",
             playbook=PB_MONITOR,
         )
-    metric = str(evals[0].get("metric", ""))
-    values = [_num(e.get("value")) for e in evals]
-    tv = _num(trivial.get("value"))
+    metric = evals[0].metric
+    values = [e.value for e in evals]
+    tv = snap.trivial.value if snap.trivial is not None else math.nan
     last = values[-1]
     lower = metric in LOWER_BETTER
     beats = math.isfinite(tv) and (last < tv if lower else last > tv)
@@ -341,16 +324,16 @@ def _dev_metric(records: list[dict[str, Any]]) -> Check:
             f"dev {metric} {values[0]:.4f} at step 0 → {last:.4f} at the end"
             + (f"; trivial baseline {tv:.4f}" if math.isfinite(tv) else "")
         ),
-        coverage=f"full dev split ({int(evals[-1].get('rows', 0))} rows)",
+        coverage=f"full dev split ({evals[-1].rows} rows)",
         measured={
             "metric": metric,
-            "step": [int(e["step"]) for e in evals],
+            "step": [e.step for e in evals],
             "value": values,
-            "train_reference_value": [_num(e.get("train_value")) for e in evals],
+            "train_reference_value": [e.train_value for e in evals],
             "trivial_value": tv,
             "final_value": last,
             "beats_trivial": beats,
-            "final_pred_distribution": dict(evals[-1].get("pred_distribution", {})),
+            "final_pred_distribution": dict(evals[-1].pred_distribution or {}),
         },
         why="The declared task metric over time, next to what predicting the majority class scores.",
         playbook=PB_MONITOR,
@@ -423,8 +406,8 @@ def _checkpoints(job_dir: Path, c: Effective, total: int) -> Check:
     )
 
 
-def _resume(status_doc: dict[str, Any], records: list[dict[str, Any]]) -> Check:
-    resumes = [r for r in records if r.get("kind") == "resume"]
+def _resume(snap: JobSnapshot) -> Check:
+    resumes = snap.resumes
     if not resumes:
         return Check(
             id="dispatch.resume",
@@ -435,15 +418,9 @@ def _resume(status_doc: dict[str, Any], records: list[dict[str, Any]]) -> Check:
             playbook=PB_RESUME,
         )
     # Steps a killed run logged past its checkpoint were redone by the resumed run: compare them.
-    first: dict[int, dict[str, Any]] = {}
-    last: dict[int, dict[str, Any]] = {}
-    for r in records:
-        if r.get("kind") == "step":
-            first.setdefault(int(r["step"]), r)
-            last[int(r["step"])] = r
-    redone = [s for s in sorted(last) if first[s] is not last[s]]
-    diffs = [abs(_num(first[s]["loss"]) - _num(last[s]["loss"])) for s in redone]
-    lr_diffs = [abs(_num(first[s]["lr"]) - _num(last[s]["lr"])) for s in redone]
+    redone = [r.step for r in snap.redone]
+    diffs = [abs(r.first.loss - r.last.loss) for r in snap.redone]
+    lr_diffs = [abs(r.first.lr - r.last.lr) for r in snap.redone]
     max_diff = max(diffs) if diffs else 0.0
     tol = 1e-4
     ok = all(d <= tol for d in diffs) and all(d <= 1e-12 for d in lr_diffs)
@@ -451,12 +428,12 @@ def _resume(status_doc: dict[str, Any], records: list[dict[str, Any]]) -> Check:
         id="dispatch.resume",
         status="pass" if ok else "warn",
         summary=(
-            f"resumed from step(s) {', '.join(str(r['step']) for r in resumes)}; {len(redone)} redone steps "
+            f"resumed from step(s) {', '.join(str(r.step) for r in resumes)}; {len(redone)} redone steps "
             f"match the interrupted run's loss within {max_diff:.2e} (tolerance {tol})"
         ),
         measured={
-            "resumed_from": [int(r["step"]) for r in resumes],
-            "checkpoints": [str(r.get("checkpoint")) for r in resumes],
+            "resumed_from": [r.step for r in resumes],
+            "checkpoints": [r.checkpoint for r in resumes],
             "redone_steps": redone,
             "max_loss_diff": max_diff,
             "max_lr_diff": max(lr_diffs) if lr_diffs else 0.0,
