@@ -86,6 +86,41 @@ def resolve_model_path(spec: str, workspace: Path) -> Path:
     return path
 
 
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
+
+
+def check_model_folder(spec: str, workspace: Path, *, weights: bool = True) -> Path:
+    """The checks an answers file gets before anything is written: the folder resolves (see
+    resolve_model_path), holds safetensors weights (`weights`), and — a local folder — lies inside the
+    workspace with every file in it (symlinks followed) and no pickled file beside the weights."""
+    path = resolve_model_path(spec, workspace)
+    if weights and not any(path.glob("*.safetensors")):
+        raise StageInputError(
+            f"model_path {spec!r}: {path} has config.json but no *.safetensors weights; put the model's "
+            "weights in the folder"
+        )
+    if spec.strip().startswith(("package:", "hf:")):
+        return path
+    root = Path(workspace).resolve()
+    if not path.resolve().is_relative_to(root):
+        raise StageInputError(
+            f"model_path {spec!r}: {path.resolve()} is outside the workspace {root}; put the model folder "
+            "inside the workspace"
+        )
+    for f in sorted(path.rglob("*")):
+        if f.is_symlink() and not f.resolve().is_relative_to(root):
+            raise StageInputError(
+                f"model_path {spec!r}: {f.relative_to(path)} is a symlink to {f.resolve()}, outside the "
+                "workspace; copy the file into the model folder"
+            )
+        if f.suffix in PICKLE_SUFFIXES and f.is_file():
+            raise StageInputError(
+                f"model_path {spec!r}: {f.relative_to(path)} is a pickled file (it runs code when loaded); "
+                "claimcheck never unpickles — remove it, the safetensors weights are what is loaded"
+            )
+    return path
+
+
 def hub_revision_of(path: Path) -> str:
     """The revision a HF-cache snapshot folder was fetched at ('' when not a cache snapshot)."""
     parts = Path(path).resolve().parts
