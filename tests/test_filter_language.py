@@ -181,6 +181,7 @@ FRAME = pl.DataFrame(
         ("length(name) = 2", [3]),
         ("(id + 1) * 2 - 1 = 5", [2]),
         ("id <> 1 AND id != 2", [3, 4]),
+        ("'2024-06-01' > day", [1, 4, None]),
     ],
 )
 def test_the_language_keeps_the_rows_sql_would(where: str, kept: list) -> None:
@@ -202,6 +203,7 @@ def test_the_language_keeps_the_rows_sql_would(where: str, kept: list) -> None:
         ("(" * 60 + "id" + ")" * 60 + " = 1", "nests deeper"),
         ("-" * 60 + "1 = id", "nests deeper"),
         ("x" * 5000, "characters"),
+        ("id" + "+id" * 300 + " > 0", "chains more than 200"),
     ],
 )
 def test_anything_else_is_refused_by_the_parser(where: str, why: str) -> None:

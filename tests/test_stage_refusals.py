@@ -142,3 +142,18 @@ def test_labels_differing_only_by_normalisation_show_code_points_and_the_mapping
         NFD: NFC,
         "b": "b",
     }
+
+
+def _refused_numbers(ws: Path) -> str:
+    _numbers(ws)
+    return _numeric_answers()
+
+
+# (name, setup writing data.csv and returning the answers, the failing check that stops the run), for
+# bench/bad_inputs.py.
+BENCH_CASES = [
+    ("one label", _one_class, "split.train_classes"),
+    ("label_mapping to one class", _mapped_to_one, "split.train_classes"),
+    ("one row repeated", _one_row_repeated, "split.train_classes"),
+    ("NaN, inf, 1e999, 1e308 in numeric inputs", _refused_numbers, "source.non_finite"),
+]

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 MAX_LENGTH = 4000  # characters of one condition
 MAX_DEPTH = 40  # nested parentheses, NOTs and unary minuses
+MAX_TREE = 200  # levels of the parsed condition (a chain a + b + c + … is one level per operator)
 
 # name -> (fewest, most) arguments
 FUNCTIONS = {
@@ -166,13 +167,15 @@ class _Parser:
             node = Node("and", args=(node, self.negation()))
         return node
 
+    def prefixed(self, kind: str, operand: Any) -> Node:
+        """A prefix operator (NOT, unary minus) applied to `operand()`, one nesting level deeper."""
+        self.nest()
+        node = Node(kind, args=(operand(),))
+        self.depth -= 1
+        return node
+
     def negation(self) -> Node:
-        if self.accept("not"):
-            self.nest()
-            node = Node("not", args=(self.negation(),))
-            self.depth -= 1
-            return node
-        return self.predicate()
+        return self.prefixed("not", self.negation) if self.accept("not") else self.predicate()
 
     def predicate(self) -> Node:
         left = self.sum()
@@ -230,12 +233,7 @@ class _Parser:
         return node
 
     def unary(self) -> Node:
-        if self.accept("-"):
-            self.nest()
-            node = Node("neg", args=(self.unary(),))
-            self.depth -= 1
-            return node
-        return self.atom()
+        return self.prefixed("neg", self.unary) if self.accept("-") else self.atom()
 
     def atom(self) -> Node:
         t = self.take()
@@ -305,12 +303,26 @@ def parse(where: str) -> Node:
     if p.peek().kind == "end":
         raise FilterError("the condition is empty")
     node = p.condition()
+    if _depth(node) > MAX_TREE:
+        raise FilterError(
+            f"the condition chains more than {MAX_TREE} operators; split it into several filters"
+        )
     if p.peek().kind != "end":
         t = p.peek().text
         if t.lower() in QUERY_WORDS:
             raise FilterError(f"'{t}' starts a query; a subquery is not allowed; " + SUBSET)
         raise FilterError(f"unexpected '{t[:40]}' after a complete condition")
     return node
+
+
+def _depth(node: Node) -> int:
+    """Levels of the syntax tree, counted without recursion (a long chain of operators is deep)."""
+    deepest, stack = 0, [(node, 1)]
+    while stack:
+        cur, level = stack.pop()
+        deepest = max(deepest, level)
+        stack += [(arg, level + 1) for arg in cur.args]
+    return deepest
 
 
 def columns_of(node: Node) -> set[str]:
@@ -400,7 +412,10 @@ class _Compiler:
                     if dtype == pl.Date
                     else pl.lit(lit.value).str.to_datetime()
                 )
-                lhs, rhs = (conv, lhs) if flip else (lhs, conv.cast(dtype))
+                if flip:
+                    lhs = conv.cast(dtype)
+                else:
+                    rhs = conv.cast(dtype)
             elif text == dtype.is_numeric() and not isinstance(lit.value, bool):
                 kind = "text" if text else "a number"
                 raise FilterError(
