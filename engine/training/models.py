@@ -91,8 +91,9 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
 
 def check_model_folder(spec: str, workspace: Path, *, weights: bool = True) -> Path:
     """The checks an answers file gets before anything is written: the folder resolves (see
-    resolve_model_path), holds safetensors weights (`weights`), and — a local folder — lies inside the
-    workspace with every file in it (symlinks followed) and no pickled file beside the weights."""
+    resolve_model_path) and holds safetensors weights (`weights`). A local folder named relative to the
+    workspace must stay inside it, with no file in it a symlink out of it (`../outmodel` is refused);
+    no file in a local folder may be pickled (claimcheck loads the safetensors weights, never a pickle)."""
     path = resolve_model_path(spec, workspace)
     if weights and not any(path.glob("*.safetensors")):
         raise StageInputError(
@@ -101,14 +102,16 @@ def check_model_folder(spec: str, workspace: Path, *, weights: bool = True) -> P
         )
     if spec.strip().startswith(("package:", "hf:")):
         return path
-    root = Path(workspace).resolve()
-    if not path.resolve().is_relative_to(root):
+    # A path relative to the workspace stays inside it, symlinks followed; an absolute path is the
+    # person's explicit choice (like package: and hf:, e.g. a shared model store), so it is not bound.
+    inside = None if Path(spec.strip()).expanduser().is_absolute() else Path(workspace).resolve()
+    if inside is not None and not path.resolve().is_relative_to(inside):
         raise StageInputError(
-            f"model_path {spec!r}: {path.resolve()} is outside the workspace {root}; put the model folder "
-            "inside the workspace"
+            f"model_path {spec!r}: {path.resolve()} is outside the workspace {inside}; put the model "
+            "folder inside the workspace (or name it by its absolute path)"
         )
     for f in sorted(path.rglob("*")):
-        if f.is_symlink() and not f.resolve().is_relative_to(root):
+        if inside is not None and f.is_symlink() and not f.resolve().is_relative_to(inside):
             raise StageInputError(
                 f"model_path {spec!r}: {f.relative_to(path)} is a symlink to {f.resolve()}, outside the "
                 "workspace; copy the file into the model folder"

@@ -163,8 +163,10 @@ def non_finite(kept: Any, inp: Inputs, cov: str) -> Check:
         f"{visible(c)}: " + ", ".join(f"{v:,} {k.replace('_', ' ')}" for k, v in n.items() if v)
         for c, n in per.items()
     )
-    if not rows:
-        status, summary = "pass", f"no NaN, inf or number over 1e150 in {len(cols)} numeric input(s)"
+    if not cols:
+        status, summary = "info", "no floating-point model input: nothing can be NaN or inf"
+    elif not rows:
+        status, summary = "pass", f"no NaN, inf or number over 1e150 in {', '.join(map(visible, cols))}"
     elif inp.non_finite == "refuse":
         status = "fail"
         summary = (

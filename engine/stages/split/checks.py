@@ -325,7 +325,7 @@ def train_classes(joined: Any, numeric: bool) -> Check:
     what = "distinct target value(s)" if numeric else "class(es)"
     shown = ", ".join(repr(visible(v)) for v in values[:5])
     if len(values) >= 2:
-        summary = f"the train split holds {len(values):,} {what}"
+        summary = f"the train split holds {len(values):,} {what.replace('(es)', 'es').replace('(s)', 's')}"
     else:
         summary = (
             f"the train split holds {len(values)} {what.replace('(es)', '').replace('(s)', '')}{f' ({shown})' if values else ''} — nothing to "
