@@ -164,6 +164,20 @@ def _model_elsewhere(ws: Path) -> str:
     return set_key(later(BASE, "contract"), "contract", "model_path", '"../outmodel"')
 
 
+def _model_folder_linked_out(ws: Path) -> str:
+    """model_path names a folder inside the workspace that is a symlink to a folder outside it."""
+    _model_elsewhere(ws)
+    (ws / "model").symlink_to(ws.parent / "outmodel")
+    return set_key(later(BASE, "contract"), "contract", "model_path", '"model"')
+
+
+def _absolute_model_with_pickle(ws: Path) -> str:
+    """An absolute model path (not bound to the workspace) is still refused for a pickled file."""
+    _model_elsewhere(ws)
+    (ws.parent / "outmodel" / "training_args.bin").write_bytes(b"\x80\x04N.")
+    return set_key(later(BASE, "contract"), "contract", "model_path", f'"{ws.parent / "outmodel"}"')
+
+
 def _weights_linked_out(ws: Path) -> str:
     """A model folder inside the workspace whose weights file is a symlink to a file outside it."""
     (ws.parent / "weights.safetensors").write_bytes(b"x")
@@ -476,6 +490,14 @@ CASES: list[Case] = [
         ("contract.model_path", "outside the workspace"),
     ),
     Case("model weights symlinked out", _weights_linked_out, ("contract.model_path", "symlink")),
+    Case(
+        "model folder symlinked out",
+        _model_folder_linked_out,
+        ("contract.model_path", "outside the workspace"),
+    ),
+    Case(
+        "absolute model path with a pickle", _absolute_model_with_pickle, ("contract.model_path", "pickled")
+    ),
     Case(
         "pickle beside safetensors",
         _model({"config.json": b"{}", "model.safetensors": b"x", "optimizer.pt": b"\x80\x04N."}),
