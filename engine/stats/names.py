@@ -34,16 +34,13 @@ def code_points(label: str) -> str:
 
 
 def nfc_twins(labels: list[str], known: list[str]) -> dict[str, str]:
-    """Labels (not in `known`) whose Unicode NFC form is a label of `known` (or, with `known` empty, of
-    `labels` itself): label → the NFC spelling to map it to."""
+    """Labels not in `known` that equal a label of `known` under Unicode NFC normalisation (the same
+    text in other code points, e.g. 'e' + U+0301 against U+00E9): label → the spelling `known` uses."""
     import unicodedata
 
-    pool = known or labels
-    by_nfc = {unicodedata.normalize("NFC", k): k for k in pool if unicodedata.normalize("NFC", k) == k}
+    by_nfc = {unicodedata.normalize("NFC", k): k for k in known}
     return {
         lab: by_nfc[unicodedata.normalize("NFC", lab)]
         for lab in labels
-        if lab not in known
-        and lab != unicodedata.normalize("NFC", lab)
-        and unicodedata.normalize("NFC", lab) in by_nfc
+        if lab not in known and unicodedata.normalize("NFC", lab) in by_nfc
     }

@@ -37,7 +37,8 @@ def _toml_text(label: str) -> str:
 
 def _nfc_advice(twins: dict[str, str], seen: list[str], inp: Inputs) -> str:
     """What to do about labels that differ from a class only by Unicode normalisation: the code points,
-    and the label mapping that records the NFC spelling (it must cover every label, or rows are left out)."""
+    and the label mapping to the class's spelling (NFC when class_order is); it covers every label,
+    since a non-empty mapping leaves the labels it does not cover out."""
     from claimcheck.engine.textsafe import visible
 
     spelled = "; ".join(
@@ -46,9 +47,9 @@ def _nfc_advice(twins: dict[str, str], seen: list[str], inp: Inputs) -> str:
     )
     head = f"they differ from a class only by Unicode normalisation ({spelled}); "
     if inp.label_mapping or len(seen) > 20:
-        return head + "map each to its NFC spelling in the source stage's label_mapping"
+        return head + "map each to the class's spelling in the source stage's label_mapping"
     pairs = ", ".join(f"{_toml_text(lab)} = {_toml_text(twins.get(lab, lab))}" for lab in seen)
-    return head + f"record the NFC spelling in the source stage: label_mapping = {{ {pairs} }}"
+    return head + f"record the class's spelling in the source stage: label_mapping = {{ {pairs} }}"
 
 
 def class_order(dataset: Any, inp: Inputs, upstream: dict[str, StageRecord]) -> Check:
