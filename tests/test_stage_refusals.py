@@ -157,3 +157,12 @@ BENCH_CASES = [
     ("one row repeated", _one_row_repeated, "split.train_classes"),
     ("NaN, inf, 1e999, 1e308 in numeric inputs", _refused_numbers, "source.non_finite"),
 ]
+
+
+def test_nfc_twins_are_found_against_the_class_order_spelling_either_way() -> None:
+    from claimcheck.engine.stats.names import code_points, nfc_twins
+
+    assert nfc_twins([NFD, "b"], [NFC, "b"]) == {NFD: NFC}
+    assert nfc_twins([NFC], [NFD]) == {NFC: NFD}
+    assert nfc_twins(["e", "b"], [NFC, "b"]) == {}
+    assert code_points(NFD) == "U+0065 U+0301" and code_points(NFC) == "U+00E9"
