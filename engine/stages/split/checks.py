@@ -322,15 +322,16 @@ def train_classes(joined: Any, numeric: bool) -> Check:
 
     train = joined.filter(pl.col("split") == "train").get_column(TARGET).drop_nulls()
     values = sorted(str(v) for v in train.unique().to_list())
-    what = "distinct target value(s)" if numeric else "class(es)"
+    noun = "distinct target value" if numeric else "class"
+    counted = f"{len(values):,} {noun}" + ("" if len(values) == 1 else ("es" if noun == "class" else "s"))
     shown = ", ".join(repr(visible(v)) for v in values[:5])
     if len(values) >= 2:
-        summary = f"the train split holds {len(values):,} {what.replace('(es)', 'es').replace('(s)', 's')}"
+        summary = f"the train split holds {counted}"
     else:
         summary = (
-            f"the train split holds {len(values)} {what.replace('(es)', '').replace('(s)', '')}{f' ({shown})' if values else ''} — nothing to "
-            "learn: a model needs at least two; check the label column and label_mapping (the source "
-            "record's class coverage says what the data holds) or the split fractions"
+            f"the train split holds {counted}{f' ({shown})' if values else ''} — nothing to learn: a "
+            "model needs at least two; check the label column and label_mapping (the source record's "
+            "class coverage says what the data holds) or the split fractions"
         )
     return Check(
         id="split.train_classes",
