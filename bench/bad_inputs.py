@@ -6,6 +6,10 @@ CODE_DIR (default: this checkout) is put on PYTHONPATH for `python -m claimcheck
 `git archive` of an earlier commit) can be compared. Each outcome: clear_error (exit 2, one line naming
 the file and field, nothing written), silent_accept (exit 0/1), traceback, hang (past TIMEOUT_S),
 unclear_or_late_error (exit 2 after writing, or a message without the field), error_on_stdout.
+
+The "stage" cases (tests/test_stage_refusals.py: a single class, non-finite numbers) are data that
+passes every up-front check and is caught by a stage: clear_error there means exit 2, no traceback,
+the failing check recorded, and exactly one line saying the next stage was not run because of it.
 """
 
 import json
@@ -15,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,6 +27,7 @@ code = sys.argv[1] if len(sys.argv) > 1 else str(ROOT)
 timeout = float(sys.argv[2]) if len(sys.argv) > 2 else 20
 sys.path.insert(0, str(ROOT))
 import tests.test_bad_inputs as T  # noqa: E402
+import tests.test_stage_refusals as S  # noqa: E402
 
 PY = sys.executable
 env = dict(os.environ, PYTHONPATH=code)
@@ -66,6 +72,7 @@ cases = (
     [("table", c) for c in T.CASES]
     + [("session", c) for c in T.SESSION_CASES]
     + [("replay", c) for c in T.REPLAY_CASES]
+    + [("stage", c) for c in S.BENCH_CASES]
 )
 for i, (kind, case) in enumerate(cases):
     d = root / f"c{i}"
@@ -93,6 +100,28 @@ for i, (kind, case) in enumerate(cases):
         rc, out, err, dt = run(["run", "--answers", str(answers), str(target)], d)
         created = snapshot(ws.parent) != before
         expect = ("sess", exp)
+    elif kind == "stage":
+        name, make, check_id = case
+        (ws / "answers.toml").write_text(make(ws), encoding="utf-8")
+        sess = ws.parent / "session"
+        rc, out, err, dt = run(["run", "--answers", str(ws / "answers.toml"), str(sess)], d)
+        said = [line for line in (out + err).splitlines() if "not run —" in line]
+        recorded = any(
+            c["id"] == check_id and c["status"] == "fail"
+            for p in sess.glob("0*.toml")
+            for c in tomllib.loads(p.read_text(encoding="utf-8")).get("checks", [])
+        )
+        ok = rc == 2 and "Traceback" not in out + err and len(said) == 1 and check_id in said[0] and recorded
+        outcome = (
+            "clear_error" if ok else ("traceback" if "Traceback" in out + err else "unclear_or_late_error")
+        )
+        msg = (said or [err.strip()[-300:]])[0][:300]
+        results.append(
+            {"kind": kind, "name": name, "outcome": outcome, "rc": rc, "s": round(dt, 1), "msg": msg}
+        )
+        print(results[-1], flush=True)
+        shutil.rmtree(d, ignore_errors=True)
+        continue
     else:
         name, make = case
         target = make(ws.parent)

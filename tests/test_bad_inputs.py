@@ -155,6 +155,45 @@ def _model(files: dict[str, bytes]) -> Callable[[Path], str]:
     return setup
 
 
+def _model_elsewhere(ws: Path) -> str:
+    """A complete model folder next to the workspace, named by a relative path that leaves it."""
+    folder = ws.parent / "outmodel"
+    folder.mkdir()
+    (folder / "config.json").write_bytes(b"{}")
+    (folder / "model.safetensors").write_bytes(b"x")
+    return set_key(later(BASE, "contract"), "contract", "model_path", '"../outmodel"')
+
+
+def _model_folder_linked_out(ws: Path) -> str:
+    """model_path names a folder inside the workspace that is a symlink to a folder outside it."""
+    _model_elsewhere(ws)
+    (ws / "model").symlink_to(ws.parent / "outmodel")
+    return set_key(later(BASE, "contract"), "contract", "model_path", '"model"')
+
+
+def _absolute_model_with_pickle(ws: Path) -> str:
+    """An absolute model path (not bound to the workspace) is still refused for a pickled file."""
+    _model_elsewhere(ws)
+    (ws.parent / "outmodel" / "training_args.bin").write_bytes(b"\x80\x04N.")
+    return set_key(later(BASE, "contract"), "contract", "model_path", f'"{ws.parent / "outmodel"}"')
+
+
+def _weights_linked_out(ws: Path) -> str:
+    """A model folder inside the workspace whose weights file is a symlink to a file outside it."""
+    (ws.parent / "weights.safetensors").write_bytes(b"x")
+    text = _model({"config.json": b"{}"})(ws)
+    (ws / "model" / "model.safetensors").symlink_to(ws.parent / "weights.safetensors")
+    return text
+
+
+def _same_file_linked(ws: Path) -> None:
+    (ws / "same.csv").symlink_to(ws / "data.csv")
+
+
+def _nested(depth: int) -> str:
+    return set_key(BASE, "claim", "population", "[" * depth + "]" * depth)
+
+
 def _jsonl(lines: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
@@ -407,6 +446,71 @@ CASES: list[Case] = [
     k("artifact", "parity_tolerance", "nan"),
     k("artifact", "latency_examples", "0"),
     k("artifact", "reliability_bins", "1"),
+    # ---------------------------------------------------------------- issue 28: filters (section 1)
+    *[
+        src("filters", f'[{{ reason = "peek", where = "{w}" }}]', "source.filters", why)
+        for w, why in (
+            ("id IN (SELECT id FROM read_csv('../secret.csv'))", "subquery"),
+            ("read_csv('../secret.csv') IS NULL", "table function 'read_csv'"),
+            ("read_parquet('/no/such/file') IS NULL", "table function 'read_parquet'"),
+            ("read_json('../secret.csv') IS NULL", "table function 'read_json'"),
+            ("read_ipc('../secret.csv') IS NULL", "table function 'read_ipc'"),
+            ("read_ndjson('../secret.csv') IS NULL", "table function 'read_ndjson'"),
+            ("id = (SELECT 1)", "subquery"),
+            ("id > 1 UNION SELECT 1", "subquery"),
+            ("EXISTS (SELECT 1)", "subquery"),
+            ("id; DROP TABLE x", "';'"),
+            ("grp = 1", "compares column 'grp'"),
+            ("eval(text)", "function 'eval'"),
+        )
+    ],
+    # ---------------------------------------------------------------- issue 28: earlier checks (section 6)
+    src("files", '["data.csv", "./data.csv"]', "source.files", "./data.csv"),
+    data("same file through a symlink", "x", _same_file_linked, "twice", files='["data.csv", "same.csv"]'),
+    k("split", "fractions", "{ train = 0.7, test = 0.300001 }", "split.fractions", "1.000001"),
+    k("split", "fractions", "{ train = 0.7, test = 0.299999 }", "split.fractions", "0.999999"),
+    k("split", "seed", "1.0"),
+    k("baseline", "seed", "1.0"),
+    k("baseline", "bootstrap_seed", "2.0"),
+    k("contract", "seed", "1.0"),
+    k("artifact", "seed", "1.0"),
+    k("claim", "class_order", '["a", "b", "a"]', "claim.class_order", "twice"),
+    k("claim", "class_order", '["\u00e9", "e\u0301"]', "claim.class_order", "U+00E9", "U+0065 U+0301"),
+    src("id_column", '"label"', "source.id_column", "label column"),
+    src("entity_columns", '["grp", "label"]', "source.entity_columns", "label column"),
+    src("non_finite", '"drop"', "source.non_finite"),
+    Case(
+        "model folder without weights",
+        _model({"config.json": b"{}"}),
+        ("contract.model_path", "no *.safetensors"),
+    ),
+    Case(
+        "model folder outside the workspace",
+        _model_elsewhere,
+        ("contract.model_path", "outside the workspace"),
+    ),
+    Case("model weights symlinked out", _weights_linked_out, ("contract.model_path", "symlink")),
+    Case(
+        "model folder symlinked out",
+        _model_folder_linked_out,
+        ("contract.model_path", "outside the workspace"),
+    ),
+    Case(
+        "absolute model path with a pickle", _absolute_model_with_pickle, ("contract.model_path", "pickled")
+    ),
+    Case(
+        "pickle beside safetensors",
+        _model({"config.json": b"{}", "model.safetensors": b"x", "optimizer.pt": b"\x80\x04N."}),
+        ("contract.model_path", "optimizer.pt", "pickled"),
+    ),
+    Case("claim field nested 100,000 deep", lambda ws: _nested(100_000), ("(file)", "nests")),
+    Case("claim field nested 17 deep", lambda ws: _nested(17), ("claim.population", "nests")),
+    text(
+        "table header 100,000 keys deep",
+        BASE + "\n[claim." + ".".join(["x"] * 100_000) + "]\ny = 1\n",
+        "line",
+        "nests",
+    ),
 ]
 
 

@@ -107,6 +107,19 @@ def check_text_file(path: Path, name: str) -> None:
             )
 
 
+def refuse_same_file(paths: list[Path], names: list[str]) -> None:
+    """Two entries of `files` that resolve to one file (./data.csv, a symlink) would read it twice."""
+    seen: dict[Path, str] = {}
+    for path, name in zip(paths, names, strict=True):
+        real = Path(path).resolve()
+        first = seen.setdefault(real, name)
+        if first != name:
+            raise StageInputError(
+                f"source input 'files' names one file twice: '{first}' and '{name}' are both {real}; "
+                "list it once"
+            )
+
+
 def _scan_one(path: Path, name: str) -> pl.LazyFrame:
     import polars as pl
 
@@ -188,16 +201,16 @@ def target_expr(label_column: str, label_mapping: dict[str, str]) -> pl.Expr:
     return raw.replace_strict(keys, values, default=None, return_dtype=pl.String).alias(TARGET)
 
 
-def filter_expr(where: str, reason: str = "") -> pl.Expr:
-    """A recorded filter (`where` = rows to KEEP) as a Polars SQL expression; never Python eval."""
-    import polars as pl
+def filter_expr(where: str, reason: str, schema: Any) -> pl.Expr:
+    """A recorded filter (`where` = rows to KEEP) as a Polars expression over the source's own columns
+    (`schema`: the scanned frame's); the language and its refusals are engine/data/filters.py's."""
+    from claimcheck.engine.data import filters
 
+    columns = {c: t for c, t in schema.items() if c not in (TARGET, FAMILY)}
     try:
-        return pl.sql_expr(where)
-    except Exception as exc:
-        raise StageInputError(
-            f"filter '{reason or where}': cannot parse '{where}': {_first_line(exc)}"
-        ) from None
+        return filters.compile_filter(where, columns)
+    except filters.FilterError as exc:
+        raise filters.filter_error(where, reason, exc) from None
 
 
 # Columns that must hold plain values (a label, an id, a time), never lists or objects. With
@@ -244,16 +257,44 @@ def scan_source(source_inputs: dict[str, Any], ctx: StageContext) -> pl.LazyFram
 
 
 def apply_filters(lf: pl.LazyFrame, filters: list[dict[str, Any]]) -> pl.LazyFrame:
-    for f in filters or []:
-        lf = lf.filter(filter_expr(str(f.get("where", "")), str(f.get("reason", ""))).fill_null(False))
+    if not filters:
+        return lf
+    schema = lf.collect_schema()
+    for f in filters:
+        where, reason = str(f.get("where", "")), str(f.get("reason", ""))
+        lf = lf.filter(filter_expr(where, reason, schema).fill_null(False))
     return lf
+
+
+# A number whose magnitude passes this is "too large": its square (a variance, a scaler, a dot
+# product) overflows float64 (max 1.8e308) once a few hundred million of them are summed.
+TOO_LARGE = 1e150
+NON_FINITE_REASON = "NaN, inf or a number over 1e150 in a numeric model input (non_finite = exclude_rows)"
+
+
+def numeric_inputs(source_inputs: dict[str, Any], schema: Any) -> list[str]:
+    """The model input columns of a floating-point type: the ones that can hold NaN, inf or 1e999."""
+    return [c for c in model_inputs(source_inputs) if c in schema and schema[c].is_float()]
+
+
+def non_finite_row(columns: list[str]) -> pl.Expr:
+    """True where a row holds NaN, ±inf or |x| > TOO_LARGE in one of `columns` (False with none)."""
+    import polars as pl
+
+    if not columns:
+        return pl.lit(False)
+    return pl.any_horizontal(
+        [(~pl.col(c).is_finite() | (pl.col(c).abs() > TOO_LARGE)).fill_null(False) for c in columns]
+    )
 
 
 def load_dataset(source_inputs: dict[str, Any], ctx: StageContext) -> pl.LazyFrame:
     """Scanned files after the recorded filters, with `target` added; rows without a target are left out.
 
-    Every original column is kept and `row_id` is unchanged by filtering. Rows whose label is null
-    or not covered by the mapping are excluded (the source stage counts them under
+    Every original column is kept and `row_id` is unchanged by filtering. With non_finite =
+    "exclude_rows", rows with NaN, inf or overflowing numbers in a numeric input are left out (the
+    source stage counts them under NON_FINITE_REASON). Rows whose label is null or not covered by the
+    mapping are excluded (the source stage counts them under
     NO_TARGET_REASON), so later stages always see a target.
     """
     import polars as pl
@@ -264,6 +305,8 @@ def load_dataset(source_inputs: dict[str, Any], ctx: StageContext) -> pl.LazyFra
         raise StageInputError("source input 'label_column' is empty; name the column holding the label")
     require_columns(lf, {"label_column": [label]})
     lf = apply_filters(lf, list(source_inputs.get("filters") or []))
+    if source_inputs.get("non_finite") == "exclude_rows":
+        lf = lf.filter(~non_finite_row(numeric_inputs(source_inputs, lf.collect_schema())))
     lf = lf.with_columns(target_expr(label, dict(source_inputs.get("label_mapping") or {})))
     return lf.filter(pl.col(TARGET).is_not_null())
 

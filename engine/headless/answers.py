@@ -92,10 +92,61 @@ def _invalid(path: Path, prefix: str, problem: Problem | ValidationError) -> Evi
     return EvidenceError(path, where, problem.problem, f"{problem.fix} ({FIX})")
 
 
+# Levels of tables and arrays an answers file may nest (the deepest real field, a list in a stage's
+# sub-table, is 4); deeper input is refused before any value is read into a model.
+MAX_NESTING = 16
+
+
+def _read_bounded(path: Path) -> dict[str, Any]:
+    """The answers file's TOML, refused with one line when it nests deeper than MAX_NESTING levels."""
+    line = _deep_key_line(path)
+    try:
+        data = None if line else read_toml(path)
+    except RecursionError:
+        data = None
+    where = (f"line {line}" if line else "(file)") if data is None else _too_deep(data)
+    if where:
+        raise EvidenceError(
+            path,
+            where,
+            f"nests tables or arrays more than {MAX_NESTING} levels deep",
+            f"no answer is nested that deep; write the field as its stage's Inputs describe it ({FIX})",
+        )
+    return data  # type: ignore[return-value]
+
+
+def _deep_key_line(path: Path) -> int:
+    """1-based line of a table header or key with more than 4 × MAX_NESTING dots (the TOML reader
+    takes minutes over 100,000 of them), 0 when none; unreadable files are left to read_toml."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return 0
+    for n, line in enumerate(text.splitlines(), 1):
+        key = line.split("=", 1)[0] if not line.lstrip().startswith("[") else line
+        if key.count(".") > 4 * MAX_NESTING and '"' not in key and "'" not in key:
+            return n
+    return 0
+
+
+def _too_deep(data: dict[str, Any]) -> str:
+    """The dotted path (cut to 80 characters) of the first value nested past MAX_NESTING, or ""."""
+    stack: list[tuple[Any, str, int]] = [(data, "", 0)]
+    while stack:
+        value, where, depth = stack.pop()
+        if depth > MAX_NESTING:
+            return where[:80] + ("…" if len(where) > 80 else "")
+        if isinstance(value, dict):
+            stack += [(v, f"{where}.{k}" if where else str(k), depth + 1) for k, v in value.items()]
+        elif isinstance(value, list):
+            stack += [(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+    return ""
+
+
 def load_answers(answers_path: Path) -> Answers:
     """Read and validate the whole file before anything runs: every problem names the file and field."""
     path = Path(answers_path)
-    data = read_toml(path)
+    data = _read_bounded(path)
     known = {"session", "notes", *registry.STAGE_NAMES}
     for key in data:
         if key not in known:
@@ -227,7 +278,7 @@ def _new_folder(session_dir: Path) -> None:
 def preflight(answers: Answers, workspace: Path, session_dir: Path) -> None:
     """Everything checkable before a session is created or continued: the workspace, every data file
     (inside the workspace, readable, the columns named) and the model folder."""
-    from claimcheck.engine.data.rows import apply_filters, require_columns, scan_files
+    from claimcheck.engine.data.rows import apply_filters, refuse_same_file, require_columns, scan_files
     from claimcheck.engine.pipeline.context import StageContext
 
     path = answers.path
@@ -243,6 +294,7 @@ def preflight(answers: Answers, workspace: Path, session_dir: Path) -> None:
         fix = "fix the data file or the path in [source].files"
         try:
             paths = [ctx.resolve(f, inside=not inp.allow_outside_workspace) for f in inp.files]
+            refuse_same_file(paths, list(inp.files))
             for p, name in zip(paths, inp.files, strict=True):
                 _jsonl_objects(p, name)
             lf = scan_files(paths, names=list(inp.files))
@@ -264,10 +316,12 @@ def preflight(answers: Answers, workspace: Path, session_dir: Path) -> None:
         try:
             apply_filters(lf, [f.model_dump() for f in inp.filters]).collect_schema()
         except Exception as exc:  # noqa: BLE001 - a filter Polars cannot plan is a user mistake
-            raise _fail(path, "source.filters", exc, "correct the filter expression (Polars SQL)") from None
+            raise _fail(
+                path, "source.filters", exc, "correct the filter (its language: docs/answers-format.md)"
+            ) from None
     con = answers.stages.get("contract")
     if con is not None and _builtin("contract"):
-        from claimcheck.engine.training.models import resolve_model_path
+        from claimcheck.engine.training.models import check_model_folder
 
         inp = registry.get("contract").module().Inputs.model_validate(con)
         for field in ("model_path", "tokenizer_path"):
@@ -275,9 +329,9 @@ def preflight(answers: Answers, workspace: Path, session_dir: Path) -> None:
             if field == "tokenizer_path" and not spec:
                 continue
             try:
-                resolve_model_path(spec, workspace)
+                check_model_folder(spec, workspace, weights=field == "model_path")
             except StageInputError as exc:
-                fix = "give a model folder with config.json and safetensors weights"
+                fix = "give a model folder inside the workspace with config.json and safetensors weights"
                 raise _fail(path, f"contract.{field}", exc, fix) from None
 
 

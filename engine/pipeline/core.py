@@ -85,6 +85,22 @@ def validate(stage: str, inputs: Mapping[str, Any] | BaseModel) -> BaseModel:
         raise InvalidInputs(stage, validation_problem(exc)) from None
 
 
+# Failing checks after which no later stage runs: what they found (one class to learn, numbers a learner
+# cannot read) would make the next fit crash instead of measure. docs/checks.md says which and why.
+BLOCKING_CHECKS = ("source.non_finite", "split.train_classes")
+
+
+def refuse_after_blocking(stage: str, upstream: Mapping[str, StageRecord]) -> None:
+    """Raise StageInputError when an upstream record holds a failing blocking check, naming it."""
+    for rec in upstream.values():
+        for check in rec.checks:
+            if check.id in BLOCKING_CHECKS and check.status == "fail":
+                raise StageInputError(
+                    f"{stage}: not run — the {rec.stage} record's check {check.id} failed "
+                    f"({check.summary}); fix that and run the {rec.stage} stage again"
+                )
+
+
 def stamp(record: StageRecord, upstream: Mapping[str, StageRecord]) -> StageRecord:
     """Provenance of a fresh computation: the upstream digests it rests on; a draft, not frozen."""
     record.provenance.upstream = {k: v.provenance.digest for k, v in upstream.items()}
@@ -105,16 +121,19 @@ def compute(
     file, an unknown column), Cancelled, EvidenceError; a stage bug propagates as it is.
     """
     model = validate(stage, inputs)
+    refuse_after_blocking(stage, upstream)
     ctx.stage = stage
     record = stage_module(stage).run(model, dict(upstream), ctx)
     return stamp(record, upstream)
 
 
 __all__ = [
+    "BLOCKING_CHECKS",
     "RUNTIME_KEYS",
     "InvalidInputs",
     "Runtime",
     "compute",
+    "refuse_after_blocking",
     "runtime_knobs",
     "split_runtime",
     "stamp",

@@ -86,6 +86,44 @@ def resolve_model_path(spec: str, workspace: Path) -> Path:
     return path
 
 
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
+
+
+def check_model_folder(spec: str, workspace: Path, *, weights: bool = True) -> Path:
+    """The checks an answers file gets before anything is written: the folder resolves (see
+    resolve_model_path) and holds safetensors weights (`weights`). A local folder named relative to the
+    workspace must stay inside it, with no file in it a symlink out of it (`../outmodel` is refused);
+    no file in a local folder may be pickled (claimcheck loads the safetensors weights, never a pickle)."""
+    path = resolve_model_path(spec, workspace)
+    if weights and not any(path.glob("*.safetensors")):
+        raise StageInputError(
+            f"model_path {spec!r}: {path} has config.json but no *.safetensors weights; put the model's "
+            "weights in the folder"
+        )
+    if spec.strip().startswith(("package:", "hf:")):
+        return path
+    # A path relative to the workspace stays inside it, symlinks followed; an absolute path is the
+    # person's explicit choice (like package: and hf:, e.g. a shared model store), so it is not bound.
+    inside = None if Path(spec.strip()).expanduser().is_absolute() else Path(workspace).resolve()
+    if inside is not None and not path.resolve().is_relative_to(inside):
+        raise StageInputError(
+            f"model_path {spec!r}: {path.resolve()} is outside the workspace {inside}; put the model "
+            "folder inside the workspace (or name it by its absolute path)"
+        )
+    for f in sorted(path.rglob("*")):
+        if inside is not None and f.is_symlink() and not f.resolve().is_relative_to(inside):
+            raise StageInputError(
+                f"model_path {spec!r}: {f.relative_to(path)} is a symlink to {f.resolve()}, outside the "
+                "workspace; copy the file into the model folder"
+            )
+        if f.suffix in PICKLE_SUFFIXES and f.is_file():
+            raise StageInputError(
+                f"model_path {spec!r}: {f.relative_to(path)} is a pickled file (it runs code when loaded); "
+                "claimcheck never unpickles — remove it, the safetensors weights are what is loaded"
+            )
+    return path
+
+
 def hub_revision_of(path: Path) -> str:
     """The revision a HF-cache snapshot folder was fetched at ('' when not a cache snapshot)."""
     parts = Path(path).resolve().parts

@@ -161,7 +161,7 @@ class Inputs(_M):
     max_steps: int = Field(
         default=0, ge=0, le=10**9, description="Optimizer steps (0 = run the epochs)."
     )  # 0 = run `epochs` epochs
-    seed: int = Field(default=0, ge=0, le=2**32 - 1, description="Seed of the training run.")
+    seed: int = Field(default=0, strict=True, ge=0, le=2**32 - 1, description="Seed of the training run.")
     # "" = derived from the source's text columns, one per line (resolve.default_text_template).
     text_template: str = Field(
         default="",

@@ -17,7 +17,7 @@ class Inputs(BaseModel):
     bootstrap_resamples: int = Field(
         default=1000, ge=100, le=100_000, description="Bootstrap resamples of each paired interval."
     )
-    seed: int = Field(default=0, ge=0, le=2**32 - 1, description="Seed of the bootstrap.")
+    seed: int = Field(default=0, strict=True, ge=0, le=2**32 - 1, description="Seed of the bootstrap.")
     latency_examples: int = Field(
         default=50, ge=1, le=100_000, description="Examples timed for the latency figure."
     )

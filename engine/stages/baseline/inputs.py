@@ -45,11 +45,13 @@ class Inputs(BaseModel):
         description="C values to select from on dev (nested in the folds for K-fold), comma-separated; empty = C.",
     )
     max_iter: int = Field(default=300, ge=1, le=1_000_000, description="Most solver iterations.")
-    seed: int = Field(default=0, ge=0, le=2**32 - 1, description="Seed of the learners.")
+    seed: int = Field(default=0, strict=True, ge=0, le=2**32 - 1, description="Seed of the learners.")
     bootstrap_resamples: int = Field(
         default=1000, ge=100, le=100_000, description="Bootstrap resamples of each interval."
     )
-    bootstrap_seed: int = Field(default=0, ge=0, le=2**32 - 1, description="Seed of the bootstrap.")
+    bootstrap_seed: int = Field(
+        default=0, strict=True, ge=0, le=2**32 - 1, description="Seed of the bootstrap."
+    )
     unit: Literal["auto", "family", "row"] = Field(
         default="auto",
         description="The independent unit resampled for intervals ('auto': families when the data has them).",

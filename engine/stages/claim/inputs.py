@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 TRIVIAL = "trivial_baseline"
 BASE_MODEL = "base_model"
@@ -118,6 +118,27 @@ class Inputs(BaseModel):
         description="Where earlier sessions were looked for, relative to the workspace (comma-separated).",
         examples=["runs"],
     )
+
+    @field_validator("class_order")
+    @classmethod
+    def _distinct_classes(cls, value: list[str]) -> list[str]:
+        import unicodedata
+
+        from claimcheck.engine.stats.names import code_points
+
+        seen: dict[str, str] = {}
+        for label in value:
+            key = unicodedata.normalize("NFC", label)
+            if key in seen:
+                if seen[key] == label:
+                    raise ValueError(f"names the class '{label}' twice; list each class once")
+                raise ValueError(
+                    f"names one class in two Unicode spellings ({code_points(seen[key])} and "
+                    f"{code_points(label)}); keep the NFC one ({code_points(key)}) and map the other to "
+                    "it in the source stage's label_mapping"
+                )
+            seen[key] = label
+        return value
 
 
 REQUIRED_TEXT = (

@@ -137,6 +137,61 @@ def transformations(inp: Inputs, n_raw: int, n_final: int, steps: list[dict[str,
     )
 
 
+def non_finite(kept: Any, inp: Inputs, cov: str) -> Check:
+    """NaN, ±inf and numbers over TOO_LARGE per numeric model input, and what `non_finite` does with
+    them: refuse (fail; later stages are not run) or exclude_rows (warn; the rows are left out)."""
+    import polars as pl
+
+    from claimcheck.engine.data.rows import TOO_LARGE, non_finite_row, numeric_inputs
+    from claimcheck.engine.textsafe import visible
+
+    cols = numeric_inputs(inp.model_dump(mode="json"), kept.schema)
+    per: dict[str, dict[str, int]] = {}
+    if cols:
+        counts = kept.select(
+            *[pl.col(c).is_nan().sum().alias(f"nan:{c}") for c in cols],
+            *[pl.col(c).is_infinite().sum().alias(f"inf:{c}") for c in cols],
+            *[(pl.col(c).is_finite() & (pl.col(c).abs() > TOO_LARGE)).sum().alias(f"big:{c}") for c in cols],
+            non_finite_row(cols).sum().alias("rows"),
+        ).row(0, named=True)
+        for c in cols:
+            n = {"nan": counts[f"nan:{c}"], "inf": counts[f"inf:{c}"], "too_large": counts[f"big:{c}"]}
+            if any(n.values()):
+                per[c] = {k: int(v) for k, v in n.items()}
+    rows = int(counts["rows"]) if cols else 0
+    found = "; ".join(
+        f"{visible(c)}: " + ", ".join(f"{v:,} {k.replace('_', ' ')}" for k, v in n.items() if v)
+        for c, n in per.items()
+    )
+    if not cols:
+        status, summary = "info", "no floating-point model input: nothing can be NaN or inf"
+    elif not rows:
+        status, summary = "pass", f"no NaN, inf or number over 1e150 in {', '.join(map(visible, cols))}"
+    elif inp.non_finite == "refuse":
+        status = "fail"
+        summary = (
+            f"{rows:,} row(s) hold NaN, inf or a number over 1e150 ({found}); no learner can read "
+            'them: fix the data, filter the rows, or set non_finite = "exclude_rows" to leave them out'
+        )
+    else:
+        status, summary = "warn", f"{rows:,} row(s) left out (non_finite = exclude_rows): {found}"
+    return Check(
+        id="source.non_finite",
+        status=status,
+        summary=summary,
+        coverage=cov,
+        measured={
+            "numeric_inputs": cols,
+            "by_column": per,
+            "rows": rows,
+            "treatment": inp.non_finite,
+            "too_large": TOO_LARGE,
+        },
+        why="A NaN, an infinity or a number whose square overflows makes every fit fail or mislead.",
+        playbook=PB_INSPECT,
+    )
+
+
 def missingness(kept: Any, inp: Inputs, cov: str) -> Check:
     from claimcheck.engine.audit.profile import missingness
     from claimcheck.engine.data.rows import ENGINE_COLUMNS

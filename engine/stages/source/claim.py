@@ -8,6 +8,7 @@ from typing import Any
 from claimcheck.engine.evidence import Check, StageRecord
 from claimcheck.engine.stages.source.checks import PB_MAPPING
 from claimcheck.engine.stages.source.inputs import Inputs
+from claimcheck.engine.stats.names import code_points, nfc_twins
 
 
 def _whole_number_twins(extra: list[str], order: list[str]) -> dict[str, str]:
@@ -21,6 +22,34 @@ def _whole_number_twins(extra: list[str], order: list[str]) -> dict[str, str]:
         if value.is_integer() and str(int(value)) in order:
             twins[label] = str(int(value))
     return twins
+
+
+def _toml_text(label: str) -> str:
+    """A TOML basic string that spells every non-ASCII character as an escape (the reader sees the code points)."""
+    out = []
+    for ch in label:
+        if ch in '"\\' or not (32 <= ord(ch) < 127):
+            out.append(f"\\u{ord(ch):04X}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08X}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def _nfc_advice(twins: dict[str, str], seen: list[str], inp: Inputs) -> str:
+    """What to do about labels that differ from a class only by Unicode normalisation: the code points,
+    and the label mapping to the class's spelling (NFC when class_order is); it covers every label,
+    since a non-empty mapping leaves the labels it does not cover out."""
+    from claimcheck.engine.textsafe import visible
+
+    spelled = "; ".join(
+        f"'{visible(k)}' is {code_points(k)}, the class '{visible(v)}' is {code_points(v)}"
+        for k, v in twins.items()
+    )
+    head = f"they differ from a class only by Unicode normalisation ({spelled}); "
+    if inp.label_mapping or len(seen) > 20:
+        return head + "map each to the class's spelling in the source stage's label_mapping"
+    pairs = ", ".join(f"{_toml_text(lab)} = {_toml_text(twins.get(lab, lab))}" for lab in seen)
+    return head + f"record the class's spelling in the source stage: label_mapping = {{ {pairs} }}"
 
 
 def class_order(dataset: Any, inp: Inputs, upstream: dict[str, StageRecord]) -> Check:
@@ -44,8 +73,13 @@ def class_order(dataset: Any, inp: Inputs, upstream: dict[str, StageRecord]) -> 
     extra = [lab for lab in seen if lab not in order]
     absent = [c for c in order if c not in seen]
     twins = _whole_number_twins(extra, order)
+    unicode_twins = nfc_twins(extra, order)
     shown = ", ".join(repr(visible(x)) for x in extra[:10]) + (" …" if len(extra) > 10 else "")
-    if twins:
+    if unicode_twins:
+        summary = f"label(s) {shown} are not in the claim's class_order {order}; " + _nfc_advice(
+            unicode_twins, seen, inp
+        )
+    elif twins:
         mapping = ", ".join(f"'{visible(k)}' = '{v}'" for k, v in twins.items())
         summary = (
             f"label(s) {shown} are not in the claim's class_order {order}; {', '.join(map(repr, twins))} are "
@@ -70,6 +104,7 @@ def class_order(dataset: Any, inp: Inputs, upstream: dict[str, StageRecord]) -> 
             "labels": seen,
             "not_in_class_order": extra,
             "whole_number_floats": twins,
+            "unicode_twins": unicode_twins,
             "classes_without_rows": absent,
         },
         why="A label outside the claimed classes is found here, or only after three stages are frozen.",

@@ -15,10 +15,23 @@ class Filter(BaseModel):
     reason: str = Field(
         default="", description="Why these rows are kept (the record and the report show it)."
     )
-    # Polars SQL boolean expression of the rows to KEEP.
+    # A condition of the rows to KEEP, in the filter language of engine/data/filters.py.
     where: str = Field(
-        default="", description="A Polars SQL condition of the rows to KEEP, e.g. channel <> 'test'."
+        default="",
+        description="A condition on the source's columns of the rows to KEEP, e.g. channel <> 'test'.",
     )
+
+    @field_validator("where")
+    @classmethod
+    def _where(cls, value: str) -> str:
+        from claimcheck.engine.data.filters import FilterError, parse
+
+        if value.strip():
+            try:
+                parse(value)
+            except FilterError as exc:
+                raise ValueError(str(exc)) from None
+        return value
 
 
 class IndependentRows(BaseModel):
@@ -114,6 +127,13 @@ class Inputs(BaseModel):
         default="",
         description="Timestamps later than this ISO date count as future (empty: when the check runs).",
     )
+    # Non-finite numbers (NaN, inf, 1e999) and numbers too large to square (|x| > 1e150) in a numeric
+    # model input: "refuse" fails source.non_finite (later stages are not run); "exclude_rows" leaves
+    # those rows out, counted in source.transformations.
+    non_finite: Literal["refuse", "exclude_rows"] = Field(
+        default="refuse",
+        description="Rows with NaN, inf or overflowing numbers in a numeric input: refuse (a failing check) or exclude_rows (counted).",
+    )
     # Data files must lie inside the workspace (symlinks are followed); true lets them lie anywhere,
     # and the record says so.
     allow_outside_workspace: StrictBool = Field(
@@ -125,10 +145,28 @@ class Inputs(BaseModel):
     @field_validator("files")
     @classmethod
     def _files(cls, value: list[str]) -> list[str]:
+        import posixpath
+
         if any(not f.strip() for f in value):
             raise ValueError("holds an empty path")
-        if len(set(value)) != len(value):
-            raise ValueError("lists the same file twice")
+        seen: dict[str, str] = {}
+        for f in value:
+            key = posixpath.normpath(f)
+            if key in seen:
+                twice = f"'{f}'" if seen[key] == f else f"'{seen[key]}' and '{f}' name one path"
+                raise ValueError(f"lists the same file twice ({twice}); list it once")
+            seen[key] = f
+        return value
+
+    @field_validator("id_column", "entity_columns")
+    @classmethod
+    def _not_the_label(cls, value: str | list[str], info: ValidationInfo) -> str | list[str]:
+        label = info.data.get("label_column", "")
+        if label and (value == label or (isinstance(value, list) and label in value)):
+            raise ValueError(
+                f"names the label column '{label}'; an id or entity column identifies rows, it is not the "
+                "target: name another column"
+            )
         return value
 
     @field_validator("input_columns")

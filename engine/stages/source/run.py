@@ -28,6 +28,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
 
     _validate_fields(inputs)
     paths = [ctx.resolve(f, inside=not inputs.allow_outside_workspace) for f in inputs.files]
+    data.refuse_same_file(paths, inputs.files)
     ctx.progress(0.02, "checksums")
     checks: list[Check] = [sc.checksum(inputs, paths)]
     raw, schema, malformed = _read(inputs, paths, ctx)
@@ -35,6 +36,13 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     checks.append(sc.schema(raw, schema, malformed, cov))
     ctx.check_cancelled()
     kept, steps = _apply_filters(raw, inputs)
+    checks.append(sc.non_finite(kept, inputs, cov))
+    if inputs.non_finite == "exclude_rows":
+        bad = data.non_finite_row(data.numeric_inputs(inputs.model_dump(mode="json"), kept.schema))
+        before = kept.height
+        kept = kept.filter(~bad)
+        where = "every numeric model input finite and at most 1e150 in magnitude"
+        steps.append({"reason": data.NON_FINITE_REASON, "where": where, "removed": before - kept.height})
     # Filtering copies every column; skip it when every row has a target (the common case at scale).
     has_null = kept.get_column(data.TARGET).null_count() > 0
     dataset = kept.filter(pl.col(data.TARGET).is_not_null()) if has_null else kept
@@ -184,7 +192,7 @@ def _apply_filters(raw: Any, inp: Inputs) -> tuple[Any, list[dict[str, Any]]]:
     steps, cur = [], raw
     for f in inp.filters:
         try:
-            nxt = cur.filter(filter_expr(f.where, f.reason).fill_null(False))
+            nxt = cur.filter(filter_expr(f.where, f.reason, raw.schema).fill_null(False))
         except StageInputError:
             raise
         except Exception as exc:

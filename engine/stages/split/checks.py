@@ -312,6 +312,37 @@ def near_overlap(joined: Any, src: StageRecord, inp: Inputs, ctx: StageContext) 
     )
 
 
+def train_classes(joined: Any, numeric: bool) -> Check:
+    """The train split holds at least two classes (two distinct values of a numeric target): with one,
+    every learner fails to fit. A failure here stops the later stages (pipeline/core.BLOCKING_CHECKS)."""
+    import polars as pl
+
+    from claimcheck.engine.data.rows import TARGET
+    from claimcheck.engine.textsafe import visible
+
+    train = joined.filter(pl.col("split") == "train").get_column(TARGET).drop_nulls()
+    values = sorted(str(v) for v in train.unique().to_list())
+    noun = "distinct target value" if numeric else "class"
+    counted = f"{len(values):,} {noun}" + ("" if len(values) == 1 else ("es" if noun == "class" else "s"))
+    shown = ", ".join(repr(visible(v)) for v in values[:5])
+    if len(values) >= 2:
+        summary = f"the train split holds {counted}"
+    else:
+        summary = (
+            f"the train split holds {counted}{f' ({shown})' if values else ''} — nothing to learn: a "
+            "model needs at least two; check the label column and label_mapping (the source record's "
+            "class coverage says what the data holds) or the split fractions"
+        )
+    return Check(
+        id="split.train_classes",
+        status="pass" if len(values) >= 2 else "fail",
+        summary=summary,
+        measured={"train_rows": train.len(), "train_classes": len(values), "numeric_target": numeric},
+        why="A learner fitted on one class cannot be fitted at all; later stages are not run on it.",
+        playbook=PB_SEPARATE,
+    )
+
+
 def label_coverage(joined: Any) -> Check:
     import polars as pl
 

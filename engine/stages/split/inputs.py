@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -27,6 +28,7 @@ class Inputs(BaseModel):
     )
     seed: int = Field(
         default=0,
+        strict=True,
         ge=0,
         le=2**32 - 1,
         description="Seed of the random assignment (recorded, so the split is reproducible).",
@@ -97,6 +99,10 @@ class Inputs(BaseModel):
         return value
 
 
+# How far the fractions' sum may be from 1, on either side: room for decimal rounding, nothing more.
+FRACTION_TOLERANCE = 1e-9
+
+
 def check_fractions(inp: Inputs) -> dict[str, float]:
     from claimcheck.engine.data.splits import SPLITS
 
@@ -107,9 +113,11 @@ def check_fractions(inp: Inputs) -> dict[str, float]:
         )
     if any(v < 0 for v in inp.fractions.values()):
         raise StageInputError("split: fractions must be >= 0")
-    total = sum(inp.fractions.values())
-    if abs(total - 1.0) > 1e-6:
-        raise StageInputError(f"split: fractions add up to {total:g}, not 1; adjust them")
+    total = math.fsum(inp.fractions.values())  # exact sum of the given values, then rounded once
+    if abs(total - 1.0) > FRACTION_TOLERANCE:
+        raise StageInputError(
+            f"split: fractions add up to {total!r}, not 1 (allowed: 1 ± {FRACTION_TOLERANCE:g}); adjust them"
+        )
     if inp.fractions.get("train", 0) <= 0:
         raise StageInputError("split: the train fraction must be > 0")
     if inp.strategy != "group_kfold" and inp.fractions.get("test", 0) <= 0:

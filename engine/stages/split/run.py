@@ -91,6 +91,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     joined = ds.join(mem, on=data.ROW_ID, how="inner")
     ctx.progress(0.4, "prevalence, families, chronology")
     numeric = target_type(upstream["claim"].inputs if "claim" in upstream else {}) == "numeric"
+    checks.append(sc.train_classes(joined, numeric))
     checks.extend(_distribution_checks(joined, ds, inputs, numeric))
     checks.append(sc.family_intersection(joined, inputs))
     checks.append(sc.chronology(joined, (time_col, time_unit), inputs))
