@@ -12,8 +12,8 @@ from typing import Any
 
 from claimcheck.engine.evidence import Check, digest_of
 from claimcheck.engine.pipeline.context import StageInputError
+from claimcheck.engine.stats import registry
 from claimcheck.engine.training import jobfiles
-from claimcheck.engine.training.alarms import LOWER_BETTER
 from claimcheck.engine.training.jobfiles import job_state, latest_by_step
 from claimcheck.engine.training.schema import Effective, effective
 
@@ -332,7 +332,7 @@ def _dev_metric(records: list[dict[str, Any]]) -> Check:
     values = [_num(e.get("value")) for e in evals]
     tv = _num(trivial.get("value"))
     last = values[-1]
-    lower = metric in LOWER_BETTER
+    lower = registry.lower_is_better(metric)
     beats = math.isfinite(tv) and (last < tv if lower else last > tv)
     return Check(
         id="dispatch.dev_metric",
