@@ -44,6 +44,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     bad = [c for c in inputs.comparators if c not in ARM_NAMES]
     if bad:
         raise StageInputError(f"unknown comparator(s) {bad}; choose from {', '.join(ARM_NAMES)}")
+    given = inputs  # recorded as given; the arms scored are the claim's comparators it selects
     try:
         inputs = inputs.model_copy(
             update={"comparators": chosen_arms(inputs.comparators, _claimed(upstream))}
@@ -57,7 +58,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     if disp.check("dispatch.no_job") is not None:
         checks = _sklearn_candidate(inputs, eff, upstream, ctx)
         comparison = {"checks": checks} if any(c.id == "artifact.comparison" for c in checks) else None
-        return _record(inputs, checks, comparison, upstream)
+        return _record(given, checks, comparison, upstream)
     if disp.check("dispatch.identity") is None:
         gate = disp.check("dispatch.required_checks")
         raise StageInputError(
@@ -79,7 +80,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
                 playbook=PB_IDENTITY,
             )
         )
-        return _record(inputs, checks, None, upstream)
+        return _record(given, checks, None, upstream)
     ctx.progress(0.05, "artifact identity")
     checks.append(_identity(final, ctx))
     ctx.progress(0.15, "reload parity in a fresh process")
@@ -99,11 +100,11 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
                 playbook=PB_COMPARE,
             )
         )
-        return _record(inputs, checks, None, upstream)
+        return _record(given, checks, None, upstream)
     else:
         comparison = compare(inputs, eff, final, upstream, ctx)
     checks.extend(comparison["checks"])
-    return _record(inputs, checks, comparison, upstream)
+    return _record(given, checks, comparison, upstream)
 
 
 def _claimed(upstream: dict[str, StageRecord]) -> list[str]:
