@@ -352,6 +352,8 @@ def paired_difference(
     from claimcheck.engine.stats import uncertainty
 
     y, a, b, units = rows
+    if m.compute is None:
+        raise ValueError(f"{m.name} is compared by engine/artifact/sft.py, not from labels and predictions")
     if m.interval == "sums":
         return uncertainty.paired_bootstrap_diff(m.name, y, a, b, units, boot)
     if m.interval != "resampled":
