@@ -206,7 +206,6 @@ def _slices(sc: Scored, shared: Any, ys: Any) -> Check:
 
 
 def _calibrated(sc: Scored, shared: Any, ys: Any) -> Check:
-
     from claimcheck.engine.stats import calibration
     from claimcheck.engine.stats import metrics as M
 

@@ -241,7 +241,13 @@ def lower_is_better(name: str) -> bool:
 
 
 def names() -> list[str]:
+    """Every metric name the registry holds, those it refuses included."""
     return list(METRICS)
+
+
+def claimable() -> list[str]:
+    """The metrics some task kind and target type can be judged in (the claim form's suggestions)."""
+    return [n for n, m in METRICS.items() if m.task_kinds and not m.refusal]
 
 
 def computed_for(task_kind: str, kind: str) -> list[str]:

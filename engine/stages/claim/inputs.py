@@ -19,7 +19,7 @@ class SuccessCriterion(BaseModel):
     metric: str = Field(
         default="",
         description="The metric the success criterion is stated in.",
-        json_schema_extra={"suggestions": registry.names()},
+        json_schema_extra={"suggestions": registry.claimable()},
     )
     op: Literal[">=", ">", "<=", "<"] = Field(
         default=">=", description="How the metric compares to the value."
@@ -71,7 +71,7 @@ class Inputs(BaseModel):
     primary_metric: str = Field(
         default="",
         description="The one metric the claim is judged on.",
-        json_schema_extra={"suggestions": registry.names()},
+        json_schema_extra={"suggestions": registry.claimable()},
     )
     metric_averaging: str = Field(
         default="", description="How per-class scores are averaged (macro, weighted, …).", examples=["macro"]
