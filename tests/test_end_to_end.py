@@ -41,6 +41,21 @@ def test_every_stage_is_frozen_with_its_outcomes_kept_apart(built: Path) -> None
     assert session.record("baseline").check("baseline.locked_test").status == "pass"
 
 
+def test_the_arms_are_the_claims_three_comparators_and_the_candidate(built: Path) -> None:
+    from claimcheck.engine.shapes import artifact as A
+    from claimcheck.engine.shapes import parse
+
+    session = Session.open(built / "runs" / "sample")
+    claimed = session.record("claim").inputs["comparators"]
+    assert sorted(claimed) == ["base_model", "best_baseline", "trivial_baseline"]
+    check = session.record("artifact").check("artifact.arms")
+    arms = parse(check, A.Arms)
+    assert set(arms.arms) == {"candidate", *claimed} and arms.claim_comparators == claimed
+    assert arms.unscored == [] and check.status != "fail"
+    comp = parse(session.record("artifact").check("artifact.comparison"), A.Comparison)
+    assert set(comp.differences) == set(claimed)
+
+
 def test_replay_reproduces_and_report_is_written(built: Path, tmp_path: Path, capsys) -> None:
     session_dir = _copy(built, tmp_path)  # the report writes into the session: never the shared one
     assert main(["--replay", str(session_dir)]) == 0, capsys.readouterr().out

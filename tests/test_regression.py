@@ -14,7 +14,7 @@ import pytest
 from claimcheck.engine.data.rows import ROW_ID, TARGET
 from claimcheck.engine.evidence import StageRecord
 from claimcheck.engine.pipeline.context import StageContext
-from claimcheck.engine.pipeline.core import compute
+from claimcheck.engine.pipeline.core import InvalidInputs, compute
 from claimcheck.engine.shapes import baseline as B
 from claimcheck.engine.shapes import data as D
 from claimcheck.engine.shapes import parse
@@ -113,12 +113,13 @@ def test_the_claim_declares_a_numeric_target(tmp_path: Path) -> None:
         tmp_path, target_type="categorical", primary_metric="macro_f1", success={"metric": "macro_f1"}
     )
     assert "class_order" in cat.check("claim.completeness").measured["missing"]
-    wrong = _claim(tmp_path, primary_metric="macro_f1", success={"metric": "macro_f1"})
-    assert "is not a regression metric" in wrong.check("claim.success_criterion").summary
-    text = _claim(tmp_path, task_kind="text_classification")
-    assert text.check("claim.success_criterion").status == "fail"
+    # A metric the registry does not compute for the target is refused before the stage runs.
+    with pytest.raises(InvalidInputs, match=r"'macro_f1' is not computed .* numeric target \(a regression"):
+        _claim(tmp_path, primary_metric="macro_f1", success={"metric": "macro_f1"})
+    with pytest.raises(InvalidInputs, match="no metric is computed for a text_classification claim"):
+        _claim(tmp_path, task_kind="text_classification")
     # Left empty, the type is derived: a tabular claim with a regression metric is numeric.
-    from claimcheck.engine.stats.names import target_type
+    from claimcheck.engine.stats.registry import target_type
 
     assert target_type(REG_CLAIM | {"target_type": ""}) == "numeric"
     assert target_type(CLAIM) == "categorical"

@@ -71,7 +71,12 @@ def test_final_comparison_holds_every_arm_with_its_real_counts(real_session: Pat
     rec = Session.open(real_session).record("artifact")
     arms = parse(rec.check("artifact.arms"), A.Arms)
     comp = parse(rec.check("artifact.comparison"), A.Comparison)
-    assert set(arms.arms) == {"candidate", "base_model", "best_baseline"}
+    claimed = Session.open(real_session).record("claim").inputs["comparators"]
+    assert (
+        set(arms.arms)
+        == {"candidate", *claimed}
+        == {"candidate", "trivial_baseline", "base_model", "best_baseline"}
+    )
     section = md.split("## Final comparison on the locked test", 1)[1].split("\n## ", 1)[0]
     assert "holds no comparison table" not in section
     for name, a in arms.arms.items():

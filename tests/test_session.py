@@ -183,7 +183,9 @@ def test_lock_refuses_second_process_and_names_holder(session: Session) -> None:
     assert not session.lock.file.exists()
 
 
-def test_claim_warns_on_a_comparator_nothing_will_measure(session: Session) -> None:
-    rec = session.run_stage("claim", {**CLAIM, "comparators": [*CLAIM["comparators"], "gpt_judge"]})
-    check = rec.check("claim.comparators")
-    assert check.status == "warn" and check.measured["unmeasured"] == ["gpt_judge"]
+def test_claim_refuses_a_comparator_nothing_will_measure(session: Session) -> None:
+    from claimcheck.engine.pipeline.core import InvalidInputs
+
+    with pytest.raises(InvalidInputs, match="gpt_judge is not an arm the artifact stage scores"):
+        session.run_stage("claim", {**CLAIM, "comparators": [*CLAIM["comparators"], "gpt_judge"]})
+    assert "claim" not in session.records()

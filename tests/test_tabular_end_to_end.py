@@ -162,3 +162,140 @@ def test_a_numeric_target_is_compared_with_its_regression_metric(tmp_path: Path)
     verdict = parse(art.check("artifact.verdict"), A.Verdict)
     assert verdict.artifact_verified and verdict.claim_state == "met"
     assert replay(tmp_path / "s").exit_code == 0
+
+
+def _metric_answers(ws: Path, metric: str, binary: bool) -> Path:
+    """The documented tabular answers judged in AUROC / AUPRC; `binary`: the six queues mapped to
+    security / other (a label mapping in the source stage) with `security` the claim's positive class."""
+    text = ANSWERS.read_text()
+    swaps = {
+        'workspace = ".."': f'workspace = "{ROOT.as_posix()}"',
+        'primary_metric = "macro_f1"': f'primary_metric = "{metric}"',
+        'metric = "macro_f1"\nop': f'metric = "{metric}"\nop',
+    }
+    if binary:
+        mapping = ", ".join(
+            f'{q} = "{"security" if q == "security" else "other"}"'
+            for q in ("account", "billing", "returns", "security", "shipping", "technical")
+        )
+        swaps |= {
+            'class_order = ["account", "billing", "returns", "security", "shipping", "technical"]': (
+                'class_order = ["other", "security"]\npositive_class = "security"'
+            ),
+            'metric_averaging = "macro over the six queues, each class weighted equally"': (
+                'metric_averaging = "binary: security against every other queue"'
+            ),
+            'label_column = "queue"': f'label_column = "queue"\nlabel_mapping = {{ {mapping} }}',
+        }
+    for old, new in swaps.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    (ws / "answers.toml").write_text(text)
+    return ws / "answers.toml"
+
+
+def _candidate_test_proba(session_dir: Path) -> tuple[object, object]:
+    """The contracted candidate refitted as the artifact stage fits it, and its locked-test
+    probabilities with the test's class indices (to recompute the recorded figure independently)."""
+    import numpy as np
+
+    from claimcheck.engine.artifact import sklearn_candidate as sk
+    from claimcheck.engine.baseline.learners import load
+    from claimcheck.engine.data import splits
+    from claimcheck.engine.stages.baseline import run as baseline
+    from claimcheck.engine.training.schema import SklearnCandidate
+
+    sess = Session.open(session_dir)
+    recs = sess.records()
+    eff = recs["contract"].check("contract.effective").measured["effective"]
+    spec = SklearnCandidate.model_validate(eff["sklearn"])
+    settings = baseline.Inputs.model_validate(spec.baseline_settings)
+    ctx = sess.context("artifact")
+    data = load(settings, recs, ctx)
+    model = sk.fit(sk.plan(spec.learner, spec.C, settings, data), spec.learner, spec.fit_rows)
+    test = splits.rows("test", recs, ctx, caller="artifact")
+    classes = [str(c) for c in eff["label_classes"]]
+    y = np.asarray([classes.index(str(t)) for t in test["target"].to_list()])
+    return y, sk.predictor(model, spec.learner, data)(test)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("metric", "binary"), [("auroc", False), ("auprc", True)])
+def test_an_auroc_or_auprc_claim_ends_in_a_verdict(tmp_path: Path, metric: str, binary: bool) -> None:
+    """AUROC (macro one-vs-rest over six queues) and AUPRC (binary, the named positive class) are
+    compared for every arm with paired family intervals, equal scikit-learn's figure on the
+    candidate's own predictions, and the claim is judged: met or not, never 'not decided'."""
+    from sklearn.metrics import average_precision_score, roc_auc_score
+
+    result = run_answers(_metric_answers(tmp_path, metric, binary), tmp_path / "s")
+    assert result.exit_code == 0, [r for r in result.rows if r.failing]
+    recs = Session.open(tmp_path / "s").records()
+    art = recs["artifact"]
+    comp = parse(art.check("artifact.comparison"), A.Comparison)
+    assert comp.metric == metric and set(comp.values) == {"candidate", "trivial_baseline", "best_baseline"}
+    assert comp.unit == "family" and all(d.bounded for d in comp.differences.values())
+    verdict = parse(art.check("artifact.verdict"), A.Verdict)
+    assert verdict.claim_state in ("met", "not_met") and verdict.measured_value is not None
+    summary = art.check("artifact.verdict").summary
+    assert ("claim met: yes" in summary or "claim met: no" in summary) and "paired interval" in summary
+    y, proba = _candidate_test_proba(tmp_path / "s")
+    if binary:
+        pos = 1  # "security" in class_order ["other", "security"]
+        expected = average_precision_score(y == pos, proba[:, pos])
+    else:
+        expected = roc_auc_score(y, proba, multi_class="ovr", average="macro")
+    assert comp.values["candidate"] == pytest.approx(expected, abs=1e-9)
+    # the trivial arm scores train's class shares: no ranking at all
+    if not binary:
+        assert comp.values["trivial_baseline"] == pytest.approx(0.5)
+    learn = recs["baseline"].check("baseline.learnability").measured
+    assert learn["metric"] == (metric if binary else f"macro_{metric}")
+    assert replay(tmp_path / "s").exit_code == 0
+
+
+@pytest.mark.slow
+def test_a_claim_metric_the_registry_cannot_compute_is_refused_before_the_session(tmp_path: Path) -> None:
+    from claimcheck.tui.cli import main
+
+    for metric, binary, said in (
+        ("ndcg_at_k", False, "needs a query column: not supported yet"),
+        ("mae", False, "is not computed for a tabular claim on a categorical target"),
+        ("exact_match", False, "is not computed for a tabular claim"),
+    ):
+        answers = _metric_answers(tmp_path, metric, binary)
+        # stated categorical: a tabular claim in a regression metric is otherwise taken as numeric
+        text = answers.read_text().replace(
+            'task_kind = "tabular"\n', 'task_kind = "tabular"\ntarget_type = "categorical"\n', 1
+        )
+        answers.write_text(text)
+        code = main(["run", "--answers", str(answers), str(tmp_path / metric)])
+        assert code == 2 and not (tmp_path / metric).exists()
+        with pytest.raises(Exception, match=said):
+            load_answers(answers)
+    # a binary AUPRC claim without its positive class
+    answers = _metric_answers(tmp_path, "auprc", True)
+    answers.write_text(answers.read_text().replace('positive_class = "security"\n', ""))
+    assert main(["run", "--answers", str(answers), str(tmp_path / "nopos")]) == 2
+    assert not (tmp_path / "nopos").exists()
+
+
+@pytest.mark.slow
+def test_an_arm_of_the_claim_left_out_fails_artifact_arms(tabular, tmp_path: Path) -> None:
+    session_dir, _ = tabular
+    copy = tmp_path / "s"
+    shutil.copytree(session_dir, copy, ignore=shutil.ignore_patterns(".lock"))
+    sess = Session.open(copy)
+    arms = parse(sess.records()["artifact"].check("artifact.arms"), A.Arms)
+    assert arms.claim_comparators == ["trivial_baseline", "best_baseline"] and arms.unscored == []
+    inputs = {**sess.records()["artifact"].inputs, "comparators": ["trivial_baseline"]}
+    rec = sess.run_stage("artifact", inputs, save=False)
+    check = rec.check("artifact.arms")
+    assert check.status == "fail" and "best_baseline not scored" in check.summary
+    assert parse(check, A.Arms).unscored == ["best_baseline"]
+    comp = parse(rec.check("artifact.comparison"), A.Comparison)
+    assert set(comp.values) == {"candidate", "trivial_baseline"}
+    from claimcheck.engine.pipeline.core import InvalidInputs
+
+    claim = {**sess.records()["claim"].inputs, "comparators": ["trivial_baseline"]}
+    with pytest.raises(InvalidInputs, match="'best_baseline' is not one of the claim's comparators"):
+        sess.run_stage("claim", {**claim, "success": {**claim["success"], "relative_to": "best_baseline"}})

@@ -173,3 +173,35 @@ def latency(examples: int, fns: dict[str, Any], test: Any) -> Check:
         why="Timing is measured apart from quality, one example at a time, on this machine.",
         playbook=PB_LATENCY,
     )
+
+
+def chosen_arms(chosen: list[str], claimed: list[str]) -> list[str]:
+    """The comparators scored beside the candidate: the claim's frozen comparators, or the subset of
+    them the artifact inputs list. An arm the claim does not list is refused (ValueError)."""
+    picked = [c for c in (chosen or claimed) if c != "candidate"]
+    extra = [c for c in picked if c not in claimed]
+    if extra:
+        raise ValueError(
+            f"artifact.comparators: {', '.join(extra)} is not a comparator of the claim "
+            f"({', '.join(claimed) or 'none listed'}); the artifact stage scores exactly the claim's "
+            "comparators: leave comparators empty, or list a subset of them"
+        )
+    return list(dict.fromkeys(picked))
+
+
+def claimed_arms(check: Check, claimed: list[str]) -> Check:
+    """The arms check held against the claim's frozen comparators: one of them with no scored test
+    row (left out of the artifact inputs, not available, or every prediction failed) fails it, named."""
+    from claimcheck.engine.shapes import parse
+
+    arms = parse(check, shapes.Arms)
+    if arms is None:
+        return check
+    unscored = [c for c in claimed if c not in arms.arms or arms.arms[c].scored == 0]
+    update: dict[str, Any] = {
+        "measured": arms.model_copy(update={"claim_comparators": list(claimed), "unscored": unscored})
+    }
+    if unscored:
+        update["status"] = "fail"
+        update["summary"] = f"the claim's comparator(s) {', '.join(unscored)} not scored; {check.summary}"
+    return Check.model_validate({**check.model_dump(), **update})

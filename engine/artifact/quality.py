@@ -28,27 +28,30 @@ class Scored:
     metric: str
     test: Any  # the test rows (for slice columns)
     coverage: str
+    positive: int = -1  # the claim's positive class (index) of a binary AUROC / AUPRC claim
+
+    def scoring(self, labels: list[int] | None = None) -> Any:
+        from claimcheck.engine.stats.registry import Scoring
+
+        return Scoring(tuple(self.classes), self.positive, None if labels is None else tuple(labels))
 
 
 def _paired(sc: Scored, shared: Any) -> tuple[dict[str, float], dict[str, dict], dict[str, dict]]:
     """The metric per arm, candidate − arm paired bootstrap differences, and McNemar per comparator."""
-    from claimcheck.engine.stats import uncertainty
+    from claimcheck.engine.stats import registry, uncertainty
 
     ys = sc.y[shared]
     us = sc.units[shared] if sc.units is not None else None
+    labels = sorted(set(ys.tolist()))
     boot = uncertainty.Bootstrap(
-        n=sc.inputs.bootstrap_resamples,
-        seed=sc.inputs.seed,
-        classes=sc.classes,
-        labels=sorted(set(ys.tolist())),
+        n=sc.inputs.bootstrap_resamples, seed=sc.inputs.seed, classes=sc.classes, labels=labels
     )
+    m, scoring = registry.get(sc.metric), sc.scoring(labels)
     proba = {a: _renorm(p["proba"][shared]) for a, p in sc.preds.items()}
-    raw = {a: float(uncertainty.bootstrap_ci(sc.metric, ys, proba[a], us, boot)["estimate"]) for a in proba}
+    raw = {a: m.value(ys, proba[a], scoring) for a in proba}
     diffs, mcn = {}, {}
     for comp in (a for a in proba if a != "candidate"):
-        diffs[comp] = uncertainty.paired_bootstrap_diff(
-            sc.metric, ys, proba["candidate"], proba[comp], us, boot
-        )
+        diffs[comp] = registry.paired_difference(m, (ys, proba["candidate"], proba[comp], us), boot, scoring)
         right = {a: sc.preds[a]["proba"][shared].argmax(axis=1) == ys for a in ("candidate", comp)}
         mcn[comp] = uncertainty.mcnemar(right["candidate"], right[comp])
     return raw, diffs, mcn
@@ -58,6 +61,7 @@ def quality(sc: Scored) -> list[Check]:
     import numpy as np
 
     from claimcheck.engine.stats import metrics as M
+    from claimcheck.engine.stats import registry
 
     arms = list(sc.preds)
     shared = (sc.y >= 0) & np.logical_and.reduce([sc.preds[a]["ok"] for a in arms])
@@ -75,7 +79,7 @@ def quality(sc: Scored) -> list[Check]:
         ]
     ys = sc.y[shared]
     raw, diffs, mcn = _paired(sc, shared)
-    lower = sc.metric in ("log_loss", "brier")
+    lower = registry.lower_is_better(sc.metric)
     better = {c: bool("lo" in d and ((d["hi"] < 0) if lower else (d["lo"] > 0))) for c, d in diffs.items()}
     parts = [f"{a} {raw[a]:.4f}" for a in arms]
     dtext = [
@@ -156,9 +160,10 @@ def _per_class(reports: dict[str, Any], classes: list[str]) -> Check:
 def _slices(sc: Scored, shared: Any, ys: Any) -> Check:
     import numpy as np
 
-    from claimcheck.engine.training.evaluate import metric_value
+    from claimcheck.engine.stats import registry
 
-    inputs, preds, test, classes, metric = sc.inputs, sc.preds, sc.test, sc.classes, sc.metric
+    inputs, preds, test, metric = sc.inputs, sc.preds, sc.test, sc.metric
+    m_of = registry.get(metric)
     if not inputs.slice_columns:
         return Check(
             id="artifact.slices",
@@ -179,33 +184,28 @@ def _slices(sc: Scored, shared: Any, ys: Any) -> Check:
             m = vals == v
             if m.sum() < 5:
                 continue
-            entry = {
-                a: metric_value(metric, ys[m].tolist(), _renorm(preds[a]["proba"][shared][m]), classes)
-                for a in preds
-            }
+            try:  # a slice without both outcomes has no AUROC: left out, like a slice under 5 rows
+                entry = {
+                    a: m_of.value(ys[m], _renorm(preds[a]["proba"][shared][m]), sc.scoring()) for a in preds
+                }
+            except ValueError:
+                continue
             entry["rows"] = int(m.sum())
             table[f"{col}={v}"] = entry
             for comp in (a for a in preds if a != "candidate"):
-                worse = (
-                    entry["candidate"] > entry[comp]
-                    if metric in ("log_loss", "brier")
-                    else entry["candidate"] < entry[comp]
-                )
-                if worse:
+                if m_of.better(entry[comp], entry["candidate"]):
                     regressions.append({"slice": f"{col}={v}", "versus": comp, "rows": int(m.sum())})
     return Check(
         id="artifact.slices",
         status="warn" if regressions else "pass",
         summary=f"{len(table)} slices; {len(regressions)} where the candidate is below a comparator",
         measured={"metric": metric, "slices": table, "regressions": regressions},
-        why="Slices with fewer than 5 rows are left out; per-slice figures carry no interval.",
+        why="Slices with fewer than 5 rows (or where the metric is undefined) are left out; per-slice figures carry no interval.",
         playbook=PB_REPORT,
     )
 
 
 def _calibrated(sc: Scored, shared: Any, ys: Any) -> Check:
-    import numpy as np
-
     from claimcheck.engine.stats import calibration
     from claimcheck.engine.stats import metrics as M
 
@@ -231,7 +231,7 @@ def _calibrated(sc: Scored, shared: Any, ys: Any) -> Check:
             "params": fitted.params,
             "raw": {k: rep_raw[k] for k in ("log_loss", "brier", "ece") if k in rep_raw},
             "calibrated": {k: rep_cal[k] for k in ("log_loss", "brier", "ece") if k in rep_cal},
-            f"calibrated_{metric}": float(rep_cal.get(metric, np.nan)),
+            f"calibrated_{metric}": _value_or_nan(metric, ys, _renorm(test_p), sc),
             # Reliability curve (non-empty bins): mean confidence vs accuracy, raw and calibrated.
             "reliability": {
                 "bins": inputs.reliability_bins,
@@ -259,6 +259,15 @@ def _calibrated(sc: Scored, shared: Any, ys: Any) -> Check:
         why="Calibrated and raw results are different figures; calibration is fitted on the calibration split only.",
         playbook=PB_CAL,
     )
+
+
+def _value_or_nan(metric: str, ys: Any, proba: Any, sc: Scored) -> float:
+    from claimcheck.engine.stats import registry
+
+    try:
+        return registry.get(metric).value(ys, proba, sc.scoring())
+    except ValueError:
+        return math.nan
 
 
 def _reliability(y: Any, proba: Any, classes: list[str], n_bins: int) -> dict[str, list[float]]:

@@ -28,9 +28,10 @@ from claimcheck.engine.artifact.generate import (
 from claimcheck.engine.artifact.generate import token_f1 as token_f1_of
 from claimcheck.engine.evidence import Check
 from claimcheck.engine.shapes import artifact as shapes
+from claimcheck.engine.stats import registry
 from claimcheck.engine.textsafe import visible
 
-SFT_METRICS = ("exact_match", "token_f1")
+SFT_METRICS = tuple(registry.computed_for("causal_lm_sft", "text"))  # exact_match, token_f1
 NLL = "mean_nll"
 SAMPLES = 3
 
@@ -152,8 +153,8 @@ def _latency_fns(gens: dict[str, TorchGenerator], convs: list[Any], test: Any) -
 
 def primary_metric(upstream: dict[str, Any]) -> str:
     claim = upstream["claim"].inputs if "claim" in upstream else {}
-    m = str(claim.get("primary_metric") or "exact_match")
-    return m if m in SFT_METRICS else "exact_match"
+    m = str(claim.get("primary_metric") or registry.DEFAULTS["text"])
+    return m if m in SFT_METRICS else registry.DEFAULTS["text"]
 
 
 def _arms(

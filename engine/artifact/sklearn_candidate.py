@@ -8,7 +8,7 @@ it on the contracted rows under the native-thread cap, checks a pickle round tri
 (`parity`) and compares it on the locked test with the same arms, paired intervals and verdict as a
 fine-tuned candidate. Classification goes through engine/artifact/quality.py; a numeric target
 (`task == "regression"`) through `regression_comparison` here, with engine/stats/metrics.py
-`regression_report` metrics and LOWER_IS_BETTER.
+`regression_report` metrics and the metric registry's direction.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from claimcheck.engine.artifact.common import PB_IDENTITY, PB_PARITY, PB_REPORT
 from claimcheck.engine.baseline import learners as L
 from claimcheck.engine.evidence import Check, digest_of
 from claimcheck.engine.shapes import artifact as shapes
-from claimcheck.engine.stats.names import LOWER_IS_BETTER
+from claimcheck.engine.stats import registry
 
 VERSIONED = ("scikit-learn", "numpy", "scipy", "polars", "threadpoolctl")
 CANDIDATE_NOTE = "no job: the scikit-learn candidate is fitted in the artifact stage under the contract"
@@ -224,7 +224,7 @@ def regression_comparison(sc: RegressionScored) -> Check:
     us = sc.units[shared] if sc.units is not None else None
     vals = {a: np.asarray(sc.preds[a]["proba"][shared][:, 0], dtype=np.float64) for a in arms}
     values = {a: float(M.regression_report(ys, vals[a]).get(sc.metric, math.nan)) for a in arms}
-    lower = sc.metric in LOWER_IS_BETTER
+    lower = registry.lower_is_better(sc.metric)
     diffs = {
         c: uncertainty.paired_bootstrap_diff(
             sc.metric, ys, vals["candidate"], vals[c], us, uncertainty.Bootstrap(n=sc.resamples, seed=sc.seed)

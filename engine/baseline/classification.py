@@ -6,11 +6,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from claimcheck.engine.baseline.evaluation import (
-    DECOMPOSABLE,
     PB_LEARN,
     PB_RARE,
     PB_TRIVIAL,
-    RANKING,
     Evaluation,
     _coverage,
     _where,
@@ -18,7 +16,7 @@ from claimcheck.engine.baseline.evaluation import (
 from claimcheck.engine.baseline.learners import CLASS_CONVENTIONAL, CLASS_TRIVIAL, Data, Fitted
 from claimcheck.engine.baseline.thresholds import calibration_check, operating_point_check
 from claimcheck.engine.evidence import Check, Note, StageRecord
-from claimcheck.engine.stats.names import LOWER_IS_BETTER
+from claimcheck.engine.stats import registry
 
 if TYPE_CHECKING:
     import numpy as np
@@ -35,6 +33,7 @@ def classification_checks(ev: Evaluation) -> list[Check]:
     present = [
         i for i, c in enumerate(data.classes) if reports[next(iter(reports))]["per_class"][i]["support"] > 0
     ]
+    _positive_class_figures(ev, reports, present)
     intervals = {n: _intervals(ev, f.eval_pred[mask], present) for n, f in fitted.items()}
     cov = _coverage(data, mask)
     trivial = [n for n in fitted if n in CLASS_TRIVIAL]
@@ -50,24 +49,38 @@ def classification_checks(ev: Evaluation) -> list[Check]:
     return out
 
 
+def _positive_class_figures(ev: Evaluation, reports: dict[str, Any], present: list[int]) -> None:
+    """A binary AUROC / AUPRC claim: each learner's figure of the claim's positive class, under the
+    metric's name (the reports hold macro one-vs-rest figures only)."""
+    from claimcheck.engine.stats import metrics as m
+
+    entry, scoring = registry.by_key(ev.metric), _scoring(ev, present)
+    if entry is None or entry.interval != "resampled" or scoring.positive < 0:
+        return
+    yi = m.encode(ev.y, ev.data.classes)
+    for n, f in ev.fitted.items():
+        try:
+            reports[n][ev.metric] = entry.value(yi, f.eval_pred[ev.mask], scoring)
+        except ValueError as exc:
+            reports[n]["undefined"][ev.metric] = str(exc)
+
+
 def _intervals(ev: Evaluation, proba: np.ndarray, present: list[int]) -> dict[str, Any]:
     from claimcheck.engine.stats import uncertainty
 
     inputs, data, y, units, metric = ev.inputs, ev.data, ev.y, ev.units, ev.metric
-    names = ["accuracy", "macro_f1"] + (
-        [metric] if metric in DECOMPOSABLE and metric not in ("accuracy", "macro_f1") else []
+    entry = registry.by_key(metric)
+    boot = uncertainty.Bootstrap(
+        n=inputs.bootstrap_resamples, seed=inputs.bootstrap_seed, classes=data.classes, labels=present
     )
     out = {}
-    for name in names:
-        out[name] = uncertainty.bootstrap_ci(
-            name,
-            y,
-            proba,
-            units,
-            uncertainty.Bootstrap(
-                n=inputs.bootstrap_resamples, seed=inputs.bootstrap_seed, classes=data.classes, labels=present
-            ),
-        )
+    for name in dict.fromkeys(["accuracy", "macro_f1", metric]):
+        if name == metric and (entry is None or not entry.interval):
+            continue
+        if name == metric and entry.interval == "resampled":
+            out[name] = registry.interval(entry, (y, proba, units), boot, _scoring(ev, present))
+        else:
+            out[name] = uncertainty.bootstrap_ci(name, y, proba, units, boot)
         out[name]["unit"] = data.unit_kind
     return out
 
@@ -83,6 +96,8 @@ def _slim(report: dict[str, Any]) -> dict[str, Any]:
         "balanced_accuracy",
         "macro_auroc",
         "macro_auprc",
+        "auroc",
+        "auprc",
         "log_loss",
         "brier",
         "ece",
@@ -165,7 +180,7 @@ def _conventional_check(
     parts = []
     for n in conventional:
         f = fitted[n]
-        ci = intervals[n].get(metric, intervals[n]["macro_f1"])
+        ci = intervals[n].get(metric, {})
         entry = _slim(reports[n]) | {"intervals": intervals[n], "trials": f.trials}
         if f.c_value is not None:
             entry["C"] = f.c_value
@@ -229,7 +244,7 @@ def _per_class_check(data: Data, reports: dict[str, Any], trivial: list[str], co
 def _best(conventional: list[str], reports: dict[str, Any], metric: str) -> str:
     if not conventional:
         return ""
-    sign = 1 if metric in LOWER_IS_BETTER else -1
+    sign = 1 if registry.lower_is_better(metric) else -1
 
     def key(n: str) -> tuple[int, float, int]:
         v = reports[n].get(metric)  # an undefined metric ranks last, never first
@@ -250,8 +265,18 @@ def _noise_ceiling(upstream: dict[str, StageRecord]) -> tuple[float | None, str]
     return conflicts.noise_ceiling_accuracy, "source.conflicting_labels.noise_ceiling_accuracy"
 
 
+def _scoring(ev: Evaluation, present: list[int]) -> registry.Scoring:
+    """The claim's class order, positive class (a binary AUROC / AUPRC claim) and averaged labels."""
+    classes = tuple(ev.data.classes)
+    return registry.Scoring(
+        classes, registry.positive_index(ev.upstream["claim"].inputs, classes), tuple(present)
+    )
+
+
 def _paired(ev: Evaluation, best: str, ref: str, present: list[int], metric: str) -> tuple[dict, dict, dict]:
     """best − ref on `metric` and on accuracy (paired bootstrap over the unit), and McNemar's test."""
+    import numpy as np
+
     from claimcheck.engine.stats import metrics as m
     from claimcheck.engine.stats import uncertainty
 
@@ -262,16 +287,21 @@ def _paired(ev: Evaluation, best: str, ref: str, present: list[int], metric: str
         classes=ev.data.classes,
         labels=present,
     )
-    # AUROC / AUPRC do not decompose into per-unit sums: the (slower) per-resample path computes them
-    stat: Any = getattr(m, metric) if metric in RANKING else metric
-    diff = uncertainty.paired_bootstrap_diff(stat, ev.y, pa, pb, ev.units, boot)
+    # AUROC / AUPRC do not decompose into per-unit sums: the registry recomputes them per resample
+    entry = registry.by_key(metric)
+    yi = m.encode(ev.y, ev.data.classes)
+    rows = (yi, np.asarray(pa, dtype=np.float64), np.asarray(pb, dtype=np.float64), ev.units)
+    diff = registry.paired_difference(entry, rows, boot, _scoring(ev, present))
     diff["metric"] = metric
-    if metric in RANKING:
-        diff["method"] += " (per-resample recomputation; macro over classes defined in each resample)"
+    if entry.interval == "resampled":
+        diff["method"] += " (per-resample recomputation; " + (
+            "the claim's positive class)"
+            if _scoring(ev, present).positive >= 0
+            else "macro over classes defined in each resample)"
+        )
     diff["unit"] = ev.data.unit_kind
     acc_diff = uncertainty.paired_bootstrap_diff("accuracy", ev.y, pa, pb, ev.units, boot)
     acc_diff["unit"] = ev.data.unit_kind
-    yi = m.encode(ev.y, ev.data.classes)
     return diff, acc_diff, uncertainty.mcnemar(m.argmax_pred(pa) == yi, m.argmax_pred(pb) == yi)
 
 
@@ -321,9 +351,10 @@ def _learnability_check(ev: Evaluation, reports: dict[str, Any], best: str, pres
             why="",
             playbook=PB_LEARN,
         )
-    boot_metric = ev.metric if ev.metric in DECOMPOSABLE or ev.metric in RANKING else "macro_f1"
+    entry = registry.by_key(ev.metric)
+    boot_metric = ev.metric if entry and entry.interval in ("sums", "resampled") else "macro_f1"
     diff, acc_diff, test = _paired(ev, best, ref, present, boot_metric)
-    lower = boot_metric in LOWER_IS_BETTER
+    lower = registry.lower_is_better(boot_metric)
     better = "lo" in diff and ((diff["hi"] < 0) if lower else (diff["lo"] > 0))
     measured: dict[str, Any] = {
         "learner": best,

@@ -44,12 +44,6 @@ PB_REPORT = (
     "appropriate to the independent unit"
 )
 
-DECOMPOSABLE = {"accuracy", "macro_f1", "weighted_f1", "balanced_accuracy", "log_loss", "brier"}
-# Non-decomposable ranking metrics bootstrapped per resample (macro over classes defined in it).
-RANKING = ("macro_auroc", "macro_auprc")
-# Claim metric names → the key classification_report uses for them.
-REPORT_KEY = {"auroc": "macro_auroc", "auprc": "macro_auprc"}
-
 
 @dataclass
 class Evaluation:

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from claimcheck.engine import threads
 from claimcheck.engine.evidence import StageRecord
 from claimcheck.engine.pipeline.context import StageContext, StageInputError
-from claimcheck.engine.stats.names import LOWER_IS_BETTER, target_type
+from claimcheck.engine.stats import registry
+from claimcheck.engine.stats.registry import target_type
 
 if TYPE_CHECKING:
     import numpy as np
@@ -419,7 +420,7 @@ def _selected_c(
         trials.append(
             {"C": float(c), "score": score} if score == score else {"C": float(c), "undefined": True}
         )
-    sign = 1 if metric in LOWER_IS_BETTER else -1
+    sign = 1 if registry.lower_is_better(metric) else -1
     best = min(trials, key=lambda t: (sign * t["score"] if "score" in t else float("inf"), t["C"]))
     return best["C"], trials
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from claimcheck.engine.baseline.evaluation import PB_LEARN, PB_RARE, PB_TRIVIAL, Evaluation, _coverage, _where
 from claimcheck.engine.baseline.learners import REG_CONVENTIONAL, REG_TRIVIAL, Data, Fitted
 from claimcheck.engine.evidence import Check
-from claimcheck.engine.stats.names import LOWER_IS_BETTER
+from claimcheck.engine.stats import registry
 
 if TYPE_CHECKING:
     import numpy as np
@@ -23,7 +23,8 @@ def most_frequent_answer(data: Data) -> Fitted:
     return Fitted("most_frequent_answer", np.asarray([top] * data.eval.height, dtype=object), None)
 
 
-REG_METRICS = ("r2", "mae", "rmse")
+# The registry's regression metrics, R² shown first: r2, mae, rmse.
+REG_METRICS = tuple(sorted(registry.computed_for("tabular", "numeric"), key=lambda n: n != "r2"))
 METRIC_LABEL = {"r2": "R²", "mae": "MAE", "rmse": "RMSE"}
 
 
@@ -72,7 +73,7 @@ def regression_checks(ev: Evaluation) -> list[Check]:
     from claimcheck.engine.stats import uncertainty
 
     data, fitted, metric = ev.data, ev.fitted, ev.metric
-    metric = metric if metric in REG_METRICS else "mae"
+    metric = metric if metric in REG_METRICS else registry.DEFAULTS["numeric"]
     n_units = len(set(ev.units.tolist()))
     refused = uncertainty.too_few_units(n_units, data.unit_kind)
     cov = _coverage(data, ev.mask)
@@ -125,7 +126,7 @@ def _reg_learnability(
     from claimcheck.engine.stats import uncertainty
 
     trivial, conv = arms
-    lower = metric in LOWER_IS_BETTER
+    lower = registry.lower_is_better(metric)
     best = min(conv, key=lambda n: reps[n].get(metric, math.inf) * (1 if lower else -1))
     ref = ev.inputs.trivial_reference if ev.inputs.trivial_reference in trivial else trivial[0]
     a, b = ev.fitted[best].eval_pred[ev.mask], ev.fitted[ref].eval_pred[ev.mask]

@@ -13,22 +13,9 @@ from claimcheck.engine.shapes import artifact as A
 from claimcheck.engine.shapes import data as D
 from claimcheck.engine.shapes import parse
 from claimcheck.engine.shapes import training as T
+from claimcheck.engine.stats import registry
 from claimcheck.engine.textsafe import visible
 
-HF_METRICS = {
-    "macro_f1": ("f1", {"average": "macro"}),
-    "weighted_f1": ("f1", {"average": "weighted"}),
-    "accuracy": ("accuracy", {}),
-    "balanced_accuracy": ("balanced_accuracy", {}),
-    "auroc": ("roc_auc", {}),
-    "auprc": ("average_precision", {}),
-    "log_loss": ("log_loss", {}),
-    "brier": ("brier_score", {}),
-    "mae": ("mae", {}),
-    "rmse": ("rmse", {}),
-    "r2": ("r2", {}),
-    "exact_match": ("exact_match", {}),
-}
 HF_TASKS = {
     "text_classification": ("text-classification", "Text Classification"),
     "causal_lm_sft": ("text-generation", "Text Generation"),
@@ -73,7 +60,8 @@ def model_card_data(session: Session) -> Any:
     artifact = records.get("artifact")
     comp = parse(artifact.check("artifact.comparison"), A.Comparison) if artifact else None
     if comp is not None and states.get("artifact") == "frozen" and "candidate" in comp.values:
-        hf_type, args = HF_METRICS.get(comp.metric, (comp.metric, {}))
+        entry = registry.by_key(comp.metric)
+        hf_type, args = entry.hf_name if entry and entry.hf_name[0] else (comp.metric, {})
         task_type, task_name = HF_TASKS.get(str(ci.get("task_kind", "")), ("other", "Other"))
         source = records.get("source")
         files = source.inputs.get("files", []) if source else []

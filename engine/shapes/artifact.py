@@ -85,6 +85,9 @@ class Arms(Shape):
     labels_outside_class_order: int = 0
     # Causal-LM SFT: test rows whose conversation has no assistant turn to score against.
     rows_without_reference: int | None = None
+    # The claim's frozen comparators, and those of them no test row was scored for (the check fails).
+    claim_comparators: list[str] = Field(default_factory=list)
+    unscored: list[str] = Field(default_factory=list)
 
 
 class Comparison(Shape):

@@ -41,6 +41,9 @@ class LearnerReport(Part):
     balanced_accuracy: float | None = None
     macro_auroc: float | None = None
     macro_auprc: float | None = None
+    # a binary AUROC / AUPRC claim: the figure of the claim's positive class
+    auroc: float | None = None
+    auprc: float | None = None
     log_loss: float | None = None
     brier: float | None = None
     ece: float | None = None

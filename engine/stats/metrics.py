@@ -28,8 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from claimcheck.engine.stats.names import LOWER_IS_BETTER  # noqa: E402,F401  (re-exported)
-
 EPS = float(np.finfo(np.float64).eps)
 
 
@@ -267,21 +265,19 @@ def _macro_ovr(score_fn: Callable[..., float], y_idx: np.ndarray, proba: np.ndar
     return float(np.mean(vals))
 
 
-def macro_auroc(y_idx: np.ndarray, proba: np.ndarray) -> float:
-    """Mean one-vs-rest AUROC over the classes with both outcomes present (as classification_report).
-
-    Computed as the Mann-Whitney statistic with average ranks (ties count half), which equals
-    sklearn's roc_auc_score (tested) without its per-call validation cost: the bootstrap calls
-    this once per resample.
-    """
+def _auroc(pos: np.ndarray, score: np.ndarray) -> float:
+    """AUROC as the Mann-Whitney statistic with average ranks (ties count half): equal to sklearn's
+    roc_auc_score (tested) without its per-call validation cost; the bootstrap calls it per resample."""
     from scipy.stats import rankdata
 
-    def auroc(pos: np.ndarray, score: np.ndarray) -> float:
-        n_pos, n_neg = int(pos.sum()), int(len(pos) - pos.sum())
-        ranks = rankdata(score)
-        return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+    n_pos, n_neg = int(pos.sum()), int(len(pos) - pos.sum())
+    ranks = rankdata(score)
+    return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
-    return _macro_ovr(auroc, y_idx, proba)
+
+def macro_auroc(y_idx: np.ndarray, proba: np.ndarray) -> float:
+    """Mean one-vs-rest AUROC over the classes with both outcomes present (as classification_report)."""
+    return _macro_ovr(_auroc, y_idx, proba)
 
 
 def macro_auprc(y_idx: np.ndarray, proba: np.ndarray) -> float:
@@ -289,6 +285,18 @@ def macro_auprc(y_idx: np.ndarray, proba: np.ndarray) -> float:
     from sklearn.metrics import average_precision_score
 
     return _macro_ovr(average_precision_score, y_idx, proba)
+
+
+def binary_ranking(name: str, positive: np.ndarray, score: np.ndarray) -> float:
+    """AUROC ("auroc") or average precision ("auprc") of one positive class scored by `score`.
+    ValueError when the rows do not hold both positives and negatives (undefined)."""
+    from sklearn.metrics import average_precision_score
+
+    pos = np.asarray(positive, dtype=bool)
+    if not 0 < int(pos.sum()) < len(pos):
+        raise ValueError(f"{name} needs both positive and negative rows")
+    s = np.asarray(score, dtype=np.float64)
+    return _auroc(pos, s) if name == "auroc" else float(average_precision_score(pos, s))
 
 
 def brier_rows(y_idx: np.ndarray, p: np.ndarray) -> np.ndarray:

@@ -1,31 +1,9 @@
-"""Facts about metric names and target types that the claim, the source and split audits, the baseline,
-the artifact stage and the report share. Plain constants and one pure function, standard library only:
-importing them never loads numpy."""
+"""The claim's target type, for the source and split audits: read from the metric registry
+(engine/stats/registry.py), which holds every metric name and direction."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-# Metrics where a smaller value is better.
-LOWER_IS_BETTER = frozenset({"log_loss", "brier", "mae", "rmse"})
-
-# Metrics of a numeric (regression) target.
-REGRESSION_METRICS = frozenset({"mae", "rmse", "r2"})
-
-# What the claim's target is: classes, or a number. "" in a claim means "derive it" (target_type below).
-TARGET_TYPES = ("categorical", "numeric")
-
-
-def target_type(claim: Mapping[str, Any]) -> str:
-    """The claim's target type: its `target_type` when stated; otherwise categorical, except a tabular
-    claim whose primary metric is a regression metric (how claims written before the field said it)."""
-    stated = str(claim.get("target_type") or "")
-    if stated:
-        return stated
-    if claim.get("task_kind") == "tabular" and claim.get("primary_metric") in REGRESSION_METRICS:
-        return "numeric"
-    return "categorical"
+from claimcheck.engine.stats.registry import TARGET_TYPES, target_type
 
 
 def code_points(label: str) -> str:
@@ -44,3 +22,6 @@ def nfc_twins(labels: list[str], known: list[str]) -> dict[str, str]:
         for lab in labels
         if lab not in known and unicodedata.normalize("NFC", lab) in by_nfc
     }
+
+
+__all__ = ["TARGET_TYPES", "code_points", "nfc_twins", "target_type"]

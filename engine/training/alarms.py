@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from claimcheck.engine.stats import registry
 from claimcheck.engine.training.jobfiles import HEARTBEAT_SECONDS, dev_evals, latest_steps, trivial
 from claimcheck.engine.training.jobrecords import EvalLine, HaltLine, MetricLine, StepLine
 from claimcheck.engine.training.schema import Alarms, Effective, effective
@@ -24,7 +25,6 @@ from claimcheck.engine.training.schema import Alarms, Effective, effective
 STALL_STEP_MULTIPLE = 5.0
 
 ALARMS = ("non_finite", "divergence", "class_collapse", "train_dev_gap", "stall", "worse_than_trivial")
-LOWER_BETTER = {"log_loss", "brier", "dev_loss"}
 
 
 def config(contract: Effective | dict[str, Any]) -> Alarms:
@@ -64,7 +64,7 @@ class Observed:
 
     @property
     def higher_better(self) -> bool:
-        return not any(e.metric in LOWER_BETTER for e in self.evals[:1])
+        return not any(registry.lower_is_better(e.metric) for e in self.evals[:1])
 
 
 def _secs(x: float) -> str:

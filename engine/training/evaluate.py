@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from claimcheck.engine.data.rows import sha256_file
+from claimcheck.engine.stats import registry
+from claimcheck.engine.stats.registry import Scoring
 from claimcheck.engine.training.schema import effective as typed
 
 EVAL_BATCH = 32
@@ -188,9 +190,9 @@ class Batcher:
         proba = np.tile(prior, (dev.n, 1))
         proba_major = np.zeros_like(proba)
         proba_major[:, int(counts.argmax())] = 1.0
-        use = proba if metric in ("log_loss", "brier") else proba_major
+        use = proba if registry.get(metric).needs_proba else proba_major
         return {
-            "value": metric_value(metric, dev.labels, use, self.classes),
+            "value": metric_value(metric, dev.labels, use, self.classes, typed(self.eff).positive_class),
             "class": self.classes[int(counts.argmax())],
         }
 
@@ -198,17 +200,20 @@ class Batcher:
 # ---------------------------------------------------------------- evaluation
 
 
-def metric_value(metric: str, y: list[int], proba: Any, classes: list[str]) -> float:
-    """One declared metric through claimcheck.engine.stats.metrics, macro averages over the classes present in y."""
+def metric_value(metric: str, y: list[int], proba: Any, classes: list[str], positive: str = "") -> float:
+    """One declared metric through the metric registry (engine/stats/registry.py): macro averages
+    over the classes present in y; AUROC / AUPRC of `positive` when a binary claim names one (NaN
+    when the rows do not hold both outcomes)."""
     import numpy as np
 
-    from claimcheck.engine.stats.uncertainty import classification_statistic
-
-    y_arr = np.asarray(y, dtype=np.int64)
-    labels = sorted(set(y_arr.tolist()))
-    stat = classification_statistic(metric, classes, labels)
-    s = stat.rows(y_arr, np.asarray(proba, dtype=np.float64))
-    return float(stat.finish(s.sum(axis=0, keepdims=True))[0])
+    m = registry.get(metric)
+    pos = classes.index(positive) if positive in classes and len(classes) == 2 else -1
+    try:
+        return m.value(
+            np.asarray(y, dtype=np.int64), np.asarray(proba, dtype=np.float64), Scoring(tuple(classes), pos)
+        )
+    except ValueError:
+        return math.nan
 
 
 def eval_batches(enc: Encoded, batch_size: int = EVAL_BATCH, mode: str = INFERENCE_MODE) -> list[list[int]]:
@@ -252,7 +257,7 @@ def predict(
     return {"loss": loss_sum / tokens if tokens else math.nan, "tokens": tokens}
 
 
-def evaluate(model: Any, enc: Encoded, metric: str, classes: list[str]) -> dict[str, Any]:
+def evaluate(model: Any, enc: Encoded, metric: str, classes: list[str], positive: str = "") -> dict[str, Any]:
     import numpy as np
 
     out = predict(model, enc)
@@ -263,7 +268,7 @@ def evaluate(model: Any, enc: Encoded, metric: str, classes: list[str]) -> dict[
     loss = float(-np.log(np.clip(proba[np.arange(len(y)), y], 1e-12, 1.0)).mean()) if len(y) else math.nan
     pred = proba.argmax(axis=1)
     return {
-        "value": metric_value(metric, enc.labels, proba, classes),
+        "value": metric_value(metric, enc.labels, proba, classes, positive),
         "loss": loss,
         "pred_distribution": {c: int((pred == i).sum()) for i, c in enumerate(classes)},
         "true_distribution": {c: int((y == i).sum()) for i, c in enumerate(classes)},

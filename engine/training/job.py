@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from claimcheck.engine.evidence import now_iso
+from claimcheck.engine.stats import registry
 from claimcheck.engine.training import jobfiles
-from claimcheck.engine.training.alarms import LOWER_BETTER
 from claimcheck.engine.training.jobfiles import append_metric, read_contract, read_status, write_status
 from claimcheck.engine.training.jobrecords import (
     TERMINAL_STAGES,
@@ -42,9 +42,6 @@ from claimcheck.engine.training.jobrecords import (
     WrittenStage,
 )
 from claimcheck.engine.training.schema import Effective, effective
-
-DEV_METRICS = ("accuracy", "macro_f1", "weighted_f1", "balanced_accuracy", "log_loss", "brier")
-
 
 # ---------------------------------------------------------------- the job
 
@@ -287,10 +284,9 @@ class Job:
     def _tracked_metric(self, c: Effective) -> str:
         if not c.is_classification:
             return "dev_loss"
-        metric = c.dev_metric or "macro_f1"
-        if metric not in DEV_METRICS:
-            self.status.dev_metric_note = f"{metric} is not tracked during training; macro_f1 is"
-            metric = "macro_f1"
+        metric, note = registry.dev_metric(c.dev_metric or registry.DEFAULTS["categorical"])
+        if note:
+            self.status.dev_metric_note = note
         return metric
 
     def _start_or_resume(self, run: Training) -> None:
@@ -467,14 +463,15 @@ class Job:
             return False
         if than is None:
             return True
-        return value < than if metric in LOWER_BETTER else value > than
+        return registry.get(metric).better(value, than)
 
     def _eval(self, run: Training, selected: int = -1) -> float:
         self.eval_started = time.time()
         self.evaluating = True
         try:
-            dev_r = run.evaluate(run.model, run.dev_b, run.metric, run.batcher.classes)
-            ref_r = run.evaluate(run.model, run.ref_b, run.metric, run.batcher.classes)
+            pos = run.contract.positive_class
+            dev_r = run.evaluate(run.model, run.dev_b, run.metric, run.batcher.classes, pos)
+            ref_r = run.evaluate(run.model, run.ref_b, run.metric, run.batcher.classes, pos)
         finally:
             self.evaluating = False
             self.heartbeat.restart_count(self.step)

@@ -11,6 +11,7 @@ from typing import Any
 
 from claimcheck.engine.evidence import digest_of
 from claimcheck.engine.pipeline.context import StageContext
+from claimcheck.engine.stats import registry as metric_registry
 from claimcheck.engine.training.hardware import Capability, probe
 from claimcheck.engine.training.schema import Inputs
 
@@ -457,6 +458,9 @@ def _over_time(s: _Resolving) -> None:
     eff["dev_metric"] = str(
         claim.get("primary_metric") or ("macro_f1" if inp.task_kind == "text_classification" else "dev_loss")
     )
+    classes = [str(c) for c in claim.get("class_order") or []]
+    if metric_registry.positive_index(claim, classes) >= 0:
+        eff["positive_class"] = str(claim["positive_class"])
     eff["alarms"] = inp.alarms.model_dump(mode="json")
 
 

@@ -322,6 +322,8 @@ class Effective(_M):
     required_checks: list[str] = Field(default_factory=lambda: list(Inputs().required_checks))
     on_required_fail: Literal["refuse_dispatch", "warn"] = "refuse_dispatch"
     dev_metric: str = ""  # "" = macro_f1 for classification, dev_loss for SFT
+    # The claim's positive class when its AUROC / AUPRC is of a binary target ("" = macro one-vs-rest).
+    positive_class: str = ""
     alarms: Alarms = Field(default_factory=Alarms)
     label_classes: list[str] = Field(default_factory=list)
     optimizer_steps: int = 0

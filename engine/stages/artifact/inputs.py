@@ -10,9 +10,11 @@ from claimcheck.engine.artifact.decoding import Decoding
 
 class Inputs(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    # Empty: the claim's frozen comparators. Listed: a subset of them (an arm of the claim left out
+    # fails artifact.arms; an arm the claim does not list is refused).
     comparators: list[str] = Field(
-        default_factory=lambda: ["base_model", "candidate", "best_baseline"],
-        description="The arms scored on the locked test beside each other, comma-separated.",
+        default_factory=list,
+        description="The arms scored beside the candidate (empty = the claim's comparators), comma-separated.",
     )
     bootstrap_resamples: int = Field(
         default=1000, ge=100, le=100_000, description="Bootstrap resamples of each paired interval."

@@ -19,6 +19,7 @@ from claimcheck.engine.artifact.common import PB_OUTCOMES
 from claimcheck.engine.evidence import Check, StageRecord
 from claimcheck.engine.pipeline.context import StageContext, StageInputError
 from claimcheck.engine.stages.dispatch.checks import typed
+from claimcheck.engine.stats import registry
 
 
 def checks(
@@ -47,12 +48,11 @@ def checks(
     ctx.check_cancelled()
     fn = sk.predictor(model, spec.learner, data)
     note = f"{spec.learner} refitted under the contract on {sk.fit_frame(data, spec.fit_rows).height} rows ({spec.fit_rows})"
-    wanted = inputs.model_copy(update={"comparators": [c for c in inputs.comparators if c != "base_model"]})
     if data.task == "regression":
-        out.extend(_regression(wanted, data, fn, note, upstream, ctx))
+        out.extend(_regression(inputs, data, fn, note, upstream, ctx))
     else:
         out.extend(
-            compare_arms(wanted, eff, upstream, ctx, ({"candidate": fn}, {"candidate": note}))["checks"]
+            compare_arms(inputs, eff, upstream, ctx, ({"candidate": fn}, {"candidate": note}))["checks"]
         )
     return out
 
@@ -77,7 +77,7 @@ def _regression(
     from claimcheck.engine.artifact.arms import arm_counts, arm_predict, latency, locked_read, locked_test
     from claimcheck.engine.stages.baseline import run as baseline
 
-    metric = str(upstream["claim"].inputs.get("primary_metric") or "mae")
+    metric = str(upstream["claim"].inputs.get("primary_metric") or registry.DEFAULTS["numeric"])
     lt = locked_test(inputs.max_test_rows, inputs.seed, upstream, ctx)
     test, reads, total, coverage, units = lt.rows, lt.reads, lt.total, lt.coverage, lt.units
     y = test["target"].cast(float, strict=False).fill_null(float("nan")).to_numpy()

@@ -18,6 +18,8 @@ from typing import Any
 from claimcheck.engine.artifact.arms import (
     arm_counts,
     arm_predict,
+    chosen_arms,
+    claimed_arms,
     latency,
     locked_read,
     locked_test,
@@ -31,6 +33,7 @@ from claimcheck.engine.shapes import artifact as shapes
 from claimcheck.engine.shapes import parse
 from claimcheck.engine.shapes import training as upstream_shapes
 from claimcheck.engine.stages.artifact.inputs import Inputs
+from claimcheck.engine.stats import registry as metric_registry
 
 TITLE = "Artifact"
 
@@ -41,6 +44,13 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     bad = [c for c in inputs.comparators if c not in ARM_NAMES]
     if bad:
         raise StageInputError(f"unknown comparator(s) {bad}; choose from {', '.join(ARM_NAMES)}")
+    given = inputs  # recorded as given; the arms scored are the claim's comparators it selects
+    try:
+        inputs = inputs.model_copy(
+            update={"comparators": chosen_arms(inputs.comparators, _claimed(upstream))}
+        )
+    except ValueError as exc:
+        raise StageInputError(str(exc)) from None
     eff, _ = contract_of(upstream)
     disp = upstream.get("dispatch")
     if disp is None:
@@ -48,8 +58,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     if disp.check("dispatch.no_job") is not None:
         checks = _sklearn_candidate(inputs, eff, upstream, ctx)
         comparison = {"checks": checks} if any(c.id == "artifact.comparison" for c in checks) else None
-        checks.append(_outcomes(checks, comparison, upstream))
-        return StageRecord(stage="artifact", inputs=inputs.model_dump(mode="json"), checks=checks)
+        return _record(given, checks, comparison, upstream)
     if disp.check("dispatch.identity") is None:
         gate = disp.check("dispatch.required_checks")
         raise StageInputError(
@@ -71,8 +80,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
                 playbook=PB_IDENTITY,
             )
         )
-        checks.append(_outcomes(checks, None, upstream))
-        return StageRecord(stage="artifact", inputs=inputs.model_dump(mode="json"), checks=checks)
+        return _record(given, checks, None, upstream)
     ctx.progress(0.05, "artifact identity")
     checks.append(_identity(final, ctx))
     ctx.progress(0.15, "reload parity in a fresh process")
@@ -82,10 +90,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
         from claimcheck.engine.artifact import sft
 
         comparison = sft.compare(inputs, eff, final, upstream, ctx)
-        checks.extend(comparison["checks"])
-        checks.append(_outcomes(checks, comparison, upstream))
-        return StageRecord(stage="artifact", inputs=inputs.model_dump(mode="json"), checks=checks)
-    if eff.get("task_kind") != "text_classification":
+    elif eff.get("task_kind") != "text_classification":
         checks.append(
             Check(
                 id="artifact.comparison",
@@ -95,10 +100,23 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
                 playbook=PB_COMPARE,
             )
         )
-        checks.append(_outcomes(checks, None, upstream))
-        return StageRecord(stage="artifact", inputs=inputs.model_dump(mode="json"), checks=checks)
-    comparison = compare(inputs, eff, final, upstream, ctx)
+        return _record(given, checks, None, upstream)
+    else:
+        comparison = compare(inputs, eff, final, upstream, ctx)
     checks.extend(comparison["checks"])
+    return _record(given, checks, comparison, upstream)
+
+
+def _claimed(upstream: dict[str, StageRecord]) -> list[str]:
+    """The claim's frozen comparators: the arms the artifact stage scores beside the candidate."""
+    return [str(c) for c in _claim(upstream).get("comparators", [])]
+
+
+def _record(
+    inputs: Inputs, checks: list[Check], comparison: dict[str, Any] | None, upstream: dict[str, StageRecord]
+) -> StageRecord:
+    """The stage record: the arms check held against the claim's comparators, then the verdict."""
+    checks = [claimed_arms(c, _claimed(upstream)) if c.id == "artifact.arms" else c for c in checks]
     checks.append(_outcomes(checks, comparison, upstream))
     return StageRecord(stage="artifact", inputs=inputs.model_dump(mode="json"), checks=checks)
 
@@ -267,14 +285,9 @@ def compare_arms(
             )
         except StageInputError as exc:
             notes["best_baseline"] = f"not available: {exc}"
+    metric = _primary_metric(upstream)
     if "trivial_baseline" in arms_wanted:
-        train_y = splits.rows("train", upstream, ctx, caller="artifact", labels=True)["target"].to_list()
-        prior = np.bincount(
-            [classes.index(str(t)) for t in train_y if str(t) in classes], minlength=len(classes)
-        )
-        major = np.eye(len(classes))[int(prior.argmax())]
-        fns["trivial_baseline"] = lambda frame: np.tile(major, (frame.height, 1))
-        notes["trivial_baseline"] = f"always '{classes[int(prior.argmax())]}' (train's majority class)"
+        fns["trivial_baseline"], notes["trivial_baseline"] = _trivial(metric, classes, upstream, ctx)
 
     preds: dict[str, dict[str, Any]] = {}
     for i, arm in enumerate(a for a in arms_wanted if a in fns):
@@ -284,20 +297,44 @@ def compare_arms(
         preds[arm] = {**r["test"], "cal_proba": r["calibration"]["proba"], "cal_ok": r["calibration"]["ok"]}
     checks = [locked_read(reads, total_test, coverage)]
     checks.append(arm_counts(arms_wanted, preds, notes, test.height, y, coverage))
-    metric = _primary_metric(upstream)
-    checks.extend(quality(Scored(inputs, preds, y, y_cal, units, unit_kind, classes, metric, test, coverage)))
+    positive = metric_registry.positive_index(_claim(upstream), classes)
+    scored = Scored(inputs, preds, y, y_cal, units, unit_kind, classes, metric, test, coverage, positive)
+    checks.extend(quality(scored))
     ctx.progress(0.85, "latency")
     checks.append(latency(inputs.latency_examples, fns, test))
     return {"checks": checks, "metric": metric}
 
 
+def _trivial(
+    metric: str, classes: list[str], upstream: dict[str, StageRecord], ctx: StageContext
+) -> tuple[Any, str]:
+    """Train's majority class; for a metric scored from probabilities, train's class shares."""
+    import numpy as np
+
+    from claimcheck.engine.data import splits
+
+    train_y = splits.rows("train", upstream, ctx, caller="artifact", labels=True)["target"].to_list()
+    prior = np.bincount([classes.index(str(t)) for t in train_y if str(t) in classes], minlength=len(classes))
+    major = classes[int(prior.argmax())]
+    if metric_registry.get(metric).needs_proba:
+        shares = prior / max(1, prior.sum())
+        return (lambda frame: np.tile(shares, (frame.height, 1))), (
+            f"train's class shares as probabilities (majority '{major}')"
+        )
+    onehot = np.eye(len(classes))[int(prior.argmax())]
+    return (lambda frame: np.tile(onehot, (frame.height, 1))), f"always '{major}' (train's majority class)"
+
+
 def _primary_metric(upstream: dict[str, StageRecord]) -> str:
-    m = str(_claim(upstream).get("primary_metric") or "macro_f1")
-    return (
-        m
-        if m in ("accuracy", "macro_f1", "weighted_f1", "balanced_accuracy", "log_loss", "brier")
-        else "macro_f1"
-    )
+    """The claim's primary metric (the claim stage refuses one the registry cannot compute for a
+    categorical target); macro_f1 for a claim that states none."""
+    m = str(_claim(upstream).get("primary_metric") or metric_registry.DEFAULTS["categorical"])
+    if m not in metric_registry.computed_for("tabular", "categorical"):
+        raise StageInputError(
+            f"claim.primary_metric '{m}' is not computed for a categorical target; "
+            "re-run the claim stage (it refuses such a claim)"
+        )
+    return m
 
 
 # ---------------------------------------------------------------- the four outcomes

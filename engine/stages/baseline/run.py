@@ -16,7 +16,7 @@ from typing import Any
 
 from claimcheck.engine import threads
 from claimcheck.engine.baseline.classification import classification_checks
-from claimcheck.engine.baseline.evaluation import REPORT_KEY, Evaluation, evaluated
+from claimcheck.engine.baseline.evaluation import Evaluation, evaluated
 from claimcheck.engine.baseline.learners import (
     Fitted,
     default_learners,
@@ -39,7 +39,7 @@ from claimcheck.engine.baseline.records import (
 from claimcheck.engine.evidence import Check, StageRecord
 from claimcheck.engine.pipeline.context import StageContext, StageInputError
 from claimcheck.engine.stages.baseline.inputs import Inputs, OperatingPoint
-from claimcheck.engine.stats.names import LOWER_IS_BETTER
+from claimcheck.engine.stats import registry
 
 TITLE = "Baseline"
 __all__ = ["PREDICTIONS_FILE", "TITLE", "Inputs", "OperatingPoint", "best_conventional", "refit_best", "run"]
@@ -58,7 +58,7 @@ def best_conventional(upstream: dict[str, StageRecord]) -> tuple[str, float | No
     if not learners:
         raise StageInputError("the baseline stage recorded no conventional learner to compare against")
     metric = conv.primary_metric or "macro_f1"
-    lower = metric in LOWER_IS_BETTER
+    lower = registry.lower_is_better(metric)
     worst = math.inf if lower else -math.inf
 
     def score(name: str) -> float:
@@ -89,6 +89,18 @@ def refit_best(upstream: dict[str, StageRecord], ctx: StageContext) -> tuple[Any
 # ---------------------------------------------------------------- the stage
 
 
+def _metric_key(claim: dict[str, Any], data: Any) -> str:
+    """The claim's metric under the key the baseline's reports hold it: AUROC / AUPRC of a binary
+    claim by its name (the positive class's figure), macro one-vs-rest by the report key."""
+    if data.task == "generation":
+        return registry.DEFAULTS["text"]
+    kind = "numeric" if data.task == "regression" else "categorical"
+    entry = registry.get(str(claim.get("primary_metric") or registry.DEFAULTS[kind]))
+    if registry.positive_index(claim, data.classes) >= 0:
+        return entry.name
+    return entry.key
+
+
 def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> StageRecord:
     t_start = time.perf_counter()
     ctx.progress(0.0, "reading train / dev / calibration rows")
@@ -96,10 +108,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     claim = upstream["claim"].inputs
     learners = inputs.learners or default_learners(data.task, claim, data.text_cols)
     validate_learners(learners, data)
-    metric = str(claim.get("primary_metric") or ("mae" if data.task == "regression" else "macro_f1"))
-    metric = REPORT_KEY.get(metric, metric)
-    if data.task == "generation":
-        metric = "exact_match"
+    metric = _metric_key(claim, data)
     t_load = time.perf_counter() - t_start
     t_imports = import_learner_libraries()
 

@@ -4,30 +4,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
+
+from claimcheck.engine.stats import registry
 
 TRIVIAL = "trivial_baseline"
 BASE_MODEL = "base_model"
-# The arms the artifact stage scores on the locked test beside the candidate.
+# The arms the artifact stage scores on the locked test beside the candidate: exactly the claim's.
 KNOWN_COMPARATORS = (TRIVIAL, "best_baseline", BASE_MODEL)
-
-# Metrics the later stages know how to compute; the claim must name one of them.
-KNOWN_METRICS = (
-    "accuracy",
-    "balanced_accuracy",
-    "macro_f1",
-    "weighted_f1",
-    "auroc",
-    "auprc",
-    "log_loss",
-    "brier",
-    "mae",
-    "rmse",
-    "r2",
-    "ndcg_at_k",
-    "recall_at_k",
-    "exact_match",
-)
 
 
 class SuccessCriterion(BaseModel):
@@ -35,7 +19,7 @@ class SuccessCriterion(BaseModel):
     metric: str = Field(
         default="",
         description="The metric the success criterion is stated in.",
-        json_schema_extra={"suggestions": list(KNOWN_METRICS)},
+        json_schema_extra={"suggestions": registry.claimable()},
     )
     op: Literal[">=", ">", "<=", "<"] = Field(
         default=">=", description="How the metric compares to the value."
@@ -60,7 +44,7 @@ class Inputs(BaseModel):
         default="text_classification", description="The kind of model the claim is about."
     )
     # What the target is: classes ("categorical") or a number ("numeric", a regression). Empty: derived
-    # (claimcheck.engine.stats.names.target_type): categorical, except a tabular claim with a regression metric.
+    # (claimcheck.engine.stats.registry.target_type): categorical, except a tabular claim with a regression metric.
     target_type: Literal["categorical", "numeric", ""] = Field(
         default="",
         description="Classes (categorical) or a number (numeric: a regression); empty = derived from the task and metric.",
@@ -87,10 +71,15 @@ class Inputs(BaseModel):
     primary_metric: str = Field(
         default="",
         description="The one metric the claim is judged on.",
-        json_schema_extra={"suggestions": list(KNOWN_METRICS)},
+        json_schema_extra={"suggestions": registry.claimable()},
     )
     metric_averaging: str = Field(
         default="", description="How per-class scores are averaged (macro, weighted, …).", examples=["macro"]
+    )
+    positive_class: str = Field(
+        default="",
+        description="The positive class of a binary AUROC / AUPRC claim (one of class_order); empty otherwise.",
+        examples=["security"],
     )
     class_order: list[str] = Field(
         default_factory=list,
@@ -139,6 +128,38 @@ class Inputs(BaseModel):
                 )
             seen[key] = label
         return value
+
+    @model_validator(mode="after")
+    def _judgeable(self) -> Inputs:
+        """Refuse up front what the artifact stage could not judge: a metric the registry does not
+        compute for this task kind and target, a criterion relative to an arm the claim does not
+        list, a comparator no stage scores."""
+        claim = self.model_dump()
+        for field, metric in (
+            ("primary_metric", self.primary_metric),
+            ("success.metric", self.success.metric),
+        ):
+            why = registry.refusal(claim, metric) if metric else ""
+            if why:
+                raise ValueError(f"{field}: {why}")
+        unknown = [c for c in self.comparators if c not in KNOWN_COMPARATORS]
+        if unknown:
+            raise ValueError(
+                f"comparators: {', '.join(unknown)} is not an arm the artifact stage scores; "
+                f"choose from {', '.join(KNOWN_COMPARATORS)}"
+            )
+        if BASE_MODEL in self.comparators and not self.fine_tuning:
+            raise ValueError(
+                "comparators: base_model is the unchanged model a fine-tune starts from; a claim with "
+                "fine_tuning = false has none: remove it"
+            )
+        rel = self.success.relative_to
+        if rel != "absolute" and rel not in self.comparators:
+            raise ValueError(
+                f"success.relative_to: '{rel}' is not one of the claim's comparators "
+                f"({', '.join(self.comparators) or 'none listed'}); list it or choose one of them"
+            )
+        return self
 
 
 REQUIRED_TEXT = (

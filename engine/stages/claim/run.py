@@ -12,13 +12,12 @@ from claimcheck.engine.pipeline import registry
 from claimcheck.engine.pipeline.context import StageContext
 from claimcheck.engine.stages.claim.inputs import (
     BASE_MODEL,
-    KNOWN_COMPARATORS,
-    KNOWN_METRICS,
     REQUIRED_TEXT,
     TRIVIAL,
     Inputs,
 )
-from claimcheck.engine.stats.names import LOWER_IS_BETTER, REGRESSION_METRICS, target_type
+from claimcheck.engine.stats import registry as metric_registry
+from claimcheck.engine.stats.registry import target_type
 
 TITLE = "Claim"
 
@@ -52,7 +51,7 @@ def _completeness(inp: Inputs) -> Check:
     categorical = target_type(inp.model_dump()) == "categorical"
     if (
         inp.task_kind == "text_classification"
-        and inp.primary_metric not in LOWER_IS_BETTER
+        and not metric_registry.lower_is_better(inp.primary_metric)
         and not inp.metric_averaging
     ):
         missing.append("metric_averaging")
@@ -95,18 +94,17 @@ def _target_semantics(inp: Inputs) -> Check:
 
 
 def _success_criterion(inp: Inputs) -> Check:
+    """The criterion as stated. What the artifact stage could not judge (a metric the registry does
+    not compute for the claim, a comparator it does not list) is refused when the inputs are validated
+    (Inputs._judgeable); what is left is a missing or mismatched metric and a criterion pointing the
+    wrong way."""
     s = inp.success
     problems = []
-    if inp.primary_metric and inp.primary_metric not in KNOWN_METRICS:
-        problems.append(f"primary metric '{inp.primary_metric}' is not one claimcheck computes")
-    problems += _metric_fits_target(inp)
     if not s.metric:
         problems.append("no success metric")
     elif s.metric != inp.primary_metric:
         problems.append(f"success metric '{s.metric}' is not the primary metric '{inp.primary_metric}'")
-    if s.relative_to != "absolute" and s.relative_to not in inp.comparators:
-        problems.append(f"success is relative to '{s.relative_to}', which is not a listed comparator")
-    lower = s.metric in LOWER_IS_BETTER
+    lower = metric_registry.lower_is_better(s.metric)
     if (
         s.metric
         and s.relative_to == "absolute"
@@ -118,6 +116,8 @@ def _success_criterion(inp: Inputs) -> Check:
         if s.relative_to == "absolute"
         else f"{s.metric} − {s.relative_to} {s.op} {s.value}"
     )
+    if inp.positive_class and not problems:
+        text += f" (positive class '{inp.positive_class}')"
     return Check(
         id="claim.success_criterion",
         status="fail" if problems else "pass",
@@ -129,40 +129,12 @@ def _success_criterion(inp: Inputs) -> Check:
     )
 
 
-def _metric_fits_target(inp: Inputs) -> list[str]:
-    """A numeric target needs a regression metric, a categorical one a class metric; text classification
-    is categorical."""
-    kind = target_type(inp.model_dump())
-    if inp.task_kind == "causal_lm_sft" or not inp.primary_metric:
-        return []
-    if kind == "numeric" and inp.task_kind == "text_classification":
-        return [
-            'a text_classification claim has a categorical target; use task_kind = "tabular" for a numeric one'
-        ]
-    regression = inp.primary_metric in REGRESSION_METRICS
-    if kind == "numeric" and not regression:
-        return [
-            f"target_type is numeric but '{inp.primary_metric}' is not a regression metric ({', '.join(sorted(REGRESSION_METRICS))})"
-        ]
-    if kind == "categorical" and regression:
-        return [
-            f"'{inp.primary_metric}' is a regression metric; set target_type = \"numeric\" for a numeric target"
-        ]
-    return []
-
-
 def _comparators(inp: Inputs) -> Check:
+    """The required comparators are listed (unknown ones are refused by Inputs._judgeable)."""
     need = [TRIVIAL] + ([BASE_MODEL] if inp.fine_tuning else [])
     absent = [c for c in need if c not in inp.comparators]
-    unmeasured = [c for c in inp.comparators if c not in KNOWN_COMPARATORS]
     if absent:
         status, summary = "fail", "add comparators: " + ", ".join(absent)
-    elif unmeasured:
-        status = "warn"
-        summary = (
-            f"{', '.join(unmeasured)}: not a comparator the artifact stage measures "
-            f"({', '.join(KNOWN_COMPARATORS)}); it would stay unmeasured"
-        )
     else:
         status, summary = "pass", "comparators: " + ", ".join(inp.comparators)
     return Check(
@@ -170,8 +142,8 @@ def _comparators(inp: Inputs) -> Check:
         status=status,
         basis="decided",
         summary=summary,
-        measured={"comparators": list(inp.comparators), "required_absent": absent, "unmeasured": unmeasured},
-        why="Without the trivial baseline and the unchanged base model, 'better' has no reference.",
+        measured={"comparators": list(inp.comparators), "required_absent": absent, "unmeasured": []},
+        why="Without the trivial baseline and the unchanged base model, 'better' has no reference; the artifact stage scores exactly these arms.",
         playbook=PB_SCOPE,
     )
 

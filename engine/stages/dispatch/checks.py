@@ -13,8 +13,8 @@ from typing import Any
 from claimcheck.engine.evidence import Check, digest_of
 from claimcheck.engine.pipeline.context import StageInputError
 from claimcheck.engine.providers.snapshot import JobSnapshot, snapshot
+from claimcheck.engine.stats import registry
 from claimcheck.engine.training import jobfiles
-from claimcheck.engine.training.alarms import LOWER_BETTER
 from claimcheck.engine.training.jobrecords import StatusFile
 from claimcheck.engine.training.schema import Effective, effective
 
@@ -315,7 +315,7 @@ def _dev_metric(snap: JobSnapshot) -> Check:
     values = [e.value for e in evals]
     tv = snap.trivial.value if snap.trivial is not None else math.nan
     last = values[-1]
-    lower = metric in LOWER_BETTER
+    lower = registry.lower_is_better(metric)
     beats = math.isfinite(tv) and (last < tv if lower else last > tv)
     return Check(
         id="dispatch.dev_metric",
