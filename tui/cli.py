@@ -19,8 +19,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 # Polars' allocator (jemalloc) keeps freed pages for seconds by default: at a 1M-row audit's peak it
@@ -28,7 +29,13 @@ from pathlib import Path
 # takes effect before polars loads, and a value the user set wins.
 os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
 
-from claimcheck.engine.errors import EXIT_DIFFERS, EXIT_OK, EXIT_UNUSABLE  # noqa: E402  (light: no pydantic, no torch)
+from claimcheck.engine.errors import (  # noqa: E402  (light: no pydantic, no torch)
+    EXIT_DIFFERS,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    EXIT_UNUSABLE,
+)
 
 DESCRIPTION = (
     "claimcheck walks a fine-tuning claim through seven stages (claim, source, split, baseline, "
@@ -46,11 +53,45 @@ def _say(text: object, *, err: bool = False) -> None:
     print(visible(text, keep_newlines=True), file=sys.stderr if err else sys.stdout, flush=err)
 
 
+def _replace_unencodable(stream: object) -> None:
+    """Write what the terminal's encoding cannot hold as backslash escapes instead of failing with
+    UnicodeEncodeError (PYTHONIOENCODING=ascii or latin-1, a C locale)."""
+    reconfigure = getattr(stream, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="backslashreplace")
+
+
 def _safe_excepthook(kind: type[BaseException], value: BaseException, tb: object) -> None:
     """An unexpected error's traceback, with data in its message made visible like every other text."""
     import traceback
 
     _say("".join(traceback.format_exception(kind, value, tb)).rstrip("\n"), err=True)
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt: `finally` blocks run, so
+    the session's lock is released and every write is either whole or left for the next run."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+    raise Terminated
+
+
+def _interruptible(command: Callable[[], int]) -> int:
+    """Run a headless command with SIGTERM handled; Ctrl-C or SIGTERM end it with one line, no
+    traceback, exit 130 / 143. What was written stays continuable: run the same command again."""
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return command()
+    except KeyboardInterrupt:
+        _say("\ninterrupted; run the same command to continue", err=True)
+        return EXIT_INTERRUPTED
+    except Terminated:
+        _say("terminated; run the same command to continue", err=True)
+        return EXIT_TERMINATED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _progress(message: str) -> None:
@@ -270,10 +311,13 @@ def _sign_session(session_dir: Path, key: Path) -> str | None:
     """Sign only a session that passes its integrity checks, under the session's lock."""
     from claimcheck.engine.headless import integrity
     from claimcheck.engine.ledger import signing
+    from claimcheck.engine.ledger.lock import took_over_line
     from claimcheck.engine.ledger.session import Session
 
     session = Session.open(session_dir)
-    session.lock.acquire()
+    taken = session.lock.acquire(take_over_stale=True)
+    if taken is not None:
+        _say(took_over_line(session_dir, taken), err=True)
     try:
         loaded = integrity.load(session)
         bad = [r for r in integrity.verify(session, loaded) if r.failing and r.check != "(signature)"]
@@ -307,20 +351,23 @@ def cmd_open(session_dir: Path | None, recipe: str | None, workspace: Path | Non
     return int(getattr(app, "return_code", 0) or 0)
 
 
+_SUBCOMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
+    "report": cmd_report,
+    "run": cmd_run,
+    "coverage": cmd_coverage,
+    "export": cmd_export,
+    "sign": cmd_sign,
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:  # the real command line (tests pass argv and keep their own hook)
         sys.excepthook = _safe_excepthook
+        _replace_unencodable(sys.stdout)
+        _replace_unencodable(sys.stderr)
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "report":
-        return cmd_report(argv[1:])
-    if argv and argv[0] == "run":
-        return cmd_run(argv[1:])
-    if argv and argv[0] == "coverage":
-        return cmd_coverage(argv[1:])
-    if argv and argv[0] == "export":
-        return cmd_export(argv[1:])
-    if argv and argv[0] == "sign":
-        return cmd_sign(argv[1:])
+    if argv and argv[0] in _SUBCOMMANDS:
+        return _interruptible(lambda: _SUBCOMMANDS[argv[0]](argv[1:]))
     args = _main_parser().parse_args(argv)
     if args.version:
         from claimcheck.engine import __version__
@@ -328,7 +375,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"claimcheck {__version__}")
         return EXIT_OK
     if args.replay is not None:
-        return cmd_replay(args.replay, args.retrain, args.json)
+        return _interruptible(lambda: cmd_replay(args.replay, args.retrain, args.json))
     return cmd_open(args.session_dir, args.recipe, args.workspace)
 
 
