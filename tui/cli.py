@@ -266,17 +266,24 @@ def cmd_coverage(argv: Sequence[str]) -> int:
     return EXIT_OK
 
 
+def _warns(library: str) -> Callable[[str], None]:
+    """Where an export's library warnings go: one visible line each (or a block) on stderr."""
+    return lambda message: _say(f"{library} warns: {message}", err=True)
+
+
 def cmd_export(argv: Sequence[str]) -> int:
     args = _export_parser().parse_args(argv)
     from claimcheck.engine import exports
 
-    writer = {"model-card": exports.write_model_card, "croissant": exports.write_croissant}.get(args.kind)
     try:
-        if writer is None:
-            run_id = exports.mlflow_export(args.session_dir, args.tracking_uri)
+        if args.kind == "mlflow":
+            run_id = exports.mlflow_export(args.session_dir, args.tracking_uri, warn=_warns("mlflow"))
             _say(f"logged MLflow run {run_id}")
             return EXIT_OK
-        path = writer(args.session_dir, args.out)
+        if args.kind == "croissant":
+            path = exports.write_croissant(args.session_dir, args.out, warn=_warns("mlcroissant"))
+        else:
+            path = exports.write_model_card(args.session_dir, args.out)
     except _user_errors() as exc:
         return _user_error(exc)
     except ModuleNotFoundError as exc:
