@@ -17,7 +17,6 @@ Imports here stay light: `--help` must not load torch, transformers or the Textu
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
@@ -204,9 +203,12 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
 
 def _print_result(result, as_json: bool) -> int:
+    from claimcheck.engine.textsafe import json_text
+
     if as_json:
-        # ensure_ascii: every control and non-ASCII character is a \uXXXX escape in the output.
-        print(json.dumps(result.to_json(), indent=2, default=str, ensure_ascii=True))
+        # json_text: every control and non-ASCII character, and the characters of Markdown links and
+        # HTML tags, are \uXXXX escapes in the output; the parsed document holds the exact data.
+        print(json_text(result.to_json(), indent=2, default=str))
     elif getattr(result, "error", ""):
         _say(result.render_table(), err=True)  # unusable input: an error, so on stderr
     else:
@@ -254,13 +256,14 @@ def cmd_report(argv: Sequence[str]) -> int:
 def cmd_coverage(argv: Sequence[str]) -> int:
     args = _coverage_parser().parse_args(argv)
     from claimcheck.engine.report.coverage import from_session, render_text
+    from claimcheck.engine.textsafe import json_text
 
     try:
         cov = from_session(args.session_dir)
     except _user_errors() as exc:
         return _user_error(exc)
     if args.json:
-        print(json.dumps(cov.to_json(), indent=2, ensure_ascii=True))
+        print(json_text(cov.to_json(), indent=2))
     else:
         _say(render_text(cov))
     return EXIT_OK
