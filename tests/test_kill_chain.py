@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_crash import CHILD_TIMEOUT_S, _warm_imports, write_workspace
+from tests.test_crash import CHILD_TIMEOUT_S, _wait, _warm_imports, run_drivers, write_workspace
 
 ROOT = Path(__file__).resolve().parents[1]
 KILLS = 100  # at least this many kills in all, over both lanes
@@ -66,19 +66,9 @@ def run_once(argv: list[str], log: Path, kill: tuple[int, float] | None) -> int:
     pid = os.fork()
     if pid == 0:
         _child(argv, log)
-    start = time.monotonic()
-    sent = False
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-        elapsed = time.monotonic() - start
-        if not sent and kill is not None and elapsed >= kill[1]:
-            os.kill(pid, kill[0])
-            sent = True
-        if elapsed >= CHILD_TIMEOUT_S:
-            os.kill(pid, signal.SIGKILL)
-        time.sleep(0.002)
+    if kill is None:
+        return _wait(pid, CHILD_TIMEOUT_S)
+    return _wait(pid, CHILD_TIMEOUT_S, kill_after=kill[1], sig=kill[0])
 
 
 def toml_problems(session_dir: Path) -> list[str]:
@@ -194,22 +184,12 @@ def test_every_killed_run_and_sign_continues_with_the_same_command(tmp_path: Pat
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     t0 = time.monotonic()
     per_lane = -(-KILLS // LANES)
-    drivers = [
-        subprocess.Popen(
-            [sys.executable, "-m", "tests.test_kill_chain", str(tmp_path), str(lane), str(per_lane), "28"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=ROOT,
-        )
-        for lane in range(LANES)
-    ]
-    chains = []
-    for d in drivers:
-        stdout, stderr = d.communicate(timeout=900)
-        assert d.returncode == 0, stderr[-3000:]
-        chains += json.loads(stdout.strip().splitlines()[-1])["chains"]
+    lanes = run_drivers(
+        "tests.test_kill_chain",
+        [[str(tmp_path), str(lane), str(per_lane), "28"] for lane in range(LANES)],
+        env,
+    )
+    chains = [c for lane in lanes for c in lane["chains"]]
     kill_s = time.monotonic() - t0
     findings = [f for c in chains for part in ("run", "sign") for f in c[part]["findings"]]
     for c in chains:

@@ -80,17 +80,21 @@ def _on_sigterm(signum: int, frame: object) -> None:
 def _interruptible(command: Callable[[], int]) -> int:
     """Run a headless command with SIGTERM handled; Ctrl-C or SIGTERM end it with one line, no
     traceback, exit 130 / 143. What was written stays continuable: run the same command again."""
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    import threading
+
+    main_thread = threading.current_thread() is threading.main_thread()  # where handlers can be set
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
     try:
         return command()
     except KeyboardInterrupt:
-        _say("\ninterrupted; run the same command to continue", err=True)
+        _say("interrupted; run the same command to continue", err=True)
         return EXIT_INTERRUPTED
     except Terminated:
         _say("terminated; run the same command to continue", err=True)
         return EXIT_TERMINATED
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _progress(message: str) -> None:

@@ -46,9 +46,9 @@ class Names:
     """MLflow keys for claimcheck's names (stage inputs, column names, arms, metrics).
 
     MLflow takes letters, digits, `_ - . /`, space and colon, up to 250 characters, and no key that
-    reads as a path (`..`). A name outside that alphabet is mapped: every other character becomes
-    `_`, a key starting with `.` gets a leading `_`, a long one is cut and both get a short hash of
-    the original so two names never share a key. The original of each mapped key is kept as the tag
+    reads as a path (`..`). Keys here keep to letters, digits, `_ - .` and space: any other
+    character becomes `_`, a key starting with `.` gets a leading `_`, a key over MAX_KEY is cut,
+    and a key so changed gets a short hash of the original, so two names never share a key. The original of each mapped key is kept as the tag
     `claimcheck.original.<key>` (made visible)."""
 
     originals: dict[str, str] = field(default_factory=dict)  # key -> the name it stands for
