@@ -18,6 +18,8 @@ from typing import Any
 EXIT_OK = 0  # everything reproduced / recorded and frozen / written
 EXIT_DIFFERS = 1  # something did not reproduce, a check failed, or a run stopped early
 EXIT_UNUSABLE = 2  # the input cannot be used at all: a bad file, a missing session, a refused input
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT): what was written is kept; the same command continues
+EXIT_TERMINATED = 143  # SIGTERM (128 + SIGTERM): the same, the lock released
 
 
 class ClaimcheckError(Exception):

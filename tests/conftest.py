@@ -27,6 +27,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 # last long file. Only the order changes: each file's tests keep theirs.
 LONGEST_FIRST = (
     "test_crash.py",
+    "test_kill_chain.py",
     "test_sft_end_to_end.py",
     "test_end_to_end.py",
     "test_tui_walk.py",

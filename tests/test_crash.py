@@ -92,19 +92,21 @@ def _child(answers: Path, session_dir: Path, crash_after: int | None) -> None:
         os._exit(rc)
 
 
-def _wait(pid: int, timeout: float, kill_after: float | None = None) -> int:
-    """Wait for a child; SIGKILL it after kill_after seconds (or at the timeout). Its exit code,
-    -9 when it was killed."""
+def _wait(pid: int, timeout: float, kill_after: float | None = None, sig: int = signal.SIGKILL) -> int:
+    """Wait for a child; send it `sig` after kill_after seconds, SIGKILL at the timeout. Its exit
+    code, -N when signal N ended it."""
     start = time.monotonic()
-    killed = False
+    sent = False
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
         elapsed = time.monotonic() - start
-        if not killed and ((kill_after is not None and elapsed >= kill_after) or elapsed >= timeout):
+        if not sent and kill_after is not None and elapsed >= kill_after:
+            os.kill(pid, sig)
+            sent = True
+        if elapsed >= timeout:
             os.kill(pid, signal.SIGKILL)
-            killed = True
         time.sleep(0.002)
 
 
@@ -270,37 +272,40 @@ def _check_job(job: tuple[str, str, str]) -> dict:
 # ---------------------------------------------------------------- the test
 
 
-@pytest.mark.slow
-def test_killing_run_answers_anywhere_leaves_a_session_that_continues(tmp_path: Path) -> None:
-    answers = write_workspace(tmp_path)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop(CRASH_ENV, None)
-    t0 = time.monotonic()
+def run_drivers(module: str, lane_args: list[list[str]], env: dict[str, str]) -> list[dict]:
+    """One driver process a lane (`python -m MODULE ARGS`), all at once; the JSON each printed last."""
     drivers = [
         subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.test_crash",
-                str(tmp_path),
-                str(lane),
-                str(LANES),
-                str(KILLS),
-                "14",
-            ],
+            [sys.executable, "-m", module, *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             env=env,
             cwd=ROOT,
         )
-        for lane in range(LANES)
+        for args in lane_args
     ]
-    kills: dict = {"full_s": 0.0, "points": [], "random": []}
+    out = []
     for d in drivers:
-        stdout, stderr = d.communicate(timeout=600)
+        stdout, stderr = d.communicate(timeout=900)
         assert d.returncode == 0, stderr[-3000:]
-        lane = json.loads(stdout.strip().splitlines()[-1])
+        out.append(json.loads(stdout.strip().splitlines()[-1]))
+    return out
+
+
+@pytest.mark.slow
+def test_killing_run_answers_anywhere_leaves_a_session_that_continues(tmp_path: Path) -> None:
+    answers = write_workspace(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop(CRASH_ENV, None)
+    t0 = time.monotonic()
+    lanes = run_drivers(
+        "tests.test_crash",
+        [[str(tmp_path), str(lane), str(LANES), str(KILLS), "14"] for lane in range(LANES)],
+        env,
+    )
+    kills: dict = {"full_s": 0.0, "points": [], "random": []}
+    for lane in lanes:
         kills["full_s"] = max(kills["full_s"], lane["full_s"])
         kills["points"] += lane["points"]
         kills["random"] += lane["random"]

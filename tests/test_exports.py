@@ -4,6 +4,7 @@ is not frozen."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,118 @@ def test_mlflow_run_is_logged_and_read_back_from_a_real_local_store(
     # One run per session: exporting again adds none.
     assert main(["export", "mlflow", str(session), "--tracking-uri", store]) == 0
     assert len(mlflow.search_runs(experiment_names=["claimcheck"], output_format="list")) == 1
+
+
+# ---------------------------------------------------------------- ordinary and hostile column names
+
+ESC = "\x1b"
+# Columns of the sample data renamed: whitespace and symbols MLflow and mlcroissant refuse in names,
+# and APC / PM / SOS strings (ESC _, ESC ^, ESC X ... ESC \) a terminal would swallow.
+RENAMED = {
+    "channel": "unit price ($)",
+    "product": f"apc{ESC}_evil-apc{ESC}\\",
+    "priority": f"pm{ESC}^evil-pm{ESC}\\",
+    "case_id": f"sos{ESC}Xevil-sos{ESC}\\",
+}
+
+
+@pytest.fixture(scope="module")
+def odd_columns(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real session (claim, source, split, baseline by `run --answers`) whose data has the columns
+    in RENAMED: `unit price ($)` an input column with an availability entry, `sos…` an entity column."""
+    import csv
+    import io
+
+    from tests.test_crash import write_workspace
+
+    ws = tmp_path_factory.mktemp("odd-columns")
+    answers = write_workspace(ws)
+    head, rest = (ws / "tiny.csv").read_text().split("\n", 1)
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow([RENAMED.get(c, c) for c in head.split(",")])
+    (ws / "tiny.csv").write_text(buf.getvalue() + rest)
+    text = answers.read_text().replace('"channel"', '"unit price ($)"')
+    text = text.replace("\nchannel = ", '\n"unit price ($)" = ').replace(
+        '"case_id"', '"sos\\u001bXevil-sos\\u001b\\\\"'
+    )
+    answers.write_text(text)
+    assert main(["run", "--answers", str(answers), str(ws / "s")]) == 0
+    return ws / "s"
+
+
+def test_mlflow_maps_column_names_and_keeps_the_originals_as_tags(
+    odd_columns: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mlflow = pytest.importorskip("mlflow")
+    from mlflow.utils.validation import validate_param_and_metric_name
+
+    store = (tmp_path / "mlruns").as_uri()
+    assert main(["export", "mlflow", str(odd_columns), "--tracking-uri", store]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("logged MLflow run ") and ESC not in out + err
+    mlflow.set_tracking_uri(store)
+    (run,) = mlflow.search_runs(experiment_names=["claimcheck"], output_format="list")
+    assert run.info.status == "FINISHED"
+    inputs = Session.open(odd_columns).record("source").inputs
+    assert len(run.data.params) >= len(inputs["availability"])
+    assert all(validate_param_and_metric_name(k) for k in run.data.params)
+    (key,) = [k for k in run.data.params if k.startswith("source.availability.unit price")]
+    assert key != "source.availability.unit price ($)"
+    assert run.data.params[key] == inputs["availability"]["unit price ($)"]
+    assert run.data.tags[f"claimcheck.original.{key}"] == "source.availability.unit price ($)"
+    # The entity column with an SOS string: the list's text, no raw escape in it.
+    entity = run.data.params["source.entity_columns"]
+    assert "sos\\x1bXevil-sos" in entity and ESC not in entity
+    assert main(["export", "mlflow", str(odd_columns), "--tracking-uri", store]) == 0
+    assert len(mlflow.search_runs(experiment_names=["claimcheck"], output_format="list")) == 1
+
+
+def test_a_failed_mlflow_logging_marks_the_run_failed_and_is_never_reported_logged(
+    odd_columns: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A store whose artifact location cannot be written (a path under a plain file): the run is
+    created, logging its artifacts fails; it is marked FAILED, and the second call does not report
+    success on it either."""
+    mlflow = pytest.importorskip("mlflow")
+    (tmp_path / "plain-file").write_text("not a folder")
+    store = (tmp_path / "mlruns").as_uri()
+    os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    client = mlflow.MlflowClient(tracking_uri=store)
+    client.create_experiment("claimcheck", artifact_location=str(tmp_path / "plain-file" / "artifacts"))
+    for _ in range(2):
+        assert main(["export", "mlflow", str(odd_columns), "--tracking-uri", store]) == 2
+        out, err = capsys.readouterr()
+        assert "logged MLflow run" not in out + err and "Traceback" not in err
+        (line,) = err.strip().splitlines()[-1:]
+        assert "marked FAILED" in line and "NotADirectoryError" in line
+    mlflow.set_tracking_uri(store)
+    runs = mlflow.search_runs(experiment_names=["claimcheck"], output_format="list")
+    assert len(runs) == 2 and {r.info.status for r in runs} == {"FAILED"}
+
+
+def test_croissant_maps_field_ids_and_reads_the_real_file(
+    odd_columns: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mlc = pytest.importorskip("mlcroissant")
+    import itertools
+    import json
+
+    assert main(["export", "croissant", str(odd_columns)]) == 0
+    out, err = capsys.readouterr()
+    assert ESC not in out + err and "Traceback" not in err
+    assert "mlcroissant warns:" in err  # its recommendations, captured and shown visibly
+    path = odd_columns / "exports" / "croissant" / "croissant.json"
+    doc = json.loads(path.read_text())
+    fields = {f["source"]["extract"]["column"]: f for f in doc["recordSet"][0]["field"]}
+    assert fields["unit price ($)"]["@id"].startswith("records/unit_price") and " " not in "".join(
+        f["@id"] for f in fields.values()
+    )
+    assert fields["unit price ($)"]["name"] == "unit price ($)"
+    apc = RENAMED["product"]
+    assert fields[apc]["name"] == "apc␛_evil-apc␛\\" and ESC not in fields[apc]["@id"]
+    assert len({f["@id"] for f in fields.values()}) == len(fields)
+    # mlcroissant's own reader over the real file finds every column by its exact name.
+    ds = mlc.Dataset(jsonld=path, mapping={"source-file": str(odd_columns.parent / "tiny.csv")})
+    (first,) = list(itertools.islice(ds.records("records"), 1))
+    assert set(first) == {f["@id"] for f in fields.values()}
+    assert first[fields["unit price ($)"]["@id"]] in (b"email", b"chat", b"phone", b"web")

@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from claimcheck.engine.evidence import dump_toml
-from claimcheck.engine.textsafe import HIDDEN_RANGES, is_hidden, visible
+from claimcheck.engine.textsafe import HIDDEN_RANGES, MAX_MARKS, is_hidden, json_text, visible
 
 ROOT = Path(__file__).resolve().parent.parent
 ESC, BEL, ST = "\x1b", "\x07", "\x1b\\"
@@ -63,6 +63,16 @@ PAYLOADS: dict[str, str] = {
     "markdown_image": "![mdimg](http://evil.example/i.png)",
     "bare_autolinks": "see http://evil.example/x or www.evil.example or mail@evil.example",
     "long_line_100k": "L" * 100_000 + f"{ESC}[5mblink",
+    "apc": f"{ESC}_apc-payload{ST}",
+    "pm": f"{ESC}^pm-payload{ST}",
+    "sos": f"{ESC}Xsos-payload{ST}",
+    "c1_apc": "\x9fc1apc\x9c",
+    "variation_selectors": "heart\ufe0f\ufe00 ideo\U000e0100\U000e01ef",
+    "braille_blank": "blank\u2800\u2800here",
+    "zalgo": "Z" + "\u0301" * 500 + "algo",
+    "grapheme_10k": "g" + "\u0300" * 9_999,
+    "markdown_js_link": "[x](javascript:alert(1))",
+    "details_ontoggle": "<details open ontoggle=alert(1)>",
 }
 
 # The raw form that must not reach a terminal / report: the control-bearing core of each payload.
@@ -82,9 +92,20 @@ SIGNATURE: dict[str, str] = {
     "lri_pdi": "\u2066",
     "zero_width": "\u200d",
     "long_line_100k": f"{ESC}[5m",
+    "apc": f"{ESC}_",
+    "pm": f"{ESC}^",
+    "sos": f"{ESC}X",
+    "c1_apc": "\x9f",
+    "variation_selectors": "\ufe0f",
+    "braille_blank": "\u2800",
 }
-MARKUP_KINDS = [k for k in PAYLOADS if k not in SIGNATURE]
-assert len(PAYLOADS) >= 19 and len(MARKUP_KINDS) == 8
+# Stacks of combining marks: visible keeps MAX_MARKS of them on one character. The TUI's inputs keep
+# one cell per character and are not checked for these.
+STACKS: dict[str, str] = {"zalgo": "\u0301" * (MAX_MARKS + 1), "grapheme_10k": "\u0300" * (MAX_MARKS + 1)}
+MARKUP_KINDS = [k for k in PAYLOADS if k not in SIGNATURE and k not in STACKS]
+assert len(PAYLOADS) >= 29 and len(MARKUP_KINDS) == 10
+# Data that would be a live Markdown link or HTML element where it is rendered.
+LIVE_MARKUP = ("[x](javascript:", "<details open ontoggle=")
 
 # Claim fields that take free text (lists: every payload is one item).
 TEXT_FIELDS = ("prediction_unit", "target_meaning", "population", "metric_averaging", "run_scope")
@@ -99,6 +120,11 @@ def hidden(text: str, allowed: str = "\n") -> int:
 def leaks(text: str) -> dict[str, int]:
     """Raw signature occurrences per payload kind (only kinds that occur)."""
     return {k: text.count(sig) for k, sig in SIGNATURE.items() if sig in text}
+
+
+def stacks(text: str) -> dict[str, int]:
+    """Stacks of more than MAX_MARKS combining marks, per payload kind (only kinds that occur)."""
+    return {k: text.count(sig) for k, sig in STACKS.items() if sig in text}
 
 
 # ---------------------------------------------------------------- the sanitiser itself
@@ -120,7 +146,7 @@ def test_visible_leaves_no_hidden_character(kind: str) -> None:
     payload = PAYLOADS[kind]
     shown = visible(payload)
     assert hidden(shown, allowed="") == 0
-    assert not leaks(shown)
+    assert not leaks(shown) and not stacks(shown)
     if kind in MARKUP_KINDS:
         assert shown == payload  # markup is the renderer's business: the text itself is unchanged
 
@@ -132,6 +158,24 @@ def test_visible_names_each_character() -> None:
     assert visible("one\ntwo", keep_newlines=True) == "one\ntwo"
     assert visible("\U000e0041") == "\\U000e0041"  # tag characters smuggle invisible ASCII
     assert visible("plain café ✓ 中文") == "plain café ✓ 中文"
+    assert visible(f"{ESC}_apc{ST}{ESC}^pm{ST}{ESC}Xsos{ST}") == "␛_apc␛\\␛^pm␛\\␛Xsos␛\\"
+    assert visible("\x9fapc\x9c") == "\\x9fapc\\x9c"
+    assert visible("a\ufe0fb\U000e0100c\u2800d\u180bz") == "a\\ufe0fb\\U000e0100c\\u2800d\\u180bz"
+
+
+def test_visible_caps_combining_marks_on_one_character() -> None:
+    assert visible("Z" + "\u0301" * 500 + "algo") == "Z" + "\u0301" * MAX_MARKS + "⟨+496 marks⟩algo"
+    assert visible("g" + "\u0300" * 9_999) == "g" + "\u0300" * MAX_MARKS + "⟨+9995 marks⟩"
+    # Written languages keep their marks: Vietnamese, Hindi, Hebrew with points.
+    for word in ("Tiếng Việt", "हिन्दी", "שָׁלוֹם", "e\u0301\u0302\u0323\u0308"):
+        assert visible(word) == word
+
+
+def test_json_text_holds_no_markdown_link_or_html_and_parses_back_exactly() -> None:
+    doc = {"k": [PAYLOADS["markdown_js_link"], PAYLOADS["details_ontoggle"], "a & b é ␛", {"x](y": 1}]}
+    text = json_text(doc, indent=2)
+    assert text.isascii() and not any(m in text for m in LIVE_MARKUP) and "<" not in text
+    assert json.loads(text) == doc
 
 
 # ---------------------------------------------------------------- a hostile session, built by the CLI
@@ -274,6 +318,17 @@ def build_hostile(ws: Path) -> dict[str, Any]:
     out["error_rc"], out["error"] = cli_pty(["run", "--answers", "bad.toml", "s2"], ws)
 
     out["report_rc"], out["report"] = cli_pty(["report", "s"], ws)
+    out["coverage_rc"], out["coverage"] = cli_pty(["coverage", "s"], ws)
+    out["coverage_json_rc"], out["coverage_json"] = cli_pipe(["coverage", "s", "--json"], ws)
+    # The exports, each through its library: what reaches the terminal, and what they write.
+    out["exports"] = {
+        kind: cli_pty(["export", kind, "s", *extra], ws)
+        for kind, extra in (
+            ("model-card", []),
+            ("croissant", []),
+            ("mlflow", ["--tracking-uri", (ws / "mlruns").as_uri()]),
+        )
+    }
 
     # A `differs` row: the same columns, some of their cells now blank, so the measured missingness
     # (keyed by column name) differs on replay.
@@ -343,6 +398,70 @@ def test_reports_hold_no_hidden_bytes_and_no_live_markup(hostile: dict[str, Any]
     for raw in ("<script>", "<img src=x", "onerror='"):
         assert raw not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_no_stack_selector_or_live_markup_reaches_a_report_or_the_model_card(hostile: dict[str, Any]) -> None:
+    s = hostile["session"]
+    texts = {name: (s / name).read_text(encoding="utf-8") for name in ("report.md", "report.html")}
+    texts["model card"] = (s / "exports" / "model-card" / "README.md").read_text(encoding="utf-8")
+    for name, text in texts.items():
+        assert (name, hidden(text), leaks(text), stacks(text)) == (name, 0, {}, {})
+        assert "⟨+496 marks⟩" in text and re.search(r"heart\\+ufe0f\\+ufe00", text), name
+        assert re.search(r"blank\\+u2800\\+u2800here", text), name
+    from markdown_it import MarkdownIt
+
+    for name in ("report.md", "model card"):  # Markdown: the link and the element are escaped
+        assert "\\[x\\](javascript" in texts[name] and "\\<details open ontoggle" in texts[name], name
+        rendered = MarkdownIt("gfm-like", {"linkify": True}).render(texts[name])
+        assert "javascript:alert(1)" in rendered and "&lt;details open ontoggle=alert(1)&gt;" in rendered
+        assert "<details" not in rendered and 'href="javascript' not in rendered, name
+    assert "&lt;details open ontoggle=alert(1)&gt;" in texts["report.html"]
+
+
+def test_json_outputs_hold_no_live_markup_and_keep_the_exact_data(hostile: dict[str, Any]) -> None:
+    for name in ("json", "coverage_json"):
+        text = hostile[name]
+        assert text.isascii() and not any(m in text for m in LIVE_MARKUP) and "<" not in text, name
+        assert (hidden(text), leaks(text), stacks(text)) == (0, {}, {})
+    keys = [d["key"] for r in json.loads(hostile["json"])["rows"] for d in r.get("differences", [])]
+    wanted = _columns()[list(PAYLOADS).index("details_ontoggle")]
+    assert any(wanted in k for k in keys), keys[:5]
+
+
+def test_the_exports_print_no_raw_escape(hostile: dict[str, Any]) -> None:
+    """Column names with APC / PM / SOS strings (and every other kind) through model-card, croissant
+    (mlcroissant's warnings included) and mlflow."""
+    for kind, (rc, text) in hostile["exports"].items():
+        assert rc == 0, (kind, text[-2000:])
+        assert (kind, hidden(text), leaks(text), stacks(text)) == (kind, 0, {}, {})
+    assert "mlcroissant warns:" in hostile["exports"]["croissant"][1]
+    croissant = (hostile["session"] / "exports" / "croissant" / "croissant.json").read_text(encoding="utf-8")
+    names = [f["name"] for f in json.loads(croissant)["recordSet"][0]["field"]]
+    assert "c23:␛_apc-payload␛\\" in names and "c25:␛Xsos-payload␛\\" in names
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_any_terminal_encoding_gets_escapes_not_a_crash(hostile: dict[str, Any], encoding: str) -> None:
+    """PYTHONIOENCODING=ascii / latin-1: the stand-ins ("␛", "⟨+496 marks⟩") and the data's own
+    non-ASCII text are written as backslash escapes."""
+    ws = hostile["ws"]
+    env = {**_env(), "PYTHONIOENCODING": encoding}
+    commands = [["coverage", "s"], ["--replay", "s"]]
+    if encoding == "ascii":
+        commands.append(["run", "--answers", "answers.toml", "s-ascii"])
+    for args in commands:
+        out = subprocess.run(
+            [sys.executable, "-m", "claimcheck.tui.cli", *args],
+            cwd=ws,
+            capture_output=True,
+            env=env,
+            timeout=600,
+        )
+        text = (out.stdout + out.stderr).decode(encoding)
+        assert "UnicodeEncodeError" not in text and "Traceback" not in text, (args, text[-2000:])
+        assert out.returncode in (0, 1), (args, out.returncode, text[-2000:])
+        assert args[0] == "coverage" or "\\u241b" in text, args  # "␛", escaped for this terminal
+        assert (hidden(text, allowed="\n\r"), leaks(text), stacks(text)) == (0, {}, {})
 
 
 def test_records_keep_the_exact_data(hostile: dict[str, Any]) -> None:
@@ -458,12 +577,12 @@ async def test_literal_input_draws_stand_ins_and_keeps_the_value() -> None:
         assert "␛[5mblink" in drawn and hidden(drawn, allowed="") == 0
         typed.focus()
         await pilot.pause()
-        for kind in PAYLOADS:
-            if kind != "long_line_100k":
-                typed.insert_text_at_cursor(PAYLOADS[kind])  # as a paste does
+        pasted = [k for k in PAYLOADS if k != "long_line_100k" and k not in STACKS]  # marks take no cell
+        for kind in pasted:
+            typed.insert_text_at_cursor(PAYLOADS[kind])  # as a paste does
         await pilot.press(*"ok")
         await pilot.pause()
-        expected = "".join(p for k, p in PAYLOADS.items() if k != "long_line_100k") + "ok"
+        expected = "".join(PAYLOADS[k] for k in pasted) + "ok"
         assert typed.value == expected
         # One cell per character: the cursor sits after the last one.
         assert typed.cursor_position == len(expected) and typed._cursor_offset == len(expected) + 1

@@ -17,10 +17,10 @@ Imports here stay light: `--help` must not load torch, transformers or the Textu
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 # Polars' allocator (jemalloc) keeps freed pages for seconds by default: at a 1M-row audit's peak it
@@ -28,7 +28,13 @@ from pathlib import Path
 # takes effect before polars loads, and a value the user set wins.
 os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
 
-from claimcheck.engine.errors import EXIT_DIFFERS, EXIT_OK, EXIT_UNUSABLE  # noqa: E402  (light: no pydantic, no torch)
+from claimcheck.engine.errors import (  # noqa: E402  (light: no pydantic, no torch)
+    EXIT_DIFFERS,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    EXIT_UNUSABLE,
+)
 
 DESCRIPTION = (
     "claimcheck walks a fine-tuning claim through seven stages (claim, source, split, baseline, "
@@ -46,11 +52,49 @@ def _say(text: object, *, err: bool = False) -> None:
     print(visible(text, keep_newlines=True), file=sys.stderr if err else sys.stdout, flush=err)
 
 
+def _replace_unencodable(stream: object) -> None:
+    """Write what the terminal's encoding cannot hold as backslash escapes instead of failing with
+    UnicodeEncodeError (PYTHONIOENCODING=ascii or latin-1, a C locale)."""
+    reconfigure = getattr(stream, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="backslashreplace")
+
+
 def _safe_excepthook(kind: type[BaseException], value: BaseException, tb: object) -> None:
     """An unexpected error's traceback, with data in its message made visible like every other text."""
     import traceback
 
     _say("".join(traceback.format_exception(kind, value, tb)).rstrip("\n"), err=True)
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt: `finally` blocks run, so
+    the session's lock is released and every write is either whole or left for the next run."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+    raise Terminated
+
+
+def _interruptible(command: Callable[[], int]) -> int:
+    """Run a headless command with SIGTERM handled; Ctrl-C or SIGTERM end it with one line, no
+    traceback, exit 130 / 143. What was written stays continuable: run the same command again."""
+    import threading
+
+    main_thread = threading.current_thread() is threading.main_thread()  # where handlers can be set
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
+    try:
+        return command()
+    except KeyboardInterrupt:
+        _say("interrupted; run the same command to continue", err=True)
+        return EXIT_INTERRUPTED
+    except Terminated:
+        _say("terminated; run the same command to continue", err=True)
+        return EXIT_TERMINATED
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _progress(message: str) -> None:
@@ -168,9 +212,12 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
 
 def _print_result(result, as_json: bool) -> int:
+    from claimcheck.engine.textsafe import json_text
+
     if as_json:
-        # ensure_ascii: every control and non-ASCII character is a \uXXXX escape in the output.
-        print(json.dumps(result.to_json(), indent=2, default=str, ensure_ascii=True))
+        # json_text: every control and non-ASCII character, and the characters of Markdown links and
+        # HTML tags, are \uXXXX escapes in the output; the parsed document holds the exact data.
+        print(json_text(result.to_json(), indent=2, default=str))
     elif getattr(result, "error", ""):
         _say(result.render_table(), err=True)  # unusable input: an error, so on stderr
     else:
@@ -218,29 +265,37 @@ def cmd_report(argv: Sequence[str]) -> int:
 def cmd_coverage(argv: Sequence[str]) -> int:
     args = _coverage_parser().parse_args(argv)
     from claimcheck.engine.report.coverage import from_session, render_text
+    from claimcheck.engine.textsafe import json_text
 
     try:
         cov = from_session(args.session_dir)
     except _user_errors() as exc:
         return _user_error(exc)
     if args.json:
-        print(json.dumps(cov.to_json(), indent=2, ensure_ascii=True))
+        print(json_text(cov.to_json(), indent=2))
     else:
         _say(render_text(cov))
     return EXIT_OK
+
+
+def _warns(library: str) -> Callable[[str], None]:
+    """Where an export's library warnings go: one visible line each (or a block) on stderr."""
+    return lambda message: _say(f"{library} warns: {message}", err=True)
 
 
 def cmd_export(argv: Sequence[str]) -> int:
     args = _export_parser().parse_args(argv)
     from claimcheck.engine import exports
 
-    writer = {"model-card": exports.write_model_card, "croissant": exports.write_croissant}.get(args.kind)
     try:
-        if writer is None:
-            run_id = exports.mlflow_export(args.session_dir, args.tracking_uri)
+        if args.kind == "mlflow":
+            run_id = exports.mlflow_export(args.session_dir, args.tracking_uri, warn=_warns("mlflow"))
             _say(f"logged MLflow run {run_id}")
             return EXIT_OK
-        path = writer(args.session_dir, args.out)
+        if args.kind == "croissant":
+            path = exports.write_croissant(args.session_dir, args.out, warn=_warns("mlcroissant"))
+        else:
+            path = exports.write_model_card(args.session_dir, args.out)
     except _user_errors() as exc:
         return _user_error(exc)
     except ModuleNotFoundError as exc:
@@ -302,10 +357,13 @@ def _sign_session(session_dir: Path, key: Path) -> str | None:
     """Sign only a session that passes its integrity checks, under the session's lock."""
     from claimcheck.engine.headless import integrity
     from claimcheck.engine.ledger import signing
+    from claimcheck.engine.ledger.lock import took_over_line
     from claimcheck.engine.ledger.session import Session
 
     session = Session.open(session_dir)
-    session.lock.acquire()
+    taken = session.lock.acquire(take_over_stale=True)
+    if taken is not None:
+        _say(took_over_line(session_dir, taken), err=True)
     try:
         loaded = integrity.load(session)
         bad = [r for r in integrity.verify(session, loaded) if r.failing and r.check != "(signature)"]
@@ -339,22 +397,24 @@ def cmd_open(session_dir: Path | None, recipe: str | None, workspace: Path | Non
     return int(getattr(app, "return_code", 0) or 0)
 
 
+_SUBCOMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
+    "report": cmd_report,
+    "run": cmd_run,
+    "coverage": cmd_coverage,
+    "export": cmd_export,
+    "sign": cmd_sign,
+    "examples": cmd_examples,
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:  # the real command line (tests pass argv and keep their own hook)
         sys.excepthook = _safe_excepthook
+        _replace_unencodable(sys.stdout)
+        _replace_unencodable(sys.stderr)
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "report":
-        return cmd_report(argv[1:])
-    if argv and argv[0] == "run":
-        return cmd_run(argv[1:])
-    if argv and argv[0] == "coverage":
-        return cmd_coverage(argv[1:])
-    if argv and argv[0] == "export":
-        return cmd_export(argv[1:])
-    if argv and argv[0] == "sign":
-        return cmd_sign(argv[1:])
-    if argv and argv[0] == "examples":
-        return cmd_examples(argv[1:])
+    if argv and argv[0] in _SUBCOMMANDS:
+        return _interruptible(lambda: _SUBCOMMANDS[argv[0]](argv[1:]))
     args = _main_parser().parse_args(argv)
     if args.version:
         from claimcheck.engine.version import describe
@@ -362,7 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"claimcheck {describe()}")
         return EXIT_OK
     if args.replay is not None:
-        return cmd_replay(args.replay, args.retrain, args.json)
+        return _interruptible(lambda: cmd_replay(args.replay, args.retrain, args.json))
     return cmd_open(args.session_dir, args.recipe, args.workspace)
 
 

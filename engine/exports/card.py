@@ -11,6 +11,7 @@ from claimcheck.engine.exports.common import ExportRefused, verify_for_export
 from claimcheck.engine.ledger.session import Session
 from claimcheck.engine.report import coverage as CV
 from claimcheck.engine.report.model_card import model_card_data
+from claimcheck.engine.report.render import md_escape
 from claimcheck.engine.shapes import artifact as A
 from claimcheck.engine.shapes import data as D
 from claimcheck.engine.shapes import parse
@@ -19,8 +20,10 @@ from claimcheck.engine.textsafe import visible
 
 
 def _md(text: Any) -> str:
-    """Untrusted text for Markdown: hidden characters visible, table pipes and newlines neutralised."""
-    return visible(str(text)).replace("|", "\\|").replace("\n", " ")
+    """Untrusted text for Markdown (report.render.md_escape): hidden characters visible, newlines
+    folded, and the characters Markdown gives meaning to escaped, so data forms no link, image,
+    HTML element or table cell."""
+    return md_escape(str(text))
 
 
 @dataclass
@@ -83,7 +86,7 @@ def _card_data(card: _Card) -> list[str]:
         lines.append(f"No source stage is established (source stage: {card.state('source')}).")
     else:
         for f in sums.files:
-            lines.append(f"- file `{_md(Path(f.path).name)}`: sha256 `{f.sha256}`, {f.bytes:,} bytes")
+            lines.append(f"- file {_md(Path(f.path).name)}: sha256 `{f.sha256}`, {f.bytes:,} bytes")
         lines.append(f"- licence: {_md(src.inputs.get('license', '') or 'not recorded')}")
         lines.append(f"- provenance: {_md(src.inputs.get('provenance', '') or 'not recorded')}")
     split = card.frozen("split")
@@ -157,7 +160,7 @@ def _card_body(session: Session) -> str:
     meta = session.meta
     lines = [f"# {_md(meta.title or meta.id)}", ""]
     lines += [
-        f"Written by claimcheck from the frozen records of session `{_md(meta.id)}`. Every figure here comes "
+        f"Written by claimcheck from the frozen records of session {_md(meta.id)}. Every figure here comes "
         "from a frozen, non-stale stage; a section without one says why.",
         "",
     ]

@@ -1,12 +1,18 @@
-"""What every export shares: the integrity gate and the frozen records it reads."""
+"""What every export shares: the integrity gate, the frozen records it reads, and the capture of
+the libraries' warnings (made visible, handed to the caller, never printed raw)."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 from claimcheck.engine.errors import ClaimcheckError
 from claimcheck.engine.evidence import StageRecord
 from claimcheck.engine.ledger.session import Session
+from claimcheck.engine.textsafe import visible
 
 
 class ExportRefused(ClaimcheckError):
@@ -41,3 +47,33 @@ def frozen_record(session: Session, records: dict[str, StageRecord], name: str) 
     """The stage's record where the stage is frozen (an export shows no figure of another), else None."""
     rec = records.get(name)
     return rec if rec is not None and session.states().get(name) == "frozen" else None
+
+
+# ---------------------------------------------------------------- library warnings
+
+
+class _Captured(logging.Handler):
+    def __init__(self, into: list[str]):
+        super().__init__(logging.WARNING)
+        self.into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.into.append(visible(record.getMessage(), keep_newlines=True))
+
+
+@contextlib.contextmanager
+def library_warnings(into: list[str], logger_name: str) -> Iterator[None]:
+    """A library's warnings (its logger `logger_name`, and Python warnings) appended to `into`, made
+    visible: data in them (column names, file names) never reaches a terminal raw."""
+    logger = logging.getLogger(logger_name)
+    handler, propagate = _Captured(into), logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield
+        into += [visible(f"{w.category.__name__}: {w.message}", keep_newlines=True) for w in caught]
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate

@@ -1,12 +1,22 @@
-"""Croissant 1.x JSON-LD of a session's source data (mlcroissant, read back as a Dataset)."""
+"""Croissant 1.x JSON-LD of a session's source data (mlcroissant, read back as a Dataset).
+
+Column names are data: a field's `@id` is the name mapped to letters, digits, `_`, `-` and `.`
+(mlcroissant refuses whitespace in an `@id`), made unique; its `name` is the column name made
+visible; its `source.extract.column` the exact name, so the file is read as it is. What mlcroissant
+warns about (its own logging and Python warnings) is captured, made visible and handed to the
+caller, never printed raw.
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from claimcheck.engine.evidence import atomic_write_text
-from claimcheck.engine.exports.common import ExportRefused, frozen_record, verify_for_export
+from claimcheck.engine.exports.common import ExportRefused, frozen_record, library_warnings, verify_for_export
 from claimcheck.engine.shapes import data as D
 from claimcheck.engine.shapes import parse
 from claimcheck.engine.textsafe import visible
@@ -37,11 +47,49 @@ def _encoding(path: str) -> str:
     }.get(suffix, "application/octet-stream")
 
 
+def field_ids(columns: list[str], prefix: str) -> dict[str, str]:
+    """Each column's Croissant `@id`: PREFIX/NAME with NAME mapped to [A-Za-z0-9_.-], unique."""
+    out: dict[str, str] = {}
+    taken: set[str] = set()
+    for col in columns:
+        base = re.sub(r"[^A-Za-z0-9_.-]", "_", col).strip(".") or "column"
+        fid, n = f"{prefix}/{base}", 1
+        while fid in taken:
+            n += 1
+            fid = f"{prefix}/{base}-{n}"
+        taken.add(fid)
+        out[col] = fid
+    return out
+
+
+@dataclass
+class Croissant:
+    """The JSON-LD and what mlcroissant warned about while building and reading it (made visible)."""
+
+    jsonld: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+
+
 def croissant(session_dir: Path) -> dict[str, Any]:
+    """Croissant 1.x JSON-LD of the session's source data (see `build_croissant`)."""
+    return build_croissant(session_dir).jsonld
+
+
+def build_croissant(session_dir: Path) -> Croissant:
     """Croissant 1.x JSON-LD of the session's source data, built with mlcroissant and validated by
-    reading it back as an `mlcroissant.Dataset` (which raises on any validation error)."""
+    reading it back as an `mlcroissant.Dataset`; a validation error is refused in one message."""
     import mlcroissant as mlc
 
+    out = Croissant({})
+    with library_warnings(out.warnings, "absl"):
+        try:
+            out.jsonld = _croissant(mlc, Path(session_dir))
+        except mlc.ValidationError as exc:
+            raise ExportRefused(f"mlcroissant refuses the description: {visible(exc)}") from None
+    return out
+
+
+def _croissant(mlc: Any, session_dir: Path) -> dict[str, Any]:
     session = verify_for_export(session_dir)
     records = session.records()
     states = dict(session.states())
@@ -68,9 +116,10 @@ def croissant(session_dir: Path) -> dict[str, Any]:
                 sha256=f.sha256,
             )
         )
+        ids = field_ids(list(schema.columns), "records" if i == 0 else f"records-{i}")
         fields = [
             mlc.Field(
-                id=f"records/{col}" if i == 0 else f"records-{i}/{col}",
+                id=ids[col],
                 name=visible(col),
                 description=("a model input or the target" if col in used else "not a model input"),
                 data_types=[_croissant_type(mlc, dtype)],
@@ -119,14 +168,18 @@ def croissant(session_dir: Path) -> dict[str, Any]:
     return jsonld
 
 
-def write_croissant(session_dir: Path, out: Path | None = None) -> Path:
+def write_croissant(
+    session_dir: Path, out: Path | None = None, warn: Callable[[str], None] | None = None
+) -> Path:
+    """Write croissant.json; `warn` gets each of mlcroissant's warnings (made visible)."""
     import json
 
     session_dir = Path(session_dir)
     path = Path(out) if out is not None else session_dir / "exports" / "croissant" / "croissant.json"
-    text = (
-        json.dumps(croissant(session_dir), indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n"
-    )
+    built = build_croissant(session_dir)
+    for message in built.warnings:
+        (warn or (lambda _m: None))(message)
+    text = json.dumps(built.jsonld, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, text)
     return path

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, 
 from claimcheck.engine.errors import ClaimcheckError, Problem, validation_problem
 from claimcheck.engine.evidence import EvidenceError, NoteTag, StageRecord, read_toml
 from claimcheck.engine.headless.outcomes import Progress, Row, RunResult, stage_progress, timing
+from claimcheck.engine.ledger.lock import took_over_line
 from claimcheck.engine.ledger.session import SESSION_FILE, Session
 from claimcheck.engine.pipeline import registry
 from claimcheck.engine.pipeline.context import StageInputError
@@ -394,7 +395,8 @@ def run_answers(
     workspace: explicit argument, else [session].workspace (relative to the answers file), else the
     current folder. Raises EvidenceError (a bad answers file) or FileExistsError (a folder that holds
     files but no session) before anything is written. A refusal once stages ran (StageInputError, a
-    held lock) ends the run with `result.error` set; the rows of the stages before it are kept.
+    lock held by a live process) ends the run with `result.error` set; the rows of the stages before it
+    are kept. A lock left by a process that is provably gone is taken over, said in one progress line.
     """
     t_start = time.perf_counter()
     say = progress or (lambda _m: None)
@@ -407,7 +409,9 @@ def run_answers(
     result = AnswersResult(session_dir)
     per_stage: dict[str, float] = {}
     try:
-        session.lock.acquire()
+        taken = session.lock.acquire(take_over_stale=True)
+        if taken is not None:
+            say(took_over_line(session_dir, taken))
         try:
             _run_stages(session, answers, result, per_stage, say, stop)
         finally:
