@@ -152,7 +152,7 @@ def replay(session_dir: Path, *, retrain: bool = False, progress: Progress | Non
     session_dir = Path(session_dir)
     result = ReplayResult(session_dir)
     try:
-        session = Session.open(session_dir)
+        session = Session.open(session_dir, allow_links=True)  # each link is a row (integrity)
         loaded = load(session)
     except EvidenceError as exc:
         result.error = str(exc)
