@@ -111,7 +111,14 @@ def _pins(rec: StageRecord) -> list[tuple[str, str, str]]:
             v = parse(chk, T.DispatchIdentity)
             base = f"jobs/{v.operation_id}"
             out += [(chk.id, f"{base}/{rel}", sha) for rel, sha in sorted((v.job_files or {}).items())]
+        elif _session_file(chk.measured.get("path")) and isinstance(chk.measured.get("sha256"), str):
+            out.append((chk.id, chk.measured["path"], chk.measured["sha256"]))  # any other check's own pin
     return out
+
+
+def _session_file(path: object) -> bool:
+    """A relative path that stays inside the session folder."""
+    return isinstance(path, str) and bool(path) and not path.startswith("/") and ".." not in path.split("/")
 
 
 def _bare(sha: str) -> str:

@@ -17,6 +17,7 @@ What accounts for a file is listed in docs/evidence-format.md ("What replay chec
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -29,8 +30,6 @@ from claimcheck.engine.ledger.pins import HISTORY_DIR, find_links, history_name,
 from claimcheck.engine.ledger.session import JOURNAL_FILE, REPAIR_LOG, SESSION_FILE, Session
 from claimcheck.engine.ledger.signing import SIGNATURE_FILE
 from claimcheck.engine.pipeline import registry
-from claimcheck.engine.shapes import ShapeError, parse
-from claimcheck.engine.shapes import training as T
 from claimcheck.engine.training import jobfiles as J
 
 FILES_ROW = "session"
@@ -60,14 +59,14 @@ def _top_level(session: Session) -> set[str]:
 
 
 def _job_ids(pinned: set[str], session: Session, records: dict) -> set[str]:
+    """Job folders a record names: by a pinned path, or by name in the dispatch record (as replay
+    reads a job's state)."""
     ids = {p.split("/")[1] for p in pinned if p.startswith("jobs/") and p.count("/") >= 2}
     rec = records.get("dispatch")
-    chk = rec.check("dispatch.identity") if rec is not None else None
-    if chk is not None and chk.measured:
-        try:
-            ids.add(parse(chk, T.DispatchIdentity).operation_id)
-        except ShapeError:
-            pass
+    jobs = session.path / "jobs"
+    if rec is not None and jobs.is_dir():
+        blob = json.dumps(rec.model_dump(mode="json"), ensure_ascii=False)
+        ids |= {p.name for p in jobs.iterdir() if p.is_dir() and p.name in blob}
     return ids
 
 
@@ -137,6 +136,17 @@ def _job_folder_rows(session: Session, rel_files: list[str], ids: set[str]) -> t
     return rows, seen
 
 
+def _is_draft(name: str) -> bool:
+    return is_draft(name) and any(
+        name.startswith(f"{spec.index:02d}-{spec.name}.") for spec in registry.STAGES
+    )
+
+
+def _report_temp(name: str) -> bool:
+    """A report file being written (or a report stopped before its renames): an output, not evidence."""
+    return is_temp_name(name) and any(name.startswith(f".{r}.") for r in REPORT_FILES)
+
+
 def folder_rows(session: Session, pinned: set[str], records: dict) -> list[Row]:
     """Rows about the folder itself: links, history revisions, leftovers and unaccounted files.
     `pinned`: every path (relative to the session) a record pins by hash."""
@@ -158,7 +168,7 @@ def folder_rows(session: Session, pinned: set[str], records: dict) -> list[Row]:
     leftovers = []
     for rel in rel_files:
         top = "/" not in rel
-        if rel in accounted or (top and is_draft(rel) and rel.split("-")[0].isdigit()):
+        if rel in accounted or (top and (_is_draft(rel) or _report_temp(rel))):
             continue
         if is_temp_name(Path(rel).name) and rel.split("/")[0] in ("data", HISTORY_DIR, Path(rel).name):
             leftovers.append(rel)
