@@ -2,13 +2,17 @@
 
 `verify(session)` reads the session and returns rows (engine/headless/outcomes.py), in stage order:
 
-- each record: readable, its content digest, exact bytes and session.toml's stage table agree
-  (`replay_compare.integrity`), and its upstream digests are the current ones (`replay_compare.chain`);
+- each record: readable (never through a symbolic link), its content digest, exact bytes, the byte
+  pin and digest session.toml's stage table holds agree (`compare.integrity`), and its upstream
+  digests are the current ones (`compare.chain`);
 - the files records pin by sha256, named by their typed shapes: split.membership (path, sha256),
   source.entity_families (families_path, families_sha256), source.near_duplicates (pairs_path,
   pairs_sha256), baseline.predictions (path, sha256), artifact.identity (file_sha256 of the files
   under its path), dispatch.identity job_files (metrics.jsonl and every checkpoint file);
-- the session meta (title, id, recipe, workspace, created_at) against its meta_digest;
+- session.toml: its exact bytes, its seal, and the session meta (title, id, recipe, workspace,
+  created_at) against its meta_digest;
+- the folder: links, history/ revisions against their byte pins, and every file no record or
+  session.toml entry accounts for (engine/headless/inventory.py);
 - signature.toml, when present (engine/ledger/signing.py).
 
 Both `claimcheck --replay` and `claimcheck report` call it: one place for "was anything edited".
@@ -42,13 +46,6 @@ class Loaded:
     rows: dict[str, list[Row]] = field(default_factory=dict)
 
 
-def _record_problem(spec, path) -> str:
-    """Why a record file cannot be read as one ("" when it can): a link, or bytes that are not UTF-8."""
-    if path.is_symlink():
-        return f"{spec.file_name} is a symbolic link: refused; a session holds plain files only"
-    return ""
-
-
 def load(session: Session) -> Loaded:
     """Every record file the session lists, parsed; a missing or unreadable one is a row."""
     loaded = Loaded({}, {}, {n: [] for n in registry.STAGE_NAMES})
@@ -67,8 +64,9 @@ def load(session: Session) -> Loaded:
                     )
                 )
             continue
-        if problem := _record_problem(spec, path):
-            loaded.rows[spec.name].append(Row(spec.name, "(record)", "tampered", "", problem))
+        if path.is_symlink():  # never read through a link (the folder rows name every link too)
+            why = f"{spec.file_name} is a symbolic link: refused; a session holds plain files only"
+            loaded.rows[spec.name].append(Row(spec.name, "(record)", "tampered", "", why))
             continue
         try:
             raw = path.read_bytes()

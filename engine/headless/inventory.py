@@ -10,7 +10,8 @@ exports) returns rows for:
 - temp files an interrupted write left (`incomplete`: opening the session removes them);
 - every other file no record and no session.toml entry accounts for (`tampered`, check
   `(unaccounted files)`), one row per file; a job folder no record names that holds a job's own
-  files (an earlier dispatch attempt) is one `observation` row.
+  files (contract.toml, pid.json or status.json: an earlier dispatch attempt, or a job being
+  launched) is one `observation` row.
 
 What accounts for a file is listed in docs/evidence-format.md ("What replay checks in the folder").
 """
@@ -53,7 +54,7 @@ def all_files(root: Path) -> list[str]:
     return sorted(out)
 
 
-def _top_level(session: Session) -> set[str]:
+def _top_level() -> set[str]:
     names = {SESSION_FILE, SIGNATURE_FILE, LOCK_FILE, JOURNAL_FILE, REPAIR_LOG, *REPORT_FILES}
     return names | {spec.file_name for spec in registry.STAGES}
 
@@ -73,32 +74,32 @@ def _job_ids(pinned: set[str], session: Session, records: dict) -> set[str]:
 def _history_rows(session: Session, files: set[str]) -> tuple[list[Row], set[str]]:
     """Rows for history/ revisions and the set of history files they account for."""
     rows, seen = [], set()
-    sealed = bool(session.meta.seal)
     for spec in registry.STAGES:
         entry = session.meta.stages.get(spec.name)
-        pinned = entry.history if entry is not None else {}
-        for fname, sha in sorted(pinned.items()):
+        for fname, sha in sorted((entry.history if entry is not None else {}).items()):
             rel = f"{HISTORY_DIR}/{fname}"
             seen.add(rel)
+            path = session.path / rel
             if rel not in files:
-                rows.append(
-                    Row(spec.name, "(history)", "missing", "", f"{rel}, pinned by session.toml, is gone")
-                )
-            elif sha256_bytes((session.path / rel).read_bytes()) != sha or not verified_sha256(
-                session.path / rel
-            ):
+                why = f"{rel}, pinned by session.toml, is gone"
+                rows.append(Row(spec.name, "(history)", "missing", "", why))
+            elif sha256_bytes(path.read_bytes()) != sha or not verified_sha256(path):
                 why = f"{rel} was edited after it was archived: its bytes are not the ones session.toml pins"
                 rows.append(Row(spec.name, "(history)", "tampered", "", why))
     for rel in sorted(f for f in files if f.startswith(f"{HISTORY_DIR}/") and f not in seen):
         m = _HISTORY.match(rel.removeprefix(f"{HISTORY_DIR}/"))
-        entry = session.meta.stages.get(m.group(2)) if m else None
-        if m is None or entry is None or rel != history_name(m.group(2), int(m.group(3))):
+        if (
+            m is None
+            or m.group(2) not in session.meta.stages
+            or rel != history_name(m.group(2), int(m.group(3)))
+        ):
             continue
-        if _copy_of_current(session, rel, m.group(2)) or (not sealed and _old_revision(session, rel, entry)):
+        if _copy_of_current(session, rel, m.group(2)):
             seen.add(rel)
-            if not sealed:
-                why = f"{rel} is not pinned (session.toml written before claimcheck pinned history/); it verifies on its own"
-                rows.append(Row(m.group(2), "(history)", "observation", "", why))
+        elif not session.meta.seal and _old_revision(session, rel, int(m.group(3)), m.group(2)):
+            seen.add(rel)
+            why = f"{rel} is not pinned (session.toml written before claimcheck pinned history/); it verifies on its own"
+            rows.append(Row(m.group(2), "(history)", "observation", "", why))
     return rows, seen
 
 
@@ -109,9 +110,9 @@ def _copy_of_current(session: Session, rel: str, stage: str) -> bool:
     return bool(entry and entry.digest and verified_sha256(session.path / rel, entry.digest))
 
 
-def _old_revision(session: Session, rel: str, entry) -> bool:
-    m = _HISTORY.match(Path(rel).name)
-    return bool(m and int(m.group(3)) < entry.revision and verified_sha256(session.path / rel))
+def _old_revision(session: Session, rel: str, revision: int, stage: str) -> bool:
+    """An earlier revision of the stage that verifies on its own (a session.toml without history pins)."""
+    return revision < session.meta.stages[stage].revision and bool(verified_sha256(session.path / rel))
 
 
 def _job_folder_rows(session: Session, rel_files: list[str], ids: set[str]) -> tuple[list[Row], set[str]]:
@@ -129,7 +130,7 @@ def _job_folder_rows(session: Session, rel_files: list[str], ids: set[str]) -> t
             other.setdefault(parts[1], []).append(rel)
     for op, files in sorted(other.items()):
         inner = {f.split("/", 2)[2] for f in files}
-        if {J.CONTRACT, J.STATUS} <= inner:
+        if inner & {J.CONTRACT, J.PID_FILE, J.STATUS}:
             seen.update(files)
             why = f"jobs/{op}: a training job no record names (an earlier dispatch attempt?), {len(files)} file(s)"
             rows.append(Row(FILES_ROW, UNACCOUNTED, "observation", "", why))
@@ -164,7 +165,7 @@ def folder_rows(session: Session, pinned: set[str], records: dict) -> list[Row]:
     files = set(rel_files)
     history, seen = _history_rows(session, files)
     jobs, job_seen = _job_folder_rows(session, rel_files, _job_ids(pinned, session, records))
-    accounted = _top_level(session) | pinned | seen | job_seen
+    accounted = _top_level() | pinned | seen | job_seen
     leftovers = []
     for rel in rel_files:
         top = "/" not in rel

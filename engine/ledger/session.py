@@ -265,7 +265,7 @@ class Session:
         """Bring session.toml up to the records: the digest, revision and byte pin of `name` (every
         stage when None), the history revisions `archived` for it, and the state of every stage,
         which is derived from the chain. A stage whose entry has no byte pins yet (a session.toml
-        written before them) gets them for the files that verify (upgrade.pins_for)."""
+        written before them) gets them for the files that verify (pins.pins_for)."""
         states = self.states()
         upgrade = not self.meta.seal
         for spec in registry.STAGES:
@@ -304,10 +304,8 @@ class Session:
         }
         archived: dict[str, str] = {}
         if archive is not None:
-            text = record_to_toml(archive)
-            archived[Path(history_name(archive.stage, archive.provenance.revision)).name] = sha256_bytes(
-                text.encode("utf-8")
-            )
+            name = Path(history_name(archive.stage, archive.provenance.revision)).name
+            archived[name] = sha256_bytes(record_to_toml(archive).encode("utf-8"))
             intent["archive"] = archived
         atomic_write_text(self.path / JOURNAL_FILE, json.dumps(intent, sort_keys=True))
         if archive is not None:
