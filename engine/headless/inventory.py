@@ -7,7 +7,8 @@ exports) returns rows for:
 - history/ revisions: each one session.toml pins (`stages.<stage>.history`) is present, has the pinned
   bytes and verifies on its own (`missing` / `tampered`); in a session.toml written before the pins,
   a revision that verifies on its own is an `observation` ("not pinned");
-- temp files an interrupted write left (`incomplete`: opening the session removes them);
+- temp files an interrupted write left (`incomplete`: opening the session removes them), and a
+  stage's data/ file no record pins yet (`incomplete`: a run killed before it saved its record);
 - every other file no record and no session.toml entry accounts for (`tampered`, check
   `(unaccounted files)`), one row per file; a job folder no record names that holds a job's own
   files (contract.toml, pid.json or status.json: an earlier dispatch attempt, or a job being
@@ -23,6 +24,10 @@ import os
 import re
 from pathlib import Path
 
+from claimcheck.engine.audit.neardup import PAIRS_FILE
+from claimcheck.engine.baseline.records import PREDICTIONS_FILE
+from claimcheck.engine.data.rows import FAMILIES_FILE
+from claimcheck.engine.data.splits import MEMBERSHIP_FILE
 from claimcheck.engine.evidence import REPORT_FILES, is_temp_name, sha256_bytes
 from claimcheck.engine.headless.outcomes import Row
 from claimcheck.engine.ledger.drafts import is_draft
@@ -39,6 +44,14 @@ UNACCOUNTED = "(unaccounted files)"
 # copy and the manifest (the files they describe are pinned: engine/headless/integrity.py).
 JOB_OWN = (J.CONTRACT, J.STATUS, J.HEARTBEAT, J.LOG, J.PID_FILE, J.RAY_RECORD, J.LAUNCH_LOCK)
 JOB_KNOWN = (*JOB_OWN, J.TRAIN_FILE, J.DEV_FILE, f"{J.FINAL}/{J.MANIFEST}")
+# What a stage writes into data/ before its record is saved: a kill in between leaves the file, not
+# yet pinned by any record (an interrupted run, not an edit).
+STAGE_DATA = {
+    f"data/{PAIRS_FILE}": "source",
+    f"data/{FAMILIES_FILE}": "source",
+    f"data/{MEMBERSHIP_FILE}": "split",
+    f"data/{PREDICTIONS_FILE}": "baseline",
+}
 _HISTORY = re.compile(r"^(\d\d)-([a-z_]+)\.r(\d+)\.toml$")
 
 
@@ -173,6 +186,13 @@ def folder_rows(session: Session, pinned: set[str], records: dict) -> list[Row]:
             continue
         if is_temp_name(Path(rel).name) and rel.split("/")[0] in ("data", HISTORY_DIR, Path(rel).name):
             leftovers.append(rel)
+            continue
+        if rel in STAGE_DATA:
+            why = (
+                f"{rel} was written by a run of the {STAGE_DATA[rel]} stage that recorded nothing pinning it "
+                "(interrupted, or under way); the stage's next run replaces it"
+            )
+            rows.append(Row(FILES_ROW, UNACCOUNTED, "incomplete", "", why))
             continue
         why = f"unaccounted file {rel}: no record and no session.toml entry accounts for it"
         rows.append(Row(FILES_ROW, UNACCOUNTED, "tampered", "", why))
