@@ -156,6 +156,10 @@ class StageEntry(Strict):
     revision: int = 0
     digest: str = ""
     file: str = ""
+    # sha256 (hex) of the record file's exact bytes, and of each revision archived in history/
+    # (file name -> sha256): the byte pins a sealed session.toml holds (docs/evidence-format.md).
+    file_sha256: str = ""
+    history: dict[str, str] = Field(default_factory=dict)
 
 
 class SessionMeta(Strict):
@@ -171,9 +175,31 @@ class SessionMeta(Strict):
     # Digest of the fields above that are evidence (META_FIELDS), set on every write since
     # claimcheck pinned them; "" in older sessions, which replay reads as "not pinned" (one-way rule).
     meta_digest: str = ""
+    # Digest of everything else in session.toml (schema_version, tool_version, meta_digest, the stage
+    # table with its byte pins), set on every write; "" in sessions written before it existed.
+    seal: str = ""
 
     def compute_meta_digest(self) -> str:
         return digest_of({k: getattr(self, k) for k in META_FIELDS})
+
+    def document(self) -> dict[str, Any]:
+        """session.toml's content as written: fields a claimcheck added since are left out while empty,
+        so a session.toml an earlier claimcheck wrote reads back to the same bytes."""
+        doc = self.model_dump(mode="python")
+        for key in ("meta_digest", "seal"):
+            if not doc[key]:
+                doc.pop(key)
+        for entry in doc["stages"].values():
+            for key in ("file_sha256", "history"):
+                if not entry[key]:
+                    entry.pop(key)
+        return doc
+
+    def compute_seal(self) -> str:
+        return digest_of({k: v for k, v in self.document().items() if k != "seal"})
+
+    def to_toml(self) -> str:
+        return dump_toml(self.document())
 
 
 # The session fields that are evidence: they name the session and say where its data paths resolve.
@@ -291,6 +317,11 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def sha256_bytes(data: bytes) -> str:
+    """The byte pin of a record or session file: sha256 of its exact bytes, hex."""
+    return hashlib.sha256(data).hexdigest()
 
 
 def _is_table(value: Any) -> bool:

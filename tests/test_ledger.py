@@ -27,7 +27,7 @@ class Killed(BaseException):
 
 
 def _kill_before_session_toml(monkeypatch: pytest.MonkeyPatch) -> None:
-    def sync(self, name=None):
+    def sync(self, name=None, archived=None):
         raise Killed()
 
     monkeypatch.setattr(Session, "_sync_meta", sync)

@@ -12,8 +12,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from claimcheck.engine.evidence import Check, StageRecord, digest_of, record_to_toml
+from claimcheck.engine.evidence import Check, StageRecord, digest_of, record_to_toml, sha256_bytes
 from claimcheck.engine.headless.outcomes import Difference, Row
+from claimcheck.engine.ledger.pins import journal_preimage_problem
 from claimcheck.engine.ledger.session import Session, read_journal, read_repairs
 from claimcheck.engine.pipeline import registry
 
@@ -191,7 +192,9 @@ def _record_row(stage: str, outcome: str, detail: str) -> Row:
     return Row(stage, "(record)", outcome, "", detail)
 
 
-def integrity(session: Session, name: str, path: Path, rec: StageRecord, text: str) -> list[Row]:
+def integrity(session: Session, name: str, path: Path, rec: StageRecord, raw: bytes) -> list[Row]:
+    """A record against itself (content digest, exactly the bytes claimcheck writes for it) and against
+    session.toml's stage table (its digest and the pin of its exact bytes)."""
     rel = path.name
     rows = []
     if rec.stage != name:
@@ -206,10 +209,9 @@ def integrity(session: Session, name: str, path: Path, rec: StageRecord, text: s
                 f"its provenance says {rec.provenance.digest[:19]}…",
             )
         )
-    elif record_to_toml(rec) != text:
-        rows.append(
-            _record_row(name, "tampered", f"{rel}: bytes differ from what claimcheck wrote (edited by hand)")
-        )
+    elif record_to_toml(rec).encode("utf-8") != raw:
+        why = f"{rel}: bytes differ from what claimcheck wrote (edited by hand: line endings, spacing or comments)"
+        rows.append(_record_row(name, "tampered", why))
     entry = session.meta.stages.get(name)
     recorded = entry.digest if entry is not None else ""
     interrupted = _interrupted(session, name, rel, rec, recorded) if not rows else []
@@ -225,7 +227,23 @@ def integrity(session: Session, name: str, path: Path, rec: StageRecord, text: s
                 f"{rec.provenance.digest[:19]}…",
             )
         )
+    else:
+        rows += _byte_pin(session, name, rel, raw)
     return rows
+
+
+def _byte_pin(session: Session, name: str, rel: str, raw: bytes) -> list[Row]:
+    """The record's exact bytes against the pin session.toml holds (a sealed session.toml pins every
+    record it lists; one written before the pins has none)."""
+    entry = session.meta.stages.get(name)
+    if entry is None or not entry.digest:
+        return []
+    if entry.file_sha256 and sha256_bytes(raw) != entry.file_sha256:
+        why = f"{rel}: bytes differ from the ones session.toml pins (reordered keys, line endings, spacing)"
+        return [_record_row(name, "tampered", why)]
+    if not entry.file_sha256 and session.meta.seal:
+        return [_record_row(name, "tampered", f"session.toml is sealed but pins no bytes for {rel}")]
+    return []
 
 
 def _interrupted(session: Session, name: str, rel: str, rec: StageRecord, recorded: str) -> list[Row]:
@@ -233,7 +251,12 @@ def _interrupted(session: Session, name: str, rel: str, rec: StageRecord, record
     journal = read_journal(session.path)
     if not journal or journal.get("stage") != name:
         return []
-    if rec.provenance.digest == journal.get("new") and recorded == journal.get("old", ""):
+    entry = session.meta.stages.get(name)
+    if (
+        rec.provenance.digest == journal.get("new")
+        and recorded == journal.get("old", "")
+        and not journal_preimage_problem(session.path, entry, rec, journal)
+    ):
         return [
             _record_row(
                 name,

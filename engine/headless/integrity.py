@@ -2,13 +2,17 @@
 
 `verify(session)` reads the session and returns rows (engine/headless/outcomes.py), in stage order:
 
-- each record: readable, its content digest, exact bytes and session.toml's stage table agree
-  (`replay_compare.integrity`), and its upstream digests are the current ones (`replay_compare.chain`);
+- each record: readable (never through a symbolic link), its content digest, exact bytes, the byte
+  pin and digest session.toml's stage table holds agree (`compare.integrity`), and its upstream
+  digests are the current ones (`compare.chain`);
 - the files records pin by sha256, named by their typed shapes: split.membership (path, sha256),
   source.entity_families (families_path, families_sha256), source.near_duplicates (pairs_path,
   pairs_sha256), baseline.predictions (path, sha256), artifact.identity (file_sha256 of the files
   under its path), dispatch.identity job_files (metrics.jsonl and every checkpoint file);
-- the session meta (title, id, recipe, workspace, created_at) against its meta_digest;
+- session.toml: its exact bytes, its seal, and the session meta (title, id, recipe, workspace,
+  created_at) against its meta_digest;
+- the folder: links, history/ revisions against their byte pins, and every file no record or
+  session.toml entry accounts for (engine/headless/inventory.py);
 - signature.toml, when present (engine/ledger/signing.py).
 
 Both `claimcheck --replay` and `claimcheck report` call it: one place for "was anything edited".
@@ -21,9 +25,10 @@ from dataclasses import dataclass, field
 from claimcheck.engine.data.rows import sha256_file
 from claimcheck.engine.evidence import EvidenceError, StageRecord, load_record
 from claimcheck.engine.headless.compare import chain, integrity
+from claimcheck.engine.headless.inventory import folder_rows
 from claimcheck.engine.headless.outcomes import Row
 from claimcheck.engine.ledger import signing
-from claimcheck.engine.ledger.session import Session
+from claimcheck.engine.ledger.session import SESSION_FILE, Session
 from claimcheck.engine.pipeline import registry
 from claimcheck.engine.shapes import ShapeError, parse
 from claimcheck.engine.shapes import artifact as A
@@ -37,7 +42,7 @@ SESSION_ROW = "session"  # rows about session.toml and signature.toml, not one s
 @dataclass
 class Loaded:
     records: dict[str, StageRecord]
-    texts: dict[str, str]
+    raw: dict[str, bytes]  # each record file's exact bytes, as read
     rows: dict[str, list[Row]] = field(default_factory=dict)
 
 
@@ -47,7 +52,7 @@ def load(session: Session) -> Loaded:
     for spec in registry.STAGES:
         path = session.path / spec.file_name
         entry = session.meta.stages.get(spec.name)
-        if not path.exists():
+        if not path.exists() and not path.is_symlink():
             if entry is not None and (entry.digest or entry.state != "not_run"):
                 loaded.rows[spec.name].append(
                     Row(
@@ -59,20 +64,24 @@ def load(session: Session) -> Loaded:
                     )
                 )
             continue
+        if path.is_symlink():  # never read through a link (the folder rows name every link too)
+            why = f"{spec.file_name} is a symbolic link: refused; a session holds plain files only"
+            loaded.rows[spec.name].append(Row(spec.name, "(record)", "tampered", "", why))
+            continue
         try:
-            text = path.read_text(encoding="utf-8")
+            raw = path.read_bytes()
             rec = load_record(path)
         except EvidenceError as exc:
             if exc.field.endswith("schema_version"):
                 raise
             loaded.rows[spec.name].append(Row(spec.name, "(record)", "tampered", "", str(exc)))
             continue
-        except (OSError, UnicodeDecodeError) as exc:
+        except OSError as exc:
             loaded.rows[spec.name].append(
                 Row(spec.name, "(record)", "tampered", "", f"{spec.file_name}: {exc}")
             )
             continue
-        loaded.records[spec.name], loaded.texts[spec.name] = rec, text
+        loaded.records[spec.name], loaded.raw[spec.name] = rec, raw
     return loaded
 
 
@@ -100,7 +109,14 @@ def _pins(rec: StageRecord) -> list[tuple[str, str, str]]:
             v = parse(chk, T.DispatchIdentity)
             base = f"jobs/{v.operation_id}"
             out += [(chk.id, f"{base}/{rel}", sha) for rel, sha in sorted((v.job_files or {}).items())]
+        elif _session_file(chk.measured.get("path")) and isinstance(chk.measured.get("sha256"), str):
+            out.append((chk.id, chk.measured["path"], chk.measured["sha256"]))  # any other check's own pin
     return out
+
+
+def _session_file(path: object) -> bool:
+    """A relative path that stays inside the session folder."""
+    return isinstance(path, str) and bool(path) and not path.startswith("/") and ".." not in path.split("/")
 
 
 def _bare(sha: str) -> str:
@@ -146,23 +162,54 @@ def digests(loaded: Loaded) -> dict[str, str]:
     return {n: r.provenance.digest for n, r in loaded.records.items()}
 
 
+def _meta_row(detail: str, outcome: str = "tampered") -> Row:
+    return Row(SESSION_ROW, "(meta)", outcome, "", detail)
+
+
 def meta_rows(session: Session) -> list[Row]:
+    """session.toml: exactly the bytes claimcheck writes for its content, its seal (when it has one;
+    one written before the seal gives an observation), and the meta digest of its evidence fields."""
     meta = session.meta
-    if not meta.meta_digest:
-        why = "session.toml has no meta_digest (written before claimcheck pinned title and id)"
-        return [Row(SESSION_ROW, "(meta)", "observation", "", why)]
-    if meta.meta_digest != meta.compute_meta_digest():
-        return [
-            Row(
-                SESSION_ROW,
-                "(meta)",
-                "tampered",
-                "",
-                "session.toml was edited: its title, id, recipe, workspace or created_at no longer "
-                "match its meta_digest",
+    rows = []
+    try:
+        raw = (session.path / SESSION_FILE).read_bytes()
+    except OSError as exc:
+        return [_meta_row(f"{SESSION_FILE}: {exc}")]
+    if raw != meta.to_toml().encode("utf-8"):
+        rows.append(
+            _meta_row(
+                f"{SESSION_FILE}: bytes differ from what claimcheck writes for its content (edited by hand: "
+                "line endings, spacing, key order or comments)"
             )
-        ]
-    return []
+        )
+    if meta.seal and meta.seal != meta.compute_seal():
+        rows.append(
+            _meta_row(
+                f"{SESSION_FILE} was edited after it was sealed: its schema_version, tool_version, meta_digest "
+                "or stage table (digests, byte pins, history/) no longer match its seal"
+            )
+        )
+    elif not meta.seal and any(e.file_sha256 or e.history for e in meta.stages.values()):
+        rows.append(_meta_row(f"{SESSION_FILE} pins record bytes but has no seal: its seal was removed"))
+    elif not meta.seal:
+        why = f"{SESSION_FILE} is not sealed (written before claimcheck sealed it); its next write seals it"
+        rows.append(_meta_row(why, "observation"))
+    if not meta.meta_digest:
+        if meta.seal:
+            rows.append(
+                _meta_row(f"{SESSION_FILE} has a seal but no meta_digest: its meta_digest was removed")
+            )
+        else:
+            why = "session.toml has no meta_digest (written before claimcheck pinned title and id)"
+            rows.append(_meta_row(why, "observation"))
+    elif meta.meta_digest != meta.compute_meta_digest():
+        rows.append(
+            _meta_row(
+                "session.toml was edited: its title, id, recipe, workspace or created_at no longer "
+                "match its meta_digest"
+            )
+        )
+    return rows
 
 
 def signature_rows(session: Session, loaded: Loaded) -> list[Row]:
@@ -184,15 +231,28 @@ def stage_rows(session: Session, loaded: Loaded, name: str) -> list[Row]:
     if rec is None:
         return rows
     path = session.path / registry.get(name).file_name
-    rows += integrity(session, name, path, rec, loaded.texts[name])
+    rows += integrity(session, name, path, rec, loaded.raw[name])
     rows += chain(name, rec, loaded.records)
     rows += pinned_rows(session, rec)
     rows += _unpinned_job_files(rec)
     return rows
 
 
+def pinned_paths(loaded: Loaded) -> set[str]:
+    """Every path (relative to the session) a readable record pins by hash."""
+    out: set[str] = set()
+    for rec in loaded.records.values():
+        try:
+            out.update(rel for _check, rel, _sha in _pins(rec))
+        except ShapeError:
+            continue
+    return out
+
+
 def session_rows(session: Session, loaded: Loaded) -> list[Row]:
-    return meta_rows(session) + signature_rows(session, loaded)
+    """Rows about session.toml, signature.toml and the folder as a whole (engine/headless/inventory.py)."""
+    folder = folder_rows(session, pinned_paths(loaded), loaded.records)
+    return meta_rows(session) + signature_rows(session, loaded) + folder
 
 
 def verify(session: Session, loaded: Loaded | None = None) -> list[Row]:

@@ -1,9 +1,12 @@
 """Headless replay: re-run every stage from its recorded inputs and compare with what was recorded.
 
-For each stage record on disk, in stage order:
+First the session as a whole (engine/headless/integrity.py session_rows): session.toml's bytes, seal
+and meta digest, the signature, and the folder (links, history/ revisions, unaccounted files).
+Then for each stage record on disk, in stage order:
 
 1. integrity: the record's content digest, its exact bytes (records are written canonically, so any
-   edited byte shows) and the session.toml stage table must agree — otherwise "tampered";
+   edited byte shows) and the session.toml stage table (digest, byte pin) must agree — otherwise
+   "tampered";
 2. chain: the upstream digests the record was computed from must be the current upstream records'
    digests — otherwise "stale";
 3. re-run: `claimcheck.engine.pipeline.core.compute(stage, recorded inputs, recorded upstream, ctx)` with
@@ -153,7 +156,7 @@ def replay(session_dir: Path, *, retrain: bool = False, progress: Progress | Non
     session_dir = Path(session_dir)
     result = ReplayResult(session_dir)
     try:
-        session = Session.open(session_dir)
+        session = Session.open(session_dir, allow_links=True)  # each link is a row (integrity)
         loaded = load(session)
     except EvidenceError as exc:
         result.error = str(exc)

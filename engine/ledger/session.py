@@ -39,9 +39,18 @@ from claimcheck.engine.evidence import (
     now_iso,
     read_toml,
     record_to_toml,
-    write_model,
+    sha256_bytes,
 )
 from claimcheck.engine.ledger.lock import SessionLock
+from claimcheck.engine.ledger.pins import (
+    LINK_FIX,
+    LINK_PROBLEM,
+    file_sha256,
+    find_links,
+    history_name,
+    journal_preimage_problem,
+    pins_for,
+)
 from claimcheck.engine.pipeline import core, registry
 from claimcheck.engine.pipeline.context import StageContext
 
@@ -98,15 +107,20 @@ class Session:
         return session
 
     @classmethod
-    def open(cls, path: Path) -> Session:
+    def open(cls, path: Path, *, allow_links: bool = False) -> Session:
+        """Open a session folder. A symbolic link anywhere inside it is refused, naming the link;
+        integrity readers pass `allow_links` and report each link as a row instead."""
         path = Path(path)
         if not path.is_dir():
             raise EvidenceError(path, "(directory)", "no such session directory", "give a path to a session")
         meta_file = path / SESSION_FILE
-        if not meta_file.exists():
+        if not meta_file.exists() and not meta_file.is_symlink():
             raise EvidenceError(
                 meta_file, "(file)", "this directory holds no session.toml", "give a session directory"
             )
+        links = [] if allow_links else find_links(path)
+        if links:
+            raise EvidenceError(path / links[0], "(file)", LINK_PROBLEM, LINK_FIX)
         return cls(path, load_session_meta(meta_file))
 
     @property
@@ -165,8 +179,7 @@ class Session:
         return [n for n in registry.downstream_names(name) if n in recs]
 
     def _archive(self, rec: StageRecord) -> Path:
-        spec = registry.get(rec.stage)
-        dest = self.path / "history" / f"{spec.index:02d}-{spec.name}.r{rec.provenance.revision}.toml"
+        dest = self.path / history_name(rec.stage, rec.provenance.revision)
         atomic_write_text(dest, record_to_toml(rec))
         return dest
 
@@ -245,52 +258,73 @@ class Session:
 
     def _write_meta(self) -> None:
         self.meta.meta_digest = self.meta.compute_meta_digest()
-        write_model(self.path / SESSION_FILE, self.meta)
+        self.meta.seal = self.meta.compute_seal()
+        atomic_write_text(self.path / SESSION_FILE, self.meta.to_toml())
 
-    def _sync_meta(self, name: str | None = None) -> None:
-        """Bring session.toml up to the records: the digest and revision of `name` (every stage when
-        None) and the state of every stage, which is derived from the chain."""
+    def _sync_meta(self, name: str | None = None, archived: dict[str, str] | None = None) -> None:
+        """Bring session.toml up to the records: the digest, revision and byte pin of `name` (every
+        stage when None), the history revisions `archived` for it, and the state of every stage,
+        which is derived from the chain. A stage whose entry has no byte pins yet (a session.toml
+        written before them) gets them for the files that verify (pins.pins_for)."""
         states = self.states()
+        upgrade = not self.meta.seal
         for spec in registry.STAGES:
             old = self.meta.stages.get(spec.name)
             if name is not None and spec.name != name and old is not None:
-                self.meta.stages[spec.name] = old.model_copy(update={"state": states[spec.name]})
-                continue
-            rec = self.record(spec.name)
-            self.meta.stages[spec.name] = StageEntry(
-                state=states[spec.name],
-                revision=rec.provenance.revision if rec else 0,
-                digest=rec.provenance.digest if rec else "",
-                file=spec.file_name,
-            )
+                entry = old.model_copy(update={"state": states[spec.name]})
+            else:
+                rec = self.record(spec.name)
+                entry = StageEntry(
+                    state=states[spec.name],
+                    revision=rec.provenance.revision if rec else 0,
+                    digest=rec.provenance.digest if rec else "",
+                    file=spec.file_name,
+                    file_sha256=file_sha256(self.record_path(spec.name)) if rec else "",
+                    history={**(old.history if old else {}), **(archived or {})},
+                )
+            self.meta.stages[spec.name] = pins_for(self.path, spec.name, entry) if upgrade else entry
         self._write_meta()
 
     # ------------------------------------------------------------ crash consistency
 
     def _commit(self, rec: StageRecord, archive: StageRecord | None = None) -> None:
-        """Save a sealed record: journal the intent, archive the frozen revision it replaces, write the
-        record (the commit point), update session.toml, drop the journal."""
-        entry = self.meta.stages.get(rec.stage)
-        intent = {
+        """Save a sealed record: journal the intent with its pre-image (what session.toml records for
+        the stage now), archive the frozen revision it replaces, write the record (the commit point),
+        update session.toml, drop the journal."""
+        entry = self.meta.stages.get(rec.stage) or StageEntry()
+        intent: dict[str, Any] = {
             "stage": rec.stage,
             "file": registry.get(rec.stage).file_name,
-            "old": entry.digest if entry is not None else "",
+            "old": entry.digest,
+            "old_sha256": entry.file_sha256,
+            "old_revision": entry.revision,
             "new": rec.provenance.digest,
             "at": now_iso(),
             "pid": os.getpid(),
         }
+        archived: dict[str, str] = {}
+        if archive is not None:
+            name = Path(history_name(archive.stage, archive.provenance.revision)).name
+            archived[name] = sha256_bytes(record_to_toml(archive).encode("utf-8"))
+            intent["archive"] = archived
         atomic_write_text(self.path / JOURNAL_FILE, json.dumps(intent, sort_keys=True))
         if archive is not None:
             self._archive(archive)
         atomic_write_text(self.record_path(rec.stage), record_to_toml(rec))
-        self._sync_meta(rec.stage)
+        self._sync_meta(rec.stage, archived)
         (self.path / JOURNAL_FILE).unlink(missing_ok=True)
         crash_point()
 
     def recover(self) -> list[str]:
         """Finish what a killed claimcheck left, under the lock: replay its journal, remove its temp
-        files. Returns what was done, one line each."""
-        done = self._replay_journal()
+        files. Returns what was done, one line each. A journal whose pre-image is not what session.toml
+        records (not claimcheck's interrupted write) is refused: the lock is released and the error
+        names the journal and the record."""
+        try:
+            done = self._replay_journal()
+        except EvidenceError:
+            self.lock.release()
+            raise
         removed = remove_temp_files(self.path)
         if removed:
             done.append(f"removed {len(removed)} temp file(s) left by an interrupted write")
@@ -303,22 +337,10 @@ class Session:
         name = journal.get("stage")
         outcome = "left"  # the record is neither what was there nor what was being written
         if name in registry.STAGE_NAMES:
-            try:
-                rec = self.record(name)
-            except EvidenceError:
-                rec = None
-            digest = (
-                rec.provenance.digest
-                if rec is not None and rec.compute_digest() == rec.provenance.digest
-                else None
-            )
-            if rec is not None and digest == journal.get("new"):
-                outcome = "completed"
-                self._sync_meta(name)
-            elif (rec is None and not journal.get("old")) or (
-                digest is not None and digest == journal.get("old")
-            ):
-                outcome = "rolled_back"
+            outcome = self._journal_outcome(name, journal)
+        if outcome == "completed":
+            archived = journal.get("archive")
+            self._sync_meta(name, archived if isinstance(archived, dict) else None)
         if outcome != "left":
             self._log_repair({**journal, "outcome": outcome, "repaired_at": now_iso()})
         (self.path / JOURNAL_FILE).unlink(missing_ok=True)
@@ -328,6 +350,34 @@ class Session:
                 f"an interrupted write of '{name}' could not be matched to its record; left for replay to name"
             ]
         return [f"an interrupted write of '{name}' was {outcome.replace('_', ' ')}"]
+
+    def _journal_outcome(self, name: str, journal: dict[str, Any]) -> str:
+        """completed / rolled_back / left for the journaled stage; raises EvidenceError when the record
+        holds the journal's `new` but the journal's pre-image is not what the write started from."""
+        try:
+            rec = self.record(name)
+        except EvidenceError:
+            rec = None
+        digest = (
+            rec.provenance.digest
+            if rec is not None and rec.compute_digest() == rec.provenance.digest
+            else None
+        )
+        if rec is not None and digest == journal.get("new"):
+            problem = journal_preimage_problem(self.path, self.meta.stages.get(name), rec, journal)
+            if problem:
+                raise EvidenceError(
+                    self.path / JOURNAL_FILE,
+                    "old",
+                    f"names {rec.stage}'s record {self.record_path(name).name} as an interrupted write, "
+                    f"but {problem}: it is not claimcheck's write, so it is not completed",
+                    f"run `claimcheck --replay` on the session to see what changed; remove {JOURNAL_FILE} "
+                    "only once you know (the record then replays as tampered)",
+                )
+            return "completed"
+        if (rec is None and not journal.get("old")) or (digest is not None and digest == journal.get("old")):
+            return "rolled_back"
+        return "left"
 
     def _log_repair(self, entry: dict[str, Any]) -> None:
         repairs = read_repairs(self.path)
