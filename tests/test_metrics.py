@@ -239,3 +239,9 @@ def test_macro_auroc_callable_bootstrap():
         m.macro_auroc, y, p, np.full((120, 3), 1 / 3), None, B(n=100, seed=0, classes=C3)
     )
     assert d["estimate"] == pytest.approx(r["macro_auroc"] - 0.5) and d["lo"] > 0
+
+
+def test_every_regression_metric_of_the_registry_has_summed_statistics() -> None:
+    from claimcheck.engine.stats import registry, uncertainty
+
+    assert set(registry.REGRESSION) == set(uncertainty.REGRESSION_STATISTICS)
