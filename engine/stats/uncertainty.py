@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 
 from claimcheck.engine.stats.metrics import argmax_pred, as_index, brier_rows, logloss_rows
-from claimcheck.engine.stats.registry import REGRESSION
 
 # The fewest independent units (families, or rows when rows are the unit) an interval is drawn over:
 # with fewer, a unit bootstrap sees too few distinct resamples and a ratio metric such as R² (whose
@@ -147,7 +146,7 @@ def regression_statistic(metric: str) -> Statistic:
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(sst > 1e-12, 1 - t[:, 1] / np.where(sst > 1e-12, sst, 1), np.nan)
 
-    if metric not in REGRESSION:
+    if metric not in ("mae", "rmse", "r2"):
         raise ValueError(f"no decomposable statistic for metric {metric!r}")
     return Statistic(metric, rows, fin)
 
@@ -221,7 +220,7 @@ def _resolve_stat(
 ) -> Statistic:
     if isinstance(metric, Statistic):
         return metric
-    if metric in REGRESSION:
+    if metric in ("mae", "rmse", "r2"):
         return regression_statistic(metric)
     if classes is None:
         raise ValueError(f"metric {metric!r} needs the class order")
