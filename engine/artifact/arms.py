@@ -190,8 +190,9 @@ def chosen_arms(chosen: list[str], claimed: list[str]) -> list[str]:
 
 
 def claimed_arms(check: Check, claimed: list[str]) -> Check:
-    """The arms check held against the claim's frozen comparators: one of them with no scored test
-    row (left out of the artifact inputs, not available, or every prediction failed) fails it, named."""
+    """The arms check held against the claim's frozen comparators: one of them not run (left out of
+    the artifact inputs, not available) fails it, named; one run that scored no test row (every
+    prediction failed or was truncated) is named as a warning: missing evidence, not zero quality."""
     from claimcheck.engine.shapes import parse
 
     arms = parse(check, shapes.Arms)
@@ -201,7 +202,11 @@ def claimed_arms(check: Check, claimed: list[str]) -> Check:
     update: dict[str, Any] = {
         "measured": arms.model_copy(update={"claim_comparators": list(claimed), "unscored": unscored})
     }
-    if unscored:
+    absent = [c for c in unscored if c not in arms.arms]
+    if absent:
         update["status"] = "fail"
-        update["summary"] = f"the claim's comparator(s) {', '.join(unscored)} not scored; {check.summary}"
+        update["summary"] = f"the claim's comparator(s) {', '.join(absent)} not run; {check.summary}"
+    elif unscored:
+        update["status"] = "warn" if check.status == "pass" else check.status
+        update["summary"] = f"the claim's comparator(s) {', '.join(unscored)} scored no row; {check.summary}"
     return Check.model_validate({**check.model_dump(), **update})

@@ -52,6 +52,9 @@ STAGE_DATA = {
     f"data/{MEMBERSHIP_FILE}": "split",
     f"data/{PREDICTIONS_FILE}": "baseline",
 }
+# What the exports write inside the session by default (engine/exports/: model card, Croissant, the
+# MLflow store): outputs derived from the records, like the report files, not evidence.
+EXPORTS_DIR = "exports"
 _HISTORY = re.compile(r"^(\d\d)-([a-z_]+)\.r(\d+)\.toml$")
 
 
@@ -183,6 +186,8 @@ def folder_rows(session: Session, pinned: set[str], records: dict) -> list[Row]:
     for rel in rel_files:
         top = "/" not in rel
         if rel in accounted or (top and (_is_draft(rel) or _report_temp(rel))):
+            continue
+        if rel.split("/")[0] == EXPORTS_DIR:
             continue
         if is_temp_name(Path(rel).name) and rel.split("/")[0] in ("data", HISTORY_DIR, Path(rel).name):
             leftovers.append(rel)
