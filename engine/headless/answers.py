@@ -299,15 +299,7 @@ def preflight(answers: Answers, workspace: Path, session_dir: Path) -> None:
             for p, name in zip(paths, inp.files, strict=True):
                 _jsonl_objects(p, name)
             lf = scan_files(paths, names=list(inp.files))
-            cols = {
-                "label_column": [inp.label_column],
-                "input_columns": inp.input_columns,
-                "text_columns": inp.text_columns,
-                "id_column": [inp.id_column],
-                "entity_columns": inp.entity_columns,
-                "time_column": [inp.time_column],
-            }
-            require_columns(lf, cols, text_columns=inp.text_columns)
+            require_columns(lf, inp.named_columns(), text_columns=inp.text_columns)
             if lf.head(1).collect().height == 0:
                 raise StageInputError(f"the data file(s) {list(inp.files)} hold no rows; give data with rows")
         except StageInputError as exc:

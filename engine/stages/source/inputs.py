@@ -207,6 +207,17 @@ class Inputs(BaseModel):
             raise ValueError(f"names column(s) {unknown} that are not input columns")
         return value
 
+    def named_columns(self) -> dict[str, list[str]]:
+        """Input field → the columns it names (what must be in the data; `require_columns` checks it)."""
+        return {
+            "label_column": [self.label_column],
+            "input_columns": self.input_columns,
+            "text_columns": self.text_columns,
+            "id_column": [self.id_column],
+            "entity_columns": self.entity_columns,
+            "time_column": [self.time_column],
+        }
+
     @field_validator("filters")
     @classmethod
     def _filters(cls, value: list[Filter]) -> list[Filter]:

@@ -86,15 +86,7 @@ def _read(inputs: Inputs, paths: list, ctx: StageContext) -> tuple[Any, Any, lis
     malformed = [profile.malformed_records(p, n) for p, n in zip(paths, inputs.files, strict=True)]
     _refuse_bad_jsonl(malformed, inputs.files)
     lf = data.scan_files(paths, names=list(inputs.files))
-    named = {
-        "label_column": [inputs.label_column],
-        "input_columns": inputs.input_columns,
-        "text_columns": inputs.text_columns,
-        "id_column": [inputs.id_column],
-        "entity_columns": inputs.entity_columns,
-        "time_column": [inputs.time_column],
-    }
-    data.require_columns(lf, named, text_columns=inputs.text_columns)
+    data.require_columns(lf, inputs.named_columns(), text_columns=inputs.text_columns)
     if inputs.time_column:
         data.resolve_time_unit(inputs.time_column, lf.collect_schema()[inputs.time_column], inputs.time_unit)
     elif inputs.time_unit:
