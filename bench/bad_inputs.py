@@ -2,8 +2,9 @@
 
     python bench/bad_inputs.py [CODE_DIR] [TIMEOUT_S] [OUT.json]
 
-CODE_DIR (default: this checkout) is put on PYTHONPATH for `python -m claimcheck.tui.cli`, so an older tree (a
-`git archive` of an earlier commit) can be compared. Each outcome: clear_error (exit 2, one line naming
+CODE_DIR (default: this checkout) is laid out as a wheel would install it (tests/package_layout.py) in a
+temporary folder put first on PYTHONPATH for `python -m claimcheck.tui.cli`, so another tree (a `git archive`
+of an earlier commit with the `claimcheck` package-dir mapping) can be compared. Each outcome: clear_error (exit 2, one line naming
 the file and field, nothing written), silent_accept (exit 0/1), traceback, hang (past TIMEOUT_S),
 unclear_or_late_error (exit 2 after writing, or a message without the field), error_on_stdout.
 
@@ -28,9 +29,11 @@ timeout = float(sys.argv[2]) if len(sys.argv) > 2 else 20
 sys.path.insert(0, str(ROOT))
 import tests.test_bad_inputs as T  # noqa: E402
 import tests.test_stage_refusals as S  # noqa: E402
+from tests.package_layout import stage_package  # noqa: E402
 
 PY = sys.executable
-env = dict(os.environ, PYTHONPATH=code)
+staged = stage_package(Path(tempfile.mkdtemp(prefix="bad-inputs-code-")), Path(code).resolve())
+env = dict(os.environ, PYTHONPATH=str(staged))
 
 
 def snapshot(root):
