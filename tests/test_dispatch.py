@@ -85,8 +85,9 @@ def test_dispatch_records_the_job_from_its_own_files(pipeline) -> None:
     import polars as pl
 
     from claimcheck.engine.data import splits
+    from claimcheck.engine.training.rowfiles import read_rows
 
-    exported = set(pl.read_parquet(ctx.session_dir / "jobs" / op / "data/train.parquet")["row_id"].to_list())
+    exported = set(read_rows(ctx.session_dir / "jobs" / op / "data/train.jsonl")["row_id"].to_list())
     test_ids = set(
         splits.membership(upstream["split"], ctx).filter(pl.col("split") == "test")["row_id"].to_list()
     )

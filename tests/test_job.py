@@ -164,9 +164,8 @@ def test_best_dev_selection_and_early_stopping(tmp_path: Path, model_dir: Path) 
 def test_eval_rows_evaluates_a_fixed_dev_subset_and_the_artifact_keeps_every_dev_row(
     tmp_path: Path, model_dir: Path
 ) -> None:
-    import polars as pl
-
     from claimcheck.engine.training import jobfiles as jf
+    from claimcheck.engine.training.rowfiles import read_rows
 
     jd = kit.job_dir(
         tmp_path, model_dir, max_steps=4, eval_every_steps=2, checkpoint_every_steps=0, eval_rows=6
@@ -175,6 +174,6 @@ def test_eval_rows_evaluates_a_fixed_dev_subset_and_the_artifact_keeps_every_dev
     evals = jf.dev_evals(jf.read_metrics(jd))
     assert [e.step for e in evals] == [0, 2, 4] and {e.rows for e in evals} == {6}
     assert all(sum((e.pred_distribution or {}).values()) == 6 for e in evals)
-    assert pl.read_parquet(next((jd / "final").glob("dev*.parquet"))).height == 24
+    assert read_rows(jd / "final" / jf.DEV_PREDICTIONS).height == 24
     st = jf.read_status(jd)
     assert st is not None and st.stage == "done" and st.step == 4  # the last step's status is always written

@@ -98,7 +98,7 @@ def make_job(
     output_root: Path | None = None,
     step_delay: float = 0.0,
 ) -> tuple[Path, str]:
-    """A job directory as the dispatch stage writes it: contract copy + train/dev parquet."""
+    """A job directory as the dispatch stage writes it: contract copy + train/dev row files."""
     import polars as pl
 
     eff = _effective(max_steps)

@@ -89,7 +89,7 @@ class FakeRay:
 def _job_dir(root: Path, runtime: dict[str, Any] | None = None) -> Path:
     job_dir = root / "jobs" / OP
     (job_dir / "data").mkdir(parents=True)
-    (job_dir / "data" / "train.parquet").write_bytes(b"x")
+    (job_dir / "data" / "train.jsonl").write_bytes(b"x")
     doc = {
         "operation_id": OP,
         "digest": "sha256:" + "0" * 64,
@@ -178,7 +178,7 @@ def test_inputs_staged_to_the_named_output_location(tmp_path: Path) -> None:
     assert isinstance(prov, Provider)  # the same interface as the local provider
     prov.launch(job_dir, OP)
     assert (out / jobfiles.CONTRACT).read_bytes() == (job_dir / jobfiles.CONTRACT).read_bytes()
-    assert (out / "data" / "train.parquet").exists()
+    assert (out / "data" / "train.jsonl").exists()
     payload = fake.jobs[OP]
     assert payload["entrypoint"].endswith(f"-m claimcheck.engine.training.job {out}")
     assert "working_dir" not in payload["runtime_env"]  # the session folder is never uploaded

@@ -23,8 +23,9 @@ from claimcheck.engine.training.evaluate import (
     eval_batches,
     predict,
 )
-from claimcheck.engine.training.jobfiles import DEV_FILE, DEV_PREDICTIONS, MANIFEST
+from claimcheck.engine.training.jobfiles import DEV_PREDICTIONS, MANIFEST, read_contract
 from claimcheck.engine.training.prepare import IGNORE
+from claimcheck.engine.training.rowfiles import RowTable, find_rows, read_rows, write_rows
 from claimcheck.engine.training.schema import effective as typed
 
 # Fields peft holds as Python sets and writes as list(set): their order follows the
@@ -60,7 +61,6 @@ def save_artifact(final: Path, trained: Trained) -> dict[str, Any]:
     """Write the artifact folder, then its manifest (sha256 of every file, tensors, LoRA B norms)."""
     import shutil
 
-    import polars as pl
     from safetensors.torch import save_file
 
     from claimcheck.engine.training.checkpoint import trainable_state
@@ -82,16 +82,17 @@ def save_artifact(final: Path, trained: Trained) -> dict[str, Any]:
     if dev_b.classification:
         out = predict(model, dev_b)
         proba = out["proba"]
-        pl.DataFrame(
+        table = RowTable.from_columns(
             {
                 "row_id": dev_b.row_ids,
                 "target": [batcher.classes[i] for i in dev_b.labels],
                 "pred": [batcher.classes[i] for i in proba.argmax(axis=1)],
                 "proba": proba.tolist(),
             }
-        ).write_parquet(tmp / DEV_PREDICTIONS)
+        )
+        write_rows(tmp / DEV_PREDICTIONS, table)
     else:
-        sft_dev_predictions(model, dev_b).write_parquet(tmp / DEV_PREDICTIONS)
+        write_rows(tmp / DEV_PREDICTIONS, sft_dev_predictions(model, dev_b))
     manifest = {
         "files": file_hashes(tmp),
         "tensors": {k: list(v.shape) for k, v in sorted(state.items())},
@@ -212,10 +213,9 @@ def recorded_mode(final: Path) -> str:
     return str(json.loads((Path(final) / MANIFEST).read_text()).get("inference_mode") or INFERENCE_MODE)
 
 
-def sft_dev_predictions(model: Any, enc: Encoded, mode: str = INFERENCE_MODE) -> Any:
+def sft_dev_predictions(model: Any, enc: Encoded, mode: str = INFERENCE_MODE) -> RowTable:
     """Per SFT dev row, at every supervised position: the arg-max next token ("pred") and the
     probability the model gives the reference token ("proba") — what reload parity compares."""
-    import polars as pl
     import torch
 
     model.eval()
@@ -232,10 +232,7 @@ def sft_dev_predictions(model: Any, enc: Encoded, mode: str = INFERENCE_MODE) ->
                 lp = logp[j, :-1][keep]
                 preds[i] = lp.argmax(dim=-1).tolist()
                 probas[i] = lp.gather(1, target[keep].unsqueeze(1)).squeeze(1).exp().double().tolist()
-    return pl.DataFrame(
-        {"row_id": enc.row_ids, "pred": preds, "proba": probas},
-        schema={"row_id": pl.Int64, "pred": pl.List(pl.Int64), "proba": pl.List(pl.Float64)},
-    )
+    return RowTable.from_columns({"row_id": [int(r) for r in enc.row_ids], "pred": preds, "proba": probas})
 
 
 def _sft_parity(model: Any, enc: Encoded, recorded: Any, mode: str) -> dict[str, Any]:
@@ -267,7 +264,6 @@ def reload_parity(
     at the end of training. `overrides` changes effective settings at serving time (a test uses
     it to plant a training-serving skew)."""
     import numpy as np
-    import polars as pl
     import torch
 
     torch.set_num_threads(1)
@@ -275,8 +271,8 @@ def reload_parity(
     model, tok, eff, report = load_artifact(final, workspace)
     eff = {**eff, **(overrides or {})}
     mode = recorded_mode(final)
-    recorded = pl.read_parquet(final / DEV_PREDICTIONS)
-    dev = pl.read_parquet(job_dir / DEV_FILE)
+    recorded = read_rows(find_rows(final, Path(DEV_PREDICTIONS).stem))
+    dev = read_rows(job_dir / read_contract(job_dir)["data"]["dev"])
     classes = list(typed(eff).label_classes)
     enc = Batcher(eff, tok, classes, "cpu").prepare(dev, rendered=True)
     if not enc.classification:

@@ -45,15 +45,16 @@ def resolve_device(spec: str) -> str:
 
 
 def load_split(job_dir: Path, doc: dict[str, Any], name: str) -> Any:
-    """A job's own data file, refused when its bytes differ from the hash in contract.toml."""
-    import polars as pl
+    """A job's own row file (engine/training/rowfiles.py), refused when its bytes differ from the
+    hash in contract.toml."""
+    from claimcheck.engine.training.rowfiles import read_rows
 
     path = Path(job_dir) / doc["data"][name]
     want = doc["data"].get(f"{name}_sha256", "")
     got = sha256_file(path)
     if want and got != want:
         raise ValueError(f"{path.name}: sha256 {got[:12]} differs from the contract copy's {want[:12]}")
-    return pl.read_parquet(path)
+    return read_rows(path)
 
 
 # ---------------------------------------------------------------- model inputs

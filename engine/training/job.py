@@ -1,6 +1,6 @@
 """The training entrypoint: `python -m claimcheck.engine.training.job JOB_DIR`.
 
-The job reads only its own directory (contract.toml, data/train.parquet, data/dev.parquet) and
+The job reads only its own directory (contract.toml, data/train.jsonl, data/dev.jsonl) and
 writes its own progress there — status.json, heartbeat, metrics.jsonl, checkpoints/, final/ — so
 it can run detached from the app and be reattached later. The folder's layout, its readers and
 writers and the job's state vocabulary live in claimcheck.engine.training.jobfiles; the alarms that judge

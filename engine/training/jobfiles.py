@@ -5,7 +5,7 @@ The job (claimcheck.engine.training.job) reads only its own folder and writes it
 can run detached from the app and be reattached later:
 
     contract.toml   the frozen contract copy: identity, data files and hashes, runtime, [effective]
-    data/           train.parquet, dev.parquet (never the test split)
+    data/           train.jsonl, dev.jsonl (never the test split; row files, engine/training/rowfiles.py)
     status.json     stage (loading / initial-eval / training / final-eval / done / failed /
                     cancelled), reason, step, total steps, resume points
     heartbeat       JSON written by a thread every `heartbeat_seconds`: time, beat count, the
@@ -72,10 +72,12 @@ CHECKPOINTS = "checkpoints"
 BEST = "best"
 FINAL = "final"
 DATA = "data"
-TRAIN_FILE = "data/train.parquet"
-DEV_FILE = "data/dev.parquet"
+TRAIN_FILE = "data/train.jsonl"
+DEV_FILE = "data/dev.jsonl"
 MANIFEST = "manifest.json"
-DEV_PREDICTIONS = "dev_predictions.parquet"
+DEV_PREDICTIONS = "dev_predictions.jsonl"
+# The same files in job folders recorded before row files (Parquet; read by rowfiles.read_rows).
+LEGACY_DATA_FILES = ("data/train.parquet", "data/dev.parquet")
 # Small files the job rewrites while it runs (a remote provider mirrors them home).
 PROGRESS_FILES = (STATUS, HEARTBEAT, METRICS)
 
@@ -256,7 +258,7 @@ class JobSpec:
     digest: str
     op_id: str
     attempt: int
-    train: Any  # Polars frames with row_id, text (or messages as a JSON string) and target
+    train: Any  # Polars frames (or RowTables) with row_id, text (or messages as a JSON string) and target
     dev: Any
     workspace: Path
     runtime: dict[str, Any] | None = None
@@ -269,6 +271,7 @@ def write_job_dir(job_dir: Path, spec: JobSpec | None = None, **fields: Any) -> 
     identity changes nothing.
     """
     from claimcheck.engine.data.rows import sha256_file
+    from claimcheck.engine.training.rowfiles import write_rows
 
     spec = spec or JobSpec(**fields)
     job_dir = Path(job_dir)
@@ -277,10 +280,8 @@ def write_job_dir(job_dir: Path, spec: JobSpec | None = None, **fields: Any) -> 
     (job_dir / DATA).mkdir(parents=True, exist_ok=True)
     hashes = {}
     for name, frame in (("train", spec.train), ("dev", spec.dev)):
-        path = job_dir / f"{DATA}/{name}.parquet"
-        tmp = path.with_suffix(".tmp")
-        frame.write_parquet(tmp)
-        os.replace(tmp, path)
+        path = job_dir / (TRAIN_FILE if name == "train" else DEV_FILE)
+        write_rows(path, frame)
         hashes[name] = sha256_file(path)
     doc = {
         "operation_id": spec.op_id,
