@@ -140,13 +140,16 @@ MINILM_L6 = dict(
 
 
 def _encoder(dir: Path, a: argparse.Namespace) -> Path:
-    """A BERT encoder of all-MiniLM-L6-v2's shape, random weights, with the tiny WordPiece tokenizer."""
+    """A BERT encoder of all-MiniLM-L6-v2's shape, random weights, with the tiny WordPiece tokenizer
+    (`a.encoder_full` False, the dry run: the tiny 2-layer encoder itself)."""
     import torch
     from transformers import BertConfig, BertModel
 
     from claimcheck.engine.training.tiny import make_tiny_encoder
 
     make_tiny_encoder(dir)  # the tokenizer; its 2-layer model is replaced below
+    if not a.encoder_full:
+        return dir
     cfg = BertConfig.from_pretrained(dir)
     cfg.update(dict(MINILM_L6, initializer_range=0.02))
     torch.manual_seed(0)
@@ -311,7 +314,16 @@ def run_contract(name: str, eff: dict, peak: float, a: argparse.Namespace) -> di
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="the CUDA path measured (bench/gpu.sh)")
     p.add_argument("--dry-run", action="store_true", help="every step on CPU at tiny size")
+    p.add_argument("--out", type=Path, help="also append each JSON line to this file")
     a = p.parse_args(argv)
+
+    def emit(doc: dict) -> None:
+        line = json.dumps(doc)
+        print(line, flush=True)
+        if a.out:
+            with a.out.open("a", encoding="utf-8") as fh:
+                fh.write(line + "\n")
+
     import torch
 
     dry = a.dry_run
@@ -323,17 +335,18 @@ def main(argv: list[str] | None = None) -> int:
     a.rows, a.dev_rows, a.threads = (32, 8, 2) if dry else (2000, 64, 8)
     a.sft_batch, a.sft_length = (2, 384) if dry else (8, 512)
     a.llama_hidden, a.llama_layers = (64, 2) if dry else (2048, 22)
+    a.encoder_full = not dry
     t0 = time.perf_counter()
-    print(json.dumps({"versions": versions()}), flush=True)
+    emit({"versions": versions(), "dry_run": dry})
     peak = peak_bf16(device, 256 if dry else 8192, 3 if dry else 20)
     name = "cpu" if dry else torch.cuda.get_device_name(0)
-    print(json.dumps({"device": name, "peak_bf16_tflops_measured": round(peak / 1e12, 3)}), flush=True)
+    emit({"device": name, "peak_bf16_tflops_measured": round(peak / 1e12, 3)})
     results = [run_contract("text-cls-qlora", _recipe_effective(device, a), peak, a)]
-    print(json.dumps(results[-1]), flush=True)
+    emit(results[-1])
     llama = _llama(Path(tempfile.mkdtemp(prefix="cc-llama-")) / "llama", a)
     results.append(run_contract("sft-qlora-llama", _sft_effective(llama, device, a), peak, a))
-    print(json.dumps(results[-1]), flush=True)
-    print(json.dumps({"total_seconds": round(time.perf_counter() - t0, 1), "dry_run": dry}), flush=True)
+    emit(results[-1])
+    emit({"total_seconds": round(time.perf_counter() - t0, 1), "dry_run": dry})
     return 0 if all(r["ok"] for r in results) else 1
 
 

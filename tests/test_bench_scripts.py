@@ -32,7 +32,9 @@ def gpu_run():
 
 def _args() -> argparse.Namespace:
     # gpu_run.main's --dry-run sizes
-    return argparse.Namespace(steps=3, warmup=1, rows=32, dev_rows=8, threads=1, sft_batch=2, sft_length=384)
+    return argparse.Namespace(
+        steps=3, warmup=1, rows=32, dev_rows=8, threads=1, sft_batch=2, sft_length=384, encoder_full=False
+    )
 
 
 @pytest.mark.parametrize("which", ["text-cls-qlora", "sft-qlora-llama"])
