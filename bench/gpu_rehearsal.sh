@@ -8,13 +8,16 @@
 #
 #   bench/gpu_rehearsal.sh [VENV]     VENV default ${TMPDIR:-/tmp}/cc-gpu-rehearsal/venv (reused when there)
 #
-#   PYTHON312  a Python 3.12 interpreter to make the venv with (default: python3.12 on PATH)
+#   PYTHON312  a Python 3.12 interpreter to make the venv with (default: python3.12 on PATH, else pyenv's 3.12)
 # Needs PyPI (torch 2.11 with its CUDA libraries is about 3 GB the first time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${1:-${TMPDIR:-/tmp}/cc-gpu-rehearsal/venv}"
 WORK="$(dirname "$VENV")/rehearsal"
 PY312="${PYTHON312:-python3.12}"
+if [ -z "${PYTHON312:-}" ] && ! python3.12 -c '' 2>/dev/null && command -v pyenv >/dev/null; then
+  PY312="$(ls -d "$(pyenv root)"/versions/3.12*/bin/python 2>/dev/null | tail -1)"  # a pyenv without 3.12 on PATH
+fi
 START=$(date +%s)
 mkdir -p "$WORK"
 
