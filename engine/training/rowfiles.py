@@ -22,12 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from claimcheck.engine.errors import ClaimcheckError
+
 SUFFIX = ".jsonl"
 LEGACY_SUFFIX = ".parquet"
 
 
-class RowFileError(ValueError):
-    """A row file that is not what its writer writes (names the file and line)."""
+class RowFileError(ClaimcheckError, ValueError):
+    """A row file that is not what its writer writes (names the file and line). A ValueError too:
+    the job reports a data file it cannot use (a hash mismatch included) as one."""
 
 
 class Column(list):
