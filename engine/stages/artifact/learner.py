@@ -102,7 +102,7 @@ def _regression(
         preds,
         y,
         units,
-        "family" if units is not None else "row",
+        lt.unit_kind,
         metric,
         inputs.bootstrap_resamples,
         inputs.seed,

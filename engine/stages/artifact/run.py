@@ -274,7 +274,7 @@ def compare_arms(
     y = np.asarray([classes.index(str(t)) if str(t) in classes else -1 for t in test["target"].to_list()])
     y_cal = np.asarray([classes.index(str(t)) if str(t) in classes else -1 for t in cal["target"].to_list()])
     units = lt.units
-    unit_kind = "family" if units is not None else "row"
+    unit_kind = lt.unit_kind
 
     arms_wanted = list(dict.fromkeys(["candidate", *inputs.comparators]))
     if "best_baseline" in arms_wanted:
