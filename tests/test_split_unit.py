@@ -1,10 +1,12 @@
 """The split's grouping is the unit everywhere after it: on a data set with planted duplicate families,
 split by duplicate families, the baseline's K-fold keeps every family in one fold and the baseline's
 and the artifact's unit counts equal the family counts (a real tabular session, scikit-learn path).
-Also: the group_time gap counts a row once."""
+Also: the group_time gap counts a row once, and when an arm fails on some locked-test rows,
+artifact.coverage_bias compares the rows every arm scored with the rest."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -210,3 +212,53 @@ def test_mcnemar_over_families_is_clustered_and_over_single_rows_unchanged() -> 
     assert r["p_value"] == pytest.approx(float(stats.chi2.sf(4 / 6, 1)))
     assert mcnemar(a, b, np.arange(6)) == mcnemar(a, b)
     assert "units" not in mcnemar(a, b)
+
+
+def test_coverage_bias_compares_the_rows_an_arm_failed_on(planted: Path, tmp_path: Path, monkeypatch) -> None:
+    """The best baseline fails on every phone-channel row (one row a batch, so only those): the
+    comparison runs on the other rows, and artifact.coverage_bias says the unscored rows are all
+    phone while the scored ones hold none. Without failures the check passes."""
+    from claimcheck.engine.stages.baseline import run as baseline
+
+    sess = Session.open(planted / "s")
+    whole = parse(sess.records()["artifact"].check("artifact.coverage_bias"), A.CoverageBias)
+    assert sess.records()["artifact"].check("artifact.coverage_bias").status == "pass"
+    assert whole.unscored_rows == 0 and whole.shared_rows == whole.rows
+    real = baseline.refit_best
+
+    def failing_on_phone(upstream, ctx):
+        fn, name = real(upstream, ctx)
+
+        def predict(frame):
+            if (frame["channel"] == "phone").any():
+                raise RuntimeError("planted failure on a phone row")
+            return fn(frame)
+
+        predict.arm_batch = 1
+        return predict, name
+
+    monkeypatch.setattr(baseline, "refit_best", failing_on_phone)
+    copy = tmp_path / "s"
+    shutil.copytree(planted / "s", copy, ignore=shutil.ignore_patterns(".lock"))
+    shutil.copy(planted / "planted.csv", tmp_path / "planted.csv")
+    sess = Session.open(copy)
+    rec = sess.run_stage("artifact", sess.records()["artifact"].inputs, save=False)
+    test = pl.read_parquet(copy / "data" / "split.parquet").filter(pl.col("split") == "test")
+    channel = (
+        pl.read_csv(planted / "planted.csv")
+        .with_row_index("row_id")
+        .with_columns(pl.col("row_id").cast(pl.Int64))
+    )
+    phone = test.join(channel, on="row_id").filter(pl.col("channel") == "phone").height
+    assert 0 < phone < test.height
+    check = rec.check("artifact.coverage_bias")
+    bias = parse(check, A.CoverageBias)
+    assert bias.unscored_rows == phone and bias.shared_rows == test.height - phone
+    assert bias.unscored_by_arm == {"candidate": 0, "trivial_baseline": 0, "best_baseline": phone}
+    assert bias.slices["channel"].unscored == {"phone": 1.0} and "phone" not in bias.slices["channel"].scored
+    assert "slice channel" in bias.differs and check.status == "warn"
+    assert bias.class_mix is not None and sum(bias.class_mix.unscored.values()) == pytest.approx(1.0)
+    assert bias.input_length is None  # no free-text input in this data
+    comp = parse(rec.check("artifact.comparison"), A.Comparison)
+    assert comp.shared_rows == bias.shared_rows  # paired figures on the shared rows only
+    assert f"paired figures use the {bias.shared_rows} rows every arm scored" in check.summary

@@ -83,7 +83,13 @@ LATER_KEYS: dict[str, tuple[str, ...]] = {
 # observation (shown, not compared). One-way, as above: once recorded, it is compared. A record cannot
 # lose a check unnoticed: its digest covers its checks (engine/headless/integrity.py).
 LATER_CHECKS: frozenset[str] = frozenset(
-    {"source.class_order", "contract.memory_measured", "source.non_finite", "split.train_classes"}
+    {
+        "source.class_order",
+        "contract.memory_measured",
+        "source.non_finite",
+        "split.train_classes",
+        "artifact.coverage_bias",
+    }
 )
 
 
