@@ -256,7 +256,7 @@ def test_coverage_bias_compares_the_rows_an_arm_failed_on(planted: Path, tmp_pat
     assert bias.unscored_rows == phone and bias.shared_rows == test.height - phone
     assert bias.unscored_by_arm == {"candidate": 0, "trivial_baseline": 0, "best_baseline": phone}
     assert bias.slices["channel"].unscored == {"phone": 1.0} and "phone" not in bias.slices["channel"].scored
-    assert "slice channel" in bias.differs and check.status == "warn"
+    assert "slice channel" in bias.differs and check.status == "warn" and check.coverage == "full"
     assert bias.class_mix is not None and sum(bias.class_mix.unscored.values()) == pytest.approx(1.0)
     assert bias.input_length is None  # no free-text input in this data
     comp = parse(rec.check("artifact.comparison"), A.Comparison)

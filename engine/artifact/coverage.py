@@ -5,7 +5,7 @@ length and each slice column's mix — so a reader sees whether the shared rows 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from claimcheck.engine.artifact.common import PB_ARMS
@@ -32,6 +32,7 @@ class Coverage:
     numeric: bool  # a numeric target (regression) rather than classes
     slice_columns: list[str]
     text_columns: list[str]
+    coverage: str = "full"  # the locked test read: all of it, or a sample (artifact inputs.max_test_rows)
 
 
 def _shares(values: Any) -> dict[str, float]:
@@ -130,8 +131,8 @@ def coverage_bias(cov: Coverage) -> Check:
     m = shapes.CoverageBias(rows=n, shared_rows=k, unscored_rows=n - k, unscored_by_arm=cov.unscored_by_arm)
     if k == n:
         summary = f"every arm scored all {n} locked-test rows: the paired figures cover them all"
-        return _check("pass", summary, m)
-    cov = Coverage(cov.test, scored, cov.unscored_by_arm, cov.numeric, cov.slice_columns, cov.text_columns)
+        return _check("pass", summary, m, cov.coverage)
+    cov = replace(cov, scored=scored)
     class_mix, target = _target(cov)
     slices = {
         c: _mix(np.asarray([str(v) for v in cov.test[c].to_list()], dtype=object), scored)
@@ -149,7 +150,7 @@ def coverage_bias(cov: Coverage) -> Check:
         }
     )
     m = m.model_copy(update={"differs": _differs(m)})
-    return _check("warn" if m.differs else "info", _summary(m), m)
+    return _check("warn" if m.differs else "info", _summary(m), m, cov.coverage)
 
 
 def _summary(m: shapes.CoverageBias) -> str:
@@ -177,12 +178,12 @@ def _summary(m: shapes.CoverageBias) -> str:
     return f"{lead}: " + "; ".join(parts) + f"; {tail}"
 
 
-def _check(status: str, summary: str, m: shapes.CoverageBias) -> Check:
+def _check(status: str, summary: str, m: shapes.CoverageBias, coverage: str) -> Check:
     return Check(
         id="artifact.coverage_bias",
         status=status,
         summary=summary,
-        coverage=f"{m.rows} locked-test rows: {m.shared_rows} scored by every arm, {m.unscored_rows} not",
+        coverage=coverage,
         measured=m,
         why="Paired figures on the rows every arm scored describe those rows; when failures cluster in one "
         "class, length or slice, they are not the test the claim names.",
@@ -191,10 +192,11 @@ def _check(status: str, summary: str, m: shapes.CoverageBias) -> Check:
 
 
 def arms_coverage(
-    test: Any, label_ok: Any, preds: dict[str, Any], inputs: Any, upstream: dict[str, Any]
+    test: Any, label_ok: Any, preds: dict[str, Any], inputs: Any, upstream: dict[str, Any], coverage: str
 ) -> Check:
     """coverage_bias over the arms' locked-test predictions (arm → {"ok": bool per row, ...}):
-    the shared rows are those every arm scored whose label counts (`label_ok`)."""
+    the shared rows are those every arm scored whose label counts (`label_ok`); `coverage` is the
+    locked test's (full, or the sample the artifact inputs bound)."""
     import numpy as np
 
     from claimcheck.engine.data.rows import text_inputs
@@ -211,5 +213,6 @@ def arms_coverage(
             numeric=target_type(upstream["claim"].inputs) == "numeric",
             slice_columns=list(inputs.slice_columns),
             text_columns=text_inputs(upstream["source"].inputs),
+            coverage=coverage,
         )
     )

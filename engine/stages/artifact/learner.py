@@ -112,7 +112,7 @@ def _regression(
     return [
         locked_read(reads, total, coverage),
         arm_counts(wanted, preds, notes, test.height, np.zeros(test.height), coverage),
-        arms_coverage(test, np.isfinite(y), preds, inputs, upstream),
+        arms_coverage(test, np.isfinite(y), preds, inputs, upstream, coverage),
         sk.regression_comparison(sc),
         latency(inputs.latency_examples, fns, test),
     ]

@@ -298,7 +298,7 @@ def compare_arms(
         preds[arm] = {**r["test"], "cal_proba": r["calibration"]["proba"], "cal_ok": r["calibration"]["ok"]}
     checks = [locked_read(reads, total_test, coverage)]
     checks.append(arm_counts(arms_wanted, preds, notes, test.height, y, coverage))
-    checks.append(arms_coverage(test, y >= 0, preds, inputs, upstream))
+    checks.append(arms_coverage(test, y >= 0, preds, inputs, upstream, coverage))
     positive = metric_registry.positive_index(_claim(upstream), classes)
     scored = Scored(inputs, preds, y, y_cal, units, unit_kind, classes, metric, test, coverage, positive)
     checks.extend(quality(scored))
