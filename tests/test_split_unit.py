@@ -30,7 +30,7 @@ SINGLES = 400  # rows with an input of their own
 INPUTS = ["x1", "x2", "channel"]
 
 
-def _planted_csv(path: Path) -> None:
+def _planted_csv(path: Path, customers: int = 0) -> None:
     """Rows whose queue follows x1 / x2; PLANTED families of identical inputs (and label), each a
     different customer per row, so only the duplicate grouping can keep a family together."""
     rng = np.random.default_rng(7)
@@ -49,14 +49,16 @@ def _planted_csv(path: Path) -> None:
             "x1": [rows[i][0] for i in order],
             "x2": [rows[i][1] for i in order],
             "channel": [rows[i][2] for i in order],
-            "customer_id": [f"C{i}" for i in range(len(rows))],
+            "customer_id": [f"C{i % (customers or len(rows))}" for i in range(len(rows))],
             "created_at": [f"2024-{1 + i % 12:02d}-{1 + i % 28:02d}T00:00:00" for i in range(len(rows))],
             "queue": [rows[i][3] for i in order],
         }
     ).write_csv(path)
 
 
-def _answers(ws: Path) -> Path:
+def _answers(
+    ws: Path, split: str = 'strategy = "group"\ngrouping = "duplicates"\n', customers: int = 0
+) -> Path:
     text = ANSWERS.read_text()
     swaps = {
         'workspace = ".."': 'workspace = "."',
@@ -71,7 +73,7 @@ def _answers(ws: Path) -> Path:
         '[[source.filters]]\nreason = "CI-sized run: tickets created before 2024-06 (about a quarter of the sample)"\n'
         "where = \"created_at < '2024-06-01'\"\n": "",
         'channel = "yes"\nproduct = "yes"': 'channel = "yes"\nx1 = "yes"\nx2 = "yes"',
-        'strategy = "group"\n': 'strategy = "group"\ngrouping = "duplicates"\n',
+        'strategy = "group"\n': split,
         'cv = "off"               # holdout: fit on train, measure on dev': 'cv = "on"\ncv_folds = 4',
         "bootstrap_resamples = 1000": "bootstrap_resamples = 200",
         "latency_examples = 20": "latency_examples = 2",
@@ -79,7 +81,7 @@ def _answers(ws: Path) -> Path:
     for old, new in swaps.items():
         assert old in text, old
         text = text.replace(old, new)
-    _planted_csv(ws / "planted.csv")
+    _planted_csv(ws / "planted.csv", customers)
     (ws / "answers.toml").write_text(text)
     return ws / "answers.toml"
 
@@ -262,3 +264,22 @@ def test_coverage_bias_compares_the_rows_an_arm_failed_on(planted: Path, tmp_pat
     comp = parse(rec.check("artifact.comparison"), A.Comparison)
     assert comp.shared_rows == bias.shared_rows  # paired figures on the shared rows only
     assert f"paired figures use the {bias.shared_rows} rows every arm scored" in check.summary
+
+
+def test_time_ordered_folds_keep_each_family_whole(tmp_path: Path) -> None:
+    """A time split's K-fold trains each fold on earlier ones; a customer whose tickets span the
+    period sits whole in the fold of its earliest ticket (150 customers of 4-5 rows over a year)."""
+    answers = _answers(tmp_path, 'strategy = "time"\n', customers=150)
+    result = run_answers(answers, tmp_path / "s")
+    assert result.exit_code == 0, [r for r in result.rows if r.failing]
+    recs = Session.open(tmp_path / "s").records()
+    conv = parse(recs["baseline"].check("baseline.conventional"), B.Conventional)
+    assert conv.mode == "kfold-time" and conv.unit == "family" and conv.units_spanning_folds == 0
+    rows = pl.read_csv(tmp_path / "planted.csv").with_row_index("row_id")
+    rows = rows.with_columns(pl.col("row_id").cast(pl.Int64)).select("row_id", "customer_id")
+    preds = pl.read_parquet(tmp_path / "s" / "data" / "baseline_dev_predictions.parquet").join(
+        rows, on="row_id"
+    )
+    per_customer = preds.group_by("customer_id").agg(pl.col("fold").n_unique().alias("k"))
+    assert per_customer.height == conv.units and per_customer.get_column("k").max() == 1
+    assert preds.get_column("fold").n_unique() == conv.folds > 1

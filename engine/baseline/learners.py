@@ -173,6 +173,8 @@ def _plan_folds(data: Data, inputs: Inputs, upstream: dict[str, StageRecord]) ->
             t = ev.select(time_expr(tcol, ev.schema[tcol], unit).alias("t")).get_column("t")
             rank = t.rank("ordinal").fill_null(0).to_numpy()
             fold = np.minimum((rank - 1) * inputs.cv_folds // max(len(rank), 1), inputs.cv_folds - 1)
+            # each family whole, in the fold of its earliest row (as group_time places it in a split)
+            fold = splits.family_first_split(np.asarray(ids, dtype=np.int64), fold)
         else:
             fold = splits.assign_folds(np.asarray(ids, dtype=np.int64), inputs.cv_folds, inputs.seed)
     fold = np.asarray(fold, dtype=np.int64)
