@@ -225,7 +225,7 @@ def test_coverage_bias_compares_the_rows_an_arm_failed_on(planted: Path, tmp_pat
     sess = Session.open(planted / "s")
     whole = parse(sess.records()["artifact"].check("artifact.coverage_bias"), A.CoverageBias)
     assert sess.records()["artifact"].check("artifact.coverage_bias").status == "pass"
-    assert whole.unscored_rows == 0 and whole.shared_rows == whole.rows
+    assert whole.unscored_rows == 0 and whole.scored_rows == whole.rows
     real = baseline.refit_best
 
     def failing_on_phone(upstream, ctx):
@@ -255,15 +255,15 @@ def test_coverage_bias_compares_the_rows_an_arm_failed_on(planted: Path, tmp_pat
     assert 0 < phone < test.height
     check = rec.check("artifact.coverage_bias")
     bias = parse(check, A.CoverageBias)
-    assert bias.unscored_rows == phone and bias.shared_rows == test.height - phone
+    assert bias.unscored_rows == phone and bias.scored_rows == test.height - phone
     assert bias.unscored_by_arm == {"candidate": 0, "trivial_baseline": 0, "best_baseline": phone}
     assert bias.slices["channel"].unscored == {"phone": 1.0} and "phone" not in bias.slices["channel"].scored
     assert "slice channel" in bias.differs and check.status == "warn" and check.coverage == "full"
     assert bias.class_mix is not None and sum(bias.class_mix.unscored.values()) == pytest.approx(1.0)
     assert bias.input_length is None  # no free-text input in this data
     comp = parse(rec.check("artifact.comparison"), A.Comparison)
-    assert comp.shared_rows == bias.shared_rows  # paired figures on the shared rows only
-    assert f"paired figures use the {bias.shared_rows} rows every arm scored" in check.summary
+    assert comp.shared_rows == bias.scored_rows  # paired figures on the shared rows only
+    assert f"paired figures use the {bias.scored_rows} rows every arm scored" in check.summary
 
 
 def test_time_ordered_folds_keep_each_family_whole(tmp_path: Path) -> None:

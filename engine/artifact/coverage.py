@@ -128,7 +128,7 @@ def coverage_bias(cov: Coverage) -> Check:
 
     scored = np.asarray(cov.scored, dtype=bool)
     n, k = int(scored.size), int(scored.sum())
-    m = shapes.CoverageBias(rows=n, shared_rows=k, unscored_rows=n - k, unscored_by_arm=cov.unscored_by_arm)
+    m = shapes.CoverageBias(rows=n, scored_rows=k, unscored_rows=n - k, unscored_by_arm=cov.unscored_by_arm)
     if k == n:
         summary = f"every arm scored all {n} locked-test rows: the paired figures cover them all"
         return _check("pass", summary, m, cov.coverage)
@@ -169,7 +169,7 @@ def _summary(m: shapes.CoverageBias) -> str:
             f"median input length {m.input_length.scored_median:.0f} vs {m.input_length.unscored_median:.0f} characters"
         )
     parts += [f"slice {c} shares differ by up to {s.max_share_difference:.3f}" for c, s in m.slices.items()]
-    tail = f"paired figures use the {m.shared_rows} rows every arm scored"
+    tail = f"paired figures use the {m.scored_rows} rows every arm scored"
     lead = (
         f"unscored rows differ in {', '.join(m.differs)}"
         if m.differs

@@ -138,7 +138,7 @@ class CoverageBias(Shape):
 
     check_ids = ("artifact.coverage_bias",)
     rows: int
-    shared_rows: int
+    scored_rows: int
     unscored_rows: int
     unscored_by_arm: dict[str, int]
     class_mix: MixDifference | None = None
