@@ -77,11 +77,22 @@ class LockedTest:
     reads: list[dict[str, Any]]
     total: int
     coverage: str
+    kind: str = "family"  # the split's unit (claimcheck.engine.data.splits.unit_kind)
 
     @property
     def units(self) -> Any:
-        """The independent unit of each row (its family), or None where the split records none."""
-        return self.rows["family_id"].fill_null(-1).to_numpy() if "family_id" in self.rows.columns else None
+        """The independent unit of each row (the family the split kept it with), or None where the
+        split records none; a row outside every family is its own unit."""
+        import polars as pl
+
+        if "family_id" not in self.rows.columns:
+            return None
+        own = -1 - pl.col("row_id")
+        return self.rows.select(pl.col("family_id").fill_null(own)).to_series().to_numpy()
+
+    @property
+    def unit_kind(self) -> str:
+        return self.kind if "family_id" in self.rows.columns else "row"
 
 
 def locked_test(max_rows: int, seed: int, upstream: dict[str, Any], ctx: Any) -> LockedTest:
@@ -94,7 +105,7 @@ def locked_test(max_rows: int, seed: int, upstream: dict[str, Any], ctx: Any) ->
     if max_rows and test.height > max_rows:
         test = test.sample(n=max_rows, seed=seed, shuffle=False).sort("row_id")
     coverage = "full" if test.height == total else f"sample: {test.height} of {total} test rows"
-    return LockedTest(test, reads, total, coverage)
+    return LockedTest(test, reads, total, coverage, splits.unit_kind(upstream["split"]))
 
 
 def locked_read(reads: list[dict[str, Any]], total: int, coverage: str) -> Check:

@@ -53,7 +53,7 @@ def _paired(sc: Scored, shared: Any) -> tuple[dict[str, float], dict[str, dict],
     for comp in (a for a in proba if a != "candidate"):
         diffs[comp] = registry.paired_difference(m, (ys, proba["candidate"], proba[comp], us), boot, scoring)
         right = {a: sc.preds[a]["proba"][shared].argmax(axis=1) == ys for a in ("candidate", comp)}
-        mcn[comp] = uncertainty.mcnemar(right["candidate"], right[comp])
+        mcn[comp] = uncertainty.mcnemar(right["candidate"], right[comp], us)
     return raw, diffs, mcn
 
 

@@ -134,7 +134,7 @@ def compare(
     refs = [None if c is None else c[1] for c in convs]
     checks = [locked_read(reads, total, coverage), _arms(wanted, results, notes, refs, coverage)]
     metric = primary_metric(upstream)
-    unit_kind = "family" if units is not None else "row"
+    unit_kind = lt.unit_kind
     scored = Scored(inputs, results, refs, units, unit_kind, metric, test, coverage)
     checks.extend(quality(scored, np))
     ctx.progress(0.85, "latency")
@@ -312,7 +312,9 @@ def _comparison(sc: Scored, values: dict, diffs: dict, rows: dict, ok: dict, n_e
     for c in diffs[m]:
         both = ok["candidate"]["exact_match"] & ok[c]["exact_match"]
         r = uncertainty.mcnemar(
-            rows["candidate"]["exact_match"][both, 0] > 0.5, rows[c]["exact_match"][both, 0] > 0.5
+            rows["candidate"]["exact_match"][both, 0] > 0.5,
+            rows[c]["exact_match"][both, 0] > 0.5,
+            sc.units[both] if sc.units is not None else None,
         )
         mcn[c] = {k: v for k, v in r.items() if v is not None}
     text = "; ".join(

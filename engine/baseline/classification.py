@@ -12,6 +12,8 @@ from claimcheck.engine.baseline.evaluation import (
     Evaluation,
     _coverage,
     _where,
+    evaluated,
+    unit_facts,
 )
 from claimcheck.engine.baseline.learners import CLASS_CONVENTIONAL, CLASS_TRIVIAL, Data, Fitted
 from claimcheck.engine.baseline.thresholds import calibration_check, operating_point_check
@@ -176,6 +178,7 @@ def _conventional_check(
         "measured_on": _where(data),
         "mode": data.mode,
         "learners": {},
+        **unit_facts(data, evaluated(data)),
     }
     parts = []
     for n in conventional:
@@ -302,7 +305,7 @@ def _paired(ev: Evaluation, best: str, ref: str, present: list[int], metric: str
     diff["unit"] = ev.data.unit_kind
     acc_diff = uncertainty.paired_bootstrap_diff("accuracy", ev.y, pa, pb, ev.units, boot)
     acc_diff["unit"] = ev.data.unit_kind
-    return diff, acc_diff, uncertainty.mcnemar(m.argmax_pred(pa) == yi, m.argmax_pred(pb) == yi)
+    return diff, acc_diff, uncertainty.mcnemar(m.argmax_pred(pa) == yi, m.argmax_pred(pb) == yi, ev.units)
 
 
 def _against_ceiling(ev: Evaluation, acc: float, measured: dict[str, Any]) -> tuple[bool, str]:

@@ -81,5 +81,20 @@ def _coverage(data: Data, mask: np.ndarray) -> str:
     )
 
 
+def unit_facts(data: Data, mask: np.ndarray) -> dict[str, Any]:
+    """The independent unit of the evaluated rows (the split's, claimcheck.engine.data.splits.unit_kind)
+    and how many there are; in K-fold, how many of them span more than one fold (0: folds respect it)."""
+    import numpy as np
+
+    units = np.asarray(data.units)[mask]
+    out: dict[str, Any] = {"unit": data.unit_kind, "units": int(np.unique(units).size)}
+    if data.eval_fold is not None:
+        folds = np.asarray(data.eval_fold)[mask]
+        pairs = np.unique(np.stack([units, folds], axis=1), axis=0) if units.size else np.zeros((0, 2))
+        out["folds"] = len(data.folds)
+        out["units_spanning_folds"] = int(pairs.shape[0] - np.unique(pairs[:, 0]).size)
+    return out
+
+
 def _where(data: Data) -> str:
     return "dev" if data.mode == "holdout" else "out-of-fold"

@@ -81,7 +81,7 @@ def load(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) ->
         fit = ev = pl.concat([parts["train"], parts["dev"]], how="diagonal_relaxed").sort(d.ROW_ID)
     unit_kind = _unit_kind(inputs, upstream)
     fam = ev.get_column(d.FAMILY) if d.FAMILY in ev.columns else None
-    if unit_kind == "family" and fam is not None:
+    if unit_kind != "row" and fam is not None:
         # rows the families file lacks stay their own unit (negative ids cannot clash with families)
         units = np.where(
             fam.is_null().to_numpy(), -1 - ev.get_column(d.ROW_ID).to_numpy(), fam.fill_null(0).to_numpy()
@@ -128,9 +128,20 @@ def _mode(inputs: Inputs, parts: dict[str, pl.DataFrame]) -> str:
 
 
 def _unit_kind(inputs: Inputs, upstream: dict[str, StageRecord]) -> str:
-    if inputs.unit != "auto":
-        return inputs.unit
-    return "family" if upstream["source"].check("source.entity_families") is not None else "row"
+    """'row' when the inputs ask for rows; else the unit the split kept together (splits.unit_kind),
+    whose families `splits.rows` returns as family_id. A split record made before the membership
+    carried its unit, over a source without entity families, leaves rows."""
+    from claimcheck.engine.data import splits
+    from claimcheck.engine.shapes import data as shapes
+    from claimcheck.engine.shapes import parse
+
+    if inputs.unit == "row":
+        return "row"
+    mem = parse(upstream["split"].check("split.membership"), shapes.Membership)
+    has_unit = mem is not None and bool(mem.unit)
+    if inputs.unit == "auto" and not has_unit and upstream["source"].check("source.entity_families") is None:
+        return "row"
+    return splits.unit_kind(upstream["split"])
 
 
 def _time_split(upstream: dict[str, StageRecord]) -> bool:
@@ -162,6 +173,8 @@ def _plan_folds(data: Data, inputs: Inputs, upstream: dict[str, StageRecord]) ->
             t = ev.select(time_expr(tcol, ev.schema[tcol], unit).alias("t")).get_column("t")
             rank = t.rank("ordinal").fill_null(0).to_numpy()
             fold = np.minimum((rank - 1) * inputs.cv_folds // max(len(rank), 1), inputs.cv_folds - 1)
+            # each family whole, in the fold of its earliest row (as group_time places it in a split)
+            fold = splits.family_first_split(np.asarray(ids, dtype=np.int64), fold)
         else:
             fold = splits.assign_folds(np.asarray(ids, dtype=np.int64), inputs.cv_folds, inputs.seed)
     fold = np.asarray(fold, dtype=np.int64)

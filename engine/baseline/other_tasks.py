@@ -6,7 +6,15 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from claimcheck.engine.baseline.evaluation import PB_LEARN, PB_RARE, PB_TRIVIAL, Evaluation, _coverage, _where
+from claimcheck.engine.baseline.evaluation import (
+    PB_LEARN,
+    PB_RARE,
+    PB_TRIVIAL,
+    Evaluation,
+    _coverage,
+    _where,
+    unit_facts,
+)
 from claimcheck.engine.baseline.learners import REG_CONVENTIONAL, REG_TRIVIAL, Data, Fitted
 from claimcheck.engine.evidence import Check
 from claimcheck.engine.stats import registry
@@ -100,7 +108,12 @@ def regression_checks(ev: Evaluation) -> list[Check]:
             if conv
             else "no conventional learner chosen",
             coverage=cov,
-            measured={"learners": {n: reps[n] for n in conv}, **where, "measured_on": _where(data)},
+            measured={
+                "learners": {n: reps[n] for n in conv},
+                **where,
+                "measured_on": _where(data),
+                **unit_facts(data, ev.mask),
+            },
             why="Signal in the inputs.",
             playbook=PB_TRIVIAL,
         ),

@@ -27,6 +27,8 @@ def _predictions_frame(data: Data, fitted: dict[str, Fitted], mask: np.ndarray) 
     frames = []
     for name, f in fitted.items():
         cols: dict[str, Any] = {"row_id": row_id, "learner": [name] * len(row_id)}
+        if data.eval_fold is not None:  # K-fold: the fold that predicted the row
+            cols["fold"] = data.eval_fold[mask].astype(np.int64)
         pred = f.eval_pred[mask]
         if data.task == "classification":
             cols["predicted"] = [data.classes[i] for i in argmax_pred(pred)]

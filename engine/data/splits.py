@@ -30,6 +30,21 @@ SPLIT = "split"
 FOLD = "fold"
 MEMBERSHIP_FILE = "split.parquet"
 LOCKED_READER = "artifact"  # the only stage allowed to see locked-test labels
+# The independent unit a split grouping keeps together, as every later stage names it: the families
+# saved with the membership (its family_id column) are the baseline's folds and every bootstrap, the
+# artifact's intervals and McNemar pairing. The split's Inputs.grouping is the key.
+UNIT_KINDS = {
+    "entities": "family",
+    "duplicates": "duplicate family",
+    "duplicates_and_near": "near-duplicate family",
+}
+# The same units counted in words ("470 duplicate families").
+UNIT_PLURALS = {
+    "family": "entity families",
+    "duplicate family": "duplicate families",
+    "near-duplicate family": "near-duplicate families",
+    "row": "rows",
+}
 
 
 class LockedTestError(ClaimcheckError):
@@ -210,6 +225,16 @@ def membership(split_record: StageRecord, ctx: StageContext) -> pl.DataFrame:
     return pl.read_parquet(path)
 
 
+def unit_kind(split_record: StageRecord) -> str:
+    """The independent unit the split kept together (UNIT_KINDS), which `rows` returns as family_id;
+    a membership saved without it (older records): "family", the source's entity families."""
+    from claimcheck.engine.shapes import data as shapes
+    from claimcheck.engine.shapes import parse
+
+    mem = parse(split_record.check("split.membership"), shapes.Membership)
+    return mem.unit if mem is not None and mem.unit else UNIT_KINDS["entities"]
+
+
 def locked_reads(ctx: StageContext) -> list[dict[str, Any]]:
     """Every successful read of the locked test through `rows` on this context: caller, rows, time."""
     return ctx.__dict__.setdefault("_locked_reads", [])
@@ -220,12 +245,15 @@ def rows(
 ) -> pl.DataFrame:
     """The dataset rows of one split: all columns + row_id + target + family_id (+ fold), sorted by row_id.
 
+    family_id is the unit the split kept together (`unit_kind`), as the membership file saved it; a
+    membership saved without one gives the source's entity families (rows outside them: null).
+
     The locked test's labels are for the artifact stage only; anyone else gets LockedTestError.
     With labels=False the target and the raw label column are left out.
     """
     import polars as pl
 
-    from claimcheck.engine.data.rows import ROW_ID, TARGET, families, load_dataset
+    from claimcheck.engine.data.rows import FAMILY, ROW_ID, TARGET, families, load_dataset
     from claimcheck.engine.evidence import now_iso
 
     if split not in SPLITS:
@@ -239,14 +267,10 @@ def rows(
         raise StageInputError(f"'{caller}' needs frozen source and split records to read the '{split}' split")
     source_inputs = upstream["source"].inputs
     mem = membership(upstream["split"], ctx).filter(pl.col(SPLIT) == split)
-    fam = families(upstream["source"], ctx)
-    out = (
-        load_dataset(source_inputs, ctx)
-        .join(mem.lazy(), on=ROW_ID, how="inner")
-        .join(fam.lazy(), on=ROW_ID, how="left")
-        .sort(ROW_ID)
-        .collect()
-    )
+    out = load_dataset(source_inputs, ctx).join(mem.lazy(), on=ROW_ID, how="inner")
+    if FAMILY not in mem.columns:
+        out = out.join(families(upstream["source"], ctx).lazy(), on=ROW_ID, how="left")
+    out = out.sort(ROW_ID).collect()
     if not labels:
         out = out.drop([c for c in (TARGET, str(source_inputs.get("label_column", ""))) if c in out.columns])
     if split == "test":

@@ -104,6 +104,50 @@ class Comparison(Shape):
     shared_rows: int
 
 
+class MixDifference(Part):
+    """Each value's share among the rows every arm scored and among the rest, the largest
+    difference, and a chi-square test of independence (absent when the table has one column)."""
+
+    scored: dict[str, float]
+    unscored: dict[str, float]
+    max_share_difference: float
+    p_value: float | None = None
+
+
+class LengthDifference(Part):
+    """Characters over the free-text inputs per row: medians of scored and unscored rows, and a
+    Mann-Whitney U test between them."""
+
+    columns: list[str]
+    scored_median: float
+    unscored_median: float
+    p_value: float | None = None
+
+
+class TargetDifference(Part):
+    """A numeric target's median among scored and unscored rows, and the scored rows' std."""
+
+    scored_median: float
+    unscored_median: float
+    scored_sd: float
+
+
+class CoverageBias(Shape):
+    """The rows every arm scored against the rest: class mix (or numeric target), input length and
+    slice mix; `differs` names the aspects past their thresholds (engine/artifact/coverage.py)."""
+
+    check_ids = ("artifact.coverage_bias",)
+    rows: int
+    scored_rows: int
+    unscored_rows: int
+    unscored_by_arm: dict[str, int]
+    class_mix: MixDifference | None = None
+    target: TargetDifference | None = None
+    input_length: LengthDifference | None = None
+    slices: dict[str, MixDifference] = Field(default_factory=dict)
+    differs: list[str] = Field(default_factory=list)
+
+
 class DecodingContract(Part):
     strategy: str
     max_new_tokens: int

@@ -90,6 +90,12 @@ class Conventional(Shape):
     fitted_on: str | None = None
     measured_on: str | None = None
     mode: str | None = None
+    # The independent unit of the measured rows (the split's: claimcheck.engine.data.splits.unit_kind)
+    # and how many; K-fold: the folds and how many units span more than one (0: the folds keep them whole).
+    unit: str | None = None
+    units: int | None = None
+    folds: int | None = None
+    units_spanning_folds: int | None = None
 
 
 class Weakest(Part):

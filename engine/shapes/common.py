@@ -42,3 +42,5 @@ class McNemar(Part):
     method: str
     p_value: float
     statistic: float | None = None
+    # Independent units the test was clustered over (present only when a unit holds several rows).
+    units: int | None = None

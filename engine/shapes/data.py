@@ -108,6 +108,15 @@ class EntityFamilies(Shape):
     independent_rows_declared: bool = False
 
 
+class KeptFamilies(Part):
+    """The families one kind of grouping formed over the assigned rows: how many, how many hold two
+    or more rows, and the rows those hold."""
+
+    families: int
+    multi_row_families: int
+    rows_in_multi_row_families: int
+
+
 class Membership(Shape):
     check_ids = ("split.membership",)
     path: str
@@ -123,6 +132,14 @@ class Membership(Shape):
     # such families the assigned data held.
     grouping: str = "entities"
     families: int = 0
+    # The independent unit every later stage folds and resamples over (claimcheck.engine.data.splits
+    # .UNIT_KINDS: "family", "duplicate family", "near-duplicate family"; the membership file's
+    # family_id column holds it per row), its count over the assigned rows, and the families each
+    # grouping formed over those rows ("entities", "exact_duplicates", "near_duplicates": the parts
+    # the unit joins). Older records: "" / 0 / empty, and later stages read the source's entity families.
+    unit: str = ""
+    units: int = 0
+    kept_together: dict[str, KeptFamilies] = Field(default_factory=dict)
 
 
 class Prevalence(Shape):

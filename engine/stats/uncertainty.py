@@ -387,11 +387,18 @@ def paired_bootstrap_diff(
 # ---------------------------------------------------------------- McNemar
 
 
-def mcnemar(correct_a: Sequence[bool] | np.ndarray, correct_b: Sequence[bool] | np.ndarray) -> dict[str, Any]:
-    """McNemar's test on paired correctness (row-level: it assumes independent rows).
+def mcnemar(
+    correct_a: Sequence[bool] | np.ndarray,
+    correct_b: Sequence[bool] | np.ndarray,
+    units: Sequence[Any] | np.ndarray | None = None,
+) -> dict[str, Any]:
+    """McNemar's test on paired correctness.
 
-    b = a right & b wrong, c = a wrong & b right. Exact two-sided binomial p-value when b + c < 25,
-    else the continuity-corrected chi-square (1 df).
+    b = a right & b wrong, c = a wrong & b right. With independent rows (``units`` None, or every unit
+    one row): exact two-sided binomial p-value when b + c < 25, else the continuity-corrected
+    chi-square (1 df). With units of several rows (families), the discordant pairs of one unit are not
+    independent: the clustered McNemar of Durkalski et al. (2003), (Σ_k (b_k − c_k))² / Σ_k (b_k − c_k)²
+    over units k, chi-square with 1 df.
     """
     from scipy import stats
 
@@ -407,6 +414,11 @@ def mcnemar(correct_a: Sequence[bool] | np.ndarray, correct_b: Sequence[bool] | 
         "both_wrong": int((~a & ~bb).sum()),
         "rows": int(len(a)),
     }
+    inv, n_units = unit_index(units, len(a))
+    if n_units < len(a):  # some unit holds several rows
+        out["units"] = int(n_units)
+        if b + c:
+            return out | _clustered_mcnemar((a & ~bb).astype(np.float64) - (~a & bb), inv, n_units)
     if b + c == 0:
         out.update(method="none (no discordant pairs)", p_value=1.0)
     elif b + c < 25:
@@ -419,3 +431,17 @@ def mcnemar(correct_a: Sequence[bool] | np.ndarray, correct_b: Sequence[bool] | 
             p_value=float(stats.chi2.sf(chi2, 1)),
         )
     return out
+
+
+def _clustered_mcnemar(diff: np.ndarray, inv: np.ndarray, n_units: int) -> dict[str, Any]:
+    """Durkalski et al. (2003): per unit the discordant difference d_k = b_k − c_k; the statistic
+    (Σ d_k)² / Σ d_k², chi-square with 1 df (no continuity correction)."""
+    from scipy import stats
+
+    d = np.bincount(inv, weights=diff, minlength=n_units)
+    denom = float((d * d).sum())
+    method = f"clustered over {n_units} units (Durkalski et al. 2003), chi-square"
+    if denom == 0:  # every unit's discordant pairs cancel out
+        return {"method": method, "p_value": 1.0, "statistic": 0.0}
+    chi2 = float(d.sum()) ** 2 / denom
+    return {"method": method, "statistic": chi2, "p_value": float(stats.chi2.sf(chi2, 1))}

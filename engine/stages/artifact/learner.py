@@ -75,6 +75,7 @@ def _regression(
     import numpy as np
 
     from claimcheck.engine.artifact.arms import arm_counts, arm_predict, latency, locked_read, locked_test
+    from claimcheck.engine.artifact.coverage import arms_coverage
     from claimcheck.engine.stages.baseline import run as baseline
 
     metric = str(upstream["claim"].inputs.get("primary_metric") or registry.DEFAULTS["numeric"])
@@ -102,7 +103,7 @@ def _regression(
         preds,
         y,
         units,
-        "family" if units is not None else "row",
+        lt.unit_kind,
         metric,
         inputs.bootstrap_resamples,
         inputs.seed,
@@ -111,6 +112,7 @@ def _regression(
     return [
         locked_read(reads, total, coverage),
         arm_counts(wanted, preds, notes, test.height, np.zeros(test.height), coverage),
+        arms_coverage(test, np.isfinite(y), preds, inputs, upstream, coverage),
         sk.regression_comparison(sc),
         latency(inputs.latency_examples, fns, test),
     ]

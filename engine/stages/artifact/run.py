@@ -26,6 +26,7 @@ from claimcheck.engine.artifact.arms import (
     torch_arm,
 )
 from claimcheck.engine.artifact.common import ARM_NAMES, PB_COMPARE, PB_IDENTITY, PB_OUTCOMES, PB_PARITY
+from claimcheck.engine.artifact.coverage import arms_coverage
 from claimcheck.engine.artifact.quality import Scored, quality
 from claimcheck.engine.evidence import Check, StageRecord
 from claimcheck.engine.pipeline.context import StageContext, StageInputError
@@ -274,7 +275,7 @@ def compare_arms(
     y = np.asarray([classes.index(str(t)) if str(t) in classes else -1 for t in test["target"].to_list()])
     y_cal = np.asarray([classes.index(str(t)) if str(t) in classes else -1 for t in cal["target"].to_list()])
     units = lt.units
-    unit_kind = "family" if units is not None else "row"
+    unit_kind = lt.unit_kind
 
     arms_wanted = list(dict.fromkeys(["candidate", *inputs.comparators]))
     if "best_baseline" in arms_wanted:
@@ -297,6 +298,7 @@ def compare_arms(
         preds[arm] = {**r["test"], "cal_proba": r["calibration"]["proba"], "cal_ok": r["calibration"]["ok"]}
     checks = [locked_read(reads, total_test, coverage)]
     checks.append(arm_counts(arms_wanted, preds, notes, test.height, y, coverage))
+    checks.append(arms_coverage(test, y >= 0, preds, inputs, upstream, coverage))
     positive = metric_registry.positive_index(_claim(upstream), classes)
     scored = Scored(inputs, preds, y, y_cal, units, unit_kind, classes, metric, test, coverage, positive)
     checks.extend(quality(scored))

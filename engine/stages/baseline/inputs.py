@@ -54,7 +54,7 @@ class Inputs(BaseModel):
     )
     unit: Literal["auto", "family", "row"] = Field(
         default="auto",
-        description="The independent unit resampled for intervals ('auto': families when the data has them).",
+        description="The independent unit resampled for intervals ('auto', 'family': the families the split kept together).",
     )
     ece_bins: int = Field(default=15, ge=2, le=1000, description="Bins of the expected calibration error.")
     calibration: Literal["temperature", "platt", "isotonic", "none"] = Field(

@@ -87,9 +87,12 @@ def prevalence(joined: Any, ds: Any, inp: Inputs) -> Check:
 
 
 def family_intersection(joined: Any, inp: Inputs) -> Check:
+    """Families of the split's unit (entity families, or those widened by duplicates) found in more
+    than one split."""
     import polars as pl
 
     from claimcheck.engine.data.rows import FAMILY
+    from claimcheck.engine.data.splits import UNIT_KINDS, UNIT_PLURALS
 
     per_fam = joined.group_by(FAMILY).agg(pl.col("split").n_unique().alias("k"), pl.len().alias("n"))
     crossing = per_fam.filter(pl.col("k") > 1)
@@ -106,7 +109,7 @@ def family_intersection(joined: Any, inp: Inputs) -> Check:
     return Check(
         id="split.family_intersection",
         status=status,
-        summary=f"{crossing.height:,} entity families ({rows:,} rows) span more than one split"
+        summary=f"{crossing.height:,} {UNIT_PLURALS[UNIT_KINDS[inp.grouping]]} ({rows:,} rows) span more than one split"
         + (" — a group split must have none" if grouped and crossing.height else ""),
         measured={"families_crossing": crossing.height, "rows_in_crossing_families": rows, "pairs": pairs},
         why="Rows of one customer, thread or case on both sides let a model recognise the entity instead of generalising.",

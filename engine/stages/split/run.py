@@ -40,8 +40,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
             -1 - pl.col(data.ROW_ID)
         )  # rows outside the family file: their own family
     )
-    if inputs.grouping != "entities":
-        ds = ds.with_columns(pl.Series(data.FAMILY, _duplicate_families(ds, src, inputs, ctx)))
+    ds = _with_groupings(ds, src, inputs, ctx)
     time_col, time_unit = data.source_time(src.inputs, ds.schema)
     if ds.height == 0:
         raise StageInputError("split: the source data has no rows with a target; nothing to split")
@@ -54,41 +53,11 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     rel = f"data/{splits.MEMBERSHIP_FILE}"
     if not ctx.replay:
         atomic_write_bytes(ctx.session_dir / rel, payload)
-    sizes = {s: int(mem.filter(pl.col("split") == s).height) for s in splits.SPLITS}
-    realised = {s: round(n / max(mem.height, 1), 6) for s, n in sizes.items()}
-    shift = round(max(abs(realised[s] - fractions[s]) for s in splits.SPLITS), 6)
-    by_fractions = inputs.strategy in TIME_STRATEGIES and not inputs.time_cuts
     checks = [
-        Check(
-            id="split.membership",
-            status="pass"
-            if sizes["train"] and (sizes["test"] or inputs.strategy == "group_kfold")
-            else "fail",
-            summary=f"{mem.height:,} rows assigned ({', '.join(f'{k} {v:,}' for k, v in sizes.items())}); "
-            f"{sum(excluded.values()):,} left out; saved as {rel}"
-            + (
-                f"; cut only between distinct timestamps: realised fractions differ from the asked ones "
-                f"by up to {shift:.3f}"
-                if by_fractions
-                else ""
-            ),
-            measured={
-                "path": rel,
-                "sha256": hashlib.sha256(payload).hexdigest(),
-                "rows": mem.height,
-                "sizes": sizes,
-                "excluded": excluded,
-                "realised_fractions": realised,
-                "largest_fraction_shift": shift,
-                "grouping": inputs.grouping,
-                "families": int(ds.get_column(data.FAMILY).n_unique()),
-            },
-            why="The exact membership is what every later number rests on; its hash ties them to it.",
-            playbook=PB_LEDGER,
-        ),
+        _membership(ds, mem, (inputs, fractions, excluded), (rel, payload)),
         sc.rationale(inputs, upstream),
     ]
-    joined = ds.join(mem, on=data.ROW_ID, how="inner")
+    joined = ds.join(mem.drop(data.FAMILY), on=data.ROW_ID, how="inner")
     ctx.progress(0.4, "prevalence, families, chronology")
     numeric = target_type(upstream["claim"].inputs if "claim" in upstream else {}) == "numeric"
     checks.append(sc.train_classes(joined, numeric))
@@ -109,6 +78,122 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
 
 
 # ---------------------------------------------------------------- assignment
+
+
+# The families each grouping forms, kept beside the unit (FAMILY) while the split runs; counted over
+# the assigned rows in split.membership's kept_together. Keys are the ones that record uses.
+PARTS = {
+    "entities": "__entity_family",
+    "exact_duplicates": "__exact_family",
+    "near_duplicates": "__near_family",
+}
+PART_NOUNS = {
+    "entities": "entity",
+    "exact_duplicates": "exact-duplicate",
+    "near_duplicates": "near-duplicate",
+}
+
+
+def _with_groupings(ds: Any, src: StageRecord, inp: Inputs, ctx: StageContext) -> Any:
+    """ds with FAMILY the unit the split keeps together (entity families, widened by duplicate
+    families for a duplicate grouping) and one column per grouping part (PARTS)."""
+    import polars as pl
+
+    from claimcheck.engine.data.rows import FAMILY
+
+    ds = ds.with_columns(pl.col(FAMILY).alias(PARTS["entities"]))
+    if inp.grouping == "entities":
+        return ds
+    dup = _duplicate_families(ds, src, inp, ctx)
+    cols = [pl.Series(FAMILY, dup.family), pl.Series(PARTS["exact_duplicates"], dup.exact)]
+    if dup.near is not None:
+        cols.append(pl.Series(PARTS["near_duplicates"], dup.near))
+    return ds.with_columns(cols)
+
+
+def _kept(labels: Any) -> Any:
+    import numpy as np
+
+    from claimcheck.engine.shapes.data import KeptFamilies
+
+    sizes = np.unique(labels, return_counts=True)[1] if labels.size else np.zeros(0, dtype=np.int64)
+    multi = sizes[sizes >= 2]
+    return KeptFamilies(
+        families=int(sizes.size),
+        multi_row_families=int(multi.size),
+        rows_in_multi_row_families=int(multi.sum()),
+    )
+
+
+def _membership(
+    ds: Any, mem: Any, assigned: tuple[Inputs, dict[str, float], dict[str, int]], saved: tuple[str, bytes]
+) -> Check:
+    """split.membership: rows per split, rows left out, the saved file's hash, and the families kept
+    together per grouping with the unit every later stage folds and resamples over."""
+    import polars as pl
+
+    from claimcheck.engine.data import splits
+    from claimcheck.engine.data.rows import FAMILY, ROW_ID
+    from claimcheck.engine.shapes.data import Membership
+
+    inputs, fractions, excluded = assigned
+    rel, payload = saved
+    sizes = {s: int(mem.filter(pl.col("split") == s).height) for s in splits.SPLITS}
+    realised = {s: round(n / max(mem.height, 1), 6) for s, n in sizes.items()}
+    shift = round(max(abs(realised[s] - fractions[s]) for s in splits.SPLITS), 6)
+    kept = ds.join(mem.select(ROW_ID), on=ROW_ID, how="semi")
+    parts = {k: _kept(kept.get_column(c).to_numpy()) for k, c in PARTS.items() if c in kept.columns}
+    unit = splits.UNIT_KINDS[inputs.grouping]
+    shape = Membership(
+        path=rel,
+        sha256=hashlib.sha256(payload).hexdigest(),
+        rows=mem.height,
+        sizes=sizes,
+        excluded=excluded,
+        realised_fractions=realised,
+        largest_fraction_shift=shift,
+        grouping=inputs.grouping,
+        families=int(ds.get_column(FAMILY).n_unique()),
+        unit=unit,
+        units=int(mem.get_column(FAMILY).n_unique()),
+        kept_together=parts,
+    )
+    by_fractions = inputs.strategy in TIME_STRATEGIES and not inputs.time_cuts
+    return Check(
+        id="split.membership",
+        status="pass" if sizes["train"] and (sizes["test"] or inputs.strategy == "group_kfold") else "fail",
+        summary=f"{mem.height:,} rows assigned ({', '.join(f'{k} {v:,}' for k, v in sizes.items())}); "
+        f"{sum(excluded.values()):,} left out; saved as {rel}"
+        + (
+            f"; cut only between distinct timestamps: realised fractions differ from the asked ones "
+            f"by up to {shift:.3f}"
+            if by_fractions
+            else ""
+        )
+        + _kept_text(shape, inputs.strategy),
+        measured=shape,
+        why="The exact membership is what every later number rests on; its hash ties them to it.",
+        playbook=PB_LEDGER,
+    )
+
+
+def _kept_text(shape: Any, strategy: str) -> str:
+    """What the split kept together and the unit later folds and intervals use, in words."""
+    from claimcheck.engine.data.splits import UNIT_PLURALS
+    from claimcheck.engine.stages.split.inputs import GROUP_STRATEGIES
+
+    parts = (
+        ", ".join(
+            f"{p.multi_row_families:,} {PART_NOUNS[k]} families of 2+ rows ({p.rows_in_multi_row_families:,} rows)"
+            for k, p in shape.kept_together.items()
+            if p.multi_row_families
+        )
+        or "no family of 2+ rows"
+    )
+    unit = f"the unit of later folds and intervals: {shape.units:,} {UNIT_PLURALS[shape.unit]}"
+    if strategy in GROUP_STRATEGIES:
+        return f"; kept whole: {parts}; {unit}"
+    return f"; {unit} (a {strategy} split does not keep families whole: {parts})"
 
 
 def _duplicate_families(ds: Any, src: StageRecord, inp: Inputs, ctx: StageContext) -> Any:
@@ -196,14 +281,14 @@ def _assign(
         tr = sel[lab[sel] == 0]
         fold[tr] = splits.assign_folds(fam[tr], inp.k, inp.seed)
     if inp.gap_days > 0 and times is not None:
-        keep &= _gap_mask(lab, times, keep, inp.gap_days)
-        excluded["inside the gap before a later split"] = int(
-            ids.size - keep.sum() - excluded.get("no parseable time", 0)
-        )
+        # only rows still kept count as inside the gap: one left out already is counted once, above
+        in_gap = keep & ~_gap_mask(lab, times, keep, inp.gap_days)
+        keep &= ~in_gap
+        excluded["inside the gap before a later split"] = int(in_gap.sum())
     names = np.asarray(splits.SPLITS, dtype=object)[lab]
     mem = pl.DataFrame(
-        {ROW_ID: ids[keep], "split": names[keep].astype(str), "fold": fold[keep]},
-        schema={ROW_ID: pl.Int64, "split": pl.String, "fold": pl.Int64},
+        {ROW_ID: ids[keep], "split": names[keep].astype(str), "fold": fold[keep], FAMILY: fam[keep]},
+        schema={ROW_ID: pl.Int64, "split": pl.String, "fold": pl.Int64, FAMILY: pl.Int64},
     ).sort(ROW_ID)
     return mem, excluded
 
