@@ -23,7 +23,7 @@ from claimcheck.engine.shapes import data as D
 from claimcheck.engine.shapes import training as T
 from claimcheck.tui.plots import abbreviate, legend, plot
 from claimcheck.tui.safe import clean, literal
-from claimcheck.tui.stage_words import verdict_line
+from claimcheck.tui.stage_words import VERDICT_STYLE, verdict_line
 from claimcheck.tui.widgets import bar_lines
 
 NOT_MEASURED = "not measured"
@@ -413,8 +413,8 @@ def _verdict(record: StageRecord | None) -> Text:
     check, v = read(record, "artifact.verdict", A.Verdict)
     if v is None:
         return not_measured("Verdict")
-    met, line = verdict_line(v)
-    t = literal(line, "bold green" if met else "bold red")
+    _, line = verdict_line(v)
+    t = literal(line, VERDICT_STYLE[v.claim_word()])
     t.append("\n")
     t.append_text(section("Verdict: four outcomes, kept apart", check.id if check else ""))
     for label, flag in (
@@ -426,7 +426,7 @@ def _verdict(record: StageRecord | None) -> Text:
         t.append(f"  {label}: ")
         t.append_text(_yes(flag))
         t.append("\n")
-    t.append_text(literal(f"  claim {v.claim_state.replace('_', ' ')}: {v.judgement()}", "bold"))
+    t.append_text(literal(f"  claim {v.claim_word()}: {v.reason()}", "bold"))
     t.append("\n\n")
     return t
 

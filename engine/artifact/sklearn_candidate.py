@@ -225,9 +225,11 @@ def regression_comparison(sc: RegressionScored) -> Check:
     vals = {a: np.asarray(sc.preds[a]["proba"][shared][:, 0], dtype=np.float64) for a in arms}
     values = {a: float(M.regression_report(ys, vals[a]).get(sc.metric, math.nan)) for a in arms}
     lower = registry.lower_is_better(sc.metric)
-    diffs = {
-        c: uncertainty.paired_bootstrap_diff(
-            sc.metric, ys, vals["candidate"], vals[c], us, uncertainty.Bootstrap(n=sc.resamples, seed=sc.seed)
+    boot = uncertainty.Bootstrap(n=sc.resamples, seed=sc.seed)
+    diffs = {  # the session's one interval rule: too few units, no interval (uncertainty.unit_rule)
+        c: uncertainty.unit_rule(
+            uncertainty.paired_bootstrap_diff(sc.metric, ys, vals["candidate"], vals[c], us, boot),
+            sc.unit_kind,
         )
         for c in arms
         if c != "candidate"
