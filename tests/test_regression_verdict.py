@@ -45,7 +45,7 @@ def _answers(ws: Path, success: dict) -> Path:
         "split": {
             "strategy": "time",
             "rationale": "later years are held out: the claim is about next years' margins",
-            "fractions": {"train": 0.6, "dev": 0.15, "calibration": 0.1, "test": 0.15},
+            "fractions": {"train": 0.5, "dev": 0.1, "calibration": 0.1, "test": 0.3},
         },
         "baseline": {"learners": ["mean", "median", "hgb"], "hgb_max_iter": 20, "cv": "off"},
         "contract": {
@@ -54,7 +54,12 @@ def _answers(ws: Path, success: dict) -> Path:
             "candidate": {"learner": "best_baseline", "fit_rows": "train"},
         },
         "dispatch": {"provider": "local"},
-        "artifact": {"bootstrap_resamples": 200, "seed": 0, "latency_examples": 3},
+        "artifact": {
+            "bootstrap_resamples": 200,
+            "seed": 0,
+            "latency_examples": 3,
+            "slice_columns": ["firm_id"],
+        },
     }
     path = ws / "answers.toml"
     path.write_text(tomlkit.dumps(answers))
@@ -164,3 +169,48 @@ def test_baseline_and_artifact_apply_one_interval_rule(sessions) -> None:
     assert base.units < uncertainty.MIN_UNITS and base.refused and base.lo is None
     assert d.units < uncertainty.MIN_UNITS and d.refused and d.lo is None and d.hi is None
     assert not comp.candidate_better["trivial_baseline"]
+
+
+def test_slices_on_a_numeric_target_hold_per_slice_error_and_the_interval_rule(sessions) -> None:
+    import polars as pl
+
+    from claimcheck.engine.stats import metrics as M
+
+    session_dir, _ = sessions["met"]
+    art = Session.open(session_dir).record("artifact")
+    chk = art.check("artifact.slices")
+    sl = parse(chk, A.Slices)
+    assert chk.status in ("pass", "warn") and sl.metric == "mae"
+    assert sl.slices and all(k.startswith("firm_id=") for k in sl.slices)
+    # one firm per slice: one unit, so every slice interval is refused under the one rule
+    for by in sl.intervals.values():
+        assert set(by) == {"trivial_baseline"}
+        assert all(d.refused and d.lo is None for d in by.values())
+    # every firm of the locked test is a slice; the trivial arm's per-slice MAE is recomputed here
+    comp = parse(art.check("artifact.comparison"), A.Comparison)
+    assert sum(int(e["rows"]) for e in sl.slices.values()) == comp.shared_rows
+    assert len(sl.slices) == FIRMS and all(e["rows"] >= 5 for e in sl.slices.values())
+    recs = Session.open(session_dir).records()
+    ws = session_dir.parent
+    split = pl.read_parquet(next((session_dir / "data").glob("split*.parquet")))
+    frame = pl.read_csv(ws / "panel.csv").join(split, left_on="obs_id", right_on=split.columns[0])
+    train_median = float(np.median(frame.filter(pl.col("split") == "train")["margin"].to_numpy()))
+    firm = frame.filter((pl.col("split") == "test") & (pl.col("firm_id") == "F000"))["margin"].to_numpy()
+    expected = M.regression_report(firm, np.full(firm.size, train_median))["mae"]
+    assert sl.slices["firm_id=F000"]["trivial_baseline"] == pytest.approx(expected, rel=1e-9)
+    for reg in sl.regressions:  # MAE: lower is better; a slice regression is a higher candidate MAE
+        e = sl.slices[reg.slice]
+        assert e["candidate"] > e[reg.versus]
+    assert recs["artifact"].check("artifact.slices").coverage.startswith("test rows scored")
+
+
+def test_the_baseline_panel_reads_the_difference_in_the_metric_direction(sessions) -> None:
+    from claimcheck.tui.stage_panels import render_baseline
+
+    session_dir, _ = sessions["met"]
+    rec = Session.open(session_dir).record("baseline")
+    learn = parse(rec.check("baseline.learnability"), B.Learnability)
+    assert learn.metric == "mae" and learn.difference.refused and learn.difference.estimate < 0
+    text = render_baseline(rec, None).plain
+    assert "beats the trivial baseline: not decided: no interval" in text
+    assert "is better (mae: lower is better)" in text

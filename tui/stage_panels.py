@@ -261,7 +261,10 @@ def _learnability(record: StageRecord | None, width: int) -> Text:
         t.append_text(section(f"{learn.learner} − {learn.reference}", check.id if check else ""))
         t.append("  no bounded interval\n", style="dim")
     t.append("  beats the trivial baseline: ")
-    t.append_text(_yes(learn.beats_trivial))
+    if learn.difference.bounded:
+        t.append_text(_yes(learn.beats_trivial))
+    else:  # no interval: the point estimate, read in the metric's direction (engine/stats/registry.py)
+        t.append_text(literal(learn.beats_words(), "yellow"))
     if learn.mcnemar is not None:
         t.append(f"; McNemar p = {learn.mcnemar.p_value:.4g}")
     t.append("\n")

@@ -167,6 +167,9 @@ class Slices(Shape):
     # "column=value" -> the metric per arm, plus "rows".
     slices: dict[str, dict[str, float | int]]
     regressions: list[SliceRegression]
+    # A numeric target: per slice, candidate − comparator paired intervals over the slice's units
+    # (refused under the session's one interval rule, uncertainty.unit_rule); absent for classes.
+    intervals: dict[str, dict[str, Interval]] = Field(default_factory=dict)
 
 
 class Reliability(Part):

@@ -140,11 +140,14 @@ def _regression(
         inputs.bootstrap_resamples,
         inputs.seed,
         coverage,
+        test,
+        tuple(inputs.slice_columns),
     )
     return [
         locked_read(reads, total, coverage),
         arm_counts(wanted, preds, notes, test.height, np.zeros(test.height), coverage),
         sk.regression_comparison(sc),
+        sk.regression_slices(sc),
         latency(inputs.latency_examples, fns, test),
     ]
 
