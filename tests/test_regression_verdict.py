@@ -214,3 +214,17 @@ def test_the_baseline_panel_reads_the_difference_in_the_metric_direction(session
     text = render_baseline(rec, None).plain
     assert "beats the trivial baseline: not decided: no interval" in text
     assert "is better (mae: lower is better)" in text
+
+
+def test_no_job_words_and_the_rows_the_candidate_is_fitted_on(sessions) -> None:
+    from claimcheck.tui.stage_words import artifact_readiness
+
+    session_dir, _ = sessions["met"]
+    recs = Session.open(session_dir).records()
+    said = artifact_readiness("frozen", recs["dispatch"], None)
+    assert "no job for this claim" in said and "the job finished" not in said
+    assert "is frozen" in artifact_readiness("draft", recs["dispatch"], None)
+    ident = recs["contract"].check("contract.data_identity")
+    membership = recs["split"].check("split.membership").measured["sizes"]
+    assert ident.summary.endswith(f"{membership['train']:,} rows the candidate is fitted on (train)")
+    assert ident.measured["train_rows"] == membership["train"]

@@ -123,6 +123,10 @@ def artifact_readiness(dispatch_state: str, dispatch: StageRecord | None, job: J
         live = f"the job is {clean(job.stage)}, step {job.step}{total}"
     if dispatch is None:
         return "Can run once dispatch has launched the job and its record is frozen."
+    if dispatch.check("dispatch.no_job") is not None:  # no fine-tuning: no job to wait for
+        if dispatch_state != "frozen":
+            return f"Can run once dispatch (now {dispatch_state}) is frozen: ctrl+l 6, then ctrl+f."
+        return "Can run now (ctrl+r): no job for this claim; the candidate is fitted in this stage."
     progress = (
         parse(dispatch.check("dispatch.progress"), Progress) if dispatch.check("dispatch.progress") else None
     )

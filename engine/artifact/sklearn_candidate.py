@@ -81,11 +81,15 @@ def plan(learner: str, c_value: float, settings: Any, data: Any) -> Planned:
 
 
 def fit_frame(data: Any, fit_rows: str) -> Any:
-    """The rows the candidate is fitted on: the baseline's fitting rows, plus dev when asked."""
+    """The rows the candidate is fitted on, exactly as contracted: the train split alone ("train"),
+    or train + dev ("train_dev"). In K-fold mode the baseline's fitting rows pool train + dev, so
+    "train" takes the train split's rows alone."""
     import polars as pl
 
     if fit_rows == "train_dev" and data.mode == "holdout" and data.eval.height:
         return pl.concat([data.fit, data.eval], how="diagonal_relaxed").sort("row_id")
+    if fit_rows == "train" and data.mode != "holdout" and data.train is not None:
+        return data.train
     return data.fit
 
 
