@@ -252,6 +252,23 @@ def render_baseline(record: StageRecord | None, session: Any, width: int = PANEL
     return t
 
 
+def beats_words(learn: B.Learnability) -> str:
+    """Whether the learner beats the trivial reference when no interval was drawn: not decided, the
+    point estimate read in the metric registry's direction (engine/stats/registry.py)."""
+    from claimcheck.engine.stats import registry
+
+    d = learn.difference
+    name = learn.metric or d.metric
+    entry = registry.by_key(name)
+    lower = bool(entry and entry.lower_is_better)
+    ahead = d.estimate < 0 if lower else d.estimate > 0
+    return (
+        f"not decided: no interval ({d.refused or 'too few defined resamples'}); the point estimate "
+        f"{d.estimate:+.4g} is {'better' if ahead else 'not better'} ({name}: "
+        f"{'lower' if lower else 'higher'} is better)"
+    )
+
+
 def _learnability(record: StageRecord | None, width: int) -> Text:
     check, learn = read(record, "baseline.learnability", B.Learnability)
     if learn is None:
@@ -264,7 +281,7 @@ def _learnability(record: StageRecord | None, width: int) -> Text:
     if learn.difference.bounded:
         t.append_text(_yes(learn.beats_trivial))
     else:  # no interval: the point estimate, read in the metric's direction (engine/stats/registry.py)
-        t.append_text(literal(learn.beats_words(), "yellow"))
+        t.append_text(literal(beats_words(learn), "yellow"))
     if learn.mcnemar is not None:
         t.append(f"; McNemar p = {learn.mcnemar.p_value:.4g}")
     t.append("\n")

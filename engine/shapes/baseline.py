@@ -125,24 +125,6 @@ class Learnability(Shape):
     gap_to_ceiling: float | None = None
     ceiling_comparison: str | None = None
 
-    def beats_words(self) -> str:
-        """Whether the learner beats the trivial reference, in words: yes / no on a bounded interval;
-        without one, not decided, with the point estimate read in the metric registry's direction."""
-        from claimcheck.engine.stats import registry
-
-        d = self.difference
-        if d.bounded:
-            return "yes" if self.beats_trivial else "no"
-        name = self.metric or d.metric
-        entry = registry.by_key(name)
-        lower = bool(entry and entry.lower_is_better)
-        ahead = d.estimate < 0 if lower else d.estimate > 0
-        return (
-            f"not decided: no interval ({d.refused or 'too few defined resamples'}); the point estimate "
-            f"{d.estimate:+.4g} is {'better' if ahead else 'not better'} ({name}: "
-            f"{'lower' if lower else 'higher'} is better)"
-        )
-
 
 class CalFigures(Part):
     sample: str
