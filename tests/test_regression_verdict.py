@@ -228,3 +228,14 @@ def test_no_job_words_and_the_rows_the_candidate_is_fitted_on(sessions) -> None:
     membership = recs["split"].check("split.membership").measured["sizes"]
     assert ident.summary.endswith(f"{membership['train']:,} rows the candidate is fitted on (train)")
     assert ident.measured["train_rows"] == membership["train"]
+
+
+def test_a_criterion_relative_to_the_candidate_itself_is_not_decided(tmp_path: Path) -> None:
+    panel(FIRMS, years=20, seed=5).write_csv(tmp_path / "panel.csv")
+    success = {"metric": "mae", "op": "<=", "value": 0.0, "relative_to": "best_baseline"}
+    result = run_answers(_answers(tmp_path, success), tmp_path / "s")
+    assert not result.error, result.error
+    v = _verdict(tmp_path / "s")
+    assert v.claim_state == "not_run" and v.claim_word() == "not decided"
+    assert "relative to 'best_baseline'" in v.reason() and "comparing a model with itself" in v.reason()
+    assert result.to_json()["claim_verdict"]["reason"] == v.reason()
