@@ -169,6 +169,8 @@ def test_baseline_and_artifact_apply_one_interval_rule(sessions) -> None:
     assert base.units < uncertainty.MIN_UNITS and base.refused and base.lo is None
     assert d.units < uncertainty.MIN_UNITS and d.refused and d.lo is None and d.hi is None
     assert not comp.candidate_better["trivial_baseline"]
+    summary = recs["artifact"].check("artifact.comparison").summary
+    assert "(no interval: too few units)" in summary and "nan" not in summary
 
 
 def test_slices_on_a_numeric_target_hold_per_slice_error_and_the_interval_rule(sessions) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from claimcheck.engine import threads
-from claimcheck.engine.artifact.common import PB_IDENTITY, PB_PARITY, PB_REPORT
+from claimcheck.engine.artifact.common import PB_IDENTITY, PB_PARITY, PB_REPORT, band
 from claimcheck.engine.baseline import learners as L
 from claimcheck.engine.evidence import Check, digest_of
 from claimcheck.engine.shapes import artifact as shapes
@@ -247,10 +247,7 @@ def regression_comparison(sc: RegressionScored) -> Check:
         summary=f"{sc.metric}: "
         + ", ".join(f"{a} {v:.4f}" for a, v in values.items())
         + "; "
-        + "; ".join(
-            f"candidate − {c}: {d['estimate']:+.4f} [{d.get('lo', math.nan):+.4f}, {d.get('hi', math.nan):+.4f}]"
-            for c, d in diffs.items()
-        ),
+        + "; ".join(f"candidate − {c}: {d['estimate']:+.4f} {band(d)}" for c, d in diffs.items()),
         coverage=f"{int(shared.sum())} test rows scored by every arm"
         + ("" if sc.coverage == "full" else f" ({sc.coverage})"),
         measured=shapes.Comparison(
