@@ -108,6 +108,9 @@ def test_every_reader_states_the_recorded_claim_verdict(sessions, state: str) ->
     from claimcheck.engine.report.render import md_escape
 
     assert f"> **CLAIM {words.upper()}** — {md_escape(v.reason().rstrip('.'))}." in head
+    # the claim's target_kind (measured_quantity) sets what the report says the label is
+    assert "Predicting a measured quantity as it was recorded is not predicting its true value" in md
+    assert "recorded workflow label is not" not in md
     # --json of the answers run and of replay
     doc = json.loads(json.dumps(result.to_json(), default=str))
     assert doc["claim_verdict"]["line"] == line and doc["claim_verdict"]["reason"] == v.reason()
