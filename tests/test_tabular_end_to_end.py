@@ -63,10 +63,13 @@ def test_tabular_claim_reaches_an_artifact_verdict(tabular) -> None:
     assert art.check("artifact.identity").status == "pass" and ident.params_sha256 == spec["params_sha256"]
     assert art.check("artifact.reload_parity").status == "pass"
     arms = parse(art.check("artifact.arms"), A.Arms).arms
-    assert set(arms) == {"candidate", "trivial_baseline", "best_baseline"}
+    # the candidate is the best baseline learner: never compared with itself, and the record says why
+    assert set(arms) == {"candidate", "trivial_baseline"}
     assert all(c.scored == c.requested > 0 for c in arms.values())
     comp = parse(art.check("artifact.comparison"), A.Comparison)
-    assert comp.metric == "macro_f1" and set(comp.differences) == {"trivial_baseline", "best_baseline"}
+    assert comp.metric == "macro_f1" and set(comp.differences) == {"trivial_baseline"}
+    assert "comparing a model with itself" in comp.excluded["best_baseline"]
+    assert art.check("artifact.arms").status == "pass"
     assert all(d.bounded for d in comp.differences.values())
     # the candidate learned something the majority class does not: its interval is above zero
     assert comp.candidate_better["trivial_baseline"] and comp.differences["trivial_baseline"].lo > 0
@@ -155,7 +158,8 @@ def test_a_numeric_target_is_compared_with_its_regression_metric(tmp_path: Path)
     )
     art = recs["artifact"]
     comp = parse(art.check("artifact.comparison"), A.Comparison)
-    assert comp.metric == "mae" and set(comp.values) == {"candidate", "trivial_baseline", "best_baseline"}
+    assert comp.metric == "mae" and set(comp.values) == {"candidate", "trivial_baseline"}
+    assert "best_baseline" in comp.excluded  # the candidate is the best baseline learner
     assert comp.values["candidate"] < comp.values["trivial_baseline"]
     d = comp.differences["trivial_baseline"]
     assert d.hi < 0 and comp.candidate_better["trivial_baseline"]  # lower MAE is better
@@ -232,7 +236,7 @@ def test_an_auroc_or_auprc_claim_ends_in_a_verdict(tmp_path: Path, metric: str, 
     recs = Session.open(tmp_path / "s").records()
     art = recs["artifact"]
     comp = parse(art.check("artifact.comparison"), A.Comparison)
-    assert comp.metric == metric and set(comp.values) == {"candidate", "trivial_baseline", "best_baseline"}
+    assert comp.metric == metric and set(comp.values) == {"candidate", "trivial_baseline"}
     assert comp.unit == "family" and all(d.bounded for d in comp.differences.values())
     verdict = parse(art.check("artifact.verdict"), A.Verdict)
     assert verdict.claim_state in ("met", "not_met") and verdict.measured_value is not None
@@ -287,13 +291,14 @@ def test_an_arm_of_the_claim_left_out_fails_artifact_arms(tabular, tmp_path: Pat
     sess = Session.open(copy)
     arms = parse(sess.records()["artifact"].check("artifact.arms"), A.Arms)
     assert arms.claim_comparators == ["trivial_baseline", "best_baseline"] and arms.unscored == []
-    inputs = {**sess.records()["artifact"].inputs, "comparators": ["trivial_baseline"]}
+    assert arms.excluded.keys() == {"best_baseline"}  # the candidate itself: no arm, and not a failure
+    inputs = {**sess.records()["artifact"].inputs, "comparators": ["best_baseline"]}
     rec = sess.run_stage("artifact", inputs, save=False)
     check = rec.check("artifact.arms")
-    assert check.status == "fail" and "best_baseline not run" in check.summary
-    assert parse(check, A.Arms).unscored == ["best_baseline"]
+    assert check.status == "fail" and "trivial_baseline not run" in check.summary
+    assert parse(check, A.Arms).unscored == ["trivial_baseline"]
     comp = parse(rec.check("artifact.comparison"), A.Comparison)
-    assert set(comp.values) == {"candidate", "trivial_baseline"}
+    assert set(comp.values) == {"candidate"} and "best_baseline" in comp.excluded
     from claimcheck.engine.pipeline.core import InvalidInputs
 
     claim = {**sess.records()["claim"].inputs, "comparators": ["trivial_baseline"]}

@@ -141,9 +141,14 @@ class DispatchPanel(VerticalScroll):
         curves = self.query_one("#job-curves", Static)
         body = self.query_one("#job-body", Static)
         if not self.jobs:
+            no_job = self._record is not None and self._record.check("dispatch.no_job") is not None
             head.update(
                 Text(
-                    "No training job in this session yet: run the dispatch stage to launch one.", style="dim"
+                    "No training job for this claim: no fine-tuning, the scikit-learn candidate is "
+                    "fitted in the artifact stage (dispatch.no_job)."
+                    if no_job
+                    else "No training job in this session yet: run the dispatch stage to launch one.",
+                    style="dim",
                 )
             )
             curves.update("")

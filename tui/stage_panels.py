@@ -23,7 +23,7 @@ from claimcheck.engine.shapes import data as D
 from claimcheck.engine.shapes import training as T
 from claimcheck.tui.plots import abbreviate, legend, plot
 from claimcheck.tui.safe import clean, literal
-from claimcheck.tui.stage_words import verdict_line
+from claimcheck.tui.stage_words import VERDICT_STYLE, verdict_line
 from claimcheck.tui.widgets import bar_lines
 
 NOT_MEASURED = "not measured"
@@ -252,6 +252,23 @@ def render_baseline(record: StageRecord | None, session: Any, width: int = PANEL
     return t
 
 
+def beats_words(learn: B.Learnability) -> str:
+    """Whether the learner beats the trivial reference when no interval was drawn: not decided, the
+    point estimate read in the metric registry's direction (engine/stats/registry.py)."""
+    from claimcheck.engine.stats import registry
+
+    d = learn.difference
+    name = learn.metric or d.metric
+    entry = registry.by_key(name)
+    lower = bool(entry and entry.lower_is_better)
+    ahead = d.estimate < 0 if lower else d.estimate > 0
+    return (
+        f"not decided: no interval ({d.refused or 'too few defined resamples'}); the point estimate "
+        f"{d.estimate:+.4g} is {'better' if ahead else 'not better'} ({name}: "
+        f"{'lower' if lower else 'higher'} is better)"
+    )
+
+
 def _learnability(record: StageRecord | None, width: int) -> Text:
     check, learn = read(record, "baseline.learnability", B.Learnability)
     if learn is None:
@@ -261,7 +278,10 @@ def _learnability(record: StageRecord | None, width: int) -> Text:
         t.append_text(section(f"{learn.learner} − {learn.reference}", check.id if check else ""))
         t.append("  no bounded interval\n", style="dim")
     t.append("  beats the trivial baseline: ")
-    t.append_text(_yes(learn.beats_trivial))
+    if learn.difference.bounded:
+        t.append_text(_yes(learn.beats_trivial))
+    else:  # no interval: the point estimate, read in the metric's direction (engine/stats/registry.py)
+        t.append_text(literal(beats_words(learn), "yellow"))
     if learn.mcnemar is not None:
         t.append(f"; McNemar p = {learn.mcnemar.p_value:.4g}")
     t.append("\n")
@@ -413,8 +433,8 @@ def _verdict(record: StageRecord | None) -> Text:
     check, v = read(record, "artifact.verdict", A.Verdict)
     if v is None:
         return not_measured("Verdict")
-    met, line = verdict_line(v)
-    t = literal(line, "bold green" if met else "bold red")
+    _, line = verdict_line(v)
+    t = literal(line, VERDICT_STYLE[v.claim_word()])
     t.append("\n")
     t.append_text(section("Verdict: four outcomes, kept apart", check.id if check else ""))
     for label, flag in (
@@ -426,7 +446,7 @@ def _verdict(record: StageRecord | None) -> Text:
         t.append(f"  {label}: ")
         t.append_text(_yes(flag))
         t.append("\n")
-    t.append_text(literal(f"  claim {v.claim_state.replace('_', ' ')}: {v.judgement()}", "bold"))
+    t.append_text(literal(f"  claim {v.claim_word()}: {v.reason()}", "bold"))
     t.append("\n\n")
     return t
 

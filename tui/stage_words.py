@@ -41,22 +41,13 @@ def verdict_of(record: StageRecord | None) -> Verdict | None:
     return parse(check, Verdict) if check is not None else None
 
 
+VERDICT_GLYPH = {"met": "✔", "not met": "✖", "not decided": "▲"}
+VERDICT_STYLE = {"met": "bold green", "not met": "bold red", "not decided": "bold yellow"}
+
+
 def verdict_line(v: Verdict) -> tuple[bool, str]:
-    """(claim met, the verdict in plain words: what failed, in the order the evidence builds up)."""
-    if v.claim_met:
-        return True, f"✔ CLAIM MET: {v.judgement()}"
-    failed = [
-        words
-        for ok, words in (
-            (v.job_finished, "job not finished"),
-            (v.artifact_verified, "artifact not verified"),
-            (v.candidate_better, "candidate not better than comparators"),
-        )
-        if not ok
-    ]
-    if not failed:  # everything held up to the criterion itself
-        failed.append(f"criterion {v.claim_state.replace('_', ' ')}: {v.judgement()}")
-    return False, "✖ CLAIM NOT MET: " + "; ".join(failed)
+    """(claim met, the record's claim verdict and its reason, verbatim: Verdict.claim_line)."""
+    return v.claim_met, f"{VERDICT_GLYPH[v.claim_word()]} {v.claim_line()}"
 
 
 def stage_banner(state: str, record: StageRecord | None) -> Text:
@@ -76,8 +67,8 @@ def stage_banner(state: str, record: StageRecord | None) -> Text:
     t = Text()
     verdict = verdict_of(record)
     if verdict is not None:
-        met, line = verdict_line(verdict)
-        t.append_text(literal(line, "bold green" if met else "bold red", limit=200))
+        _, line = verdict_line(verdict)
+        t.append_text(literal(line, VERDICT_STYLE[verdict.claim_word()], limit=600))
         t.append("\n")
     t.append(f"{STATUS_GLYPH[worst]} state: {word}", style=f"bold {STATUS_STYLE[worst]}")
     t.append(f" · r{record.provenance.revision} · ")
@@ -132,6 +123,10 @@ def artifact_readiness(dispatch_state: str, dispatch: StageRecord | None, job: J
         live = f"the job is {clean(job.stage)}, step {job.step}{total}"
     if dispatch is None:
         return "Can run once dispatch has launched the job and its record is frozen."
+    if dispatch.check("dispatch.no_job") is not None:  # no fine-tuning: no job to wait for
+        if dispatch_state != "frozen":
+            return f"Can run once dispatch (now {dispatch_state}) is frozen: ctrl+l 6, then ctrl+f."
+        return "Can run now (ctrl+r): no job for this claim; the candidate is fitted in this stage."
     progress = (
         parse(dispatch.check("dispatch.progress"), Progress) if dispatch.check("dispatch.progress") else None
     )
@@ -153,7 +148,7 @@ def state_words(
     word = {"not_run": "not run", "draft": "draft", "frozen": "frozen", "stale": "STALE"}.get(state, state)
     verdict = verdict_of(record)
     if verdict is not None:
-        word += " · met" if verdict.claim_met else " · not met"
+        word += f" · {verdict.claim_word()}"
     elif record is not None:
         fails = sum(c.status == "fail" for c in record.checks)
         if fails:

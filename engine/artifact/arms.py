@@ -209,7 +209,8 @@ def claimed_arms(check: Check, claimed: list[str]) -> Check:
     arms = parse(check, shapes.Arms)
     if arms is None:
         return check
-    unscored = [c for c in claimed if c not in arms.arms or arms.arms[c].scored == 0]
+    arm_of = [c for c in claimed if c not in arms.excluded]  # an excluded one is no arm (recorded why)
+    unscored = [c for c in arm_of if c not in arms.arms or arms.arms[c].scored == 0]
     update: dict[str, Any] = {
         "measured": arms.model_copy(update={"claim_comparators": list(claimed), "unscored": unscored})
     }

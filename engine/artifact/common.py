@@ -1,4 +1,5 @@
-"""What the artifact stage's parts share: the playbook lines its checks cite and the arm names."""
+"""What the artifact stage's parts share: the playbook lines its checks cite, the arm names and how a
+paired difference's interval is written."""
 
 PB_IDENTITY = "Verify saved model/adapter/head/tokenizer identity and reload behavior on retained inputs."
 PB_PARITY = "Check training-serving parity. Weight reload is not proof of optimizer resume or exact stochastic reproducibility. Evaluate in the correct inference mode."
@@ -21,3 +22,10 @@ PB_OUTCOMES = (
 )
 PB_BASE = "Match the requested unchanged-base comparator to the exact model identity and inference contract."
 ARM_NAMES = ("candidate", "base_model", "best_baseline", "trivial_baseline")
+
+
+def band(d: dict) -> str:
+    """'[lo, hi]' of a paired difference, or why it has none (the one interval rule's refusal)."""
+    if "lo" in d and "hi" in d:
+        return f"[{d['lo']:+.4f}, {d['hi']:+.4f}]"
+    return f"(no interval: {'too few units' if d.get('refused') else 'too few defined resamples'})"

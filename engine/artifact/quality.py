@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from claimcheck.engine.artifact.common import PB_CAL, PB_COMPARE, PB_REPORT
+from claimcheck.engine.artifact.common import PB_CAL, PB_COMPARE, PB_REPORT, band
 from claimcheck.engine.evidence import Check
 from claimcheck.engine.pipeline.context import StageInputError
 from claimcheck.engine.shapes import artifact as shapes
@@ -82,10 +82,7 @@ def quality(sc: Scored) -> list[Check]:
     lower = registry.lower_is_better(sc.metric)
     better = {c: bool("lo" in d and ((d["hi"] < 0) if lower else (d["lo"] > 0))) for c, d in diffs.items()}
     parts = [f"{a} {raw[a]:.4f}" for a in arms]
-    dtext = [
-        f"candidate − {c}: {d['estimate']:+.4f} [{d.get('lo', math.nan):+.4f}, {d.get('hi', math.nan):+.4f}]"
-        for c, d in diffs.items()
-    ]
+    dtext = [f"candidate − {c}: {d['estimate']:+.4f} {band(d)}" for c, d in diffs.items()]
     comparison = Check(
         id="artifact.comparison",
         status="pass" if diffs and all(better.values()) else "warn",

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from claimcheck.engine import threads
-from claimcheck.engine.artifact.common import PB_IDENTITY, PB_PARITY, PB_REPORT
+from claimcheck.engine.artifact.common import PB_IDENTITY, PB_PARITY, PB_REPORT, band
 from claimcheck.engine.baseline import learners as L
 from claimcheck.engine.evidence import Check, digest_of
 from claimcheck.engine.shapes import artifact as shapes
@@ -81,11 +81,15 @@ def plan(learner: str, c_value: float, settings: Any, data: Any) -> Planned:
 
 
 def fit_frame(data: Any, fit_rows: str) -> Any:
-    """The rows the candidate is fitted on: the baseline's fitting rows, plus dev when asked."""
+    """The rows the candidate is fitted on, exactly as contracted: the train split alone ("train"),
+    or train + dev ("train_dev"). In K-fold mode the baseline's fitting rows pool train + dev, so
+    "train" takes the train split's rows alone."""
     import polars as pl
 
     if fit_rows == "train_dev" and data.mode == "holdout" and data.eval.height:
         return pl.concat([data.fit, data.eval], how="diagonal_relaxed").sort("row_id")
+    if fit_rows == "train" and data.mode != "holdout" and data.train is not None:
+        return data.train
     return data.fit
 
 
@@ -201,6 +205,8 @@ class RegressionScored:
     resamples: int
     seed: int
     coverage: str
+    test: Any = None  # the locked-test rows (for the slice columns)
+    slice_columns: tuple[str, ...] = ()
 
 
 def regression_comparison(sc: RegressionScored) -> Check:
@@ -225,9 +231,11 @@ def regression_comparison(sc: RegressionScored) -> Check:
     vals = {a: np.asarray(sc.preds[a]["proba"][shared][:, 0], dtype=np.float64) for a in arms}
     values = {a: float(M.regression_report(ys, vals[a]).get(sc.metric, math.nan)) for a in arms}
     lower = registry.lower_is_better(sc.metric)
-    diffs = {
-        c: uncertainty.paired_bootstrap_diff(
-            sc.metric, ys, vals["candidate"], vals[c], us, uncertainty.Bootstrap(n=sc.resamples, seed=sc.seed)
+    boot = uncertainty.Bootstrap(n=sc.resamples, seed=sc.seed)
+    diffs = {  # the session's one interval rule: too few units, no interval (uncertainty.unit_rule)
+        c: uncertainty.unit_rule(
+            uncertainty.paired_bootstrap_diff(sc.metric, ys, vals["candidate"], vals[c], us, boot),
+            sc.unit_kind,
         )
         for c in arms
         if c != "candidate"
@@ -239,10 +247,7 @@ def regression_comparison(sc: RegressionScored) -> Check:
         summary=f"{sc.metric}: "
         + ", ".join(f"{a} {v:.4f}" for a, v in values.items())
         + "; "
-        + "; ".join(
-            f"candidate − {c}: {d['estimate']:+.4f} [{d.get('lo', math.nan):+.4f}, {d.get('hi', math.nan):+.4f}]"
-            for c, d in diffs.items()
-        ),
+        + "; ".join(f"candidate − {c}: {d['estimate']:+.4f} {band(d)}" for c, d in diffs.items()),
         coverage=f"{int(shared.sum())} test rows scored by every arm"
         + ("" if sc.coverage == "full" else f" ({sc.coverage})"),
         measured=shapes.Comparison(
@@ -256,5 +261,86 @@ def regression_comparison(sc: RegressionScored) -> Check:
         why=f"Paired {sc.resamples}-resample bootstrap over {sc.unit_kind}s; {sc.metric} is "
         + ("lower" if lower else "higher")
         + " is better.",
+        playbook=PB_REPORT,
+    )
+
+
+MIN_SLICE_ROWS = 5  # a slice with fewer rows is left out (as for classes: engine/artifact/quality.py)
+
+
+def regression_slices(sc: RegressionScored) -> Check:
+    """Per slice of the test rows (each value of each slice column): the metric per arm, and
+    candidate − comparator paired intervals over the slice's units under the one interval rule."""
+    import numpy as np
+
+    from claimcheck.engine.pipeline.context import StageInputError
+    from claimcheck.engine.stats import metrics as M
+    from claimcheck.engine.stats import uncertainty
+
+    if not sc.slice_columns:
+        return Check(
+            id="artifact.slices",
+            status="not_run",
+            basis="not_run",
+            summary="no slice columns chosen (inputs.slice_columns)",
+            playbook=PB_REPORT,
+        )
+    arms = list(sc.preds)
+    shared = np.isfinite(sc.y) & np.logical_and.reduce([sc.preds[a]["ok"] for a in arms])
+    vals = {a: np.asarray(sc.preds[a]["proba"][:, 0], dtype=np.float64) for a in arms}
+    boot = uncertainty.Bootstrap(n=sc.resamples, seed=sc.seed)
+    table: dict[str, Any] = {}
+    intervals: dict[str, Any] = {}
+    regressions = []
+    lower = registry.lower_is_better(sc.metric)
+    for col in sc.slice_columns:
+        if col not in sc.test.columns:
+            raise StageInputError(
+                f"slice column {col!r} is not in the test rows; columns: {', '.join(sc.test.columns)}"
+            )
+        column = np.asarray([str(v) for v in sc.test[col].to_list()], dtype=object)
+        for v in sorted(set(column[shared].tolist())):
+            m = shared & (column == v)
+            if m.sum() < MIN_SLICE_ROWS:
+                continue
+            key = f"{col}={v}"
+            us = sc.units[m] if sc.units is not None else None
+            entry: dict[str, Any] = {
+                a: float(M.regression_report(sc.y[m], vals[a][m]).get(sc.metric, math.nan)) for a in arms
+            }
+            entry["rows"] = int(m.sum())
+            table[key] = entry
+            intervals[key] = {
+                c: uncertainty.unit_rule(
+                    uncertainty.paired_bootstrap_diff(
+                        sc.metric, sc.y[m], vals["candidate"][m], vals[c][m], us, boot
+                    ),
+                    sc.unit_kind,
+                )
+                for c in arms
+                if c != "candidate"
+            }
+            for c in (a for a in arms if a != "candidate"):
+                if (entry["candidate"] > entry[c]) if lower else (entry["candidate"] < entry[c]):
+                    regressions.append({"slice": key, "versus": c, "rows": entry["rows"]})
+    drawn = sum("lo" in d for by in intervals.values() for d in by.values())
+    return Check(
+        id="artifact.slices",
+        status="warn" if regressions else "pass",
+        summary=f"{len(table)} slices; {len(regressions)} where the candidate's {sc.metric} is worse than a "
+        f"comparator's; {drawn} of {sum(len(by) for by in intervals.values())} slice intervals drawn "
+        f"(the others refused: too few {sc.unit_kind} units)",
+        coverage=f"test rows scored by every arm, in slices of at least {MIN_SLICE_ROWS} rows",
+        measured=shapes.Slices(
+            metric=sc.metric,
+            slices=table,
+            regressions=[shapes.SliceRegression(**r) for r in regressions],
+            intervals={
+                k: {c: {x: y for x, y in d.items() if y is not None} for c, d in by.items()}
+                for k, by in intervals.items()
+            },
+        ),
+        why=f"Per-slice {sc.metric} per arm; candidate − comparator paired bootstrap over the slice's "
+        f"{sc.unit_kind}s, refused below {uncertainty.MIN_UNITS} units (one interval rule).",
         playbook=PB_REPORT,
     )

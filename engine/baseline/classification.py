@@ -82,7 +82,7 @@ def _intervals(ev: Evaluation, proba: np.ndarray, present: list[int]) -> dict[st
         if name == metric and entry.interval == "resampled":
             out[name] = registry.interval(entry, (y, proba, units), boot, _scoring(ev, present))
         else:
-            out[name] = uncertainty.bootstrap_ci(name, y, proba, units, boot)
+            out[name] = uncertainty.unit_rule(uncertainty.bootstrap_ci(name, y, proba, units, boot))
         out[name]["unit"] = data.unit_kind
     return out
 
@@ -303,7 +303,9 @@ def _paired(ev: Evaluation, best: str, ref: str, present: list[int], metric: str
             else "macro over classes defined in each resample)"
         )
     diff["unit"] = ev.data.unit_kind
-    acc_diff = uncertainty.paired_bootstrap_diff("accuracy", ev.y, pa, pb, ev.units, boot)
+    acc_diff = uncertainty.unit_rule(
+        uncertainty.paired_bootstrap_diff("accuracy", ev.y, pa, pb, ev.units, boot)
+    )
     acc_diff["unit"] = ev.data.unit_kind
     return diff, acc_diff, uncertainty.mcnemar(m.argmax_pred(pa) == yi, m.argmax_pred(pb) == yi, ev.units)
 

@@ -48,6 +48,7 @@ class Data:
     folds: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)  # K-fold (fit idx, eval idx)
     eval_fold: np.ndarray | None = None  # fold per eval row in K-fold mode (-1: never evaluated)
     mode: str = "holdout"
+    train: pl.DataFrame | None = None  # the train split's rows alone (in K-fold mode `fit` pools train + dev)
 
 
 def _task(claim: dict[str, Any]) -> str:
@@ -89,7 +90,17 @@ def load(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) ->
     else:
         unit_kind, units = "row", ev.get_column(d.ROW_ID).to_numpy()
     data = Data(
-        task, classes, fit, ev, parts["calibration"], text_cols, tab_cols, units, unit_kind, mode=mode
+        task,
+        classes,
+        fit,
+        ev,
+        parts["calibration"],
+        text_cols,
+        tab_cols,
+        units,
+        unit_kind,
+        mode=mode,
+        train=parts["train"],
     )
     if mode != "holdout":
         _plan_folds(data, inputs, upstream)

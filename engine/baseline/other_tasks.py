@@ -119,7 +119,7 @@ def regression_checks(ev: Evaluation) -> list[Check]:
         ),
     ]
     if conv and trivial:
-        out.append(_reg_learnability(ev, reps, (trivial, conv), metric, refused))
+        out.append(_reg_learnability(ev, reps, (trivial, conv), metric))
     na = "not a classification task"
     for cid in ("baseline.per_class", "baseline.calibration", "baseline.operating_point"):
         out.append(
@@ -128,12 +128,21 @@ def regression_checks(ev: Evaluation) -> list[Check]:
     return out
 
 
+def trivial_reference(named: str, metric: str, fitted: list[str]) -> str:
+    """The trivial predictor a numeric target is judged against: the one the baseline inputs name
+    (mean / median), else the metric registry's for the claim's metric (median for MAE, mean for
+    RMSE / R²); the artifact stage's trivial_baseline arm is the same predictor."""
+    if named in REG_TRIVIAL:
+        return named
+    ref = registry.trivial_for(metric)
+    return ref if ref in fitted or not fitted else fitted[0]
+
+
 def _reg_learnability(
     ev: Evaluation,
     reps: dict[str, dict[str, Any]],
     arms: tuple[list[str], list[str]],
     metric: str,
-    refused: str | None,
 ) -> Check:
     """Best conventional − reference trivial learner on the primary metric, paired over the units."""
     from claimcheck.engine.stats import uncertainty
@@ -141,7 +150,7 @@ def _reg_learnability(
     trivial, conv = arms
     lower = registry.lower_is_better(metric)
     best = min(conv, key=lambda n: reps[n].get(metric, math.inf) * (1 if lower else -1))
-    ref = ev.inputs.trivial_reference if ev.inputs.trivial_reference in trivial else trivial[0]
+    ref = trivial_reference(ev.inputs.trivial_reference, metric, trivial)
     a, b = ev.fitted[best].eval_pred[ev.mask], ev.fitted[ref].eval_pred[ev.mask]
     diff = uncertainty.paired_bootstrap_diff(
         metric,
@@ -151,10 +160,7 @@ def _reg_learnability(
         ev.units,
         uncertainty.Bootstrap(n=ev.inputs.bootstrap_resamples, seed=ev.inputs.bootstrap_seed),
     )
-    if refused:
-        diff = {k: v for k, v in diff.items() if k not in ("lo", "hi", "excludes_zero")} | {
-            "refused": refused
-        }
+    diff = uncertainty.unit_rule(diff, ev.data.unit_kind)
     better = "lo" in diff and (diff["hi"] < 0 if lower else diff["lo"] > 0)
     band = (
         f"[{diff['lo']:+.4g}, {diff['hi']:+.4g}] ({ev.data.unit_kind} bootstrap, {diff['units']} units)"

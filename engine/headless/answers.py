@@ -26,7 +26,14 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, 
 
 from claimcheck.engine.errors import ClaimcheckError, Problem, validation_problem
 from claimcheck.engine.evidence import EvidenceError, NoteTag, StageRecord, read_toml
-from claimcheck.engine.headless.outcomes import Progress, Row, RunResult, stage_progress, timing
+from claimcheck.engine.headless.outcomes import (
+    Progress,
+    Row,
+    RunResult,
+    recorded_claim_verdict,
+    stage_progress,
+    timing,
+)
 from claimcheck.engine.ledger.lock import took_over_line
 from claimcheck.engine.ledger.session import SESSION_FILE, Session
 from claimcheck.engine.pipeline import registry
@@ -410,6 +417,7 @@ def run_answers(
             session.lock.release()
     except ClaimcheckError as exc:
         result.error = str(exc)
+    result.claim_verdict = recorded_claim_verdict(session)
     result.timing = timing(time.perf_counter() - t_start, per_stage)
     return result
 

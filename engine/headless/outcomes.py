@@ -93,6 +93,8 @@ class RunResult:
     error: str = ""
     timing: dict[str, Any] = field(default_factory=dict)
     mode: str = "run"
+    # The session's recorded claim verdict (artifact.verdict, Verdict.claim_verdict); empty without one.
+    claim_verdict: dict[str, str] = field(default_factory=dict)
 
     VERDICT_OK: ClassVar[str] = "every row passed"
     VERDICT_DIFFERS: ClassVar[str] = "a row failed"
@@ -118,6 +120,7 @@ class RunResult:
             "counts": self.counts(),
             "rows": [r.to_json() for r in self.rows],
             "timing": self.timing,
+            "claim_verdict": self.claim_verdict or None,
         }
 
     def render_table(self) -> str:
@@ -142,6 +145,8 @@ class RunResult:
         if self.error:  # stopped part-way: what was done is above, what stopped it here
             verdict = f"stopped: {visible(self.error)}"
         out.append(f"{self.mode}: {verdict} ({counts or 'nothing to do'}); exit {self.exit_code}")
+        if self.claim_verdict:
+            out.append(f"recorded verdict: {visible(self.claim_verdict['line'])}")
         if self.timing.get("total_s") is not None:
             t = self.timing
             out.append(
@@ -149,6 +154,22 @@ class RunResult:
                 + (f" (ratio {t['ratio']:.2f})" if t.get("ratio") else "")
             )
         return "\n".join(out)
+
+
+def recorded_claim_verdict(session: Any) -> dict[str, str]:
+    """The claim verdict the session's artifact record holds (Verdict.claim_verdict); {} when it
+    holds none or the record cannot be read (its own rows say why)."""
+    from claimcheck.engine.errors import ClaimcheckError
+    from claimcheck.engine.shapes import artifact as A
+    from claimcheck.engine.shapes import parse
+
+    try:
+        record = session.record("artifact")
+    except ClaimcheckError:
+        return {}
+    check = record.check("artifact.verdict") if record is not None else None
+    v = parse(check, A.Verdict) if check is not None else None
+    return v.claim_verdict() if v is not None else {}
 
 
 def timing(total: float, per_stage: dict[str, float], compute: float | None = None) -> dict[str, Any]:

@@ -47,6 +47,7 @@ from claimcheck.engine.headless.outcomes import (
     Row,
     RunResult,
     failing_rows,
+    recorded_claim_verdict,
     stage_progress,
     timing,
 )
@@ -175,6 +176,7 @@ def replay(session_dir: Path, *, retrain: bool = False, progress: Progress | Non
             shutil.rmtree(run.scratch, ignore_errors=True)
     total = time.perf_counter() - t_start
     compute_s = sum(v for k, v in run.per_stage.items() if k not in TRAINING_STAGES or not retrain)
+    result.claim_verdict = recorded_claim_verdict(session)
     result.timing = {**timing(total, run.per_stage, compute_s), "retrain": retrain}
     say(f"replay finished in {total:.2f}s ({compute_s:.2f}s in stage computations)")
     return result

@@ -61,6 +61,13 @@ DOES_NOT_ESTABLISH = (
     "Nothing here establishes production safety, readiness for activation, or ongoing monitoring.",
 )
 LABEL_LINE = "Predicting a recorded workflow label is not making a correct real-world decision."
+# The sentence on what the label is, per claim.target_kind (LABEL_LINE for a workflow label or none).
+LABEL_LINES = {
+    "measured_quantity": (
+        "Predicting a measured quantity as it was recorded is not predicting its true value: "
+        "measurement and recording error are in the labels the figures are scored against."
+    )
+}
 
 
 @dataclass
@@ -290,14 +297,15 @@ def verdict(c: _Ctx) -> Banner:
         return Banner(
             "not_run", f"the artifact record holds no check against '{criterion}'.", label="NO VERDICT"
         )
-    word = {"met": "CLAIM MET", "not_met": "CLAIM NOT MET"}.get(v.claim_state, "CLAIM NOT DECIDED")
-    judged = v.judgement() + "." if v.rule else f"criterion {criterion}; {v.judgement()}."
+    # The record's claim verdict and its reason, verbatim (Verdict.claim_line: the one wording).
+    word, reason = v.claim_line().split(": ", 1)
     yes = {True: "yes", False: "no"}
     rest = (
         f" Job finished: {yes[v.job_finished]}; artifact verified: {yes[v.artifact_verified]}; "
         f"candidate better than every comparator: {yes[v.candidate_better]}."
     )
-    return Banner("ok" if v.claim_state == "met" else "fail", judged + rest, label=word)
+    kind = {"met": "ok", "not met": "fail"}.get(v.claim_word(), "warn")
+    return Banner(kind, reason.rstrip(".") + "." + rest, label=word)
 
 
 def _verdict_section(c: _Ctx) -> None:
@@ -335,7 +343,10 @@ def _not_established(c: _Ctx) -> None:
     c.add(Heading(2, "What this evidence does not establish"))
     items = list(DOES_NOT_ESTABLISH)
     claim = c.records.get("claim")
-    if claim is None or claim.inputs.get("target_kind") != "real_world_decision":
+    kind = claim.inputs.get("target_kind") if claim is not None else None
+    if kind in LABEL_LINES:
+        items.insert(1, LABEL_LINES[kind])
+    elif kind != "real_world_decision":
         items.insert(1, LABEL_LINE)
     c.add(Bullets(items))
 

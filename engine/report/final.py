@@ -82,10 +82,10 @@ def _outcomes(rec: StageRecord) -> list[Block]:
         ["The candidate beats every comparator (interval excludes zero)", yes[v.candidate_better]],
         [
             "The claim's success criterion is met",
-            {"met": "yes", "not_met": "no"}.get(v.claim_state, "not decided"),
+            v.claim_word(),
         ],
     ]
-    note = f"Success criterion: {v.judgement()}"
+    note = f"Success criterion: {v.claim_line()}"
     return [Table(["Outcome", "Holds"], rows, "Four outcomes, kept apart", note)]
 
 

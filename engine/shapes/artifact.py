@@ -88,6 +88,8 @@ class Arms(Shape):
     # The claim's frozen comparators, and those of them no test row was scored for (the check fails).
     claim_comparators: list[str] = Field(default_factory=list)
     unscored: list[str] = Field(default_factory=list)
+    # Comparators of the claim that are not arms, and why (the candidate itself: Comparison.excluded).
+    excluded: dict[str, str] = Field(default_factory=dict)
 
 
 class Comparison(Shape):
@@ -102,6 +104,9 @@ class Comparison(Shape):
     candidate_better: dict[str, bool]
     unit: str
     shared_rows: int
+    # Arms of the claim not compared with the candidate, and why (best_baseline when the candidate is
+    # that learner: a model is never compared with itself).
+    excluded: dict[str, str] = Field(default_factory=dict)
 
 
 class MixDifference(Part):
@@ -206,6 +211,9 @@ class Slices(Shape):
     # "column=value" -> the metric per arm, plus "rows".
     slices: dict[str, dict[str, float | int]]
     regressions: list[SliceRegression]
+    # A numeric target: per slice, candidate − comparator paired intervals over the slice's units
+    # (refused under the session's one interval rule, uncertainty.unit_rule); absent for classes.
+    intervals: dict[str, dict[str, Interval]] = Field(default_factory=dict)
 
 
 class Reliability(Part):
@@ -297,3 +305,32 @@ class Verdict(Shape):
 
     limitations: list[str] = Field(default_factory=list)
     disabled_alarms: list[str] = Field(default_factory=list)
+
+    def claim_word(self) -> str:
+        """The claim's verdict in words: 'met', 'not met' or 'not decided' (from claim_state)."""
+        return CLAIM_WORDS.get(self.claim_state, "not decided")
+
+    def reason(self) -> str:
+        """Why the claim is in that state: the rule and the measured value when it was judged, else
+        why it was not (the record's `criterion` holds that reason for a claim not decided)."""
+        if self.claim_state in CLAIM_WORDS:
+            return self.judgement()
+        return self.criterion or "no reason recorded"
+
+    def claim_line(self) -> str:
+        """The one line every reader shows (TUI banner, stage panel, report headline, --json):
+        'CLAIM MET: needs …; measured …', 'CLAIM NOT MET: …' or 'CLAIM NOT DECIDED: <why>'."""
+        return f"CLAIM {self.claim_word().upper()}: {self.reason()}"
+
+    def claim_verdict(self) -> dict[str, str]:
+        """The claim's verdict as data (the --json outputs): state, words, reason and the line."""
+        return {
+            "state": self.claim_state if self.claim_state in CLAIM_WORDS else "not_decided",
+            "words": self.claim_word(),
+            "reason": self.reason(),
+            "line": self.claim_line(),
+        }
+
+
+# The claim verdict's words by Verdict.claim_state; any other state (not_run) is "not decided".
+CLAIM_WORDS = {"met": "met", "not_met": "not met"}

@@ -212,6 +212,20 @@ _DEV_LOSS = Metric(
     DEV_LOSS, (), ("text",), lower_is_better=True, refusal="the training job's dev loss, not a claim metric"
 )
 
+# The trivial predictor each metric is judged against when the claim or baseline names none: the
+# constant that minimises it (median for absolute error, mean for squared error and R²); for classes,
+# the train class shares for a metric scored from probabilities, else the majority class.
+TRIVIAL_BY_METRIC = {"mae": "median", "rmse": "mean", "r2": "mean"}
+
+
+def trivial_for(name: str) -> str:
+    """The trivial predictor named for metric `name`: mean / median (numbers), prior / most_frequent (classes)."""
+    m = get(name)
+    if name in TRIVIAL_BY_METRIC:
+        return TRIVIAL_BY_METRIC[name]
+    return "prior" if m.needs_proba else "most_frequent"
+
+
 # The metric a claim without a stated primary metric is judged in, per target type.
 DEFAULTS = {"categorical": "macro_f1", "numeric": "mae", "text": "exact_match"}
 
@@ -341,11 +355,10 @@ def interval(m: Metric, rows: tuple[Any, Any, Any], boot: Any, scoring: Scoring)
     from claimcheck.engine.stats import uncertainty
 
     y, pred, units = rows
-    if m.interval == "sums":
-        return uncertainty.bootstrap_ci(m.name, y, pred, units, boot)
-    if m.interval != "resampled":
+    if m.interval not in ("sums", "resampled"):
         raise ValueError(f"{m.name} has no interval here")
-    return uncertainty.bootstrap_ci(_resampled(m, scoring), y, pred, units, boot)
+    stat = m.name if m.interval == "sums" else _resampled(m, scoring)
+    return uncertainty.unit_rule(uncertainty.bootstrap_ci(stat, y, pred, units, boot))
 
 
 def paired_difference(
@@ -360,8 +373,8 @@ def paired_difference(
     y, a, b, units = rows
     if m.compute is None:
         raise ValueError(f"{m.name} is compared by engine/artifact/sft.py, not from labels and predictions")
-    if m.interval == "sums":
-        return uncertainty.paired_bootstrap_diff(m.name, y, a, b, units, boot)
-    if m.interval != "resampled":
+    if m.interval not in ("sums", "resampled"):
         raise ValueError(f"{m.name} has no paired interval here")
-    return uncertainty.paired_bootstrap_diff(_resampled(m, scoring), y, a, b, units, boot)
+    stat = m.name if m.interval == "sums" else _resampled(m, scoring)
+    # the session's one interval rule (too few independent units: no interval), as the baseline's
+    return uncertainty.unit_rule(uncertainty.paired_bootstrap_diff(stat, y, a, b, units, boot))

@@ -166,6 +166,16 @@ def too_few_units(n_units: int, unit_kind: str) -> str | None:
     )
 
 
+def unit_rule(interval: dict[str, Any], unit_kind: str = "") -> dict[str, Any]:
+    """The one interval rule of a session (baseline and artifact alike): an interval over fewer than
+    MIN_UNITS independent units is refused — its bounds dropped, `refused` saying why — and the
+    point estimate kept."""
+    why = too_few_units(int(interval.get("units", 0)), unit_kind or str(interval.get("unit", "row")))
+    if why is None:
+        return interval
+    return {k: v for k, v in interval.items() if k not in ("lo", "hi", "excludes_zero")} | {"refused": why}
+
+
 def unit_index(units: Sequence[Any] | np.ndarray | None, n: int) -> tuple[np.ndarray, int]:
     """Rows → dense unit ids (sorted unique), so resamples do not depend on row order."""
     if units is None:

@@ -48,13 +48,49 @@ def checks(
     ctx.check_cancelled()
     fn = sk.predictor(model, spec.learner, data)
     note = f"{spec.learner} refitted under the contract on {sk.fit_frame(data, spec.fit_rows).height} rows ({spec.fit_rows})"
+    excluded = _itself(inputs, spec, upstream)
+    inputs = inputs.model_copy(update={"comparators": [c for c in inputs.comparators if c not in excluded]})
     if data.task == "regression":
-        out.extend(_regression(inputs, data, fn, note, upstream, ctx))
+        compared = _regression(inputs, data, fn, note, upstream, ctx)
     else:
-        out.extend(
-            compare_arms(inputs, eff, upstream, ctx, ({"candidate": fn}, {"candidate": note}))["checks"]
+        compared = compare_arms(inputs, eff, upstream, ctx, ({"candidate": fn}, {"candidate": note}))[
+            "checks"
+        ]
+    return out + [_with_excluded(c, excluded) for c in compared]
+
+
+def _itself(inputs: Any, spec: Any, upstream: dict[str, StageRecord]) -> dict[str, str]:
+    """The claim's comparators that are the candidate itself: best_baseline when the contracted
+    candidate is the baseline stage's best conventional learner. A model is never compared with
+    itself; the record says why that arm is absent (docs/checks.md, artifact.comparison)."""
+    from claimcheck.engine.stages.baseline import run as baseline
+
+    if "best_baseline" not in inputs.comparators or "baseline" not in upstream:
+        return {}
+    try:
+        best, _ = baseline.best_conventional(upstream)
+    except StageInputError:
+        return {}
+    if best != spec.learner:
+        return {}
+    return {
+        "best_baseline": (
+            f"the candidate is the best baseline learner ({best}) refitted under the contract "
+            f"({spec.fit_rows.replace('_', ' + ')}); comparing a model with itself measures nothing, "
+            "so best_baseline is not an arm"
         )
-    return out
+    }
+
+
+def _with_excluded(check: Check, excluded: dict[str, str]) -> Check:
+    """The arms table and the comparison record the comparators left out as the candidate itself."""
+    if not excluded or check.id not in ("artifact.arms", "artifact.comparison") or not check.measured:
+        return check
+    measured = {**check.measured, "excluded": excluded}
+    said = "; ".join(f"{a} not compared: {why}" for a, why in excluded.items())
+    return Check.model_validate(
+        {**check.model_dump(), "measured": measured, "summary": f"{check.summary}; {said}"}
+    )
 
 
 def _fitted_here(spec: Any) -> Check:
@@ -93,10 +129,7 @@ def _regression(
         except StageInputError as exc:
             notes["best_baseline"] = f"not available: {exc}"
     if "trivial_baseline" in inputs.comparators:
-        train_y = data.fit["target"].cast(float).to_numpy()
-        centre = float(np.median(train_y) if metric == "mae" else np.mean(train_y))
-        fns["trivial_baseline"] = lambda frame: np.full((frame.height, 1), centre)
-        notes["trivial_baseline"] = f"always {centre:.4g} (train's {'median' if metric == 'mae' else 'mean'})"
+        fns["trivial_baseline"], notes["trivial_baseline"] = _trivial_number(metric, upstream, ctx)
     wanted = list(dict.fromkeys(["candidate", *inputs.comparators]))
     preds = {a: arm_predict(fns[a], {"test": test})["test"] for a in wanted if a in fns}
     sc = sk.RegressionScored(
@@ -108,11 +141,34 @@ def _regression(
         inputs.bootstrap_resamples,
         inputs.seed,
         coverage,
+        test,
+        tuple(inputs.slice_columns),
     )
     return [
         locked_read(reads, total, coverage),
         arm_counts(wanted, preds, notes, test.height, np.zeros(test.height), coverage),
         arms_coverage(test, np.isfinite(y), preds, inputs, upstream, coverage),
         sk.regression_comparison(sc),
+        sk.regression_slices(sc),
         latency(inputs.latency_examples, fns, test),
     ]
+
+
+def _trivial_number(metric: str, upstream: dict[str, StageRecord], ctx: StageContext) -> tuple[Any, str]:
+    """The trivial predictor the baseline stage judged learnability against (its recorded reference,
+    else the metric registry's for the metric), fitted on the train split's rows only."""
+    import numpy as np
+
+    from claimcheck.engine.baseline.other_tasks import trivial_reference
+    from claimcheck.engine.data import splits
+
+    learn = upstream["baseline"].check("baseline.learnability") if "baseline" in upstream else None
+    named = str(learn.measured.get("reference", "")) if learn is not None else ""
+    name = trivial_reference(named, metric, [])
+    train = splits.rows("train", upstream, ctx, caller="artifact", labels=True)
+    train_y = train["target"].cast(float, strict=False).drop_nulls().to_numpy()
+    centre = float(np.median(train_y) if name == "median" else np.mean(train_y))
+    return (lambda frame: np.full((frame.height, 1), centre)), (
+        f"always {centre:.4g}: the {name} of the train split's {len(train_y)} labelled rows "
+        f"(the baseline's trivial reference for {metric})"
+    )

@@ -310,7 +310,9 @@ def compare_arms(
 def _trivial(
     metric: str, classes: list[str], upstream: dict[str, StageRecord], ctx: StageContext
 ) -> tuple[Any, str]:
-    """Train's majority class; for a metric scored from probabilities, train's class shares."""
+    """The metric registry's trivial predictor (registry.trivial_for) fitted on the train split only:
+    train's majority class (most_frequent); for a metric scored from probabilities, train's class
+    shares (prior)."""
     import numpy as np
 
     from claimcheck.engine.data import splits
@@ -318,7 +320,7 @@ def _trivial(
     train_y = splits.rows("train", upstream, ctx, caller="artifact", labels=True)["target"].to_list()
     prior = np.bincount([classes.index(str(t)) for t in train_y if str(t) in classes], minlength=len(classes))
     major = classes[int(prior.argmax())]
-    if metric_registry.get(metric).needs_proba:
+    if metric_registry.trivial_for(metric) == "prior":  # the registry's named trivial predictor
         shares = prior / max(1, prior.sum())
         return (lambda frame: np.tile(shares, (frame.height, 1))), (
             f"train's class shares as probabilities (majority '{major}')"
@@ -389,6 +391,10 @@ def _criterion(
         legacy = f"candidate {metric} {value:.4f} {op} {target}"
     elif rel in comp.differences:
         d = comp.differences[rel]
+        if d.refused:  # the session's one interval rule (engine/stats/uncertainty.py unit_rule)
+            return _Judged(
+                "not_run", why=f"too few units for an interval; the verdict is not decided ({d.refused})"
+            )
         # the interval's conservative end must meet the criterion, not just the point estimate
         upper = op in ("<=", "<")
         end = d.hi if upper else d.lo
@@ -398,6 +404,8 @@ def _criterion(
             f"{'upper' if upper else 'lower'} end of its {d.level:.0%} paired interval (point {d.estimate:+.4f})"
         )
         legacy = f"candidate − {rel} interval end {value:+.4f} {op} {target}"
+    elif rel in comp.excluded:
+        return _Judged("not_run", why=f"the criterion is relative to {rel!r}: {comp.excluded[rel]}")
     else:
         return _Judged("not_run", why=f"the criterion is relative to {rel!r}, which was not compared")
     met = {">=": value >= target, ">": value > target, "<=": value <= target, "<": value < target}[op]

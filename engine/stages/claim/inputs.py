@@ -57,8 +57,12 @@ class Inputs(BaseModel):
     target_meaning: str = Field(
         default="", description="What the label means in the world.", examples=["the queue it was routed to"]
     )
-    target_kind: Literal["recorded_workflow_label", "real_world_decision", ""] = Field(
-        default="", description="Is the label what a workflow recorded, or the decision that was right?"
+    target_kind: Literal["recorded_workflow_label", "real_world_decision", "measured_quantity", ""] = Field(
+        default="",
+        description=(
+            "Is the label what a workflow recorded, the decision that was right, or a measured "
+            "quantity (a number recorded by measurement or accounting)?"
+        ),
     )
     inference_inputs: list[str] = Field(
         default_factory=list,

@@ -76,6 +76,8 @@ def _target_semantics(inp: Inputs) -> Check:
         meaning = "predicts a recorded workflow label, not a verified real-world decision"
     elif inp.target_kind == "real_world_decision":
         meaning = "claims a correct real-world decision"
+    elif inp.target_kind == "measured_quantity":
+        meaning = "predicts a measured quantity as it was recorded, measurement error included"
     else:
         meaning = "target kind not stated"
     status = "info" if limits else "warn"

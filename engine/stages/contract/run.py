@@ -200,12 +200,18 @@ def _model_identity(eff: dict, facts: dict) -> Check:
 def _data_identity_check(eff: dict) -> Check:
     d = eff["data"]
     ok = bool(d["source_files"]) and bool(d["split_sha256"])
+    sk = eff.get("sklearn") or {}
+    # a scikit-learn candidate is fitted on its contracted rows: train, or train + dev
+    rows = (
+        f"{d['train_rows']:,} rows the candidate is fitted on ({str(sk['fit_rows']).replace('_', ' + ')})"
+        if sk.get("fit_rows")
+        else f"{d['train_rows']:,} train rows"
+    )
     return Check(
         id="contract.data_identity",
         status="pass" if ok else "warn",
         summary=(
-            f"{len(d['source_files'])} source file(s) and the split membership pinned by sha256; "
-            f"{d['train_rows']:,} train rows"
+            f"{len(d['source_files'])} source file(s) and the split membership pinned by sha256; {rows}"
             if ok
             else "source checksum or split membership hash missing upstream"
         ),

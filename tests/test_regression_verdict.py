@@ -1,0 +1,246 @@
+"""A numeric-target claim without fine-tuning, on a firm × year panel with fewer than 20 firms and a
+time split: the claim verdict the artifact records (met / not met / not decided, made by varying
+the success criterion) is the one the TUI banner, the stage list, the report headline and --json
+state, verbatim; the candidate is never compared with itself; the trivial predictor is the named one,
+fitted on train only; baseline and artifact apply the one interval rule (too few units: no interval)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tomlkit
+
+from claimcheck.engine.headless.answers import run_answers
+from claimcheck.engine.ledger.session import Session
+from claimcheck.engine.shapes import artifact as A
+from claimcheck.engine.shapes import baseline as B
+from claimcheck.engine.shapes import parse
+from claimcheck.engine.stats import uncertainty
+from tests.test_regression import REG_CLAIM, SOURCE, panel
+
+FIRMS = 11  # fewer than uncertainty.MIN_UNITS independent units
+
+# The success criteria that make each claim verdict on the same data.
+CRITERIA = {
+    "met": {"metric": "mae", "op": "<=", "value": 1.0e6, "relative_to": "absolute"},
+    "not_met": {"metric": "mae", "op": "<=", "value": 1.0e-9, "relative_to": "absolute"},
+    "not_decided": {"metric": "mae", "op": "<=", "value": 0.0, "relative_to": "trivial_baseline"},
+}
+
+
+def _answers(ws: Path, success: dict) -> Path:
+    claim = REG_CLAIM | {
+        "primary_metric": "mae",
+        "success": success,
+        "target_kind": "measured_quantity",
+        "review_scope": [],
+    }
+    answers = {
+        "session": {"title": "firm margins", "recipe": "tabular-sklearn", "workspace": "."},
+        "claim": claim,
+        "source": SOURCE | {"time_column": "year", "time_unit": "year"},
+        "split": {
+            "strategy": "time",
+            "rationale": "later years are held out: the claim is about next years' margins",
+            "fractions": {"train": 0.5, "dev": 0.1, "calibration": 0.1, "test": 0.3},
+        },
+        "baseline": {"learners": ["mean", "median", "hgb"], "hgb_max_iter": 20, "cv": "off"},
+        "contract": {
+            "task_kind": "tabular",
+            "seed": 0,
+            "candidate": {"learner": "best_baseline", "fit_rows": "train"},
+        },
+        "dispatch": {"provider": "local"},
+        "artifact": {
+            "bootstrap_resamples": 200,
+            "seed": 0,
+            "latency_examples": 3,
+            "slice_columns": ["firm_id"],
+        },
+    }
+    path = ws / "answers.toml"
+    path.write_text(tomlkit.dumps(answers))
+    return path
+
+
+@pytest.fixture(scope="module")
+def sessions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, object]]:
+    """One real session per claim verdict (the criterion varied), each built headless."""
+    out = {}
+    for state, success in CRITERIA.items():
+        ws = tmp_path_factory.mktemp(state)
+        panel(FIRMS, years=20, seed=5).write_csv(ws / "panel.csv")
+        result = run_answers(_answers(ws, success), ws / "s")
+        assert not result.error, result.error
+        out[state] = (ws / "s", result)
+    return out
+
+
+def _verdict(session_dir: Path) -> A.Verdict:
+    rec = Session.open(session_dir).record("artifact")
+    v = parse(rec.check("artifact.verdict"), A.Verdict)
+    assert v is not None
+    return v
+
+
+@pytest.mark.parametrize("state", list(CRITERIA))
+def test_every_reader_states_the_recorded_claim_verdict(sessions, state: str) -> None:
+    from claimcheck.engine.report.build import render
+    from claimcheck.tui.stage_words import stage_banner, state_words, verdict_line
+
+    session_dir, result = sessions[state]
+    rec = Session.open(session_dir).record("artifact")
+    v = _verdict(session_dir)
+    assert v.claim_state == {"not_decided": "not_run"}.get(state, state)
+    words = {"met": "met", "not_met": "not met", "not_decided": "not decided"}[state]
+    line = v.claim_line()
+    assert line == f"CLAIM {words.upper()}: {v.reason()}" and v.reason()
+    # the TUI banner and the stage list
+    assert stage_banner("frozen", rec).plain.splitlines()[0].endswith(line)
+    assert verdict_line(v)[1].endswith(line)
+    assert state_words("frozen", rec) == f"frozen · {words}"
+    # the report's headline
+    md, _ = render(session_dir)
+    head = md.split("\n## ", 1)[0]
+    from claimcheck.engine.report.render import md_escape
+
+    assert f"> **CLAIM {words.upper()}** — {md_escape(v.reason().rstrip('.'))}." in head
+    # the claim's target_kind (measured_quantity) sets what the report says the label is
+    assert "Predicting a measured quantity as it was recorded is not predicting its true value" in md
+    assert "recorded workflow label is not" not in md
+    # --json of the answers run and of replay
+    doc = json.loads(json.dumps(result.to_json(), default=str))
+    assert doc["claim_verdict"]["line"] == line and doc["claim_verdict"]["reason"] == v.reason()
+    if state == "not_decided":  # the reason is the interval rule, recorded
+        assert "too few units for an interval; the verdict is not decided" in v.reason()
+    else:
+        assert v.reason().startswith("needs candidate mae ≤")
+
+
+def test_replay_json_states_the_same_verdict(sessions) -> None:
+    from claimcheck.engine.headless.replay import replay
+
+    session_dir, _ = sessions["not_decided"]
+    result = replay(session_dir)
+    assert result.exit_code == 0, [r.to_json() for r in result.rows if r.failing]
+    assert result.to_json()["claim_verdict"]["line"] == _verdict(session_dir).claim_line()
+
+
+def test_no_arm_is_compared_with_itself(sessions) -> None:
+    for session_dir, _ in sessions.values():
+        recs = Session.open(session_dir).records()
+        spec = recs["contract"].check("contract.effective").measured["effective"]["sklearn"]
+        best = parse(recs["baseline"].check("baseline.conventional"), B.Conventional)
+        assert spec["learner"] in best.learners  # the candidate is the best baseline learner
+        art = recs["artifact"]
+        comp = parse(art.check("artifact.comparison"), A.Comparison)
+        arms = parse(art.check("artifact.arms"), A.Arms)
+        assert "best_baseline" not in comp.values and "best_baseline" not in comp.differences
+        assert "candidate" not in comp.differences
+        assert "comparing a model with itself" in comp.excluded["best_baseline"]
+        assert "best_baseline" in arms.excluded and "best_baseline" not in arms.arms
+        # the claim's comparator left out as the candidate itself does not fail the arms check
+        assert art.check("artifact.arms").status != "fail"
+
+
+def test_the_trivial_predictor_is_the_named_one_fitted_on_train_only(sessions) -> None:
+    session_dir, _ = sessions["met"]
+    recs = Session.open(session_dir).records()
+    learn = parse(recs["baseline"].check("baseline.learnability"), B.Learnability)
+    assert learn.reference == "median"  # the registry's trivial predictor for MAE
+    ws = session_dir.parent
+    import polars as pl
+
+    split = pl.read_parquet(next((session_dir / "data").glob("split*.parquet")))
+    frame = pl.read_csv(ws / "panel.csv").join(split, left_on="obs_id", right_on=split.columns[0])
+    train = frame.filter(pl.col("split") == "train")["margin"].to_numpy()
+    arms = parse(recs["artifact"].check("artifact.arms"), A.Arms)
+    what = arms.arms["trivial_baseline"].what
+    assert f"always {float(np.median(train)):.4g}" in what and f"train split's {len(train)} " in what
+    assert "median" in what
+
+
+def test_baseline_and_artifact_apply_one_interval_rule(sessions) -> None:
+    session_dir, _ = sessions["not_decided"]
+    recs = Session.open(session_dir).records()
+    base = parse(recs["baseline"].check("baseline.learnability"), B.Learnability).difference
+    comp = parse(recs["artifact"].check("artifact.comparison"), A.Comparison)
+    d = comp.differences["trivial_baseline"]
+    assert base.units < uncertainty.MIN_UNITS and base.refused and base.lo is None
+    assert d.units < uncertainty.MIN_UNITS and d.refused and d.lo is None and d.hi is None
+    assert not comp.candidate_better["trivial_baseline"]
+    summary = recs["artifact"].check("artifact.comparison").summary
+    assert "(no interval: too few units)" in summary and "nan" not in summary
+
+
+def test_slices_on_a_numeric_target_hold_per_slice_error_and_the_interval_rule(sessions) -> None:
+    import polars as pl
+
+    from claimcheck.engine.stats import metrics as M
+
+    session_dir, _ = sessions["met"]
+    art = Session.open(session_dir).record("artifact")
+    chk = art.check("artifact.slices")
+    sl = parse(chk, A.Slices)
+    assert chk.status in ("pass", "warn") and sl.metric == "mae"
+    assert sl.slices and all(k.startswith("firm_id=") for k in sl.slices)
+    # one firm per slice: one unit, so every slice interval is refused under the one rule
+    for by in sl.intervals.values():
+        assert set(by) == {"trivial_baseline"}
+        assert all(d.refused and d.lo is None for d in by.values())
+    # every firm of the locked test is a slice; the trivial arm's per-slice MAE is recomputed here
+    comp = parse(art.check("artifact.comparison"), A.Comparison)
+    assert sum(int(e["rows"]) for e in sl.slices.values()) == comp.shared_rows
+    assert len(sl.slices) == FIRMS and all(e["rows"] >= 5 for e in sl.slices.values())
+    recs = Session.open(session_dir).records()
+    ws = session_dir.parent
+    split = pl.read_parquet(next((session_dir / "data").glob("split*.parquet")))
+    frame = pl.read_csv(ws / "panel.csv").join(split, left_on="obs_id", right_on=split.columns[0])
+    train_median = float(np.median(frame.filter(pl.col("split") == "train")["margin"].to_numpy()))
+    firm = frame.filter((pl.col("split") == "test") & (pl.col("firm_id") == "F000"))["margin"].to_numpy()
+    expected = M.regression_report(firm, np.full(firm.size, train_median))["mae"]
+    assert sl.slices["firm_id=F000"]["trivial_baseline"] == pytest.approx(expected, rel=1e-9)
+    for reg in sl.regressions:  # MAE: lower is better; a slice regression is a higher candidate MAE
+        e = sl.slices[reg.slice]
+        assert e["candidate"] > e[reg.versus]
+    assert recs["artifact"].check("artifact.slices").coverage.startswith("test rows scored")
+
+
+def test_the_baseline_panel_reads_the_difference_in_the_metric_direction(sessions) -> None:
+    from claimcheck.tui.stage_panels import render_baseline
+
+    session_dir, _ = sessions["met"]
+    rec = Session.open(session_dir).record("baseline")
+    learn = parse(rec.check("baseline.learnability"), B.Learnability)
+    assert learn.metric == "mae" and learn.difference.refused and learn.difference.estimate < 0
+    text = render_baseline(rec, None).plain
+    assert "beats the trivial baseline: not decided: no interval" in text
+    assert "is better (mae: lower is better)" in text
+
+
+def test_no_job_words_and_the_rows_the_candidate_is_fitted_on(sessions) -> None:
+    from claimcheck.tui.stage_words import artifact_readiness
+
+    session_dir, _ = sessions["met"]
+    recs = Session.open(session_dir).records()
+    said = artifact_readiness("frozen", recs["dispatch"], None)
+    assert "no job for this claim" in said and "the job finished" not in said
+    assert "is frozen" in artifact_readiness("draft", recs["dispatch"], None)
+    ident = recs["contract"].check("contract.data_identity")
+    membership = recs["split"].check("split.membership").measured["sizes"]
+    assert ident.summary.endswith(f"{membership['train']:,} rows the candidate is fitted on (train)")
+    assert ident.measured["train_rows"] == membership["train"]
+
+
+def test_a_criterion_relative_to_the_candidate_itself_is_not_decided(tmp_path: Path) -> None:
+    panel(FIRMS, years=20, seed=5).write_csv(tmp_path / "panel.csv")
+    success = {"metric": "mae", "op": "<=", "value": 0.0, "relative_to": "best_baseline"}
+    result = run_answers(_answers(tmp_path, success), tmp_path / "s")
+    assert not result.error, result.error
+    v = _verdict(tmp_path / "s")
+    assert v.claim_state == "not_run" and v.claim_word() == "not decided"
+    assert "relative to 'best_baseline'" in v.reason() and "comparing a model with itself" in v.reason()
+    assert result.to_json()["claim_verdict"]["reason"] == v.reason()
