@@ -27,6 +27,7 @@ from claimcheck.engine.artifact.generate import (
 )
 from claimcheck.engine.artifact.generate import token_f1 as token_f1_of
 from claimcheck.engine.evidence import Check
+from claimcheck.engine.pipeline.checks import not_run
 from claimcheck.engine.shapes import artifact as shapes
 from claimcheck.engine.stats import registry
 from claimcheck.engine.textsafe import visible
@@ -253,15 +254,7 @@ def quality(sc: Scored, np: Any) -> list[Check]:
 
     rows, ok = _values(sc, np)
     if "candidate" not in rows or not ok["candidate"]["exact_match"].any():
-        return [
-            Check(
-                id="artifact.comparison",
-                status="not_run",
-                basis="not_run",
-                summary="the candidate scored no test row",
-                playbook=PB_REPORT,
-            )
-        ]
+        return [not_run("artifact.comparison", "the candidate scored no test row")]
     boot = uncertainty.Bootstrap(n=sc.inputs.bootstrap_resamples, seed=sc.inputs.seed)
     metrics = [*SFT_METRICS, NLL]
     values = {
