@@ -10,7 +10,7 @@ from claimcheck.engine.artifact.common import (
     PB_PARITY,
     PB_REPORT,
 )
-from claimcheck.engine.pipeline.checks import CATEGORICAL, declare
+from claimcheck.engine.pipeline.checks import CATEGORICAL, LEARNED, SFT, declare
 
 declare("artifact.job_finished", PB_OUTCOMES)
 declare("artifact.identity", PB_IDENTITY)
@@ -21,9 +21,9 @@ declare(
     "If a test influenced development, disclose that and obtain a fresh holdout for a new generalization claim.",
 )
 declare("artifact.comparison", PB_REPORT)
-declare("artifact.per_class", PB_REPORT, targets=CATEGORICAL)
+declare("artifact.per_class", PB_REPORT, tasks=LEARNED, targets=CATEGORICAL)
 declare("artifact.calibrated", PB_CAL, targets=CATEGORICAL, required=False)  # with a calibration split
 declare("artifact.slices", PB_REPORT, required=False)  # with slice columns
-declare("artifact.generation", PB_BASE, tasks=("causal_lm_sft",))
+declare("artifact.generation", PB_BASE, tasks=SFT)
 declare("artifact.latency", PB_LATENCY)
 declare("artifact.verdict", PB_OUTCOMES)

@@ -38,7 +38,13 @@ DECLARING_MODULES = {
     "artifact": "claimcheck.engine.artifact.declared",
 }
 
-# Target types a declaration names (engine/stats/registry.py's TargetType; tests compare the two).
+# The claim task kinds and target types declarations name (engine/stats/registry.py's TASK_KINDS and
+# TARGET_TYPES, which sit above this module; tests/test_check_registry.py compares them).
+TRAINED = ("text_classification", "causal_lm_sft")  # a training job is dispatched
+LEARNED = ("text_classification", "tabular")  # class-based learners and their per-class figures
+TABULAR = ("tabular",)  # a scikit-learn candidate, no job
+SFT = ("causal_lm_sft",)
+TEXT_CLASSIFICATION = ("text_classification",)
 CATEGORICAL = ("categorical",)
 NUMERIC = ("numeric",)
 

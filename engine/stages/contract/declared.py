@@ -1,6 +1,6 @@
 """The contract stage's checks, declared once (engine/pipeline/checks.py)."""
 
-from claimcheck.engine.pipeline.checks import declare
+from claimcheck.engine.pipeline.checks import SFT, TABULAR, TEXT_CLASSIFICATION, TRAINED, declare
 from claimcheck.engine.stages.contract.checks import (
     PB_BATCH,
     PB_FEATURES,
@@ -14,13 +14,10 @@ from claimcheck.engine.stages.contract.checks import (
 )
 from claimcheck.engine.stages.contract.fit import PB_FIT, PB_GO, PB_MEM_MEASURED, PB_SCOPE
 
-# The task kinds a training job serves; a tabular claim's candidate is fitted by scikit-learn instead.
-TRAINED = ("text_classification", "causal_lm_sft")
-SFT = ("causal_lm_sft",)
 TIMING = "Performance timing and quality benchmarks are different experiments."
 
 declare("contract.requested_vs_effective", PB_REQ)
-declare("contract.candidate", PB_PIN, tasks=("tabular",), shaped=False)
+declare("contract.candidate", PB_PIN, tasks=TABULAR, shaped=False)
 declare("contract.model_identity", PB_PIN, tasks=TRAINED, shaped=False)
 declare("contract.data_identity", PB_PIN, shaped=False)
 declare("contract.environment", PB_PIN, shaped=False)
@@ -36,7 +33,7 @@ declare("contract.prepared_supervision", PB_SFT, tasks=SFT, shaped=False, requir
 declare("contract.prepared_eos", PB_SFT, tasks=SFT, shaped=False, required=False)
 declare("contract.prepared_packing", PB_SFT, tasks=TRAINED, shaped=False, required=False)
 declare("contract.prepared_samples", PB_SFT, tasks=TRAINED, required=False)
-declare("contract.prepared_labels", PB_HEAD, tasks=("text_classification",), shaped=False, required=False)
+declare("contract.prepared_labels", PB_HEAD, tasks=TEXT_CLASSIFICATION, shaped=False, required=False)
 declare(
     "contract.fit_adapters",
     f"LoRA targets must match modules; {PB_FIT}",

@@ -1,6 +1,6 @@
 """The dispatch stage's checks, declared once (engine/pipeline/checks.py)."""
 
-from claimcheck.engine.pipeline.checks import declare
+from claimcheck.engine.pipeline.checks import TABULAR, TRAINED, declare
 from claimcheck.engine.stages.dispatch.checks import (
     PB_ACK,
     PB_DISABLED,
@@ -10,11 +10,8 @@ from claimcheck.engine.stages.dispatch.checks import (
     PB_RESUME,
 )
 
-# A training job is dispatched for these task kinds; a tabular claim's candidate has none (dispatch.no_job).
-TRAINED = ("text_classification", "causal_lm_sft")
-
 declare("dispatch.required_checks", PB_DISABLED, shaped=False)
-declare("dispatch.no_job", PB_DISABLED, tasks=("tabular",), shaped=False)
+declare("dispatch.no_job", PB_DISABLED, tasks=TABULAR, shaped=False)
 declare("dispatch.identity", PB_IDENTITY, tasks=TRAINED)
 declare("dispatch.acknowledged", PB_ACK, tasks=TRAINED, shaped=False)
 declare("dispatch.progress", PB_HEARTBEAT, tasks=TRAINED)
