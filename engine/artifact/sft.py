@@ -72,9 +72,9 @@ def _run_model(gen: TorchGenerator, conversations: list[Any], ctx: Any) -> ArmRe
 
 
 def _conversations(eff: dict[str, Any], frame: Any) -> list[Any]:
-    from claimcheck.engine.training.evaluate import model_inputs
+    from claimcheck.engine.training.evaluate import row_inputs
 
-    return [split_reference(m) for m in model_inputs(eff, frame)]
+    return [split_reference(m) for m in row_inputs(eff, frame)]
 
 
 def _trivial(upstream: dict[str, Any], ctx: Any, eff: dict[str, Any]) -> str:
