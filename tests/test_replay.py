@@ -1,7 +1,9 @@
 """Replay: reproduce, detect tampering (any byte), stale downstream, tolerances, incomplete jobs, exit codes.
 
 The stages here after `claim` are small synthetic modules registered in the test, so these tests do
-not depend on the real source/split/... stages; tests against those live in test_replay_sample.py.
+not depend on the real source/split/... stages. Their check ids are `<stage>.synthetic_*`: declared
+nowhere and without a shape, so they can never stand in for a real check (a test below holds them to
+that). Replay of records the real stages wrote is tested at the end of this file on the real session.
 """
 
 from __future__ import annotations
@@ -71,7 +73,12 @@ def source_run(inputs: SourceInputs, upstream: dict[str, StageRecord], ctx: Stag
                 summary=f"{len(raw)} bytes",
                 measured={"sha256": "sha256:" + hashlib.sha256(raw).hexdigest(), "bytes": len(raw)},
             ),
-            Check(id="source.class_counts", status="pass", summary="classes", measured={"counts": counts}),
+            Check(
+                id="source.synthetic_class_counts",
+                status="pass",
+                summary="classes",
+                measured={"counts": counts},
+            ),
         ],
     )
 
@@ -82,7 +89,7 @@ class SplitInputs(Strict):
 
 
 def split_run(inputs: SplitInputs, upstream: dict[str, StageRecord], ctx: StageContext) -> StageRecord:
-    counts = upstream["source"].check("source.class_counts").measured["counts"]
+    counts = upstream["source"].check("source.synthetic_class_counts").measured["counts"]
     total = sum(counts.values())
     prevalence = {
         part: {k: round(v / total, 6) for k, v in sorted(counts.items())} for part in ("train", "dev", "test")
@@ -363,6 +370,23 @@ def test_replay_reproduces_a_fresh_session(tmp_path: Path, monkeypatch: pytest.M
     assert "everything reproduced" in result.render_table()
 
 
+def test_the_synthetic_stages_write_no_real_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake stages' records test replay's machinery only: every id they write is a synthetic one,
+    which the check registry does not declare and the shape registry has no shape for."""
+    from claimcheck.engine.pipeline.checks import declaration
+    from claimcheck.engine.shapes import shape_for
+
+    session = build(tmp_path, monkeypatch)
+    ids = [
+        c.id for rec in Session.open(session).records().values() for c in rec.checks if rec.stage != "claim"
+    ]
+    assert len(ids) == 6  # source, split and baseline: two each
+    for cid in ids:
+        assert cid.split(".", 1)[1].startswith("synthetic_") and shape_for(cid) is None, cid
+        with pytest.raises(KeyError):
+            declaration(cid)
+
+
 def test_replay_never_writes_into_the_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from claimcheck.engine.headless.replay import _snapshot
 
@@ -426,7 +450,7 @@ def test_resealed_edit_breaks_the_chain(tmp_path: Path, monkeypatch: pytest.Monk
     result = replay(session)
     got = outcomes(result)
     assert got[("source", "(record)")] == "tampered"  # session.toml's digest disagrees
-    assert got[("source", "source.class_counts")] == "differs"
+    assert got[("source", "source.synthetic_class_counts")] == "differs"
     assert got[("split", "(chain)")] == "stale"
     assert result.exit_code == 1
 

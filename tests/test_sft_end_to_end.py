@@ -104,6 +104,14 @@ def _train_replies(session: Session) -> list[str]:
     return [json.loads(m)[-1]["content"] for m in train["messages"].to_list()]
 
 
+def test_the_sft_session_writes_only_declared_checks(sft_ws: Path) -> None:
+    """The check registry's session test (tests/test_check_registry.py) on the SFT session."""
+    from tests.test_check_registry import assert_session_declared
+
+    written = assert_session_declared(sft_ws / sft_session.SESSION)
+    assert {"contract.prepared_supervision", "artifact.generation"} <= written
+
+
 @pytest.mark.slow
 def test_sft_replay_reproduces(sft_ws: Path, capsys) -> None:
     assert main(["--replay", str(sft_ws / sft_session.SESSION)]) == 0, capsys.readouterr().out

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 # Polars' allocator (jemalloc) keeps freed pages for seconds by default: at a 1M-row audit's peak it
-# held ~400 MB it no longer used. Returning them at once costs little time (bench/README.md). It only
+# held ~400 MB it no longer used. Returning them at once costs little time (bench/HISTORY.md, audit round 4). It only
 # takes effect before polars loads, and a value the user set wins.
 os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
 

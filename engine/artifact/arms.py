@@ -9,6 +9,7 @@ from typing import Any
 
 from claimcheck.engine.artifact.common import PB_ARMS, PB_LATENCY
 from claimcheck.engine.evidence import Check
+from claimcheck.engine.pipeline.checks import declaration
 from claimcheck.engine.shapes import artifact as shapes
 
 ARM_BATCH = 64  # rows an arm predicts at a time: a failing batch is that many rows of missing evidence
@@ -117,7 +118,7 @@ def locked_read(reads: list[dict[str, Any]], total: int, coverage: str) -> Check
         measured={"test_rows": total, "reads": [{k: v for k, v in r.items() if k != "time"} for r in reads]},
         replay="observation",
         why="Final results must not select recipes, checkpoints or thresholds; the read is recorded.",
-        playbook="If a test influenced development, disclose that and obtain a fresh holdout for a new generalization claim.",
+        playbook=declaration("artifact.locked_test_read").playbook,
     )
 
 

@@ -8,8 +8,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from claimcheck.engine.artifact.common import PB_CAL, PB_COMPARE, PB_REPORT, band
+from claimcheck.engine.artifact.common import PB_CAL, PB_REPORT, band
 from claimcheck.engine.evidence import Check
+from claimcheck.engine.pipeline.checks import not_run
 from claimcheck.engine.pipeline.context import StageInputError
 from claimcheck.engine.shapes import artifact as shapes
 
@@ -68,15 +69,7 @@ def quality(sc: Scored) -> list[Check]:
     n_shared = int(shared.sum())
     cov = f"{n_shared} test rows scored by every arm" + ("" if sc.coverage == "full" else f" ({sc.coverage})")
     if n_shared == 0:
-        return [
-            Check(
-                id="artifact.comparison",
-                status="not_run",
-                basis="not_run",
-                summary="no test row was scored by every arm",
-                playbook=PB_COMPARE,
-            )
-        ]
+        return [not_run("artifact.comparison", "no test row was scored by every arm")]
     ys = sc.y[shared]
     raw, diffs, mcn = _paired(sc, shared)
     lower = registry.lower_is_better(sc.metric)
@@ -162,13 +155,7 @@ def _slices(sc: Scored, shared: Any, ys: Any) -> Check:
     inputs, preds, test, metric = sc.inputs, sc.preds, sc.test, sc.metric
     m_of = registry.get(metric)
     if not inputs.slice_columns:
-        return Check(
-            id="artifact.slices",
-            status="not_run",
-            basis="not_run",
-            summary="no slice columns chosen (inputs.slice_columns)",
-            playbook=PB_REPORT,
-        )
+        return not_run("artifact.slices", "no slice columns chosen (inputs.slice_columns)")
     table: dict[str, Any] = {}
     regressions = []
     for col in inputs.slice_columns:
@@ -209,12 +196,8 @@ def _calibrated(sc: Scored, shared: Any, ys: Any) -> Check:
     inputs, preds, y_cal, classes, metric = sc.inputs, sc.preds, sc.y_cal, sc.classes, sc.metric
     ok_cal = y_cal >= 0
     if ok_cal.sum() < 10 or inputs.calibration == "none":
-        return Check(
-            id="artifact.calibrated",
-            status="not_run",
-            basis="not_run",
-            summary=f"calibration not fitted ({int(ok_cal.sum())} calibration rows)",
-            playbook=PB_CAL,
+        return not_run(
+            "artifact.calibrated", f"calibration not fitted ({int(ok_cal.sum())} calibration rows)"
         )
     out: dict[str, Any] = {}
     for arm, p in preds.items():

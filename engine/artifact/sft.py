@@ -27,6 +27,7 @@ from claimcheck.engine.artifact.generate import (
 )
 from claimcheck.engine.artifact.generate import token_f1 as token_f1_of
 from claimcheck.engine.evidence import Check
+from claimcheck.engine.pipeline.checks import not_run
 from claimcheck.engine.shapes import artifact as shapes
 from claimcheck.engine.stats import registry
 from claimcheck.engine.textsafe import visible
@@ -71,9 +72,9 @@ def _run_model(gen: TorchGenerator, conversations: list[Any], ctx: Any) -> ArmRe
 
 
 def _conversations(eff: dict[str, Any], frame: Any) -> list[Any]:
-    from claimcheck.engine.training.evaluate import model_inputs
+    from claimcheck.engine.training.evaluate import row_inputs
 
-    return [split_reference(m) for m in model_inputs(eff, frame)]
+    return [split_reference(m) for m in row_inputs(eff, frame)]
 
 
 def _trivial(upstream: dict[str, Any], ctx: Any, eff: dict[str, Any]) -> str:
@@ -253,15 +254,7 @@ def quality(sc: Scored, np: Any) -> list[Check]:
 
     rows, ok = _values(sc, np)
     if "candidate" not in rows or not ok["candidate"]["exact_match"].any():
-        return [
-            Check(
-                id="artifact.comparison",
-                status="not_run",
-                basis="not_run",
-                summary="the candidate scored no test row",
-                playbook=PB_REPORT,
-            )
-        ]
+        return [not_run("artifact.comparison", "the candidate scored no test row")]
     boot = uncertainty.Bootstrap(n=sc.inputs.bootstrap_resamples, seed=sc.inputs.seed)
     metrics = [*SFT_METRICS, NLL]
     values = {

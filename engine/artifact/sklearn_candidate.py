@@ -22,6 +22,7 @@ from claimcheck.engine import threads
 from claimcheck.engine.artifact.common import PB_IDENTITY, PB_PARITY, PB_REPORT, band
 from claimcheck.engine.baseline import learners as L
 from claimcheck.engine.evidence import Check, digest_of
+from claimcheck.engine.pipeline.checks import not_run
 from claimcheck.engine.shapes import artifact as shapes
 from claimcheck.engine.stats import registry
 
@@ -219,13 +220,7 @@ def regression_comparison(sc: RegressionScored) -> Check:
     arms = list(sc.preds)
     shared = np.isfinite(sc.y) & np.logical_and.reduce([sc.preds[a]["ok"] for a in arms])
     if not shared.any():
-        return Check(
-            id="artifact.comparison",
-            status="not_run",
-            basis="not_run",
-            summary="no test row was scored by every arm",
-            playbook=PB_REPORT,
-        )
+        return not_run("artifact.comparison", "no test row was scored by every arm")
     ys = sc.y[shared]
     us = sc.units[shared] if sc.units is not None else None
     vals = {a: np.asarray(sc.preds[a]["proba"][shared][:, 0], dtype=np.float64) for a in arms}
@@ -278,13 +273,7 @@ def regression_slices(sc: RegressionScored) -> Check:
     from claimcheck.engine.stats import uncertainty
 
     if not sc.slice_columns:
-        return Check(
-            id="artifact.slices",
-            status="not_run",
-            basis="not_run",
-            summary="no slice columns chosen (inputs.slice_columns)",
-            playbook=PB_REPORT,
-        )
+        return not_run("artifact.slices", "no slice columns chosen (inputs.slice_columns)")
     arms = list(sc.preds)
     shared = np.isfinite(sc.y) & np.logical_and.reduce([sc.preds[a]["ok"] for a in arms])
     vals = {a: np.asarray(sc.preds[a]["proba"][:, 0], dtype=np.float64) for a in arms}

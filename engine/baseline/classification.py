@@ -18,6 +18,7 @@ from claimcheck.engine.baseline.evaluation import (
 from claimcheck.engine.baseline.learners import CLASS_CONVENTIONAL, CLASS_TRIVIAL, Data, Fitted
 from claimcheck.engine.baseline.thresholds import calibration_check, operating_point_check
 from claimcheck.engine.evidence import Check, Note, StageRecord
+from claimcheck.engine.pipeline.checks import not_run
 from claimcheck.engine.stats import registry
 
 if TYPE_CHECKING:
@@ -163,14 +164,11 @@ def _conventional_check(
     cov: str,
 ) -> Check:
     if not conventional:
-        return Check(
-            id="baseline.conventional",
-            status="not_run",
-            basis="not_run",
-            summary="no conventional learner chosen",
+        return not_run(
+            "baseline.conventional",
+            "no conventional learner chosen",
             coverage=cov,
             why="A simple learner shows whether the inputs carry signal.",
-            playbook=PB_TRIVIAL,
         )
     measured: dict[str, Any] = {
         "primary_metric": metric,
@@ -347,14 +345,8 @@ def _learnability_check(ev: Evaluation, reports: dict[str, Any], best: str, pres
         else next((n for n in fitted if n in CLASS_TRIVIAL), "")
     )
     if not best or not ref:
-        return Check(
-            id="baseline.learnability",
-            status="not_run",
-            basis="not_run",
-            coverage=ev.coverage,
-            summary="needs one trivial and one conventional learner",
-            why="",
-            playbook=PB_LEARN,
+        return not_run(
+            "baseline.learnability", "needs one trivial and one conventional learner", coverage=ev.coverage
         )
     entry = registry.by_key(ev.metric)
     boot_metric = ev.metric if entry and entry.interval in ("sums", "resampled") else "macro_f1"

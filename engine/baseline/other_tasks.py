@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 from claimcheck.engine.baseline.evaluation import (
     PB_LEARN,
-    PB_RARE,
     PB_TRIVIAL,
     Evaluation,
     _coverage,
@@ -17,6 +16,7 @@ from claimcheck.engine.baseline.evaluation import (
 )
 from claimcheck.engine.baseline.learners import REG_CONVENTIONAL, REG_TRIVIAL, Data, Fitted
 from claimcheck.engine.evidence import Check
+from claimcheck.engine.pipeline.checks import not_applicable, not_run
 from claimcheck.engine.stats import registry
 
 if TYPE_CHECKING:
@@ -120,11 +120,8 @@ def regression_checks(ev: Evaluation) -> list[Check]:
     ]
     if conv and trivial:
         out.append(_reg_learnability(ev, reps, (trivial, conv), metric))
-    na = "not a classification task"
     for cid in ("baseline.per_class", "baseline.calibration", "baseline.operating_point"):
-        out.append(
-            Check(id=cid, status="not_run", basis="not_run", summary=f"not run: {na}", playbook=PB_RARE)
-        )
+        out.append(not_applicable(cid, "not a classification task"))
     return out
 
 
@@ -220,12 +217,9 @@ def generation_checks(ev: Evaluation) -> list[Check]:
             why="Repeating the commonest answer is the floor for a generative task.",
             playbook=PB_TRIVIAL,
         ),
-        Check(
-            id="baseline.conventional",
-            status="not_run",
-            basis="not_run",
-            summary="no conventional learner for free generation; the unchanged base model is the comparator "
+        not_run(
+            "baseline.conventional",
+            "no conventional learner for free generation; the unchanged base model is the comparator "
             "measured at the artifact stage",
-            playbook=PB_TRIVIAL,
         ),
     ]

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from claimcheck.engine.baseline.evaluation import PB_REPORT, PB_SPLITS, _coverage, _where
 from claimcheck.engine.baseline.learners import CALLER, Data, Fitted
 from claimcheck.engine.evidence import Check, StageRecord, atomic_write_bytes
+from claimcheck.engine.pipeline.checks import declaration
 from claimcheck.engine.pipeline.context import StageContext
 
 if TYPE_CHECKING:
@@ -123,5 +124,5 @@ def timing_check(data: Data, fitted: dict[str, Fitted], pre: tuple[float, float,
             **threads.record(cap),
         },
         why="Run time is an observation of this machine, not a property of the data.",
-        playbook="Performance timing and quality benchmarks are different experiments.",
+        playbook=declaration("baseline.timing").playbook,
     )

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from claimcheck.engine.baseline.evaluation import PB_CAL, Evaluation, _coverage, _where
 from claimcheck.engine.baseline.learners import Data, Fitted, target
 from claimcheck.engine.evidence import Check
+from claimcheck.engine.pipeline.checks import not_run
 from claimcheck.engine.pipeline.context import StageInputError
 
 if TYPE_CHECKING:
@@ -81,14 +82,13 @@ def calibration_check(ev: Evaluation, best: str) -> tuple[Check, Any]:
     )
     if not best or inputs.calibration == "none":
         why = "no conventional learner" if not best else "calibration method 'none' chosen"
-        return Check(status="not_run", basis="not_run", summary=f"not run: {why}", **base), None
+        return not_run(base["id"], f"not run: {why}", why=base["why"]), None
     where, sets = _calibration_sets(data, ev.fitted, mask, best, ev.y)
     if sets is None:
-        return Check(
-            status="not_run",
-            basis="not_run",
-            summary="not run: no calibration split and not in K-fold mode; the split stage makes one",
-            **base,
+        return not_run(
+            base["id"],
+            "not run: no calibration split and not in K-fold mode; the split stage makes one",
+            why=base["why"],
         ), None
     raw = ev.fitted[best].eval_pred[mask]
     if where == "calibration_split":
@@ -157,34 +157,26 @@ def operating_point_check(ev: Evaluation, best: str, calibrated: Any) -> Check:
         playbook=PB_CAL,
     )
     if op.constraint == "none":
-        return Check(
-            status="not_run",
-            basis="not_run",
-            summary="no operating constraint or cost declared; decisions "
-            "are arg-max over classes and no threshold was chosen",
-            **base,
+        return not_run(
+            base["id"],
+            "no operating constraint or cost declared; decisions are arg-max over classes and no threshold was chosen",
+            why=base["why"],
         )
     if op.positive_class not in data.classes:
         raise StageInputError(
             f"operating_point.positive_class '{op.positive_class}' is not one of {data.classes}"
         )
     if not best:
-        return Check(
-            status="not_run",
-            basis="not_run",
-            summary="no conventional learner to set a threshold for",
-            **base,
-        )
+        return not_run(base["id"], "no conventional learner to set a threshold for", why=base["why"])
     j = data.classes.index(op.positive_class)
     kw = dict(constraint=op.constraint, target=op.target, cost_fp=op.cost_fp, cost_fn=op.cost_fn)
     if (
         calibrated is None
     ):  # no calibration available: the threshold is fitted on raw scores of the same sources
-        return Check(
-            status="not_run",
-            basis="not_run",
-            summary="not run: no calibration split or out-of-fold predictions to fit a threshold on",
-            **base,
+        return not_run(
+            base["id"],
+            "not run: no calibration split or out-of-fold predictions to fit a threshold on",
+            why=base["why"],
         )
     choice, applied = _threshold(ev, calibrated, j, kw)
     choice["fit_sample"] = "in-sample (the rows the threshold was chosen on)"

@@ -28,7 +28,7 @@ from claimcheck.engine.evidence import StageRecord
 from claimcheck.engine.pipeline import registry
 from claimcheck.engine.pipeline.context import StageContext, StageInputError
 
-# Keys that were stage inputs once and are runtime knobs (StageContext fields) now.
+# Runtime knobs (StageContext fields) that older records hold among their stage inputs.
 RUNTIME_KEYS: dict[str, tuple[str, ...]] = {"dispatch": ("wait", "poll_seconds", "wait_timeout_seconds")}
 
 

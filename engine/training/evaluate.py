@@ -60,7 +60,7 @@ def load_split(job_dir: Path, doc: dict[str, Any], name: str) -> Any:
 # ---------------------------------------------------------------- model inputs
 
 
-def model_inputs(effective: dict[str, Any], frame: Any, *, rendered: bool = False) -> list[Any]:
+def row_inputs(effective: dict[str, Any], frame: Any, *, rendered: bool = False) -> list[Any]:
     """Texts (classification: the contract's text_template) or message lists (SFT) for each row.
 
     rendered=True: the frame is a job's exported file whose `text` column already holds the
@@ -146,7 +146,7 @@ class Batcher:
 
         from claimcheck.engine.training.prepare import encode
 
-        inputs = model_inputs(self.eff, frame, rendered=rendered)
+        inputs = row_inputs(self.eff, frame, rendered=rendered)
         labels = None
         if self.classification:
             labels = (

@@ -22,7 +22,7 @@ AUTO_ADAPTER = {
         "lora",
         "CPU: 4-bit weights save memory, not time, on CPU (bitsandbytes dequantises them for every "
         "matmul: a step costs what a LoRA step costs) while quantising at every model load (fitting "
-        "check, job, artifact) doubles the load time (bench/README.md, training round 1)",
+        "check, job, artifact) doubles the load time (bench/HISTORY.md, training round 1)",
     ),
 }
 

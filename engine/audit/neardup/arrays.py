@@ -31,7 +31,7 @@ def small_pages() -> Iterator[None]:
     The search makes and frees large arrays chunk after chunk. Where the kernel grants huge pages on
     request (transparent_hugepage "madvise", a common default), numpy asks for them on every array of
     4 MB or more, and each first touch then zeroes (and may first compact) 2 MB: on 20,000 long
-    documents the search took 2.39-2.54 s without them against 2.71-3.64 s with (bench/README.md).
+    documents the search took 2.39-2.54 s without them against 2.71-3.64 s with (bench/HISTORY.md, audit round 10).
     numpy has one switch for the process: it is off while any search runs, then as it was.
     """
     from numpy._core import multiarray

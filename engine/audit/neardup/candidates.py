@@ -374,7 +374,7 @@ def find_candidates(p: Prefixes, threshold: float) -> np.ndarray:
     # Passes are matched in worker threads (claimcheck.engine.threads): w in flight and the next being read, each
     # pass SIG_BLOCK / (w + 1) signatures. On 1M tickets' prefix pairs, one 6 M pass at a time took
     # 9.0 s (the search alone peaking +298 MB); two threads on 1 M passes took 5.2 s (+195 MB). The
-    # source + split stages then peaked at 1,173 MB against 1,155 MB, 3.09x the data (bench/README.md,
+    # source + split stages then peaked at 1,173 MB against 1,155 MB, 3.09x the data (bench/HISTORY.md,
     # audit round 10).
     workers = threads.thread_cap()
     for res in ordered_map(

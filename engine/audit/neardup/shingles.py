@@ -183,7 +183,7 @@ def build_prefixes(texts: Texts, k: int, threshold: float) -> Prefixes:
     n = texts.len()
     nbytes = _text_bytes(texts)
     # Worker threads for long documents only: there they halve the time; on a million tickets they
-    # saved ~4 s of a 30 s source stage but lifted its peak ~105 MB, past 3x the data (bench/README.md).
+    # saved ~4 s of a 30 s source stage but lifted its peak ~105 MB, past 3x the data (bench/HISTORY.md, audit round 7).
     workers = threads.thread_cap() if n and nbytes.mean() >= THREADED_MIN_BYTES else 1
     bounds = chunks(texts, workers, nbytes)
     counts = np.zeros(1 << COUNT_BITS, dtype=np.uint32)

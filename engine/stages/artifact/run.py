@@ -25,10 +25,11 @@ from claimcheck.engine.artifact.arms import (
     locked_test,
     torch_arm,
 )
-from claimcheck.engine.artifact.common import ARM_NAMES, PB_COMPARE, PB_IDENTITY, PB_OUTCOMES, PB_PARITY
+from claimcheck.engine.artifact.common import ARM_NAMES, PB_IDENTITY, PB_OUTCOMES, PB_PARITY
 from claimcheck.engine.artifact.coverage import arms_coverage
 from claimcheck.engine.artifact.quality import Scored, quality
 from claimcheck.engine.evidence import Check, StageRecord
+from claimcheck.engine.pipeline.checks import not_run
 from claimcheck.engine.pipeline.context import StageContext, StageInputError
 from claimcheck.engine.shapes import artifact as shapes
 from claimcheck.engine.shapes import parse
@@ -93,12 +94,8 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
         comparison = sft.compare(inputs, eff, final, upstream, ctx)
     elif eff.get("task_kind") != "text_classification":
         checks.append(
-            Check(
-                id="artifact.comparison",
-                status="not_run",
-                basis="not_run",
-                summary="the locked-test comparison is built for classification; generation is not done yet",
-                playbook=PB_COMPARE,
+            not_run(
+                "artifact.comparison", f"no locked-test comparison for task kind {eff.get('task_kind')!r}"
             )
         )
         return _record(given, checks, None, upstream)

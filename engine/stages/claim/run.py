@@ -9,6 +9,7 @@ from pathlib import Path
 
 from claimcheck.engine.evidence import Check, EvidenceError, StageRecord
 from claimcheck.engine.pipeline import registry
+from claimcheck.engine.pipeline.checks import declaration
 from claimcheck.engine.pipeline.context import StageContext
 from claimcheck.engine.stages.claim.inputs import (
     BASE_MODEL,
@@ -127,7 +128,7 @@ def _success_criterion(inp: Inputs) -> Check:
         summary="; ".join(problems) if problems else f"success means {text}",
         measured={"criterion": text, "problems": problems},
         why="A success criterion fixed before fitting cannot be moved to fit the result.",
-        playbook="Define task-specific go/no-go rules before a pilot, not after seeing its result.",
+        playbook=declaration("claim.success_criterion").playbook,
     )
 
 

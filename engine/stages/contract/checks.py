@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from claimcheck.engine.evidence import Check
+from claimcheck.engine.pipeline.checks import declaration
 from claimcheck.engine.pipeline.context import StageContext, StageInputError
 from claimcheck.engine.stages.contract.fit import fit
 from claimcheck.engine.training.schema import Inputs
@@ -407,5 +408,5 @@ def _memory(inp: Inputs, eff: dict, facts: dict, p) -> Check:
         measured=est,
         replay="observation" if observed else "compare",
         why="Hardware is sized from weights, optimizer state and activations at the length tail, not parameter count.",
-        playbook=PB_MEMORY + " " + PB_UNCERTAIN,
+        playbook=declaration("contract.memory").playbook,
     )

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from claimcheck.engine.evidence import Check
+from claimcheck.engine.pipeline.checks import declaration
 from claimcheck.engine.pipeline.context import StageContext
 from claimcheck.engine.training.schema import Inputs
 
@@ -142,7 +143,7 @@ def _fit_check(f: FitRun) -> Check:
             "accuracy_after": ACC_TOL,
         },
         why="Memorising a slice does not establish generalisation, but failing to fit it means the setup is broken.",
-        playbook=PB_FIT + " " + PB_GO + " " + PB_SCOPE,
+        playbook=declaration("contract.fit_check").playbook,
     )
 
 
@@ -191,7 +192,7 @@ def _fit_adapters(eff: dict, result: dict, coverage: str) -> Check:
         },
         tolerance={"grad_norms_step1": 0.05, "lora_b_min_norm": 0.05},
         why="Adapters on the wrong modules, or a group with no gradient, train nothing while the loss still moves.",
-        playbook="LoRA targets must match modules; " + PB_FIT,
+        playbook=declaration("contract.fit_adapters").playbook,
     )
 
 
@@ -207,7 +208,7 @@ def _fit_timing(eff: dict, result: dict) -> Check:
         },
         replay="observation",
         why="Timing is a property of this machine, not of the contract.",
-        playbook="Performance timing and quality benchmarks are different experiments.",
+        playbook=declaration("contract.fit_timing").playbook,
     )
 
 

@@ -16,6 +16,7 @@ import platform
 from typing import Any
 
 from claimcheck.engine.evidence import Check, StageRecord, digest_of
+from claimcheck.engine.pipeline.checks import declaration, not_run
 from claimcheck.engine.pipeline.context import StageContext, StageInputError
 from claimcheck.engine.stages.contract.checks import PB_PIN, PB_REQ, Basis, verify_and_fit
 from claimcheck.engine.training.hardware import cuda_available
@@ -83,9 +84,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     if refused:
         why = "not run: the contract has refused settings (see contract.requested_vs_effective)"
         for cid in ("prepared_lengths", "prepared_columns", "effective_batch", "memory", "fit_check"):
-            checks.append(
-                Check(id=f"contract.{cid}", status="not_run", basis="not_run", summary=why, playbook=PB_REQ)
-            )
+            checks.append(not_run(f"contract.{cid}", why))
     else:
         checks.extend(verify_and_fit(Basis(inputs, eff, facts, train, source_inputs, labels_present, ctx)))
 
@@ -128,7 +127,7 @@ def _sealed(inputs: Inputs, eff: dict[str, Any], res: Resolution, checks: list[C
             + (" (of a refused contract — not dispatchable)" if refused else ""),
             measured={"digest": digest},
             why="The digest of the effective contract is the training job's identity: same digest, same job.",
-            playbook="Give each deliberate operation a stable identity.",
+            playbook=declaration("contract.digest").playbook,
         )
     )
     return StageRecord(stage="contract", inputs=inputs.model_dump(mode="json"), checks=checks)

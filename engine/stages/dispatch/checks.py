@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from claimcheck.engine.evidence import Check, digest_of
+from claimcheck.engine.pipeline.checks import declaration, not_run
 from claimcheck.engine.pipeline.context import StageInputError
 from claimcheck.engine.providers.snapshot import JobSnapshot, snapshot
 from claimcheck.engine.stats import registry
@@ -64,13 +65,10 @@ def job_checks(
 
     if not jobfiles.has_contract(job_dir):
         return [
-            Check(
-                id="dispatch.identity",
-                status="not_run",
-                basis="not_run",
-                summary=f"no job directory jobs/{op_id}: the job was never exported here",
+            not_run(
+                "dispatch.identity",
+                f"no job directory jobs/{op_id}: the job was never exported here",
                 measured={"operation_id": op_id},
-                playbook=PB_IDENTITY,
             )
         ]
     c = typed(eff)
@@ -120,7 +118,7 @@ def _ray_record(job_dir: Path) -> Check:
         measured=kept,
         replay="observation",
         why="Provider call ids, the entrypoint and the runtime environment are what a reviewer needs to find the run.",
-        playbook="Distinguish control-plane records from provider work. Preserve provider call IDs and acknowledge uncertainty.",
+        playbook=declaration("dispatch.provider_record").playbook,
     )
 
 
@@ -271,13 +269,7 @@ def _thin(values: list[Any]) -> tuple[list[Any], int]:
 def _loss_curve(snap: JobSnapshot) -> Check:
     steps = snap.steps
     if not steps:
-        return Check(
-            id="dispatch.loss_curve",
-            status="not_run",
-            basis="not_run",
-            summary="no optimizer step recorded",
-            playbook=PB_MONITOR,
-        )
+        return not_run("dispatch.loss_curve", "no optimizer step recorded")
     thin, every = _thin(steps)
     losses = [s.loss for s in steps]
     finite = [x for x in losses if math.isfinite(x)]
@@ -304,13 +296,7 @@ def _loss_curve(snap: JobSnapshot) -> Check:
 def _dev_metric(snap: JobSnapshot) -> Check:
     evals = snap.evals
     if not evals:
-        return Check(
-            id="dispatch.dev_metric",
-            status="not_run",
-            basis="not_run",
-            summary="no development evaluation recorded",
-            playbook=PB_MONITOR,
-        )
+        return not_run("dispatch.dev_metric", "no development evaluation recorded")
     metric = evals[0].metric
     values = [e.value for e in evals]
     tv = snap.trivial.value if snap.trivial is not None else math.nan

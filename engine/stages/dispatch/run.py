@@ -173,14 +173,14 @@ def export_job(
 def _job_frame(df: Any, eff: dict[str, Any]) -> Any:
     import polars as pl
 
-    from claimcheck.engine.training.evaluate import model_inputs
+    from claimcheck.engine.training.evaluate import row_inputs
 
     if typed(eff).task_kind == "causal_lm_sft":
         import json
 
-        msgs = [json.dumps(m) for m in model_inputs(eff, df)]
+        msgs = [json.dumps(m) for m in row_inputs(eff, df)]
         return pl.DataFrame({"row_id": df["row_id"], "messages": msgs, "target": df["target"].cast(pl.Utf8)})
-    texts = model_inputs(eff, df)
+    texts = row_inputs(eff, df)
     return pl.DataFrame({"row_id": df["row_id"], "text": texts, "target": df["target"].cast(pl.Utf8)})
 
 

@@ -6,6 +6,7 @@ import datetime as dt
 from typing import Any
 
 from claimcheck.engine.evidence import Check
+from claimcheck.engine.pipeline.checks import not_applicable, not_run
 from claimcheck.engine.pipeline.context import StageInputError
 from claimcheck.engine.stages.source.inputs import Inputs
 
@@ -226,14 +227,11 @@ def time(kept: Any, inp: Inputs, cov: str) -> list[Check]:
 
     if not inp.time_column:
         return [
-            Check(
-                id="source.time_range",
-                status="not_run",
-                basis="not_run",
-                summary="no time column declared: time range, drift and time splits cannot be checked",
+            not_run(
+                "source.time_range",
+                "no time column declared: time range, drift and time splits cannot be checked",
                 coverage=cov,
                 why="Without a time column neither chronology nor drift can be measured.",
-                playbook=PB_INSPECT,
             )
         ]
     as_of = None
@@ -357,16 +355,9 @@ def target_distribution(kept: Any, inp: Inputs, cov: str) -> Check:
     )
 
 
-def numeric_target_not_run(check_id: str, counterpart: str, playbook: str = PB_MAPPING) -> Check:
-    """A class-based check that does not apply to a numeric target, naming the check that replaces it
-    (the source's and the split's alike; each passes its own playbook line)."""
-    return Check(
-        id=check_id,
-        status="not_run",
-        basis="not_run",
-        summary=f"not run: the claim's target is numeric — see {counterpart}",
-        playbook=playbook,
-    )
+def numeric_target_not_run(check_id: str, counterpart: str) -> Check:
+    """A class-based check that does not apply to a numeric target, naming the check that replaces it."""
+    return not_applicable(check_id, f"the claim's target is numeric — see {counterpart}")
 
 
 def leakage(ds: Any, inp: Inputs, numeric: bool = False) -> list[Check]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from claimcheck.engine.evidence import Check, StageRecord
+from claimcheck.engine.pipeline.checks import not_run
 from claimcheck.engine.stages.source.checks import PB_MAPPING
 from claimcheck.engine.stages.source.inputs import Inputs
 from claimcheck.engine.stats.names import code_points, nfc_twins
@@ -60,14 +61,11 @@ def class_order(dataset: Any, inp: Inputs, upstream: dict[str, StageRecord]) -> 
     claim = upstream.get("claim")
     order = [str(c) for c in (claim.inputs.get("class_order") or [])] if claim is not None else []
     if not order:
-        return Check(
-            id="source.class_order",
-            status="not_run",
-            basis="not_run",
-            summary="no claim class_order to check the labels against"
+        return not_run(
+            "source.class_order",
+            "no claim class_order to check the labels against"
             + (" (the claim stage is not frozen)" if claim is None else ""),
             why="A label outside the claimed classes is found here, or only after three stages are frozen.",
-            playbook=PB_MAPPING,
         )
     seen = sorted(str(v) for v in dataset.get_column(TARGET).drop_nulls().unique().to_list())
     extra = [lab for lab in seen if lab not in order]

@@ -8,6 +8,7 @@ import io
 from typing import Any
 
 from claimcheck.engine.evidence import Check, atomic_write_bytes
+from claimcheck.engine.pipeline.checks import not_run
 from claimcheck.engine.pipeline.context import StageContext
 from claimcheck.engine.stages.source.checks import (
     DUP_SHARE_WARN,
@@ -77,14 +78,11 @@ def near_duplicates(ds: Any, inp: Inputs, ctx: StageContext, cov: str) -> Check:
 
     cols = text_inputs(inp.model_dump(mode="json"))
     if not cols:
-        return Check(
-            id="source.near_duplicates",
-            status="not_run",
-            basis="not_run",
-            summary="no free-text model input declared ('text_columns'): near-duplicates not checked",
+        return not_run(
+            "source.near_duplicates",
+            "no free-text model input declared ('text_columns'): near-duplicates not checked",
             coverage=cov,
             why="Near-duplicate texts leak across splits even when exact duplicates do not.",
-            playbook=PB_NEAR,
         )
     res = near_duplicates(ds, cols, threshold=inp.near_dup_threshold, shingle_size=inp.shingle_size)
     cl = cluster_summary(res.pairs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from claimcheck.engine.evidence import Check, StageRecord
+from claimcheck.engine.pipeline.checks import not_applicable, not_run
 from claimcheck.engine.pipeline.context import StageContext
 from claimcheck.engine.stages.split.inputs import GROUP_STRATEGIES, TIME_STRATEGIES, Inputs
 
@@ -125,26 +126,20 @@ def chronology(joined: Any, time: tuple[str, str], inp: Inputs) -> Check:
 
     time_col, unit = time
     if not time_col:
-        return Check(
-            id="split.chronology",
-            status="not_run",
-            basis="not_run",
-            summary="no time column: chronology not checked",
+        return not_run(
+            "split.chronology",
+            "no time column: chronology not checked",
             why="Without time, a split cannot show that test comes after train.",
-            playbook=PB_VERIFY,
         )
     t = times_of(joined, time_col, unit)
     frame = joined.select("split").with_columns(t.alias("t")).drop_nulls("t")
     train = frame.filter(pl.col("split") == "train").get_column("t")
     test = frame.filter(pl.col("split") == "test").get_column("t")
     if train.len() == 0 or test.len() == 0:
-        return Check(
-            id="split.chronology",
-            status="not_run",
-            basis="not_run",
-            summary="train or test has no timestamps (k-fold or empty split): chronology not measured",
+        return not_run(
+            "split.chronology",
+            "train or test has no timestamps (k-fold or empty split): chronology not measured",
             why="Chronology compares train and locked test times.",
-            playbook=PB_VERIFY,
         )
     max_train, min_test = int(train.max()), int(test.min())
     earlier = float((test < max_train).mean())
@@ -179,13 +174,7 @@ def exact_overlap(joined: Any, source_inputs: dict[str, Any]) -> Check:
     cols = model_inputs(source_inputs)
     norm = source_inputs.get("normalisation", "lower_strip_ws")
     if not cols:
-        return Check(
-            id="split.exact_overlap",
-            status="not_run",
-            basis="not_run",
-            summary="no model inputs declared",
-            playbook=PB_VERIFY,
-        )
+        return not_run("split.exact_overlap", "no model inputs declared")
     # Hash first, compare values only where a held-out row's hash occurs in train (exact, bounded memory).
     hashed = pl.DataFrame({"h": key_hashes(joined, cols, norm), "split": joined.get_column("split")})
     is_train = pl.col("split") == "train"
@@ -262,12 +251,8 @@ def near_overlap(joined: Any, src: StageRecord, inp: Inputs, ctx: StageContext) 
     source_inputs = src.inputs
     cols = text_inputs(source_inputs)
     if not cols:
-        return Check(
-            id="split.near_duplicate_overlap",
-            status="not_run",
-            basis="not_run",
-            summary="no free-text model input: near-duplicate overlap not checked",
-            playbook=PB_NEAR,
+        return not_run(
+            "split.near_duplicate_overlap", "no free-text model input: near-duplicate overlap not checked"
         )
     pairs = source_pairs(joined, src, inp, ctx)
     if pairs is None:
@@ -501,6 +486,4 @@ def target_range(joined: Any) -> Check:
 
 def numeric_target_not_run(check_id: str, counterpart: str) -> Check:
     """A class-based split check that does not apply to a numeric target, naming its replacement."""
-    from claimcheck.engine.stages.source.checks import numeric_target_not_run as not_run
-
-    return not_run(check_id, counterpart, PB_SEPARATE)
+    return not_applicable(check_id, f"the claim's target is numeric — see {counterpart}")

@@ -1,0 +1,30 @@
+"""The artifact stage's checks, declared once (engine/pipeline/checks.py)."""
+
+from claimcheck.engine.artifact.common import (
+    PB_ARMS,
+    PB_BASE,
+    PB_CAL,
+    PB_IDENTITY,
+    PB_LATENCY,
+    PB_OUTCOMES,
+    PB_PARITY,
+    PB_REPORT,
+)
+from claimcheck.engine.pipeline.checks import CATEGORICAL, LEARNED, SFT, declare
+
+declare("artifact.job_finished", PB_OUTCOMES)
+declare("artifact.identity", PB_IDENTITY)
+declare("artifact.reload_parity", PB_PARITY)
+declare("artifact.arms", PB_ARMS)
+declare(
+    "artifact.locked_test_read",
+    "If a test influenced development, disclose that and obtain a fresh holdout for a new generalization claim.",
+)
+declare("artifact.comparison", PB_REPORT)
+declare("artifact.coverage_bias", PB_ARMS, tasks=LEARNED)
+declare("artifact.per_class", PB_REPORT, tasks=LEARNED, targets=CATEGORICAL)
+declare("artifact.calibrated", PB_CAL, targets=CATEGORICAL, required=False)  # with a calibration split
+declare("artifact.slices", PB_REPORT, required=False)  # with slice columns
+declare("artifact.generation", PB_BASE, tasks=SFT)
+declare("artifact.latency", PB_LATENCY)
+declare("artifact.verdict", PB_OUTCOMES)

@@ -1,0 +1,23 @@
+"""The baseline stage's checks, declared once (engine/pipeline/checks.py)."""
+
+from claimcheck.engine.baseline.evaluation import (
+    PB_CAL,
+    PB_LEARN,
+    PB_RARE,
+    PB_REPORT,
+    PB_SPLITS,
+    PB_TRIVIAL,
+)
+from claimcheck.engine.pipeline.checks import CATEGORICAL, LEARNED, declare
+
+declare("baseline.trivial", PB_TRIVIAL)
+declare("baseline.conventional", PB_TRIVIAL)
+declare("baseline.learnability", PB_LEARN, tasks=LEARNED)
+declare("baseline.per_class", PB_RARE, tasks=LEARNED, targets=CATEGORICAL)
+declare("baseline.calibration", PB_CAL, tasks=LEARNED, targets=CATEGORICAL)
+declare("baseline.operating_point", PB_CAL, tasks=LEARNED, targets=CATEGORICAL)
+declare("baseline.predictions", PB_REPORT)
+declare("baseline.locked_test", PB_SPLITS, shaped=False)
+declare(
+    "baseline.timing", "Performance timing and quality benchmarks are different experiments.", shaped=False
+)

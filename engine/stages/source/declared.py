@@ -1,0 +1,38 @@
+"""The source stage's checks, declared once (engine/pipeline/checks.py)."""
+
+from claimcheck.engine.pipeline.checks import CATEGORICAL, NUMERIC, declare
+from claimcheck.engine.stages.source.checks import (
+    PB_BYTES,
+    PB_DUPS,
+    PB_FAMILY,
+    PB_INSPECT,
+    PB_LEAK,
+    PB_MAPPING,
+    PB_NEAR,
+    PB_NOISE,
+    PB_PREVIEW,
+    PB_SENSITIVE,
+    PB_TRANSFORM,
+    PB_UNRESOLVED,
+)
+
+declare("source.checksum", PB_BYTES)
+declare("source.schema", PB_INSPECT)
+declare("source.non_finite", PB_INSPECT, shaped=False)
+declare("source.transformations", PB_TRANSFORM, shaped=False)
+declare("source.missingness", PB_INSPECT)
+declare("source.time_range", PB_INSPECT, shaped=False)
+declare("source.future_timestamps", PB_INSPECT, shaped=False, required=False)  # with a time column
+declare("source.class_coverage", PB_MAPPING, targets=CATEGORICAL)
+declare("source.class_order", PB_MAPPING, targets=CATEGORICAL, shaped=False)
+declare("source.target_distribution", PB_INSPECT, targets=NUMERIC)
+declare("source.duplicate_inputs", PB_DUPS, shaped=False)
+declare("source.conflicting_labels", PB_NOISE)
+declare("source.near_duplicates", PB_NEAR)
+declare("source.identifier_shortcut", PB_LEAK, shaped=False)
+declare("source.single_feature_leakage", PB_LEAK, shaped=False)
+declare("source.prediction_time_availability", PB_UNRESOLVED, shaped=False)
+declare("source.entity_families", PB_FAMILY)
+declare("source.sensitive_columns", PB_SENSITIVE, shaped=False)
+declare("source.licence_provenance", PB_BYTES, shaped=False)
+declare("source.pass_kind", PB_PREVIEW, shaped=False, required=False)  # a preview pass only

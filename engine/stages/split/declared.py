@@ -1,0 +1,27 @@
+"""The split stage's checks, declared once (engine/pipeline/checks.py)."""
+
+from claimcheck.engine.pipeline.checks import CATEGORICAL, NUMERIC, declare
+from claimcheck.engine.stages.split.checks import (
+    PB_CHOOSE,
+    PB_LEDGER,
+    PB_NEAR,
+    PB_PREVALENCE,
+    PB_RARE,
+    PB_SEPARATE,
+    PB_SMALL,
+    PB_VERIFY,
+)
+
+declare("split.membership", PB_LEDGER)
+declare("split.rationale", PB_CHOOSE, shaped=False)
+declare("split.train_classes", PB_SEPARATE, shaped=False)
+declare("split.prevalence", PB_PREVALENCE, targets=CATEGORICAL)
+declare("split.target_distribution", PB_PREVALENCE, targets=NUMERIC)
+declare("split.family_intersection", PB_VERIFY)
+declare("split.chronology", PB_VERIFY)
+declare("split.exact_overlap", PB_VERIFY)
+declare("split.near_duplicate_overlap", PB_NEAR)
+declare("split.label_coverage", PB_SEPARATE, targets=CATEGORICAL)
+declare("split.class_support", PB_RARE, targets=CATEGORICAL)
+declare("split.target_range", PB_SEPARATE, targets=NUMERIC)
+declare("split.folds", PB_SMALL, shaped=False, required=False)  # K-fold splits only
