@@ -97,7 +97,9 @@ def divergence(obs: Observed, cfg: Alarms) -> dict[str, Any]:
     losses = [(s.step, s.loss) for s in obs.steps if _finite(s.loss)]
     if len(losses) < 10:
         if not obs.ended and obs.total_steps >= 10:
-            return _entry(name, "pending", f"not yet due: {len(losses)} finite loss values so far; needs ≥ 10")
+            return _entry(
+                name, "pending", f"not yet due: {len(losses)} finite loss values so far; needs ≥ 10"
+            )
         return _entry(name, "not_run", f"{len(losses)} finite loss values; divergence needs ≥ 10")
     factor = float(cfg.divergence_factor)
     window = max(3, len(losses) // 10)
