@@ -68,13 +68,21 @@ LATER_KEYS: dict[str, tuple[str, ...]] = {
     "split.membership": ("realised_fractions", "largest_fraction_shift", "grouping", "families"),
     "split.chronology": ("unit", "test_rows_at_max_train"),
     "source.class_order": ("unicode_twins",),
+    "dispatch.dev_metric": ("rows", "dev_rows", "ended"),
 }
 
 # Checks a later claimcheck added to a stage: a record made before has none, and the re-run's is an
 # observation (shown, not compared). One-way, as above: once recorded, it is compared. A record cannot
 # lose a check unnoticed: its digest covers its checks (engine/headless/integrity.py).
 LATER_CHECKS: frozenset[str] = frozenset(
-    {"source.class_order", "contract.memory_measured", "source.non_finite", "split.train_classes"}
+    {
+        "source.class_order",
+        "contract.memory_measured",
+        "source.non_finite",
+        "split.train_classes",
+        "dispatch.runtime",
+        "artifact.base_model_identity",
+    }
 )
 
 

@@ -64,7 +64,7 @@ def engine_sources() -> dict[str, str]:
 def imported_sources() -> dict[str, str]:
     """sha256 of the source file of every claimcheck.engine module this process has imported."""
     out = {}
-    for name, mod in sorted(sys.modules.items()):
+    for name, mod in sorted(dict(sys.modules).items()):  # a copy: another thread may import meanwhile
         if name != ENGINE and not name.startswith(ENGINE + "."):
             continue
         path = getattr(mod, "__file__", None)
