@@ -110,7 +110,8 @@ def test_a_running_job_is_judged_on_what_is_due(tmp_path: Path, model_dir: Path)
 
 def test_the_stamp_names_the_process_and_a_changed_model_fails(tmp_path: Path, model_dir: Path) -> None:
     """The job stamps its own process; a base model whose bytes differ from the pinned digest fails
-    dispatch.runtime, other library versions or engine sources than the contract's warn."""
+    dispatch.runtime, other library versions or engine sources than the contract's warn; dev figures
+    of an eval_rows subset say how many dev rows they cover."""
     import shutil
 
     from claimcheck.engine.providers.local import LocalProvider
@@ -125,7 +126,7 @@ def test_the_stamp_names_the_process_and_a_changed_model_fails(tmp_path: Path, m
     data[-1] ^= 0x01  # one byte of the last tensor: the model still loads
     weights.write_bytes(bytes(data))
 
-    jd = kit.job_dir(tmp_path, changed, max_steps=2, eval_every_steps=0, model_sha256=pinned)
+    jd = kit.job_dir(tmp_path, changed, max_steps=2, eval_every_steps=0, eval_rows=6, model_sha256=pinned)
     saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
         assert Job(jd).run() == 0
@@ -139,8 +140,13 @@ def test_the_stamp_names_the_process_and_a_changed_model_fails(tmp_path: Path, m
     assert "claimcheck.tui" not in " ".join(stamp.engine_modules)
     assert stamp.device["device"] == "cpu" and int(stamp.device["memory_bytes"]) > 0
     prov = LocalProvider(tmp_path)
-    rt = _checks(jd, prov)["dispatch.runtime"]
+    by = _checks(jd, prov)
+    rt = by["dispatch.runtime"]
     assert rt.status == "fail" and "is not the contract's" in rt.summary, rt.summary
+    # six of the 24 dev rows evaluated during training: the dev figures say so
+    dev = by["dispatch.dev_metric"]
+    assert dev.coverage == "sample: 6 of 24 dev rows (the contract's eval_rows)", dev.coverage
+    assert dev.measured["rows"] == 6 and dev.measured["dev_rows"] == 24
 
     # the same stamp against a contract environment with another torch and another engine file
     from claimcheck.engine.providers.snapshot import snapshot
