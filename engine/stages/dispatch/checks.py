@@ -236,7 +236,7 @@ def _runtime(job_dir: Path, snap: JobSnapshot, c: Effective, environment: Any) -
         if problems
         else (
             f"the job ran the contracted base model ({rt.model_files} files, {rt.model_sha256[:19]}…) on {where}, "
-            f"with the contract's library versions and engine sources ({len(rt.engine_modules)} modules)"
+            "with the contract's library versions and engine sources"
         ),
         measured=measured,
         why="The process that ran the job must be the one the contract names: the same weights, the same "
