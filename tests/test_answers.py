@@ -257,3 +257,26 @@ def test_rerunning_the_documented_answers_on_the_real_session_keeps_every_stage(
     assert kept == ["claim", "source", "split", "baseline", "contract", "dispatch", "artifact"]
     assert result.timing["per_stage_s"] == {}
     assert {n: r.provenance.digest for n, r in Session.open(session).records().items()} == before
+
+
+def test_an_alarm_step_past_max_steps_is_refused_before_the_session_exists(tmp_path: Path) -> None:
+    """The documented example with worse_than_trivial_after_step 200 on its 120-step budget: exit 2,
+    naming the field, the budget and what to choose; no session folder."""
+    import shutil
+
+    import tomlkit
+
+    from claimcheck.tui.cli import main
+
+    (tmp_path / "sample_data").mkdir()
+    shutil.copy(ROOT / "sample_data" / "tickets.csv", tmp_path / "sample_data" / "tickets.csv")
+    answers = tomllib.loads(EXAMPLE.read_text())
+    answers["session"]["workspace"] = "."
+    answers["contract"]["alarms"] = {"worse_than_trivial_after_step": 200}
+    path = _write(tmp_path, tomlkit.dumps(answers))
+    with pytest.raises(EvidenceError) as err:
+        run_answers(path, tmp_path / "s")
+    assert err.value.field == "contract.alarms.worse_than_trivial_after_step"
+    assert "120-step budget" in str(err.value) and "-1 (from half-way)" in str(err.value)
+    assert main(["run", "--answers", str(path), str(tmp_path / "s")]) == 2
+    assert not (tmp_path / "s").exists()

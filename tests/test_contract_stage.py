@@ -310,3 +310,43 @@ def test_explicit_requests_the_machine_cannot_honour_are_refused(tmp_path, tiny_
     _eff, res, _ = resolve(inp, ctx, {}, up["source"].inputs, _FakeCPU())
     refused = {r["setting"] for r in res.refused}
     assert {"device", "precision"} <= refused
+
+
+def test_an_alarm_that_could_never_fire_is_refused_when_the_contract_is_built(tmp_path, tiny_dirs):
+    """worse_than_trivial_after_step 200 on a 60-step contract: refused, naming the alarm and the
+    budget; the default step (not a choice) is resolved to half-way, said in the table."""
+    up, ctx = make_cls_session(tmp_path)
+    rec = contract.run(
+        _cls(tiny_dirs["encoder"], max_steps=60, alarms={"worse_than_trivial_after_step": 150}), up, ctx
+    )
+    rve = rec.check("contract.requested_vs_effective")
+    assert rve.status == "fail" and rec.check("contract.effective").status == "fail"
+    [refused] = rve.measured["refused"]
+    assert refused["setting"] == "alarms.worse_than_trivial_after_step" and refused["requested"] == "150"
+    assert (
+        "worse_than_trivial alarm could never fire" in refused["reason"]
+        and "60-step budget" in refused["reason"]
+    )
+
+    default = contract.run(
+        _cls(tiny_dirs["encoder"], max_steps=60, fit_check={"rows": 8, "steps": 2}), up, ctx
+    )
+    rows = {r["setting"]: r for r in default.check("contract.requested_vs_effective").measured["table"]}
+    row = rows["alarms.worse_than_trivial_after_step"]
+    assert row["requested"] == "200" and row["effective"] == "-1" and "half-way (step 30)" in row["outcome"]
+    eff = default.check("contract.effective").measured["effective"]
+    assert (
+        eff["alarms"]["worse_than_trivial_after_step"] == -1
+        and not default.check("contract.requested_vs_effective").measured["refused"]
+    )
+    disabled = contract.run(
+        _cls(
+            tiny_dirs["encoder"],
+            max_steps=60,
+            fit_check={"rows": 8, "steps": 2},
+            alarms={"worse_than_trivial_after_step": 150, "disabled": ["worse_than_trivial"]},
+        ),
+        up,
+        ctx,
+    )
+    assert not disabled.check("contract.requested_vs_effective").measured["refused"]

@@ -168,3 +168,42 @@ def test_required_check_failure_refuses_the_launch() -> None:
     assert gate.measured["states"] == {"contract.fit_check": "fail", "contract.prepared_lengths": "absent"}
     warn = _required_checks({**eff, "on_required_fail": "warn"}, rec)
     assert warn.status == "warn" and not warn.measured["refused"]
+
+
+def test_one_byte_of_the_base_model_changed_fails_dispatch_and_the_base_arm(pipeline) -> None:
+    """The job's runtime stamp and the base-model arm re-hash the weights: one byte edited after the
+    contract was frozen fails dispatch.runtime (a new attempt loads it) and artifact.base_model_identity."""
+    from pathlib import Path
+
+    from claimcheck.engine.stages.artifact import run as artifact
+    from claimcheck.engine.stages.dispatch import run as dispatch
+
+    upstream, ctx, rec = pipeline
+    rt = rec.check("dispatch.runtime")
+    assert rt.status == "pass", rt.summary  # the untouched model, this engine, these libraries
+    assert rt.measured["model_sha256"] == rt.measured["contract_model_sha256"]
+    eff = upstream["contract"].check("contract.effective").measured["effective"]
+    weights = next(Path(eff["model_path"]).glob("*.safetensors"))
+    original = weights.read_bytes()
+    edited = bytearray(original)
+    edited[-1] ^= 0x01  # one byte of the last tensor: the model still loads
+    weights.write_bytes(bytes(edited))
+    try:
+        ctx.stage = "dispatch"
+        again = dispatch.run(dispatch.Inputs(attempt=2), upstream, ctx)  # a new job loads the edited weights
+        rt2 = again.check("dispatch.runtime")
+        assert again.check("dispatch.progress").measured["job_state"] == "finished"
+        assert rt2.status == "fail" and "is not the contract's" in rt2.summary, rt2.summary
+        assert rt2.measured["model_sha256"] != rt2.measured["contract_model_sha256"]
+        ctx.stage = "artifact"
+        out = artifact.run(
+            artifact.Inputs(comparators=["base_model"], bootstrap_resamples=100, latency_examples=2),
+            {**upstream, "dispatch": rec},
+            ctx,
+        )
+    finally:
+        weights.write_bytes(original)
+    base = out.check("artifact.base_model_identity")
+    assert base.status == "fail" and "not scored" in base.summary, base.summary
+    arm = out.check("artifact.arms").measured["arms"]["base_model"]
+    assert arm["scored"] == 0 and arm["missing"] == arm["requested"] and "not scored" in arm["what"]

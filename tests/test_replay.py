@@ -641,3 +641,29 @@ def test_records_made_before_later_settings_and_checks_still_reproduce(real_sess
     older.check("contract.effective").measured["effective"] = {**old_eff, "max_length": 7}
     outcomes = {r.check: r.outcome for r in compare_records("contract", older, con)}
     assert outcomes["contract.effective"] == "differs"
+
+
+def test_a_contract_recorded_with_the_unreachable_default_alarm_step_still_reproduces(
+    real_session: Path,
+) -> None:
+    """A contract recorded before the default worse-than-trivial step past the budget was resolved to
+    -1 (it kept 200 on its 12 steps) compares as reproduced against today's re-run; another step differs."""
+    from claimcheck.engine.evidence import digest_of
+    from claimcheck.engine.headless.compare import compare_records
+
+    con = Session.open(real_session).record("contract")
+    eff = con.check("contract.effective").measured["effective"]
+    assert eff["alarms"]["worse_than_trivial_after_step"] == -1 and eff["optimizer_steps"] < 200
+    older = con.model_copy(deep=True)
+    old_eff = {**eff, "alarms": {**eff["alarms"], "worse_than_trivial_after_step": 200}}
+    older.check("contract.effective").measured["effective"] = old_eff
+    older.check("contract.digest").measured["digest"] = digest_of(old_eff)
+    rve = older.check("contract.requested_vs_effective").measured
+    rve["table"] = [r for r in rve["table"] if r["setting"] != "alarms.worse_than_trivial_after_step"]
+    ids = ("contract.effective", "contract.digest", "contract.requested_vs_effective")
+    outcomes = {r.check: r.outcome for r in compare_records("contract", older, con)}
+    assert {outcomes[c] for c in ids} == {"reproduced"}, outcomes
+    other = {**old_eff, "alarms": {**eff["alarms"], "worse_than_trivial_after_step": 150}}
+    older.check("contract.effective").measured["effective"] = other
+    outcomes = {r.check: r.outcome for r in compare_records("contract", older, con)}
+    assert outcomes["contract.effective"] == "differs"

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from claimcheck.engine.artifact.common import PB_ARMS, PB_LATENCY
+from claimcheck.engine.artifact.common import PB_ARMS, PB_BASE, PB_LATENCY
 from claimcheck.engine.evidence import Check
 from claimcheck.engine.pipeline.checks import declaration
 from claimcheck.engine.shapes import artifact as shapes
@@ -67,6 +67,42 @@ def torch_arm(model: Any, tok: Any, eff: dict[str, Any], classes: list[str], mod
 
     fn.arm_batch = TORCH_ARM_BATCH  # type: ignore[attr-defined]
     return fn, batcher
+
+
+def base_model_identity(eff: dict[str, Any], workspace: Any) -> Check:
+    """The base-model arm's weights re-hashed as the contract pinned them (`model_sha256`): a
+    difference fails, and the arm is not scored — it is not the unchanged base the claim names."""
+    from claimcheck.engine.errors import ClaimcheckError
+    from claimcheck.engine.training import stamp
+    from claimcheck.engine.training.models import resolve_model_path
+
+    want = str(eff.get("model_sha256", ""))
+    try:
+        digest, files = stamp.model_digest(resolve_model_path(eff["model_path"], workspace))
+    except (ClaimcheckError, OSError) as exc:
+        digest, files, problem = "", 0, f"the base model cannot be read ({exc})"
+    else:
+        problem = (
+            "" if digest == want else f"its files hash to {digest[:19]}…, not the contract's {want[:19]}…"
+        )
+    return Check(
+        id="artifact.base_model_identity",
+        status="fail" if problem else "pass",
+        summary=(
+            f"base model {eff['model_path']}: {problem}; the base-model arm is not scored"
+            if problem
+            else f"base model {eff['model_path']}: {files} files re-hashed, the contract's {want[:19]}…"
+        ),
+        measured=shapes.BaseModelIdentity(
+            model_path=str(eff["model_path"]),
+            contract_model_sha256=want,
+            model_sha256=digest,
+            model_files=files,
+            matches=not problem,
+        ),
+        why="The unchanged-base comparator is the model the contract pinned: the same name can hold other weights.",
+        playbook=PB_BASE,
+    )
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,13 @@ from claimcheck.engine.artifact.common import (
     PB_PARITY,
     PB_REPORT,
 )
-from claimcheck.engine.pipeline.checks import CATEGORICAL, LEARNED, SFT, declare
+from claimcheck.engine.pipeline.checks import CATEGORICAL, LEARNED, SFT, TRAINED, declare
 
 declare("artifact.job_finished", PB_OUTCOMES)
 declare("artifact.identity", PB_IDENTITY)
 declare("artifact.reload_parity", PB_PARITY)
 declare("artifact.arms", PB_ARMS)
+declare("artifact.base_model_identity", PB_BASE, tasks=TRAINED, required=False)  # with a base_model arm
 declare(
     "artifact.locked_test_read",
     "If a test influenced development, disclose that and obtain a fresh holdout for a new generalization claim.",

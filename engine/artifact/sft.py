@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from claimcheck.engine.artifact.arms import latency, locked_read, locked_test
+from claimcheck.engine.artifact.arms import base_model_identity, latency, locked_read, locked_test
 from claimcheck.engine.artifact.common import PB_ARMS, PB_BASE, PB_REPORT
 from claimcheck.engine.artifact.generate import (
     NORMALISATION,
@@ -112,7 +112,10 @@ def compare(
     model, tok, _, _ = load_artifact(final, ctx.workspace)
     gens["candidate"] = TorchGenerator(model, tok, eff, inputs.decoding)
     notes["candidate"] = "the saved adapter reloaded onto the contracted base, saved tokenizer, greedy"
-    if "base_model" in wanted:
+    base_id = base_model_identity(eff, ctx.workspace) if "base_model" in wanted else None
+    if base_id is not None and base_id.status != "pass":
+        notes["base_model"] = f"not scored: {base_id.summary}"
+    elif base_id is not None:
         base, base_tok = build_base(eff, ctx.workspace)
         gens["base_model"] = TorchGenerator(base, base_tok, eff, inputs.decoding)
         notes["base_model"] = (
@@ -131,9 +134,13 @@ def compare(
         )
     for arm in wanted:
         if arm not in results:
-            notes[arm] = "not available for causal-LM SFT (no conventional learner for free generation)"
+            notes.setdefault(
+                arm, "not available for causal-LM SFT (no conventional learner for free generation)"
+            )
     refs = [None if c is None else c[1] for c in convs]
     checks = [locked_read(reads, total, coverage), _arms(wanted, results, notes, refs, coverage)]
+    if base_id is not None:
+        checks.insert(0, base_id)
     metric = primary_metric(upstream)
     unit_kind = lt.unit_kind
     scored = Scored(inputs, results, refs, units, unit_kind, metric, test, coverage)

@@ -324,6 +324,7 @@ def preflight(answers: Answers, workspace: Path, session_dir: Path) -> None:
         from claimcheck.engine.training.models import check_model_folder
 
         inp = registry.get("contract").module().Inputs.model_validate(con)
+        _alarm_budget(path, con, inp)
         for field in ("model_path", "tokenizer_path"):
             spec = getattr(inp, field)
             if field == "tokenizer_path" and not spec:
@@ -333,6 +334,22 @@ def preflight(answers: Answers, workspace: Path, session_dir: Path) -> None:
             except StageInputError as exc:
                 fix = "give a model folder inside the workspace with config.json and safetensors weights"
                 raise _fail(path, f"contract.{field}", exc, fix) from None
+
+
+def _alarm_budget(path: Path, table: dict[str, Any], inp: Any) -> None:
+    """A worse-than-trivial alarm step the file sets past its max_steps could never fire: refused here
+    (an epoch budget is known only from the train rows: the contract stage refuses it then)."""
+    after = (table.get("alarms") or {}).get("worse_than_trivial_after_step")
+    if after is None or inp.max_steps <= 0 or "worse_than_trivial" in inp.alarms.disabled:
+        return
+    if int(after) > inp.max_steps:
+        raise EvidenceError(
+            path,
+            "contract.alarms.worse_than_trivial_after_step",
+            f"is {after}, past the contract's {inp.max_steps}-step budget (max_steps): the "
+            "worse_than_trivial alarm could never fire",
+            f"choose a step ≤ {inp.max_steps}, -1 (from half-way), or disable the alarm ({FIX})",
+        )
 
 
 def _workspace(answers: Answers, override: Path | None) -> Path:

@@ -77,6 +77,7 @@ LATER_KEYS: dict[str, tuple[str, ...]] = {
     "baseline.conventional": ("unit", "units", "folds", "units_spanning_folds"),
     "split.chronology": ("unit", "test_rows_at_max_train"),
     "source.class_order": ("unicode_twins",),
+    "dispatch.dev_metric": ("rows", "dev_rows", "ended"),
 }
 
 # Checks a later claimcheck added to a stage: a record made before has none, and the re-run's is an
@@ -89,6 +90,8 @@ LATER_CHECKS: frozenset[str] = frozenset(
         "source.non_finite",
         "split.train_classes",
         "artifact.coverage_bias",
+        "dispatch.runtime",
+        "artifact.base_model_identity",
     }
 )
 
@@ -145,9 +148,27 @@ def _with_added_defaults(stage: str, old: dict[str, Any], new: dict[str, Any]) -
 LATER_EFFECTIVE: dict[str, Any] = {"attn_implementation": "sdpa", "eval_rows": 0}
 
 
+# A default a later claimcheck resolves when it could never take effect: the worse-than-trivial alarm's
+# default step past the contract's step budget becomes -1 (from half-way; engine/stages/contract/run.py).
+# A record made before kept the default: the re-run is read with it, so the same job still reproduces.
+LATER_RESOLVED = "alarms.worse_than_trivial_after_step"
+
+
+def _older_alarm_step(old_eff: dict[str, Any], new_eff: dict[str, Any]) -> dict[str, Any] | None:
+    """The re-run's alarms with the default step the recorded contract kept, or None."""
+    from claimcheck.engine.training.schema import Alarms
+
+    key = "worse_than_trivial_after_step"
+    default, resolved = Alarms.model_fields[key].default, -1
+    was, now = (old_eff.get("alarms") or {}).get(key), (new_eff.get("alarms") or {}).get(key)
+    if was != default or now != resolved or int(old_eff.get("optimizer_steps", 0)) >= default:
+        return None
+    return {**new_eff["alarms"], key: default}
+
+
 def _as_older_contract(old: StageRecord, new: StageRecord) -> StageRecord:
-    """The re-run contract record as a claimcheck before LATER_EFFECTIVE would have written it, when
-    the recorded one predates those settings and the re-run's hold their old meaning."""
+    """The re-run contract record as a claimcheck before LATER_EFFECTIVE / LATER_RESOLVED would have
+    written it, when the recorded one predates them and the re-run's hold their old meaning."""
     old_chk = old.check("contract.effective")
     old_eff = old_chk.measured.get("effective") if old_chk is not None else None
     new_chk = new.check("contract.effective")
@@ -155,10 +176,15 @@ def _as_older_contract(old: StageRecord, new: StageRecord) -> StageRecord:
         return new
     new_eff = dict(new_chk.measured.get("effective", {}))
     later = [k for k, v in LATER_EFFECTIVE.items() if k not in old_eff and new_eff.get(k) == v]
+    alarms = _older_alarm_step(old_eff, new_eff)
+    if alarms is not None:
+        later.append(LATER_RESOLVED)
     if not later:
         return new
     out = new.model_copy(deep=True)
     eff = {k: v for k, v in new_eff.items() if k not in later}
+    if alarms is not None:
+        eff["alarms"] = alarms
     for chk in out.checks:
         if chk.id == "contract.effective":
             chk.measured["effective"] = eff

@@ -41,8 +41,9 @@ from claimcheck.engine.training import jobfiles as J
 FILES_ROW = "session"
 UNACCOUNTED = "(unaccounted files)"
 # Files of a job folder its dispatch record names that no hash pins: liveness, logs, the contract
-# copy and the manifest (the files they describe are pinned: engine/headless/integrity.py).
-JOB_OWN = (J.CONTRACT, J.STATUS, J.HEARTBEAT, J.LOG, J.PID_FILE, J.RAY_RECORD, J.LAUNCH_LOCK)
+# copy and the manifest (the files they describe are pinned: engine/headless/integrity.py), and the
+# runtime stamp (rewritten by each run of the job; replay recomputes dispatch.runtime from it).
+JOB_OWN = (J.CONTRACT, J.STATUS, J.HEARTBEAT, J.LOG, J.PID_FILE, J.RAY_RECORD, J.LAUNCH_LOCK, J.RUNTIME)
 JOB_KNOWN = (*JOB_OWN, J.TRAIN_FILE, J.DEV_FILE, *J.LEGACY_DATA_FILES, f"{J.FINAL}/{J.MANIFEST}")
 # What a stage writes into data/ before its record is saved: a kill in between leaves the file, not
 # yet pinned by any record (an interrupted run, not an edit).

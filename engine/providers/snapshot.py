@@ -150,6 +150,7 @@ def snapshot(
         st.total_steps,
         files.max_beats_without_step(),
         hb.interval if hb else jobfiles.HEARTBEAT_SECONDS,
+        ended=is_terminal(st.stage),
     )
     try:
         alarms = job_alarms.evaluate(obs, _contract(job_dir) if contract is None else contract)

@@ -37,6 +37,17 @@ class Identity(Shape):
     versions: dict[str, str] | None = None
 
 
+class BaseModelIdentity(Shape):
+    """The base-model arm's weights re-hashed as the contract pins them (engine/artifact/arms.py)."""
+
+    check_ids = ("artifact.base_model_identity",)
+    model_path: str
+    contract_model_sha256: str
+    model_sha256: str
+    model_files: int
+    matches: bool
+
+
 class ReloadParity(Shape):
     check_ids = ("artifact.reload_parity",)
     error: str | None = None

@@ -148,6 +148,22 @@ class Effective(Shape):
     effective: dict[str, Any] = Field(default_factory=dict)
 
 
+class EngineSources(Part):
+    """Every claimcheck.engine source file's sha256 by module name, and the digest over them."""
+
+    sha256: str
+    modules: dict[str, str]
+
+
+class Environment(Shape):
+    check_ids = ("contract.environment",)
+    versions: dict[str, str]
+    hardware: dict[str, Any]
+    claimcheck: dict[str, str] | None = None
+    # absent in records made before the contract pinned the engine's sources
+    engine: EngineSources | None = None
+
+
 class Digest(Shape):
     check_ids = ("contract.digest",)
     digest: str
@@ -166,6 +182,30 @@ class DispatchIdentity(Shape):
     # sha256 of metrics.jsonl and every file under checkpoints/ and best/, relative to jobs/<op>/;
     # absent in records made before claimcheck pinned them.
     job_files: dict[str, str] | None = None
+
+
+class Runtime(Shape):
+    """The job's runtime stamp (runtime.json) held to the contract: its model digest (fail on a
+    difference), its library versions and engine sources (warn on a difference)."""
+
+    check_ids = ("dispatch.runtime",)
+    # stamped / pending (no stamp yet, the job runs) / missing (the job ended without one)
+    state: str
+    contract_model_sha256: str
+    model_sha256: str = ""
+    model_files: int = 0
+    model_ok: bool | None = None
+    versions: dict[str, str] = Field(default_factory=dict)
+    # library: [the contract's version, the job's]
+    version_diffs: dict[str, list[str]] = Field(default_factory=dict)
+    engine_sha256: str = ""
+    engine_modules: int = 0
+    engine_compared: bool = False
+    engine_changed: list[str] = Field(default_factory=list)
+    engine_unknown: list[str] = Field(default_factory=list)
+    device: dict[str, str | int] = Field(default_factory=dict)
+    host: str = ""
+    run: int = 0
 
 
 class Progress(Shape):
@@ -201,6 +241,11 @@ class DevMetric(Shape):
     final_value: float | None = None
     beats_trivial: bool | None = None
     final_pred_distribution: dict[str, int] = Field(default_factory=dict)
+    # dev rows the evaluations cover and the dev split's rows (fewer under the contract's eval_rows),
+    # and whether the job had ended (only then is the last value "at the end"); absent in older records
+    rows: int | None = None
+    dev_rows: int | None = None
+    ended: bool | None = None
 
 
 class Alarm(Shape):

@@ -4,8 +4,9 @@ Thresholds come from the contract's typed model (claimcheck.engine.training.sche
 dispatch stage and the TUI judge with the same defaults as the contract and docs/contract.md.
 Pure and cheap (no torch): the dispatch stage and the TUI call `evaluate` on a job's files.
 
-Each alarm returns one entry: name, state (raised / clear / disabled / not_run), detail, step,
-and any extra measured value.
+Each alarm returns one entry: name, state (raised / clear / disabled / not_run / pending), detail,
+step, and any extra measured value. "pending": the job still runs and what the alarm judges is not
+yet due (a dev evaluation or a step the contract schedules later).
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ class Observed:
     max_beats_without_step: int = -1
     # Seconds between heartbeats (what one beat without a step stands for).
     interval_s: float = HEARTBEAT_SECONDS
+    # Whether the job has ended: on a running job an alarm whose evidence the contract schedules
+    # later is "pending" (not yet due), never judged on what is missing so far.
+    ended: bool = True
     steps: list[StepLine] = field(default_factory=list)
     evals: list[EvalLine] = field(default_factory=list)
 
@@ -92,6 +96,10 @@ def divergence(obs: Observed, cfg: Alarms) -> dict[str, Any]:
     name = "divergence"
     losses = [(s.step, s.loss) for s in obs.steps if _finite(s.loss)]
     if len(losses) < 10:
+        if not obs.ended and obs.total_steps >= 10:
+            return _entry(
+                name, "pending", f"not yet due: {len(losses)} finite loss values so far; needs ≥ 10"
+            )
         return _entry(name, "not_run", f"{len(losses)} finite loss values; divergence needs ≥ 10")
     factor = float(cfg.divergence_factor)
     window = max(3, len(losses) // 10)
@@ -186,6 +194,11 @@ def worse_than_trivial(obs: Observed, cfg: Alarms) -> dict[str, Any]:
     if base is None or not _finite(base.value):
         return _entry(name, "not_run", "no trivial-baseline dev value recorded")
     if not late:
+        if not obs.ended:
+            at = max((s.step for s in obs.steps), default=0)
+            return _entry(
+                name, "pending", f"not yet due: judged from step {after} on (the job is at step {at})"
+            )
         return _entry(name, "not_run", f"no dev evaluation at or after step {after}")
     tv = base.value
     higher = obs.higher_better

@@ -317,7 +317,7 @@ def _parity_result(
         "compared": compared,
         "missing_recorded": missing,
         "prediction_mismatches": len(mismatched),
-        "mismatched_row_ids": mismatched[:20],
+        "mismatched_row_ids": [str(r) for r in mismatched[:20]],  # row ids may be ints or strings
         "max_abs_proba_diff": max_diff,
         "tolerance": tolerance,
         "ok": bool(compared) and not missing and not mismatched and max_diff <= tolerance,

@@ -2,9 +2,10 @@
 
 The job reads only its own directory (contract.toml, data/train.jsonl, data/dev.jsonl) and
 writes its own progress there — status.json, heartbeat, metrics.jsonl, checkpoints/, final/ — so
-it can run detached from the app and be reattached later. The folder's layout, its readers and
-writers and the job's state vocabulary live in claimcheck.engine.training.jobfiles; the alarms that judge
-its records in claimcheck.engine.training.alarms.
+it can run detached from the app and be reattached later. Once its base model is loaded it writes its
+runtime stamp (runtime.json, claimcheck.engine.training.stamp): on a Ray cluster, the worker's own.
+The folder's layout, its readers and writers and the job's state vocabulary live in
+claimcheck.engine.training.jobfiles; the alarms that judge its records in claimcheck.engine.training.alarms.
 
 A terminal status is written from the SIGTERM handler, so a cancelled job is never left showing
 "training". SIGHUP is ignored: a dropped SSH connection does not stop the job.
@@ -26,7 +27,7 @@ from typing import Any
 
 from claimcheck.engine.evidence import now_iso
 from claimcheck.engine.stats import registry
-from claimcheck.engine.training import jobfiles
+from claimcheck.engine.training import jobfiles, stamp
 from claimcheck.engine.training.jobfiles import append_metric, read_contract, read_status, write_status
 from claimcheck.engine.training.jobrecords import (
     TERMINAL_STAGES,
@@ -234,12 +235,15 @@ class Job:
         train = load_split(self.dir, self.doc, "train")
         dev = load_split(self.dir, self.doc, "dev")
         classes = [str(x) for x in c.label_classes]
+        workspace = Path(self.doc.get("workspace", "."))
+        loaded = self._model_digest(device, workspace)
         model, tok, info = build(
             self.eff,
             num_labels=len(classes) if c.is_classification else None,
-            workspace=Path(self.doc.get("workspace", ".")),
+            workspace=workspace,
             device=device,
         )
+        jobfiles.write_runtime(self.dir, stamp.stamp(loaded))
         self.status.model_info = {k: v for k, v in info.items() if isinstance(v, int | float | str | bool)}
         batcher = Batcher(self.eff, tok, classes, device)
         train_b = batcher.prepare(train, rendered=True)
@@ -265,6 +269,13 @@ class Job:
             metric=self._tracked_metric(c),
             evaluate=evaluate,
         )
+
+    def _model_digest(self, device: str, workspace: Path) -> stamp.Loaded:
+        """The base model folder's digest, taken as the job loads it (the stamp holds it to the contract)."""
+        from claimcheck.engine.training.models import resolve_model_path
+
+        digest, files = stamp.model_digest(resolve_model_path(self.eff["model_path"], workspace))
+        return stamp.Loaded(device=device, model_sha256=digest, model_files=files, run=self.status.runs)
 
     @staticmethod
     def _eval_rows(c: Effective, dev_b: Any) -> Any:

@@ -12,6 +12,8 @@ can run detached from the app and be reattached later:
                     optimizer step at that moment — a heartbeat is not a step
     metrics.jsonl   one JSON object a line: kind = step | eval | selected_eval | trivial |
                     checkpoint | resume | halt | early_stop
+    runtime.json    the runtime stamp: library versions, the engine source digest, the device and
+                    the base model's digest, written by the job process itself once its model is loaded
     log.txt         stdout / stderr of the process (written by the provider)
     pid.json        the local provider's process record; ray.json the Ray provider's
     checkpoints/    resumable state (claimcheck.engine.training.checkpoint); best/ the best-dev state
@@ -49,6 +51,7 @@ from claimcheck.engine.training.jobrecords import (
     MetricLine,
     PidFile,
     ProviderStage,
+    RuntimeFile,
     Stage,
     StatusFile,
     StepLine,
@@ -63,6 +66,7 @@ from claimcheck.engine.training.jobrecords import (
 CONTRACT = "contract.toml"
 STATUS = "status.json"
 HEARTBEAT = "heartbeat"
+RUNTIME = "runtime.json"
 METRICS = "metrics.jsonl"
 LOG = "log.txt"
 PID_FILE = "pid.json"
@@ -78,8 +82,9 @@ MANIFEST = "manifest.json"
 DEV_PREDICTIONS = "dev_predictions.jsonl"
 # The same files in job folders recorded before row files (Parquet; read by rowfiles.read_rows).
 LEGACY_DATA_FILES = ("data/train.parquet", "data/dev.parquet")
-# Small files the job rewrites while it runs (a remote provider mirrors them home).
-PROGRESS_FILES = (STATUS, HEARTBEAT, METRICS)
+# Small files the job writes while it runs (a remote provider mirrors them home: on a Ray cluster the
+# runtime stamp is the worker's own, written where the job runs).
+PROGRESS_FILES = (STATUS, HEARTBEAT, METRICS, RUNTIME)
 
 HEARTBEAT_SECONDS = jobrecords.HEARTBEAT_SECONDS
 # A heartbeat older than this many intervals: the process is alive but not beating (local), or
@@ -154,6 +159,15 @@ def read_heartbeat(job_dir: Path) -> HeartbeatFile | None:
 
 def write_heartbeat(job_dir: Path, beat: HeartbeatFile) -> None:
     _write(job_dir, HEARTBEAT, beat)
+
+
+def read_runtime(job_dir: Path) -> RuntimeFile | None:
+    """The job's runtime stamp; None before the job wrote it."""
+    return _read(job_dir, RUNTIME, RuntimeFile)
+
+
+def write_runtime(job_dir: Path, stamp: RuntimeFile) -> None:
+    _write(job_dir, RUNTIME, stamp, indent=1)
 
 
 def read_pid(job_dir: Path) -> PidFile | None:

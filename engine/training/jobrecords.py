@@ -132,6 +132,27 @@ class PidFile(_Record):
     starts: list[str] = Field(default_factory=list)
 
 
+class RuntimeFile(_Record):
+    """runtime.json: the process that ran the job, stamped by the job itself once its model is loaded
+    (claimcheck.engine.training.stamp). Rewritten by each run of the job (`run` counts them)."""
+
+    written_at: str
+    run: int = 1
+    host: str = ""
+    pid: int = 0
+    # Library versions (python, torch, transformers, ...; "not installed" when absent).
+    versions: dict[str, str]
+    # sha256 of each claimcheck.engine source file the job process had imported, by module name, and
+    # the digest over them (engine/training/stamp.py `engine_digest`).
+    engine_sha256: str
+    engine_modules: dict[str, str]
+    # The device it trained on: cpu_model, memory_bytes, and when a GPU: gpu, gpu_memory_bytes, cuda, driver.
+    device: dict[str, str | int]
+    # The digest of the base model's files it loaded, computed as the contract pins `model_sha256`.
+    model_sha256: str
+    model_files: int = 0
+
+
 class StepLine(_Record):
     """One optimizer step: summed micro-batch loss, learning rate, gradient norm, its seconds."""
 

@@ -6,13 +6,13 @@ fitting check and the training job load exactly the same thing.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import warnings
 from pathlib import Path
 from typing import Any
 
+from claimcheck.engine.data.rows import sha256_file
 from claimcheck.engine.pipeline.context import StageInputError
 
 # Output layers that stay out of LoRA and out of 4-bit quantisation: the native decision head
@@ -143,11 +143,7 @@ def file_manifest(path: Path) -> list[dict[str, Any]]:
         rel = f.relative_to(path).as_posix()
         if rel.startswith(".") or "/." in rel:
             continue
-        h = hashlib.sha256()
-        with f.open("rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-        out.append({"file": rel, "bytes": f.stat().st_size, "sha256": h.hexdigest()})
+        out.append({"file": rel, "bytes": f.stat().st_size, "sha256": sha256_file(f)})
     return out
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from claimcheck.engine.artifact.arms import (
     arm_counts,
     arm_predict,
+    base_model_identity,
     chosen_arms,
     claimed_arms,
     latency,
@@ -239,7 +240,10 @@ def compare(
     notes["candidate"] = (
         "the saved artifact reloaded (trainable tensors into the contracted model, saved tokenizer)"
     )
-    if "base_model" in inputs.comparators:
+    base_id = base_model_identity(eff, ctx.workspace) if "base_model" in inputs.comparators else None
+    if base_id is not None and base_id.status != "pass":
+        notes["base_model"] = f"not scored: {base_id.summary}"
+    elif base_id is not None:
         base_model, base_tok = build_base(eff, ctx.workspace)
         fns["base_model"], _ = torch_arm(base_model, base_tok, eff, classes, mode)
         notes["base_model"] = (
@@ -247,7 +251,10 @@ def compare(
             f"its classification head is untrained (seed {eff.get('seed', 0)}), so it is a "
             "chance-level comparator — what 'unchanged base' means for a native decision head"
         )
-    return compare_arms(inputs, eff, upstream, ctx, (fns, notes))
+    out = compare_arms(inputs, eff, upstream, ctx, (fns, notes))
+    if base_id is not None:
+        out["checks"].insert(0, base_id)
+    return out
 
 
 def compare_arms(

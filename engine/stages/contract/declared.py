@@ -20,7 +20,7 @@ declare("contract.requested_vs_effective", PB_REQ)
 declare("contract.candidate", PB_PIN, tasks=TABULAR, shaped=False)
 declare("contract.model_identity", PB_PIN, tasks=TRAINED, shaped=False)
 declare("contract.data_identity", PB_PIN, shaped=False)
-declare("contract.environment", PB_PIN, shaped=False)
+declare("contract.environment", PB_PIN)
 declare("contract.effective", PB_PIN)
 declare("contract.digest", "Give each deliberate operation a stable identity.")
 # Verified on real inputs and fitted (a refused contract records the first five as not run).

@@ -73,6 +73,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     steps_per_epoch = math.ceil(train.height / eff["effective_batch"])
     eff["optimizer_steps"] = eff["max_steps"] or steps_per_epoch * eff["epochs"]
     eff["schedule"]["warmup_steps"] = int(math.ceil(eff["schedule"]["warmup_ratio"] * eff["optimizer_steps"]))
+    _alarm_within_budget(eff, res)
     eff["data"] = _data_identity(upstream, train.height)
 
     checks.append(_requested_vs_effective(res))
@@ -89,6 +90,28 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
         checks.extend(verify_and_fit(Basis(inputs, eff, facts, train, source_inputs, labels_present, ctx)))
 
     return _sealed(inputs, eff, res, checks)
+
+
+def _alarm_within_budget(eff: dict[str, Any], res: Resolution) -> None:
+    """An alarm that could never fire under the contract is refused: the worse-than-trivial alarm's
+    step past the step budget. The default step (not a choice) is resolved to half-way, said so."""
+    from claimcheck.engine.training.schema import Alarms
+
+    alarms, budget = eff["alarms"], int(eff["optimizer_steps"])
+    after = int(alarms["worse_than_trivial_after_step"])
+    if "worse_than_trivial" in alarms["disabled"] or after <= budget:
+        return
+    setting = "alarms.worse_than_trivial_after_step"
+    if after == Alarms.model_fields["worse_than_trivial_after_step"].default:
+        why = f"the default step {after} lies past the {budget}-step budget: judged from half-way (step {budget // 2})"
+        alarms["worse_than_trivial_after_step"] = res.resolved(setting, after, -1, why)
+        return
+    res.refuse(
+        setting,
+        after,
+        f"the worse_than_trivial alarm could never fire: step {after} lies past the contract's "
+        f"{budget}-step budget; choose a step ≤ {budget}, -1 (from half-way), or disable the alarm",
+    )
 
 
 def _sklearn(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> StageRecord:
@@ -229,19 +252,12 @@ def _claimcheck_version() -> dict[str, str]:
 
 
 def _environment(eff: dict) -> Check:
-    import importlib.metadata as md
-
     from claimcheck.engine import threads
     from claimcheck.engine.artifact.sklearn_candidate import VERSIONED
+    from claimcheck.engine.training import stamp
 
     sklearn = eff.get("candidate_kind") == "sklearn"
-    versions = {}
-    torch_stack = ("torch", "transformers", "peft", "bitsandbytes", "accelerate", "tokenizers")
-    for pkg in VERSIONED if sklearn else torch_stack:
-        try:
-            versions[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            versions[pkg] = "not installed"
+    versions = stamp.library_versions(VERSIONED if sklearn else stamp.TORCH_STACK)
     hw: dict[str, Any] = {
         "python": platform.python_version(),
         "machine": platform.machine(),
@@ -260,7 +276,13 @@ def _environment(eff: dict) -> Check:
         summary="libraries: "
         + ", ".join(f"{k} {v}" for k, v in versions.items())
         + f"; {hw['device']} on {hw['machine']}",
-        measured={"versions": versions, "hardware": hw, "claimcheck": _claimcheck_version()},
+        # every engine source file's sha256: a job's runtime stamp is held to it (dispatch.runtime)
+        measured={
+            "versions": versions,
+            "hardware": hw,
+            "claimcheck": _claimcheck_version(),
+            "engine": stamp.environment_record(),
+        },
         replay="observation",
         why="Seeds aid repeatability but do not guarantee bitwise agreement across runtimes or devices.",
         playbook=PB_PIN,

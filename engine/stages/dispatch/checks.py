@@ -7,6 +7,7 @@ Replay calls the same `job_checks` on the recorded job folder: it looks, never l
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,10 @@ PB_RESUME = (
 PB_REUSE = (
     "Explicitly reuse the same prepared inputs and configuration so defaults cannot create a second setup."
 )
+PB_RUNTIME = (
+    "When validating a platform fix, verify the processes that execute the path use it. Passing tests in a "
+    "checkout do not establish a reloaded worker."
+)
 MAX_POINTS = 200
 
 
@@ -58,11 +63,25 @@ def typed(eff: dict[str, Any] | Effective) -> Effective:
         ) from None
 
 
-def job_checks(
-    job_dir: Path, eff: dict[str, Any], digest: str, op_id: str, provider: Any, launch_info: dict[str, Any]
-) -> list[Check]:
+@dataclass
+class Look:
+    """One look at a job for the dispatch record: where it is, what contract it runs, who runs it."""
+
+    job_dir: Path
+    eff: dict[str, Any]
+    digest: str
+    op_id: str
+    provider: Any
+    launch_info: dict[str, Any]
+    # the contract's environment check (shapes.training.Environment; None when the record has none):
+    # the runtime stamp is held to it
+    environment: Any = None
+
+
+def job_checks(look: Look) -> list[Check]:
     from claimcheck.engine.providers.base import Handle
 
+    job_dir, op_id = look.job_dir, look.op_id
     if not jobfiles.has_contract(job_dir):
         return [
             not_run(
@@ -71,21 +90,23 @@ def job_checks(
                 measured={"operation_id": op_id},
             )
         ]
-    c = typed(eff)
+    c = typed(look.eff)
     doc = jobfiles.read_contract(job_dir)
-    handle = Handle(op_id=op_id, job_dir=job_dir, provider=provider.name, ref=str(launch_info.get("ref", "")))
-    snap = snapshot(job_dir, provider, handle, c)
-    total = snap.status.total_steps if snap.status is not None else 0
+    handle = Handle(
+        op_id=op_id, job_dir=job_dir, provider=look.provider.name, ref=str(look.launch_info.get("ref", ""))
+    )
+    snap = snapshot(job_dir, look.provider, handle, c)
     checks = [
-        _identity(doc, eff, digest, op_id, job_dir),
-        _acknowledged(snap, launch_info, provider.name),
+        _identity(doc, look.eff, look.digest, op_id, job_dir),
+        _runtime(job_dir, snap, c, look.environment),
+        _acknowledged(snap, look.launch_info, look.provider.name),
         _progress(snap),
         _liveness(snap),
         _loss_curve(snap),
-        _dev_metric(snap),
+        _dev_metric(snap, int(doc.get("data", {}).get("dev_rows", 0))),
     ]
     checks += [_alarm_check(alarm) for alarm in snap.alarms]
-    checks.append(_checkpoints(job_dir, c, total))
+    checks.append(_checkpoints(job_dir, c, snap))
     checks.append(_resume(snap))
     if (job_dir / jobfiles.RAY_RECORD).exists():
         checks.append(_ray_record(job_dir))
@@ -160,6 +181,103 @@ def _identity(doc: dict[str, Any], eff: dict[str, Any], digest: str, op_id: str,
         },
         why="One identity per deliberate launch: relaunching with the same one adopts the job, never starts a second.",
         playbook=PB_IDENTITY,
+    )
+
+
+def _runtime(job_dir: Path, snap: JobSnapshot, c: Effective, environment: Any) -> Check:
+    """The job's runtime stamp held to the contract: a different base model fails; other library
+    versions or engine sources than the contract's environment record warn; no stamp yet is pending."""
+    from claimcheck.engine.shapes import training as shapes
+    from claimcheck.engine.training import stamp
+    from claimcheck.engine.training.jobrecords import JobFileError
+
+    try:
+        rt = jobfiles.read_runtime(job_dir)
+    except JobFileError as exc:
+        return Check(id="dispatch.runtime", status="fail", summary=str(exc), playbook=PB_RUNTIME)
+    if rt is None:
+        return _no_stamp(snap, c.model_sha256)
+    versions = dict(environment.versions) if environment is not None else {}
+    if environment is not None and environment.hardware.get("python"):
+        versions["python"] = str(environment.hardware["python"])
+    engine = environment.engine if environment is not None else None
+    cmp = stamp.compare(rt, c.model_sha256, versions, engine.modules if engine is not None else None)
+    problems = _runtime_problems(cmp, rt.model_sha256, c.model_sha256)
+    gpu = rt.device.get("gpu")
+    where = (
+        f"{gpu} (CUDA {rt.device.get('cuda', '?')}, driver {rt.device.get('driver') or '?'})"
+        if gpu
+        else "CPU"
+    )
+    measured = shapes.Runtime(
+        state="stamped",
+        contract_model_sha256=c.model_sha256,
+        model_sha256=rt.model_sha256,
+        model_files=rt.model_files,
+        model_ok=cmp.model_ok,
+        versions=rt.versions,
+        version_diffs=cmp.version_diffs,
+        engine_sha256=rt.engine_sha256,
+        engine_modules=len(rt.engine_modules),
+        engine_compared=cmp.engine_compared,
+        engine_changed=cmp.engine_changed,
+        engine_unknown=cmp.engine_unknown,
+        device=rt.device,
+        host=rt.host,
+        run=rt.run,
+    )
+    status = "fail" if not cmp.model_ok else ("warn" if problems else "pass")
+    return Check(
+        id="dispatch.runtime",
+        status=status,
+        summary="; ".join(problems)
+        if problems
+        else (
+            f"the job ran the contracted base model ({rt.model_files} files, {rt.model_sha256[:19]}…) on {where}, "
+            "with the contract's library versions and engine sources"
+        ),
+        measured=measured,
+        why="The process that ran the job must be the one the contract names: the same weights, the same "
+        "code, the same libraries; the job stamps itself, so on a cluster the stamp is the worker's.",
+        playbook=PB_RUNTIME,
+    )
+
+
+def _runtime_problems(cmp: Any, got: str, want: str) -> list[str]:
+    out = []
+    if not cmp.model_ok:
+        out.append(f"the base model the job loaded ({got[:19]}…) is not the contract's ({want[:19]}…)")
+    if cmp.version_diffs:
+        diffs = ", ".join(f"{k} {a} → {b}" for k, (a, b) in sorted(cmp.version_diffs.items()))
+        out.append(f"library versions differ from the contract's environment: {diffs}")
+    if cmp.engine_changed or cmp.engine_unknown:
+        names = [*cmp.engine_changed, *cmp.engine_unknown]
+        out.append(
+            f"{len(names)} engine source file(s) differ from the contract's engine: {', '.join(names[:5])}"
+            + (" …" if len(names) > 5 else "")
+        )
+    elif not cmp.engine_compared:
+        out.append("the contract record has no engine source hashes: the engine digest is not compared")
+    return out
+
+
+def _no_stamp(snap: JobSnapshot, model_sha256: str) -> Check:
+    """No runtime.json: pending while the job may still write it, missing once it ended without one."""
+    from claimcheck.engine.shapes import training as shapes
+
+    ended = snap.terminal
+    return Check(
+        id="dispatch.runtime",
+        status="warn" if ended and snap.stage != "not_found" else "not_run",
+        basis="measured" if ended and snap.stage != "not_found" else "not_run",
+        summary=(
+            f"the job ended ({snap.stage}) without writing its runtime stamp ({jobfiles.RUNTIME}): "
+            "the process that ran it is not recorded"
+            if ended and snap.stage != "not_found"
+            else f"pending: not yet due — the job writes its runtime stamp once its model is loaded ({snap.stage})"
+        ),
+        measured=shapes.Runtime(state="missing" if ended else "pending", contract_model_sha256=model_sha256),
+        playbook=PB_RUNTIME,
     )
 
 
@@ -293,7 +411,9 @@ def _loss_curve(snap: JobSnapshot) -> Check:
     )
 
 
-def _dev_metric(snap: JobSnapshot) -> Check:
+def _dev_metric(snap: JobSnapshot, dev_rows: int) -> Check:
+    """The dev metric over time; judged against the trivial baseline once the job ended (while it runs,
+    the latest evaluation is reported, not judged). The coverage names the dev rows evaluated."""
     evals = snap.evals
     if not evals:
         return not_run("dispatch.dev_metric", "no development evaluation recorded")
@@ -303,14 +423,26 @@ def _dev_metric(snap: JobSnapshot) -> Check:
     last = values[-1]
     lower = registry.lower_is_better(metric)
     beats = math.isfinite(tv) and (last < tv if lower else last > tv)
+    ended = snap.terminal
+    if ended:
+        status = "pass" if beats else ("warn" if math.isfinite(tv) else "info")
+        when = "at the end"
+    else:
+        status = "info"
+        when = f"at step {evals[-1].step} (latest; judged against the trivial baseline when the job ends)"
+    rows = evals[-1].rows
     return Check(
         id="dispatch.dev_metric",
-        status="pass" if beats else ("warn" if math.isfinite(tv) else "info"),
+        status=status,
         summary=(
-            f"dev {metric} {values[0]:.4f} at step 0 → {last:.4f} at the end"
+            f"dev {metric} {values[0]:.4f} at step {evals[0].step} → {last:.4f} {when}"
             + (f"; trivial baseline {tv:.4f}" if math.isfinite(tv) else "")
         ),
-        coverage=f"full dev split ({evals[-1].rows} rows)",
+        coverage=(
+            f"full dev split ({rows} rows)"
+            if not dev_rows or rows >= dev_rows
+            else f"sample: {rows} of {dev_rows} dev rows (the contract's eval_rows)"
+        ),
         measured={
             "metric": metric,
             "step": [e.step for e in evals],
@@ -320,6 +452,9 @@ def _dev_metric(snap: JobSnapshot) -> Check:
             "final_value": last,
             "beats_trivial": beats,
             "final_pred_distribution": dict(evals[-1].pred_distribution or {}),
+            "rows": rows,
+            "dev_rows": dev_rows or rows,
+            "ended": ended,
         },
         why="The declared task metric over time, next to what predicting the majority class scores.",
         playbook=PB_MONITOR,
@@ -333,12 +468,15 @@ def _alarm_check(alarm: dict[str, Any]) -> Check:
         "clear": "pass",
         "disabled": "info",
         "not_run": "not_run",
+        "pending": "not_run",
     }[state]
     measured = {k: v for k, v in alarm.items() if k not in ("name",) and v is not None}
     return Check(
         id=f"dispatch.alarms.{alarm['name']}",
         status=status,
-        basis="not_run" if state == "not_run" else ("decided" if state == "disabled" else "measured"),
+        basis="not_run"
+        if state in ("not_run", "pending")
+        else ("decided" if state == "disabled" else "measured"),
         summary=f"{alarm['name'].replace('_', ' ')}: {state} — {alarm['detail']}",
         measured=measured,
         # The stall alarm counts wall-clock heartbeats: a re-run on a busier machine counts
@@ -349,7 +487,17 @@ def _alarm_check(alarm: dict[str, Any]) -> Check:
     )
 
 
-def _checkpoints(job_dir: Path, c: Effective, total: int) -> Check:
+def _checkpoint_due(every: int, snap: JobSnapshot) -> tuple[list[int], list[int]]:
+    """(steps the contract schedules a checkpoint at, those of them the job has reached): every
+    `every` steps before the last step (the artifact is the last step's state)."""
+    total = snap.total_steps
+    scheduled = list(range(every, total, every)) if every and total > every else []
+    # a running job's status is rewritten after the step's checkpoint; its metrics line comes before
+    reached = max(snap.step, max((s.step for s in snap.steps), default=0)) if snap.terminal else snap.step
+    return scheduled, [s for s in scheduled if s <= reached]
+
+
+def _checkpoints(job_dir: Path, c: Effective, snap: JobSnapshot) -> Check:
     from claimcheck.engine.training import checkpoint
 
     found = checkpoint.complete(job_dir / jobfiles.CHECKPOINTS)
@@ -363,11 +511,26 @@ def _checkpoints(job_dir: Path, c: Effective, total: int) -> Check:
     )
     incomplete = [p.name for p in found if not all((p / f).is_file() for f in need)]
     every = c.checkpoint_every_steps
-    expected = bool(every) and total > every
-    if not found:
-        status = "warn" if expected else "info"
+    scheduled, due = _checkpoint_due(every, snap)
+    basis = "measured"
+    if not found and due:
+        status = "warn"
+        summary = (
+            f"no checkpoint saved although the contract asks for one every {every} steps "
+            f"and the job reached step {due[-1]}"
+        )
+    elif not found and scheduled and not snap.terminal:
+        status, basis = "not_run", "not_run"
+        summary = (
+            f"pending: not yet due — the first checkpoint is scheduled at step {scheduled[0]} "
+            f"(the job is at step {snap.step} of {snap.total_steps})"
+        )
+    elif not found:
+        status = "info"
         summary = "no checkpoint saved" + (
-            f" although the contract asks for one every {every} steps" if expected else ""
+            f": the job ended at step {snap.step}, before the first scheduled one (step {scheduled[0]})"
+            if scheduled
+            else " (none scheduled before the last step)"
         )
     else:
         status = "fail" if incomplete else "pass"
@@ -380,6 +543,7 @@ def _checkpoints(job_dir: Path, c: Effective, total: int) -> Check:
     return Check(
         id="dispatch.checkpoints",
         status=status,
+        basis=basis,
         summary=summary,
         measured={
             "steps": [int(p.name[5:]) for p in found],

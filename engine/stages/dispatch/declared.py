@@ -8,6 +8,7 @@ from claimcheck.engine.stages.dispatch.checks import (
     PB_IDENTITY,
     PB_MONITOR,
     PB_RESUME,
+    PB_RUNTIME,
 )
 
 declare("dispatch.required_checks", PB_DISABLED, shaped=False)
@@ -18,6 +19,7 @@ declare("dispatch.progress", PB_HEARTBEAT, tasks=TRAINED)
 declare("dispatch.liveness", PB_HEARTBEAT, tasks=TRAINED, shaped=False)
 declare("dispatch.loss_curve", PB_MONITOR, tasks=TRAINED)
 declare("dispatch.dev_metric", PB_MONITOR, tasks=TRAINED)
+declare("dispatch.runtime", PB_RUNTIME, tasks=TRAINED)
 # One check per alarm of the job (engine/training/alarms.py); a disabled alarm cites PB_DISABLED.
 declare("dispatch.alarms.*", PB_MONITOR, tasks=TRAINED)
 declare("dispatch.checkpoints", PB_RESUME, tasks=TRAINED)

@@ -18,7 +18,7 @@ from typing import Any
 
 from claimcheck.engine.evidence import Check, StageRecord, digest_of
 from claimcheck.engine.pipeline.context import StageContext, StageInputError
-from claimcheck.engine.stages.dispatch.checks import PB_DISABLED, job_checks, typed
+from claimcheck.engine.stages.dispatch.checks import PB_DISABLED, Look, job_checks, typed
 from claimcheck.engine.stages.dispatch.inputs import Inputs
 from claimcheck.engine.training import jobfiles
 
@@ -55,7 +55,8 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
                 _wait(provider, handle, inputs, ctx)
         except _provider_errors() as exc:
             raise StageInputError(f"dispatch via {inputs.provider}: {exc}") from None
-    checks = [gate, *job_checks(job_dir, eff, digest, op_id, provider, launch_info)]
+    look = Look(job_dir, eff, digest, op_id, provider, launch_info, _environment(upstream["contract"]))
+    checks = [gate, *job_checks(look)]
     return StageRecord(stage="dispatch", inputs=inputs.model_dump(mode="json"), checks=checks)
 
 
@@ -108,6 +109,14 @@ def contract_of(upstream: dict[str, StageRecord]) -> tuple[dict[str, Any], str]:
             "re-run and freeze the contract stage"
         )
     return eff, digest
+
+
+def _environment(contract: StageRecord) -> Any:
+    """The contract's environment record (versions, hardware, engine sources); None when absent."""
+    from claimcheck.engine.shapes import parse
+    from claimcheck.engine.shapes import training as shapes
+
+    return parse(contract.check("contract.environment"), shapes.Environment)
 
 
 def _required_checks(eff: dict[str, Any], contract: StageRecord) -> Check:
