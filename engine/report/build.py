@@ -292,12 +292,24 @@ def verdict(c: _Ctx) -> Banner:
         )
     word = {"met": "CLAIM MET", "not_met": "CLAIM NOT MET"}.get(v.claim_state, "CLAIM NOT DECIDED")
     judged = v.judgement() + "." if v.rule else f"criterion {criterion}; {v.judgement()}."
+    judged = _arm_values(rec) + judged
     yes = {True: "yes", False: "no"}
     rest = (
         f" Job finished: {yes[v.job_finished]}; artifact verified: {yes[v.artifact_verified]}; "
         f"candidate better than every comparator: {yes[v.candidate_better]}."
     )
     return Banner("ok" if v.claim_state == "met" else "fail", judged + rest, label=word)
+
+
+def _arm_values(rec: StageRecord) -> str:
+    """The compared arms' values on the locked test, candidate first ("macro_f1 on the locked test:
+    candidate 0.529, frozen probe 0.411, best baseline 0.672. "), so a difference is read beside them."""
+    comp = parse(rec.check("artifact.comparison"), A.Comparison)
+    if comp is None or not comp.values:
+        return ""
+    order = ["candidate", *(a for a in comp.values if a != "candidate")]
+    shown = [f"{a.replace('_', ' ')} {comp.values[a]:.3f}" for a in order if a in comp.values]
+    return f"{comp.metric} on the locked test: {', '.join(shown)}. "
 
 
 def _verdict_section(c: _Ctx) -> None:
