@@ -75,7 +75,7 @@ def test_final_comparison_holds_every_arm_with_its_real_counts(real_session: Pat
     assert (
         set(arms.arms)
         == {"candidate", *claimed}
-        == {"candidate", "trivial_baseline", "base_model", "best_baseline"}
+        == {"candidate", "trivial_baseline", "base_model", "best_baseline", "frozen_probe"}
     )
     section = md.split("## Final comparison on the locked test", 1)[1].split("\n## ", 1)[0]
     assert "holds no comparison table" not in section
