@@ -41,13 +41,13 @@ def test_every_stage_is_frozen_with_its_outcomes_kept_apart(built: Path) -> None
     assert session.record("baseline").check("baseline.locked_test").status == "pass"
 
 
-def test_the_arms_are_the_claims_three_comparators_and_the_candidate(built: Path) -> None:
+def test_the_arms_are_the_claims_four_comparators_and_the_candidate(built: Path) -> None:
     from claimcheck.engine.shapes import artifact as A
     from claimcheck.engine.shapes import parse
 
     session = Session.open(built / "runs" / "sample")
     claimed = session.record("claim").inputs["comparators"]
-    assert sorted(claimed) == ["base_model", "best_baseline", "trivial_baseline"]
+    assert sorted(claimed) == ["base_model", "best_baseline", "frozen_probe", "trivial_baseline"]
     check = session.record("artifact").check("artifact.arms")
     arms = parse(check, A.Arms)
     assert set(arms.arms) == {"candidate", *claimed} and arms.claim_comparators == claimed
@@ -56,10 +56,49 @@ def test_the_arms_are_the_claims_three_comparators_and_the_candidate(built: Path
     assert set(comp.differences) == set(claimed)
 
 
+def test_the_frozen_probe_is_scored_like_every_arm_and_pinned(built: Path) -> None:
+    """The linear probe on the real session: every locked-test row requested and scored, a paired
+    interval and McNemar against the candidate, calibrated figures, and its pin: fitted on exactly
+    the job's train rows, C from the grid with the best dev figure, the head and decisions hashed."""
+    import numpy as np
+
+    from claimcheck.engine.shapes import artifact as A
+    from claimcheck.engine.shapes import parse
+    from claimcheck.engine.training.evaluate import load_split
+    from claimcheck.engine.training.jobfiles import read_contract
+
+    art = Session.open(built / "runs" / "sample").record("artifact")
+    arms = parse(art.check("artifact.arms"), A.Arms).arms
+    probe = arms["frozen_probe"]
+    assert probe.requested == arms["candidate"].requested > 0
+    assert (probe.scored, probe.failed, probe.missing) == (probe.requested, 0, 0)
+    assert "linear probe" in probe.what
+    comp = parse(art.check("artifact.comparison"), A.Comparison)
+    d = comp.differences["frozen_probe"]
+    assert d.lo <= d.estimate <= d.hi and d.rows == comp.shared_rows
+    assert comp.mcnemar["frozen_probe"].rows == comp.shared_rows
+    assert "frozen_probe" in parse(art.check("artifact.calibrated"), A.Calibrated).arms
+    pin = parse(art.check("artifact.frozen_probe"), A.FrozenProbe)
+    job_dir = next((built / "runs" / "sample" / "jobs").iterdir())
+    doc = read_contract(job_dir)
+    assert pin.rows_fitted == load_split(job_dir, doc, "train").height
+    assert pin.dev_rows == load_split(job_dir, doc, "dev").height
+    eff = Session.open(built / "runs" / "sample").record("contract").check("contract.effective")
+    assert pin.model_sha256 == eff.measured["effective"]["model_sha256"]
+    assert pin.c_chosen == max(pin.c_grid, key=lambda c: (pin.dev_values[f"{c:g}"], -c))
+    assert pin.test_rows_predicted == probe.scored and len(pin.head_sha256) == 64
+    # the tiny encoder's embeddings separate the queues somewhat: the probe beats chance on dev
+    assert max(pin.dev_values.values()) > np.float64(1 / 6)
+
+
 def test_replay_reproduces_and_report_is_written(built: Path, tmp_path: Path, capsys) -> None:
     session_dir = _copy(built, tmp_path)  # the report writes into the session: never the shared one
     assert main(["--replay", str(session_dir)]) == 0, capsys.readouterr().out
-    assert "reproduced" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "reproduced" in out
+    # the probe re-fitted: the same head, C and locked-test decisions (every field compared exactly)
+    (line,) = [ln for ln in out.splitlines() if "artifact.frozen_probe" in ln]
+    assert "reproduced" in line, line
     assert main(["report", str(session_dir)]) == 0
     md = (session_dir / "report.md").read_text()
     assert "does not establish" in md.lower()

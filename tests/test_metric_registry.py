@@ -154,6 +154,27 @@ def test_comparators_and_relative_to_are_the_claims_arms() -> None:
         ClaimInputs.model_validate({**claim, "fine_tuning": False})
 
 
+def test_frozen_probe_is_a_fine_tuned_text_classifiers_comparator() -> None:
+    """The linear probe needs an encoder and a classification head: refused, with the reason, on an
+    SFT claim (the unchanged base answers there), a tabular claim, and a claim without a fine-tune."""
+    claim = _claim("macro_f1", "text_classification", "categorical", CLASSES)
+    probe = {**claim, "comparators": [*claim["comparators"], "frozen_probe"]}
+    relative = {**probe, "success": {**claim["success"], "relative_to": "frozen_probe"}}
+    assert ClaimInputs.model_validate(relative).success.relative_to == "frozen_probe"
+    sft = _claim("exact_match", "causal_lm_sft", "categorical", [])
+    with pytest.raises(ValidationError, match="for causal-LM SFT the unchanged base model .* use base_model"):
+        ClaimInputs.model_validate({**sft, "comparators": ["trivial_baseline", "frozen_probe"]})
+    tab = _claim("macro_f1", "tabular", "categorical", CLASSES)
+    with pytest.raises(ValidationError, match="no fine-tuned encoder: remove it"):
+        ClaimInputs.model_validate(
+            {**tab, "fine_tuning": False, "comparators": ["trivial_baseline", "frozen_probe"]}
+        )
+    with pytest.raises(ValidationError, match="no fine-tuned encoder: remove it"):
+        ClaimInputs.model_validate(
+            {**probe, "fine_tuning": False, "comparators": ["trivial_baseline", "frozen_probe"]}
+        )
+
+
 def test_the_artifact_arms_are_exactly_the_claims_comparators() -> None:
     from claimcheck.engine.artifact.arms import chosen_arms
 

@@ -75,7 +75,7 @@ def test_final_comparison_holds_every_arm_with_its_real_counts(real_session: Pat
     assert (
         set(arms.arms)
         == {"candidate", *claimed}
-        == {"candidate", "trivial_baseline", "base_model", "best_baseline"}
+        == {"candidate", "trivial_baseline", "base_model", "best_baseline", "frozen_probe"}
     )
     section = md.split("## Final comparison on the locked test", 1)[1].split("\n## ", 1)[0]
     assert "holds no comparison table" not in section
@@ -254,7 +254,13 @@ def test_verdict_states_the_rule_and_the_measured_value_apart(real_session: Path
     word = "CLAIM MET" if v.claim_met else "CLAIM NOT MET"
     assert v.rule.startswith("macro_f1: candidate − best_baseline ≥ 0.02, judged on the lower end")
     assert v.measured_value is not None
-    assert f"> **{word}** — needs {md_escape(v.rule)}; measured {v.measured_value:+.4f}." in first_page
+    assert f"; needs {md_escape(v.rule)}; measured {v.measured_value:+.4f}." in first_page
+    # the headline names every arm's value, candidate first, before the difference the rule reads
+    comp = parse(Session.open(real_session).record("artifact").check("artifact.comparison"), A.Comparison)
+    headline = first_page.split(f"> **{word}** — ", 1)[1].split("\n", 1)[0]
+    assert headline.startswith(f"macro_f1 on the locked test: candidate {comp.values['candidate']:.3f}, ")
+    for arm in ("trivial_baseline", "best_baseline", "base_model", "frozen_probe"):
+        assert f"{md_escape(arm.replace('_', ' '))} {comp.values[arm]:.3f}" in headline, arm
     assert "WARN" not in first_page.split("\n> ", 1)[1].split("\n", 1)[0]  # one severity in the headline
 
 

@@ -189,3 +189,15 @@ def test_claim_refuses_a_comparator_nothing_will_measure(session: Session) -> No
     with pytest.raises(InvalidInputs, match="gpt_judge is not an arm the artifact stage scores"):
         session.run_stage("claim", {**CLAIM, "comparators": [*CLAIM["comparators"], "gpt_judge"]})
     assert "claim" not in session.records()
+
+
+def test_the_frozen_probe_stands_for_the_unchanged_base_of_a_text_classifier(session: Session) -> None:
+    """claim.comparators asks a fine-tune for an unchanged-base comparator: the linear probe on the
+    frozen base meets it (the random-head base model is then optional); neither fails, naming base_model."""
+    probe = ["trivial_baseline", "best_baseline", "frozen_probe"]
+    rec = session.run_stage("claim", {**CLAIM, "comparators": probe})
+    check = rec.check("claim.comparators")
+    assert check.status == "pass" and check.measured["required_absent"] == []
+    rec = session.run_stage("claim", {**CLAIM, "comparators": ["trivial_baseline", "best_baseline"]})
+    check = rec.check("claim.comparators")
+    assert check.status == "fail" and check.measured["required_absent"] == ["base_model"]

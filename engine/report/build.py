@@ -305,7 +305,18 @@ def verdict(c: _Ctx) -> Banner:
         f"candidate better than every comparator: {yes[v.candidate_better]}."
     )
     kind = {"met": "ok", "not met": "fail"}.get(v.claim_word(), "warn")
-    return Banner(kind, reason.rstrip(".") + "." + rest, label=word)
+    return Banner(kind, _arm_values(rec) + reason.rstrip(".") + "." + rest, label=word)
+
+
+def _arm_values(rec: StageRecord) -> str:
+    """The compared arms' values on the locked test, candidate first ("macro_f1 on the locked test:
+    candidate 0.529, frozen probe 0.411, best baseline 0.672; "), so a difference is read beside them."""
+    comp = parse(rec.check("artifact.comparison"), A.Comparison)
+    if comp is None or not comp.values:
+        return ""
+    order = ["candidate", *(a for a in comp.values if a != "candidate")]
+    shown = [f"{a.replace('_', ' ')} {comp.values[a]:.3f}" for a in order if a in comp.values]
+    return f"{comp.metric} on the locked test: {', '.join(shown)}; "
 
 
 def _verdict_section(c: _Ctx) -> None:

@@ -103,6 +103,26 @@ class Arms(Shape):
     excluded: dict[str, str] = Field(default_factory=dict)
 
 
+class FrozenProbe(Shape):
+    """The `frozen_probe` comparator pinned: the frozen base model's pooled embeddings of the train
+    rows, a logistic-regression head with its C chosen on dev, and what replay must reproduce."""
+
+    check_ids = ("artifact.frozen_probe",)
+    model_sha256: str  # the contract's digest of the base model's files
+    pooling: str  # which embedding the head was fitted on (the classification head's own input)
+    features: int  # embedding width
+    rows_fitted: int  # train rows the head was fitted on
+    dev_rows: int  # dev rows C was chosen on
+    c_grid: list[float]
+    dev_metric: str
+    dev_values: dict[str, float]  # C (as text) -> the dev metric
+    c_chosen: float
+    converged: bool
+    head_sha256: str  # sha256 over the scaler's mean_, scale_, then coef_, intercept_ (float64, C order)
+    test_predictions_sha256: str  # sha256 over the arg-max class (int64) of every locked-test row scored
+    test_rows_predicted: int
+
+
 class Comparison(Shape):
     """The primary metric per arm and the candidate's paired differences to every comparator."""
 

@@ -404,6 +404,16 @@ def _head_name(model) -> str:
     raise StageInputError(f"{type(model).__name__} has no classifier/score head")
 
 
+def head_module(model) -> tuple[str, Any]:
+    """The classification head (its leaf name, `classifier` or `score`, and the module), the outermost
+    one where an adapter wraps it (the wrapper receives the same input)."""
+    for name, mod in model.named_modules():
+        leaf = name.rsplit(".", 1)[-1]
+        if leaf in HEAD_NAMES[:2]:
+            return leaf, mod
+    raise StageInputError(f"{type(model).__name__} has no classifier/score head")
+
+
 def param_group_of(name: str) -> str:
     """The optimizer group a parameter belongs to: adapters, head or backbone."""
     if "lora_" in name:

@@ -35,6 +35,7 @@ from claimcheck.engine.pipeline.context import StageContext, StageInputError
 from claimcheck.engine.shapes import artifact as shapes
 from claimcheck.engine.shapes import parse
 from claimcheck.engine.shapes import training as upstream_shapes
+from claimcheck.engine.stages.artifact import probe as frozen_probe
 from claimcheck.engine.stages.artifact.inputs import Inputs
 from claimcheck.engine.stats import registry as metric_registry
 
@@ -251,10 +252,19 @@ def compare(
             f"its classification head is untrained (seed {eff.get('seed', 0)}), so it is a "
             "chance-level comparator — what 'unchanged base' means for a native decision head"
         )
-    out = compare_arms(inputs, eff, upstream, ctx, (fns, notes))
+    probe = None
+    if frozen_probe.ARM in inputs.comparators:
+        classes_scoring = metric_registry.Scoring(
+            tuple(classes), metric_registry.positive_index(_claim(upstream), classes)
+        )
+        probe = frozen_probe.fit(eff, final.parent, mode, ctx, (_primary_metric(upstream), classes_scoring))
+        fns[frozen_probe.ARM], notes[frozen_probe.ARM] = probe.fn, probe.note
+    result = compare_arms(inputs, eff, upstream, ctx, (fns, notes))
     if base_id is not None:
-        out["checks"].insert(0, base_id)
-    return out
+        result["checks"].insert(0, base_id)
+    if probe is not None:
+        result["checks"].append(frozen_probe.pin(probe, result["preds"].get(frozen_probe.ARM)))
+    return result
 
 
 def compare_arms(
@@ -308,7 +318,7 @@ def compare_arms(
     checks.extend(quality(scored))
     ctx.progress(0.85, "latency")
     checks.append(latency(inputs.latency_examples, fns, test))
-    return {"checks": checks, "metric": metric}
+    return {"checks": checks, "metric": metric, "preds": preds}
 
 
 def _trivial(

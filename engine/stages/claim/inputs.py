@@ -10,8 +10,10 @@ from claimcheck.engine.stats import registry
 
 TRIVIAL = "trivial_baseline"
 BASE_MODEL = "base_model"
+# The frozen base encoder with a logistic-regression head fitted on train (a linear probe).
+FROZEN_PROBE = "frozen_probe"
 # The arms the artifact stage scores on the locked test beside the candidate: exactly the claim's.
-KNOWN_COMPARATORS = (TRIVIAL, "best_baseline", BASE_MODEL)
+KNOWN_COMPARATORS = (TRIVIAL, "best_baseline", BASE_MODEL, FROZEN_PROBE)
 
 
 class SuccessCriterion(BaseModel):
@@ -96,7 +98,7 @@ class Inputs(BaseModel):
     comparators: list[str] = Field(
         default_factory=list,
         description="What the model must beat (comma-separated).",
-        examples=["trivial_baseline, best_baseline, base_model"],
+        examples=["trivial_baseline, best_baseline, frozen_probe"],
     )
     fine_tuning: StrictBool = Field(default=True, description="Is a fine-tuned model part of the claim?")
     run_scope: str = Field(
@@ -156,6 +158,19 @@ class Inputs(BaseModel):
             raise ValueError(
                 "comparators: base_model is the unchanged model a fine-tune starts from; a claim with "
                 "fine_tuning = false has none: remove it"
+            )
+        if FROZEN_PROBE in self.comparators and (
+            self.task_kind != "text_classification" or not self.fine_tuning
+        ):
+            raise ValueError(
+                "comparators: frozen_probe (the frozen base encoder with a linear head fitted on train) "
+                "is a comparator of a fine-tuned text classifier; "
+                + (
+                    "for causal-LM SFT the unchanged base model under the same prompt and decoding "
+                    "contract already answers what fine-tuning added: use base_model"
+                    if self.task_kind == "causal_lm_sft"
+                    else "this claim has no fine-tuned encoder: remove it"
+                )
             )
         rel = self.success.relative_to
         if rel != "absolute" and rel not in self.comparators:

@@ -13,6 +13,7 @@ from claimcheck.engine.pipeline.checks import declaration
 from claimcheck.engine.pipeline.context import StageContext
 from claimcheck.engine.stages.claim.inputs import (
     BASE_MODEL,
+    FROZEN_PROBE,
     REQUIRED_TEXT,
     TRIVIAL,
     Inputs,
@@ -135,7 +136,10 @@ def _success_criterion(inp: Inputs) -> Check:
 def _comparators(inp: Inputs) -> Check:
     """The required comparators are listed (unknown ones are refused by Inputs._judgeable)."""
     need = [TRIVIAL] + ([BASE_MODEL] if inp.fine_tuning else [])
-    absent = [c for c in need if c not in inp.comparators]
+    # A fine-tuned text classifier's unchanged-base comparator may be the linear probe on the frozen
+    # base (what fine-tuning added) instead of the random-head base model (a chance-level check).
+    present = set(inp.comparators) | ({BASE_MODEL} if FROZEN_PROBE in inp.comparators else set())
+    absent = [c for c in need if c not in present]
     if absent:
         status, summary = "fail", "add comparators: " + ", ".join(absent)
     else:
