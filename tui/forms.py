@@ -27,6 +27,7 @@ from textual.widgets import Input, Label, Select, Switch, TabbedContent, TabPane
 from claimcheck.engine.errors import validation_problem, validation_problems
 from claimcheck.engine.evidence import dump_toml
 from claimcheck.engine.textsafe import has_hidden, is_hidden, stand_in
+from claimcheck.tui.form_checks import FormCheck
 from claimcheck.tui.form_fields import (
     MISSING,
     FieldSpec,
@@ -88,10 +89,12 @@ class StageForm(Vertical):
         recipe: dict[str, Any] | None = None,
         draft: str | None = None,
         notice: str = "",
+        check: FormCheck | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.model = model
+        self.check = check  # the stage's own rules over valid inputs (tui/form_checks.py)
         self.initial = copy.deepcopy(initial)
         self.recipe = recipe or {}
         self.notice = notice
@@ -301,6 +304,12 @@ class StageForm(Vertical):
                 if owner is not None and owner not in per:
                     where = "" if p.field == owner else f"{p.field[len(owner) :].lstrip('.')}: "
                     per[owner] = where + p.problem
+        else:
+            for path, message in self.check(self.data) if self.check is not None else []:
+                first = first or f"field '{path}': {message}"
+                owner = _owner(path, self._paths)
+                if owner is not None and owner not in per:
+                    per[owner] = message
         return first, per
 
     def _mark(self, spec: FieldSpec) -> Text:

@@ -29,6 +29,7 @@ from claimcheck.engine.ledger.drafts import draft_path, read_draft, remove_draft
 from claimcheck.engine.ledger.session import Session
 from claimcheck.engine.pipeline.context import Cancelled
 from claimcheck.engine.pipeline.registry import StageSpec
+from claimcheck.tui.form_checks import form_check
 from claimcheck.tui.forms import StageForm
 from claimcheck.tui.panels import DispatchPanel, VisualPanel
 from claimcheck.tui.safe import clean, literal
@@ -156,6 +157,7 @@ class StageView(Vertical):
             recipe=self.recipe,
             draft=draft,
             notice=notice,
+            check=form_check(self.spec.name, self.session.workspace),
             classes="stage-form",
         )
 
