@@ -140,3 +140,27 @@ async def test_the_claim_form_counts_completeness(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: app.screen.view("claim") is not None and "state:" in screen_text(app))
         problem = form_problem(app, "claim")
         assert "inputs valid" not in problem and "claim.completeness" in problem, problem
+
+
+async def test_the_contract_form_leads_with_the_candidate_without_fine_tuning(tmp_path: Path) -> None:
+    from claimcheck.engine.ledger.session import Session
+    from claimcheck.engine.stages.contract.learner import FIELDS_READ
+    from claimcheck.tui.forms import StageForm
+    from tests.claim_answers import CLAIM
+
+    session = Session.create(tmp_path / "runs" / "s", workspace=tmp_path)
+    claim = dict(CLAIM, fine_tuning=False, comparators=["trivial_baseline", "best_baseline"])
+    session.run_stage("claim", claim)
+    app = make_app(session.path, workspace=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen))
+        app.screen.go("contract")
+        await wait_for(
+            pilot,
+            lambda: app.screen.view("contract") is not None and app.screen.view("contract")._ready,
+            timeout=60,
+        )
+        form = app.screen.view("contract").query_one(StageForm)
+        assert tuple(s.path for s in form.specs[: len(FIELDS_READ)]) == FIELDS_READ
+        assert form.query_one(".form-scroll").children[0].id == "g-f-candidate"
+        assert "fine_tuning = false" in screen_text(app)

@@ -194,7 +194,7 @@ class ClaimcheckApp(App):
 
     def choose_data_file(self, data_file: str, title: str) -> None:
         """The new-session flow from a data file: its columns, the pickers, the suggested recipe."""
-        self.push_screen(DataFileScreen(self.workspace, data_file, title))
+        self.push_screen(DataFileScreen(self.workspace, data_file, title, runs=self.runs_root))
 
     def _new_session(self, recipe: str, title: str) -> Path | None:
         sid = self.session_id or new_session_id()

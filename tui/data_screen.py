@@ -40,11 +40,13 @@ PICKERS: tuple[tuple[str, str, bool, tuple[str, ...]], ...] = (
 
 
 class DataTree(DirectoryTree):
-    """The workspace's folders and the data files the engine reads; nothing that leads out of it."""
+    """The workspace's folders and the data files the engine reads; nothing that leads out of it,
+    and not the sessions' folder (`runs`: evidence, not data)."""
 
-    def __init__(self, workspace: Path, **kwargs: Any) -> None:
+    def __init__(self, workspace: Path, runs: Path | None = None, **kwargs: Any) -> None:
         super().__init__(workspace, **kwargs)
         self.workspace = workspace.resolve()
+        self.runs = runs.resolve() if runs is not None else None
 
     def filter_paths(self, paths: Iterable[Path]) -> Iterable[Path]:
         for path in paths:
@@ -54,7 +56,7 @@ class DataTree(DirectoryTree):
                 real = path.resolve()
             except OSError:
                 continue
-            if not real.is_relative_to(self.workspace):  # a symlink out of the workspace
+            if not real.is_relative_to(self.workspace) or real == self.runs:  # a symlink out of it
                 continue
             if path.is_dir() or path.suffix.lower() in DATA_SUFFIXES:
                 yield path
@@ -69,8 +71,8 @@ def column_prompt(c: Any) -> str:
 def schema_text(p: DataPeek) -> Text:
     t = Text(f"{len(p.columns)} columns; values and counts from the first {p.rows_read:,} rows\n", "dim")
     for c in p.columns:
-        t.append_text(literal(f"{c.name[:22]:<22} {c.dtype[:10]:<10} {c.distinct:>6} distinct  ", limit=50))
-        t.append_text(literal(", ".join(c.values[:4]), "dim", limit=36))
+        t.append_text(literal(f"{c.name[:20]:<20} {c.dtype[:9]:<9} {c.distinct:>6} distinct  ", limit=60))
+        t.append_text(literal(", ".join(c.values[:4]), "dim", limit=26))
         t.append("\n")
     return t
 
@@ -89,9 +91,11 @@ class DataFileScreen(Screen):
 
     BINDINGS = [Binding("escape", "back", "Back"), Binding("f1", "app.help", "Help")]
 
-    def __init__(self, workspace: Path, first_file: str = "", title: str = "") -> None:
+    def __init__(
+        self, workspace: Path, first_file: str = "", title: str = "", runs: Path | None = None
+    ) -> None:
         super().__init__()
-        self.workspace = workspace.resolve()
+        self.workspace, self.runs = workspace.resolve(), runs
         self.first_file, self.title_text = first_file, title
         self.peek: DataPeek | None = None
         self.cuda: bool | None = None  # None until the GPU probe answers
@@ -104,7 +108,7 @@ class DataFileScreen(Screen):
             yield Label(
                 literal(f"1. Pick the file ({kinds}) inside {self.workspace}", limit=76), classes="hint"
             )
-            yield DataTree(self.workspace, id="data-tree")
+            yield DataTree(self.workspace, self.runs, id="data-tree")
             yield Static("", id="data-problem")
             yield Vertical(id="data-columns")
         yield Footer()

@@ -65,8 +65,35 @@ CHECKS: dict[str, Callable[[Path], FormCheck]] = {"source": _source_check, "clai
 
 
 def form_check(stage: str, workspace: Path) -> FormCheck | None:
+    """The stage's check, over inputs its own Inputs model accepts (a form of another model — a
+    stand-in stage module — gets none)."""
+    from pydantic import ValidationError
+
     make = CHECKS.get(stage)
-    return make(workspace) if make is not None else None
+    if make is None:
+        return None
+    check = make(workspace)
+
+    def guarded(data: dict[str, Any]) -> Problems:
+        try:
+            return check(data)
+        except ValidationError:
+            return []
+
+    return guarded
 
 
-__all__ = ["FormCheck", "form_check"]
+def form_order(stage: str, claim: dict[str, Any]) -> tuple[tuple[str, ...], str]:
+    """(the fields a stage form shows first, a line saying why) for the claim's task: a contract of a
+    claim without fine-tuning leads with what its scikit-learn contract reads."""
+    if stage == "contract" and claim.get("fine_tuning") is False:
+        from claimcheck.engine.stages.contract.learner import FIELDS_READ
+
+        return FIELDS_READ, (
+            "The claim has fine_tuning = false: the candidate learner and the fields its contract reads "
+            "come first; the fine-tuning fields after them do not apply."
+        )
+    return (), ""
+
+
+__all__ = ["FormCheck", "form_check", "form_order"]

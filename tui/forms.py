@@ -90,6 +90,7 @@ class StageForm(Vertical):
         draft: str | None = None,
         notice: str = "",
         check: FormCheck | None = None,
+        first: tuple[str, ...] = (),
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -98,7 +99,9 @@ class StageForm(Vertical):
         self.initial = copy.deepcopy(initial)
         self.recipe = recipe or {}
         self.notice = notice
-        self.specs = field_specs(model)
+        specs = field_specs(model)  # the fields named in `first` lead, in that order
+        rank = {name: i for i, name in enumerate(first)}
+        self.specs = tuple(sorted(specs, key=lambda s: rank.get(s.path, len(rank))))
         self.leaves = leaves(self.specs)
         self._by_wid = {s.wid: s for s in self.leaves}
         self._paths = sorted((s.path for s in self._all(self.specs)), key=len, reverse=True)
