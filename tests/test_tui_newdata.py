@@ -164,3 +164,27 @@ async def test_the_contract_form_leads_with_the_candidate_without_fine_tuning(tm
         assert tuple(s.path for s in form.specs[: len(FIELDS_READ)]) == FIELDS_READ
         assert form.query_one(".form-scroll").children[0].id == "g-f-candidate"
         assert "fine_tuning = false" in screen_text(app)
+
+
+async def test_switches_say_on_or_off_under_no_color_and_escape_clears_messages(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from claimcheck.engine.ledger.session import Session
+
+    monkeypatch.setenv("NO_COLOR", "1")
+    session = Session.create(tmp_path / "runs" / "s", workspace=tmp_path)
+    app = make_app(session.path, workspace=tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(
+            pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.view("claim") is not None
+        )
+        view = app.screen.view("claim")
+        label = view.query_one("#l-f-fine_tuning")
+        await wait_for(pilot, lambda: "Fine tuning: on" in str(label.render()))
+        view.query_one("#f-fine_tuning").toggle()
+        await wait_for(pilot, lambda: "Fine tuning: off" in str(label.render()))
+        app.notify("stage 'artifact' rests on 'dispatch', which is draft", severity="error", timeout=60)
+        await wait_for(pilot, lambda: len(app._notifications) == 1)
+        app.screen.action_stages()
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: len(app._notifications) == 0)

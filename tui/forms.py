@@ -317,6 +317,8 @@ class StageForm(Vertical):
 
     def _mark(self, spec: FieldSpec) -> Text:
         t = Text(spec.title, style="bold")
+        if spec.kind == "switch":  # the state in words: a switch's colour alone says nothing under NO_COLOR
+            t.append(": on" if get_path(self.data, spec.path) is True else ": off", style="bold")
         rv = get_path(self.recipe, spec.path)
         if rv is MISSING:
             return t

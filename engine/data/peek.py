@@ -70,7 +70,7 @@ def workspace_file(workspace: Path, name: str) -> Path:
             f"data file {name!r} lies outside the workspace {root}{link}; copy it into the workspace"
         )
     if not real.is_file():
-        raise StageInputError(f"data file {name!r} not found in the workspace {root}; pick a file")
+        raise StageInputError(f"data file {name!r} not found in the workspace; pick a file there")
     if real.suffix.lower() not in SUFFIXES:
         raise StageInputError(
             f"data file {name!r}: type '{real.suffix}' is not read; give a "
