@@ -528,6 +528,9 @@ async def test_default_recipe_prefills_valid_forms(tmp_path: Path) -> None:
 
     if DEFAULT_RECIPE not in [name for name, _ in list_recipes()]:
         pytest.skip("no default recipe in this checkout")
+    from claimcheck.engine.pipeline.examples import copy_sample_data
+
+    copy_sample_data(tmp_path)  # as a session on the sample creates it: the source form checks its columns
     session = Session.create(tmp_path / "runs" / "r", workspace=tmp_path, recipe=DEFAULT_RECIPE)
     app = make_app(session.path, workspace=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
