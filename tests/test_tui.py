@@ -93,7 +93,12 @@ async def test_create_fill_freeze_reopen(tmp_path: Path, monkeypatch) -> None:
     app = make_app(workspace=tmp_path, session_id="s-claim")
     async with app.run_test(size=SIZE) as pilot:
         assert isinstance(app.screen, StartScreen)
-        await pilot.press(*"data.csv", "enter")
+        await pilot.press("enter")  # Enter alone creates no session: it opens the data-file picker
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "DataFileScreen")
+        assert not (tmp_path / "runs" / "s-claim").exists()
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, StartScreen))
+        app.screen.query_one("#sample").press()  # the explicit sample choice (no recipes: empty forms)
         await opened(pilot)
         assert app.session.path == tmp_path / "runs" / "s-claim"
         assert (tmp_path / "runs" / "s-claim" / ".lock").exists()
@@ -111,12 +116,6 @@ async def test_create_fill_freeze_reopen(tmp_path: Path, monkeypatch) -> None:
         assert "stale by this: none" in screen_text(app)
         await pilot.press("y")
         await wait_for(pilot, lambda: nav_words(app)["claim"] == "frozen")
-        # the source form was pre-filled with the data file chosen on the start screen
-        await pilot.press("ctrl+l", "2")
-        await wait_for(
-            pilot, lambda: app.screen.view("source") is not None and app.screen.view("source")._ready
-        )
-        assert 'files = ["data.csv"]' in app.screen.view("source").query_one("#toml-editor").text
     assert not (tmp_path / "runs" / "s-claim" / ".lock").exists(), "lock released on exit"
 
     app2 = make_app(tmp_path / "runs" / "s-claim", workspace=tmp_path)
@@ -529,6 +528,9 @@ async def test_default_recipe_prefills_valid_forms(tmp_path: Path) -> None:
 
     if DEFAULT_RECIPE not in [name for name, _ in list_recipes()]:
         pytest.skip("no default recipe in this checkout")
+    from claimcheck.engine.pipeline.examples import copy_sample_data
+
+    copy_sample_data(tmp_path)  # as a session on the sample creates it: the source form checks its columns
     session = Session.create(tmp_path / "runs" / "r", workspace=tmp_path, recipe=DEFAULT_RECIPE)
     app = make_app(session.path, workspace=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -571,8 +573,7 @@ async def test_a_new_workspace_gets_the_sample_data_for_the_sample_session(tmp_p
     async with app.run_test(size=SIZE) as pilot:
         assert isinstance(app.screen, StartScreen)
         assert len(app.screen.query_one("#recipe", Select)._options) >= 4
-        app.screen.query_one("#data-file").focus()
-        await pilot.press("enter")
+        app.screen.query_one("#sample").press()
         await opened(pilot)
         assert app.session.path == tmp_path / "runs" / "s-sample"
     copied = tmp_path / "sample_data" / "tickets.csv"

@@ -45,6 +45,7 @@ def walk_recipe(model_dir: Path, runs: Path) -> dict:
             "review_scope": [str(runs)],
         },
         "source": {
+            "files": ["sample_data/tickets.csv"],
             "label_column": "queue",
             "filters": [
                 {"reason": "walk test: one ticket in eight, to stay fast", "where": "ticket_id % 8 = 0"}
@@ -115,7 +116,8 @@ async def test_walk_all_seven_stages_with_keys(tmp_path: Path, monkeypatch) -> N
     )
     app = make_app(workspace=ROOT, new_session_root=tmp_path / "runs", session_id="walk", recipe="walk")
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press(*"sample_data/tickets.csv", "enter")  # start screen: data file, Enter creates
+        await wait_for(pilot, lambda: app.screen.query("#sample"))
+        app.screen.query_one("#sample").press()  # start screen: the sample data, explicitly
         await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.view() is not None)
         for i, name in enumerate(STAGE_NAMES, start=1):
             await pilot.press("ctrl+l", str(i))

@@ -30,6 +30,8 @@ from claimcheck.engine.ledger.session import Session, find_sessions, new_session
 from claimcheck.engine.pipeline import registry
 from claimcheck.engine.pipeline.core import split_runtime
 from claimcheck.engine.pipeline.recipes import DEFAULT_RECIPE
+from claimcheck.engine.stages.own_data import ColumnChoice, Suggestion
+from claimcheck.tui.data_screen import DataFileScreen
 from claimcheck.tui.quit_dialog import DISCARD, SAVE, QuitScreen
 from claimcheck.tui.safe import clean
 from claimcheck.tui.screens import HelpScreen, LockedScreen, StartScreen
@@ -113,6 +115,9 @@ class ClaimcheckApp(App):
         self.data_file = data_file
         self.session: Session | None = None
         self.overrides: dict[str, dict[str, Any]] = {}
+        # session folder -> the stage values of a session on the person's own data (its recipe
+        # without the sample's values, the picked columns); they replace the recipe's in the forms
+        self.own_recipes: dict[Path, dict[str, dict[str, Any]]] = {}
 
     def compose(self) -> ComposeResult:
         yield Static("claimcheck", id="splash")
@@ -187,23 +192,46 @@ class ClaimcheckApp(App):
             shown = shown.resolve().relative_to(self.workspace)
         self.push_screen(StartScreen(recipes, self.recipe or DEFAULT_RECIPE, sessions, shown, self.data_file))
 
-    def create_session(self, recipe: str, data_file: str, title: str) -> None:
+    def choose_data_file(self, data_file: str, title: str) -> None:
+        """The new-session flow from a data file: its columns, the pickers, the suggested recipe."""
+        self.push_screen(DataFileScreen(self.workspace, data_file, title, runs=self.runs_root))
+
+    def _new_session(self, recipe: str, title: str) -> Path | None:
         sid = self.session_id or new_session_id()
         path = self.runs_root / sid
         try:
             Session.create(path, title=title, recipe=recipe, workspace=self.workspace, session_id=sid)
         except (FileExistsError, OSError, EvidenceError) as exc:
             self.notify(clean(str(exc)), title="session not created", severity="error", timeout=10)
+            return None
+        return path
+
+    def create_session(self, recipe: str, title: str) -> None:
+        """A session on the sample data: the recipe's files are copied into the workspace where missing."""
+        path = self._new_session(recipe, title)
+        if path is None:
             return
-        if data_file:
-            self.overrides["source"] = {"files": [data_file]}
-            if not (self.workspace / data_file).exists():
-                self.notify(
-                    f"data file not found yet: {clean(data_file)} (relative to {self.workspace})",
-                    severity="warning",
-                )
-        else:
-            self._bring_sample_data(recipe)
+        self._bring_sample_data(recipe)
+        self.open_session(path)
+
+    def create_own_session(self, choice: ColumnChoice, suggestion: Suggestion, title: str) -> None:
+        """A session on the person's file: the suggested recipe without its sample values, the
+        picked columns in the forms (engine/stages/own_data.py)."""
+        from claimcheck.engine.stages.own_data import own_data_recipe
+
+        _, loader = _recipes()
+        try:
+            recipe = loader(suggestion.recipe) if loader else {}
+        except EvidenceError as exc:
+            self.notify(clean(str(exc)), title="recipe not loaded", severity="error", timeout=10)
+            return
+        path = self._new_session(suggestion.recipe, title)
+        if path is None:
+            return
+        self.own_recipes[path.resolve()] = own_data_recipe(recipe, choice, suggestion)
+        self.notify(clean(f"recipe {suggestion.recipe}: {suggestion.reason}"), title="suggested recipe")
+        while isinstance(self.screen, DataFileScreen):
+            self.pop_screen()
         self.open_session(path)
 
     def _bring_sample_data(self, recipe: str) -> None:
@@ -282,6 +310,10 @@ class ClaimcheckApp(App):
 
     def recipe_inputs(self, session: Session, name: str) -> dict[str, Any]:
         """The values the session's recipe gives a stage ({} without a recipe): the form marks them."""
+        own = self.own_recipes.get(session.path.resolve())
+        if own is not None:
+            stage = own.get(name, {})
+            return split_runtime(name, stage)[0] if isinstance(stage, dict) else {}
         recipe_name = session.meta.recipe or self.recipe or ""
         _, loader = _recipes()
         if not recipe_name or loader is None:

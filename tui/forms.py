@@ -27,6 +27,7 @@ from textual.widgets import Input, Label, Select, Switch, TabbedContent, TabPane
 from claimcheck.engine.errors import validation_problem, validation_problems
 from claimcheck.engine.evidence import dump_toml
 from claimcheck.engine.textsafe import has_hidden, is_hidden, stand_in
+from claimcheck.tui.form_checks import FormCheck
 from claimcheck.tui.form_fields import (
     MISSING,
     FieldSpec,
@@ -88,14 +89,19 @@ class StageForm(Vertical):
         recipe: dict[str, Any] | None = None,
         draft: str | None = None,
         notice: str = "",
+        check: FormCheck | None = None,
+        first: tuple[str, ...] = (),
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.model = model
+        self.check = check  # the stage's own rules over valid inputs (tui/form_checks.py)
         self.initial = copy.deepcopy(initial)
         self.recipe = recipe or {}
         self.notice = notice
-        self.specs = field_specs(model)
+        specs = field_specs(model)  # the fields named in `first` lead, in that order
+        rank = {name: i for i, name in enumerate(first)}
+        self.specs = tuple(sorted(specs, key=lambda s: rank.get(s.path, len(rank))))
         self.leaves = leaves(self.specs)
         self._by_wid = {s.wid: s for s in self.leaves}
         self._paths = sorted((s.path for s in self._all(self.specs)), key=len, reverse=True)
@@ -301,10 +307,18 @@ class StageForm(Vertical):
                 if owner is not None and owner not in per:
                     where = "" if p.field == owner else f"{p.field[len(owner) :].lstrip('.')}: "
                     per[owner] = where + p.problem
+        else:
+            for path, message in self.check(self.data) if self.check is not None else []:
+                first = first or f"field '{path}': {message}"
+                owner = _owner(path, self._paths)
+                if owner is not None and owner not in per:
+                    per[owner] = message
         return first, per
 
     def _mark(self, spec: FieldSpec) -> Text:
         t = Text(spec.title, style="bold")
+        if spec.kind == "switch":  # the state in words: a switch's colour alone says nothing under NO_COLOR
+            t.append(": on" if get_path(self.data, spec.path) is True else ": off", style="bold")
         rv = get_path(self.recipe, spec.path)
         if rv is MISSING:
             return t

@@ -247,7 +247,9 @@ class LockedScreen(ModalScreen[str]):
 
 
 class StartScreen(Screen):
-    """No session given: start a new one from a recipe and a data file, or reopen one."""
+    """No session given: start a new one from your data file or from the sample data, or reopen one.
+    A session is created only from a data file picked on the next screen or from an explicit
+    "sample data" choice: Enter alone creates nothing."""
 
     BINDINGS = [Binding("f1", "app.help", "Help"), Binding("ctrl+q", "app.quit", "Quit")]
 
@@ -266,8 +268,21 @@ class StartScreen(Screen):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="start"):
             yield Static(Text("claimcheck — start a session", style="bold"))
-            yield Label("New session", classes="section")
-            yield Label("Recipe", classes="field-label")
+            yield Label("New session on your data", classes="section")
+            yield Label(
+                "Data file (relative to the workspace; Enter or the button picks it)", classes="field-label"
+            )
+            data = LiteralInput(
+                self.data_file, placeholder="empty: browse the workspace", compact=True, id="data-file"
+            )
+            data.cursor_blink = False
+            yield data
+            yield Label("Title", classes="field-label")
+            title = LiteralInput("", placeholder="optional", compact=True, id="title")
+            title.cursor_blink = False
+            yield title
+            yield Button("Your data file …", id="own-data", variant="primary")
+            yield Label("New session on the sample data (support tickets)", classes="section")
             if self.recipes:
                 options = [(clean(f"{n} — {d}", limit=70), n) for n, d in self.recipes]
                 names = [n for n, _ in self.recipes]
@@ -277,18 +292,8 @@ class StartScreen(Screen):
                 yield Label(
                     "(no recipes found: the forms start from each stage's own defaults)", id="no-recipes"
                 )
-            yield Label("Data file (relative to the workspace)", classes="field-label")
-            data = LiteralInput(
-                self.data_file, placeholder="e.g. sample_data/tickets.csv", compact=True, id="data-file"
-            )
-            data.cursor_blink = False
-            yield data
-            yield Label("Title", classes="field-label")
-            title = LiteralInput("", placeholder="optional", compact=True, id="title")
-            title.cursor_blink = False
-            yield title
-            yield Label(literal(f"creates a folder under {self.runs_root}"), classes="hint")
-            yield Button("Create session", id="create", variant="primary")
+            yield Button("The sample data", id="sample")
+            yield Label(literal(f"either creates a folder under {self.runs_root}"), classes="hint")
             yield Label(
                 f"Reopen a session ({len(self.sessions)} found under {clean(self.runs_root)})",
                 classes="section",
@@ -308,18 +313,27 @@ class StartScreen(Screen):
     def on_mount(self) -> None:
         self.query_one("#data-file", Input).focus()
 
-    @on(Input.Submitted)
-    @on(Button.Pressed, "#create")
-    def _create(self, event: Any) -> None:
+    def _title(self) -> str:
+        return self.query_one("#title", Input).value.strip()
+
+    @on(Input.Submitted, "#data-file")
+    @on(Button.Pressed, "#own-data")
+    def _own(self, event: Any) -> None:
         event.stop()
-        recipe = ""
-        if self.recipes:
-            recipe = str(self.query_one("#recipe", Select).value)
-        self.app.create_session(  # type: ignore[attr-defined]
-            recipe=recipe,
-            data_file=self.query_one("#data-file", Input).value.strip(),
-            title=self.query_one("#title", Input).value.strip(),
+        self.app.choose_data_file(  # type: ignore[attr-defined]
+            self.query_one("#data-file", Input).value.strip(), self._title()
         )
+
+    @on(Input.Submitted, "#title")
+    def _title_entered(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.query_one("#own-data", Button).focus()
+
+    @on(Button.Pressed, "#sample")
+    def _sample(self, event: Button.Pressed) -> None:
+        event.stop()
+        recipe = str(self.query_one("#recipe", Select).value) if self.recipes else ""
+        self.app.create_session(recipe=recipe, title=self._title())  # type: ignore[attr-defined]
 
     @on(ListView.Selected, "#sessions")
     def _reopen(self, event: ListView.Selected) -> None:

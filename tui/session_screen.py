@@ -67,6 +67,8 @@ class SessionScreen(Screen):
         Binding("ctrl+t", "app.next_theme", "Theme", show=False, priority=True),
         # Not priority: in the TOML editor ctrl+y stays "redo".
         Binding("ctrl+y", "copy_check", "Copy", show=False),
+        # Not priority: an open choice list or dialog takes Escape first; otherwise it clears messages.
+        Binding("escape", "clear_messages", "Clear messages", show=False),
     ]
 
     def __init__(
@@ -188,6 +190,10 @@ class SessionScreen(Screen):
         if view is not None:
             view.form_on_pick = True
             self.call_after_refresh(view.open_form)
+
+    def action_clear_messages(self) -> None:
+        """Escape: the messages shown over the screen (errors too) are dismissed."""
+        self.app.clear_notifications()
 
     def action_stages(self) -> None:
         self.query_one(StageNavigator).focus()

@@ -341,7 +341,7 @@ def _changed_settings(record: StageRecord | None) -> Text:
         return Text()
     changed = [row for row in table.table if row.outcome != "as requested"]
     if not changed:
-        return literal(f"All {len(table.table)} settings take effect as requested.\n\n", "dim")
+        return Text(f"All {len(table.table)} settings take effect as requested.\n\n", "dim")
     t = section("Settings resolved or refused (requested → effective)", check.id if check else "")
     for row in changed:
         t.append_text(

@@ -29,6 +29,7 @@ from claimcheck.engine.ledger.drafts import draft_path, read_draft, remove_draft
 from claimcheck.engine.ledger.session import Session
 from claimcheck.engine.pipeline.context import Cancelled
 from claimcheck.engine.pipeline.registry import StageSpec
+from claimcheck.tui.form_checks import form_check, form_order
 from claimcheck.tui.forms import StageForm
 from claimcheck.tui.panels import DispatchPanel, VisualPanel
 from claimcheck.tui.safe import clean, literal
@@ -150,14 +151,26 @@ class StageView(Vertical):
                 f"Restored unsaved edits ({draft_path(self.session.path, self.spec.name).name}); "
                 "ctrl+r runs them, quitting asks to keep or discard them."
             )
+        first, why = form_order(self.spec.name, self._claim_inputs())
+        notice = " ".join(n for n in (why, notice) if n)
         yield StageForm(
             self.module.Inputs,
             self.initial,
             recipe=self.recipe,
             draft=draft,
             notice=notice,
+            check=form_check(self.spec.name, self.session.workspace),
+            first=first,
             classes="stage-form",
         )
+
+    def _claim_inputs(self) -> dict[str, Any]:
+        """The claim as recorded ({} before the claim stage has run)."""
+        try:
+            rec = self.session.record("claim")
+        except EvidenceError:
+            return {}
+        return dict(rec.inputs) if rec is not None else {}
 
     def on_mount(self) -> None:
         self.query_one(".run-bar").display = False

@@ -22,7 +22,9 @@ declare(
     "If a test influenced development, disclose that and obtain a fresh holdout for a new generalization claim.",
 )
 declare("artifact.comparison", PB_REPORT)
-declare("artifact.frozen_probe", PB_BASE, tasks=TEXT_CLASSIFICATION, required=False)  # with a frozen_probe arm
+declare(
+    "artifact.frozen_probe", PB_BASE, tasks=TEXT_CLASSIFICATION, required=False
+)  # with a frozen_probe arm
 declare("artifact.coverage_bias", PB_ARMS, tasks=LEARNED)
 declare("artifact.per_class", PB_REPORT, tasks=LEARNED, targets=CATEGORICAL)
 declare("artifact.calibrated", PB_CAL, targets=CATEGORICAL, required=False)  # with a calibration split

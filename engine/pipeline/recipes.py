@@ -54,3 +54,18 @@ def load_recipe(name: str) -> dict[str, dict[str, Any]]:
             )
         out[key] = value
     return out
+
+
+def template_texts(stage: str, field: str) -> set[str]:
+    """The text each recipe gives `field` of `stage` (stripped, empty ones left out): a recipe's
+    template words, which a check counting the person's own words does not count. A recipe that
+    does not load gives none."""
+    out: set[str] = set()
+    for name in _recipe_files():
+        try:
+            value = load_recipe(name).get(stage, {}).get(field)
+        except (EvidenceError, OSError):
+            continue
+        if isinstance(value, str) and value.strip():
+            out.add(value.strip())
+    return out

@@ -189,3 +189,21 @@ REQUIRED_TEXT = (
     "primary_metric",
     "run_scope",
 )
+
+
+def missing_fields(inp: Inputs) -> list[str]:
+    """The claim fields left open, as claim.completeness counts them (the form shows the same list)."""
+    missing = [f for f in REQUIRED_TEXT if not str(getattr(inp, f)).strip()]
+    if not inp.inference_inputs:
+        missing.append("inference_inputs")
+    categorical = registry.target_type(inp.model_dump()) == "categorical"
+    if (
+        inp.task_kind == "text_classification"
+        and not registry.lower_is_better(inp.primary_metric)
+        and not inp.metric_averaging
+    ):
+        missing.append("metric_averaging")
+    # Class order is asked of categorical targets only: a numeric target has no classes.
+    if inp.task_kind != "causal_lm_sft" and categorical and not inp.class_order:
+        missing.append("class_order")
+    return missing

@@ -17,9 +17,9 @@ from claimcheck.engine.stages.claim.inputs import (
     REQUIRED_TEXT,
     TRIVIAL,
     Inputs,
+    missing_fields,
 )
 from claimcheck.engine.stats import registry as metric_registry
-from claimcheck.engine.stats.registry import target_type
 
 TITLE = "Claim"
 
@@ -47,19 +47,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
 
 
 def _completeness(inp: Inputs) -> Check:
-    missing = [f for f in REQUIRED_TEXT if not str(getattr(inp, f)).strip()]
-    if not inp.inference_inputs:
-        missing.append("inference_inputs")
-    categorical = target_type(inp.model_dump()) == "categorical"
-    if (
-        inp.task_kind == "text_classification"
-        and not metric_registry.lower_is_better(inp.primary_metric)
-        and not inp.metric_averaging
-    ):
-        missing.append("metric_averaging")
-    # Class order is asked of categorical targets only: a numeric target has no classes.
-    if inp.task_kind != "causal_lm_sft" and categorical and not inp.class_order:
-        missing.append("class_order")
+    missing = missing_fields(inp)
     filled = len(REQUIRED_TEXT) + 3 - len(missing)
     return Check(
         id="claim.completeness",

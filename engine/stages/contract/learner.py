@@ -21,6 +21,9 @@ from claimcheck.engine.training.resolve import Resolution
 from claimcheck.engine.training.schema import Inputs
 
 REQUIRED = ["contract.requested_vs_effective", "contract.candidate"]
+# The contract inputs this contract reads (the stage form shows them first; the fine-tuning fields
+# after them do not apply to a claim without fine-tuning).
+FIELDS_READ = ("candidate", "task_kind", "seed", "on_required_fail")
 
 
 def sklearn_contract(

@@ -17,14 +17,36 @@ def default_fractions() -> dict[str, float]:
     return {"train": 0.7, "dev": 0.1, "calibration": 0.1, "test": 0.1}
 
 
+# What each strategy does and which deployment question it answers (the form's help, the report).
+STRATEGY_HELP = {
+    "random": "rows at random: answers 'new rows like these'",
+    "stratified": "rows at random, each class's share kept per split",
+    "group": "whole families (entity columns) at random: answers 'new customers / firms'",
+    "time": "rows cut in time order (earliest to train): answers 'next period'; families may straddle",
+    "group_time": "whole families ordered by their first time, then cut: needs many families to realise the fractions",
+    "group_kfold": "k folds of whole families (small data): each family in one fold",
+}
+# When a time strategy cannot realise the asked fractions: what can.
+FRACTION_ADVICE = {
+    "group_time": "with few families whole families cannot be cut near the asked fractions: 'time' "
+    "cuts rows (families then straddle, which split.family_intersection reports), or give time_cuts",
+    "time": "rows are cut only between distinct times: give time_cuts (dates) to set the cuts yourself",
+}
+
+
 class Inputs(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     strategy: Literal["random", "stratified", "group", "time", "group_time", "group_kfold"] = Field(
-        default="group", description="How rows are assigned to train / dev / test."
+        default="group",
+        description="How rows are assigned to train / dev / test. "
+        + "; ".join(f"{k}: {v}" for k, v in STRATEGY_HELP.items())
+        + ".",
     )
     fractions: dict[str, float] = Field(
         default_factory=default_fractions,
-        description="Share of rows (or groups) per split: train=0.7, dev=0.15, test=0.15.",
+        description="Share of rows (or groups) per split (default: "
+        + ", ".join(f"{k}={v}" for k, v in default_fractions().items())
+        + ").",
     )
     seed: int = Field(
         default=0,

@@ -16,8 +16,11 @@ from claimcheck.engine.evidence import Check, StageRecord, atomic_write_bytes
 from claimcheck.engine.pipeline.context import StageContext, StageInputError
 from claimcheck.engine.stages.split import checks as sc
 from claimcheck.engine.stages.split.checks import PB_LEDGER, TIME_STRATEGIES, times_of
-from claimcheck.engine.stages.split.inputs import Inputs, check_fractions
+from claimcheck.engine.stages.split.inputs import FRACTION_ADVICE, Inputs, check_fractions
 from claimcheck.engine.stats.names import target_type
+
+# A realised fraction further than this from the asked one: the membership summary says what can realise them.
+FRACTION_SHIFT_ADVICE = 0.05
 
 TITLE = "Split"
 
@@ -167,6 +170,7 @@ def _membership(
         + (
             f"; cut only between distinct timestamps: realised fractions differ from the asked ones "
             f"by up to {shift:.3f}"
+            + (f" — {FRACTION_ADVICE[inputs.strategy]}" if shift > FRACTION_SHIFT_ADVICE else "")
             if by_fractions
             else ""
         )

@@ -1,0 +1,175 @@
+"""A session on the person's own data file: the recipe suggested for the task and the machine, and
+the stage inputs it starts from — the recipe without its sample-specific values, and the columns
+the person picked from the file.
+
+Rules (each suggestion says which one applied, in `Suggestion.reason`):
+- the label column is numeric with more than `NUMERIC_DISTINCT` distinct values in the rows read:
+  a regression on the tabular recipe, judged in the registry's default numeric metric;
+- otherwise classes: with free-text input columns, the text-classification recipe (QLoRA when a GPU
+  is visible, plain LoRA on a CPU, whose bounded budget finishes there); without text, the tabular one.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from claimcheck.engine.data.peek import DataPeek
+from claimcheck.engine.stats import registry as metrics
+
+# A numeric label with at most this many distinct values (in the rows read) is taken as classes.
+NUMERIC_DISTINCT = 20
+TEXT_GPU_RECIPE = "text-classification-qlora"
+TEXT_CPU_RECIPE = "text-classification-lora"
+TABULAR_RECIPE = "tabular-sklearn"
+
+# Recipe values that describe the recipe's sample data (support tickets), not the person's file: a
+# session on the person's own data starts with them empty (the columns come from the picker).
+SAMPLE_SPECIFIC: dict[str, tuple[str, ...]] = {
+    "claim": (
+        "prediction_unit",
+        "target_meaning",
+        "target_kind",
+        "inference_inputs",
+        "population",
+        "class_order",
+        "positive_class",
+        "label_quality_limits",
+    ),
+    "source": (
+        "files",
+        "label_column",
+        "label_mapping",
+        "input_columns",
+        "text_columns",
+        "id_column",
+        "entity_columns",
+        "time_column",
+        "unavailable_columns",
+        "sensitive_columns",
+        "availability",
+        "filters",
+        "license",
+        "provenance",
+        "as_of",
+    ),
+    "split": ("rationale",),
+    # the recipe's learners are the sample's task's; empty = the defaults for the claim's task kind
+    "baseline": ("learners",),
+}
+
+
+class ColumnChoice(BaseModel):
+    """The columns a person picked from their file (each one of the file's own columns)."""
+
+    model_config = ConfigDict(extra="forbid")
+    file: str
+    label: str
+    inputs: list[str] = Field(default_factory=list)
+    text: list[str] = Field(default_factory=list)  # a subset of `inputs`
+    id: str = ""
+    entities: list[str] = Field(default_factory=list)
+    time: str = ""
+
+    def problem(self, peek: DataPeek) -> str:
+        """What is wrong with the choice against the file's columns ("" when nothing is)."""
+        have = set(peek.names())
+        if not self.label:
+            return "pick the label column (the target)"
+        named = {"label": [self.label], "inputs": self.inputs, "text": self.text, "id": [self.id]}
+        named |= {"entities": self.entities, "time": [self.time]}
+        for role, cols in named.items():
+            stray = [c for c in cols if c and c not in have]
+            if stray:
+                return f"{role}: {stray} not in {peek.file}"
+        if self.label in self.inputs or self.label in (self.id, self.time) or self.label in self.entities:
+            return f"the label column '{self.label}' is also picked as an input, id, entity or time"
+        if not self.inputs:
+            return "pick at least one input column (what the model reads)"
+        if any(t not in self.inputs for t in self.text):
+            return "a text column must also be an input column"
+        return ""
+
+
+class Suggestion(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    recipe: str
+    task_kind: str
+    target_type: str  # categorical | numeric
+    metric: str
+    reason: str
+
+
+def suggest(peek: DataPeek, choice: ColumnChoice, cuda: bool) -> Suggestion:
+    """The recipe for the picked label and text columns on this machine (`cuda`: a GPU is visible)."""
+    label = peek.column(choice.label)
+    if label is not None and label.kind == "number" and label.distinct > NUMERIC_DISTINCT:
+        metric = metrics.DEFAULTS["numeric"]
+        why = (
+            f"label '{choice.label}' is numeric ({label.dtype}, {label.distinct} distinct values in the "
+            f"first {peek.rows_read} rows): a regression, judged in {metric}; scikit-learn baselines, "
+            "no GPU needed"
+        )
+        return Suggestion(
+            recipe=TABULAR_RECIPE, task_kind="tabular", target_type="numeric", metric=metric, reason=why
+        )
+    metric = metrics.DEFAULTS["categorical"]
+    kind = "numeric with few values" if label is not None and label.kind == "number" else "classes"
+    if not choice.text:
+        why = f"label '{choice.label}' holds {kind} and no input is free text: tabular classification"
+        return Suggestion(
+            recipe=TABULAR_RECIPE, task_kind="tabular", target_type="categorical", metric=metric, reason=why
+        )
+    if cuda:
+        recipe = TEXT_GPU_RECIPE
+        hw = "a GPU is visible: QLoRA (4-bit base + LoRA)"
+    else:
+        recipe = TEXT_CPU_RECIPE
+        hw = "no GPU found: plain LoRA with the recipe's bounded step budget, which finishes on a CPU"
+    why = f"label '{choice.label}' holds {kind} and {', '.join(choice.text)} is free text: text classification; {hw}"
+    return Suggestion(
+        recipe=recipe, task_kind="text_classification", target_type="categorical", metric=metric, reason=why
+    )
+
+
+def _success(recipe_claim: dict[str, Any], metric: str) -> dict[str, Any]:
+    """The success criterion in the suggested metric: better than the recipe's comparator, in the
+    metric's own direction (from the metric registry)."""
+    lower = metrics.lower_is_better(metric)
+    relative = (recipe_claim.get("success") or {}).get("relative_to", "trivial_baseline")
+    return {"metric": metric, "op": "<" if lower else ">", "value": 0.0, "relative_to": relative}
+
+
+def own_data_recipe(
+    recipe: dict[str, dict[str, Any]], choice: ColumnChoice, s: Suggestion
+) -> dict[str, dict[str, Any]]:
+    """The recipe's stage values for a session on the person's file: sample-specific values dropped,
+    the picked columns and the suggested task, target type and metric put in."""
+    out = copy.deepcopy(recipe)
+    for stage, fields in SAMPLE_SPECIFIC.items():
+        for f in fields:
+            out.get(stage, {}).pop(f, None)
+    source = {"files": [choice.file], "label_column": choice.label, "input_columns": choice.inputs}
+    source |= {"text_columns": choice.text, "id_column": choice.id, "entity_columns": choice.entities}
+    source |= {"time_column": choice.time}
+    out.setdefault("source", {}).update(source)
+    claim = out.setdefault("claim", {})
+    claim.update(task_kind=s.task_kind, target_type=s.target_type, primary_metric=s.metric)
+    claim["inference_inputs"] = list(choice.inputs)
+    claim["success"] = _success(claim, s.metric)
+    if s.target_type == "numeric":
+        claim["metric_averaging"] = ""
+    if "contract" in out and "task_kind" in out["contract"]:
+        out["contract"]["task_kind"] = s.task_kind
+    return out
+
+
+__all__ = [
+    "SAMPLE_SPECIFIC",
+    "ColumnChoice",
+    "Suggestion",
+    "own_data_recipe",
+    "suggest",
+]

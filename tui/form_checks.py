@@ -1,0 +1,99 @@
+"""Checks a stage form adds to its inputs' own validation, from the engine's rules (the form computes
+nothing itself): the source's named columns against the data files' columns, and the claim's
+completeness (claim.completeness's list of open fields).
+
+`form_check(stage, workspace)` gives a function from the form's data to [(field path, problem)], or
+None for a stage without such a check. Each runs on every edit: the files' columns are read once
+per list of files (a CSV's header line) and kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+Problems = list[tuple[str, str]]
+FormCheck = Callable[[dict[str, Any]], Problems]
+
+
+def _source_check(workspace: Path) -> FormCheck:
+    from claimcheck.engine.data.peek import file_columns
+    from claimcheck.engine.errors import ClaimcheckError
+    from claimcheck.engine.stages.source.inputs import Inputs
+
+    known: dict[tuple[str, ...], list[str] | str] = {}
+
+    def check(data: dict[str, Any]) -> Problems:
+        inp = Inputs.model_validate(data)
+        if not inp.files or inp.allow_outside_workspace:
+            return []
+        key = tuple(inp.files)
+        if key not in known:
+            try:
+                known[key] = file_columns(workspace, list(key))
+            except ClaimcheckError as exc:
+                known[key] = str(exc)
+        have = known[key]
+        if isinstance(have, str):
+            return [("files", have)]
+        out: Problems = []
+        for field, cols in inp.named_columns().items():
+            missing = [c for c in cols if c and c not in have]
+            if missing:
+                out.append(
+                    (field, f"column(s) {missing} not in the data file; its columns: {', '.join(have)}")
+                )
+        return out
+
+    return check
+
+
+def _claim_check(_: Path) -> FormCheck:
+    from claimcheck.engine.stages.claim.inputs import Inputs, missing_fields
+
+    def check(data: dict[str, Any]) -> Problems:
+        return [
+            (f, "required (claim.completeness fails while it is open)")
+            for f in missing_fields(Inputs.model_validate(data))
+        ]
+
+    return check
+
+
+CHECKS: dict[str, Callable[[Path], FormCheck]] = {"source": _source_check, "claim": _claim_check}
+
+
+def form_check(stage: str, workspace: Path) -> FormCheck | None:
+    """The stage's check, over inputs its own Inputs model accepts (a form of another model — a
+    stand-in stage module — gets none)."""
+    from pydantic import ValidationError
+
+    make = CHECKS.get(stage)
+    if make is None:
+        return None
+    check = make(workspace)
+
+    def guarded(data: dict[str, Any]) -> Problems:
+        try:
+            return check(data)
+        except ValidationError:
+            return []
+
+    return guarded
+
+
+def form_order(stage: str, claim: dict[str, Any]) -> tuple[tuple[str, ...], str]:
+    """(the fields a stage form shows first, a line saying why) for the claim's task: a contract of a
+    claim without fine-tuning leads with what its scikit-learn contract reads."""
+    if stage == "contract" and claim.get("fine_tuning") is False:
+        from claimcheck.engine.stages.contract.learner import FIELDS_READ
+
+        return FIELDS_READ, (
+            "The claim has fine_tuning = false: the candidate learner and the fields its contract reads "
+            "come first; the fine-tuning fields after them do not apply."
+        )
+    return (), ""
+
+
+__all__ = ["FormCheck", "form_check", "form_order"]
