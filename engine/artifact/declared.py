@@ -27,6 +27,7 @@ declare(
 )  # with a frozen_probe arm
 declare("artifact.coverage_bias", PB_ARMS, tasks=LEARNED)
 declare("artifact.per_class", PB_REPORT, tasks=LEARNED, targets=CATEGORICAL)
+declare("artifact.operating_point", PB_CAL, tasks=LEARNED, targets=CATEGORICAL)
 declare("artifact.calibrated", PB_CAL, targets=CATEGORICAL, required=False)  # with a calibration split
 declare("artifact.slices", PB_REPORT, required=False)  # with slice columns
 declare("artifact.generation", PB_BASE, tasks=SFT)

@@ -90,6 +90,7 @@ LATER_CHECKS: frozenset[str] = frozenset(
         "source.non_finite",
         "split.train_classes",
         "artifact.coverage_bias",
+        "artifact.operating_point",
         "dispatch.runtime",
         "artifact.base_model_identity",
     }

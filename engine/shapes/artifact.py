@@ -296,6 +296,38 @@ class Calibrated(Shape):
     reliability: HeadlineReliability | dict[str, Any] = Field(default_factory=dict)
 
 
+class DecisionCounts(Part):
+    """Test-row counts for one class when 'score ≥ threshold' decides it (arg-max: 0.5 on a 0/1 flag)."""
+
+    threshold: float
+    tp: int
+    fp: int
+    fn: int
+    tn: int
+    precision: float
+    recall: float | None = None
+    cost: float
+
+
+class OperatingArm(Part):
+    chosen_on_rows: int  # the arm's calibration rows the threshold was chosen on
+    feasible: bool
+    threshold: float | None = None  # absent when no threshold met the rule (the arm flags nothing)
+    reason: str = ""
+    test: DecisionCounts
+    argmax: DecisionCounts
+
+
+class OperatingPointShape(Shape):
+    check_ids = ("artifact.operating_point",)
+    positive_class: str
+    constraint: str
+    rule: str
+    scores: str  # "raw": thresholds cut uncalibrated probabilities
+    test_rows: int
+    arms: dict[str, OperatingArm]
+
+
 class Latency(Part):
     p50_ms: float
     p95_ms: float

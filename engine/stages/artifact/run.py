@@ -37,6 +37,7 @@ from claimcheck.engine.shapes import parse
 from claimcheck.engine.shapes import training as upstream_shapes
 from claimcheck.engine.stages.artifact import probe as frozen_probe
 from claimcheck.engine.stages.artifact.inputs import Inputs
+from claimcheck.engine.stages.artifact.operating import operating_point
 from claimcheck.engine.stats import registry as metric_registry
 
 TITLE = "Artifact"
@@ -316,6 +317,7 @@ def compare_arms(
     positive = metric_registry.positive_index(_claim(upstream), classes)
     scored = Scored(inputs, preds, y, y_cal, units, unit_kind, classes, metric, test, coverage, positive)
     checks.extend(quality(scored))
+    checks.append(operating_point(scored, upstream))
     ctx.progress(0.85, "latency")
     checks.append(latency(inputs.latency_examples, fns, test))
     return {"checks": checks, "metric": metric, "preds": preds}
