@@ -107,7 +107,9 @@ def test_every_reader_states_the_recorded_claim_verdict(sessions, state: str) ->
     head = md.split("\n## ", 1)[0]
     from claimcheck.engine.report.render import md_escape
 
-    assert f"> **CLAIM {words.upper()}** — {md_escape(v.reason().rstrip('.'))}." in head
+    # the headline: the arms' values on the locked test, then the record's reason verbatim
+    headline = next(x for x in head.splitlines() if x.startswith(f"> **CLAIM {words.upper()}** — "))
+    assert f"{md_escape(v.reason().rstrip('.'))}." in headline
     # the claim's target_kind (measured_quantity) sets what the report says the label is
     assert "Predicting a measured quantity as it was recorded is not predicting its true value" in md
     assert "recorded workflow label is not" not in md

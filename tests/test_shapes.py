@@ -60,12 +60,14 @@ def test_the_real_session_fits_every_shape(real_session: Path) -> None:
             if cls is not None and chk.measured:
                 assert isinstance(parse(chk, cls), cls)
                 seen.add(cls)
-    # baseline.operating_point runs only when an operating point is declared (not in the example);
+    # baseline.operating_point and artifact.operating_point run only when an operating point is
+    # declared (not in the example; tests/test_operating_point.py reads the artifact's);
     # the numeric-target shapes only for a regression claim (tests/test_regression.py reads them);
     # artifact.generation only for causal-LM SFT (tests/test_sft_end_to_end.py)
     missing = {c.__name__ for c in registered().values()} - {c.__name__ for c in seen}
     assert missing == {
         "OperatingPoint",
+        "OperatingPointShape",
         "TargetDistribution",
         "SplitTargetDistribution",
         "TargetRange",

@@ -217,19 +217,24 @@ def test_mcnemar_over_families_is_clustered_and_over_single_rows_unchanged() -> 
 
 
 def test_coverage_bias_compares_the_rows_an_arm_failed_on(planted: Path, tmp_path: Path, monkeypatch) -> None:
-    """The best baseline fails on every phone-channel row (one row a batch, so only those): the
+    """The candidate fails on every phone-channel row (one row a batch, so only those): the
     comparison runs on the other rows, and artifact.coverage_bias says the unscored rows are all
-    phone while the scored ones hold none. Without failures the check passes."""
-    from claimcheck.engine.stages.baseline import run as baseline
+    phone while the scored ones hold none. Without failures the check passes. (The candidate, not
+    best_baseline: on this claim without fine-tuning the candidate is the best baseline learner, so
+    best_baseline is not an arm.)"""
+    import types
+
+    from claimcheck.engine.artifact import sklearn_candidate as sk
+    from claimcheck.engine.stages.artifact import learner
 
     sess = Session.open(planted / "s")
     whole = parse(sess.records()["artifact"].check("artifact.coverage_bias"), A.CoverageBias)
     assert sess.records()["artifact"].check("artifact.coverage_bias").status == "pass"
     assert whole.unscored_rows == 0 and whole.scored_rows == whole.rows
-    real = baseline.refit_best
+    real = sk.predictor
 
-    def failing_on_phone(upstream, ctx):
-        fn, name = real(upstream, ctx)
+    def failing_on_phone(*args):
+        fn = real(*args)
 
         def predict(frame):
             if (frame["channel"] == "phone").any():
@@ -237,9 +242,10 @@ def test_coverage_bias_compares_the_rows_an_arm_failed_on(planted: Path, tmp_pat
             return fn(frame)
 
         predict.arm_batch = 1
-        return predict, name
+        return predict
 
-    monkeypatch.setattr(baseline, "refit_best", failing_on_phone)
+    # only the artifact stage's candidate arm fails (its parity check on dev keeps the real predictor)
+    monkeypatch.setattr(learner, "sk", types.SimpleNamespace(**{**vars(sk), "predictor": failing_on_phone}))
     copy = tmp_path / "s"
     shutil.copytree(planted / "s", copy, ignore=shutil.ignore_patterns(".lock"))
     shutil.copy(planted / "planted.csv", tmp_path / "planted.csv")
@@ -256,7 +262,7 @@ def test_coverage_bias_compares_the_rows_an_arm_failed_on(planted: Path, tmp_pat
     check = rec.check("artifact.coverage_bias")
     bias = parse(check, A.CoverageBias)
     assert bias.unscored_rows == phone and bias.scored_rows == test.height - phone
-    assert bias.unscored_by_arm == {"candidate": 0, "trivial_baseline": 0, "best_baseline": phone}
+    assert bias.unscored_by_arm == {"candidate": phone, "trivial_baseline": 0}
     assert bias.slices["channel"].unscored == {"phone": 1.0} and "phone" not in bias.slices["channel"].scored
     assert "slice channel" in bias.differs and check.status == "warn" and check.coverage == "full"
     assert bias.class_mix is not None and sum(bias.class_mix.unscored.values()) == pytest.approx(1.0)

@@ -190,7 +190,7 @@ def test_artifact_panel_arms_table_differences_and_verdict(session: Session) -> 
     comp = shape(session, "artifact", "artifact.comparison", A.Comparison)
     verdict = shape(session, "artifact", "artifact.verdict", A.Verdict)
     text = panel(session, "artifact")
-    assert set(arms.arms) == {"candidate", "trivial_baseline", "base_model", "best_baseline"}
+    assert set(arms.arms) == {"candidate", "trivial_baseline", "base_model", "frozen_probe", "best_baseline"}
     assert f"Locked test, {comp.metric} (raw), arms side by side" in text
     for arm, n in arms.arms.items():
         line_of(

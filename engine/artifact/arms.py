@@ -191,30 +191,46 @@ def arm_counts(
     )
 
 
+def _timed_calls(fn: Any, rows: Any) -> list[float]:
+    """Milliseconds of each one-row call that returned; a row the arm fails on is not timed (its
+    failure is counted where quality is: artifact.arms)."""
+    times = []
+    for i in range(rows.height):
+        t0 = time.perf_counter()
+        try:
+            fn(rows.slice(i, 1))
+        except Exception:  # noqa: BLE001 - a failed prediction is not a latency
+            continue
+        times.append((time.perf_counter() - t0) * 1000)
+    return times
+
+
 def latency(examples: int, fns: dict[str, Any], test: Any) -> Check:
     import numpy as np
 
     n = min(examples, test.height)
     rows = test.slice(0, n)
-    out = {}
+    out, untimed = {}, []
     for arm, fn in fns.items():
         if arm == "trivial_baseline":
             continue
-        fn(rows.slice(0, 1))  # warm-up, not timed
-        times = []
-        for i in range(n):
-            t0 = time.perf_counter()
-            fn(rows.slice(i, 1))
-            times.append((time.perf_counter() - t0) * 1000)
+        _timed_calls(fn, rows.slice(0, 1))  # warm-up, not timed
+        times = _timed_calls(fn, rows)
+        if not times:
+            untimed.append(arm)
+            continue
         out[arm] = {
             "p50_ms": float(np.percentile(times, 50)),
             "p95_ms": float(np.percentile(times, 95)),
-            "examples": n,
+            "examples": len(times),
         }
+    parts = [f"{a}: p50 {v['p50_ms']:.1f} ms, p95 {v['p95_ms']:.1f} ms" for a, v in out.items()]
+    parts += [f"{a}: not timed (it failed on every timed row)" for a in untimed]
+    parts += [f"{a}: {v['examples']} of {n} rows timed" for a, v in out.items() if v["examples"] < n]
     return Check(
         id="artifact.latency",
         status="info",
-        summary="; ".join(f"{a}: p50 {v['p50_ms']:.1f} ms, p95 {v['p95_ms']:.1f} ms" for a, v in out.items()),
+        summary="; ".join(parts),
         coverage=f"sample: {n} test rows, one at a time, CPU, after one warm-up call",
         measured={"arms": out, "batch_size": 1, "device": "cpu"},
         replay="observation",
