@@ -4,6 +4,7 @@ rows and an effective contract that trains it in a few seconds on CPU."""
 from __future__ import annotations
 
 import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,17 @@ def effective(model_dir: Path, **over: Any) -> dict[str, Any]:
         else:
             eff[k] = v
     return eff
+
+
+def wait_for(pred: Any, timeout: float = 90.0, poll: float = 0.1) -> Any:
+    """Poll `pred` until it returns something truthy (returned), or fail after `timeout` seconds."""
+    end = time.time() + timeout
+    while time.time() < end:
+        got = pred()
+        if got:
+            return got
+        time.sleep(poll)
+    raise AssertionError("condition not reached in time")
 
 
 def make_model(tmp: Path) -> Path:

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,16 +20,6 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory) -> Path:
     return kit.make_model(tmp_path_factory.mktemp("model"))
-
-
-def _wait_for(pred, timeout: float = 60.0, poll: float = 0.1):
-    end = time.time() + timeout
-    while time.time() < end:
-        got = pred()
-        if got:
-            return got
-        time.sleep(poll)
-    raise AssertionError("condition not reached in time")
 
 
 def test_launch_survives_sighup_reattaches_and_cancel_stops_only_that_job(
@@ -66,7 +55,7 @@ def test_launch_survives_sighup_reattaches_and_cancel_stops_only_that_job(
     # A second job, cancelled while it trains: only that process group gets SIGTERM.
     other = "bbbbbbbbbbbbbbbb-a1"
     b = prov.launch(kit.job_dir(tmp_path, model_dir, other, runtime={"step_delay_seconds": 0.5}), other)
-    _wait_for(lambda: prov.status(b).stage == "training" and prov.status(b).step >= 1, timeout=90)
+    kit.wait_for(lambda: prov.status(b).stage == "training" and prov.status(b).step >= 1, timeout=90)
     prov.cancel(b)
     st_b = prov.wait(b, timeout=30, poll=0.1)
     assert st_b.stage == "cancelled" and "SIGTERM" in st_b.reason and not st_b.alive
@@ -99,9 +88,9 @@ def test_killed_job_resumes_and_its_loss_curve_continues(tmp_path: Path, model_d
     op = "eeeeeeeeeeeeeeee-a1"
     jd = kit.job_dir(tmp_path, model_dir, op, runtime={"step_delay_seconds": 0.3})
     h = prov.launch(jd, op)
-    _wait_for(lambda: (st := jf.read_status(jd)) is not None and st.step >= 6, timeout=90)
+    kit.wait_for(lambda: (st := jf.read_status(jd)) is not None and st.step >= 6, timeout=90)
     os.killpg(int(h.ref), signal.SIGKILL)  # no handler runs: the job cannot write a status
-    st = _wait_for(lambda: (s := prov.status(h)).stage == "lost" and s, timeout=20)
+    st = kit.wait_for(lambda: (s := prov.status(h)).stage == "lost" and s, timeout=20)
     assert "never wrote a terminal status" in st.reason
     assert not prov.launch(jd, op).started  # launch without resume adopts the lost job, starts nothing
     h2 = prov.launch(jd, op, resume=True)

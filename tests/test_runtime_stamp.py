@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import platform
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -18,16 +17,6 @@ from tests import test_job_kit as kit
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory) -> Path:
     return kit.make_model(tmp_path_factory.mktemp("model"))
-
-
-def _wait_for(pred, timeout: float = 90.0, poll: float = 0.1):
-    end = time.time() + timeout
-    while time.time() < end:
-        got = pred()
-        if got:
-            return got
-        time.sleep(poll)
-    raise AssertionError("condition not reached in time")
 
 
 def _pinned(model_dir: Path) -> str:
@@ -79,7 +68,7 @@ def test_a_running_job_is_judged_on_what_is_due(tmp_path: Path, model_dir: Path)
     prov = LocalProvider(tmp_path)
     h = prov.launch(jd, op)
     try:
-        _wait_for(lambda: (st := jf.read_status(jd)) is not None and st.step >= 7)
+        kit.wait_for(lambda: (st := jf.read_status(jd)) is not None and st.step >= 7)
         os.killpg(int(h.ref), signal.SIGSTOP)  # its files, read mid-run
         by = _checks(jd, prov)
     finally:
