@@ -30,15 +30,31 @@ class Scored:
     test: Any  # the test rows (for slice columns)
     coverage: str
     positive: int = -1  # the claim's positive class (index) of a binary AUROC / AUPRC claim
+    # Sample weight per test row when the claim's metric is weighted (metric_weighting =
+    # "sample_weight"), else None; the comparison's metric and paired intervals read them.
+    weights: Any = None
+    weight_column: str = ""
 
     def scoring(self, labels: list[int] | None = None) -> Any:
         from claimcheck.engine.stats.registry import Scoring
 
         return Scoring(tuple(self.classes), self.positive, None if labels is None else tuple(labels))
 
+    def weighting(self) -> str:
+        """How the comparison's metric is weighted, in words ("" when unweighted)."""
+        if self.weights is None:
+            return ""
+        return (
+            f"weighted by '{self.weight_column}' (sample_weight; every resample weighted the same way; "
+            "McNemar, per-class, slice and calibration figures unweighted)"
+        )
+
 
 def _paired(sc: Scored, shared: Any) -> tuple[dict[str, float], dict[str, dict], dict[str, dict]]:
-    """The metric per arm, candidate − arm paired bootstrap differences, and McNemar per comparator."""
+    """The metric per arm, candidate − arm paired bootstrap differences, and McNemar per comparator
+    (the metric and its differences weighted when the claim's metric is)."""
+    import dataclasses
+
     from claimcheck.engine.stats import registry, uncertainty
 
     ys = sc.y[shared]
@@ -48,6 +64,8 @@ def _paired(sc: Scored, shared: Any) -> tuple[dict[str, float], dict[str, dict],
         n=sc.inputs.bootstrap_resamples, seed=sc.inputs.seed, classes=sc.classes, labels=labels
     )
     m, scoring = registry.get(sc.metric), sc.scoring(labels)
+    if sc.weights is not None:
+        scoring = dataclasses.replace(scoring, weights=sc.weights[shared])
     proba = {a: _renorm(p["proba"][shared]) for a, p in sc.preds.items()}
     raw = {a: m.value(ys, proba[a], scoring) for a in proba}
     diffs, mcn = {}, {}
@@ -79,7 +97,10 @@ def quality(sc: Scored) -> list[Check]:
     comparison = Check(
         id="artifact.comparison",
         status="pass" if diffs and all(better.values()) else "warn",
-        summary=f"{sc.metric} (raw): " + ", ".join(parts) + "; " + "; ".join(dtext),
+        summary=f"{sc.metric} (raw{', ' + sc.weighting() if sc.weights is not None else ''}): "
+        + ", ".join(parts)
+        + "; "
+        + "; ".join(dtext),
         coverage=cov,
         measured=shapes.Comparison(
             metric=sc.metric,
@@ -90,7 +111,8 @@ def quality(sc: Scored) -> list[Check]:
             unit=sc.unit_kind,
             shared_rows=n_shared,
         ),
-        why=f"Paired {sc.inputs.bootstrap_resamples}-resample bootstrap over {sc.unit_kind}s: every arm sees the same resamples.",
+        why=f"Paired {sc.inputs.bootstrap_resamples}-resample bootstrap over {sc.unit_kind}s: every arm sees the same resamples."
+        + (f" The metric is {sc.weighting()}." if sc.weights is not None else ""),
         playbook=PB_REPORT,
     )
     reports = {

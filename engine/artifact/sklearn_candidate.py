@@ -97,7 +97,7 @@ def fit_frame(data: Any, fit_rows: str) -> Any:
 def fit(planned: Planned, learner: str, fit_rows: str) -> Any:
     frame = fit_frame(planned.data, fit_rows)
     with threads.capped():
-        planned.model.fit(L.features(learner, frame, planned.data), L.target(frame, planned.data))
+        L.fit_model(planned.model, L.features(learner, frame, planned.data), frame, planned.data)
     return planned.model
 
 
@@ -208,6 +208,9 @@ class RegressionScored:
     coverage: str
     test: Any = None  # the locked-test rows (for the slice columns)
     slice_columns: tuple[str, ...] = ()
+    # Sample weight per test row when the claim's metric is weighted, else None (the comparison's
+    # values and paired intervals read them; slices stay unweighted).
+    weights: Any = None
 
 
 def regression_comparison(sc: RegressionScored) -> Check:
@@ -224,9 +227,14 @@ def regression_comparison(sc: RegressionScored) -> Check:
     ys = sc.y[shared]
     us = sc.units[shared] if sc.units is not None else None
     vals = {a: np.asarray(sc.preds[a]["proba"][shared][:, 0], dtype=np.float64) for a in arms}
-    values = {a: float(M.regression_report(ys, vals[a]).get(sc.metric, math.nan)) for a in arms}
+    ws = None if sc.weights is None else sc.weights[shared]
+    if ws is None:
+        values = {a: float(M.regression_report(ys, vals[a]).get(sc.metric, math.nan)) for a in arms}
+    else:
+        weighted = registry.Scoring(weights=ws)
+        values = {a: registry.get(sc.metric).value(ys, vals[a], weighted) for a in arms}
     lower = registry.lower_is_better(sc.metric)
-    boot = uncertainty.Bootstrap(n=sc.resamples, seed=sc.seed)
+    boot = uncertainty.Bootstrap(n=sc.resamples, seed=sc.seed, weights=ws)
     diffs = {  # the session's one interval rule: too few units, no interval (uncertainty.unit_rule)
         c: uncertainty.unit_rule(
             uncertainty.paired_bootstrap_diff(sc.metric, ys, vals["candidate"], vals[c], us, boot),
@@ -239,7 +247,7 @@ def regression_comparison(sc: RegressionScored) -> Check:
     return Check(
         id="artifact.comparison",
         status="pass" if diffs and all(better.values()) else "warn",
-        summary=f"{sc.metric}: "
+        summary=f"{sc.metric}{'' if ws is None else ' (weighted by sample_weight)'}: "
         + ", ".join(f"{a} {v:.4f}" for a, v in values.items())
         + "; "
         + "; ".join(f"candidate − {c}: {d['estimate']:+.4f} {band(d)}" for c, d in diffs.items()),

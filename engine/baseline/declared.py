@@ -8,6 +8,7 @@ from claimcheck.engine.baseline.evaluation import (
     PB_SPLITS,
     PB_TRIVIAL,
 )
+from claimcheck.engine.data.weights import PB_WEIGHTS
 from claimcheck.engine.pipeline.checks import CATEGORICAL, LEARNED, declare
 
 declare("baseline.trivial", PB_TRIVIAL)
@@ -21,3 +22,4 @@ declare("baseline.locked_test", PB_SPLITS, shaped=False)
 declare(
     "baseline.timing", "Performance timing and quality benchmarks are different experiments.", shaped=False
 )
+declare("baseline.sample_weights", PB_WEIGHTS, required=False)  # with a weight column

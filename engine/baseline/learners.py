@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from claimcheck.engine import threads
+from claimcheck.engine.data import weights
 from claimcheck.engine.evidence import StageRecord
 from claimcheck.engine.pipeline.context import StageContext, StageInputError
 from claimcheck.engine.stats import registry
@@ -49,6 +50,7 @@ class Data:
     eval_fold: np.ndarray | None = None  # fold per eval row in K-fold mode (-1: never evaluated)
     mode: str = "holdout"
     train: pl.DataFrame | None = None  # the train split's rows alone (in K-fold mode `fit` pools train + dev)
+    weight_column: str = ""  # the source's sample weights: every fit gets them as sample_weight
 
 
 def _task(claim: dict[str, Any]) -> str:
@@ -101,6 +103,7 @@ def load(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) ->
         unit_kind,
         mode=mode,
         train=parts["train"],
+        weight_column=weights.column(src),
     )
     if mode != "holdout":
         _plan_folds(data, inputs, upstream)
@@ -365,6 +368,17 @@ def target(frame: pl.DataFrame, data: Data) -> np.ndarray:
     return np.asarray(y.to_list(), dtype=object)
 
 
+def fit_model(model: Any, x: Any, frame: pl.DataFrame, data: Data) -> Any:
+    """Fit `model` on `frame`'s features `x` and target, with the rows' sample weights as
+    sample_weight when the source declares a weight column (to the final step of a pipeline)."""
+    y = target(frame, data)
+    w = weights.of(frame, {"weight_column": data.weight_column})
+    if w is None:
+        return model.fit(x, y)
+    key = f"{model.steps[-1][0]}__sample_weight" if hasattr(model, "steps") else "sample_weight"
+    return model.fit(x, y, **{key: w})
+
+
 def predict(model: Any, x: Any, data: Data) -> np.ndarray:
     """Class probabilities in the declared class order (absent-from-train classes get 0), or values."""
     import numpy as np
@@ -389,7 +403,7 @@ def _fit_predict(
 
         model = DummyClassifier(strategy="prior")  # one class in the fitting rows: nothing to learn
     with threads.capped():
-        model.fit(features(name, fit, data), y)
+        fit_model(model, features(name, fit, data), fit, data)
         return [predict(model, features(name, t, data), data) for t in targets]
 
 

@@ -126,3 +126,32 @@ def timing_check(data: Data, fitted: dict[str, Fitted], pre: tuple[float, float,
         why="Run time is an observation of this machine, not a property of the data.",
         playbook=declaration("baseline.timing").playbook,
     )
+
+
+def sample_weights_check(data: Data, learners: list[str]) -> Check:
+    """baseline.sample_weights: every learner was fitted with the source's weights as sample_weight."""
+    from claimcheck.engine.data import weights
+    from claimcheck.engine.shapes.baseline import BaselineSampleWeights
+
+    w = weights.of(data.fit, {"weight_column": data.weight_column})
+    assert w is not None
+    return Check(
+        id="baseline.sample_weights",
+        status="pass",
+        summary=(
+            f"{len(learners)} learner(s) fitted with '{data.weight_column}' as sample_weight on "
+            f"{len(w)} fitting rows (mass {float(w.sum()):.6g}, {int((w == 0).sum())} at weight 0); "
+            "the dev figures here are unweighted, the claim's metric is weighted at the artifact stage"
+        ),
+        coverage=f"{len(w)} fitting rows",
+        measured=BaselineSampleWeights(
+            column=data.weight_column,
+            learners=list(learners),
+            fit_rows=len(w),
+            fit_mass=float(w.sum()),
+            zero_weight_fit_rows=int((w == 0).sum()),
+            dev_figures="unweighted",
+        ),
+        why="A declared weight says how much a row counts in the fit, not only in the figures.",
+        playbook=weights.PB_WEIGHTS,
+    )

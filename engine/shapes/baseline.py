@@ -173,3 +173,15 @@ class Predictions(Shape):
     sha256: str
     rows: int
     columns: list[str]
+
+
+class BaselineSampleWeights(Shape):
+    """baseline.sample_weights: the learners fitted with the source's weights (sample_weight)."""
+
+    check_ids = ("baseline.sample_weights",)
+    column: str
+    learners: list[str]
+    fit_rows: int
+    fit_mass: float
+    zero_weight_fit_rows: int
+    dev_figures: str  # the baseline's dev figures: unweighted

@@ -249,3 +249,35 @@ class TargetRange(Shape):
     below_train_min: dict[str, int]
     above_train_max: dict[str, int]
     share_outside: dict[str, float]
+
+
+class SampleWeights(Shape):
+    """source.sample_weights: the declared weight column on the rows kept (engine/data/weights.py)."""
+
+    check_ids = ("source.sample_weights",)
+    column: str
+    metric_weighting: str  # the claim's: unweighted | sample_weight
+    rows: int
+    zero_weight_rows: int
+    total_mass: float
+    min: float
+    max: float
+    duplicates: str  # how duplicated rows relate to weights (never collapsed, never expanded)
+
+
+class WeightPart(Part):
+    rows: int
+    total_mass: float
+    mass_share: float
+    zero_weight_rows: int
+    min: float
+    max: float
+
+
+class SplitWeightMass(Shape):
+    """split.weight_mass: the weight mass per split, recounted from the assigned rows."""
+
+    check_ids = ("split.weight_mass",)
+    column: str
+    total_mass: float
+    splits: dict[str, WeightPart]

@@ -34,6 +34,9 @@ class Scoring:
     classes: tuple[str, ...] = ()
     positive: int = -1
     labels: tuple[int, ...] | None = None
+    # Per-row sample weights of the rows scored (a claim with metric_weighting = "sample_weight");
+    # None: unweighted. Read by a `weightable` metric only.
+    weights: Any = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,9 @@ class Metric:
     # on each unit resample), "" (not computed here).
     interval: Literal["sums", "resampled", ""] = ""
     dev_trackable: bool = False  # the training job can track it on dev (and select a checkpoint by it)
+    # Computed with per-row sample weights (scikit-learn's sample_weight) when the claim says
+    # metric_weighting = "sample_weight": the per-row statistics are weighted, and so is every resample.
+    weightable: bool = False
     report_key: str = ""  # its key in metrics.classification_report / regression_report ("" = name)
     hf_name: tuple[str, dict[str, str]] = ("", {})  # Hugging Face model-index type and args
     refusal: str = ""  # why no stage computes it ("" = computed)
@@ -102,7 +108,7 @@ def _sums(name: str) -> Callable[[Any, Any, Scoring], float]:
         else:
             stat = uncertainty.classification_statistic(name, scoring.classes, _labels(y, scoring))
             yy, pp = np.asarray(y, dtype=np.int64), np.asarray(pred, dtype=np.float64)
-        s = stat.rows(yy, pp)
+        s = uncertainty.weighted_rows(stat.rows(yy, pp), scoring.weights)
         return float(stat.finish(s.sum(axis=0, keepdims=True))[0])
 
     compute.__name__ = name
@@ -139,6 +145,7 @@ def _class(name: str, **kw: Any) -> Metric:
         compute=_sums(name),
         interval="sums",
         dev_trackable=True,
+        weightable=True,
         **kw,
     )
 
@@ -167,6 +174,7 @@ def _regression(name: str, lower: bool) -> Metric:
         lower_is_better=lower,
         compute=_sums(name),
         interval="sums",
+        weightable=True,
         hf_name=(name, {}),
     )
 
@@ -318,7 +326,17 @@ def refusal(claim: Mapping[str, Any], metric: str) -> str:
             f"'{metric}' is not computed for a {task} claim on {what}{hint}; "
             f"choose one of {', '.join(computed_for(task, kind))}"
         )
-    return _positive_class_problem(claim, m)
+    return _positive_class_problem(claim, m) or weighting_problem(claim, m)
+
+
+def weighting_problem(claim: Mapping[str, Any], m: Metric) -> str:
+    """Why a claim's metric_weighting cannot be honoured for `m` ("" when it can)."""
+    if str(claim.get("metric_weighting") or "unweighted") != "sample_weight" or m.weightable:
+        return ""
+    return (
+        f"metric_weighting = 'sample_weight' is not computed for {m.name}; choose one of "
+        f"{', '.join(n for n, x in METRICS.items() if x.weightable)} or leave the metric unweighted"
+    )
 
 
 def _positive_class_problem(claim: Mapping[str, Any], m: Metric) -> str:
@@ -358,6 +376,7 @@ def interval(m: Metric, rows: tuple[Any, Any, Any], boot: Any, scoring: Scoring)
     if m.interval not in ("sums", "resampled"):
         raise ValueError(f"{m.name} has no interval here")
     stat = m.name if m.interval == "sums" else _resampled(m, scoring)
+    boot = _weighted(boot, m, scoring)
     return uncertainty.unit_rule(uncertainty.bootstrap_ci(stat, y, pred, units, boot))
 
 
@@ -376,5 +395,17 @@ def paired_difference(
     if m.interval not in ("sums", "resampled"):
         raise ValueError(f"{m.name} has no paired interval here")
     stat = m.name if m.interval == "sums" else _resampled(m, scoring)
+    boot = _weighted(boot, m, scoring)
     # the session's one interval rule (too few independent units: no interval), as the baseline's
     return uncertainty.unit_rule(uncertainty.paired_bootstrap_diff(stat, y, a, b, units, boot))
+
+
+def _weighted(boot: Any, m: Metric, scoring: Scoring) -> Any:
+    """The bootstrap with the scoring's sample weights (a weightable metric only)."""
+    import dataclasses
+
+    if scoring.weights is None:
+        return boot
+    if not m.weightable:
+        raise ValueError(f"{m.name} is not computed with sample weights")
+    return dataclasses.replace(boot, weights=scoring.weights)

@@ -265,6 +265,26 @@ class Bootstrap:
     level: float = 0.95
     classes: Sequence[str] | None = None
     labels: list[int] | None = None
+    # Per-row sample weights (the source's weight column) of a claim with metric_weighting =
+    # "sample_weight": every row's sufficient statistics are multiplied by its weight, so the estimate
+    # is scikit-learn's metric with sample_weight and each resample is weighted the same way. None:
+    # unweighted. Decomposable metrics only (a callable metric is refused with weights).
+    weights: Any = field(default=None, compare=False)
+
+
+def weighted_rows(s: np.ndarray, weights: Any) -> np.ndarray:
+    """Per-row statistics times the rows' sample weights (unchanged without weights)."""
+    if weights is None:
+        return s
+    w = np.asarray(weights, dtype=np.float64)
+    if len(w) != len(s):
+        raise ValueError(f"{len(w)} sample weights for {len(s)} rows")
+    return s * w[:, None]
+
+
+def _no_weights_for_callables(boot: Bootstrap, is_fn: bool) -> None:
+    if is_fn and boot.weights is not None:
+        raise ValueError("sample weights apply to decomposable metrics only, not a recomputed one")
 
 
 DEFAULT_BOOTSTRAP = Bootstrap()
@@ -285,6 +305,7 @@ def bootstrap_ci(
     Returns estimate, lo, hi, resamples, seed, units, level and how many resamples were undefined.
     """
     is_fn = callable(metric) and not isinstance(metric, Statistic)
+    _no_weights_for_callables(boot, is_fn)
     y, p = _prep(y_true, pred, boot.classes, raw=is_fn)
     inv, n_units = unit_index(units, len(y))
     if n_units == 0:
@@ -295,7 +316,7 @@ def bootstrap_ci(
         name = getattr(metric, "__name__", "custom")
     else:
         stat = _resolve_stat(metric, boot.classes, boot.labels)
-        s = stat.rows(y, p)
+        s = weighted_rows(stat.rows(y, p), boot.weights)
         est = float(stat.finish(s.sum(axis=0, keepdims=True))[0])
         values = _bootstrap_values([s], [stat.finish], inv, n_units, boot.n, boot.seed)[0]
         name = stat.name
@@ -371,6 +392,7 @@ def paired_bootstrap_diff(
 ) -> dict[str, Any]:
     """Interval of metric(a) − metric(b) on the same rows: both learners see the same unit resamples."""
     is_fn = callable(metric) and not isinstance(metric, Statistic)
+    _no_weights_for_callables(boot, is_fn)
     y, pa = _prep(y_true, pred_a, boot.classes, raw=is_fn)
     _, pb = _prep(y_true, pred_b, boot.classes, raw=is_fn)
     if len(pa) != len(y) or len(pb) != len(y):
@@ -382,7 +404,7 @@ def paired_bootstrap_diff(
         name = getattr(metric, "__name__", "custom")
     else:
         stat = _resolve_stat(metric, boot.classes, boot.labels)
-        sa, sb = stat.rows(y, pa), stat.rows(y, pb)
+        sa, sb = weighted_rows(stat.rows(y, pa), boot.weights), weighted_rows(stat.rows(y, pb), boot.weights)
         ea = float(stat.finish(sa.sum(axis=0, keepdims=True))[0])
         eb = float(stat.finish(sb.sum(axis=0, keepdims=True))[0])
         va, vb = _bootstrap_values([sa, sb], [stat.finish, stat.finish], inv, n_units, boot.n, boot.seed)

@@ -16,6 +16,7 @@ from typing import Any
 
 from claimcheck.engine.artifact import sklearn_candidate as sk
 from claimcheck.engine.artifact.common import PB_OUTCOMES
+from claimcheck.engine.data import weights
 from claimcheck.engine.evidence import Check, StageRecord
 from claimcheck.engine.pipeline.context import StageContext, StageInputError
 from claimcheck.engine.stages.dispatch.checks import typed
@@ -143,6 +144,7 @@ def _regression(
         coverage,
         test,
         tuple(inputs.slice_columns),
+        weights.for_metrics(test, upstream),
     )
     return [
         locked_read(reads, total, coverage),

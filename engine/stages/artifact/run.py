@@ -29,6 +29,7 @@ from claimcheck.engine.artifact.arms import (
 from claimcheck.engine.artifact.common import ARM_NAMES, PB_IDENTITY, PB_OUTCOMES, PB_PARITY
 from claimcheck.engine.artifact.coverage import arms_coverage
 from claimcheck.engine.artifact.quality import Scored, quality
+from claimcheck.engine.data import weights
 from claimcheck.engine.evidence import Check, StageRecord
 from claimcheck.engine.pipeline.checks import not_run
 from claimcheck.engine.pipeline.context import StageContext, StageInputError
@@ -316,6 +317,8 @@ def compare_arms(
     checks.append(arms_coverage(test, y >= 0, preds, inputs, upstream, coverage))
     positive = metric_registry.positive_index(_claim(upstream), classes)
     scored = Scored(inputs, preds, y, y_cal, units, unit_kind, classes, metric, test, coverage, positive)
+    scored.weights = weights.for_metrics(test, upstream)
+    scored.weight_column = weights.column(upstream["source"].inputs)
     checks.extend(quality(scored))
     checks.append(operating_point(scored, upstream))
     ctx.progress(0.85, "latency")
@@ -333,16 +336,27 @@ def _trivial(
 
     from claimcheck.engine.data import splits
 
-    train_y = splits.rows("train", upstream, ctx, caller="artifact", labels=True)["target"].to_list()
-    prior = np.bincount([classes.index(str(t)) for t in train_y if str(t) in classes], minlength=len(classes))
+    train = splits.rows("train", upstream, ctx, caller="artifact", labels=True)
+    train_y = train["target"].to_list()
+    # with a weight column, the class shares are weight mass (DummyClassifier fitted with sample_weight)
+    w = weights.of(train, upstream["source"].inputs)
+    known = [i for i, t in enumerate(train_y) if str(t) in classes]
+    prior = np.bincount(
+        [classes.index(str(train_y[i])) for i in known],
+        weights=None if w is None else w[known],
+        minlength=len(classes),
+    )
     major = classes[int(prior.argmax())]
+    by = "" if w is None else f" by weight mass of '{weights.column(upstream['source'].inputs)}'"
     if metric_registry.trivial_for(metric) == "prior":  # the registry's named trivial predictor
         shares = prior / max(1, prior.sum())
         return (lambda frame: np.tile(shares, (frame.height, 1))), (
-            f"train's class shares as probabilities (majority '{major}')"
+            f"train's class shares{by} as probabilities (majority '{major}')"
         )
     onehot = np.eye(len(classes))[int(prior.argmax())]
-    return (lambda frame: np.tile(onehot, (frame.height, 1))), f"always '{major}' (train's majority class)"
+    return (
+        lambda frame: np.tile(onehot, (frame.height, 1))
+    ), f"always '{major}' (train's majority class{by})"
 
 
 def _primary_metric(upstream: dict[str, StageRecord]) -> str:

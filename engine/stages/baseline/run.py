@@ -21,6 +21,7 @@ from claimcheck.engine.baseline.learners import (
     Fitted,
     default_learners,
     features,
+    fit_model,
     import_learner_libraries,
     load,
     make_model,
@@ -34,6 +35,7 @@ from claimcheck.engine.baseline.records import (
     PREDICTIONS_FILE,
     locked_test_check,
     predictions_check,
+    sample_weights_check,
     timing_check,
 )
 from claimcheck.engine.evidence import Check, StageRecord
@@ -78,7 +80,7 @@ def refit_best(upstream: dict[str, StageRecord], ctx: StageContext) -> tuple[Any
     data = load(inputs, upstream, ctx)
     model = make_model(best, data, inputs, float(inputs.C if chosen_c is None else chosen_c))
     with threads.capped():
-        model.fit(features(best, data.fit, data), target(data.fit, data))
+        fit_model(model, features(best, data.fit, data), data.fit, data)
 
     def predict_frame(frame: Any) -> Any:
         return predict(model, features(best, frame, data), data)
@@ -130,6 +132,8 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     checks: list[Check] = task_checks.get(data.task, generation_checks)(ev)
     checks.append(predictions_check(data, fitted, mask, ctx))
     checks.append(locked_test_check(upstream, ctx))
+    if data.weight_column:
+        checks.append(sample_weights_check(data, learners))
     checks.append(timing_check(data, fitted, (t_load, t_imports, cap), time.perf_counter() - t_start))
     ctx.progress(1.0, "done")
     return StageRecord(stage="baseline", inputs=inputs.model_dump(mode="json"), checks=checks, notes=ev.notes)

@@ -82,6 +82,13 @@ class Inputs(BaseModel):
     metric_averaging: str = Field(
         default="", description="How per-class scores are averaged (macro, weighted, …).", examples=["macro"]
     )
+    # "sample_weight": the primary metric and its paired intervals are computed with the source's
+    # weight column (scikit-learn's sample_weight; every bootstrap resample weighted the same way).
+    # The source stage refuses it when no weight column is declared.
+    metric_weighting: Literal["unweighted", "sample_weight"] = Field(
+        default="unweighted",
+        description="unweighted, or sample_weight: metrics and intervals weighted by the source's weight column.",
+    )
     positive_class: str = Field(
         default="",
         description="The positive class of a binary AUROC / AUPRC claim (one of class_order); empty otherwise.",

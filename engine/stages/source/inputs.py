@@ -81,6 +81,13 @@ class Inputs(BaseModel):
         description="Without entity columns: the decision that every row is independent, with its rationale.",
     )
     time_column: str = Field(default="", description="The column with each row's time (empty: none).")
+    # Per-row sample weights: numeric, finite and non-negative on every row kept (a row that is not
+    # is refused, named by file and line, before anything is written). Never a model input; rows
+    # are never collapsed into weights nor weights expanded into rows.
+    weight_column: str = Field(
+        default="",
+        description="A numeric column of per-row sample weights (non-negative, finite; empty: none).",
+    )
     # What the time column's values are; "" infers it from a date / datetime / ISO text column only
     # (a numeric column must say: year, unix_seconds or ordinal). Checked against the column's type.
     time_unit: TimeUnit = Field(
@@ -169,6 +176,19 @@ class Inputs(BaseModel):
             )
         return value
 
+    @field_validator("weight_column")
+    @classmethod
+    def _weight(cls, value: str, info: ValidationInfo) -> str:
+        label = info.data.get("label_column", "")
+        if value and value == label:
+            raise ValueError(f"names the label column '{label}'; name the column holding the weights")
+        if value and value in info.data.get("input_columns", []):
+            raise ValueError(
+                f"'{value}' is also an input column; a sample weight says how much a row counts, it is "
+                "not a model input: remove it from 'input_columns'"
+            )
+        return value
+
     @field_validator("input_columns")
     @classmethod
     def _inputs(cls, value: list[str], info: ValidationInfo) -> list[str]:
@@ -216,6 +236,7 @@ class Inputs(BaseModel):
             "id_column": [self.id_column],
             "entity_columns": self.entity_columns,
             "time_column": [self.time_column],
+            "weight_column": [self.weight_column],
         }
 
     @field_validator("filters")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from claimcheck.engine.data import weights
 from claimcheck.engine.evidence import Check, Note, StageRecord
 from claimcheck.engine.pipeline.context import StageContext, StageInputError
 from claimcheck.engine.stages.source import checks as sc
@@ -27,6 +28,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     from claimcheck.engine.data import rows as data
 
     _validate_fields(inputs)
+    weights.refuse_unweightable(inputs.model_dump(), upstream["claim"].inputs if "claim" in upstream else {})
     paths = [ctx.resolve(f, inside=not inputs.allow_outside_workspace) for f in inputs.files]
     data.refuse_same_file(paths, inputs.files)
     ctx.progress(0.02, "checksums")
@@ -50,6 +52,9 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     steps.append({"reason": data.NO_TARGET_REASON, "where": "target IS NOT NULL", "removed": removed})
     checks.append(sc.transformations(inputs, raw.height, dataset.height, steps, cov))
     claim = upstream["claim"].inputs if "claim" in upstream else {}
+    if inputs.weight_column:
+        weights.validate(dataset, inputs.weight_column)
+        checks.append(weights.sample_weights_check(dataset, inputs.weight_column, claim, cov))
     numeric = target_type(claim) == "numeric"
     checks += _audit(kept, dataset, inputs, ctx, cov, numeric=numeric)
     checks.append(

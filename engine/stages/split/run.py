@@ -12,6 +12,7 @@ import hashlib
 import io
 from typing import Any
 
+from claimcheck.engine.data import weights
 from claimcheck.engine.evidence import Check, StageRecord, atomic_write_bytes
 from claimcheck.engine.pipeline.context import StageContext, StageInputError
 from claimcheck.engine.stages.split import checks as sc
@@ -74,6 +75,8 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     ctx.progress(0.7, "near-duplicate overlap")
     checks.append(sc.near_overlap(joined, src, inputs, ctx))
     checks.extend(_coverage_checks(joined, inputs, numeric))
+    if weights.column(src.inputs):
+        checks.append(weights.weight_mass_check(joined, weights.column(src.inputs)))
     if inputs.strategy == "group_kfold":
         checks.append(sc.folds(joined, inputs))
     ctx.progress(1.0, "done")
