@@ -319,6 +319,7 @@ def preflight(answers: Answers, workspace: Path, session_dir: Path) -> None:
             raise _fail(
                 path, "source.filters", exc, "correct the filter (its language: docs/answers-format.md)"
             ) from None
+        _weights(path, inp, answers.stages.get("claim") or {}, ctx)
     con = answers.stages.get("contract")
     if con is not None and _builtin("contract"):
         from claimcheck.engine.training.models import check_model_folder
@@ -334,6 +335,24 @@ def preflight(answers: Answers, workspace: Path, session_dir: Path) -> None:
             except StageInputError as exc:
                 fix = "give a model folder inside the workspace with config.json and safetensors weights"
                 raise _fail(path, f"contract.{field}", exc, fix) from None
+
+
+def _weights(path: Path, inp: Any, claim: dict[str, Any], ctx: Any) -> None:
+    """The sample weights refused before a session exists: weighted metrics without a weight column,
+    weights a training job would not honour, a weight that is not a non-negative finite number."""
+    from claimcheck.engine.data import rows, weights
+
+    try:
+        weights.refuse_unweightable(inp.model_dump(mode="json"), claim)
+        if inp.weight_column:
+            cols = [inp.weight_column, rows.SOURCE_FILE, rows.SOURCE_LINE]
+            weights.validate(
+                rows.load_dataset(inp.model_dump(mode="json"), ctx).select(cols).collect(), inp.weight_column
+            )
+    except StageInputError as exc:
+        raise _fail(
+            path, "source.weight_column", exc, "fix the weights in the data file, or the field"
+        ) from None
 
 
 def _alarm_budget(path: Path, table: dict[str, Any], inp: Any) -> None:
