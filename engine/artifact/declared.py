@@ -10,6 +10,7 @@ from claimcheck.engine.artifact.common import (
     PB_PARITY,
     PB_REPORT,
 )
+from claimcheck.engine.data.weights import PB_WEIGHTS
 from claimcheck.engine.pipeline.checks import CATEGORICAL, LEARNED, SFT, TEXT_CLASSIFICATION, TRAINED, declare
 
 declare("artifact.job_finished", PB_OUTCOMES)
@@ -33,3 +34,6 @@ declare("artifact.slices", PB_REPORT, required=False)  # with slice columns
 declare("artifact.generation", PB_BASE, tasks=SFT)
 declare("artifact.latency", PB_LATENCY)
 declare("artifact.verdict", PB_OUTCOMES)
+declare(
+    "artifact.ordinal", PB_WEIGHTS, tasks=LEARNED, targets=CATEGORICAL, required=False
+)  # an ordinal claim

@@ -37,6 +37,7 @@ def classification_checks(ev: Evaluation) -> list[Check]:
         i for i, c in enumerate(data.classes) if reports[next(iter(reports))]["per_class"][i]["support"] > 0
     ]
     _positive_class_figures(ev, reports, present)
+    _ordinal_figures(ev, reports, present)
     intervals = {n: _intervals(ev, f.eval_pred[mask], present) for n, f in fitted.items()}
     cov = _coverage(data, mask)
     trivial = [n for n in fitted if n in CLASS_TRIVIAL]
@@ -66,6 +67,19 @@ def _positive_class_figures(ev: Evaluation, reports: dict[str, Any], present: li
             reports[n][ev.metric] = entry.value(yi, f.eval_pred[ev.mask], scoring)
         except ValueError as exc:
             reports[n]["undefined"][ev.metric] = str(exc)
+
+
+def _ordinal_figures(ev: Evaluation, reports: dict[str, Any], present: list[int]) -> None:
+    """An ordinal claim: each learner's ordinal metrics over the class order (the reports hold the
+    nominal figures only)."""
+    from claimcheck.engine.stats import metrics as m
+
+    if not registry.is_ordinal(ev.upstream["claim"].inputs):
+        return
+    yi = m.encode(ev.y, ev.data.classes)
+    for name in (n for n, x in registry.METRICS.items() if x.ordinal_only):
+        for n, f in ev.fitted.items():
+            reports[n][name] = registry.get(name).value(yi, f.eval_pred[ev.mask], _scoring(ev, present))
 
 
 def _intervals(ev: Evaluation, proba: np.ndarray, present: list[int]) -> dict[str, Any]:
@@ -99,6 +113,8 @@ def _slim(report: dict[str, Any]) -> dict[str, Any]:
         "balanced_accuracy",
         "macro_auroc",
         "macro_auprc",
+        "quadratic_weighted_kappa",
+        "mae_rank",
         "auroc",
         "auprc",
         "log_loss",

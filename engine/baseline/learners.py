@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from claimcheck.engine.baseline.settings import LearnerSettings as Inputs
 
 CALLER = "baseline"
-CLASS_TRIVIAL = ("most_frequent", "prior")
+CLASS_TRIVIAL = ("most_frequent", "prior", "median_class")
 CLASS_CONVENTIONAL = ("tfidf_logreg", "hgb", "logreg")
 REG_TRIVIAL = ("mean", "median")
 REG_CONVENTIONAL = ("hgb",)
@@ -219,9 +219,11 @@ def default_learners(task: str, claim: dict[str, Any], text_cols: list[str]) -> 
         return list(GEN_TRIVIAL)
     if task == "regression":
         return ["mean", "median", "hgb"]
+    # an ordinal target's trivial predictor is the median class (registry.MEDIAN_CLASS)
+    ordinal = [registry.MEDIAN_CLASS] if registry.is_ordinal(claim) else []
     if claim.get("task_kind") == "tabular" or not text_cols:
-        return ["most_frequent", "prior", "hgb", "logreg"]
-    return ["most_frequent", "prior", "tfidf_logreg"]
+        return [*ordinal, "most_frequent", "prior", "hgb", "logreg"]
+    return [*ordinal, "most_frequent", "prior", "tfidf_logreg"]
 
 
 def validate_learners(learners: list[str], data: Data) -> None:
@@ -266,6 +268,10 @@ def make_model(name: str, data: Data, inputs: Inputs, c_value: float) -> Any:
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder, StandardScaler
 
+    if name == "median_class":
+        from claimcheck.engine.baseline.ordinal import MedianClass
+
+        return MedianClass(tuple(data.classes))
     if name in CLASS_TRIVIAL:
         return DummyClassifier(strategy=name)
     if name in REG_TRIVIAL:
@@ -468,6 +474,9 @@ def _score(metric: str, y: np.ndarray, pred: np.ndarray, data: Data) -> float:
 
     if data.task == "regression":
         return float(m.regression_report(y, pred).get(metric, float("nan")))
+    entry = registry.by_key(metric)
+    if entry is not None and entry.ordinal_only:  # over the class order; the report holds nominal figures
+        return entry.value(m.encode(y, data.classes), pred, registry.Scoring(tuple(data.classes)))
     rep = m.classification_report(y, pred, data.classes)
     return float(rep.get(metric, float("nan")))
 

@@ -397,3 +397,14 @@ class Verdict(Shape):
 
 # The claim verdict's words by Verdict.claim_state; any other state (not_run) is "not decided".
 CLAIM_WORDS = {"met": "met", "not_met": "not met"}
+
+
+class Ordinal(Shape):
+    """artifact.ordinal: QWK, MAE on ranks and macro-F1 per arm, confusion in the class order."""
+
+    check_ids = ("artifact.ordinal",)
+    class_order: list[str]
+    figures: dict[str, dict[str, float]]
+    confusion: dict[str, list[list[int]]]
+    weighted: bool
+    candidate_qwk: float

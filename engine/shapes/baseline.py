@@ -41,6 +41,9 @@ class LearnerReport(Part):
     balanced_accuracy: float | None = None
     macro_auroc: float | None = None
     macro_auprc: float | None = None
+    # an ordinal claim (target_type = "ordinal"): the figures over the class order
+    quadratic_weighted_kappa: float | None = None
+    mae_rank: float | None = None
     # a binary AUROC / AUPRC claim: the figure of the claim's positive class
     auroc: float | None = None
     auprc: float | None = None

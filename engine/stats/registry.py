@@ -63,6 +63,8 @@ class Metric:
     # Computed with per-row sample weights (scikit-learn's sample_weight) when the claim says
     # metric_weighting = "sample_weight": the per-row statistics are weighted, and so is every resample.
     weightable: bool = False
+    # Computed for an ordinal target only (claim target_type = "ordinal": class_order is an order).
+    ordinal_only: bool = False
     report_key: str = ""  # its key in metrics.classification_report / regression_report ("" = name)
     hf_name: tuple[str, dict[str, str]] = ("", {})  # Hugging Face model-index type and args
     refusal: str = ""  # why no stage computes it ("" = computed)
@@ -179,6 +181,20 @@ def _regression(name: str, lower: bool) -> Metric:
     )
 
 
+def _ordinal(name: str, lower: bool, what: str) -> Metric:
+    return Metric(
+        name,
+        _CLASS_TASKS,
+        ("categorical",),
+        lower_is_better=lower,
+        compute=_sums(name),
+        interval="sums",
+        weightable=True,
+        ordinal_only=True,
+        description=what,
+    )
+
+
 def _unsupported(name: str) -> Metric:
     return Metric(
         name,
@@ -213,6 +229,10 @@ METRICS: dict[str, Metric] = {
         _unsupported("ndcg_at_k"),
         _unsupported("recall_at_k"),
         _unsupported("mrr"),
+        _ordinal(
+            "quadratic_weighted_kappa", False, "Cohen's kappa with quadratic weights over the class order"
+        ),
+        _ordinal("mae_rank", True, "mean absolute difference of ranks in the class order"),
     )
 }
 # The training job's generation dev figure: lower is better; not a claim metric.
@@ -224,11 +244,16 @@ _DEV_LOSS = Metric(
 # constant that minimises it (median for absolute error, mean for squared error and R²); for classes,
 # the train class shares for a metric scored from probabilities, else the majority class.
 TRIVIAL_BY_METRIC = {"mae": "median", "rmse": "mean", "r2": "mean"}
+# An ordinal target's trivial predictor: the median class of train in the class order.
+MEDIAN_CLASS = "median_class"
+ORDINAL = "ordinal"
 
 
 def trivial_for(name: str) -> str:
     """The trivial predictor named for metric `name`: mean / median (numbers), prior / most_frequent (classes)."""
     m = get(name)
+    if m.ordinal_only:
+        return MEDIAN_CLASS
     if name in TRIVIAL_BY_METRIC:
         return TRIVIAL_BY_METRIC[name]
     return "prior" if m.needs_proba else "most_frequent"
@@ -273,9 +298,14 @@ def claimable() -> list[str]:
 
 
 def computed_for(task_kind: str, kind: str) -> list[str]:
-    """The metrics computed for a task kind and target type (`kind` as target_type returns it)."""
-    wanted = "text" if task_kind == "causal_lm_sft" else kind
-    return [n for n, m in METRICS.items() if task_kind in m.task_kinds and wanted in m.target_types]
+    """The metrics computed for a task kind and target type (`kind` as target_type returns it, or
+    "ordinal": the categorical metrics and the ordinal ones)."""
+    wanted = "text" if task_kind == "causal_lm_sft" else ("categorical" if kind == ORDINAL else kind)
+    return [
+        n
+        for n, m in METRICS.items()
+        if task_kind in m.task_kinds and wanted in m.target_types and (kind == ORDINAL or not m.ordinal_only)
+    ]
 
 
 def dev_metric(name: str) -> tuple[str, str]:
@@ -290,11 +320,18 @@ def target_type(claim: Mapping[str, Any]) -> str:
     """The claim's target type: its `target_type` when stated; otherwise categorical, except a tabular
     claim whose primary metric is a regression metric (how claims written before the field said it)."""
     stated = str(claim.get("target_type") or "")
+    if stated == ORDINAL:  # ordered classes: a categorical target whose class_order is an order
+        return "categorical"
     if stated:
         return stated
     if claim.get("task_kind") == "tabular" and claim.get("primary_metric") in REGRESSION:
         return "numeric"
     return "categorical"
+
+
+def is_ordinal(claim: Mapping[str, Any]) -> bool:
+    """The claim's classes are ordered (target_type = "ordinal"; class_order is the order)."""
+    return str(claim.get("target_type") or "") == ORDINAL
 
 
 def positive_index(claim: Mapping[str, Any], classes: Sequence[str]) -> int:
@@ -311,7 +348,7 @@ def refusal(claim: Mapping[str, Any], metric: str) -> str:
     """Why a claim cannot be judged in `metric` ("" when it can): unknown, not computed at all, not
     computed for its task kind and target type, or a binary class metric without its positive class."""
     task = str(claim.get("task_kind") or "text_classification")
-    kind = target_type(claim)
+    kind = ORDINAL if is_ordinal(claim) and task != "causal_lm_sft" else target_type(claim)
     if metric not in METRICS:
         return f"'{metric}' is not a metric claimcheck computes; choose one of {', '.join(computed_for(task, kind))}"
     m = METRICS[metric]
@@ -322,6 +359,7 @@ def refusal(claim: Mapping[str, Any], metric: str) -> str:
     if metric not in computed_for(task, kind):
         what = "generated text" if task == "causal_lm_sft" else f"a {kind} target"
         hint = " (a regression metric)" if kind == "numeric" else ""
+        hint = " (an ordinal metric: set target_type = 'ordinal')" if m.ordinal_only else hint
         return (
             f"'{metric}' is not computed for a {task} claim on {what}{hint}; "
             f"choose one of {', '.join(computed_for(task, kind))}"

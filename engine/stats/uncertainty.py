@@ -105,6 +105,8 @@ def classification_statistic(
             return np.stack([fn(y, p), np.ones(len(y))], axis=1)
 
         return Statistic(metric, rows, lambda t: t[:, 0] / t[:, 1])
+    if metric in ORDINAL_STATISTICS:
+        return Statistic(metric, cm_rows, lambda t: _ordinal_from_confusion(cm_of(t), metric))
     kind, _, cls = metric.partition(".")
     if kind in ("recall", "precision", "f1") and cls in names:
         i = names.index(cls)
@@ -120,6 +122,28 @@ def classification_statistic(
 
         return Statistic(metric, cm_rows, one)
     raise ValueError(f"no decomposable statistic for metric {metric!r}")
+
+
+# Ordinal metrics over the class order (ranks 0..k-1): quadratic-weighted kappa, and the mean
+# absolute difference of ranks.
+ORDINAL_STATISTICS = frozenset({"quadratic_weighted_kappa", "mae_rank"})
+
+
+def _ordinal_from_confusion(cm: np.ndarray, metric: str) -> np.ndarray:
+    """QWK (1 − Σ W·O / Σ W·E, W = (i − j)², E the outer product of the marginals over n; sklearn's
+    cohen_kappa_score(weights="quadratic", labels=the class order)) or the mean |rank − rank|."""
+    k = cm.shape[1]
+    idx = np.arange(k)
+    w = (idx[:, None] - idx[None, :]).astype(np.float64) ** 2
+    n = cm.sum(axis=(1, 2))
+    if metric == "mae_rank":
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(n > 0, (cm * np.sqrt(w)).sum(axis=(1, 2)) / np.where(n > 0, n, 1), np.nan)
+    rows, cols = cm.sum(axis=2), cm.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        expected = rows[:, :, None] * cols[:, None, :] / np.where(n > 0, n, 1)[:, None, None]
+        den = (w * expected).sum(axis=(1, 2))
+        return np.where(den > 0, 1 - (w * cm).sum(axis=(1, 2)) / np.where(den > 0, den, 1), np.nan)
 
 
 # The regression metrics summed per row here (what each means, and which a claim may name: the metric

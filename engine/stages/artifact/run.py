@@ -28,6 +28,7 @@ from claimcheck.engine.artifact.arms import (
 )
 from claimcheck.engine.artifact.common import ARM_NAMES, PB_IDENTITY, PB_OUTCOMES, PB_PARITY
 from claimcheck.engine.artifact.coverage import arms_coverage
+from claimcheck.engine.artifact.ordinal import ordinal_check
 from claimcheck.engine.artifact.quality import Scored, quality
 from claimcheck.engine.data import weights
 from claimcheck.engine.evidence import Check, StageRecord
@@ -320,6 +321,8 @@ def compare_arms(
     scored.weights = weights.for_metrics(test, upstream)
     scored.weight_column = weights.column(upstream["source"].inputs)
     checks.extend(quality(scored))
+    if metric_registry.is_ordinal(_claim(upstream)):
+        checks.append(ordinal_check(scored))
     checks.append(operating_point(scored, upstream))
     ctx.progress(0.85, "latency")
     checks.append(latency(inputs.latency_examples, fns, test))
@@ -346,6 +349,15 @@ def _trivial(
         weights=None if w is None else w[known],
         minlength=len(classes),
     )
+    if metric_registry.is_ordinal(_claim(upstream)):  # an ordinal target: train's median class
+        from claimcheck.engine.baseline.ordinal import median_rank
+
+        med = median_rank(prior)
+        onehot = np.eye(len(classes))[med]
+        by = "" if w is None else f", by weight mass of '{weights.column(upstream['source'].inputs)}'"
+        return (lambda frame: np.tile(onehot, (frame.height, 1))), (
+            f"always '{classes[med]}' (train's median class in the class order{by})"
+        )
     major = classes[int(prior.argmax())]
     by = "" if w is None else f" by weight mass of '{weights.column(upstream['source'].inputs)}'"
     if metric_registry.trivial_for(metric) == "prior":  # the registry's named trivial predictor
@@ -363,7 +375,8 @@ def _primary_metric(upstream: dict[str, StageRecord]) -> str:
     """The claim's primary metric (the claim stage refuses one the registry cannot compute for a
     categorical target); macro_f1 for a claim that states none."""
     m = str(_claim(upstream).get("primary_metric") or metric_registry.DEFAULTS["categorical"])
-    if m not in metric_registry.computed_for("tabular", "categorical"):
+    kind = metric_registry.ORDINAL if metric_registry.is_ordinal(_claim(upstream)) else "categorical"
+    if m not in metric_registry.computed_for("tabular", kind):
         raise StageInputError(
             f"claim.primary_metric '{m}' is not computed for a categorical target; "
             "re-run the claim stage (it refuses such a claim)"

@@ -47,9 +47,11 @@ class Inputs(BaseModel):
     )
     # What the target is: classes ("categorical") or a number ("numeric", a regression). Empty: derived
     # (claimcheck.engine.stats.registry.target_type): categorical, except a tabular claim with a regression metric.
-    target_type: Literal["categorical", "numeric", ""] = Field(
+    # "ordinal": ordered classes, class_order being the order (lowest first); metrics
+    # quadratic_weighted_kappa and mae_rank beside the categorical ones, trivial baseline the median class.
+    target_type: Literal["categorical", "numeric", "", "ordinal"] = Field(
         default="",
-        description="Classes (categorical) or a number (numeric: a regression); empty = derived from the task and metric.",
+        description="Classes (categorical), ordered classes (ordinal: class_order lowest first) or a number (numeric: a regression); empty = derived from the task and metric.",
     )
     prediction_unit: str = Field(
         default="",
@@ -155,6 +157,16 @@ class Inputs(BaseModel):
             why = registry.refusal(claim, metric) if metric else ""
             if why:
                 raise ValueError(f"{field}: {why}")
+        if registry.is_ordinal(claim) and (self.task_kind == "causal_lm_sft" or len(self.class_order) < 3):
+            raise ValueError(
+                "target_type: 'ordinal' orders the classes of a classification claim: list at least three "
+                "classes in class_order, lowest first"
+                + (
+                    " (a causal_lm_sft claim's target is generated text)"
+                    if self.task_kind == "causal_lm_sft"
+                    else ""
+                )
+            )
         unknown = [c for c in self.comparators if c not in KNOWN_COMPARATORS]
         if unknown:
             raise ValueError(
