@@ -110,6 +110,8 @@ def test_a_metric_that_cannot_be_weighted_is_refused_by_the_claim() -> None:
         "mae",
         "rmse",
         "r2",
+        "quadratic_weighted_kappa",
+        "mae_rank",
     ]
 
 
