@@ -72,6 +72,12 @@ def test_the_real_session_fits_every_shape(real_session: Path) -> None:
         "SplitTargetDistribution",
         "TargetRange",
         "Generation",
+        # a weight column / an ordinal claim only (tests/test_weights_end_to_end.py,
+        # tests/test_ordinal_end_to_end.py read them)
+        "SampleWeights",
+        "SplitWeightMass",
+        "BaselineSampleWeights",
+        "Ordinal",
     }
 
 
