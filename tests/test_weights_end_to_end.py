@@ -128,3 +128,13 @@ def test_replay_reproduces_the_weighted_session(weighted, tmp_path: Path) -> Non
     result = replay(copy)
     assert result.exit_code == 0, [r for r in result.rows if r.failing]
     assert any(r.stage == "artifact" and r.check == "artifact.comparison" for r in result.rows)
+
+
+def test_the_model_card_says_the_metric_is_weighted(weighted) -> None:
+    from claimcheck.engine.report.model_card import model_card_data
+
+    session_dir, _ = weighted
+    card = model_card_data(Session.open(session_dir))
+    (result,) = card.eval_results
+    assert result.metric_name == "macro_f1 (weighted) on the locked test"
+    assert result.metric_args == {"average": "macro", "sample_weight": "weight"}

@@ -62,6 +62,10 @@ def model_card_data(session: Session) -> Any:
     if comp is not None and states.get("artifact") == "frozen" and "candidate" in comp.values:
         entry = registry.by_key(comp.metric)
         hf_type, args = entry.hf_name if entry and entry.hf_name[0] else (comp.metric, {})
+        weighted = str(ci.get("metric_weighting") or "") == "sample_weight"
+        if weighted:  # the value is the metric with the source's weight column as sample_weight
+            src_inputs = records["source"].inputs if "source" in records else {}
+            args = {**args, "sample_weight": str(src_inputs.get("weight_column", ""))}
         task_type, task_name = HF_TASKS.get(str(ci.get("task_kind", "")), ("other", "Other"))
         source = records.get("source")
         files = source.inputs.get("files", []) if source else []
@@ -76,7 +80,7 @@ def model_card_data(session: Session) -> Any:
                 dataset_revision=_source_revision(records) or "unknown",
                 metric_type=hf_type,
                 metric_value=float(comp.values["candidate"]),
-                metric_name=f"{comp.metric} on the locked test",
+                metric_name=f"{comp.metric}{' (weighted)' if weighted else ''} on the locked test",
                 metric_args=dict(args) or None,
             )
         )
