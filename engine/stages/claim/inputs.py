@@ -47,9 +47,14 @@ class Inputs(BaseModel):
     )
     # What the target is: classes ("categorical") or a number ("numeric", a regression). Empty: derived
     # (claimcheck.engine.stats.registry.target_type): categorical, except a tabular claim with a regression metric.
-    target_type: Literal["categorical", "numeric", ""] = Field(
+    # "multi_label": a set of labels per row (class_order lists the labels; the source stage's
+    # label_format says how the column holds them).
+    target_type: Literal["categorical", "numeric", "", "multi_label"] = Field(
         default="",
-        description="Classes (categorical) or a number (numeric: a regression); empty = derived from the task and metric.",
+        description=(
+            "Classes (categorical), a number (numeric: a regression) or a set of labels per row "
+            "(multi_label); empty = derived from the task and metric."
+        ),
     )
     prediction_unit: str = Field(
         default="",
@@ -172,6 +177,8 @@ class Inputs(BaseModel):
                     else "this claim has no fine-tuned encoder: remove it"
                 )
             )
+        if self.target_type == "multi_label":
+            _multi_label_claim(self)
         rel = self.success.relative_to
         if rel != "absolute" and rel not in self.comparators:
             raise ValueError(
@@ -179,6 +186,20 @@ class Inputs(BaseModel):
                 f"({', '.join(self.comparators) or 'none listed'}); list it or choose one of them"
             )
         return self
+
+
+def _multi_label_claim(claim: Inputs) -> None:
+    """What a multi-label claim can be judged on today: scikit-learn learners (no fine-tuning)."""
+    if claim.task_kind == "causal_lm_sft":
+        raise ValueError("target_type: multi_label is a classification target; causal_lm_sft generates text")
+    if claim.fine_tuning:
+        raise ValueError(
+            "fine_tuning: a multi-label claim is judged with scikit-learn learners (one-vs-rest logistic "
+            "regression) only; a fine-tuned encoder with a sigmoid / BCE head is not built yet: set "
+            "fine_tuning = false"
+        )
+    if claim.positive_class:
+        raise ValueError("positive_class: a multi-label claim has no single positive class; leave it empty")
 
 
 REQUIRED_TEXT = (
@@ -196,7 +217,7 @@ def missing_fields(inp: Inputs) -> list[str]:
     missing = [f for f in REQUIRED_TEXT if not str(getattr(inp, f)).strip()]
     if not inp.inference_inputs:
         missing.append("inference_inputs")
-    categorical = registry.target_type(inp.model_dump()) == "categorical"
+    categorical = registry.target_type(inp.model_dump()) in ("categorical", "multi_label")
     if (
         inp.task_kind == "text_classification"
         and not registry.lower_is_better(inp.primary_metric)
