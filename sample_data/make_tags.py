@@ -27,8 +27,14 @@ TAGS = {
     "refund": (0.12, ["I want my money back", "please refund", "refund request", "return the payment"]),
     "shipping": (0.25, ["parcel has not arrived", "tracking number", "delivery is late", "courier lost it"]),
     "login": (0.20, ["cannot log in", "password reset", "two-factor code", "locked out of my account"]),
-    "bug": (0.18, ["the app crashes", "error message on screen", "page does not load", "button does nothing"]),
-    "feature_request": (0.08, ["would be nice to have", "please add an option", "suggestion for", "could you support"]),
+    "bug": (
+        0.18,
+        ["the app crashes", "error message on screen", "page does not load", "button does nothing"],
+    ),
+    "feature_request": (
+        0.08,
+        ["would be nice to have", "please add an option", "suggestion for", "could you support"],
+    ),
 }
 FILLER = ["hello", "thanks in advance", "this is urgent", "since yesterday", "see attached", "regards"]
 PRODUCTS = ["the kettle", "my headphones", "the desk lamp", "the blender", "a phone case", "the backpack"]

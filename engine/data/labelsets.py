@@ -40,15 +40,11 @@ def _lists(label_column: str, label_format: str, delimiter: str) -> tuple[pl.Exp
     raw = pl.col(label_column).cast(pl.String)
     if label_format == "json_list":
         shaped = raw.str.contains(JSON_LIST)
-        lists = (
-            pl.when(shaped).then(raw).otherwise(pl.lit("[]")).str.json_decode(pl.List(pl.String))
-        )
+        lists = pl.when(shaped).then(raw).otherwise(pl.lit("[]")).str.json_decode(pl.List(pl.String))
     else:
         shaped = raw.is_not_null()
         lists = raw.str.split(delimiter)
-    lists = lists.list.eval(pl.element().str.strip_chars()).list.eval(
-        pl.element().filter(pl.element() != "")
-    )
+    lists = lists.list.eval(pl.element().str.strip_chars()).list.eval(pl.element().filter(pl.element() != ""))
     ok = shaped & ~lists.list.eval(pl.element().str.contains(SEP, literal=True)).list.any()
     return lists, ok
 

@@ -30,15 +30,17 @@ def label_support(joined: Any, labels: list[str], strategy: str) -> Check:
     where = joined.get_column("split").to_numpy()
     index = np.asarray([SPLITS.index(str(s)) for s in where], dtype=np.int64)
     present = [s for s in SPLITS if (where == s).any()]
-    support = {
-        lab: {s: int(matrix[where == s, j].sum()) for s in present} for j, lab in enumerate(order)
-    }
+    support = {lab: {s: int(matrix[where == s, j].sum()) for s in present} for j, lab in enumerate(order)}
     no_train = [lab for lab in order if support[lab].get("train", 0) == 0]
     only_test = [
-        lab for lab in no_train if support[lab].get("test", 0) and all(v == 0 for s, v in support[lab].items() if s != "test")
+        lab
+        for lab in no_train
+        if support[lab].get("test", 0) and all(v == 0 for s, v in support[lab].items() if s != "test")
     ]
     held_out = [s for s in present if s != "train"]
-    missing = {s: [lab for lab in order if support[lab].get(s, 0) == 0 and lab not in no_train] for s in held_out}
+    missing = {
+        s: [lab for lab in order if support[lab].get(s, 0) == 0 and lab not in no_train] for s in held_out
+    }
     missing = {s: v for s, v in missing.items() if v}
     deviation = labelsets.prevalence_deviation(matrix, index)
     how = HOW_ITERATIVE if strategy == "stratified" else f"not stratified by labels (strategy '{strategy}')"
@@ -53,9 +55,14 @@ def label_support(joined: Any, labels: list[str], strategy: str) -> Check:
         "prevalence_deviation_per_split": deviation["per_split"],
     }
     status = "fail" if no_train else ("warn" if missing else "pass")
-    parts = [f"{len(order)} label(s); largest per-label prevalence difference from the whole {deviation['max']:.3f} ({how})"]
+    parts = [
+        f"{len(order)} label(s); largest per-label prevalence difference from the whole {deviation['max']:.3f} ({how})"
+    ]
     if no_train:
-        parts.append(f"no train rows: {', '.join(no_train)}" + (f" (only in test: {', '.join(only_test)})" if only_test else ""))
+        parts.append(
+            f"no train rows: {', '.join(no_train)}"
+            + (f" (only in test: {', '.join(only_test)})" if only_test else "")
+        )
     for s, labs in missing.items():
         parts.append(f"absent from {s}: {', '.join(labs)}")
     tight = min((min(v.values()) for v in support.values() if v), default=0)
