@@ -190,8 +190,11 @@ class Inputs(BaseModel):
 
 def _multi_label_claim(claim: Inputs) -> None:
     """What a multi-label claim can be judged on today: scikit-learn learners (no fine-tuning)."""
-    if claim.task_kind == "causal_lm_sft":
-        raise ValueError("target_type: multi_label is a classification target; causal_lm_sft generates text")
+    if claim.task_kind != "tabular":
+        raise ValueError(
+            "target_type: a multi-label claim is judged with scikit-learn one-vs-rest learners (text "
+            'columns read through TF-IDF): set task_kind = "tabular" and fine_tuning = false'
+        )
     if claim.fine_tuning:
         raise ValueError(
             "fine_tuning: a multi-label claim is judged with scikit-learn learners (one-vs-rest logistic "
