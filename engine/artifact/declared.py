@@ -11,7 +11,15 @@ from claimcheck.engine.artifact.common import (
     PB_REPORT,
 )
 from claimcheck.engine.data.weights import PB_WEIGHTS
-from claimcheck.engine.pipeline.checks import CATEGORICAL, LEARNED, SFT, TEXT_CLASSIFICATION, TRAINED, declare
+from claimcheck.engine.pipeline.checks import (
+    CATEGORICAL,
+    LEARNED,
+    MULTI_LABEL,
+    SFT,
+    TEXT_CLASSIFICATION,
+    TRAINED,
+    declare,
+)
 
 declare("artifact.job_finished", PB_OUTCOMES)
 declare("artifact.identity", PB_IDENTITY)
@@ -37,3 +45,5 @@ declare("artifact.verdict", PB_OUTCOMES)
 declare(
     "artifact.ordinal", PB_WEIGHTS, tasks=LEARNED, targets=CATEGORICAL, required=False
 )  # an ordinal claim
+declare("artifact.label_thresholds", PB_CAL, tasks=LEARNED, targets=MULTI_LABEL, shaped=False)
+declare("artifact.per_label", PB_REPORT, tasks=LEARNED, targets=MULTI_LABEL, shaped=False)

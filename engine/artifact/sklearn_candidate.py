@@ -76,7 +76,12 @@ class Planned:
 
 
 def plan(learner: str, c_value: float, settings: Any, data: Any) -> Planned:
-    model = L.make_model(learner, data, settings, c_value)
+    if data.task == "multilabel":
+        from claimcheck.engine.baseline.multilabel import make_multilabel
+
+        model = make_multilabel(learner, data, settings, c_value)
+    else:
+        model = L.make_model(learner, data, settings, c_value)
     estimator, params = estimator_params(model)
     return Planned(data, model, estimator, params)
 

@@ -9,7 +9,7 @@ from claimcheck.engine.baseline.evaluation import (
     PB_TRIVIAL,
 )
 from claimcheck.engine.data.weights import PB_WEIGHTS
-from claimcheck.engine.pipeline.checks import CATEGORICAL, LEARNED, declare
+from claimcheck.engine.pipeline.checks import CATEGORICAL, LEARNED, MULTI_LABEL, declare
 
 declare("baseline.trivial", PB_TRIVIAL)
 declare("baseline.conventional", PB_TRIVIAL)
@@ -23,3 +23,4 @@ declare(
     "baseline.timing", "Performance timing and quality benchmarks are different experiments.", shaped=False
 )
 declare("baseline.sample_weights", PB_WEIGHTS, required=False)  # with a weight column
+declare("baseline.per_label", PB_RARE, tasks=LEARNED, targets=MULTI_LABEL, shaped=False)

@@ -30,6 +30,8 @@ CLASS_CONVENTIONAL = ("tfidf_logreg", "hgb", "logreg")
 REG_TRIVIAL = ("mean", "median")
 REG_CONVENTIONAL = ("hgb",)
 GEN_TRIVIAL = ("most_frequent_answer",)
+ML_TRIVIAL = ("prior", "most_frequent")  # engine/baseline/multilabel.py
+ML_CONVENTIONAL = ("tfidf_logreg", "logreg")
 
 
 # ---------------------------------------------------------------- data
@@ -37,8 +39,8 @@ GEN_TRIVIAL = ("most_frequent_answer",)
 
 @dataclass
 class Data:
-    task: str  # "classification" | "regression" | "generation"
-    classes: list[str]
+    task: str  # "classification" | "regression" | "generation" | "multilabel"
+    classes: list[str]  # the class order, or a multi-label target's labels
     fit: pl.DataFrame  # rows the learners are fitted on
     eval: pl.DataFrame  # rows measured (dev, or the pooled K-fold rows)
     cal: pl.DataFrame  # calibration rows (may be empty)
@@ -56,7 +58,10 @@ class Data:
 def _task(claim: dict[str, Any]) -> str:
     if claim.get("task_kind") == "causal_lm_sft":
         return "generation"
-    return "regression" if target_type(claim) == "numeric" else "classification"
+    kind = target_type(claim)
+    if kind == "multi_label":
+        return "multilabel"
+    return "regression" if kind == "numeric" else "classification"
 
 
 def load(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> Data:
@@ -111,6 +116,8 @@ def load(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) ->
 
 
 def _classes(task: str, claim: dict[str, Any], parts: dict[str, pl.DataFrame]) -> list[str]:
+    if task == "multilabel":
+        return _labels(claim, parts)
     if task != "classification":
         return []
     seen: set[str] = set()
@@ -124,6 +131,23 @@ def _classes(task: str, claim: dict[str, Any], parts: dict[str, pl.DataFrame]) -
         raise StageInputError(
             f"labels {extra[:5]} occur in the data but not in the claim's class_order {order}; "
             "add them to class_order (claim stage) or map them in the source stage's label_mapping"
+        )
+    return order
+
+
+def _labels(claim: dict[str, Any], parts: dict[str, pl.DataFrame]) -> list[str]:
+    """A multi-label target's labels: the claim's class_order, which must hold every label in the rows."""
+    from claimcheck.engine.data import labelsets
+
+    seen: set[str] = set()
+    for frame in parts.values():
+        seen |= set(labelsets.vocabulary(frame.get_column("target")))
+    order = [str(c) for c in claim.get("class_order") or []] or sorted(seen)
+    extra = sorted(seen - set(order))
+    if extra:
+        raise StageInputError(
+            f"labels {extra[:5]} occur in the data but not in the claim's class_order {order}; add them "
+            "to class_order (claim stage)"
         )
     return order
 
@@ -219,6 +243,8 @@ def default_learners(task: str, claim: dict[str, Any], text_cols: list[str]) -> 
         return list(GEN_TRIVIAL)
     if task == "regression":
         return ["mean", "median", "hgb"]
+    if task == "multilabel":
+        return ["prior", "most_frequent", "tfidf_logreg" if text_cols else "logreg"]
     # an ordinal target's trivial predictor is the median class (registry.MEDIAN_CLASS)
     ordinal = [registry.MEDIAN_CLASS] if registry.is_ordinal(claim) else []
     if claim.get("task_kind") == "tabular" or not text_cols:
@@ -231,6 +257,7 @@ def validate_learners(learners: list[str], data: Data) -> None:
         "classification": CLASS_TRIVIAL + CLASS_CONVENTIONAL,
         "regression": REG_TRIVIAL + REG_CONVENTIONAL,
         "generation": GEN_TRIVIAL,
+        "multilabel": ML_TRIVIAL + ML_CONVENTIONAL,
     }[data.task]
     bad = [x for x in learners if x not in allowed]
     if bad:
@@ -363,6 +390,10 @@ def target(frame: pl.DataFrame, data: Data) -> np.ndarray:
     import numpy as np
 
     y = frame.get_column("target")
+    if data.task == "multilabel":  # (n, L) 0/1 over the claim's labels
+        from claimcheck.engine.data.labelsets import indicator
+
+        return indicator(y, data.classes)
     if data.task == "regression":
         try:
             return y.cast(float).to_numpy()
@@ -389,6 +420,8 @@ def predict(model: Any, x: Any, data: Data) -> np.ndarray:
     """Class probabilities in the declared class order (absent-from-train classes get 0), or values."""
     import numpy as np
 
+    if data.task == "multilabel":  # one-vs-rest: each label's probability
+        return np.asarray(model.predict_proba(x), dtype=np.float64).reshape(-1, len(data.classes))
     if data.task != "classification":
         return np.asarray(model.predict(x), dtype=np.float64)
     raw = model.predict_proba(x)

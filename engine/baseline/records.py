@@ -37,6 +37,12 @@ def _predictions_frame(data: Data, fitted: dict[str, Fitted], mask: np.ndarray) 
                 cols[f"proba_{c}"] = pred[:, j].astype(np.float64)
         elif data.task == "regression":
             cols["predicted"] = pred.astype(np.float64)
+        elif data.task == "multilabel":  # the label set at threshold 0.5, and each label's score
+            from claimcheck.engine.data.labelsets import canonical
+
+            cols["predicted"] = canonical(pred >= 0.5, data.classes)
+            for j, c in enumerate(data.classes):
+                cols[f"proba_{c}"] = pred[:, j].astype(np.float64)
         else:
             cols["predicted"] = [str(v) for v in pred]
         frames.append(pl.DataFrame(cols))

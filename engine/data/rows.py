@@ -201,6 +201,19 @@ def target_expr(label_column: str, label_mapping: dict[str, str]) -> pl.Expr:
     return raw.replace_strict(keys, values, default=None, return_dtype=pl.String).alias(TARGET)
 
 
+def source_target_expr(source_inputs: dict[str, Any]) -> pl.Expr:
+    """The source's target: the mapped label, or for a label-list column (label_format) the row's
+    canonical label set (engine/data/labelsets.py)."""
+    from claimcheck.engine.data import labelsets
+
+    label = str(source_inputs.get("label_column", ""))
+    if labelsets.is_multi_label(source_inputs):
+        return labelsets.target_expr(
+            label, str(source_inputs["label_format"]), str(source_inputs.get("label_delimiter") or ""), TARGET
+        )
+    return target_expr(label, dict(source_inputs.get("label_mapping") or {}))
+
+
 def filter_expr(where: str, reason: str, schema: Any) -> pl.Expr:
     """A recorded filter (`where` = rows to KEEP) as a Polars expression over the source's own columns
     (`schema`: the scanned frame's); the language and its refusals are engine/data/filters.py's."""
@@ -307,7 +320,7 @@ def load_dataset(source_inputs: dict[str, Any], ctx: StageContext) -> pl.LazyFra
     lf = apply_filters(lf, list(source_inputs.get("filters") or []))
     if source_inputs.get("non_finite") == "exclude_rows":
         lf = lf.filter(~non_finite_row(numeric_inputs(source_inputs, lf.collect_schema())))
-    lf = lf.with_columns(target_expr(label, dict(source_inputs.get("label_mapping") or {})))
+    lf = lf.with_columns(source_target_expr(source_inputs))
     return lf.filter(pl.col(TARGET).is_not_null())
 
 

@@ -47,6 +47,7 @@ SFT = ("causal_lm_sft",)
 TEXT_CLASSIFICATION = ("text_classification",)
 CATEGORICAL = ("categorical",)
 NUMERIC = ("numeric",)
+MULTI_LABEL = ("multi_label",)
 
 
 @dataclass(frozen=True)

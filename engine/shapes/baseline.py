@@ -64,6 +64,9 @@ class LearnerReport(Part):
     target_mean: float | None = None
     target_std: float | None = None
     conventions: dict[str, str] | None = None
+    # multi-label (engine/baseline/multilabel.py; macro_f1 above is the labels' mean F1 there)
+    micro_f1: float | None = None
+    subset_accuracy: float | None = None
 
     def metric(self, name: str) -> float | None:
         value = getattr(self, name, None) if name in type(self).model_fields else None

@@ -19,8 +19,8 @@ from typing import Any, Literal
 
 TaskKind = Literal["text_classification", "causal_lm_sft", "tabular"]
 TASK_KINDS: tuple[str, ...] = ("text_classification", "causal_lm_sft", "tabular")
-# What the claim's target is: classes, or a number. "" in a claim means "derive it" (target_type below).
-TARGET_TYPES = ("categorical", "numeric")
+# What the claim's target is: classes, a number, or a set of labels per row (multi_label). "" in a claim means "derive it" (target_type below).
+TARGET_TYPES = ("categorical", "numeric", "multi_label")
 # The training job's own dev figure for generation (mean token loss): tracked, never claimed.
 DEV_LOSS = "dev_loss"
 
@@ -104,6 +104,10 @@ def _sums(name: str) -> Callable[[Any, Any, Scoring], float]:
 
         from claimcheck.engine.stats import uncertainty
 
+        if np.ndim(y) == 2:  # a multi-label target: (n, L) 0/1 labels and decisions or scores
+            from claimcheck.engine.stats import multilabel
+
+            return multilabel.value(name, y, pred)
         if name in REGRESSION:
             stat = uncertainty.regression_statistic(name)
             yy, pp = np.asarray(y, dtype=np.float64), np.asarray(pred, dtype=np.float64).reshape(-1)
@@ -139,11 +143,11 @@ _CLASS_TASKS = ("text_classification", "tabular")
 _RANKING_REFUSAL = "needs a query column: not supported yet"
 
 
-def _class(name: str, **kw: Any) -> Metric:
+def _class(name: str, targets: tuple[str, ...] = ("categorical",), **kw: Any) -> Metric:
     return Metric(
         name,
         _CLASS_TASKS,
-        ("categorical",),
+        targets,
         compute=_sums(name),
         interval="sums",
         dev_trackable=True,
@@ -193,6 +197,9 @@ def _ordinal(name: str, lower: bool, what: str) -> Metric:
         ordinal_only=True,
         description=what,
     )
+def _multi(name: str, hf: tuple[str, dict[str, str]]) -> Metric:
+    """A multi-label metric (engine/stats/multilabel.py): scored from per-label 0/1 decisions."""
+    return Metric(name, _CLASS_TASKS, ("multi_label",), compute=_sums(name), interval="sums", hf_name=hf)
 
 
 def _unsupported(name: str) -> Metric:
@@ -215,7 +222,7 @@ METRICS: dict[str, Metric] = {
     for m in (
         _class("accuracy", hf_name=("accuracy", {})),
         _class("balanced_accuracy", hf_name=("balanced_accuracy", {})),
-        _class("macro_f1", hf_name=("f1", {"average": "macro"})),
+        _class("macro_f1", ("categorical", "multi_label"), hf_name=("f1", {"average": "macro"})),
         _class("weighted_f1", hf_name=("f1", {"average": "weighted"})),
         _ranked("auroc", "roc_auc", "area under the ROC curve"),
         _ranked("auprc", "average_precision", "average precision (area under the PR curve)"),
@@ -233,6 +240,8 @@ METRICS: dict[str, Metric] = {
             "quadratic_weighted_kappa", False, "Cohen's kappa with quadratic weights over the class order"
         ),
         _ordinal("mae_rank", True, "mean absolute difference of ranks in the class order"),
+        _multi("micro_f1", ("f1", {"average": "micro"})),
+        _multi("subset_accuracy", ("accuracy", {})),
     )
 }
 # The training job's generation dev figure: lower is better; not a claim metric.
@@ -260,7 +269,7 @@ def trivial_for(name: str) -> str:
 
 
 # The metric a claim without a stated primary metric is judged in, per target type.
-DEFAULTS = {"categorical": "macro_f1", "numeric": "mae", "text": "exact_match"}
+DEFAULTS = {"categorical": "macro_f1", "numeric": "mae", "text": "exact_match", "multi_label": "micro_f1"}
 
 
 def get(name: str) -> Metric:
@@ -405,6 +414,18 @@ def _resampled(m: Metric, scoring: Scoring) -> Callable[[Any, Any], float]:
     return fn
 
 
+def _stat(m: Metric, y: Any, scoring: Scoring) -> Any:
+    """What the bootstrap sums or recomputes for `m`: a multi-label (2-D) target's statistic
+    (engine/stats/multilabel.py), the metric's name for per-row sums, else the metric itself."""
+    import numpy as np
+
+    if np.ndim(y) == 2:
+        from claimcheck.engine.stats import multilabel
+
+        return multilabel.statistic(m.name)
+    return m.name if m.interval == "sums" else _resampled(m, scoring)
+
+
 def interval(m: Metric, rows: tuple[Any, Any, Any], boot: Any, scoring: Scoring) -> dict[str, Any]:
     """One arm's bootstrap interval of `m` over the independent unit, `rows` = (y, predictions, unit
     per row or None); drawn as `paired_difference` draws its differences."""
@@ -413,7 +434,7 @@ def interval(m: Metric, rows: tuple[Any, Any, Any], boot: Any, scoring: Scoring)
     y, pred, units = rows
     if m.interval not in ("sums", "resampled"):
         raise ValueError(f"{m.name} has no interval here")
-    stat = m.name if m.interval == "sums" else _resampled(m, scoring)
+    stat = _stat(m, y, scoring)
     boot = _weighted(boot, m, scoring)
     return uncertainty.unit_rule(uncertainty.bootstrap_ci(stat, y, pred, units, boot))
 
@@ -432,7 +453,7 @@ def paired_difference(
         raise ValueError(f"{m.name} is compared by engine/artifact/sft.py, not from labels and predictions")
     if m.interval not in ("sums", "resampled"):
         raise ValueError(f"{m.name} has no paired interval here")
-    stat = m.name if m.interval == "sums" else _resampled(m, scoring)
+    stat = _stat(m, y, scoring)
     boot = _weighted(boot, m, scoring)
     # the session's one interval rule (too few independent units: no interval), as the baseline's
     return uncertainty.unit_rule(uncertainty.paired_bootstrap_diff(stat, y, a, b, units, boot))

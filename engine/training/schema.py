@@ -236,7 +236,7 @@ class Inputs(_M):
 class SklearnCandidate(_M):
     """A scikit-learn candidate pinned by the contract (engine/stages/contract/learner.py)."""
 
-    task: Literal["classification", "regression"]
+    task: Literal["classification", "regression", "multilabel"]
     learner: str  # a baseline learner name (engine/baseline/learners.py)
     estimator: str  # the fitted estimator's class path (the last step of a pipeline)
     params: dict[str, Any]  # get_params(deep=True), scalars as written, objects by class name

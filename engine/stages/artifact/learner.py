@@ -53,6 +53,10 @@ def checks(
     inputs = inputs.model_copy(update={"comparators": [c for c in inputs.comparators if c not in excluded]})
     if data.task == "regression":
         compared = _regression(inputs, data, fn, note, upstream, ctx)
+    elif data.task == "multilabel":
+        from claimcheck.engine.stages.artifact import multilabel
+
+        compared = multilabel.compare(inputs, data, fn, note, upstream, ctx)
     else:
         compared = compare_arms(inputs, eff, upstream, ctx, ({"candidate": fn}, {"candidate": note}))[
             "checks"

@@ -96,6 +96,8 @@ def _metric_key(claim: dict[str, Any], data: Any) -> str:
     claim by its name (the positive class's figure), macro one-vs-rest by the report key."""
     if data.task == "generation":
         return registry.DEFAULTS["text"]
+    if data.task == "multilabel":
+        return str(claim.get("primary_metric") or registry.DEFAULTS["multi_label"])
     kind = "numeric" if data.task == "regression" else "categorical"
     entry = registry.get(str(claim.get("primary_metric") or registry.DEFAULTS[kind]))
     if registry.positive_index(claim, data.classes) >= 0:
@@ -113,6 +115,8 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     metric = _metric_key(claim, data)
     t_load = time.perf_counter() - t_start
     t_imports = import_learner_libraries()
+    if data.task == "multilabel":
+        return _multilabel(inputs, upstream, ctx, data, (learners, metric, t_start, t_load, t_imports))
 
     fitted: dict[str, Fitted] = {}
     with threads.capped() as cap:
@@ -137,3 +141,24 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     checks.append(timing_check(data, fitted, (t_load, t_imports, cap), time.perf_counter() - t_start))
     ctx.progress(1.0, "done")
     return StageRecord(stage="baseline", inputs=inputs.model_dump(mode="json"), checks=checks, notes=ev.notes)
+
+
+def _multilabel(
+    inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext, data: Any, how: tuple[Any, ...]
+) -> StageRecord:
+    """A multi-label target: one-vs-rest learners and their checks (engine/baseline/multilabel.py)."""
+    import numpy as np
+
+    from claimcheck.engine.baseline import multilabel
+
+    learners, metric, t_start, t_load, t_imports = how
+    with threads.capped() as cap:
+        fitted = multilabel.run_learners(learners, data, inputs, metric, ctx)
+    ctx.progress(0.75, "bootstrap intervals and comparisons")
+    checks = multilabel.checks(data, fitted, inputs, metric)
+    mask = np.ones(data.eval.height, dtype=bool)
+    checks.append(predictions_check(data, fitted, mask, ctx))
+    checks.append(locked_test_check(upstream, ctx))
+    checks.append(timing_check(data, fitted, (t_load, t_imports, cap), time.perf_counter() - t_start))
+    ctx.progress(1.0, "done")
+    return StageRecord(stage="baseline", inputs=inputs.model_dump(mode="json"), checks=checks)

@@ -49,9 +49,15 @@ class Inputs(BaseModel):
     # (claimcheck.engine.stats.registry.target_type): categorical, except a tabular claim with a regression metric.
     # "ordinal": ordered classes, class_order being the order (lowest first); metrics
     # quadratic_weighted_kappa and mae_rank beside the categorical ones, trivial baseline the median class.
-    target_type: Literal["categorical", "numeric", "", "ordinal"] = Field(
+    # "multi_label": a set of labels per row (class_order lists the labels; the source stage's
+    # label_format says how the column holds them).
+    target_type: Literal["categorical", "numeric", "", "ordinal", "multi_label"] = Field(
         default="",
-        description="Classes (categorical), ordered classes (ordinal: class_order lowest first) or a number (numeric: a regression); empty = derived from the task and metric.",
+        description=(
+            "Classes (categorical), ordered classes (ordinal: class_order lowest first), a number "
+            "(numeric: a regression) or a set of labels per row (multi_label); empty = derived from "
+            "the task and metric."
+        ),
     )
     prediction_unit: str = Field(
         default="",
@@ -191,6 +197,8 @@ class Inputs(BaseModel):
                     else "this claim has no fine-tuned encoder: remove it"
                 )
             )
+        if self.target_type == "multi_label":
+            _multi_label_claim(self)
         rel = self.success.relative_to
         if rel != "absolute" and rel not in self.comparators:
             raise ValueError(
@@ -198,6 +206,23 @@ class Inputs(BaseModel):
                 f"({', '.join(self.comparators) or 'none listed'}); list it or choose one of them"
             )
         return self
+
+
+def _multi_label_claim(claim: Inputs) -> None:
+    """What a multi-label claim can be judged on today: scikit-learn learners (no fine-tuning)."""
+    if claim.task_kind != "tabular":
+        raise ValueError(
+            "target_type: a multi-label claim is judged with scikit-learn one-vs-rest learners (text "
+            'columns read through TF-IDF): set task_kind = "tabular" and fine_tuning = false'
+        )
+    if claim.fine_tuning:
+        raise ValueError(
+            "fine_tuning: a multi-label claim is judged with scikit-learn learners (one-vs-rest logistic "
+            "regression) only; a fine-tuned encoder with a sigmoid / BCE head is not built yet: set "
+            "fine_tuning = false"
+        )
+    if claim.positive_class:
+        raise ValueError("positive_class: a multi-label claim has no single positive class; leave it empty")
 
 
 REQUIRED_TEXT = (
@@ -215,7 +240,7 @@ def missing_fields(inp: Inputs) -> list[str]:
     missing = [f for f in REQUIRED_TEXT if not str(getattr(inp, f)).strip()]
     if not inp.inference_inputs:
         missing.append("inference_inputs")
-    categorical = registry.target_type(inp.model_dump()) == "categorical"
+    categorical = registry.target_type(inp.model_dump()) in ("categorical", "multi_label")
     if (
         inp.task_kind == "text_classification"
         and not registry.lower_is_better(inp.primary_metric)

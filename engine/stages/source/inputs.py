@@ -5,7 +5,15 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from claimcheck.engine.data.rows import TimeUnit
 
@@ -147,6 +155,17 @@ class Inputs(BaseModel):
         default=False, description="Let data files lie outside the workspace (the record says so)."
     )
 
+    # A multi-label target (claim target_type = "multi_label"): how the label column holds each row's
+    # label set (engine/data/labelsets.py). Empty: one label per row.
+    label_format: Literal["", "json_list", "delimited"] = Field(
+        default="",
+        description='Multi-label only: how the label column holds a row\'s labels, "json_list" or "delimited" (empty: one label per row).',
+    )
+    label_delimiter: str = Field(
+        default="",
+        description='With label_format = "delimited": the string between labels, e.g. ";".',
+    )
+
     # Checked before any data is read (empty 'files' / 'label_column' only when the stage runs: a
     # form starts empty), so an answers file is refused before a stage runs.
     @field_validator("files")
@@ -226,6 +245,24 @@ class Inputs(BaseModel):
         if unknown:
             raise ValueError(f"names column(s) {unknown} that are not input columns")
         return value
+
+    @model_validator(mode="after")
+    def _label_lists(self) -> Inputs:
+        """A label-list column: its delimiter when delimited, and no label_mapping."""
+        from claimcheck.engine.data.labelsets import SEP
+
+        if self.label_format == "delimited" and not self.label_delimiter.strip():
+            raise ValueError('label_format "delimited" needs label_delimiter, the string between labels (e.g. ";")')
+        if self.label_format != "delimited" and self.label_delimiter:
+            raise ValueError('label_delimiter is read with label_format = "delimited" only; set that or leave it empty')
+        if SEP in self.label_delimiter and self.label_delimiter != SEP:
+            raise ValueError(f"label_delimiter may not contain '{SEP}' unless it is exactly '{SEP}'")
+        if self.label_mapping and self.label_format:
+            raise ValueError(
+                "label_mapping is not applied to a label-list column (label_format); write the labels "
+                "as the claim names them, or map them when preparing the file"
+            )
+        return self
 
     def named_columns(self) -> dict[str, list[str]]:
         """Input field → the columns it names (what must be in the data; `require_columns` checks it)."""

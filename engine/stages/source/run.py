@@ -11,10 +11,12 @@ from typing import Any
 
 from claimcheck.engine.data import weights
 from claimcheck.engine.evidence import Check, Note, StageRecord
+from claimcheck.engine.pipeline.checks import not_applicable
 from claimcheck.engine.pipeline.context import StageContext, StageInputError
 from claimcheck.engine.stages.source import checks as sc
 from claimcheck.engine.stages.source import claim as source_claim
 from claimcheck.engine.stages.source import identity as si
+from claimcheck.engine.stages.source import labels as source_labels
 from claimcheck.engine.stages.source.checks import PB_PREVIEW
 from claimcheck.engine.stages.source.inputs import Inputs
 from claimcheck.engine.stats.names import target_type
@@ -29,6 +31,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
 
     _validate_fields(inputs)
     weights.refuse_unweightable(inputs.model_dump(), upstream["claim"].inputs if "claim" in upstream else {})
+    _label_lists_declared(inputs, upstream["claim"].inputs if "claim" in upstream else {})
     paths = [ctx.resolve(f, inside=not inputs.allow_outside_workspace) for f in inputs.files]
     data.refuse_same_file(paths, inputs.files)
     ctx.progress(0.02, "checksums")
@@ -55,13 +58,20 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     if inputs.weight_column:
         weights.validate(dataset, inputs.weight_column)
         checks.append(weights.sample_weights_check(dataset, inputs.weight_column, claim, cov))
-    numeric = target_type(claim) == "numeric"
+    kind = target_type(claim)
+    numeric = kind == "numeric"
     checks += _audit(kept, dataset, inputs, ctx, cov, numeric=numeric)
-    checks.append(
-        sc.numeric_target_not_run("source.class_order", "source.target_distribution")
-        if numeric
-        else source_claim.class_order(dataset, inputs, upstream)
-    )
+    if kind == "multi_label":
+        checks = [_not_for_lists(c) for c in checks]
+        order = [str(c) for c in claim.get("class_order") or []]
+        checks.append(not_applicable("source.class_order", LISTS_REASON))
+        checks.append(source_labels.label_lists(kept, inputs, order, cov))
+    else:
+        checks.append(
+            sc.numeric_target_not_run("source.class_order", "source.target_distribution")
+            if numeric
+            else source_claim.class_order(dataset, inputs, upstream)
+        )
     if inputs.preview_rows:
         checks.append(
             Check(
@@ -77,6 +87,31 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     ctx.progress(1.0, "done")
     inp = inputs.model_dump(mode="json")
     return StageRecord(stage="source", inputs=inp, checks=checks, notes=_notes(inputs, checks))
+
+
+LISTS_REASON = "the claim's target is a set of labels per row — see source.label_lists"
+
+
+def _not_for_lists(check: Check) -> Check:
+    """source.class_coverage reads one class per row; a label-list target has source.label_lists."""
+    return not_applicable(check.id, LISTS_REASON) if check.id == "source.class_coverage" else check
+
+
+def _label_lists_declared(inputs: Inputs, claim: dict[str, Any]) -> None:
+    """A multi-label claim needs a label-list column, and a label-list column a multi-label claim."""
+    from claimcheck.engine.data.labelsets import is_multi_label
+
+    lists, multi = is_multi_label(inputs.model_dump()), target_type(claim) == "multi_label"
+    if multi and not lists:
+        raise StageInputError(
+            'source: the claim\'s target_type is "multi_label" but \'label_format\' is empty; say how the '
+            'label column holds each row\'s labels ("json_list" or "delimited" with label_delimiter)'
+        )
+    if lists and not multi:
+        raise StageInputError(
+            f"source: 'label_format' is {inputs.label_format!r} but the claim's target is not multi-label; "
+            'set target_type = "multi_label" in the claim or leave label_format empty'
+        )
 
 
 def _read(inputs: Inputs, paths: list, ctx: StageContext) -> tuple[Any, Any, list[dict[str, Any]]]:
@@ -102,7 +137,7 @@ def _read(inputs: Inputs, paths: list, ctx: StageContext) -> tuple[Any, Any, lis
     if inputs.preview_rows:
         lf = lf.head(inputs.preview_rows)
     try:
-        raw = lf.with_columns(data.target_expr(inputs.label_column, inputs.label_mapping)).collect()
+        raw = lf.with_columns(data.source_target_expr(inputs.model_dump())).collect()
     except pl.exceptions.PolarsError as exc:
         raise StageInputError(
             f"the data files cannot be read as one table: {data._first_line(exc)}"

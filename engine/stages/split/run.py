@@ -14,16 +14,19 @@ from typing import Any
 
 from claimcheck.engine.data import weights
 from claimcheck.engine.evidence import Check, StageRecord, atomic_write_bytes
+from claimcheck.engine.pipeline.checks import not_applicable
 from claimcheck.engine.pipeline.context import StageContext, StageInputError
 from claimcheck.engine.stages.split import checks as sc
 from claimcheck.engine.stages.split.checks import PB_LEDGER, TIME_STRATEGIES, times_of
 from claimcheck.engine.stages.split.inputs import FRACTION_ADVICE, Inputs, check_fractions
+from claimcheck.engine.stages.split.labels import label_support
 from claimcheck.engine.stats.names import target_type
 
 # A realised fraction further than this from the asked one: the membership summary says what can realise them.
 FRACTION_SHIFT_ADVICE = 0.05
 
 TITLE = "Split"
+LISTS_REASON = "the claim's target is a set of labels per row — see split.label_support"
 
 
 def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> StageRecord:
@@ -50,7 +53,10 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
         raise StageInputError("split: the source data has no rows with a target; nothing to split")
     ctx.check_cancelled()
     ctx.progress(0.2, f"assigning ({inputs.strategy})")
-    mem, excluded = _assign(ds, inputs, fractions, (time_col, time_unit))
+    claim = upstream["claim"].inputs if "claim" in upstream else {}
+    multi = target_type(claim) == "multi_label"
+    order = [str(c) for c in claim.get("class_order") or []] if multi else None
+    mem, excluded = _assign(ds, inputs, fractions, (time_col, time_unit), label_order=order)
     buf = io.BytesIO()
     mem.write_parquet(buf, statistics=False)
     payload = buf.getvalue()
@@ -63,9 +69,13 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     ]
     joined = ds.join(mem.drop(data.FAMILY), on=data.ROW_ID, how="inner")
     ctx.progress(0.4, "prevalence, families, chronology")
-    numeric = target_type(upstream["claim"].inputs if "claim" in upstream else {}) == "numeric"
+    numeric = target_type(claim) == "numeric"
     checks.append(sc.train_classes(joined, numeric))
-    checks.extend(_distribution_checks(joined, ds, inputs, numeric))
+    checks.extend(
+        [not_applicable("split.prevalence", LISTS_REASON)]
+        if multi
+        else _distribution_checks(joined, ds, inputs, numeric)
+    )
     checks.append(sc.family_intersection(joined, inputs))
     checks.append(sc.chronology(joined, (time_col, time_unit), inputs))
     ctx.check_cancelled()
@@ -74,7 +84,11 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     ctx.check_cancelled()
     ctx.progress(0.7, "near-duplicate overlap")
     checks.append(sc.near_overlap(joined, src, inputs, ctx))
-    checks.extend(_coverage_checks(joined, inputs, numeric))
+    if multi:
+        checks += [not_applicable(c, LISTS_REASON) for c in ("split.label_coverage", "split.class_support")]
+        checks.append(label_support(joined, order or [], inputs.strategy))
+    else:
+        checks.extend(_coverage_checks(joined, inputs, numeric))
     if weights.column(src.inputs):
         checks.append(weights.weight_mass_check(joined, weights.column(src.inputs)))
     if inputs.strategy == "group_kfold":
@@ -227,8 +241,14 @@ def _duplicate_families(ds: Any, src: StageRecord, inp: Inputs, ctx: StageContex
 
 
 def _assign(
-    ds: Any, inp: Inputs, fractions: dict[str, float], time: tuple[str, str]
+    ds: Any,
+    inp: Inputs,
+    fractions: dict[str, float],
+    time: tuple[str, str],
+    label_order: list[str] | None = None,
 ) -> tuple[Any, dict[str, int]]:
+    """Membership and rows left out per reason; `label_order`: a multi-label target's labels (a
+    stratified split then stratifies by label sets, engine/data/labelsets.py)."""
     import numpy as np
     import polars as pl
 
@@ -263,6 +283,12 @@ def _assign(
     sel = np.flatnonzero(keep)
     if inp.strategy == "random":
         lab[sel] = splits.assign_rows(ids[sel], fractions, inp.seed)
+    elif inp.strategy == "stratified" and label_order is not None:
+        from claimcheck.engine.data import labelsets
+
+        target = ds.get_column(TARGET)
+        order = list(dict.fromkeys([*label_order, *labelsets.vocabulary(target.drop_nulls())]))
+        lab[sel] = labelsets.assign_iterative(labelsets.indicator(target, order)[sel], fractions, inp.seed)
     elif inp.strategy == "stratified":
         lab[sel] = splits.assign_stratified(
             ids[sel], ds.get_column(TARGET).to_numpy()[sel], fractions, inp.seed
