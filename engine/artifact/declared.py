@@ -10,7 +10,15 @@ from claimcheck.engine.artifact.common import (
     PB_PARITY,
     PB_REPORT,
 )
-from claimcheck.engine.pipeline.checks import CATEGORICAL, LEARNED, SFT, TEXT_CLASSIFICATION, TRAINED, declare
+from claimcheck.engine.pipeline.checks import (
+    CATEGORICAL,
+    LEARNED,
+    RETRIEVAL,
+    SFT,
+    TEXT_CLASSIFICATION,
+    TRAINED,
+    declare,
+)
 
 declare("artifact.job_finished", PB_OUTCOMES)
 declare("artifact.identity", PB_IDENTITY)
@@ -33,3 +41,4 @@ declare("artifact.slices", PB_REPORT, required=False)  # with slice columns
 declare("artifact.generation", PB_BASE, tasks=SFT)
 declare("artifact.latency", PB_LATENCY)
 declare("artifact.verdict", PB_OUTCOMES)
+declare("artifact.ranking", PB_REPORT, tasks=RETRIEVAL)

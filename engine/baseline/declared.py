@@ -8,7 +8,7 @@ from claimcheck.engine.baseline.evaluation import (
     PB_SPLITS,
     PB_TRIVIAL,
 )
-from claimcheck.engine.pipeline.checks import CATEGORICAL, LEARNED, declare
+from claimcheck.engine.pipeline.checks import CATEGORICAL, LEARNED, RETRIEVAL, declare
 
 declare("baseline.trivial", PB_TRIVIAL)
 declare("baseline.conventional", PB_TRIVIAL)
@@ -21,3 +21,4 @@ declare("baseline.locked_test", PB_SPLITS, shaped=False)
 declare(
     "baseline.timing", "Performance timing and quality benchmarks are different experiments.", shaped=False
 )
+declare("baseline.retrieval", PB_TRIVIAL, tasks=RETRIEVAL)

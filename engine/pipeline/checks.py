@@ -47,6 +47,8 @@ SFT = ("causal_lm_sft",)
 TEXT_CLASSIFICATION = ("text_classification",)
 CATEGORICAL = ("categorical",)
 NUMERIC = ("numeric",)
+RETRIEVAL = ("retrieval",)  # a query-document ranking claim (engine/retrieval)
+NO_JOB = ("tabular", "retrieval")  # no training job: the candidate is fitted or loaded in the artifact stage
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The source stage's checks, declared once (engine/pipeline/checks.py)."""
 
-from claimcheck.engine.pipeline.checks import CATEGORICAL, NUMERIC, declare
+from claimcheck.engine.pipeline.checks import CATEGORICAL, NUMERIC, RETRIEVAL, declare
 from claimcheck.engine.stages.source.checks import (
     PB_BYTES,
     PB_DUPS,
@@ -36,3 +36,4 @@ declare("source.entity_families", PB_FAMILY)
 declare("source.sensitive_columns", PB_SENSITIVE, shaped=False)
 declare("source.licence_provenance", PB_BYTES, shaped=False)
 declare("source.pass_kind", PB_PREVIEW, shaped=False, required=False)  # a preview pass only
+declare("source.retrieval", PB_INSPECT, tasks=RETRIEVAL)

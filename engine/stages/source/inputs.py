@@ -53,6 +53,22 @@ class IndependentRows(BaseModel):
         return value
 
 
+class RetrievalColumns(BaseModel):
+    """A retrieval claim's query–document pairs: one row per judged pair, the relevance grade in the
+    source's label column (0 = not relevant); the corpus is every distinct document of the data."""
+
+    model_config = ConfigDict(extra="forbid")
+    query_id_column: str = Field(
+        default="", description="The column naming each query (its rows stay in one split)."
+    )
+    query_column: str = Field(default="", description="The column holding the query text.")
+    doc_id_column: str = Field(default="", description="The column naming each document of the corpus.")
+    doc_column: str = Field(default="", description="The column holding the document text.")
+
+    def columns(self) -> list[str]:
+        return [self.query_id_column, self.query_column, self.doc_id_column, self.doc_column]
+
+
 class Inputs(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     files: list[str] = Field(
@@ -139,6 +155,10 @@ class Inputs(BaseModel):
     allow_outside_workspace: StrictBool = Field(
         default=False, description="Let data files lie outside the workspace (the record says so)."
     )
+    # A retrieval claim's query / document columns (read by a retrieval claim only; engine/retrieval).
+    retrieval: RetrievalColumns | None = Field(
+        default=None, description="Retrieval: the query id, query, document id and document columns."
+    )
 
     # Checked before any data is read (empty 'files' / 'label_column' only when the stage runs: a
     # form starts empty), so an answers file is refused before a stage runs.
@@ -216,6 +236,7 @@ class Inputs(BaseModel):
             "id_column": [self.id_column],
             "entity_columns": self.entity_columns,
             "time_column": [self.time_column],
+            "retrieval": self.retrieval.columns() if self.retrieval else [],
         }
 
     @field_validator("filters")

@@ -27,6 +27,10 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     from claimcheck.engine.data import rows as data
 
     _validate_fields(inputs)
+    claim = upstream["claim"].inputs if "claim" in upstream else {}
+    from claimcheck.engine.retrieval.stages import refuse_misplaced
+
+    refuse_misplaced(inputs, claim)
     paths = [ctx.resolve(f, inside=not inputs.allow_outside_workspace) for f in inputs.files]
     data.refuse_same_file(paths, inputs.files)
     ctx.progress(0.02, "checksums")
@@ -49,7 +53,6 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     removed = kept.height - dataset.height
     steps.append({"reason": data.NO_TARGET_REASON, "where": "target IS NOT NULL", "removed": removed})
     checks.append(sc.transformations(inputs, raw.height, dataset.height, steps, cov))
-    claim = upstream["claim"].inputs if "claim" in upstream else {}
     numeric = target_type(claim) == "numeric"
     checks += _audit(kept, dataset, inputs, ctx, cov, numeric=numeric)
     checks.append(
@@ -57,6 +60,10 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
         if numeric
         else source_claim.class_order(dataset, inputs, upstream)
     )
+    if claim.get("task_kind") == "retrieval":
+        from claimcheck.engine.retrieval.stages import source_check
+
+        checks.append(source_check(dataset, inputs.model_dump(mode="json"), cov))
     if inputs.preview_rows:
         checks.append(
             Check(

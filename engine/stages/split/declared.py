@@ -1,6 +1,6 @@
 """The split stage's checks, declared once (engine/pipeline/checks.py)."""
 
-from claimcheck.engine.pipeline.checks import CATEGORICAL, NUMERIC, declare
+from claimcheck.engine.pipeline.checks import CATEGORICAL, NUMERIC, RETRIEVAL, declare
 from claimcheck.engine.stages.split.checks import (
     PB_CHOOSE,
     PB_LEDGER,
@@ -25,3 +25,4 @@ declare("split.label_coverage", PB_SEPARATE, targets=CATEGORICAL)
 declare("split.class_support", PB_RARE, targets=CATEGORICAL)
 declare("split.target_range", PB_SEPARATE, targets=NUMERIC)
 declare("split.folds", PB_SMALL, shaped=False, required=False)  # K-fold splits only
+declare("split.query_integrity", PB_VERIFY, tasks=RETRIEVAL)
