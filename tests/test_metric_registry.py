@@ -29,6 +29,8 @@ def _claim(metric: str, task: str, kind: str, classes: list[str], positive: str 
     }
     if task == "causal_lm_sft":
         claim["target_type"] = ""
+    if task == "retrieval":  # the unchanged encoder against the arms a retrieval claim has
+        claim.update(fine_tuning=False, comparators=["trivial_baseline", "bm25"])
     return claim
 
 
@@ -53,7 +55,7 @@ def _judged(metric: str, task: str, claim: dict) -> str:
         # The generation comparison scores every SFT metric of the registry for every arm.
         assert sft.primary_metric(up) == metric and metric in sft.SFT_METRICS
         return "judged"
-    checks = _comparison(metric, claim, up)
+    checks = _ranking_comparison(metric) if task == "retrieval" else _comparison(metric, claim, up)
     judged = artifact._criterion(up, {"checks": checks}, checks)
     assert judged.state in ("met", "not_met"), judged.why
     return judged.state
@@ -93,6 +95,26 @@ def _comparison(metric: str, claim: dict, up: dict) -> list:
     return [c for c in quality.quality(sc) if c.id == "artifact.comparison"]
 
 
+def _ranking_comparison(metric: str) -> list:
+    """A retrieval claim's comparison from its own code (engine/retrieval/stages.py) on rankings of
+    60 queries over 40 documents: an informed candidate against a random ranking."""
+    from claimcheck.engine.retrieval import data as rdata
+    from claimcheck.engine.retrieval import stages as retrieval
+    from claimcheck.engine.stats.uncertainty import Bootstrap
+
+    rng = np.random.default_rng(7)
+    rel = (rng.random((60, 40)) < 0.05).astype(float)
+    rel[np.arange(60), rng.integers(0, 40, 60)] = 1.0
+    qs = rdata.Queries([f"q{i}" for i in range(60)], [""] * 60, rel)
+    scores = {
+        "candidate": rel + rng.normal(scale=0.5, size=rel.shape),
+        "trivial_baseline": rng.random(rel.shape),
+    }
+    boot = Bootstrap(n=100, seed=1)
+    values, intervals = retrieval._scored_arms(qs, scores, 5, boot)
+    return retrieval._compared(values, intervals, metric, qs, 40, 5, boot, "full")
+
+
 def artifact_metric(up: dict) -> str:
     from claimcheck.engine.stages.artifact import run as artifact
 
@@ -120,10 +142,13 @@ def test_every_metric_is_refused_at_the_claim_or_judged_at_the_artifact(
     assert _judged(metric, task, claim) in ("met", "not_met", "judged")
 
 
-def test_ranking_metrics_are_refused_with_the_reason() -> None:
+def test_ranking_metrics_are_a_retrieval_claims_only() -> None:
     for metric in ("ndcg_at_k", "recall_at_k", "mrr"):
-        with pytest.raises(ValidationError, match="needs a query column: not supported yet"):
+        with pytest.raises(ValidationError, match="is not computed for a text_classification claim"):
             ClaimInputs.model_validate(_claim(metric, "text_classification", "categorical", CLASSES))
+        ClaimInputs.model_validate(_claim(metric, "retrieval", "categorical", ["0", "1"]))
+    with pytest.raises(ValidationError, match="'macro_f1' is not computed for a retrieval claim"):
+        ClaimInputs.model_validate(_claim("macro_f1", "retrieval", "categorical", ["0", "1"]))
 
 
 def test_a_binary_auroc_claim_names_its_positive_class() -> None:

@@ -262,7 +262,7 @@ def test_a_claim_metric_the_registry_cannot_compute_is_refused_before_the_sessio
     from claimcheck.tui.cli import main
 
     for metric, binary, said in (
-        ("ndcg_at_k", False, "needs a query column: not supported yet"),
+        ("ndcg_at_k", False, "is not computed for a tabular claim"),
         ("mae", False, "is not computed for a tabular claim on a categorical target"),
         ("exact_match", False, "is not computed for a tabular claim"),
     ):

@@ -21,7 +21,7 @@ PB_OUTCOMES = (
     "success does not establish model improvement or production safety."
 )
 PB_BASE = "Match the requested unchanged-base comparator to the exact model identity and inference contract."
-ARM_NAMES = ("candidate", "base_model", "frozen_probe", "best_baseline", "trivial_baseline")
+ARM_NAMES = ("candidate", "base_model", "frozen_probe", "best_baseline", "trivial_baseline", "bm25")
 
 
 def band(d: dict) -> str:

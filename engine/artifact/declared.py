@@ -15,6 +15,7 @@ from claimcheck.engine.pipeline.checks import (
     CATEGORICAL,
     LEARNED,
     MULTI_LABEL,
+    RETRIEVAL,
     SFT,
     TEXT_CLASSIFICATION,
     TRAINED,
@@ -47,3 +48,4 @@ declare(
 )  # an ordinal claim
 declare("artifact.label_thresholds", PB_CAL, tasks=LEARNED, targets=MULTI_LABEL, shaped=False)
 declare("artifact.per_label", PB_REPORT, tasks=LEARNED, targets=MULTI_LABEL, shaped=False)
+declare("artifact.ranking", PB_REPORT, tasks=RETRIEVAL)

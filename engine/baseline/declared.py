@@ -9,7 +9,7 @@ from claimcheck.engine.baseline.evaluation import (
     PB_TRIVIAL,
 )
 from claimcheck.engine.data.weights import PB_WEIGHTS
-from claimcheck.engine.pipeline.checks import CATEGORICAL, LEARNED, MULTI_LABEL, declare
+from claimcheck.engine.pipeline.checks import CATEGORICAL, LEARNED, MULTI_LABEL, RETRIEVAL, declare
 
 declare("baseline.trivial", PB_TRIVIAL)
 declare("baseline.conventional", PB_TRIVIAL)
@@ -24,3 +24,4 @@ declare(
 )
 declare("baseline.sample_weights", PB_WEIGHTS, required=False)  # with a weight column
 declare("baseline.per_label", PB_RARE, tasks=LEARNED, targets=MULTI_LABEL, shaped=False)
+declare("baseline.retrieval", PB_TRIVIAL, tasks=RETRIEVAL)

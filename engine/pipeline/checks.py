@@ -48,6 +48,8 @@ TEXT_CLASSIFICATION = ("text_classification",)
 CATEGORICAL = ("categorical",)
 NUMERIC = ("numeric",)
 MULTI_LABEL = ("multi_label",)
+RETRIEVAL = ("retrieval",)  # a query-document ranking claim (engine/retrieval)
+NO_JOB = ("tabular", "retrieval")  # no training job: the candidate is fitted or loaded in the artifact stage
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,11 @@
 `parse(check, Shape)` is the one way to read a check's measured values outside the stage that
 wrote them; `validate_measured` is applied whenever a Check is built (written or loaded). Which
 file holds what: artifact.py (the final comparison), baseline.py, data.py (source and split),
-training.py (claim criterion, contract and dispatch), common.py (intervals, McNemar).
+training.py (claim criterion, contract and dispatch), common.py (intervals, McNemar), retrieval.py
+(a retrieval claim's checks).
 """
 
-from claimcheck.engine.shapes import artifact, baseline, common, data, training  # noqa: F401  (registers)
+from claimcheck.engine.shapes import artifact, baseline, common, data, retrieval, training  # noqa: F401  (registers)
 from claimcheck.engine.shapes.base import (
     FIGURES,
     Shape,

@@ -57,6 +57,8 @@ class ReloadParity(Shape):
     prediction_mismatches: int | None = None
     mismatched_row_ids: list[str] | None = None
     max_abs_proba_diff: float | None = None
+    # a retrieval claim's encoder: two independent loads embedding the same retained dev queries
+    max_abs_embedding_diff: float | None = None
     tolerance: float | None = None
     missing_keys: list[str] | None = None
     unexpected_keys: list[str] | None = None

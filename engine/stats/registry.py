@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-TaskKind = Literal["text_classification", "causal_lm_sft", "tabular"]
-TASK_KINDS: tuple[str, ...] = ("text_classification", "causal_lm_sft", "tabular")
+TaskKind = Literal["text_classification", "causal_lm_sft", "tabular", "retrieval"]
+TASK_KINDS: tuple[str, ...] = ("text_classification", "causal_lm_sft", "tabular", "retrieval")
 # What the claim's target is: classes, a number, or a set of labels per row (multi_label). "" in a claim means "derive it" (target_type below).
 TARGET_TYPES = ("categorical", "numeric", "multi_label")
 # The training job's own dev figure for generation (mean token loss): tracked, never claimed.
@@ -140,7 +140,6 @@ def _ranking(name: str) -> Callable[[Any, Any, Scoring], float]:
 
 REGRESSION = ("mae", "rmse", "r2")
 _CLASS_TASKS = ("text_classification", "tabular")
-_RANKING_REFUSAL = "needs a query column: not supported yet"
 
 
 def _class(name: str, targets: tuple[str, ...] = ("categorical",), **kw: Any) -> Metric:
@@ -197,19 +196,23 @@ def _ordinal(name: str, lower: bool, what: str) -> Metric:
         ordinal_only=True,
         description=what,
     )
+
+
 def _multi(name: str, hf: tuple[str, dict[str, str]]) -> Metric:
     """A multi-label metric (engine/stats/multilabel.py): scored from per-label 0/1 decisions."""
     return Metric(name, _CLASS_TASKS, ("multi_label",), compute=_sums(name), interval="sums", hf_name=hf)
 
 
-def _unsupported(name: str) -> Metric:
+def _retrieval(name: str, what: str) -> Metric:
+    """A ranking metric of a retrieval claim: per query over the corpus, the mean over queries, its
+    interval resampling queries (engine/stats/ranking.py computes it; the target is the relevance grade)."""
     return Metric(
         name,
-        (),
+        ("retrieval",),
         ("categorical",),
         needs_query=True,
         needs_k=name != "mrr",
-        refusal=_RANKING_REFUSAL,
+        description=what,
     )
 
 
@@ -233,9 +236,11 @@ METRICS: dict[str, Metric] = {
         _regression("r2", False),
         _generation("exact_match"),
         _generation("token_f1"),
-        _unsupported("ndcg_at_k"),
-        _unsupported("recall_at_k"),
-        _unsupported("mrr"),
+        _retrieval("ndcg_at_k", "nDCG of the first ranking_k documents, mean over queries"),
+        _retrieval(
+            "recall_at_k", "relevant documents in the first ranking_k over the relevant, mean over queries"
+        ),
+        _retrieval("mrr", "reciprocal rank of the first relevant document, mean over queries"),
         _ordinal(
             "quadratic_weighted_kappa", False, "Cohen's kappa with quadratic weights over the class order"
         ),

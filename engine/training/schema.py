@@ -121,7 +121,7 @@ class CandidateRequest(_M):
 
 
 class Inputs(_M):
-    task_kind: Literal["text_classification", "causal_lm_sft", "tabular"] = Field(
+    task_kind: Literal["text_classification", "causal_lm_sft", "tabular", "retrieval"] = Field(
         default="text_classification", description="The kind of model trained (as the claim says)."
     )
     model_path: str = Field(
@@ -248,6 +248,19 @@ class SklearnCandidate(_M):
     versions: dict[str, str]  # scikit-learn, numpy, scipy, polars at contract time
 
 
+class EncoderCandidate(_M):
+    """The unchanged encoder of a retrieval claim, pinned by the contract (engine/retrieval/stages.py)."""
+
+    model_path: str  # as requested (package:NAME, a local folder)
+    model_sha256: str  # sha256 over every file of the model folder (name and bytes, sorted by name)
+    model_files: int
+    ranking_k: int  # the claim's cut-off of recall@k and nDCG@k
+    max_length: int  # tokens per query / passage the encoder reads
+    batch_size: int
+    normalize: bool  # cosine similarity (unit-length embeddings)
+    versions: dict[str, str]  # sentence-transformers, transformers, torch, bm25s at contract time
+
+
 class EffectiveQuant(_M):
     load_in_4bit: bool = False
     quant_type: Literal["nf4", "fp4"] = "nf4"
@@ -282,7 +295,7 @@ class Effective(_M):
     Defaults are the requested contract's, so a reader never invents a second default.
     """
 
-    task_kind: Literal["text_classification", "causal_lm_sft", "tabular"] = "text_classification"
+    task_kind: Literal["text_classification", "causal_lm_sft", "tabular", "retrieval"] = "text_classification"
     device: str = "cpu"  # resolved: "cpu" or "cuda" ("auto" is made concrete by resolve)
     model_path: str = Inputs.model_fields["model_path"].default
     tokenizer_path: str = ""
@@ -330,8 +343,10 @@ class Effective(_M):
     data: DataIdentity = Field(default_factory=DataIdentity)
     # "torch": a fine-tuning job dispatched as a job; "sklearn": claim.fine_tuning = false, the
     # candidate below is fitted in the artifact stage (no job).
-    candidate_kind: Literal["torch", "sklearn"] = "torch"
+    candidate_kind: Literal["torch", "sklearn", "encoder"] = "torch"
     sklearn: SklearnCandidate | None = None
+    # "encoder": a retrieval claim's unchanged encoder, loaded and scored in the artifact stage (no job).
+    encoder: EncoderCandidate | None = None
 
     @property
     def is_classification(self) -> bool:

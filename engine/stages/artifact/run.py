@@ -62,6 +62,13 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     disp = upstream.get("dispatch")
     if disp is None:
         raise StageInputError("the artifact stage needs a frozen dispatch stage")
+    if disp.check("dispatch.no_job") is not None and eff.get("candidate_kind") == "encoder":
+        from claimcheck.engine import threads
+        from claimcheck.engine.retrieval.stages import artifact_checks
+
+        with threads.capped():
+            checks, comparison = artifact_checks(inputs, eff, upstream, ctx)
+        return _record(given, checks, comparison, upstream)
     if disp.check("dispatch.no_job") is not None:
         checks = _sklearn_candidate(inputs, eff, upstream, ctx)
         comparison = {"checks": checks} if any(c.id == "artifact.comparison" for c in checks) else None

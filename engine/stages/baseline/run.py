@@ -106,6 +106,10 @@ def _metric_key(claim: dict[str, Any], data: Any) -> str:
 
 
 def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> StageRecord:
+    from claimcheck.engine.retrieval import stages as retrieval
+
+    if retrieval.is_retrieval(upstream):
+        return retrieval.baseline_record(inputs, upstream, ctx)
     t_start = time.perf_counter()
     ctx.progress(0.0, "reading train / dev / calibration rows")
     data = load(inputs, upstream, ctx)

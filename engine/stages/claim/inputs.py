@@ -13,7 +13,13 @@ BASE_MODEL = "base_model"
 # The frozen base encoder with a logistic-regression head fitted on train (a linear probe).
 FROZEN_PROBE = "frozen_probe"
 # The arms the artifact stage scores on the locked test beside the candidate: exactly the claim's.
-KNOWN_COMPARATORS = (TRIVIAL, "best_baseline", BASE_MODEL, FROZEN_PROBE)
+# BM25 over the same corpus: the conventional comparator of a retrieval claim (engine/retrieval).
+BM25 = "bm25"
+KNOWN_COMPARATORS = (TRIVIAL, "best_baseline", BASE_MODEL, FROZEN_PROBE, BM25)
+# The comparators a retrieval claim may name: a random ranking (trivial_baseline) and BM25.
+RETRIEVAL_COMPARATORS = (TRIVIAL, BM25)
+# The cut-off of recall@k / nDCG@k when the claim states none.
+DEFAULT_RANKING_K = 10
 
 
 class SuccessCriterion(BaseModel):
@@ -42,8 +48,15 @@ class SuccessCriterion(BaseModel):
 
 class Inputs(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    task_kind: Literal["text_classification", "causal_lm_sft", "tabular"] = Field(
+    task_kind: Literal["text_classification", "causal_lm_sft", "tabular", "retrieval"] = Field(
         default="text_classification", description="The kind of model the claim is about."
+    )
+    # The cut-off of recall@k and nDCG@k of a retrieval claim (read by no other task kind).
+    ranking_k: int = Field(
+        default=DEFAULT_RANKING_K,
+        ge=1,
+        le=1000,
+        description="Retrieval: how many top-ranked documents recall@k and nDCG@k read.",
     )
     # What the target is: classes ("categorical") or a number ("numeric", a regression). Empty: derived
     # (claimcheck.engine.stats.registry.target_type): categorical, except a tabular claim with a regression metric.
@@ -173,6 +186,7 @@ class Inputs(BaseModel):
                     else ""
                 )
             )
+        _retrieval_problem(self)
         unknown = [c for c in self.comparators if c not in KNOWN_COMPARATORS]
         if unknown:
             raise ValueError(
@@ -223,6 +237,28 @@ def _multi_label_claim(claim: Inputs) -> None:
         )
     if claim.positive_class:
         raise ValueError("positive_class: a multi-label claim has no single positive class; leave it empty")
+
+
+def _retrieval_problem(inp: Inputs) -> None:
+    """A retrieval claim's own refusals: no fine-tuned encoder yet, only the arms it scores; BM25
+    and ranking_k belong to retrieval claims only."""
+    if inp.task_kind != "retrieval":
+        if BM25 in inp.comparators:
+            raise ValueError("comparators: bm25 is a comparator of a retrieval claim; remove it")
+        if inp.ranking_k != DEFAULT_RANKING_K:
+            raise ValueError("ranking_k: read by a retrieval claim only; leave it at its default")
+        return
+    if inp.fine_tuning:
+        raise ValueError(
+            "fine_tuning: a retrieval claim's candidate is the unchanged encoder; a contrastive LoRA "
+            "fine-tune of it is not run by claimcheck yet: set fine_tuning = false"
+        )
+    other = [c for c in inp.comparators if c not in RETRIEVAL_COMPARATORS]
+    if other:
+        raise ValueError(
+            f"comparators: {', '.join(other)} is not an arm of a retrieval claim; "
+            f"choose from {', '.join(RETRIEVAL_COMPARATORS)}"
+        )
 
 
 REQUIRED_TEXT = (

@@ -1,6 +1,6 @@
 """The contract stage's checks, declared once (engine/pipeline/checks.py)."""
 
-from claimcheck.engine.pipeline.checks import SFT, TABULAR, TEXT_CLASSIFICATION, TRAINED, declare
+from claimcheck.engine.pipeline.checks import NO_JOB, SFT, TEXT_CLASSIFICATION, TRAINED, declare
 from claimcheck.engine.stages.contract.checks import (
     PB_BATCH,
     PB_FEATURES,
@@ -17,7 +17,7 @@ from claimcheck.engine.stages.contract.fit import PB_FIT, PB_GO, PB_MEM_MEASURED
 TIMING = "Performance timing and quality benchmarks are different experiments."
 
 declare("contract.requested_vs_effective", PB_REQ)
-declare("contract.candidate", PB_PIN, tasks=TABULAR, shaped=False)
+declare("contract.candidate", PB_PIN, tasks=NO_JOB, shaped=False)
 declare("contract.model_identity", PB_PIN, tasks=TRAINED, shaped=False)
 declare("contract.data_identity", PB_PIN, shaped=False)
 declare("contract.environment", PB_PIN)

@@ -43,6 +43,8 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
         if need not in upstream:
             raise StageInputError(f"the contract stage needs a frozen {need} stage first")
     claim = upstream["claim"].inputs if "claim" in upstream else {}
+    if claim.get("fine_tuning") is False and claim.get("task_kind") == "retrieval":
+        return _encoder(inputs, upstream, ctx)
     if claim.get("fine_tuning") is False:
         return _sklearn(inputs, upstream, ctx)
     source_inputs = upstream["source"].inputs
@@ -119,6 +121,16 @@ def _sklearn(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext
     from claimcheck.engine.stages.contract.learner import sklearn_contract
 
     eff, res, candidate, rows = sklearn_contract(inputs, upstream, ctx)
+    eff["data"] = _data_identity(upstream, rows)
+    checks = [_requested_vs_effective(res), candidate, _data_identity_check(eff), _environment(eff)]
+    return _sealed(inputs, eff, res, checks)
+
+
+def _encoder(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> StageRecord:
+    """A retrieval claim without fine-tuning: the candidate is the pinned unchanged encoder."""
+    from claimcheck.engine.retrieval.stages import contract_candidate
+
+    eff, res, candidate, rows = contract_candidate(inputs, upstream, ctx)
     eff["data"] = _data_identity(upstream, rows)
     checks = [_requested_vs_effective(res), candidate, _data_identity_check(eff), _environment(eff)]
     return _sealed(inputs, eff, res, checks)

@@ -1,6 +1,6 @@
 """The dispatch stage's checks, declared once (engine/pipeline/checks.py)."""
 
-from claimcheck.engine.pipeline.checks import TABULAR, TRAINED, declare
+from claimcheck.engine.pipeline.checks import NO_JOB, TRAINED, declare
 from claimcheck.engine.stages.dispatch.checks import (
     PB_ACK,
     PB_DISABLED,
@@ -12,7 +12,7 @@ from claimcheck.engine.stages.dispatch.checks import (
 )
 
 declare("dispatch.required_checks", PB_DISABLED, shaped=False)
-declare("dispatch.no_job", PB_DISABLED, tasks=TABULAR, shaped=False)
+declare("dispatch.no_job", PB_DISABLED, tasks=NO_JOB, shaped=False)
 declare("dispatch.identity", PB_IDENTITY, tasks=TRAINED)
 declare("dispatch.acknowledged", PB_ACK, tasks=TRAINED, shaped=False)
 declare("dispatch.progress", PB_HEARTBEAT, tasks=TRAINED)

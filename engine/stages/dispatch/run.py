@@ -38,7 +38,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     gate = _required_checks(eff, upstream["contract"])
     if gate.status == "fail" and not jobfiles.has_contract(job_dir):
         return StageRecord(stage="dispatch", inputs=inputs.model_dump(mode="json"), checks=[gate])
-    if typed(eff).candidate_kind == "sklearn":
+    if typed(eff).candidate_kind in ("sklearn", "encoder"):
         checks = [gate, _no_job(eff, digest)]
         return StageRecord(stage="dispatch", inputs=inputs.model_dump(mode="json"), checks=checks)
     if ctx.replay:
@@ -64,6 +64,8 @@ def _no_job(eff: dict[str, Any], digest: str) -> Check:
     """A scikit-learn candidate (claim.fine_tuning = false) is fitted by the artifact stage: no job."""
     from claimcheck.engine.artifact.sklearn_candidate import CANDIDATE_NOTE
 
+    if typed(eff).candidate_kind == "encoder":
+        return _no_job_encoder(eff, digest)
     spec = typed(eff).sklearn
     learner = spec.learner if spec else "?"
     return Check(
@@ -74,6 +76,22 @@ def _no_job(eff: dict[str, Any], digest: str) -> Check:
         measured={"candidate_kind": "sklearn", "learner": learner, "digest": digest},
         why="A conventional learner fits in seconds to minutes on this machine; a job, its heartbeat and "
         "its alarms would add nothing a reviewer needs, and the fit is pinned by the contract digest.",
+        playbook=PB_DISABLED,
+    )
+
+
+def _no_job_encoder(eff: dict[str, Any], digest: str) -> Check:
+    """A retrieval claim's unchanged encoder is loaded and scored by the artifact stage: no job."""
+    spec = typed(eff).encoder
+    model = spec.model_path if spec else "?"
+    return Check(
+        id="dispatch.no_job",
+        status="pass",
+        basis="decided",
+        summary=f"no job: the unchanged encoder {model} is loaded and scored in the artifact stage (contract {digest[:19]}…)",
+        measured={"candidate_kind": "encoder", "model_path": model, "digest": digest},
+        why="Nothing is trained: a job, its heartbeat and its alarms would add nothing a reviewer needs; "
+        "the encoder is pinned by the contract digest and its files' sha256.",
         playbook=PB_DISABLED,
     )
 

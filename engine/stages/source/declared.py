@@ -1,7 +1,7 @@
 """The source stage's checks, declared once (engine/pipeline/checks.py)."""
 
 from claimcheck.engine.data.weights import PB_WEIGHTS
-from claimcheck.engine.pipeline.checks import CATEGORICAL, MULTI_LABEL, NUMERIC, declare
+from claimcheck.engine.pipeline.checks import CATEGORICAL, MULTI_LABEL, NUMERIC, RETRIEVAL, declare
 from claimcheck.engine.stages.source.checks import (
     PB_BYTES,
     PB_DUPS,
@@ -39,3 +39,4 @@ declare("source.licence_provenance", PB_BYTES, shaped=False)
 declare("source.pass_kind", PB_PREVIEW, shaped=False, required=False)  # a preview pass only
 declare("source.sample_weights", PB_WEIGHTS, required=False)  # with a weight column
 declare("source.label_lists", PB_MAPPING, targets=MULTI_LABEL, shaped=False)
+declare("source.retrieval", PB_INSPECT, tasks=RETRIEVAL)

@@ -61,6 +61,22 @@ class IndependentRows(BaseModel):
         return value
 
 
+class RetrievalColumns(BaseModel):
+    """A retrieval claim's query–document pairs: one row per judged pair, the relevance grade in the
+    source's label column (0 = not relevant); the corpus is every distinct document of the data."""
+
+    model_config = ConfigDict(extra="forbid")
+    query_id_column: str = Field(
+        default="", description="The column naming each query (its rows stay in one split)."
+    )
+    query_column: str = Field(default="", description="The column holding the query text.")
+    doc_id_column: str = Field(default="", description="The column naming each document of the corpus.")
+    doc_column: str = Field(default="", description="The column holding the document text.")
+
+    def columns(self) -> list[str]:
+        return [self.query_id_column, self.query_column, self.doc_id_column, self.doc_column]
+
+
 class Inputs(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     files: list[str] = Field(
@@ -153,6 +169,10 @@ class Inputs(BaseModel):
     # and the record says so.
     allow_outside_workspace: StrictBool = Field(
         default=False, description="Let data files lie outside the workspace (the record says so)."
+    )
+    # A retrieval claim's query / document columns (read by a retrieval claim only; engine/retrieval).
+    retrieval: RetrievalColumns | None = Field(
+        default=None, description="Retrieval: the query id, query, document id and document columns."
     )
 
     # A multi-label target (claim target_type = "multi_label"): how the label column holds each row's
@@ -274,6 +294,7 @@ class Inputs(BaseModel):
             "entity_columns": self.entity_columns,
             "time_column": [self.time_column],
             "weight_column": [self.weight_column],
+            "retrieval": self.retrieval.columns() if self.retrieval else [],
         }
 
     @field_validator("filters")

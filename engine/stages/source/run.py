@@ -30,8 +30,12 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     from claimcheck.engine.data import rows as data
 
     _validate_fields(inputs)
-    weights.refuse_unweightable(inputs.model_dump(), upstream["claim"].inputs if "claim" in upstream else {})
-    _label_lists_declared(inputs, upstream["claim"].inputs if "claim" in upstream else {})
+    claim = upstream["claim"].inputs if "claim" in upstream else {}
+    weights.refuse_unweightable(inputs.model_dump(), claim)
+    _label_lists_declared(inputs, claim)
+    from claimcheck.engine.retrieval.stages import refuse_misplaced
+
+    refuse_misplaced(inputs, claim)
     paths = [ctx.resolve(f, inside=not inputs.allow_outside_workspace) for f in inputs.files]
     data.refuse_same_file(paths, inputs.files)
     ctx.progress(0.02, "checksums")
@@ -54,7 +58,6 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     removed = kept.height - dataset.height
     steps.append({"reason": data.NO_TARGET_REASON, "where": "target IS NOT NULL", "removed": removed})
     checks.append(sc.transformations(inputs, raw.height, dataset.height, steps, cov))
-    claim = upstream["claim"].inputs if "claim" in upstream else {}
     if inputs.weight_column:
         weights.validate(dataset, inputs.weight_column)
         checks.append(weights.sample_weights_check(dataset, inputs.weight_column, claim, cov))
@@ -72,6 +75,10 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
             if numeric
             else source_claim.class_order(dataset, inputs, upstream)
         )
+    if claim.get("task_kind") == "retrieval":
+        from claimcheck.engine.retrieval.stages import source_check
+
+        checks.append(source_check(dataset, inputs.model_dump(mode="json"), cov))
     if inputs.preview_rows:
         checks.append(
             Check(
@@ -104,7 +111,7 @@ def _label_lists_declared(inputs: Inputs, claim: dict[str, Any]) -> None:
     lists, multi = is_multi_label(inputs.model_dump()), target_type(claim) == "multi_label"
     if multi and not lists:
         raise StageInputError(
-            'source: the claim\'s target_type is "multi_label" but \'label_format\' is empty; say how the '
+            "source: the claim's target_type is \"multi_label\" but 'label_format' is empty; say how the "
             'label column holds each row\'s labels ("json_list" or "delimited" with label_delimiter)'
         )
     if lists and not multi:

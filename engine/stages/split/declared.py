@@ -1,7 +1,7 @@
 """The split stage's checks, declared once (engine/pipeline/checks.py)."""
 
 from claimcheck.engine.data.weights import PB_WEIGHTS
-from claimcheck.engine.pipeline.checks import CATEGORICAL, MULTI_LABEL, NUMERIC, declare
+from claimcheck.engine.pipeline.checks import CATEGORICAL, MULTI_LABEL, NUMERIC, RETRIEVAL, declare
 from claimcheck.engine.stages.split.checks import (
     PB_CHOOSE,
     PB_LEDGER,
@@ -28,3 +28,4 @@ declare("split.target_range", PB_SEPARATE, targets=NUMERIC)
 declare("split.folds", PB_SMALL, shaped=False, required=False)  # K-fold splits only
 declare("split.weight_mass", PB_WEIGHTS, required=False)  # with a weight column
 declare("split.label_support", PB_RARE, targets=MULTI_LABEL, shaped=False)
+declare("split.query_integrity", PB_VERIFY, tasks=RETRIEVAL)

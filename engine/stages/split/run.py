@@ -93,6 +93,10 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
         checks.append(weights.weight_mass_check(joined, weights.column(src.inputs)))
     if inputs.strategy == "group_kfold":
         checks.append(sc.folds(joined, inputs))
+    if "claim" in upstream and upstream["claim"].inputs.get("task_kind") == "retrieval":
+        from claimcheck.engine.retrieval.stages import split_check
+
+        checks.append(split_check(joined, src.inputs))
     ctx.progress(1.0, "done")
     return StageRecord(stage="split", inputs=inputs.model_dump(mode="json"), checks=checks)
 
