@@ -93,6 +93,8 @@ LATER_CHECKS: frozenset[str] = frozenset(
         "artifact.operating_point",
         "dispatch.runtime",
         "artifact.base_model_identity",
+        "source.preprocessing",
+        "source.preprocessing_environment",
     }
 )
 

@@ -249,3 +249,33 @@ class TargetRange(Shape):
     below_train_min: dict[str, int]
     above_train_max: dict[str, int]
     share_outside: dict[str, float]
+
+
+class Rebuilt(Part):
+    """What re-running a preprocessing script in a scratch folder produced."""
+
+    returncode: int
+    sha256: str
+    matches: bool
+    stderr_tail: str = ""
+
+
+class ScriptPin(Part):
+    """One declared preprocessing script: its bytes, what it imports and reads, and its rebuild."""
+
+    sha256: str
+    bytes: int
+    args: list[str]
+    output: str
+    imports: list[str]
+    local_modules: dict[str, str]
+    reads: dict[str, str]
+    rebuild: bool
+    rebuilt: Rebuilt | None = None
+
+
+class Preprocessing(Shape):
+    """source.preprocessing: per declared script (its workspace-relative path), its pin."""
+
+    check_ids = ("source.preprocessing",)
+    scripts: dict[str, ScriptPin]

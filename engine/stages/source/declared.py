@@ -36,3 +36,8 @@ declare("source.entity_families", PB_FAMILY)
 declare("source.sensitive_columns", PB_SENSITIVE, shaped=False)
 declare("source.licence_provenance", PB_BYTES, shaped=False)
 declare("source.pass_kind", PB_PREVIEW, shaped=False, required=False)  # a preview pass only
+
+from claimcheck.engine.stages.source.provenance import PB_CODE  # noqa: E402
+
+declare("source.preprocessing", PB_CODE)
+declare("source.preprocessing_environment", PB_CODE, shaped=False)

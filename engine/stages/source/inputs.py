@@ -53,6 +53,36 @@ class IndependentRows(BaseModel):
         return value
 
 
+class Preprocessing(BaseModel):
+    """One script that produced a data file: pinned by sha256 with its imports; optionally rebuilt."""
+
+    model_config = ConfigDict(extra="forbid")
+    script: str = Field(description="The Python script (inside the workspace) that wrote a data file.")
+    args: list[str] = Field(default_factory=list, description="Arguments the script is run with.")
+    reads: list[str] = Field(
+        default_factory=list,
+        description="Other workspace files the script reads (pinned by sha256; copied for a rebuild).",
+    )
+    output: str = Field(
+        default="", description="Which of 'files' the script writes (empty: the only file, if one)."
+    )
+    rebuild: StrictBool = Field(
+        default=False,
+        description="Re-run the script in a scratch folder and compare its output's sha256 with the data file.",
+    )
+
+    @field_validator("script")
+    @classmethod
+    def _script(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("is empty; name the Python script that produced the data")
+        if not value.endswith(".py"):
+            raise ValueError(
+                f"{value!r} is not a .py file; only Python scripts are pinned with their imports"
+            )
+        return value
+
+
 class Inputs(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     files: list[str] = Field(
@@ -139,6 +169,11 @@ class Inputs(BaseModel):
     allow_outside_workspace: StrictBool = Field(
         default=False, description="Let data files lie outside the workspace (the record says so)."
     )
+    # The scripts that produced the data files (engine/data/preprocessing.py pins and rebuilds them).
+    preprocessing: list[Preprocessing] = Field(
+        default_factory=list,
+        description='Scripts that produced the data: [{script = "…", output = "…", rebuild = true}].',
+    )
 
     # Checked before any data is read (empty 'files' / 'label_column' only when the stage runs: a
     # form starts empty), so an answers file is refused before a stage runs.
@@ -205,6 +240,23 @@ class Inputs(BaseModel):
         unknown = [c for c in value if c not in info.data["input_columns"]]
         if unknown:
             raise ValueError(f"names column(s) {unknown} that are not input columns")
+        return value
+
+    @field_validator("preprocessing")
+    @classmethod
+    def _preprocessing(cls, value: list[Preprocessing], info: ValidationInfo) -> list[Preprocessing]:
+        files = info.data.get("files")
+        if files is None:  # already refused
+            return value
+        scripts = [p.script for p in value]
+        twice = sorted({s for s in scripts if scripts.count(s) > 1})
+        if twice:
+            raise ValueError(f"declares {twice} twice; declare each script once")
+        for p in value:
+            if p.output and p.output not in files:
+                raise ValueError(f"{p.script}: output {p.output!r} is not one of 'files' {files}")
+            if p.rebuild and not p.output and len(files) != 1:
+                raise ValueError(f"{p.script}: rebuild = true needs 'output' (which of 'files' it writes)")
         return value
 
     def named_columns(self) -> dict[str, list[str]]:

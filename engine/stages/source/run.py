@@ -14,6 +14,7 @@ from claimcheck.engine.pipeline.context import StageContext, StageInputError
 from claimcheck.engine.stages.source import checks as sc
 from claimcheck.engine.stages.source import claim as source_claim
 from claimcheck.engine.stages.source import identity as si
+from claimcheck.engine.stages.source import provenance
 from claimcheck.engine.stages.source.checks import PB_PREVIEW
 from claimcheck.engine.stages.source.inputs import Inputs
 from claimcheck.engine.stats.names import target_type
@@ -57,6 +58,8 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
         if numeric
         else source_claim.class_order(dataset, inputs, upstream)
     )
+    ctx.progress(0.95, "preprocessing scripts")
+    checks += provenance.preprocessing(inputs, ctx, checks[0])
     if inputs.preview_rows:
         checks.append(
             Check(

@@ -1,0 +1,209 @@
+"""Where the data and its labels came from: preprocessing scripts pinned by sha256 (imports found with
+`ast`), rebuilt in a scratch folder, and replay failing when a byte of a declared script changes
+(real `claimcheck` processes on a real generated data file)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tomlkit
+
+from claimcheck.engine.data import preprocessing as pre
+from claimcheck.engine.pipeline.context import StageContext, StageInputError
+from claimcheck.engine.shapes import parse
+from claimcheck.engine.shapes.data import Preprocessing
+from claimcheck.engine.stages.source import run as source
+
+HELPER = """WORDS = {"a": "alpha apple", "b": "bravo banana", "c": "charlie cherry"}
+"""
+
+SCRIPT = '''"""Write data/tickets.csv: 90 rows, three labels, deterministic."""
+import csv
+import random
+from pathlib import Path
+
+import polars  # noqa: F401  (an installed import the pin records with its version)
+
+from words import WORDS
+
+HERE = Path(__file__).resolve().parent
+rng = random.Random(7)
+out = HERE.parent / "data" / "tickets.csv"
+out.parent.mkdir(parents=True, exist_ok=True)
+with open(out, "w", newline="") as fh:
+    w = csv.writer(fh)
+    w.writerow(["ticket_id", "text", "customer", "created_at", "label"])
+    for i in range(90):
+        label = "abc"[i % 3]
+        w.writerow([i, f"{WORDS[label]} {rng.randint(0, 999)}", f"c{i}", f"2024-01-{i % 28 + 1:02d}", label])
+'''
+
+CLAIM = {
+    "task_kind": "text_classification",
+    "prediction_unit": "one ticket at triage time",
+    "target_meaning": "the queue a generator script assigned",
+    "target_kind": "recorded_workflow_label",
+    "inference_inputs": ["text"],
+    "population": "generated tickets",
+    "primary_metric": "macro_f1",
+    "metric_averaging": "macro",
+    "class_order": ["a", "b", "c"],
+    "success": {"metric": "macro_f1", "op": ">=", "value": 0.02, "relative_to": "best_baseline"},
+    "comparators": ["trivial_baseline", "best_baseline", "base_model"],
+    "fine_tuning": True,
+    "run_scope": "one LoRA fine-tune; no tuning sweep",
+    "label_quality_limits": "generated labels",
+}
+
+
+def _workspace(root: Path) -> Path:
+    """A workspace whose data file is the output of its own script (run here, as a person would)."""
+    (root / "prep").mkdir(parents=True)
+    (root / "prep" / "words.py").write_text(HELPER)
+    (root / "prep" / "make_data.py").write_text(SCRIPT)
+    subprocess.run([sys.executable, "prep/make_data.py"], cwd=root, check=True)
+    return root
+
+
+def _source(**kw) -> dict:
+    base = {
+        "files": ["data/tickets.csv"],
+        "label_column": "label",
+        "input_columns": ["text"],
+        "text_columns": ["text"],
+        "availability": {"text": "yes"},
+        "id_column": "ticket_id",
+        "entity_columns": ["customer"],
+        "time_column": "created_at",
+        "as_of": "2025-01-01",
+        "license": "generated for the test",
+        "provenance": "prep/make_data.py",
+        "preprocessing": [{"script": "prep/make_data.py", "rebuild": True}],
+    }
+    base.update(kw)
+    return base
+
+
+def _run_source(ws: Path, **kw):
+    ctx = StageContext(session_dir=ws / "s", workspace=ws)
+    return source.run(source.Inputs(**_source(**kw)), {}, ctx)
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _workspace(tmp_path_factory.mktemp("prov"))
+
+
+def test_imports_are_found_with_ast_never_by_running() -> None:
+    src = "import os, numpy.linalg\nfrom polars import col\nfrom . import sibling\nif 0:\n    import json\n"
+    assert pre.imports_of(src, "x.py") == ["json", "numpy", "os", "polars"]
+    with pytest.raises(pre.PreprocessingError, match=r"x\.py is not valid Python \(line 1"):
+        pre.imports_of("def (:\n", "x.py")
+
+
+def test_scripts_are_pinned_with_their_local_modules_and_rebuilt(ws: Path) -> None:
+    rec = _run_source(ws)
+    chk = rec.check("source.preprocessing")
+    got = parse(chk, Preprocessing)
+    pin = got.scripts["prep/make_data.py"]
+    assert chk.status == "pass", chk.summary
+    assert pin.sha256 == pre.sha256_bytes((ws / "prep" / "make_data.py").read_bytes())
+    assert pin.imports == ["csv", "pathlib", "polars", "random", "words"]
+    assert list(pin.local_modules) == ["prep/words.py"]
+    assert pin.output == "data/tickets.csv"
+    data_sha = rec.check("source.checksum").measured["files"][0]["sha256"]
+    assert pin.rebuilt is not None and pin.rebuilt.matches and pin.rebuilt.sha256 == data_sha
+    env = rec.check("source.preprocessing_environment")
+    assert env.replay == "observation" and env.status == "info"
+    assert env.measured["imports"]["polars"]["kind"] == "installed"
+    assert env.measured["imports"]["words"]["kind"] == "local"
+    assert env.measured["imports"]["csv"]["kind"] == "stdlib"
+
+
+def test_a_rebuild_that_differs_fails(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    with open(ws / "data" / "tickets.csv", "a") as fh:  # the data file is no longer the script's output
+        fh.write("90,alpha apple 1,c90,2024-01-02,a\n")
+    rec = _run_source(ws)
+    chk = rec.check("source.preprocessing")
+    assert chk.status == "fail"
+    assert "prep/make_data.py did NOT rebuild data/tickets.csv (a different sha256)" in chk.summary
+    # A script that fails says how, with its stderr (the scratch path hidden: replay compares it).
+    (ws / "prep" / "words.py").write_text("raise SystemExit('no words today')\n")
+    chk = _run_source(ws).check("source.preprocessing")
+    rebuilt = chk.measured["scripts"]["prep/make_data.py"]["rebuilt"]
+    assert chk.status == "fail" and rebuilt["returncode"] == 1
+    assert "no words today" in rebuilt["stderr_tail"] and "claimcheck-rebuild-" not in rebuilt["stderr_tail"]
+
+
+def test_without_preprocessing_the_checks_say_not_run(ws: Path) -> None:
+    rec = _run_source(ws, preprocessing=[])
+    assert rec.check("source.preprocessing").status == "not_run"
+    assert "not retained" in rec.check("source.preprocessing").summary
+    assert rec.check("source.preprocessing_environment").status == "not_run"
+
+
+def test_bad_declarations_are_refused_naming_the_field(ws: Path) -> None:
+    with pytest.raises(StageInputError, match=r"'preprocessing': script 'prep/nope\.py' not found"):
+        _run_source(ws, preprocessing=[{"script": "prep/nope.py"}])
+    with pytest.raises(StageInputError, match="lies outside the workspace"):
+        _run_source(ws, preprocessing=[{"script": "../elsewhere.py"}])
+    bad = [
+        ({"script": "prep/make.sh"}, "not a .py file"),
+        ({"script": "prep/make_data.py", "output": "other.csv"}, "is not one of 'files'"),
+        ({"script": "prep/make_data.py", "zap": 1}, "zap"),
+    ]
+    for entry, msg in bad:
+        with pytest.raises(ValueError, match=msg):
+            source.Inputs(**_source(preprocessing=[entry]))
+    with pytest.raises(ValueError, match="rebuild = true needs 'output'"):
+        source.Inputs(**_source(files=["a.csv", "b.csv"]))
+    with pytest.raises(ValueError, match="twice"):
+        source.Inputs(**_source(preprocessing=[{"script": "p.py"}, {"script": "p.py"}]))
+
+
+def _claimcheck(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "250"}
+    cmd = [sys.executable, "-m", "claimcheck", *args]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_replay_exits_1_naming_a_script_whose_byte_changed(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path / "ws")
+    answers = {"session": {"workspace": "."}, "claim": CLAIM, "source": _source()}
+    (ws / "answers.toml").write_text(tomlkit.dumps(answers))
+    ran = _claimcheck("run", "--answers", "answers.toml", "session", cwd=ws)
+    assert ran.returncode in (0, 1), ran.stderr + ran.stdout  # 1: a source check may fail on tiny data
+    assert (ws / "session" / "02-source.toml").is_file(), ran.stdout + ran.stderr
+    first = _claimcheck("--replay", "session", cwd=ws)
+    assert first.returncode == 0, first.stdout + first.stderr
+    script = ws / "prep" / "make_data.py"
+    raw = bytearray(script.read_bytes())
+    raw[raw.index(b"90 rows")] = ord("8")  # one byte, in the docstring: the output is unchanged
+    script.write_bytes(bytes(raw))
+    second = _claimcheck("--replay", "session", cwd=ws)
+    out = second.stdout + second.stderr
+    assert second.returncode == 1, out
+    assert "source.preprocessing" in out and "prep/make_data.py" in out
+    # A helper module the script imports is pinned too.
+    script.write_bytes(SCRIPT.encode())
+    assert _claimcheck("--replay", "session", cwd=ws).returncode == 0
+    (ws / "prep" / "words.py").write_text(HELPER + "\n")
+    third = _claimcheck("--replay", "session", cwd=ws)
+    assert third.returncode == 1 and "prep/words.py" in third.stdout + third.stderr
+
+
+def test_a_missing_script_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path / "ws")
+    src = _source(preprocessing=[{"script": "prep/gone.py"}])
+    (ws / "answers.toml").write_text(
+        tomlkit.dumps({"session": {"workspace": "."}, "claim": CLAIM, "source": src})
+    )
+    ran = _claimcheck("run", "--answers", "answers.toml", "session", cwd=ws)
+    assert ran.returncode == 2, ran.stdout + ran.stderr
+    assert "source.preprocessing[0].script" in ran.stderr and "prep/gone.py" in ran.stderr
+    assert not (ws / "session").exists()
