@@ -207,3 +207,81 @@ def test_a_missing_script_is_refused_before_anything_is_written(tmp_path: Path) 
     assert ran.returncode == 2, ran.stdout + ran.stderr
     assert "source.preprocessing[0].script" in ran.stderr and "prep/gone.py" in ran.stderr
     assert not (ws / "session").exists()
+
+
+# ---------------------------------------------------------------- labels and selection
+
+
+def _teacher(**kw) -> dict:
+    return {"method": "teacher_model", "teacher_model": "org/labeller-7b", "teacher_revision": "a1b2c3", **kw}
+
+
+def test_label_provenance_is_recorded_and_judged(ws: Path) -> None:
+    from claimcheck.engine.evidence import StageRecord
+    from claimcheck.engine.shapes.data import LabelProvenance
+
+    rec = _run_source(ws, preprocessing=[])
+    assert rec.check("source.label_provenance").status == "not_run"
+    assert rec.check("source.selection").status == "not_run"
+    human = {
+        "method": "human",
+        "annotators": "2 agents, adjudicated",
+        "agreement": "Cohen kappa 0.81 on 300 rows",
+    }
+    rec = _run_source(ws, preprocessing=[], label_provenance=human, selection="every ticket of January 2024")
+    chk = rec.check("source.label_provenance")
+    assert (chk.status, chk.basis) == ("pass", "decided")
+    assert parse(chk, LabelProvenance).annotators == "2 agents, adjudicated"
+    assert rec.check("source.selection").measured == {"selection": "every ticket of January 2024"}
+    rec = _run_source(ws, preprocessing=[], label_provenance=_teacher())
+    chk = rec.check("source.label_provenance")
+    assert chk.status == "warn" and "teacher model org/labeller-7b@a1b2c3" in chk.summary
+    assert "annotation uncertainty not stated" in chk.summary
+    # A claim of real-world correctness on a teacher's labels fails.
+    claim = StageRecord(stage="claim", inputs={"target_kind": "real_world_decision"}, checks=[])
+    ctx = StageContext(session_dir=ws / "s", workspace=ws)
+    inp = source.Inputs(**_source(preprocessing=[], label_provenance=_teacher(agreement="not measured")))
+    chk = source.run(inp, {"claim": claim}, ctx).check("source.label_provenance")
+    assert chk.status == "fail" and "real-world decisions" in chk.summary
+
+
+def test_a_label_script_is_pinned(ws: Path) -> None:
+    lp = {"method": "rule", "script": "prep/words.py", "agreement": "not measured"}
+    chk = _run_source(ws, preprocessing=[], label_provenance=lp).check("source.label_provenance")
+    assert chk.measured["script_sha256"] == pre.sha256_bytes((ws / "prep" / "words.py").read_bytes())
+    with pytest.raises(StageInputError, match="label_provenance.script"):
+        _run_source(ws, preprocessing=[], label_provenance={**lp, "script": "prep/none.py"})
+
+
+@pytest.mark.parametrize(
+    ("lp", "msg"),
+    [
+        ({"method": "teacher_model", "teacher_model": "m"}, "needs 'teacher_model'"),
+        ({"method": "human", "teacher_model": "m"}, "set method = 'teacher_model'"),
+        ({"method": "rule"}, "needs 'script'"),
+        ({"method": "unknown", "annotators": "x"}, "set method = 'human'"),
+        ({"method": "human", "label_delay_days": -1}, "greater than or equal to 0"),
+        ({"method": "crowd"}, "method"),
+    ],
+)
+def test_inconsistent_label_provenance_is_refused(lp: dict, msg: str) -> None:
+    with pytest.raises(ValueError, match=msg):
+        source.Inputs(**_source(label_provenance=lp))
+
+
+def test_label_maturity_counts_rows_whose_labels_were_not_final(ws: Path) -> None:
+    # created_at runs 2024-01-01 .. 2024-01-28; as_of 2024-01-31 with a 7-day delay: rows after 01-24.
+    lp = {"method": "human", "agreement": "not measured", "label_delay_days": 7}
+    rec = _run_source(ws, preprocessing=[], label_provenance=lp, as_of="2024-01-31")
+    chk = rec.check("source.label_maturity")
+    import polars as pl
+
+    df = pl.read_csv(ws / "data" / "tickets.csv", try_parse_dates=True)
+    expected = df.filter(pl.col("created_at") > pl.datetime(2024, 1, 24)).height
+    assert expected > 0 and chk.status == "warn"
+    assert chk.measured["immature_rows"] == expected and chk.measured["dated_rows"] == 90
+    assert chk.replay == "compare"
+    assert _run_source(ws, preprocessing=[]).check("source.label_maturity").status == "pass"
+    assert (
+        _run_source(ws, preprocessing=[], time_column="").check("source.label_maturity").status == "not_run"
+    )

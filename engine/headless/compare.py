@@ -95,6 +95,9 @@ LATER_CHECKS: frozenset[str] = frozenset(
         "artifact.base_model_identity",
         "source.preprocessing",
         "source.preprocessing_environment",
+        "source.label_provenance",
+        "source.label_maturity",
+        "source.selection",
     }
 )
 

@@ -279,3 +279,18 @@ class Preprocessing(Shape):
 
     check_ids = ("source.preprocessing",)
     scripts: dict[str, ScriptPin]
+
+
+class LabelProvenance(Shape):
+    """source.label_provenance: how the labels were made (the source's label_provenance inputs), with
+    the sha256 of a rule or script that wrote them ("" when none)."""
+
+    check_ids = ("source.label_provenance",)
+    method: str
+    annotators: str = ""
+    teacher_model: str = ""
+    teacher_revision: str = ""
+    script: str = ""
+    script_sha256: str = ""
+    agreement: str = ""
+    label_delay_days: float = 0.0

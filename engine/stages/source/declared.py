@@ -37,7 +37,10 @@ declare("source.sensitive_columns", PB_SENSITIVE, shaped=False)
 declare("source.licence_provenance", PB_BYTES, shaped=False)
 declare("source.pass_kind", PB_PREVIEW, shaped=False, required=False)  # a preview pass only
 
-from claimcheck.engine.stages.source.provenance import PB_CODE  # noqa: E402
+from claimcheck.engine.stages.source.provenance import PB_CODE, PB_LABELS  # noqa: E402
 
 declare("source.preprocessing", PB_CODE)
 declare("source.preprocessing_environment", PB_CODE, shaped=False)
+declare("source.label_provenance", PB_LABELS)
+declare("source.label_maturity", PB_LABELS, shaped=False)
+declare("source.selection", PB_LABELS, shaped=False)

@@ -5,7 +5,15 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from claimcheck.engine.data.rows import TimeUnit
 
@@ -81,6 +89,60 @@ class Preprocessing(BaseModel):
                 f"{value!r} is not a .py file; only Python scripts are pinned with their imports"
             )
         return value
+
+
+LabelMethod = Literal["", "human", "teacher_model", "rule", "script", "unknown"]
+# The longest label delay accepted (100 years), in days.
+MAX_LABEL_DELAY_DAYS = 36_500.0
+
+
+class LabelSource(BaseModel):
+    """How the labels were made, how certain they are, and how long after an observation they are final."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    method: LabelMethod = Field(
+        default="",
+        description="How labels were made: human, teacher_model, rule, script or unknown (empty: not stated).",
+    )
+    annotators: str = Field(
+        default="", description="Who labelled (human): e.g. '3 support agents, majority vote'."
+    )
+    teacher_model: str = Field(default="", description="The model id that wrote the labels (teacher_model).")
+    teacher_revision: str = Field(
+        default="", description="The teacher model's revision or commit (teacher_model)."
+    )
+    script: str = Field(
+        default="", description="The rule or script file that wrote the labels (pinned by sha256)."
+    )
+    agreement: str = Field(
+        default="",
+        description="Annotation uncertainty: an agreement figure (e.g. 'Cohen kappa 0.78 on 500 rows') or 'not measured'.",
+    )
+    label_delay_days: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=MAX_LABEL_DELAY_DAYS,
+        description="Days after the observation until its label is final (0: final at once).",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> LabelSource:
+        m = self.method
+        if m == "teacher_model" and not (self.teacher_model.strip() and self.teacher_revision.strip()):
+            raise ValueError("method 'teacher_model' needs 'teacher_model' (its id) and 'teacher_revision'")
+        if m != "teacher_model" and (self.teacher_model or self.teacher_revision):
+            raise ValueError(
+                f"'teacher_model' / 'teacher_revision' are set but method is {m!r}; set method = 'teacher_model' or drop them"
+            )
+        if m in ("rule", "script") and not self.script.strip():
+            raise ValueError(f"method {m!r} needs 'script': the file that wrote the labels")
+        if m not in ("rule", "script") and self.script:
+            raise ValueError(
+                f"'script' is set but method is {m!r}; set method = 'rule' or 'script' or drop it"
+            )
+        if m != "human" and self.annotators:
+            raise ValueError(f"'annotators' is set but method is {m!r}; set method = 'human' or drop it")
+        return self
 
 
 class Inputs(BaseModel):
@@ -173,6 +235,14 @@ class Inputs(BaseModel):
     preprocessing: list[Preprocessing] = Field(
         default_factory=list,
         description='Scripts that produced the data: [{script = "…", output = "…", rebuild = true}].',
+    )
+    label_provenance: LabelSource = Field(
+        default_factory=LabelSource,
+        description="How the labels were made (method, teacher model, script), their agreement and delay.",
+    )
+    selection: str = Field(
+        default="",
+        description="How rows were selected into the data set, and the selection bias that follows (a decision).",
     )
 
     # Checked before any data is read (empty 'files' / 'label_column' only when the stage runs: a

@@ -123,3 +123,148 @@ def _environment(inp: Inputs, ctx: StageContext) -> Check:
         why="A script's output can depend on the interpreter and library versions it ran under.",
         playbook=PB_CODE,
     )
+
+
+# ---------------------------------------------------------------- labels and selection
+
+PB_LABELS = (
+    "Define the population and sampling/label-generation process, including synthetic or teacher-generated "
+    "data. Record annotation uncertainty, selection bias, delayed labels and relevant subgroup coverage."
+)
+REAL_WORLD = "real_world_decision"
+
+
+def teacher_label(measured: dict[str, Any]) -> str:
+    """'teacher model ID@REVISION' when a source.label_provenance record says a model wrote the labels, else ''."""
+    if measured.get("method") != "teacher_model":
+        return ""
+    return f"teacher model {measured.get('teacher_model', '')}@{measured.get('teacher_revision', '')}"
+
+
+def label_provenance(inp: Inputs, ctx: StageContext, claim: dict[str, Any]) -> Check:
+    """source.label_provenance: how the labels were made, their agreement and delay (a decision)."""
+    from claimcheck.engine.data.rows import sha256_file
+    from claimcheck.engine.shapes.data import LabelProvenance
+
+    lp = inp.label_provenance
+    if not lp.method:
+        return not_run(
+            "source.label_provenance",
+            "how the labels were made is not stated (label_provenance.method): their quality is unknown",
+            why="Who or what wrote the labels bounds what any figure scored against them can mean.",
+        )
+    digest = ""
+    if lp.script:
+        p = ctx.resolve(lp.script, inside=True, field="label_provenance.script")
+        if not p.is_file():
+            raise StageInputError(
+                f"source 'label_provenance.script': {lp.script!r} not found (looked at {p})"
+            )
+        digest = sha256_file(p)
+    shape = LabelProvenance(**lp.model_dump(), script_sha256=digest)
+    teacher = teacher_label(shape.model_dump())
+    problems, status = [], "pass"
+    if lp.method == "unknown":
+        problems.append("how the labels were made is unknown")
+    if teacher:
+        problems.append(
+            f"labels written by {teacher}: every figure measures agreement with it, not correctness"
+        )
+    if not lp.agreement.strip():
+        problems.append("annotation uncertainty not stated (give an agreement figure or 'not measured')")
+    if problems:
+        status = "warn"
+    if teacher and claim.get("target_kind") == REAL_WORLD:
+        status = "fail"
+        problems.insert(0, "the claim is about real-world decisions but the labels are a model's output")
+    who = {
+        "human": f"human annotators{f' ({lp.annotators})' if lp.annotators else ''}",
+        "teacher_model": teacher,
+        "rule": f"a rule in {lp.script} (sha256 {digest[:12]}…)",
+        "script": f"a script {lp.script} (sha256 {digest[:12]}…)",
+        "unknown": "unknown",
+    }[lp.method]
+    said = [f"labels by {who}", f"agreement: {lp.agreement or 'not stated'}"]
+    said.append(f"final {lp.label_delay_days:g} day(s) after the observation")
+    return Check(
+        id="source.label_provenance",
+        status=status,
+        basis="decided",
+        summary="; ".join(said) + ("; " + "; ".join(problems) if problems else ""),
+        measured=shape.dump(),
+        why="Teacher, rule or human labels differ in what a figure scored against them can claim.",
+        playbook=PB_LABELS,
+    )
+
+
+def label_maturity(kept: Any, inp: Inputs, cov: str) -> Check:
+    """source.label_maturity: rows observed less than label_delay_days before as_of (labels not yet final)."""
+    import datetime as dt
+
+    import polars as pl
+
+    from claimcheck.engine.data.rows import resolve_time_unit, time_expr
+
+    delay = inp.label_provenance.label_delay_days
+    if not inp.time_column:
+        return not_run(
+            "source.label_maturity",
+            "no time column declared: whether labels were final at the time cut cannot be checked",
+            coverage=cov,
+        )
+    unit = resolve_time_unit(inp.time_column, kept.schema[inp.time_column], inp.time_unit)
+    if unit == "ordinal":
+        return not_run(
+            "source.label_maturity", "the time column is an order, not a date: no label delay applies"
+        )
+    as_of = (
+        dt.datetime.fromisoformat(inp.as_of.replace("Z", "+00:00")).replace(tzinfo=None)
+        if inp.as_of
+        else dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)
+    )
+    cut = as_of - dt.timedelta(days=delay)
+    t = kept.select(time_expr(inp.time_column, kept.schema[inp.time_column], unit).alias("t"))
+    immature = int(t.select(((pl.col("t") > cut) & (pl.col("t") <= as_of)).sum()).item())
+    dated = int(t.get_column("t").is_not_null().sum())
+    share = immature / dated if dated else 0.0
+    return Check(
+        id="source.label_maturity",
+        status="warn" if immature else "pass",
+        summary=(
+            f"{immature:,} of {dated:,} dated row(s) ({share:.1%}) observed after {cut.isoformat()}: "
+            f"their labels were not final at {as_of.isoformat()} (label delay {delay:g} days)"
+            if immature
+            else f"every dated row's label was final at {as_of.isoformat()} (label delay {delay:g} days)"
+        )
+        + ("" if inp.as_of else " (the run time; set 'as_of' to pin it)"),
+        coverage=cov,
+        measured={
+            "label_delay_days": delay,
+            "as_of": as_of.isoformat(),
+            "mature_before": cut.isoformat(),
+            "dated_rows": dated,
+            "immature_rows": immature,
+            "immature_share": share,
+        },
+        replay="compare" if inp.as_of else "observation",
+        why="A label not yet final at the time cut is a guess the data records as an outcome.",
+        playbook=PB_LABELS,
+    )
+
+
+def selection(inp: Inputs) -> Check:
+    """source.selection: how rows came into the data set (a recorded decision)."""
+    if not inp.selection.strip():
+        return not_run(
+            "source.selection",
+            "how rows were selected into the data set is not stated: selection bias cannot be assessed",
+        )
+    return Check(
+        id="source.selection",
+        status="pass",
+        basis="decided",
+        summary=f"selection recorded: {inp.selection.strip()[:300]}",
+        measured={"selection": inp.selection},
+        why="Which rows reached the data set decides which population the figures speak for.",
+        playbook=PB_LABELS,
+    )

@@ -60,6 +60,9 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     )
     ctx.progress(0.95, "preprocessing scripts")
     checks += provenance.preprocessing(inputs, ctx, checks[0])
+    checks.append(provenance.label_provenance(inputs, ctx, claim))
+    checks.append(provenance.label_maturity(kept, inputs, cov))
+    checks.append(provenance.selection(inputs))
     if inputs.preview_rows:
         checks.append(
             Check(
