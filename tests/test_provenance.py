@@ -285,3 +285,51 @@ def test_label_maturity_counts_rows_whose_labels_were_not_final(ws: Path) -> Non
     assert (
         _run_source(ws, preprocessing=[], time_column="").check("source.label_maturity").status == "not_run"
     )
+
+
+# ---------------------------------------------------------------- a real session through the baseline
+
+SPLIT = {
+    "strategy": "group",
+    "seed": 0,
+    "rationale": "new customers",
+    "class_support_floor": 1,
+    "fractions": {"train": 0.6, "dev": 0.1, "calibration": 0.1, "test": 0.2},
+}
+
+
+@pytest.fixture(scope="module")
+def teacher_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Claim, source (teacher labels, a pinned and rebuilt script), split and baseline, headless."""
+    ws = _workspace(tmp_path_factory.mktemp("teacher") / "ws")
+    src = _source(label_provenance=_teacher(agreement="not measured"), selection="all generated rows")
+    baseline = {"learners": ["most_frequent", "tfidf_logreg"], "bootstrap_resamples": 200}
+    answers = {
+        "session": {"workspace": "."},
+        "claim": CLAIM,
+        "source": src,
+        "split": SPLIT,
+        "baseline": baseline,
+    }
+    (ws / "answers.toml").write_text(tomlkit.dumps(answers))
+    ran = _claimcheck("run", "--answers", "answers.toml", "session", cwd=ws)
+    assert (ws / "session" / "04-baseline.toml").is_file(), ran.stdout + ran.stderr
+    return ws
+
+
+def test_the_report_lists_the_scripts_and_qualifies_figures_on_teacher_labels(teacher_session: Path) -> None:
+    ws = teacher_session
+    assert _claimcheck("report", "session", cwd=ws).returncode == 0
+    md = (ws / "session" / "report.md").read_text()
+    assert "## Where the data and its labels came from" in md
+    sha = pre.sha256_bytes((ws / "prep" / "make_data.py").read_bytes())
+    assert f"| prep/make_data.py | {sha[:16]}… | data/tickets.csv | prep/words.py | byte-identical |" in md
+    qualifier = "Labels written by teacher model org/labeller-7b\\@a1b2c3: this figure measures agreement"
+    figures = md.count("*Figure: split.") + md.count("*Figure: baseline.")
+    assert figures > 0 and md.count(qualifier) == figures
+    lines = md.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(("*Figure: split.", "*Figure: baseline.")):
+            assert lines[i - 2].startswith(qualifier), line
+    assert "every figure here measures agreement with that model" in md
+    assert _claimcheck("--replay", "session", cwd=ws).returncode == 0
