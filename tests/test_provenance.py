@@ -333,3 +333,91 @@ def test_the_report_lists_the_scripts_and_qualifies_figures_on_teacher_labels(te
             assert lines[i - 2].startswith(qualifier), line
     assert "every figure here measures agreement with that model" in md
     assert _claimcheck("--replay", "session", cwd=ws).returncode == 0
+
+
+# ---------------------------------------------------------------- subgroups (the tabular claim, real records)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def subgroup_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """docs/answers-tabular.toml run to its verdict with channel declared a subgroup column."""
+    import tomllib
+
+    from claimcheck.engine.headless.answers import run_answers
+
+    answers = tomllib.loads((ROOT / "docs" / "answers-tabular.toml").read_text())
+    answers["session"]["workspace"] = str(ROOT)
+    answers["source"]["subgroup_columns"] = ["channel"]
+    folder = tmp_path_factory.mktemp("subgroups")
+    (folder / "answers.toml").write_text(tomlkit.dumps(answers))
+    result = run_answers(folder / "answers.toml", folder / "s")
+    assert result.exit_code == 0, result.error
+    return folder / "s"
+
+
+def _record(session: Path, stage: str):
+    from claimcheck.engine.ledger.session import Session
+
+    return Session.open(session).record(stage)
+
+
+def test_subgroup_support_counts_each_value_per_split_and_class(subgroup_session: Path) -> None:
+    import polars as pl
+
+    chk = _record(subgroup_session, "split").check("split.subgroup_support")
+    sup = chk.measured["support"]["channel"]
+    # Recounted independently: the sample's rows (row_id = record order) joined to the membership file.
+    rows = pl.read_csv(ROOT / "sample_data" / "tickets.csv", infer_schema_length=0).with_row_index("row_id")
+    mem = pl.read_parquet(subgroup_session / "data" / "split.parquet")
+    joined = mem.join(rows.with_columns(pl.col("row_id").cast(pl.Int64)), on="row_id")
+    counts = joined.group_by(pl.col("channel").fill_null("(null)"), "split", "queue").len()
+    assert counts.height > 0
+    for channel, split, queue, n in counts.iter_rows():
+        assert sup[channel][split]["classes"][queue] == n
+    assert sum(c["rows"] for per in sup.values() for c in per.values()) == mem.height
+    low = chk.measured["below_floor"]
+    assert all(sup[x["value"]].get(x["split"], {"rows": 0})["rows"] < 5 for x in low)
+    assert chk.status == ("fail" if any(x["split"] == "test" for x in low) else "warn" if low else "pass")
+
+
+def test_artifact_subgroups_give_every_arm_an_interval_and_name_the_largest_regression(
+    subgroup_session: Path,
+) -> None:
+    from claimcheck.engine.headless.replay import replay
+
+    art = _record(subgroup_session, "artifact")
+    chk = art.check("artifact.subgroups")
+    shared = art.check("artifact.comparison").measured["shared_rows"]
+    table = chk.measured["subgroups"]
+    assert sum(e["rows"] for e in table.values()) + sum(x["rows"] for x in chk.measured["left_out"]) == shared
+    arms = set(art.check("artifact.comparison").measured["values"])
+    for entry in table.values():
+        assert set(entry["arms"]) == arms
+        for iv in entry["arms"].values():
+            assert "estimate" in iv and ("refused" in iv or iv["lo"] <= iv["estimate"] <= iv["hi"])
+    diffs = [(k, c, d["estimate"]) for k, e in table.items() for c, d in e["differences"].items()]
+    worst = min(diffs, key=lambda x: x[2])
+    lr = chk.measured["largest_regression"]
+    if worst[2] < 0:
+        assert (lr["subgroup"], lr["versus"]) == worst[:2] and "largest regression" in chk.summary
+    else:
+        assert lr == {} and "at least as good" in chk.summary
+    assert replay(subgroup_session).exit_code == 0
+
+
+def test_subgroups_are_refused_where_they_cannot_be_honoured(ws: Path) -> None:
+    from claimcheck.engine.evidence import StageRecord
+
+    with pytest.raises(ValueError, match="lists the label column"):
+        source.Inputs(**_source(subgroup_columns=["label"]))
+    with pytest.raises(StageInputError, match="'subgroup_columns'.*not in the data"):
+        _run_source(ws, preprocessing=[], subgroup_columns=["region"])
+    with pytest.raises(StageInputError, match=r"'customer' has 90 distinct values \(at most 50\)"):
+        _run_source(ws, preprocessing=[], subgroup_columns=["customer"])
+    ctx = StageContext(session_dir=ws / "s", workspace=ws)
+    numeric = StageRecord(stage="claim", inputs={"target_type": "numeric"}, checks=[])
+    inp = source.Inputs(**_source(preprocessing=[], subgroup_columns=["text"]))
+    with pytest.raises(StageInputError, match="categorical target"):
+        source.run(inp, {"claim": numeric}, ctx)

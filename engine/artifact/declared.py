@@ -33,3 +33,4 @@ declare("artifact.slices", PB_REPORT, required=False)  # with slice columns
 declare("artifact.generation", PB_BASE, tasks=SFT)
 declare("artifact.latency", PB_LATENCY)
 declare("artifact.verdict", PB_OUTCOMES)
+declare("artifact.subgroups", PB_REPORT, tasks=LEARNED, targets=CATEGORICAL, shaped=False)

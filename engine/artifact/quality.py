@@ -5,7 +5,7 @@ calibrated figures (fitted on the calibration split only)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from claimcheck.engine.artifact.common import PB_CAL, PB_REPORT, band
@@ -30,6 +30,7 @@ class Scored:
     test: Any  # the test rows (for slice columns)
     coverage: str
     positive: int = -1  # the claim's positive class (index) of a binary AUROC / AUPRC claim
+    subgroups: list[str] = field(default_factory=list)  # the source's subgroup_columns
 
     def scoring(self, labels: list[int] | None = None) -> Any:
         from claimcheck.engine.stats.registry import Scoring
@@ -96,7 +97,15 @@ def quality(sc: Scored) -> list[Check]:
     reports = {
         a: M.classification_report(ys, _renorm(sc.preds[a]["proba"][shared]), sc.classes) for a in arms
     }
-    return [comparison, _per_class(reports, sc.classes), _slices(sc, shared, ys), _calibrated(sc, shared, ys)]
+    from claimcheck.engine.artifact.subgroups import subgroups
+
+    return [
+        comparison,
+        _per_class(reports, sc.classes),
+        _slices(sc, shared, ys),
+        _calibrated(sc, shared, ys),
+        subgroups(sc, shared),
+    ]
 
 
 def _renorm(p: Any) -> Any:

@@ -98,6 +98,8 @@ LATER_CHECKS: frozenset[str] = frozenset(
         "source.label_provenance",
         "source.label_maturity",
         "source.selection",
+        "split.subgroup_support",
+        "artifact.subgroups",
     }
 )
 

@@ -316,6 +316,7 @@ def compare_arms(
     checks.append(arms_coverage(test, y >= 0, preds, inputs, upstream, coverage))
     positive = metric_registry.positive_index(_claim(upstream), classes)
     scored = Scored(inputs, preds, y, y_cal, units, unit_kind, classes, metric, test, coverage, positive)
+    scored.subgroups = list(upstream["source"].inputs.get("subgroup_columns", []))
     checks.extend(quality(scored))
     checks.append(operating_point(scored, upstream))
     ctx.progress(0.85, "latency")

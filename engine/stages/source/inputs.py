@@ -244,6 +244,11 @@ class Inputs(BaseModel):
         default="",
         description="How rows were selected into the data set, and the selection bias that follows (a decision).",
     )
+    # Groups the claim must hold for (engine/data/subgroups.py): counted per split, measured per arm.
+    subgroup_columns: list[str] = Field(
+        default_factory=list,
+        description="Columns whose values name subgroups (support per split, metric per arm); not model inputs unless listed there.",
+    )
 
     # Checked before any data is read (empty 'files' / 'label_column' only when the stage runs: a
     # form starts empty), so an answers file is refused before a stage runs.
@@ -329,6 +334,18 @@ class Inputs(BaseModel):
                 raise ValueError(f"{p.script}: rebuild = true needs 'output' (which of 'files' it writes)")
         return value
 
+    @field_validator("subgroup_columns")
+    @classmethod
+    def _subgroups(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        label = info.data.get("label_column", "")
+        if label and label in value:
+            raise ValueError(
+                f"lists the label column '{label}'; a subgroup is a group of rows, not the target"
+            )
+        if len(set(value)) != len(value):
+            raise ValueError("lists a column twice; list each once")
+        return value
+
     def named_columns(self) -> dict[str, list[str]]:
         """Input field → the columns it names (what must be in the data; `require_columns` checks it)."""
         return {
@@ -338,6 +355,7 @@ class Inputs(BaseModel):
             "id_column": [self.id_column],
             "entity_columns": self.entity_columns,
             "time_column": [self.time_column],
+            "subgroup_columns": self.subgroup_columns,
         }
 
     @field_validator("filters")

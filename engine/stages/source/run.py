@@ -52,6 +52,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     checks.append(sc.transformations(inputs, raw.height, dataset.height, steps, cov))
     claim = upstream["claim"].inputs if "claim" in upstream else {}
     numeric = target_type(claim) == "numeric"
+    _refuse_subgroups(inputs, claim, raw)
     checks += _audit(kept, dataset, inputs, ctx, cov, numeric=numeric)
     checks.append(
         sc.numeric_target_not_run("source.class_order", "source.target_distribution")
@@ -169,6 +170,20 @@ def _validate_fields(inp: Inputs) -> None:
             raise StageInputError(
                 "source: every filter needs a 'reason' and a 'where' expression (rows to keep)"
             )
+
+
+def _refuse_subgroups(inp: Inputs, claim: dict[str, Any], raw: Any) -> None:
+    """Subgroups are measured for class-based claims of learned models only; refused up front otherwise."""
+    from claimcheck.engine.data.subgroups import refuse_wide
+
+    if not inp.subgroup_columns:
+        return
+    if target_type(claim) == "numeric" or claim.get("task_kind") == "causal_lm_sft":
+        raise StageInputError(
+            "source input 'subgroup_columns': per-subgroup support and metrics are measured for a "
+            "categorical target of a text_classification or tabular claim only; remove it for this claim"
+        )
+    refuse_wide(raw, inp.subgroup_columns)
 
 
 def _refuse_bad_jsonl(malformed: list[dict[str, Any]], files: list[str]) -> None:

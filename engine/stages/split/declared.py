@@ -25,3 +25,7 @@ declare("split.label_coverage", PB_SEPARATE, targets=CATEGORICAL)
 declare("split.class_support", PB_RARE, targets=CATEGORICAL)
 declare("split.target_range", PB_SEPARATE, targets=NUMERIC)
 declare("split.folds", PB_SMALL, shaped=False, required=False)  # K-fold splits only
+
+from claimcheck.engine.stages.split.subgroups import PB_SUBGROUPS  # noqa: E402
+
+declare("split.subgroup_support", PB_SUBGROUPS, shaped=False)

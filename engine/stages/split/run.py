@@ -15,6 +15,7 @@ from typing import Any
 from claimcheck.engine.evidence import Check, StageRecord, atomic_write_bytes
 from claimcheck.engine.pipeline.context import StageContext, StageInputError
 from claimcheck.engine.stages.split import checks as sc
+from claimcheck.engine.stages.split import subgroups
 from claimcheck.engine.stages.split.checks import PB_LEDGER, TIME_STRATEGIES, times_of
 from claimcheck.engine.stages.split.inputs import FRACTION_ADVICE, Inputs, check_fractions
 from claimcheck.engine.stats.names import target_type
@@ -76,6 +77,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     checks.extend(_coverage_checks(joined, inputs, numeric))
     if inputs.strategy == "group_kfold":
         checks.append(sc.folds(joined, inputs))
+    checks.append(subgroups.subgroup_support(joined, src.inputs))
     ctx.progress(1.0, "done")
     return StageRecord(stage="split", inputs=inputs.model_dump(mode="json"), checks=checks)
 
