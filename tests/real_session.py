@@ -44,6 +44,7 @@ def build(ws: Path) -> Path:
     torch.set_num_threads(1)
     (ws / "sample_data").mkdir(parents=True)
     shutil.copy(SAMPLE, ws / "sample_data" / "tickets.csv")
+    shutil.copy(SAMPLE.parent / "make_tickets.py", ws / "sample_data")  # the example's label script
     answers = ci_sized(tomllib.loads(EXAMPLE.read_text()), make_tiny_encoder(ws / "tiny-encoder"))
     (ws / "answers.toml").write_text(tomlkit.dumps(answers))
     code = main(["run", "--answers", str(ws / "answers.toml"), str(ws / SESSION)])

@@ -54,6 +54,8 @@ def write_workspace(ws: Path, rows: int = ROWS) -> Path:
     """A tiny copy of the sample data and the docs' answers file cut to the cheap stages."""
     lines = SAMPLE.read_text().splitlines(keepends=True)
     (ws / "tiny.csv").write_text("".join(lines[: rows + 1]))
+    (ws / "sample_data").mkdir(exist_ok=True)  # the example's label script (source.label_provenance)
+    (ws / "sample_data" / "make_tickets.py").write_bytes((SAMPLE.parent / "make_tickets.py").read_bytes())
     text = EXAMPLE.read_text()
     text = text[: text.index("[contract]")]
     text = text.replace("sample_data/tickets.csv", "tiny.csv").replace('workspace = ".."', 'workspace = "."')

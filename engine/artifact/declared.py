@@ -49,3 +49,4 @@ declare(
 declare("artifact.label_thresholds", PB_CAL, tasks=LEARNED, targets=MULTI_LABEL, shaped=False)
 declare("artifact.per_label", PB_REPORT, tasks=LEARNED, targets=MULTI_LABEL, shaped=False)
 declare("artifact.ranking", PB_REPORT, tasks=RETRIEVAL)
+declare("artifact.subgroups", PB_REPORT, tasks=LEARNED, targets=CATEGORICAL, shaped=False)

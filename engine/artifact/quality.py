@@ -5,7 +5,7 @@ calibrated figures (fitted on the calibration split only)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from claimcheck.engine.artifact.common import PB_CAL, PB_REPORT, band
@@ -34,6 +34,7 @@ class Scored:
     # "sample_weight"), else None; the comparison's metric and paired intervals read them.
     weights: Any = None
     weight_column: str = ""
+    subgroups: list[str] = field(default_factory=list)  # the source's subgroup_columns
 
     def scoring(self, labels: list[int] | None = None) -> Any:
         from claimcheck.engine.stats.registry import Scoring
@@ -118,7 +119,15 @@ def quality(sc: Scored) -> list[Check]:
     reports = {
         a: M.classification_report(ys, _renorm(sc.preds[a]["proba"][shared]), sc.classes) for a in arms
     }
-    return [comparison, _per_class(reports, sc.classes), _slices(sc, shared, ys), _calibrated(sc, shared, ys)]
+    from claimcheck.engine.artifact.subgroups import subgroups
+
+    return [
+        comparison,
+        _per_class(reports, sc.classes),
+        _slices(sc, shared, ys),
+        _calibrated(sc, shared, ys),
+        subgroups(sc, shared),
+    ]
 
 
 def _renorm(p: Any) -> Any:

@@ -320,6 +320,19 @@ def preflight(answers: Answers, workspace: Path, session_dir: Path) -> None:
                 path, "source.filters", exc, "correct the filter (its language: docs/answers-format.md)"
             ) from None
         _weights(path, inp, answers.stages.get("claim") or {}, ctx)
+        for i, prep in enumerate(inp.preprocessing):
+            for field, name in [("script", prep.script)] + [
+                (f"reads[{j}]", r) for j, r in enumerate(prep.reads)
+            ]:
+                try:
+                    found = ctx.resolve(name, inside=True, field="preprocessing").is_file()
+                except StageInputError as exc:
+                    raise _fail(
+                        path, f"source.preprocessing[{i}].{field}", exc, "keep it in the workspace"
+                    ) from None
+                if not found:
+                    why = StageInputError(f"{name!r} not found in the workspace {workspace}")
+                    raise _fail(path, f"source.preprocessing[{i}].{field}", why, "fix the path") from None
     con = answers.stages.get("contract")
     if con is not None and _builtin("contract"):
         from claimcheck.engine.training.models import check_model_folder

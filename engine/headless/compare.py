@@ -93,6 +93,13 @@ LATER_CHECKS: frozenset[str] = frozenset(
         "artifact.operating_point",
         "dispatch.runtime",
         "artifact.base_model_identity",
+        "source.preprocessing",
+        "source.preprocessing_environment",
+        "source.label_provenance",
+        "source.label_maturity",
+        "source.selection",
+        "split.subgroup_support",
+        "artifact.subgroups",
     }
 )
 

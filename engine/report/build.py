@@ -24,6 +24,7 @@ from claimcheck.engine.report import coverage as CV
 from claimcheck.engine.report import figures as F
 from claimcheck.engine.report.final import comparison_blocks, latency_blocks
 from claimcheck.engine.report.model_card import model_index_yaml
+from claimcheck.engine.report.provenance import provenance_blocks, teacher_qualifier
 from claimcheck.engine.report.render import (
     STATUS_MARK,
     Banner,
@@ -228,9 +229,17 @@ def _frozen_banner(rec: StageRecord) -> Banner:
 
 
 def _check_details(c: _Ctx, chk: Check, rec: StageRecord) -> None:
-    """The pictures a check's typed shape calls for (its summary sits in the checks table)."""
+    """The pictures a check's typed shape calls for (its summary sits in the checks table), each
+    after the teacher-label qualifier when a teacher model wrote the labels (stages after the source)."""
+    teacher = _teacher(c) if rec.stage not in ("claim", "source") else ""
     for fig in F.figures_for(chk, rec):
+        if teacher:
+            c.add(Para(teacher))
         c.add(Fig(fig))
+
+
+def _teacher(c: _Ctx) -> str:
+    return teacher_qualifier(c.records.get("source"))
 
 
 def _stage_section(c: _Ctx, spec: registry.StageSpec) -> None:
@@ -305,7 +314,8 @@ def verdict(c: _Ctx) -> Banner:
         f"candidate better than every comparator: {yes[v.candidate_better]}."
     )
     kind = {"met": "ok", "not met": "fail"}.get(v.claim_word(), "warn")
-    return Banner(kind, _arm_values(rec) + reason.rstrip(".") + "." + rest, label=word)
+    teacher = f" {_teacher(c)}" if _teacher(c) else ""
+    return Banner(kind, _arm_values(rec) + reason.rstrip(".") + "." + rest + teacher, label=word)
 
 
 def _arm_values(rec: StageRecord) -> str:
@@ -359,6 +369,8 @@ def _not_established(c: _Ctx) -> None:
         items.insert(1, LABEL_LINES[kind])
     elif kind != "real_world_decision":
         items.insert(1, LABEL_LINE)
+    if teacher := _teacher(c):
+        items.insert(1, teacher.replace("this figure measures", "every figure here measures"))
     c.add(Bullets(items))
 
 
@@ -389,11 +401,15 @@ def build_blocks(session_dir: Path) -> tuple[_Ctx, list[Block]]:
     cov = CV.compute(c.records, c.states)
     c.add(CV.summary_table(cov))
     _claim_section(c)
+    c.add(*provenance_blocks(c.records.get("source"), c.states.get("source", "not_run")))
     _glance(c)
     for spec in registry.STAGES:
         _stage_section(c, spec)
     artifact, state = c.records.get("artifact"), c.states.get("artifact", "not_run")
-    c.add(*comparison_blocks(artifact, state))
+    final = comparison_blocks(artifact, state)
+    if artifact is not None and _teacher(c):
+        final.insert(1, Para(_teacher(c)))
+    c.add(*final)
     c.add(*latency_blocks(artifact, state))
     _verdict_section(c)
     _limitations(c)

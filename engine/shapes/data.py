@@ -281,3 +281,48 @@ class SplitWeightMass(Shape):
     column: str
     total_mass: float
     splits: dict[str, WeightPart]
+
+
+class Rebuilt(Part):
+    """What re-running a preprocessing script in a scratch folder produced."""
+
+    returncode: int
+    sha256: str
+    matches: bool
+    stderr_tail: str = ""
+
+
+class ScriptPin(Part):
+    """One declared preprocessing script: its bytes, what it imports and reads, and its rebuild."""
+
+    sha256: str
+    bytes: int
+    args: list[str]
+    output: str
+    imports: list[str]
+    local_modules: dict[str, str]
+    reads: dict[str, str]
+    rebuild: bool
+    rebuilt: Rebuilt | None = None
+
+
+class Preprocessing(Shape):
+    """source.preprocessing: per declared script (its workspace-relative path), its pin."""
+
+    check_ids = ("source.preprocessing",)
+    scripts: dict[str, ScriptPin]
+
+
+class LabelProvenance(Shape):
+    """source.label_provenance: how the labels were made (the source's label_provenance inputs), with
+    the sha256 of a rule or script that wrote them ("" when none)."""
+
+    check_ids = ("source.label_provenance",)
+    method: str
+    annotators: str = ""
+    teacher_model: str = ""
+    teacher_revision: str = ""
+    script: str = ""
+    script_sha256: str = ""
+    agreement: str = ""
+    label_delay_days: float = 0.0

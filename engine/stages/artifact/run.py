@@ -327,6 +327,7 @@ def compare_arms(
     scored = Scored(inputs, preds, y, y_cal, units, unit_kind, classes, metric, test, coverage, positive)
     scored.weights = weights.for_metrics(test, upstream)
     scored.weight_column = weights.column(upstream["source"].inputs)
+    scored.subgroups = list(upstream["source"].inputs.get("subgroup_columns", []))
     checks.extend(quality(scored))
     if metric_registry.is_ordinal(_claim(upstream)):
         checks.append(ordinal_check(scored))

@@ -40,3 +40,11 @@ declare("source.pass_kind", PB_PREVIEW, shaped=False, required=False)  # a previ
 declare("source.sample_weights", PB_WEIGHTS, required=False)  # with a weight column
 declare("source.label_lists", PB_MAPPING, targets=MULTI_LABEL, shaped=False)
 declare("source.retrieval", PB_INSPECT, tasks=RETRIEVAL)
+
+from claimcheck.engine.stages.source.provenance import PB_CODE, PB_LABELS  # noqa: E402
+
+declare("source.preprocessing", PB_CODE)
+declare("source.preprocessing_environment", PB_CODE, shaped=False)
+declare("source.label_provenance", PB_LABELS)
+declare("source.label_maturity", PB_LABELS, shaped=False)
+declare("source.selection", PB_LABELS, shaped=False)

@@ -77,6 +77,90 @@ class RetrievalColumns(BaseModel):
         return [self.query_id_column, self.query_column, self.doc_id_column, self.doc_column]
 
 
+class Preprocessing(BaseModel):
+    """One script that produced a data file: pinned by sha256 with its imports; optionally rebuilt."""
+
+    model_config = ConfigDict(extra="forbid")
+    script: str = Field(description="The Python script (inside the workspace) that wrote a data file.")
+    args: list[str] = Field(default_factory=list, description="Arguments the script is run with.")
+    reads: list[str] = Field(
+        default_factory=list,
+        description="Other workspace files the script reads (pinned by sha256; copied for a rebuild).",
+    )
+    output: str = Field(
+        default="", description="Which of 'files' the script writes (empty: the only file, if one)."
+    )
+    rebuild: StrictBool = Field(
+        default=False,
+        description="Re-run the script in a scratch folder and compare its output's sha256 with the data file.",
+    )
+
+    @field_validator("script")
+    @classmethod
+    def _script(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("is empty; name the Python script that produced the data")
+        if not value.endswith(".py"):
+            raise ValueError(
+                f"{value!r} is not a .py file; only Python scripts are pinned with their imports"
+            )
+        return value
+
+
+LabelMethod = Literal["", "human", "teacher_model", "rule", "script", "unknown"]
+# The longest label delay accepted (100 years), in days.
+MAX_LABEL_DELAY_DAYS = 36_500.0
+
+
+class LabelSource(BaseModel):
+    """How the labels were made, how certain they are, and how long after an observation they are final."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    method: LabelMethod = Field(
+        default="",
+        description="How labels were made: human, teacher_model, rule, script or unknown (empty: not stated).",
+    )
+    annotators: str = Field(
+        default="", description="Who labelled (human): e.g. '3 support agents, majority vote'."
+    )
+    teacher_model: str = Field(default="", description="The model id that wrote the labels (teacher_model).")
+    teacher_revision: str = Field(
+        default="", description="The teacher model's revision or commit (teacher_model)."
+    )
+    script: str = Field(
+        default="", description="The rule or script file that wrote the labels (pinned by sha256)."
+    )
+    agreement: str = Field(
+        default="",
+        description="Annotation uncertainty: an agreement figure (e.g. 'Cohen kappa 0.78 on 500 rows') or 'not measured'.",
+    )
+    label_delay_days: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=MAX_LABEL_DELAY_DAYS,
+        description="Days after the observation until its label is final (0: final at once).",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> LabelSource:
+        m = self.method
+        if m == "teacher_model" and not (self.teacher_model.strip() and self.teacher_revision.strip()):
+            raise ValueError("method 'teacher_model' needs 'teacher_model' (its id) and 'teacher_revision'")
+        if m != "teacher_model" and (self.teacher_model or self.teacher_revision):
+            raise ValueError(
+                f"'teacher_model' / 'teacher_revision' are set but method is {m!r}; set method = 'teacher_model' or drop them"
+            )
+        if m in ("rule", "script") and not self.script.strip():
+            raise ValueError(f"method {m!r} needs 'script': the file that wrote the labels")
+        if m not in ("rule", "script") and self.script:
+            raise ValueError(
+                f"'script' is set but method is {m!r}; set method = 'rule' or 'script' or drop it"
+            )
+        if m != "human" and self.annotators:
+            raise ValueError(f"'annotators' is set but method is {m!r}; set method = 'human' or drop it")
+        return self
+
+
 class Inputs(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     files: list[str] = Field(
@@ -185,6 +269,24 @@ class Inputs(BaseModel):
         default="",
         description='With label_format = "delimited": the string between labels, e.g. ";".',
     )
+    # The scripts that produced the data files (engine/data/preprocessing.py pins and rebuilds them).
+    preprocessing: list[Preprocessing] = Field(
+        default_factory=list,
+        description='Scripts that produced the data: [{script = "…", output = "…", rebuild = true}].',
+    )
+    label_provenance: LabelSource = Field(
+        default_factory=LabelSource,
+        description="How the labels were made (method, teacher model, script), their agreement and delay.",
+    )
+    selection: str = Field(
+        default="",
+        description="How rows were selected into the data set, and the selection bias that follows (a decision).",
+    )
+    # Groups the claim must hold for (engine/data/subgroups.py): counted per split, measured per arm.
+    subgroup_columns: list[str] = Field(
+        default_factory=list,
+        description="Columns whose values name subgroups (support per split, metric per arm); not model inputs unless listed there.",
+    )
 
     # Checked before any data is read (empty 'files' / 'label_column' only when the stage runs: a
     # form starts empty), so an answers file is refused before a stage runs.
@@ -272,9 +374,13 @@ class Inputs(BaseModel):
         from claimcheck.engine.data.labelsets import SEP
 
         if self.label_format == "delimited" and not self.label_delimiter.strip():
-            raise ValueError('label_format "delimited" needs label_delimiter, the string between labels (e.g. ";")')
+            raise ValueError(
+                'label_format "delimited" needs label_delimiter, the string between labels (e.g. ";")'
+            )
         if self.label_format != "delimited" and self.label_delimiter:
-            raise ValueError('label_delimiter is read with label_format = "delimited" only; set that or leave it empty')
+            raise ValueError(
+                'label_delimiter is read with label_format = "delimited" only; set that or leave it empty'
+            )
         if SEP in self.label_delimiter and self.label_delimiter != SEP:
             raise ValueError(f"label_delimiter may not contain '{SEP}' unless it is exactly '{SEP}'")
         if self.label_mapping and self.label_format:
@@ -283,6 +389,35 @@ class Inputs(BaseModel):
                 "as the claim names them, or map them when preparing the file"
             )
         return self
+
+    @field_validator("preprocessing")
+    @classmethod
+    def _preprocessing(cls, value: list[Preprocessing], info: ValidationInfo) -> list[Preprocessing]:
+        files = info.data.get("files")
+        if files is None:  # already refused
+            return value
+        scripts = [p.script for p in value]
+        twice = sorted({s for s in scripts if scripts.count(s) > 1})
+        if twice:
+            raise ValueError(f"declares {twice} twice; declare each script once")
+        for p in value:
+            if p.output and p.output not in files:
+                raise ValueError(f"{p.script}: output {p.output!r} is not one of 'files' {files}")
+            if p.rebuild and not p.output and len(files) != 1:
+                raise ValueError(f"{p.script}: rebuild = true needs 'output' (which of 'files' it writes)")
+        return value
+
+    @field_validator("subgroup_columns")
+    @classmethod
+    def _subgroups(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        label = info.data.get("label_column", "")
+        if label and label in value:
+            raise ValueError(
+                f"lists the label column '{label}'; a subgroup is a group of rows, not the target"
+            )
+        if len(set(value)) != len(value):
+            raise ValueError("lists a column twice; list each once")
+        return value
 
     def named_columns(self) -> dict[str, list[str]]:
         """Input field → the columns it names (what must be in the data; `require_columns` checks it)."""
@@ -295,6 +430,7 @@ class Inputs(BaseModel):
             "time_column": [self.time_column],
             "weight_column": [self.weight_column],
             "retrieval": self.retrieval.columns() if self.retrieval else [],
+            "subgroup_columns": self.subgroup_columns,
         }
 
     @field_validator("filters")

@@ -17,6 +17,7 @@ from claimcheck.engine.stages.source import checks as sc
 from claimcheck.engine.stages.source import claim as source_claim
 from claimcheck.engine.stages.source import identity as si
 from claimcheck.engine.stages.source import labels as source_labels
+from claimcheck.engine.stages.source import provenance
 from claimcheck.engine.stages.source.checks import PB_PREVIEW
 from claimcheck.engine.stages.source.inputs import Inputs
 from claimcheck.engine.stats.names import target_type
@@ -63,6 +64,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
         checks.append(weights.sample_weights_check(dataset, inputs.weight_column, claim, cov))
     kind = target_type(claim)
     numeric = kind == "numeric"
+    _refuse_subgroups(inputs, claim, raw)
     checks += _audit(kept, dataset, inputs, ctx, cov, numeric=numeric)
     if kind == "multi_label":
         checks = [_not_for_lists(c) for c in checks]
@@ -79,6 +81,11 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
         from claimcheck.engine.retrieval.stages import source_check
 
         checks.append(source_check(dataset, inputs.model_dump(mode="json"), cov))
+    ctx.progress(0.95, "preprocessing scripts")
+    checks += provenance.preprocessing(inputs, ctx, checks[0])
+    checks.append(provenance.label_provenance(inputs, ctx, claim))
+    checks.append(provenance.label_maturity(kept, inputs, cov))
+    checks.append(provenance.selection(inputs))
     if inputs.preview_rows:
         checks.append(
             Check(
@@ -210,6 +217,20 @@ def _validate_fields(inp: Inputs) -> None:
             raise StageInputError(
                 "source: every filter needs a 'reason' and a 'where' expression (rows to keep)"
             )
+
+
+def _refuse_subgroups(inp: Inputs, claim: dict[str, Any], raw: Any) -> None:
+    """Subgroups are measured for class-based claims of learned models only; refused up front otherwise."""
+    from claimcheck.engine.data.subgroups import refuse_wide
+
+    if not inp.subgroup_columns:
+        return
+    if target_type(claim) == "numeric" or claim.get("task_kind") == "causal_lm_sft":
+        raise StageInputError(
+            "source input 'subgroup_columns': per-subgroup support and metrics are measured for a "
+            "categorical target of a text_classification or tabular claim only; remove it for this claim"
+        )
+    refuse_wide(raw, inp.subgroup_columns)
 
 
 def _refuse_bad_jsonl(malformed: list[dict[str, Any]], files: list[str]) -> None:

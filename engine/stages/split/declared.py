@@ -29,3 +29,7 @@ declare("split.folds", PB_SMALL, shaped=False, required=False)  # K-fold splits 
 declare("split.weight_mass", PB_WEIGHTS, required=False)  # with a weight column
 declare("split.label_support", PB_RARE, targets=MULTI_LABEL, shaped=False)
 declare("split.query_integrity", PB_VERIFY, tasks=RETRIEVAL)
+
+from claimcheck.engine.stages.split.subgroups import PB_SUBGROUPS  # noqa: E402
+
+declare("split.subgroup_support", PB_SUBGROUPS, shaped=False)

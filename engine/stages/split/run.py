@@ -17,6 +17,7 @@ from claimcheck.engine.evidence import Check, StageRecord, atomic_write_bytes
 from claimcheck.engine.pipeline.checks import not_applicable
 from claimcheck.engine.pipeline.context import StageContext, StageInputError
 from claimcheck.engine.stages.split import checks as sc
+from claimcheck.engine.stages.split import subgroups
 from claimcheck.engine.stages.split.checks import PB_LEDGER, TIME_STRATEGIES, times_of
 from claimcheck.engine.stages.split.inputs import FRACTION_ADVICE, Inputs, check_fractions
 from claimcheck.engine.stages.split.labels import label_support
@@ -97,6 +98,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
         from claimcheck.engine.retrieval.stages import split_check
 
         checks.append(split_check(joined, src.inputs))
+    checks.append(subgroups.subgroup_support(joined, src.inputs))
     ctx.progress(1.0, "done")
     return StageRecord(stage="split", inputs=inputs.model_dump(mode="json"), checks=checks)
 
