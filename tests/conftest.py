@@ -5,12 +5,17 @@ on it rather than on hand-made records.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from claimcheck.engine.threads import usable_cores
 from tests import real_session as rs
+
+# The audit's memory budget (engine/audit/budget.py) is written in coverage lines; the suite pins it,
+# so that reports and snapshots do not depend on the memory of the machine that runs them.
+os.environ.setdefault("CLAIMCHECK_MEMORY_BUDGET", "4G")
 
 # `-n auto` (pyproject.toml) runs the suite on this many worker processes: one a core, at most two.
 # Each test here trains, fits or drives a TUI on up to two threads, so more workers than that on a

@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from claimcheck.engine.audit.budget import strip_note
 from claimcheck.engine.evidence import Check, StageRecord, digest_of, record_to_toml, sha256_bytes
 from claimcheck.engine.headless.outcomes import Difference, Row
 from claimcheck.engine.ledger.pins import journal_preimage_problem
@@ -110,9 +111,12 @@ def compare_check(stage: str, old: Check, new: Check) -> Row:
     later = [k for k in LATER_KEYS.get(old.id, ()) if k not in old.measured]
     if later:
         new = new.model_copy(update={"measured": {k: v for k, v in new.measured.items() if k not in later}})
-    for attr in ("status", "basis", "coverage"):
+    for attr in ("status", "basis"):
         if getattr(old, attr) != getattr(new, attr):
             diffs.append(Difference(attr, getattr(old, attr), getattr(new, attr)))
+    # The memory part of a coverage line (which path the budget chose) is this machine's, not the data's.
+    if strip_note(old.coverage) != strip_note(new.coverage):
+        diffs.append(Difference("coverage", old.coverage, new.coverage))
     for key in list(old.measured) + [k for k in new.measured if k not in old.measured]:
         if key not in new.measured:
             diffs.append(Difference(f"measured.{key}", old.measured[key], "(absent)"))

@@ -77,12 +77,14 @@ def near_duplicates(
     row_id: str = "row_id",
     threshold: float = 0.8,
     shingle_size: int = 5,
+    bounded: bool = False,
 ) -> NearDupResult:
-    """Near-duplicate row pairs across different normalised texts (see module docstring)."""
+    """Near-duplicate row pairs across different normalised texts (see module docstring). `bounded`:
+    the candidate search in small shards, one at a time (the same pairs; engine/audit/budget.py)."""
     if df.height == 0 or not text_columns:
         return NearDupResult(_no_pairs(), 0, 0, 0, 0)
     with small_pages():
-        return _search(df, text_columns, row_id, threshold, shingle_size)
+        return _search(df, text_columns, row_id, threshold, shingle_size, bounded)
 
 
 def _no_pairs() -> pl.DataFrame:
@@ -90,13 +92,13 @@ def _no_pairs() -> pl.DataFrame:
 
 
 def _search(
-    df: pl.DataFrame, text_columns: list[str], row_id: str, threshold: float, k: int
+    df: pl.DataFrame, text_columns: list[str], row_id: str, threshold: float, k: int, bounded: bool
 ) -> NearDupResult:
     texts, rows, text_of = distinct_texts(df, text_columns, row_id, normalised_row_hashes(df, text_columns))
     try:
         prefixes = build_prefixes(texts, k, threshold)
         sizes = prefixes.sizes
-        codes = find_candidates(prefixes, threshold)
+        codes = find_candidates(prefixes, threshold, bounded=bounded)
     except OSError as exc:
         from claimcheck.engine.pipeline.context import StageInputError
 

@@ -20,6 +20,7 @@ PAIR_BLOCK = 1_000_000  # candidate pairs generated at a time
 SKETCH_CHUNK = 100_000  # candidate pairs bounded at a time (two 64-byte sketches each)
 SIG_BLOCK = 3_000_000  # prefix-pair signatures held for matching at a time (over all worker threads)
 GEN_BLOCK = 2_000_000  # prefix-pair signatures generated at a time (bounds the temporaries)
+BOUNDED_SIG_BLOCK = 500_000  # signatures per shard (pass) held at a time on the bounded path
 LONG_PREFIX = 32  # texts with longer extended prefixes are matched by single shared shingles
 _PAIR_MIX = np.uint64(0xBF58476D1CE4E5B9)  # odd: the second shingle's hash times it, xor the first's
 
@@ -322,7 +323,7 @@ def _single_pairs(
     return codes[keep]
 
 
-def find_candidates(p: Prefixes, threshold: float) -> np.ndarray:
+def find_candidates(p: Prefixes, threshold: float, *, bounded: bool = False) -> np.ndarray:
     """Text pairs that may reach the threshold, as codes lo*2^32+hi (a superset of the true pairs).
 
     Extended-prefix rule: if J(x, y) >= t, x and y share at least min(2, alpha) shingles among their
@@ -376,9 +377,10 @@ def find_candidates(p: Prefixes, threshold: float) -> np.ndarray:
     # 9.0 s (the search alone peaking +298 MB); two threads on 1 M passes took 5.2 s (+195 MB). The
     # source + split stages then peaked at 1,173 MB against 1,155 MB, 3.09x the data (bench/HISTORY.md,
     # audit round 10).
-    workers = threads.thread_cap()
-    for res in ordered_map(
-        matched, _signature_passes(p, doc, sel, max(1, SIG_BLOCK // (workers + 1))), workers
-    ):
+    # `bounded` (a memory budget the in-memory search would pass, engine/audit/budget.py): one pass of
+    # BOUNDED_SIG_BLOCK signatures in memory at a time, the rest in their shard files, matched in turn.
+    workers = 1 if bounded else threads.thread_cap()
+    block = BOUNDED_SIG_BLOCK if bounded else max(1, SIG_BLOCK // (workers + 1))
+    for res in ordered_map(matched, _signature_passes(p, doc, sel, block), workers):
         out.extend(res)
     return unique(np.concatenate(out)) if out else np.empty(0, dtype=np.uint64)

@@ -63,8 +63,10 @@ def duplicates(ds: Any, inp: Inputs, cov: str) -> list[Check]:
     return [dup, noise]
 
 
-def near_duplicates(ds: Any, inp: Inputs, ctx: StageContext, cov: str) -> Check:
+def near_duplicates(ds: Any, inp: Inputs, ctx: StageContext, cov: str, budget: Any = None) -> Check:
     import hashlib
+
+    import polars as pl
 
     from claimcheck.engine.audit.neardup import (
         METHOD,
@@ -84,7 +86,18 @@ def near_duplicates(ds: Any, inp: Inputs, ctx: StageContext, cov: str) -> Check:
             coverage=cov,
             why="Near-duplicate texts leak across splits even when exact duplicates do not.",
         )
-    res = near_duplicates(ds, cols, threshold=inp.near_dup_threshold, shingle_size=inp.shingle_size)
+    from claimcheck.engine.audit import budget as memory_budget
+
+    budget = budget or memory_budget.resolve(inp.memory_budget)
+    text_bytes = sum(int(ds.get_column(c).cast(pl.String).str.len_bytes().sum() or 0) for c in cols)
+    path = budget.choose(memory_budget.need_neardup(text_bytes))
+    res = near_duplicates(
+        ds,
+        cols,
+        threshold=inp.near_dup_threshold,
+        shingle_size=inp.shingle_size,
+        bounded=path == memory_budget.BOUNDED,
+    )
     cl = cluster_summary(res.pairs)
     # Saved so the split stage reuses the pairs instead of recomputing them; replay only compares the hash.
     payload = pairs_payload(res.pairs)
@@ -98,7 +111,7 @@ def near_duplicates(ds: Any, inp: Inputs, ctx: StageContext, cov: str) -> Check:
             f"{res.pairs.height} row pair(s) with Jaccard ≥ {inp.near_dup_threshold} over {inp.shingle_size}-word "
             f"shingles (distinct texts, exact-Jaccard verified); {cl['clusters']} cluster(s), {cl['rows_in_clusters']} rows"
         ),
-        coverage=cov,
+        coverage=budget.covered(cov, path),
         measured={
             "columns": cols,
             "pairs": res.pairs.height,

@@ -287,6 +287,13 @@ class Inputs(BaseModel):
         default_factory=list,
         description="Columns whose values name subgroups (support per split, metric per arm); not model inputs unless listed there.",
     )
+    # How much memory the audit may plan for; each check with a bounded path takes it when its
+    # in-memory path would need more (engine/audit/budget.py; docs/audit-scale.md). Empty: the
+    # environment's CLAIMCHECK_MEMORY_BUDGET, else half the machine's memory.
+    memory_budget: str = Field(
+        default="",
+        description="Memory the audit may use, e.g. 4G (empty: CLAIMCHECK_MEMORY_BUDGET, else half the machine's).",
+    )
 
     # Checked before any data is read (empty 'files' / 'label_column' only when the stage runs: a
     # form starts empty), so an answers file is refused before a stage runs.
@@ -448,4 +455,16 @@ class Inputs(BaseModel):
                 dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
             except ValueError:
                 raise ValueError(f"{value!r} is not an ISO date (e.g. 2025-09-01)") from None
+        return value
+
+    @field_validator("memory_budget")
+    @classmethod
+    def _memory_budget(cls, value: str) -> str:
+        from claimcheck.engine.audit.budget import BudgetError, parse_size
+
+        if value.strip():
+            try:
+                parse_size(value, "memory_budget")
+            except BudgetError as exc:
+                raise ValueError(str(exc)) from None
         return value

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from claimcheck.engine.audit import budget as memory_budget
 from claimcheck.engine.data import weights
 from claimcheck.engine.evidence import Check, Note, StageRecord
 from claimcheck.engine.pipeline.checks import not_applicable
@@ -41,9 +42,11 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     data.refuse_same_file(paths, inputs.files)
     ctx.progress(0.02, "checksums")
     checks: list[Check] = [sc.checksum(inputs, paths)]
-    raw, schema, malformed = _read(inputs, paths, ctx)
+    budget = memory_budget.resolve(inputs.memory_budget)
+    load_path = budget.choose(memory_budget.need_parse(paths))
+    raw, schema, malformed = _read(inputs, paths, ctx, load_path)
     cov = "full" if not inputs.preview_rows else f"preview: first {raw.height} rows"
-    checks.append(sc.schema(raw, schema, malformed, cov))
+    checks.append(sc.schema(raw, schema, malformed, budget.covered(cov, load_path)))
     ctx.check_cancelled()
     kept, steps = _apply_filters(raw, inputs)
     checks.append(sc.non_finite(kept, inputs, cov))
@@ -65,7 +68,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     kind = target_type(claim)
     numeric = kind == "numeric"
     _refuse_subgroups(inputs, claim, raw)
-    checks += _audit(kept, dataset, inputs, ctx, cov, numeric=numeric)
+    checks += _audit(kept, dataset, inputs, ctx, cov, numeric=numeric, budget=budget)
     if kind == "multi_label":
         checks = [_not_for_lists(c) for c in checks]
         order = [str(c) for c in claim.get("class_order") or []]
@@ -128,8 +131,11 @@ def _label_lists_declared(inputs: Inputs, claim: dict[str, Any]) -> None:
         )
 
 
-def _read(inputs: Inputs, paths: list, ctx: StageContext) -> tuple[Any, Any, list[dict[str, Any]]]:
-    """The rows (after `preview_rows`), their schema and the per-file malformed-record counts."""
+def _read(
+    inputs: Inputs, paths: list, ctx: StageContext, load_path: str
+) -> tuple[Any, Any, list[dict[str, Any]]]:
+    """The rows (after `preview_rows`), their schema and the per-file malformed-record counts; read in
+    memory or streamed through a temporary Parquet file (`load_path`, engine/audit/budget.py)."""
     import polars as pl
 
     from claimcheck.engine.audit import profile
@@ -151,7 +157,8 @@ def _read(inputs: Inputs, paths: list, ctx: StageContext) -> tuple[Any, Any, lis
     if inputs.preview_rows:
         lf = lf.head(inputs.preview_rows)
     try:
-        raw = lf.with_columns(data.source_target_expr(inputs.model_dump())).collect()
+        lf_t = lf.with_columns(data.source_target_expr(inputs.model_dump()))
+        raw = memory_budget.collect(lf_t, load_path)
     except pl.exceptions.PolarsError as exc:
         raise StageInputError(
             f"the data files cannot be read as one table: {data._first_line(exc)}"
@@ -160,7 +167,14 @@ def _read(inputs: Inputs, paths: list, ctx: StageContext) -> tuple[Any, Any, lis
 
 
 def _audit(
-    kept: Any, dataset: Any, inputs: Inputs, ctx: StageContext, cov: str, *, numeric: bool
+    kept: Any,
+    dataset: Any,
+    inputs: Inputs,
+    ctx: StageContext,
+    cov: str,
+    *,
+    numeric: bool,
+    budget: memory_budget.Budget,
 ) -> list[Check]:
     """The audit proper: profile, duplicates, near-duplicates, leakage, families, declarations.
     `numeric`: the claim's target is a number (class coverage becomes the target's distribution)."""
@@ -179,7 +193,7 @@ def _audit(
     checks.extend(si.duplicates(dataset, inputs, cov))
     ctx.check_cancelled()
     ctx.progress(0.5, "near-duplicates")
-    checks.append(si.near_duplicates(dataset, inputs, ctx, cov))
+    checks.append(si.near_duplicates(dataset, inputs, ctx, cov, budget))
     ctx.check_cancelled()
     ctx.progress(0.7, "single-feature leakage")
     checks.extend(sc.leakage(dataset, inputs, numeric))

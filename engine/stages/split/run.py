@@ -33,6 +33,7 @@ LISTS_REASON = "the claim's target is a set of labels per row — see split.labe
 def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> StageRecord:
     import polars as pl
 
+    from claimcheck.engine.audit import budget as memory_budget
     from claimcheck.engine.data import rows as data
     from claimcheck.engine.data import splits
 
@@ -41,9 +42,12 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     src = upstream["source"]
     fractions = check_fractions(inputs)
     ctx.progress(0.05, "loading data")
-    ds = data.load_dataset(src.inputs, ctx).collect()
+    budget = memory_budget.resolve(str(src.inputs.get("memory_budget") or ""))
+    files = [ctx.resolve(f, inside=False) for f in src.inputs.get("files") or []]
+    load_path = budget.choose(memory_budget.need_parse(files))
+    ds = memory_budget.collect(data.load_dataset(src.inputs, ctx), load_path)
     fam = data.families(src, ctx)
-    ds = ds.join(fam, on=data.ROW_ID, how="left").with_columns(
+    ds = _attach(ds, fam, "left", load_path).with_columns(
         pl.col(data.FAMILY).fill_null(
             -1 - pl.col(data.ROW_ID)
         )  # rows outside the family file: their own family
@@ -64,11 +68,10 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     rel = f"data/{splits.MEMBERSHIP_FILE}"
     if not ctx.replay:
         atomic_write_bytes(ctx.session_dir / rel, payload)
-    checks = [
-        _membership(ds, mem, (inputs, fractions, excluded), (rel, payload)),
-        sc.rationale(inputs, upstream),
-    ]
-    joined = ds.join(mem.drop(data.FAMILY), on=data.ROW_ID, how="inner")
+    member = _membership(ds, mem, (inputs, fractions, excluded), (rel, payload))
+    member = member.model_copy(update={"coverage": budget.covered(member.coverage, load_path)})
+    checks = [member, sc.rationale(inputs, upstream)]
+    joined = _attach(ds, mem.drop(data.FAMILY), "inner", load_path)
     ctx.progress(0.4, "prevalence, families, chronology")
     numeric = target_type(claim) == "numeric"
     checks.append(sc.train_classes(joined, numeric))
@@ -101,6 +104,27 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     checks.append(subgroups.subgroup_support(joined, src.inputs))
     ctx.progress(1.0, "done")
     return StageRecord(stage="split", inputs=inputs.model_dump(mode="json"), checks=checks)
+
+
+def _attach(ds: Any, other: Any, how: str, load_path: str) -> Any:
+    """ds joined (`how`: left or inner) with `other`'s columns by row id. In memory: a join, which
+    copies every column of ds. Bounded: `other`'s columns aligned to ds's rows and added beside its own
+    (shared, not copied); for an inner join the rows `other` lacks are filtered out only when there are
+    any. The same rows and values."""
+    import polars as pl
+
+    from claimcheck.engine.audit import budget as memory_budget
+    from claimcheck.engine.data.rows import ROW_ID
+
+    if load_path == memory_budget.IN_MEMORY:
+        return ds.join(other, on=ROW_ID, how=how)
+    marked = other.with_columns(pl.lit(True).alias("__attached"))
+    aligned = ds.select(ROW_ID).join(marked, on=ROW_ID, how="left", maintain_order="left").drop(ROW_ID)
+    present = aligned.get_column("__attached").is_not_null()
+    out = ds.hstack(aligned.drop("__attached").get_columns())
+    if how == "inner" and not present.all():
+        out = out.filter(present)
+    return out
 
 
 # ---------------------------------------------------------------- assignment

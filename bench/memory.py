@@ -1,0 +1,179 @@
+"""Benchmark: the source + split stages' peak memory and time, bounded against in-memory, in one run.
+
+    .venv/bin/python bench/memory.py --rows 1000000 [--rows-10x] [--limit-mb N]
+
+One command generates the ticket-like data of bench/audit.py (a CSV), then runs each phase in a fresh
+subprocess so that every phase's peak RSS (ru_maxrss) is its own:
+- inmemory: the source and split stages with `memory_budget` large (every check in memory);
+- bounded: the same stages with a small `memory_budget` (every check that has one takes its
+  bounded path: the CSV streamed to Parquet, the near-duplicate search in shards);
+- limited (--limit-mb): the bounded run under RLIMIT_DATA = the limit, on a source at least 3x that
+  limit, and the in-memory run under the same limit (expected to be refused or killed).
+The measured values of every check are compared between the runs (they must be equal), and the pairs
+files byte for byte. The frame is the loaded data set's Polars `estimated_size`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+BIG = "1000G"
+
+
+def rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def phase_gen(work: Path, rows: int) -> dict:
+    import audit
+
+    audit.make_data(rows).write_csv(work / "tickets.csv")
+    return {"csv_mb": (work / "tickets.csv").stat().st_size / 2**20}
+
+
+def phase_stages(work: Path, budget: str, tag: str, limit_mb: int) -> dict:
+    if limit_mb:
+        lim = limit_mb * 2**20
+        resource.setrlimit(resource.RLIMIT_DATA, (lim, lim))
+    import audit
+
+    import claimcheck.tui.cli  # noqa: F401  (the app's Polars allocator option, as `claimcheck` sets it)
+    from claimcheck.engine.pipeline.context import StageContext
+    from claimcheck.engine.stages.source import run as source
+    from claimcheck.engine.stages.split import run as split
+
+    base = rss_mb()
+    sess = work / f"session-{tag}"
+    ctx = StageContext(session_dir=sess, workspace=work)
+    t = time.perf_counter()
+    rec = source.run(source.Inputs(**audit.INPUTS, memory_budget=budget), {}, ctx)
+    t_source = time.perf_counter() - t
+    t = time.perf_counter()
+    sp = split.run(split.Inputs(strategy="random", rationale="bench"), {"source": rec}, ctx)
+    t_split = time.perf_counter() - t
+    peak = rss_mb()
+    measured = {c.id: c.measured for c in [*rec.checks, *sp.checks]}
+    (work / f"measured-{tag}.json").write_text(json.dumps(measured, sort_keys=True, default=str))
+    pairs = sess / "data" / "near_duplicates.parquet"
+    return {
+        "source_s": round(t_source, 2),
+        "split_s": round(t_split, 2),
+        "rss_before_mb": round(base, 1),
+        "rss_peak_mb": round(peak, 1),
+        "pairs_sha256": hashlib.sha256(pairs.read_bytes()).hexdigest() if pairs.exists() else "",
+        "coverage": {c.id: c.coverage for c in rec.checks if "memory:" in c.coverage},
+    }
+
+
+def phase_frame(work: Path) -> dict:
+    import audit
+
+    import claimcheck.tui.cli  # noqa: F401
+    from claimcheck.engine.data import rows as D
+
+    ctx_in = dict(audit.INPUTS)
+    from claimcheck.engine.pipeline.context import StageContext
+
+    ctx = StageContext(session_dir=work / "session-frame", workspace=work)
+    ds = D.load_dataset(ctx_in, ctx).collect()
+    return {"frame_mb": round(ds.estimated_size("mb"), 1), "rows": ds.height}
+
+
+def _run(args: list[str]) -> dict:
+    cmd = [sys.executable, __file__, *args]
+    t = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
+        return {"failed": f"exit {p.returncode}: " + " | ".join(tail), "wall_s": time.perf_counter() - t}
+    res = json.loads(p.stdout.strip().splitlines()[-1])
+    res["wall_s"] = round(time.perf_counter() - t, 2)
+    return res
+
+
+def _same(work: Path, a: str, b: str) -> bool:
+    x, y = work / f"measured-{a}.json", work / f"measured-{b}.json"
+    if not (x.exists() and y.exists()):
+        return False
+    drop = ("pairs_path", "families_path", "as_of")
+    ja, jb = json.loads(x.read_text()), json.loads(y.read_text())
+    for d in (ja, jb):
+        for m in d.values():
+            for k in drop:
+                m.pop(k, None)
+    return ja == jb
+
+
+def round_at(rows: int, work: Path, limit_mb: int, small_budget: str) -> dict:
+    work.mkdir(parents=True, exist_ok=True)
+    if not (work / "tickets.csv").exists():
+        print(f"generate {rows:,} rows: {_run(['--phase', 'gen', '--work', str(work), '--rows', str(rows)])}")
+    out: dict = {"rows": rows, "frame": _run(["--phase", "frame", "--work", str(work)])}
+    for tag, budget in (("inmemory", BIG), ("bounded", small_budget)):
+        out[tag] = _run(["--phase", "stages", "--work", str(work), "--budget", budget, "--tag", tag])
+        print(f"[{rows:,} {tag}] {json.dumps(out[tag])}", flush=True)
+    out["same_measured"] = _same(work, "inmemory", "bounded")
+    out["same_pairs"] = out["inmemory"].get("pairs_sha256") == out["bounded"].get("pairs_sha256")
+    if limit_mb:
+        for tag, budget in (("limited-bounded", small_budget), ("limited-inmemory", BIG)):
+            args = ["--phase", "stages", "--work", str(work), "--budget", budget, "--tag", tag]
+            out[tag] = _run([*args, "--limit-mb", str(limit_mb)])
+            print(f"[{rows:,} {tag}, RLIMIT_DATA {limit_mb} MB] {json.dumps(out[tag])}", flush=True)
+        out["limited_same_measured"] = _same(work, "inmemory", "limited-bounded")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--phase", default="")
+    ap.add_argument("--work", default="")
+    ap.add_argument("--budget", default=BIG)
+    ap.add_argument("--small-budget", default="64M", help="the bounded run's memory_budget")
+    ap.add_argument("--tag", default="")
+    ap.add_argument("--limit-mb", type=int, default=0, help="RLIMIT_DATA for the limited runs (MB)")
+    args = ap.parse_args(argv)
+    if args.phase:
+        work = Path(args.work)
+        fn = {
+            "gen": lambda: phase_gen(work, args.rows),
+            "frame": lambda: phase_frame(work),
+            "stages": lambda: phase_stages(work, args.budget, args.tag, args.limit_mb),
+        }[args.phase]
+        print(json.dumps(fn(), default=str))
+        return 0
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="ccmem-"))
+    print(f"work dir {work}; load {os.getloadavg()}", flush=True)
+    res = round_at(args.rows, work, args.limit_mb, args.small_budget)
+    f = res["frame"].get("frame_mb", 0) or 1
+    for tag in ("inmemory", "bounded"):
+        r = res[tag]
+        if "rss_peak_mb" in r:
+            print(
+                f"{tag:9s}: source {r['source_s']:.1f}s + split {r['split_s']:.1f}s; peak RSS "
+                f"{r['rss_peak_mb']:.0f} MB = {r['rss_peak_mb'] / f:.2f}x the {f:.0f} MB frame"
+            )
+    b, m = res["bounded"], res["inmemory"]
+    if "source_s" in b and "source_s" in m:
+        ratio = (b["source_s"] + b["split_s"]) / (m["source_s"] + m["split_s"])
+        print(f"time bounded / in-memory: {ratio:.2f}x (goal <= 1.2x)")
+    print(f"measured values equal: {res['same_measured']}; pairs files identical: {res['same_pairs']}")
+    print(json.dumps(res, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""The audit's memory budget: how much memory the source and split checks may plan for, and, per
+check, whether it runs in memory or bounded (streamed / sharded through temporary files).
+
+Where the budget comes from, first found wins:
+1. the source input `memory_budget` (a size: "512M", "4G", "1.5GiB", or bytes), recorded with the
+   source stage's inputs;
+2. the environment variable CLAIMCHECK_MEMORY_BUDGET (`claimcheck run --memory-budget` and
+   `claimcheck --replay --memory-budget` set it), the same syntax;
+3. DEFAULT_FRACTION of the machine's memory (cgroup limit or physical memory, the smaller).
+
+Each check that has two paths estimates what its in-memory path needs (`need_*` below, measured
+factors: bench/README.md "bounded memory") and takes the bounded path when that exceeds the budget.
+The figures do not depend on the path (tests/test_audit_memory.py); the choice and the budget are
+written at the end of the check's coverage line (`note`), and replay does not compare that part:
+another machine may choose otherwise and measure the same (engine/headless/compare.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from claimcheck.engine.pipeline.context import StageInputError
+
+ENV = "CLAIMCHECK_MEMORY_BUDGET"
+DEFAULT_FRACTION = 0.5  # of the machine's memory, when neither the input nor the environment sets one
+MIN_BUDGET = 1 << 20  # 1 MiB: the least a setting may ask (every check then takes its bounded path)
+# Peak memory of reading a CSV / JSONL file into a frame, per byte of file: the parsed frame plus the
+# parser's buffers (measured at 1M ticket rows: 890 MB peak for a 375 MB file, 2.4x; bench/memory.py).
+PARSE_FACTOR = 2.4
+# The in-memory near-duplicate search's working memory per byte of text (shingle hashes, counts,
+# prefixes and one pass of signatures; 1M tickets: ~500 MB over ~250 MB of text).
+NEARDUP_FACTOR = 2.0
+# The coverage line's memory part starts with this; replay strips it before comparing coverage.
+NOTE_MARK = " · memory: "
+IN_MEMORY = "in memory"
+BOUNDED = "bounded"
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+class BudgetError(StageInputError):
+    """A memory budget that cannot be read."""
+
+
+def parse_size(text: str, where: str) -> int:
+    """'512M', '4G', '1.5GiB', '1000000' → bytes (binary units); a clear error naming `where`."""
+    m = _SIZE.match(str(text))
+    if not m:
+        raise BudgetError(
+            f"{where} = {text!r} is not a size; write a number of bytes or one with K, M, G or T "
+            "(e.g. 512M, 4G)"
+        )
+    value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if value < MIN_BUDGET:
+        raise BudgetError(f"{where} = {text!r} is below the least usable budget, {human(MIN_BUDGET)}")
+    return value
+
+
+def machine_memory() -> int:
+    """Bytes of memory this process may use: the cgroup's limit where one is set, else physical memory."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            raw = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if raw.isdigit():
+            total = min(total, int(raw))
+    return total
+
+
+def human(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+@dataclass(frozen=True)
+class Budget:
+    bytes: int
+    origin: str  # "setting", "environment" or "default (50% of 16.0 GiB)"
+
+    def choose(self, need: int) -> str:
+        """The path for a check whose in-memory path needs about `need` bytes."""
+        return IN_MEMORY if need <= self.bytes else BOUNDED
+
+    def note(self, path: str) -> str:
+        """The coverage line's memory part: the path taken and the budget it was chosen under."""
+        return f"{NOTE_MARK}{path} (budget {human(self.bytes)}, {self.origin})"
+
+    def covered(self, coverage: str, path: str) -> str:
+        """`coverage` with the memory part added (alone when the check has no other coverage)."""
+        note = self.note(path)
+        return coverage + note if coverage else note[len(" · ") :]
+
+
+def resolve(setting: str) -> Budget:
+    """The budget in force: the input's setting, else the environment's, else the default fraction."""
+    if str(setting).strip():
+        return Budget(parse_size(setting, "source input 'memory_budget'"), "setting")
+    env = os.environ.get(ENV, "").strip()
+    if env:
+        return Budget(parse_size(env, f"environment variable {ENV}"), "environment")
+    total = machine_memory()
+    return Budget(int(total * DEFAULT_FRACTION), f"default: {DEFAULT_FRACTION:.0%} of {human(total)}")
+
+
+def need_parse(paths: list[Path]) -> int:
+    """What reading the files into one frame needs in memory (Parquet: about its decoded size)."""
+    total = 0
+    for p in paths:
+        size = Path(p).stat().st_size
+        total += int(size * (3 if Path(p).suffix.lower() in (".parquet", ".pq") else PARSE_FACTOR))
+    return total
+
+
+def need_neardup(text_bytes: int) -> int:
+    return int(text_bytes * NEARDUP_FACTOR)
+
+
+def strip_note(coverage: str) -> str:
+    """A coverage line without its memory part (what replay compares)."""
+    if coverage.startswith(NOTE_MARK[len(" · ") :]):
+        return ""
+    at = coverage.find(NOTE_MARK)
+    return coverage if at < 0 else coverage[:at]
+
+
+def collect(lf: object, path: str) -> object:
+    """A lazy frame collected by `path`: IN_MEMORY collects it at once (the reader's buffers and the
+    frame together); BOUNDED streams it to a temporary Parquet file (TMPDIR) with Polars' streaming
+    engine and reads that back, so the parse never holds more than a batch beside the frame. The same
+    frame either way."""
+    import tempfile
+
+    import polars as pl
+
+    assert isinstance(lf, pl.LazyFrame)
+    if path == IN_MEMORY:
+        return lf.collect()
+    with tempfile.TemporaryDirectory(prefix="claimcheck-spill-") as tmp:
+        spill = Path(tmp) / "frame.parquet"
+        try:
+            lf.sink_parquet(spill, compression="lz4", statistics=False, engine="streaming")
+        except OSError as exc:
+            raise StageInputError(
+                f"the bounded-memory read could not write its temporary file in {tmp}: "
+                f"{exc.strerror or exc}; free space there or set TMPDIR to a folder with room"
+            ) from exc
+        return pl.read_parquet(spill)

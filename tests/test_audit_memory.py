@@ -1,0 +1,164 @@
+"""The audit under a memory budget (engine/audit/budget.py): the bounded paths give the figures of the
+in-memory ones, byte for byte; the budget is read, chosen and recorded as documented; and a run under a
+memory limit finishes on the bounded path where the in-memory path is killed."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from claimcheck.engine.audit import budget as B
+from claimcheck.engine.pipeline.context import StageContext, StageInputError
+from claimcheck.engine.stages.source import run as source
+from claimcheck.engine.stages.split import run as split
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "sample_data" / "tickets.csv"
+HUGE = "1000G"  # every check in memory
+TINY = "1M"  # every check bounded
+
+
+def _example(section: str) -> dict:
+    return tomllib.loads((ROOT / "docs" / "answers-example.toml").read_text())[section]
+
+
+def _stages(ws: Path, tag: str, source_inputs: dict, split_inputs: dict, budget: str):
+    ctx = StageContext(session_dir=ws / f"s-{tag}", workspace=ws)
+    rec = source.run(source.Inputs(**source_inputs, memory_budget=budget), {}, ctx)
+    sp = split.run(split.Inputs(**split_inputs), {"source": rec}, ctx)
+    return rec, sp, ctx.session_dir
+
+
+def _figures(*records) -> dict:
+    """Every check's measured values, status, summary and coverage without its memory part."""
+    return {
+        c.id: {
+            "measured": c.measured,
+            "status": c.status,
+            "summary": c.summary,
+            "coverage": B.strip_note(c.coverage),
+        }
+        for r in records
+        for c in r.checks
+    }
+
+
+def _assert_same(ws: Path, source_inputs: dict, split_inputs: dict) -> tuple:
+    big = _stages(ws, "mem", source_inputs, split_inputs, HUGE)
+    small = _stages(ws, "bounded", source_inputs, split_inputs, TINY)
+    a, b = _figures(big[0], big[1]), _figures(small[0], small[1])
+    assert json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+    for name in ("near_duplicates.parquet", "families.parquet", "split.parquet"):
+        left, right = big[2] / "data" / name, small[2] / "data" / name
+        assert left.read_bytes() == right.read_bytes(), name
+    return big, small
+
+
+def test_bounded_paths_give_the_in_memory_figures_on_the_sample(tmp_path: Path) -> None:
+    if not SAMPLE.exists():
+        pytest.skip("sample_data/tickets.csv is not generated")
+    (tmp_path / "sample_data").mkdir()
+    (tmp_path / "sample_data" / "tickets.csv").write_bytes(SAMPLE.read_bytes())
+    big, small = _assert_same(tmp_path, _example("source"), _example("split"))
+    # The path each run took is written on the checks that have two.
+    for rec, path in ((big[0], B.IN_MEMORY), (small[0], B.BOUNDED)):
+        for cid in ("source.schema", "source.near_duplicates"):
+            assert f"memory: {path} (budget " in rec.check(cid).coverage, cid
+    assert "memory: bounded (budget 1.0 MiB, setting)" in small[1].check("split.membership").coverage
+
+
+def _planted(n: int, seed: int = 3) -> pl.DataFrame:
+    """Texts with exact and near copies, families, a time column and rows the split leaves out."""
+    rng = np.random.default_rng(seed)
+    words = np.array([f"w{i}" for i in range(400)])
+    body = [" ".join(rng.choice(words, size=int(rng.integers(6, 30)))) for _ in range(n)]
+    for i in range(n // 10, n, 7):  # near copies (one word changed) and exact copies
+        src = body[int(rng.integers(0, i))]
+        body[i] = src if i % 2 else src.replace("w1 ", "w2 ", 1) + " w399"
+    days = rng.integers(0, 400, size=n)
+    return pl.DataFrame(
+        {
+            "id": np.arange(n),
+            "body": body,
+            "kind": rng.choice(["a", "b", None], size=n).tolist(),
+            "label": rng.choice(["x", "y", "z", "unmapped"], size=n, p=[0.5, 0.3, 0.15, 0.05]).tolist(),
+            "cust": rng.integers(0, n // 4, size=n).astype(str).tolist(),
+            "score": rng.normal(size=n),
+            "when": (np.datetime64("2024-01-01") + days).astype(str).tolist(),
+        }
+    )
+
+
+def test_bounded_paths_give_the_in_memory_figures_with_gaps_and_exclusions(tmp_path: Path) -> None:
+    _planted(3000).write_csv(tmp_path / "d.csv")
+    src = dict(
+        files=["d.csv"],
+        label_column="label",
+        label_mapping={"x": "x", "y": "y", "z": "z"},
+        input_columns=["body", "kind"],
+        text_columns=["body"],
+        entity_columns=["cust"],
+        time_column="when",
+        as_of="2026-01-01",
+        filters=[{"reason": "drop some", "where": "id % 17 <> 0"}],
+        near_dup_threshold=0.7,
+        shingle_size=2,
+    )
+    # A time split with a gap leaves rows unassigned: the bounded join must leave them out too.
+    spl = dict(strategy="group_time", gap_days=20.0, rationale="test", grouping="duplicates_and_near")
+    big, _ = _assert_same(tmp_path, src, spl)
+    assert big[0].check("source.near_duplicates").measured["pairs"] > 0
+    assert big[0].check("source.duplicate_inputs").measured["exact"]["groups"] > 0
+    assert sum(big[1].check("split.membership").measured["excluded"].values()) > 0
+
+
+def test_sharded_near_duplicate_search_gives_identical_pairs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from claimcheck.engine.audit import neardup
+    from claimcheck.engine.audit.neardup import candidates
+
+    df = _planted(4000, seed=5).with_row_index("row_id").with_columns(pl.col("row_id").cast(pl.Int64))
+    full = neardup.near_duplicates(df, ["body"], threshold=0.7, shingle_size=2)
+    # Shards of 2,000 signatures: many passes through their files, one at a time.
+    monkeypatch.setattr(candidates, "BOUNDED_SIG_BLOCK", 2000)
+    sharded = neardup.near_duplicates(df, ["body"], threshold=0.7, shingle_size=2, bounded=True)
+    assert full.pairs.height > 50
+    assert neardup.pairs_payload(full.pairs) == neardup.pairs_payload(sharded.pairs)
+    assert (full.candidates, full.verified_text_pairs) == (sharded.candidates, sharded.verified_text_pairs)
+
+
+def test_budget_is_read_from_setting_environment_and_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(B.ENV, "2G")
+    assert B.resolve("512M") == B.Budget(512 << 20, "setting")
+    assert B.resolve("") == B.Budget(2 << 30, "environment")
+    monkeypatch.delenv(B.ENV)
+    default = B.resolve("")
+    assert default.bytes == int(B.machine_memory() * B.DEFAULT_FRACTION)
+    assert default.origin.startswith("default: 50% of ")
+    assert B.parse_size("1.5GiB", "x") == int(1.5 * (1 << 30))
+    with pytest.raises(StageInputError, match="'lots' is not a size"):
+        B.parse_size("lots", "source input 'memory_budget'")
+    monkeypatch.setenv(B.ENV, "12 parsecs")
+    with pytest.raises(StageInputError, match=f"environment variable {B.ENV}"):
+        B.resolve("")
+    with pytest.raises(ValueError, match="not a size"):
+        source.Inputs(memory_budget="a lot")
+
+
+def test_replay_ignores_the_memory_part_of_coverage() -> None:
+    from claimcheck.engine.evidence import Check
+    from claimcheck.engine.headless.compare import compare_check
+
+    here = B.Budget(64 << 30, "default: 50% of 128.0 GiB")
+    there = B.Budget(1 << 30, "environment")
+    old = Check(id="source.schema", status="pass", summary="s", coverage=here.covered("full", B.IN_MEMORY))
+    new = old.model_copy(update={"coverage": there.covered("full", B.BOUNDED)})
+    assert compare_check("source", old, new).outcome == "reproduced"
+    other = old.model_copy(update={"coverage": there.covered("preview: first 10 rows", B.BOUNDED)})
+    assert compare_check("source", old, other).outcome == "differs"
+    alone = there.covered("", B.BOUNDED)
+    assert alone.startswith("memory: bounded") and B.strip_note(alone) == ""
