@@ -126,16 +126,6 @@ def _wrap_source(run):
     return module
 
 
-def test_unbuilt_stage_is_not_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    use_fakes(monkeypatch, unbuilt=("split",))
-    write_data(tmp_path)
-    result = run_answers(_write(tmp_path, answers_text()), tmp_path / "s")
-    got = {(r.stage, r.check): r for r in result.rows}
-    assert got[("split", "(stage)")].outcome == "not_run"
-    assert "not built" in got[("baseline", "(stage)")].detail
-    assert result.exit_code == 0
-
-
 def _revisions(session_dir: Path) -> dict[str, int]:
     return {n: r.provenance.revision for n, r in Session.open(session_dir).records().items()}
 

@@ -181,3 +181,35 @@ def test_tabular_sessions_write_only_declared_checks(tabular_sessions: dict[str,
             "not run: the claim's target is numeric"
         )
         assert prevalence.playbook == DECLARED["split.prevalence"].playbook
+
+
+def _hand_built_not_run(code: str) -> list[int]:
+    """Lines of `Check(...)` calls whose `status=` can be the literal "not_run" (directly or in a
+    conditional): such a record belongs to checks.not_run / not_applicable."""
+    import ast
+
+    lines = []
+    for node in ast.walk(ast.parse(code)):
+        if not (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Check"):
+            continue
+        for kw in node.keywords:
+            literals = [n.value for n in ast.walk(kw.value) if isinstance(n, ast.Constant)]
+            if kw.arg == "status" and ("not_run" in literals or "not run" in literals):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_no_stage_or_learner_builds_a_not_run_record_by_hand() -> None:
+    folders = ("engine/stages", "engine/baseline", "engine/artifact", "engine/audit", "engine/training")
+    found = [
+        f"{p.relative_to(ROOT)}:{line}"
+        for folder in folders
+        for p in sorted((ROOT / folder).rglob("*.py"))
+        for line in _hand_built_not_run(p.read_text("utf-8"))
+    ]
+    assert not found, f"build these with claimcheck.engine.pipeline.checks.not_run: {found}"
+
+
+def test_the_scan_finds_a_hand_built_not_run() -> None:
+    code = 'x = 1\nCheck(id="a.b", status="info" if ok else "not_run", summary="")\nCheck(id="a.c", status="pass")\n'
+    assert _hand_built_not_run(code) == [2]

@@ -34,3 +34,25 @@ def test_import_contracts_hold(tmp_path: Path) -> None:
     report = out.stdout + out.stderr
     assert out.returncode == 0, report
     assert "0 broken" in report, report
+
+
+def test_the_contract_names_packages_and_hides_no_edge() -> None:
+    """At most ten layer entries, every one a package or a module of the engine's base (no file of
+    a concern named alone), and no ignored or type-checking-only import."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["tool"]["importlinter"]
+    assert not config.get("exclude_type_checking_imports"), "type-checking imports must count"
+    for contract in config["contracts"]:
+        assert not contract.get("ignore_imports"), f"{contract['id']} ignores imports"
+        assert not contract.get("exclude_type_checking_imports"), contract["id"]
+    layers = next(c for c in config["contracts"] if c["type"] == "layers")["layers"]
+    assert len(layers) <= 10, layers
+    for entry in layers:
+        for name in (n.strip() for n in entry.replace("|", ":").split(":")):
+            path = ROOT / Path(*name.split(".")[1:])
+            is_package = (path / "__init__.py").is_file()
+            base_module = path.parent == ROOT / "engine" and path.with_suffix(".py").is_file()
+            assert is_package or base_module, (
+                f"{name}: a layer names a package (or a module of engine/ itself)"
+            )

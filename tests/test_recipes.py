@@ -27,7 +27,6 @@ def test_recipe_validates_against_every_stage(name: str) -> None:
     assert "claim" in recipe and "source" in recipe
     for stage, inputs in recipe.items():
         module = stages.get(stage).module()
-        assert module is not None, f"{name} pre-fills '{stage}', which is not built"
         module.Inputs.model_validate(inputs)
 
 

@@ -280,12 +280,8 @@ FAKES = {
 }
 
 
-def use_fakes(
-    monkeypatch: pytest.MonkeyPatch, names: tuple[str, ...] = tuple(FAKES), unbuilt: tuple[str, ...] = ()
-) -> None:
+def use_fakes(monkeypatch: pytest.MonkeyPatch, names: tuple[str, ...] = tuple(FAKES)) -> None:
     def module(self: registry.StageSpec) -> Any:
-        if self.name in unbuilt:
-            return None
         if self.name in names:
             return FAKES[self.name]
         return REAL_MODULE(self)
@@ -525,14 +521,6 @@ def test_job_killed_mid_run_is_incomplete_not_passed(tmp_path: Path, monkeypatch
     row = next(r for r in result.rows if r.check == "(job)")
     assert row.outcome == "incomplete" and "training" in row.detail and "4 of 10" in row.detail
     assert result.exit_code == 1
-
-
-def test_unbuilt_stage_is_not_run_and_does_not_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    session = build(tmp_path, monkeypatch)
-    use_fakes(monkeypatch, unbuilt=("baseline",))
-    result = replay(session)
-    assert outcomes(result)[("baseline", "baseline.synthetic_metrics")] == "not_run"
-    assert result.exit_code == 0
 
 
 def test_deleted_record_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

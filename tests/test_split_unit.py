@@ -139,6 +139,20 @@ def test_the_baseline_folds_and_resamples_the_split_families(planted: Path) -> N
     assert learn.mcnemar is not None and learn.mcnemar.units == conv.units
 
 
+def test_the_baseline_refuses_row_units_over_a_duplicate_grouped_split(planted: Path, tmp_path: Path) -> None:
+    from claimcheck.engine.pipeline import core
+    from claimcheck.engine.pipeline.context import StageInputError
+
+    recs = Session.open(planted / "s").records()
+    upstream = {name: recs[name] for name in ("claim", "source", "split")}
+    inputs = {**recs["baseline"].inputs, "unit": "row"}
+    ctx = StageContext(session_dir=planted / "s", workspace=planted, stage="baseline")
+    with pytest.raises(
+        StageInputError, match=r'unit = "row" is refused: the split kept each duplicate family'
+    ):
+        core.compute("baseline", inputs, upstream, ctx)
+
+
 def test_the_artifact_intervals_and_mcnemar_use_the_split_families(planted: Path) -> None:
     recs = Session.open(planted / "s").records()
     fams = _families(planted)

@@ -202,24 +202,6 @@ async def test_cancel_running_check(tmp_path: Path, monkeypatch) -> None:
         assert nav_words(app)["claim"] == "draft"
 
 
-async def test_unbuilt_stage_says_so(tmp_path: Path, monkeypatch) -> None:
-    patch_modules(monkeypatch, {"artifact": None})
-    session = Session.create(tmp_path / "runs" / "s", workspace=tmp_path)
-    app = make_app(session.path, workspace=tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        await opened(pilot)
-        await pilot.press("7")
-        await pilot.pause()
-        text = screen_text(app)
-        assert "not built yet in this version" in text
-        assert "state: not run" in text
-        assert app.screen.view("artifact").query_one("ChecksTable").row_count == 0
-        assert nav_words(app)["artifact"] == "not built yet"
-        await pilot.press("ctrl+r")
-        await pilot.pause()
-        assert app.session.record("artifact") is None
-
-
 async def test_tab_switch_while_the_tab_strip_is_still_empty_retries(tmp_path: Path, monkeypatch) -> None:
     # A tab switch can land while TabbedContent has not composed its strip yet: Textual raises
     # NoMatches then (a full-suite run crashed the app on it). The switch must wait, not crash.
@@ -234,13 +216,13 @@ async def test_tab_switch_while_the_tab_strip_is_still_empty_retries(tmp_path: P
         real = TabbedContent._watch_active
         failures = [1, 1]
 
-        def not_built_yet(self, active: str) -> None:
+        def strip_still_empty(self, active: str) -> None:
             if failures:
                 failures.pop()
                 raise NoMatches("No immediate child of type ContentTabs")
             real(self, active)
 
-        monkeypatch.setattr(TabbedContent, "_watch_active", not_built_yet)
+        monkeypatch.setattr(TabbedContent, "_watch_active", strip_still_empty)
         app.screen.view().show_tab("checks")
         switcher = tabs.query_one(ContentSwitcher)
         await wait_for(pilot, lambda: switcher.current == "tab-checks")

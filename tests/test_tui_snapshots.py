@@ -111,12 +111,6 @@ def test_generic_toml_form(snap_compare, tmp_path: Path, monkeypatch) -> None:
     assert snap_compare(app, press=["2"], terminal_size=SIZE, run_before=ready)
 
 
-def test_not_built(snap_compare, tmp_path: Path, monkeypatch) -> None:
-    patch_modules(monkeypatch, {"artifact": None})
-    app = make_app(new_session(tmp_path).path, workspace=tmp_path)
-    assert snap_compare(app, press=["7"], terminal_size=SIZE, run_before=ready)
-
-
 async def locked_shown(pilot) -> None:
     from claimcheck.tui.screens import LockedScreen
     from tests.test_tui_support import wait_for

@@ -68,7 +68,7 @@ def toy_module(name: str, checks: Callable[[ToyInputs], list[Check]] | None = No
 
 
 def patch_modules(monkeypatch: Any, mapping: dict[str, Any]) -> None:
-    """Make StageSpec.module() return `mapping[name]` (a module or None) for the named stages."""
+    """Make StageSpec.module() return `mapping[name]` (a stand-in module) for the named stages."""
     real = StageSpec.module
 
     def module(self: StageSpec) -> Any:

@@ -305,7 +305,7 @@ class ClaimcheckApp(App):
             return split_runtime(name, rec.inputs)[0]
         recipe = self.recipe_inputs(session, name)
         module = registry.get(name).module()
-        base = _drop_none(module.Inputs().model_dump(mode="json")) if module is not None else {}
+        base = _drop_none(module.Inputs().model_dump(mode="json"))
         return split_runtime(name, _merge(_merge(base, recipe), self.overrides.get(name, {})))[0]
 
     def recipe_inputs(self, session: Session, name: str) -> dict[str, Any]:

@@ -82,8 +82,6 @@ class SessionScreen(Screen):
         self.initial_inputs = initial_inputs
         self.recipe_inputs = recipe_inputs
         self.current = needs_attention(session)
-        # Which stage modules exist; learned in a background thread so start-up imports only the claim.
-        self.built: dict[str, bool] = {}
 
     def compose(self) -> ComposeResult:
         title = Text("claimcheck · ", style="bold")
@@ -102,8 +100,6 @@ class SessionScreen(Screen):
         drafts = [s.name for s in registry.STAGES if draft_path(self.session.path, s.name).exists()]
         if drafts:  # each form restores its own, with a notice; say so once, up front
             self.notify(f"unsaved edits kept from last time (drafts): {', '.join(drafts)}", timeout=8)
-        # After the first paint: importing every stage module must not delay the first usable screen.
-        self.set_timer(0.3, self._probe_stages)
         self.set_timer(0.5, self._watch_jobs)
 
     def _watch_jobs(self) -> None:
@@ -149,20 +145,6 @@ class SessionScreen(Screen):
             return
         self.notify(f"the job ended ({stage}): recording the dispatch stage again")
         view.start_run(split_runtime("dispatch", record.inputs)[0], show_checks=False)  # stay on their tab
-        self.refresh_states()
-
-    @work(thread=True, group="probe")
-    def _probe_stages(self) -> None:
-        built = {spec.name: spec.module() is not None for spec in registry.STAGES}
-        self.post_message(self.Probed(built))  # dropped quietly if the app closed meanwhile
-
-    class Probed(Message):
-        def __init__(self, built: dict[str, bool]) -> None:
-            self.built = built
-            super().__init__()
-
-    def on_session_screen_probed(self, event: Probed) -> None:
-        self.built = event.built
         self.refresh_states()
 
     # ------------------------------------------------------------ navigation
@@ -263,9 +245,7 @@ class SessionScreen(Screen):
         for spec in registry.STAGES:
             view = self.view(spec.name)
             running = bool(view and view.running) or (spec.name == "dispatch" and self._job_running())
-            words[spec.name] = state_words(
-                states[spec.name], records.get(spec.name), running, self.built.get(spec.name, True)
-            )
+            words[spec.name] = state_words(states[spec.name], records.get(spec.name), running)
         self.query_one(StageNavigator).set_states(words)
         artifact = self.view("artifact")
         if artifact is not None:

@@ -133,16 +133,6 @@ class StageView(Vertical):
             yield Label("", classes="run-text")
 
     def _form(self) -> ComposeResult:
-        if self.module is None:
-            yield Static(
-                Text(
-                    f"The {self.spec.title.lower()} stage is not built yet in this version of claimcheck.\n"
-                    "Its checks cannot run, so its status stays 'not run' — nothing here is a pass.",
-                    style="bold",
-                ),
-                classes="not-built",
-            )
-            return
         draft = read_draft(self.session.path, self.spec.name)
         notice = ""
         if draft is not None:
@@ -201,8 +191,6 @@ class StageView(Vertical):
         visual.show(record, self.session)  # type: ignore[attr-defined]
 
     def _state_line(self, state: str, record: StageRecord | None) -> Text:
-        if self.module is None:
-            return Text("state: not run · not built yet in this version", style="bold")
         t = stage_banner(state, record)
         if self.banner_note and record is None:
             t.append("\n")
@@ -312,8 +300,6 @@ class StageView(Vertical):
     # ------------------------------------------------------------ running
 
     def form_values(self) -> tuple[dict[str, Any] | None, str]:
-        if self.module is None:
-            return None, f"the {self.spec.name} stage is not built yet in this version of claimcheck"
         return self.query_one(StageForm).collect()
 
     def start_run(self, inputs: dict[str, Any], show_checks: bool = True) -> None:

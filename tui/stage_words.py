@@ -138,13 +138,9 @@ def artifact_readiness(dispatch_state: str, dispatch: StageRecord | None, job: J
     return "Can run now (ctrl+r): the job finished and dispatch is frozen."
 
 
-def state_words(
-    state: str, record: StageRecord | None, running: bool = False, implemented: bool = True
-) -> str:
+def state_words(state: str, record: StageRecord | None, running: bool = False) -> str:
     """The navigator's plain-words state of one stage: 'frozen', 'draft · 2 fail', 'stale', …;
     the artifact stage says whether the claim was met ('frozen · not met')."""
-    if not implemented:
-        return "not built yet"
     word = {"not_run": "not run", "draft": "draft", "frozen": "frozen", "stale": "STALE"}.get(state, state)
     verdict = verdict_of(record)
     if verdict is not None:

@@ -323,25 +323,28 @@ def _comparison(sc: Scored, values: dict, diffs: dict, rows: dict, ok: dict, n_e
         else f"candidate − {c}: no row scored by both"
         for c in comps
     )
+    summary = (
+        f"{m} (greedy generation): " + ", ".join(f"{a} {v:.4f}" for a, v in values[m].items()) + "; " + text
+    )
+    measured = shapes.Comparison(
+        metric=m,
+        values=values[m],
+        differences=diffs[m],
+        mcnemar=mcn,
+        candidate_better=better,
+        unit=sc.unit_kind,
+        shared_rows=n_every,
+    )
+    why = f"Paired {sc.inputs.bootstrap_resamples}-resample bootstrap over {sc.unit_kind}s; McNemar on exact-match correctness."
+    if not diffs[m]:
+        return not_run("artifact.comparison", summary, coverage=cov, measured=measured.dump(), why=why)
     return Check(
         id="artifact.comparison",
-        status=("pass" if all(better.values()) else "warn") if diffs[m] else "not_run",
-        basis="measured" if diffs[m] else "not_run",
-        summary=f"{m} (greedy generation): "
-        + ", ".join(f"{a} {v:.4f}" for a, v in values[m].items())
-        + "; "
-        + text,
+        status="pass" if all(better.values()) else "warn",
+        summary=summary,
         coverage=cov,
-        measured=shapes.Comparison(
-            metric=m,
-            values=values[m],
-            differences=diffs[m],
-            mcnemar=mcn,
-            candidate_better=better,
-            unit=sc.unit_kind,
-            shared_rows=n_every,
-        ),
-        why=f"Paired {sc.inputs.bootstrap_resamples}-resample bootstrap over {sc.unit_kind}s; McNemar on exact-match correctness.",
+        measured=measured,
+        why=why,
         playbook=PB_REPORT,
     )
 

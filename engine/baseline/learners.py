@@ -74,6 +74,7 @@ def load(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) ->
     for need in ("claim", "source", "split"):
         if need not in upstream:
             raise StageInputError(f"the baseline stage needs a frozen '{need}' stage first")
+    _refuse_row_unit(inputs, upstream)
     claim, src = upstream["claim"].inputs, upstream["source"].inputs
     task = _task(claim)
     parts = {s: splits.rows(s, upstream, ctx, caller=CALLER) for s in ("train", "dev", "calibration")}
@@ -163,6 +164,22 @@ def _mode(inputs: Inputs, parts: dict[str, pl.DataFrame]) -> str:
         return "holdout"
     small = parts["train"].height < inputs.cv_below_rows
     return "kfold" if small or parts["dev"].height == 0 else "holdout"
+
+
+def _refuse_row_unit(inputs: Inputs, upstream: dict[str, StageRecord]) -> None:
+    """`unit = "row"` over a split that grouped duplicates is refused: the split kept each family of
+    copies on one side, and resampling its rows one by one would treat the copies as independent."""
+    from claimcheck.engine.data import splits
+
+    if inputs.unit != "row":
+        return
+    kept = splits.unit_kind(upstream["split"])
+    if kept in splits.DUPLICATE_UNITS:
+        raise StageInputError(
+            f'baseline unit = "row" is refused: the split kept each {kept} together '
+            f"(grouping '{upstream['split'].inputs.get('grouping', '')}'), so its rows are not independent; "
+            'use unit = "auto" or "family"'
+        )
 
 
 def _unit_kind(inputs: Inputs, upstream: dict[str, StageRecord]) -> str:

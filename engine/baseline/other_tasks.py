@@ -90,6 +90,31 @@ def regression_checks(ev: Evaluation) -> list[Check]:
     conv = [n for n in fitted if n in REG_CONVENTIONAL]
     note = f" (no intervals: {refused})" if refused else ""
     where = {"primary_metric": metric, "fitted_on": "train" if data.mode == "holdout" else "folds"}
+    conv_measured = {
+        "learners": {n: reps[n] for n in conv},
+        **where,
+        "measured_on": _where(data),
+        **unit_facts(data, ev.mask),
+    }
+    conv_check = (
+        Check(
+            id="baseline.conventional",
+            status="info",
+            summary="; ".join(_reg_text(n, reps[n], metric) for n in conv) + note,
+            coverage=cov,
+            measured=conv_measured,
+            why="Signal in the inputs.",
+            playbook=PB_TRIVIAL,
+        )
+        if conv
+        else not_run(
+            "baseline.conventional",
+            "no conventional learner chosen",
+            coverage=cov,
+            measured=conv_measured,
+            why="Signal in the inputs.",
+        )
+    )
     out = [
         Check(
             id="baseline.trivial",
@@ -100,23 +125,7 @@ def regression_checks(ev: Evaluation) -> list[Check]:
             why="The floor a model must clear.",
             playbook=PB_TRIVIAL,
         ),
-        Check(
-            id="baseline.conventional",
-            status="info" if conv else "not_run",
-            basis="measured" if conv else "not_run",
-            summary=("; ".join(_reg_text(n, reps[n], metric) for n in conv) + note)
-            if conv
-            else "no conventional learner chosen",
-            coverage=cov,
-            measured={
-                "learners": {n: reps[n] for n in conv},
-                **where,
-                "measured_on": _where(data),
-                **unit_facts(data, ev.mask),
-            },
-            why="Signal in the inputs.",
-            playbook=PB_TRIVIAL,
-        ),
+        conv_check,
     ]
     if conv and trivial:
         out.append(_reg_learnability(ev, reps, (trivial, conv), metric))

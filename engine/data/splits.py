@@ -38,6 +38,9 @@ UNIT_KINDS = {
     "duplicates": "duplicate family",
     "duplicates_and_near": "near-duplicate family",
 }
+# The units whose families are copies of one text: their rows are not independent of each other, so
+# the baseline refuses to resample them one by one (unit = "row").
+DUPLICATE_UNITS = (UNIT_KINDS["duplicates"], UNIT_KINDS["duplicates_and_near"])
 # The same units counted in words ("470 duplicate families").
 UNIT_PLURALS = {
     "family": "entity families",

@@ -79,8 +79,6 @@ class Answers(BaseModel):
     notes: list[NoteAnswer]
     # Per stage: runtime knobs its table gave (claimcheck.engine.pipeline.core.RUNTIME_KEYS); they go to the StageContext.
     runtime: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    # Stages answered whose module is not built in this claimcheck: skipped, with later ones.
-    unbuilt: list[str] = Field(default_factory=list)
 
 
 @dataclass
@@ -169,7 +167,6 @@ def load_answers(answers_path: Path) -> Answers:
     except ValidationError as exc:
         raise _invalid(path, "session", exc) from None
     stages: dict[str, dict[str, Any]] = {}
-    unbuilt: list[str] = []
     runtime: dict[str, dict[str, Any]] = {}
     gap = ""
     for spec in registry.STAGES:
@@ -186,18 +183,15 @@ def load_answers(answers_path: Path) -> Answers:
                 f"answers '{spec.name}' but not the earlier stage '{gap}', which it rests on",
                 f"add a [{gap}] table, or remove [{spec.name}]",
             )
-        if spec.module() is None:
-            unbuilt.append(spec.name)
-        else:
-            try:
-                model = validate(spec.name, table)
-                if knobs := runtime_knobs(spec.name, table):
-                    runtime[spec.name] = knobs
-            except InvalidInputs as exc:
-                raise _invalid(path, spec.name, exc.problem) from None
-            except ValidationError as exc:
-                raise _invalid(path, spec.name, exc) from None
-            _required(path, spec.name, model)
+        try:
+            model = validate(spec.name, table)
+            if knobs := runtime_knobs(spec.name, table):
+                runtime[spec.name] = knobs
+        except InvalidInputs as exc:
+            raise _invalid(path, spec.name, exc.problem) from None
+        except ValidationError as exc:
+            raise _invalid(path, spec.name, exc) from None
+        _required(path, spec.name, model)
         stages[spec.name] = split_runtime(spec.name, table)[0]
     raw_notes = data.get("notes", [])
     if not stages:
@@ -225,7 +219,7 @@ def load_answers(answers_path: Path) -> Answers:
                 "note only stages the file answers",
             )
         notes.append(note)
-    return Answers(path=path, session=session, stages=stages, notes=notes, unbuilt=unbuilt, runtime=runtime)
+    return Answers(path=path, session=session, stages=stages, notes=notes, runtime=runtime)
 
 
 def _required(path: Path, stage: str, model: BaseModel) -> None:
@@ -255,7 +249,7 @@ def _jsonl_objects(p: Path, name: str) -> None:
 
 
 def _builtin(name: str) -> bool:
-    """The stage is this claimcheck's own module (not unbuilt, not replaced), so its files can be checked."""
+    """The stage is this claimcheck's own module (not replaced by a test double), so its files can be checked."""
     module = registry.get(name).module()
     return getattr(module, "__name__", "") == f"{registry.STAGES_PACKAGE}.{name}.run"
 
@@ -483,11 +477,6 @@ def _run_stages(
     for name in answers.stages:
         if stopped:
             result.rows.append(Row(name, "(stage)", "not_run", "", stopped))
-            continue
-        if name in answers.unbuilt:
-            stopped = f"not run: '{name}' is not built in this claimcheck"
-            why = "stage not built in this claimcheck; answers for it unused"
-            result.rows.append(Row(name, "(stage)", "not_run", "", why))
             continue
         t0 = time.perf_counter()
         rec = _kept(session, answers, name)

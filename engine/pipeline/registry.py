@@ -30,18 +30,9 @@ class StageSpec:
     def file_name(self) -> str:
         return f"{self.index:02d}-{self.name}.toml"
 
-    def module(self) -> ModuleType | None:
-        """The stage's module, or None while the stage is not built yet."""
-        try:
-            return importlib.import_module(f"{STAGES_PACKAGE}.{self.name}.run")
-        except ModuleNotFoundError as exc:
-            if exc.name in (f"{STAGES_PACKAGE}.{self.name}", f"{STAGES_PACKAGE}.{self.name}.run"):
-                return None
-            raise
-
-    @property
-    def implemented(self) -> bool:
-        return self.module() is not None
+    def module(self) -> ModuleType:
+        """The stage's `run` module (imported on first use)."""
+        return importlib.import_module(f"{STAGES_PACKAGE}.{self.name}.run")
 
 
 STAGES: tuple[StageSpec, ...] = (

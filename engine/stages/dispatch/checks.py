@@ -266,17 +266,21 @@ def _no_stamp(snap: JobSnapshot, model_sha256: str) -> Check:
     from claimcheck.engine.shapes import training as shapes
 
     ended = snap.terminal
+    measured = shapes.Runtime(state="missing" if ended else "pending", contract_model_sha256=model_sha256)
+    if not ended or snap.stage == "not_found":
+        return not_run(
+            "dispatch.runtime",
+            f"pending: not yet due — the job writes its runtime stamp once its model is loaded ({snap.stage})",
+            measured=measured.dump(),
+        )
     return Check(
         id="dispatch.runtime",
-        status="warn" if ended and snap.stage != "not_found" else "not_run",
-        basis="measured" if ended and snap.stage != "not_found" else "not_run",
+        status="warn",
         summary=(
             f"the job ended ({snap.stage}) without writing its runtime stamp ({jobfiles.RUNTIME}): "
             "the process that ran it is not recorded"
-            if ended and snap.stage != "not_found"
-            else f"pending: not yet due — the job writes its runtime stamp once its model is loaded ({snap.stage})"
         ),
-        measured=shapes.Runtime(state="missing" if ended else "pending", contract_model_sha256=model_sha256),
+        measured=measured,
         playbook=PB_RUNTIME,
     )
 
@@ -305,24 +309,32 @@ def _acknowledged(snap: JobSnapshot, launch_info: dict[str, Any], provider: str)
             else "adopted an existing job with this identity"
         )
     )
+    measured = {
+        "provider": provider,
+        "acknowledged": acked,
+        "how": how,
+        "pid": status_doc.pid,
+        "runs": status_doc.runs,
+    }
+    why = "A launch call returning is not the job running: only the job's own status acknowledges it."
+    summary = (
+        f"the job wrote its own status under operation {launch_info['operation_id']} ({how})"
+        if acked
+        else f"no status written by the job yet ({snap.stage}; {how})"
+    )
+    if not acked and snap.stage in ("not_found", "launching"):
+        # Whether the job has answered yet is a look at the world outside the session: never compared.
+        return not_run("dispatch.acknowledged", summary, measured=measured, why=why).model_copy(
+            update={"replay": "observation"}
+        )
     return Check(
         id="dispatch.acknowledged",
-        status="pass" if acked else ("not_run" if snap.stage in ("not_found", "launching") else "fail"),
+        status="pass" if acked else "fail",
         basis="measured" if acked else "not_run",
-        summary=(
-            f"the job wrote its own status under operation {launch_info['operation_id']} ({how})"
-            if acked
-            else f"no status written by the job yet ({snap.stage}; {how})"
-        ),
-        measured={
-            "provider": provider,
-            "acknowledged": acked,
-            "how": how,
-            "pid": status_doc.pid,
-            "runs": status_doc.runs,
-        },
+        summary=summary,
+        measured=measured,
         replay="observation",
-        why="A launch call returning is not the job running: only the job's own status acknowledges it.",
+        why=why,
         playbook=PB_ACK,
     )
 
@@ -463,26 +475,28 @@ def _dev_metric(snap: JobSnapshot, dev_rows: int) -> Check:
 
 def _alarm_check(alarm: dict[str, Any]) -> Check:
     state = alarm["state"]
+    check_id = f"dispatch.alarms.{alarm['name']}"
+    summary = f"{alarm['name'].replace('_', ' ')}: {state} — {alarm['detail']}"
+    measured = {k: v for k, v in alarm.items() if k not in ("name",) and v is not None}
+    why = "Alarms run while the job runs; a disabled alarm is disclosed, never silently absent."
+    # The stall alarm counts wall-clock heartbeats: a re-run on a busier machine counts
+    # others, so replay reports it but does not compare it.
+    replay = "observation" if alarm["name"] == "stall" else "compare"
+    if state in ("not_run", "pending"):
+        return not_run(check_id, summary, measured=measured, why=why).model_copy(update={"replay": replay})
     status = {
         "raised": "fail" if alarm["name"] == "non_finite" else "warn",
         "clear": "pass",
         "disabled": "info",
-        "not_run": "not_run",
-        "pending": "not_run",
-    }[state]
-    measured = {k: v for k, v in alarm.items() if k not in ("name",) and v is not None}
+    }
     return Check(
-        id=f"dispatch.alarms.{alarm['name']}",
-        status=status,
-        basis="not_run"
-        if state in ("not_run", "pending")
-        else ("decided" if state == "disabled" else "measured"),
-        summary=f"{alarm['name'].replace('_', ' ')}: {state} — {alarm['detail']}",
+        id=check_id,
+        status=status[state],
+        basis="decided" if state == "disabled" else "measured",
+        summary=summary,
         measured=measured,
-        # The stall alarm counts wall-clock heartbeats: a re-run on a busier machine counts
-        # others, so replay reports it but does not compare it.
-        replay="observation" if alarm["name"] == "stall" else "compare",
-        why="Alarms run while the job runs; a disabled alarm is disclosed, never silently absent.",
+        replay=replay,
+        why=why,
         playbook=PB_DISABLED if state == "disabled" else PB_MONITOR,
     )
 
@@ -512,18 +526,26 @@ def _checkpoints(job_dir: Path, c: Effective, snap: JobSnapshot) -> Check:
     incomplete = [p.name for p in found if not all((p / f).is_file() for f in need)]
     every = c.checkpoint_every_steps
     scheduled, due = _checkpoint_due(every, snap)
-    basis = "measured"
+    measured = {
+        "steps": [int(p.name[5:]) for p in found],
+        "incomplete": incomplete,
+        "every_steps": every,
+        "files": list(need),
+    }
+    why = "Weights alone cannot resume a run: optimizer, scheduler, scaler and RNG state are needed too."
+    if not found and scheduled and not snap.terminal and not due:
+        return not_run(
+            "dispatch.checkpoints",
+            f"pending: not yet due — the first checkpoint is scheduled at step {scheduled[0]} "
+            f"(the job is at step {snap.step} of {snap.total_steps})",
+            measured=measured,
+            why=why,
+        )
     if not found and due:
         status = "warn"
         summary = (
             f"no checkpoint saved although the contract asks for one every {every} steps "
             f"and the job reached step {due[-1]}"
-        )
-    elif not found and scheduled and not snap.terminal:
-        status, basis = "not_run", "not_run"
-        summary = (
-            f"pending: not yet due — the first checkpoint is scheduled at step {scheduled[0]} "
-            f"(the job is at step {snap.step} of {snap.total_steps})"
         )
     elif not found:
         status = "info"
@@ -543,15 +565,9 @@ def _checkpoints(job_dir: Path, c: Effective, snap: JobSnapshot) -> Check:
     return Check(
         id="dispatch.checkpoints",
         status=status,
-        basis=basis,
         summary=summary,
-        measured={
-            "steps": [int(p.name[5:]) for p in found],
-            "incomplete": incomplete,
-            "every_steps": every,
-            "files": list(need),
-        },
-        why="Weights alone cannot resume a run: optimizer, scheduler, scaler and RNG state are needed too.",
+        measured=measured,
+        why=why,
         playbook=PB_RESUME,
     )
 
