@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     StrictBool,
     ValidationInfo,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -294,6 +296,14 @@ class Inputs(BaseModel):
         default="",
         description="Memory the audit may use, e.g. 4G (empty: CLAIMCHECK_MEMORY_BUDGET, else half the machine's).",
     )
+
+    @model_serializer(mode="wrap")
+    def _without_retrieval(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A source that names no retrieval columns is written without the key (TOML has no null)."""
+        out = handler(self)
+        if out.get("retrieval") is None:
+            out.pop("retrieval", None)
+        return out
 
     # Checked before any data is read (empty 'files' / 'label_column' only when the stage runs: a
     # form starts empty), so an answers file is refused before a stage runs.
