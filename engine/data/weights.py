@@ -68,6 +68,14 @@ def refuse_unweightable(source_inputs: dict[str, Any], claim: dict[str, Any]) ->
             "classification or tabular task); the training job's loss is unweighted, so a fine-tuned "
             "candidate cannot use them: leave 'weight_column' empty or set fine_tuning = false"
         )
+    kind = "a retrieval" if claim.get("task_kind") == "retrieval" else "a multi-label"
+    if column(source_inputs) and (
+        claim.get("task_kind") == "retrieval" or str(claim.get("target_type") or "") == "multi_label"
+    ):
+        raise StageInputError(
+            f"source input 'weight_column' ('{column(source_inputs)}'): sample weights are not honoured "
+            f"for {kind} claim (its learners and metrics are unweighted); leave 'weight_column' empty"
+        )
     if str(claim.get("metric_weighting") or "") == SAMPLE_WEIGHT and not column(source_inputs):
         raise StageInputError(
             "the claim says metric_weighting = 'sample_weight' but the source declares no "
