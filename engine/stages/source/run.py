@@ -56,7 +56,10 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
         weights.validate(dataset, inputs.weight_column)
         checks.append(weights.sample_weights_check(dataset, inputs.weight_column, claim, cov))
     numeric = target_type(claim) == "numeric"
-    checks += _audit(kept, dataset, inputs, ctx, cov, numeric=numeric)
+    audit = _audit(kept, dataset, inputs, ctx, cov, numeric=numeric)
+    checks += (
+        [weights.on_duplicates(c, inputs.weight_column) for c in audit] if inputs.weight_column else audit
+    )
     checks.append(
         sc.numeric_target_not_run("source.class_order", "source.target_distribution")
         if numeric
