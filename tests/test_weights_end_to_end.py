@@ -58,6 +58,7 @@ def test_weights_travel_through_every_stage(weighted) -> None:
     assert recs["source"].check("source.sample_weights").status == "pass"
     assert sw.column == "weight" and sw.metric_weighting == "sample_weight"
     assert sw.zero_weight_rows > 0 and sw.min == 0.0 and sw.max == 4.0
+    assert "never collapsed into weights" in recs["source"].check("source.duplicate_inputs").summary
     mass = parse(recs["split"].check("split.weight_mass"), D.SplitWeightMass)
     assert set(mass.splits) == {"train", "dev", "calibration", "test"}
     assert sum(p.rows for p in mass.splits.values()) == sw.rows

@@ -121,6 +121,17 @@ def _summary(w: np.ndarray) -> dict[str, Any]:
     }
 
 
+def on_duplicates(check: Check, name: str) -> Check:
+    """source.duplicate_inputs with a weight column: the record says duplicates stay rows."""
+    if check.id != "source.duplicate_inputs":
+        return check
+    said = (
+        f"; with weight column '{name}': duplicated rows stay rows, never collapsed into weights "
+        "(nor weights expanded into rows)"
+    )
+    return check.model_copy(update={"summary": check.summary + said})
+
+
 def sample_weights_check(dataset: pl.DataFrame, name: str, claim: dict[str, Any], cov: str) -> Check:
     """source.sample_weights: what the weight column holds on the rows kept."""
     from claimcheck.engine.shapes.data import SampleWeights

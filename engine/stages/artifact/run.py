@@ -369,7 +369,7 @@ def _trivial(
     major = classes[int(prior.argmax())]
     by = "" if w is None else f" by weight mass of '{weights.column(upstream['source'].inputs)}'"
     if metric_registry.trivial_for(metric) == "prior":  # the registry's named trivial predictor
-        shares = prior / max(1, prior.sum())
+        shares = prior / prior.sum() if prior.sum() > 0 else prior
         return (lambda frame: np.tile(shares, (frame.height, 1))), (
             f"train's class shares{by} as probabilities (majority '{major}')"
         )

@@ -176,7 +176,9 @@ class Inputs(BaseModel):
             why = registry.refusal(claim, metric) if metric else ""
             if why:
                 raise ValueError(f"{field}: {why}")
-        if registry.is_ordinal(claim) and (self.task_kind == "causal_lm_sft" or len(self.class_order) < 3):
+        if registry.is_ordinal(claim) and (
+            self.task_kind == "causal_lm_sft" or 0 < len(self.class_order) < 3
+        ):
             raise ValueError(
                 "target_type: 'ordinal' orders the classes of a classification claim: list at least three "
                 "classes in class_order, lowest first"

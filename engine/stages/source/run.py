@@ -68,7 +68,10 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     kind = target_type(claim)
     numeric = kind == "numeric"
     _refuse_subgroups(inputs, claim, raw)
-    checks += _audit(kept, dataset, inputs, ctx, cov, numeric=numeric, budget=budget)
+    audit = _audit(kept, dataset, inputs, ctx, cov, numeric=numeric, budget=budget)
+    checks += (
+        [weights.on_duplicates(c, inputs.weight_column) for c in audit] if inputs.weight_column else audit
+    )
     if kind == "multi_label":
         checks = [_not_for_lists(c) for c in checks]
         order = [str(c) for c in claim.get("class_order") or []]
