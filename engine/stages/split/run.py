@@ -281,11 +281,11 @@ def _assign(
     if inp.strategy == "random":
         lab[sel] = splits.assign_rows(ids[sel], fractions, inp.seed)
     elif inp.strategy == "stratified" and label_order is not None:
-        from claimcheck.engine.data import labelsets
+        from claimcheck.engine.data import label_split, labelsets
 
         target = ds.get_column(TARGET)
         order = list(dict.fromkeys([*label_order, *labelsets.vocabulary(target.drop_nulls())]))
-        lab[sel] = labelsets.assign_iterative(labelsets.indicator(target, order)[sel], fractions, inp.seed)
+        lab[sel] = label_split.assign_iterative(labelsets.indicator(target, order)[sel], fractions, inp.seed)
     elif inp.strategy == "stratified":
         lab[sel] = splits.assign_stratified(
             ids[sel], ds.get_column(TARGET).to_numpy()[sel], fractions, inp.seed
