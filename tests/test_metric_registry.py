@@ -23,7 +23,7 @@ def _claim(metric: str, task: str, kind: str, classes: list[str], positive: str 
         "task_kind": task,
         "target_type": kind,
         "primary_metric": metric,
-        "class_order": classes if kind == "categorical" and task != "causal_lm_sft" else [],
+        "class_order": classes if kind in ("categorical", "multi_label") and task != "causal_lm_sft" else [],
         "positive_class": positive,
         "success": {"metric": metric, "op": ">=", "value": 0.0, "relative_to": "trivial_baseline"},
     }
@@ -31,6 +31,8 @@ def _claim(metric: str, task: str, kind: str, classes: list[str], positive: str 
         claim["target_type"] = ""
     if task == "retrieval":  # the unchanged encoder against the arms a retrieval claim has
         claim.update(fine_tuning=False, comparators=["trivial_baseline", "bm25"])
+    if kind == "multi_label":  # scikit-learn one-vs-rest learners: no fine-tune, so no base_model
+        claim.update(fine_tuning=False, comparators=["trivial_baseline", "best_baseline"])
     return claim
 
 
@@ -81,6 +83,8 @@ def _comparison(metric: str, claim: dict, up: dict) -> list:
         sc = sk.RegressionScored(preds, y, None, "row", metric, 100, 1, "full")
         return [sk.regression_comparison(sc)]
     classes = claim["class_order"]
+    if registry.target_type(claim) == "multi_label":
+        return [_multilabel_comparison(metric, classes, rng, n)]
     y = rng.integers(0, len(classes), size=n)
     logits = rng.normal(size=(n, len(classes)))
     logits[np.arange(n), y] += 1.5
@@ -113,6 +117,15 @@ def _ranking_comparison(metric: str) -> list:
     boot = Bootstrap(n=100, seed=1)
     values, intervals = retrieval._scored_arms(qs, scores, 5, boot)
     return retrieval._compared(values, intervals, metric, qs, 40, 5, boot, "full")
+def _multilabel_comparison(metric: str, classes: list[str], rng: np.random.Generator, n: int):
+    from claimcheck.engine.stages.artifact import multilabel
+    from claimcheck.engine.stages.artifact.inputs import Inputs
+
+    y = (rng.random((n, len(classes))) < 0.3).astype(np.int8)
+    cand = np.where(rng.random(y.shape) < 0.85, y, 1 - y)
+    decided = {"candidate": cand, "trivial_baseline": np.zeros_like(y)}
+    sc = multilabel._Scored(y, decided, None, "row", Inputs(bootstrap_resamples=100, seed=1))
+    return multilabel.comparison(sc, metric)
 
 
 def artifact_metric(up: dict) -> str:

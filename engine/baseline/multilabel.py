@@ -170,8 +170,6 @@ def checks(data: Data, fitted: dict[str, Fitted], inputs: Any, metric: str) -> l
     """baseline.trivial, baseline.conventional, baseline.learnability and baseline.per_label."""
     import numpy as np
 
-    from claimcheck.engine.stats import uncertainty
-
     y = labels_of(data.eval, data)
     mask = np.ones(data.eval.height, dtype=bool)
     units = np.asarray(data.units)
@@ -210,41 +208,61 @@ def checks(data: Data, fitted: dict[str, Fitted], inputs: Any, metric: str) -> l
             playbook=PB_TRIVIAL,
         ),
     ]
-    if triv and conv:
-        best_c = max(conv, key=lambda n: conv[n][metric])
-        best_t = max(triv, key=lambda n: triv[n][metric])
-        boot = uncertainty.Bootstrap(n=inputs.bootstrap_resamples, seed=inputs.bootstrap_seed)
-        diff = uncertainty.unit_rule(
-            uncertainty.paired_bootstrap_diff(
-                ml.statistic(metric), y, fitted[best_c].eval_pred, fitted[best_t].eval_pred, units, boot
-            )
-        )
-        beats = bool(diff.get("lo") is not None and diff["lo"] > 0)
-        out.append(
-            Check(
-                id="baseline.learnability",
-                status="pass" if beats else "warn",
-                summary=f"{best_c} − {best_t} in {metric} on dev: {diff['estimate']:+.4f}"
-                + (
-                    f" [{diff['lo']:+.4f}, {diff['hi']:+.4f}]"
-                    if "lo" in diff
-                    else f" ({diff.get('refused', 'no interval')})"
-                ),
-                coverage=cov,
-                measured={
-                    "learner": best_c,
-                    "reference": best_t,
-                    "difference": diff,
-                    "beats_trivial": beats,
-                    "metric": metric,
-                    "selected_on": "dev",
-                },
-                why="The paired interval over the independent unit says whether the inputs carry the labels at all.",
-                playbook=PB_LEARN,
-            )
-        )
+    out.append(learnability((y, units), fitted, (triv, conv), inputs, metric, cov))
     out.append(per_label(y, fitted, data.classes, cov))
     return out
+
+
+def learnability(
+    rows: tuple[Any, Any],
+    fitted: dict[str, Fitted],
+    reports: tuple[dict[str, Any], dict[str, Any]],
+    inputs: Any,
+    metric: str,
+    cov: str,
+) -> Check:
+    """baseline.learnability: the best conventional learner − the best trivial one in the primary
+    metric on dev, a paired interval over the independent unit (`rows` = (labels, unit per row))."""
+    from claimcheck.engine.pipeline.checks import not_run
+    from claimcheck.engine.stats import uncertainty
+
+    (y, units), (triv, conv) = rows, reports
+    if not (triv and conv):
+        return not_run(
+            "baseline.learnability",
+            "not run: it compares a conventional learner with a trivial one; the baseline's learners "
+            f"name {'no conventional' if triv else 'no trivial'} learner",
+        )
+    best_c = max(conv, key=lambda n: conv[n][metric])
+    best_t = max(triv, key=lambda n: triv[n][metric])
+    boot = uncertainty.Bootstrap(n=inputs.bootstrap_resamples, seed=inputs.bootstrap_seed)
+    diff = uncertainty.unit_rule(
+        uncertainty.paired_bootstrap_diff(
+            ml.statistic(metric), y, fitted[best_c].eval_pred, fitted[best_t].eval_pred, units, boot
+        )
+    )
+    beats = bool(diff.get("lo") is not None and diff["lo"] > 0)
+    return Check(
+        id="baseline.learnability",
+        status="pass" if beats else "warn",
+        summary=f"{best_c} − {best_t} in {metric} on dev: {diff['estimate']:+.4f}"
+        + (
+            f" [{diff['lo']:+.4f}, {diff['hi']:+.4f}]"
+            if "lo" in diff
+            else f" ({diff.get('refused', 'no interval')})"
+        ),
+        coverage=cov,
+        measured={
+            "learner": best_c,
+            "reference": best_t,
+            "difference": diff,
+            "beats_trivial": beats,
+            "metric": metric,
+            "selected_on": "dev",
+        },
+        why="The paired interval over the independent unit says whether the inputs carry the labels at all.",
+        playbook=PB_LEARN,
+    )
 
 
 def per_label(y: np.ndarray, fitted: dict[str, Fitted], labels: list[str], cov: str) -> Check:

@@ -200,7 +200,7 @@ def _ordinal(name: str, lower: bool, what: str) -> Metric:
 
 def _multi(name: str, hf: tuple[str, dict[str, str]]) -> Metric:
     """A multi-label metric (engine/stats/multilabel.py): scored from per-label 0/1 decisions."""
-    return Metric(name, _CLASS_TASKS, ("multi_label",), compute=_sums(name), interval="sums", hf_name=hf)
+    return Metric(name, ("tabular",), ("multi_label",), compute=_sums(name), interval="sums", hf_name=hf)
 
 
 def _retrieval(name: str, what: str) -> Metric:
@@ -366,6 +366,11 @@ def refusal(claim: Mapping[str, Any], metric: str) -> str:
     if metric not in METRICS:
         return f"'{metric}' is not a metric claimcheck computes; choose one of {', '.join(computed_for(task, kind))}"
     m = METRICS[metric]
+    if kind == "multi_label" and task != "tabular":
+        return (
+            f"no metric is computed for a {task} claim on a multi_label target; a multi-label target is "
+            "judged with scikit-learn one-vs-rest learners: a tabular claim"
+        )
     if not computed_for(task, kind):
         return f"no metric is computed for a {task} claim on a {kind} target; a numeric target is a tabular claim"
     if m.refusal:

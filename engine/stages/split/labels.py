@@ -20,7 +20,7 @@ def label_support(joined: Any, labels: list[str], strategy: str) -> Check:
     """split.label_support over `joined` (the assigned rows with their split and canonical target)."""
     import numpy as np
 
-    from claimcheck.engine.data import labelsets
+    from claimcheck.engine.data import label_split, labelsets
     from claimcheck.engine.data.rows import TARGET
     from claimcheck.engine.data.splits import SPLITS
 
@@ -42,7 +42,7 @@ def label_support(joined: Any, labels: list[str], strategy: str) -> Check:
         s: [lab for lab in order if support[lab].get(s, 0) == 0 and lab not in no_train] for s in held_out
     }
     missing = {s: v for s, v in missing.items() if v}
-    deviation = labelsets.prevalence_deviation(matrix, index)
+    deviation = label_split.prevalence_deviation(matrix, index)
     how = HOW_ITERATIVE if strategy == "stratified" else f"not stratified by labels (strategy '{strategy}')"
     measured = {
         "labels": order,

@@ -314,11 +314,7 @@ def _assign(
     if inp.strategy == "random":
         lab[sel] = splits.assign_rows(ids[sel], fractions, inp.seed)
     elif inp.strategy == "stratified" and label_order is not None:
-        from claimcheck.engine.data import labelsets
-
-        target = ds.get_column(TARGET)
-        order = list(dict.fromkeys([*label_order, *labelsets.vocabulary(target.drop_nulls())]))
-        lab[sel] = labelsets.assign_iterative(labelsets.indicator(target, order)[sel], fractions, inp.seed)
+        lab[sel] = _by_label_sets(ds, sel, label_order, fractions, inp.seed)
     elif inp.strategy == "stratified":
         lab[sel] = splits.assign_stratified(
             ids[sel], ds.get_column(TARGET).to_numpy()[sel], fractions, inp.seed
@@ -354,6 +350,16 @@ def _assign(
         schema={ROW_ID: pl.Int64, "split": pl.String, "fold": pl.Int64, FAMILY: pl.Int64},
     ).sort(ROW_ID)
     return mem, excluded
+
+
+def _by_label_sets(ds: Any, sel: Any, label_order: list[str], fractions: dict[str, float], seed: int) -> Any:
+    """Split index of the selected rows of a multi-label target, stratified by label sets."""
+    from claimcheck.engine.data import label_split, labelsets
+    from claimcheck.engine.data.rows import TARGET
+
+    target = ds.get_column(TARGET)
+    order = list(dict.fromkeys([*label_order, *labelsets.vocabulary(target.drop_nulls())]))
+    return label_split.assign_iterative(labelsets.indicator(target, order)[sel], fractions, seed)
 
 
 def _gap_mask(lab: Any, times: Any, keep: Any, gap_days: float) -> Any:
