@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, field_validator
 
 from claimcheck.engine.data.rows import TimeUnit
+from claimcheck.engine.retrieval.columns import RetrievalColumns
 
 
 class Filter(BaseModel):
@@ -51,22 +52,6 @@ class IndependentRows(BaseModel):
         if value.strip() and not info.data.get("declared"):
             raise ValueError("a rationale without 'declared = true' records nothing; set declared or drop it")
         return value
-
-
-class RetrievalColumns(BaseModel):
-    """A retrieval claim's query–document pairs: one row per judged pair, the relevance grade in the
-    source's label column (0 = not relevant); the corpus is every distinct document of the data."""
-
-    model_config = ConfigDict(extra="forbid")
-    query_id_column: str = Field(
-        default="", description="The column naming each query (its rows stay in one split)."
-    )
-    query_column: str = Field(default="", description="The column holding the query text.")
-    doc_id_column: str = Field(default="", description="The column naming each document of the corpus.")
-    doc_column: str = Field(default="", description="The column holding the document text.")
-
-    def columns(self) -> list[str]:
-        return [self.query_id_column, self.query_column, self.doc_id_column, self.doc_column]
 
 
 class Inputs(BaseModel):
@@ -156,8 +141,9 @@ class Inputs(BaseModel):
         default=False, description="Let data files lie outside the workspace (the record says so)."
     )
     # A retrieval claim's query / document columns (read by a retrieval claim only; engine/retrieval).
-    retrieval: RetrievalColumns | None = Field(
-        default=None, description="Retrieval: the query id, query, document id and document columns."
+    retrieval: RetrievalColumns = Field(
+        default_factory=RetrievalColumns,
+        description="Retrieval: the query id, query, document id and document columns (empty: not a retrieval claim).",
     )
 
     # Checked before any data is read (empty 'files' / 'label_column' only when the stage runs: a
@@ -236,7 +222,7 @@ class Inputs(BaseModel):
             "id_column": [self.id_column],
             "entity_columns": self.entity_columns,
             "time_column": [self.time_column],
-            "retrieval": self.retrieval.columns() if self.retrieval else [],
+            "retrieval": self.retrieval.columns(),
         }
 
     @field_validator("filters")
