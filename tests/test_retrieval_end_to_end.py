@@ -158,3 +158,35 @@ def test_the_source_refuses_a_retrieval_table_on_another_claim(tmp_path: Path) -
     assert result.exit_code == 2
     assert "[source.retrieval] is read by a retrieval claim only" in str(result.error)
     assert list(Session.open(tmp_path / "s").records()) == ["claim"]
+
+
+def test_pairs_become_queries_by_corpus_relevance_and_bad_grades_are_refused() -> None:
+    from claimcheck.engine.pipeline.context import StageInputError
+    from claimcheck.engine.retrieval import data as rdata
+    from claimcheck.engine.retrieval import stages as retrieval
+
+    cols = {"query_id_column": "q", "query_column": "qt", "doc_id_column": "d", "doc_column": "dt"}
+    frame = pl.DataFrame(
+        {
+            "q": ["a", "a", "b", "c"],
+            "qt": ["alpha", "alpha", "beta", "gamma"],
+            "d": ["d2", "d1", "d1", "d3"],
+            "dt": ["two", "one", "one", "three"],
+            "target": ["2", "0", "1", "0"],
+        }
+    )
+    spec = rdata.columns({"retrieval": cols})
+    corp = rdata.corpus(frame, spec)
+    qs = rdata.queries(frame, spec, corp)
+    assert corp.ids == ["d1", "d2", "d3"] and qs.ids == ["a", "b", "c"]
+    np.testing.assert_array_equal(qs.relevance, [[0, 2, 0], [1, 0, 0], [0, 0, 0]])
+    assert qs.scored.tolist() == [True, True, False]
+    check = retrieval.source_check(frame, {"retrieval": cols}, "full")
+    measured = parse(check, R.SourceRetrieval)
+    assert check.status == "warn" and measured.queries_without_relevant_ids == ["c"]
+    clash = frame.with_columns(pl.Series("dt", ["two", "one", "ONE", "three"]))
+    assert retrieval.source_check(clash, {"retrieval": cols}, "full").status == "fail"
+    with pytest.raises(StageInputError, match="relevance grade 'high' is not a non-negative number"):
+        rdata.queries(frame.with_columns(pl.Series("target", ["high", "0", "1", "0"])), spec, corp)
+    with pytest.raises(StageInputError, match=r"needs the source's \[source.retrieval\] table"):
+        rdata.columns({"retrieval": {**cols, "doc_column": ""}})
