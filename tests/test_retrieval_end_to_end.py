@@ -190,3 +190,13 @@ def test_pairs_become_queries_by_corpus_relevance_and_bad_grades_are_refused() -
         rdata.queries(frame.with_columns(pl.Series("target", ["high", "0", "1", "0"])), spec, corp)
     with pytest.raises(StageInputError, match=r"needs the source's \[source.retrieval\] table"):
         rdata.columns({"retrieval": {**cols, "doc_column": ""}})
+
+
+def test_the_sample_pairs_are_what_the_generator_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sample_data import make_retrieval
+
+    monkeypatch.setattr(make_retrieval, "OUT", tmp_path / "pairs.csv")
+    make_retrieval.main()
+    assert (tmp_path / "pairs.csv").read_bytes() == PAIRS.read_bytes()
