@@ -23,6 +23,7 @@ from claimcheck.engine.retrieval import rankers
 from claimcheck.engine.shapes import retrieval as shapes
 from claimcheck.engine.stats import ranking
 from claimcheck.engine.stats.uncertainty import Bootstrap
+from claimcheck.engine.textsafe import visible
 
 TRIVIAL, BM25 = "trivial_baseline", "bm25"
 SHOWN_IDS = 20  # ids named in a record, at most
@@ -85,7 +86,7 @@ def refuse_misplaced(source_inputs: Any, claim: dict[str, Any]) -> None:
         ):
             raise StageInputError(
                 "source: the retrieval query and document columns are what a ranker reads: list "
-                f"'{cols.query_column}' and '{cols.doc_column}' in input_columns"
+                f"'{visible(cols.query_column)}' and '{visible(cols.doc_column)}' in input_columns"
             )
 
 
@@ -127,7 +128,7 @@ def source_check(dataset: Any, source_inputs: dict[str, Any], cov: str) -> Check
         f"median {measured.relevant_per_query['median']:g}, max {measured.relevant_per_query['max']:g}); "
         f"{len(empty)} quer{'y' if len(empty) == 1 else 'ies'} without a relevant document"
         + (
-            f" ({', '.join(empty[:5])}{'…' if len(empty) > 5 else ''}): not scored by any ranking metric"
+            f" ({', '.join(visible(q) for q in empty[:5])}{'…' if len(empty) > 5 else ''}): not scored by any ranking metric"
             if empty
             else ""
         )
@@ -179,8 +180,8 @@ def split_check(joined: Any, source_inputs: dict[str, Any]) -> Check:
         f"every one of {spread.height} queries lies in one split; queries per split: {counts}"
         if not crossing
         else f"{len(crossing)} of {spread.height} queries have pairs in several splits "
-        f"({', '.join(crossing[:5])}{'…' if len(crossing) > 5 else ''}): split by groups with the "
-        f"query id '{cols.query_id_column}' among the source's entity_columns"
+        f"({', '.join(visible(q) for q in crossing[:5])}{'…' if len(crossing) > 5 else ''}): split by groups with the "
+        f"query id '{visible(cols.query_id_column)}' among the source's entity_columns"
     )
     why = "A query seen in training and scored in test measures memory, not retrieval; the query is the unit."
     return _check("split.query_integrity", "fail" if crossing else "pass", summary, measured, why)
