@@ -200,3 +200,30 @@ def test_the_sample_pairs_are_what_the_generator_writes(
     monkeypatch.setattr(make_retrieval, "OUT", tmp_path / "pairs.csv")
     make_retrieval.main()
     assert (tmp_path / "pairs.csv").read_bytes() == PAIRS.read_bytes()
+
+
+def test_a_query_with_pairs_in_two_splits_fails_query_integrity() -> None:
+    from claimcheck.engine.retrieval import stages as retrieval
+
+    cols = {"query_id_column": "q", "query_column": "qt", "doc_id_column": "d", "doc_column": "dt"}
+    joined = pl.DataFrame(
+        {
+            "q": ["a", "a", "b", "b"],
+            "qt": ["x", "x", "y", "y"],
+            "d": ["d1", "d2", "d1", "d2"],
+            "dt": ["one", "two", "one", "two"],
+            "target": ["1", "0", "1", "0"],
+            "split": ["train", "test", "dev", "dev"],
+        }
+    )
+    check = retrieval.split_check(joined, {"retrieval": cols})
+    measured = parse(check, R.QueryIntegrity)
+    assert (
+        check.status == "fail" and measured.crossing_ids == ["a"] and measured.queries_in_several_splits == 1
+    )
+    assert measured.per_split["dev"].queries == 1 and measured.per_split["dev"].scored_queries == 1
+    assert measured.per_split["test"].scored_queries == 0
+    whole = retrieval.split_check(
+        joined.with_columns(pl.Series("split", ["train", "train", "dev", "dev"])), {"retrieval": cols}
+    )
+    assert whole.status == "pass"
