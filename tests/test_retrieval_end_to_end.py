@@ -158,3 +158,72 @@ def test_the_source_refuses_a_retrieval_table_on_another_claim(tmp_path: Path) -
     assert result.exit_code == 2
     assert "[source.retrieval] is read by a retrieval claim only" in str(result.error)
     assert list(Session.open(tmp_path / "s").records()) == ["claim"]
+
+
+def test_pairs_become_queries_by_corpus_relevance_and_bad_grades_are_refused() -> None:
+    from claimcheck.engine.pipeline.context import StageInputError
+    from claimcheck.engine.retrieval import data as rdata
+    from claimcheck.engine.retrieval import stages as retrieval
+
+    cols = {"query_id_column": "q", "query_column": "qt", "doc_id_column": "d", "doc_column": "dt"}
+    frame = pl.DataFrame(
+        {
+            "q": ["a", "a", "b", "c"],
+            "qt": ["alpha", "alpha", "beta", "gamma"],
+            "d": ["d2", "d1", "d1", "d3"],
+            "dt": ["two", "one", "one", "three"],
+            "target": ["2", "0", "1", "0"],
+        }
+    )
+    spec = rdata.columns({"retrieval": cols})
+    corp = rdata.corpus(frame, spec)
+    qs = rdata.queries(frame, spec, corp)
+    assert corp.ids == ["d1", "d2", "d3"] and qs.ids == ["a", "b", "c"]
+    np.testing.assert_array_equal(qs.relevance, [[0, 2, 0], [1, 0, 0], [0, 0, 0]])
+    assert qs.scored.tolist() == [True, True, False]
+    check = retrieval.source_check(frame, {"retrieval": cols}, "full")
+    measured = parse(check, R.SourceRetrieval)
+    assert check.status == "warn" and measured.queries_without_relevant_ids == ["c"]
+    clash = frame.with_columns(pl.Series("dt", ["two", "one", "ONE", "three"]))
+    assert retrieval.source_check(clash, {"retrieval": cols}, "full").status == "fail"
+    with pytest.raises(StageInputError, match="relevance grade 'high' is not a non-negative number"):
+        rdata.queries(frame.with_columns(pl.Series("target", ["high", "0", "1", "0"])), spec, corp)
+    with pytest.raises(StageInputError, match=r"needs the source's \[source.retrieval\] table"):
+        rdata.columns({"retrieval": {**cols, "doc_column": ""}})
+
+
+def test_the_sample_pairs_are_what_the_generator_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sample_data import make_retrieval
+
+    monkeypatch.setattr(make_retrieval, "OUT", tmp_path / "pairs.csv")
+    make_retrieval.main()
+    assert (tmp_path / "pairs.csv").read_bytes() == PAIRS.read_bytes()
+
+
+def test_a_query_with_pairs_in_two_splits_fails_query_integrity() -> None:
+    from claimcheck.engine.retrieval import stages as retrieval
+
+    cols = {"query_id_column": "q", "query_column": "qt", "doc_id_column": "d", "doc_column": "dt"}
+    joined = pl.DataFrame(
+        {
+            "q": ["a", "a", "b", "b"],
+            "qt": ["x", "x", "y", "y"],
+            "d": ["d1", "d2", "d1", "d2"],
+            "dt": ["one", "two", "one", "two"],
+            "target": ["1", "0", "1", "0"],
+            "split": ["train", "test", "dev", "dev"],
+        }
+    )
+    check = retrieval.split_check(joined, {"retrieval": cols})
+    measured = parse(check, R.QueryIntegrity)
+    assert (
+        check.status == "fail" and measured.crossing_ids == ["a"] and measured.queries_in_several_splits == 1
+    )
+    assert measured.per_split["dev"].queries == 1 and measured.per_split["dev"].scored_queries == 1
+    assert measured.per_split["test"].scored_queries == 0
+    whole = retrieval.split_check(
+        joined.with_columns(pl.Series("split", ["train", "train", "dev", "dev"])), {"retrieval": cols}
+    )
+    assert whole.status == "pass"

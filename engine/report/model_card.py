@@ -20,6 +20,7 @@ HF_TASKS = {
     "text_classification": ("text-classification", "Text Classification"),
     "causal_lm_sft": ("text-generation", "Text Generation"),
     "tabular": ("tabular-classification", "Tabular Classification"),
+    "retrieval": ("sentence-similarity", "Sentence Similarity"),
 }
 
 
@@ -55,7 +56,8 @@ def model_card_data(session: Session) -> Any:
     claim = records.get("claim")
     ci = claim.inputs if claim else {}
     base, revision = _model_identity(records)
-    name = f"{Path(base).name or base} fine-tuned (claimcheck session {session.meta.id})" if base else ""
+    tuned = "fine-tuned" if ci.get("fine_tuning", True) else "unchanged"
+    name = f"{Path(base).name or base} {tuned} (claimcheck session {session.meta.id})" if base else ""
     results = []
     artifact = records.get("artifact")
     comp = parse(artifact.check("artifact.comparison"), A.Comparison) if artifact else None

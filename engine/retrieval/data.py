@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from claimcheck.engine.pipeline.context import StageInputError
-from claimcheck.engine.stages.source.inputs import RetrievalColumns
+from claimcheck.engine.retrieval.columns import RetrievalColumns
 
 
 @dataclass(frozen=True)

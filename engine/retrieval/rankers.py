@@ -24,13 +24,25 @@ def random_scores(n_queries: int, n_docs: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).random((n_queries, n_docs))
 
 
-def bm25_scores(query_texts: list[str], doc_texts: list[str]) -> np.ndarray:
-    import bm25s
+class BM25Index:
+    """BM25 over the corpus, indexed once; `score` ranks the corpus for each query."""
 
-    retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize(doc_texts, stopwords="en", show_progress=False), show_progress=False)
-    tokens = bm25s.tokenize(query_texts, stopwords="en", show_progress=False, return_ids=False)
-    return np.stack([np.asarray(retriever.get_scores(t), dtype=np.float64) for t in tokens])
+    def __init__(self, doc_texts: list[str]) -> None:
+        import bm25s
+
+        self._bm25s = bm25s
+        self.retriever = bm25s.BM25()
+        self.retriever.index(
+            bm25s.tokenize(doc_texts, stopwords="en", show_progress=False), show_progress=False
+        )
+
+    def score(self, query_texts: list[str]) -> np.ndarray:
+        tokens = self._bm25s.tokenize(query_texts, stopwords="en", show_progress=False, return_ids=False)
+        return np.stack([np.asarray(self.retriever.get_scores(t), dtype=np.float64) for t in tokens])
+
+
+def bm25_scores(query_texts: list[str], doc_texts: list[str]) -> np.ndarray:
+    return BM25Index(doc_texts).score(query_texts)
 
 
 def folder_digest(path: Path) -> tuple[str, int]:
@@ -73,8 +85,25 @@ def embed(model: Any, texts: list[str], batch_size: int) -> np.ndarray:
     )
 
 
-def encoder_scores(model: Any, query_texts: list[str], doc_texts: list[str], batch_size: int) -> np.ndarray:
-    return embed(model, query_texts, batch_size) @ embed(model, doc_texts, batch_size).T
+class EncoderIndex:
+    """The corpus embedded once by the encoder; `score` is each query's cosine similarity to it."""
+
+    def __init__(self, model: Any, doc_texts: list[str], batch_size: int) -> None:
+        self.model, self.batch_size = model, batch_size
+        self.docs = embed(model, doc_texts, batch_size)
+
+    def score(self, query_texts: list[str]) -> np.ndarray:
+        return embed(self.model, query_texts, self.batch_size) @ self.docs.T
+
+
+class RandomRanking:
+    """A seeded random score for every corpus document, drawn afresh per query in order."""
+
+    def __init__(self, n_docs: int, seed: int) -> None:
+        self.n_docs, self.seed = n_docs, seed
+
+    def score(self, query_texts: list[str]) -> np.ndarray:
+        return random_scores(len(query_texts), self.n_docs, self.seed)
 
 
 def versions() -> dict[str, str]:

@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    SerializerFunctionWrapHandler,
     StrictBool,
     ValidationInfo,
     field_validator,
-    model_serializer,
     model_validator,
 )
 
 from claimcheck.engine.data.rows import TimeUnit
+from claimcheck.engine.retrieval.columns import RetrievalColumns
 
 
 class Filter(BaseModel):
@@ -61,22 +60,6 @@ class IndependentRows(BaseModel):
         if value.strip() and not info.data.get("declared"):
             raise ValueError("a rationale without 'declared = true' records nothing; set declared or drop it")
         return value
-
-
-class RetrievalColumns(BaseModel):
-    """A retrieval claim's query–document pairs: one row per judged pair, the relevance grade in the
-    source's label column (0 = not relevant); the corpus is every distinct document of the data."""
-
-    model_config = ConfigDict(extra="forbid")
-    query_id_column: str = Field(
-        default="", description="The column naming each query (its rows stay in one split)."
-    )
-    query_column: str = Field(default="", description="The column holding the query text.")
-    doc_id_column: str = Field(default="", description="The column naming each document of the corpus.")
-    doc_column: str = Field(default="", description="The column holding the document text.")
-
-    def columns(self) -> list[str]:
-        return [self.query_id_column, self.query_column, self.doc_id_column, self.doc_column]
 
 
 class Preprocessing(BaseModel):
@@ -257,8 +240,9 @@ class Inputs(BaseModel):
         default=False, description="Let data files lie outside the workspace (the record says so)."
     )
     # A retrieval claim's query / document columns (read by a retrieval claim only; engine/retrieval).
-    retrieval: RetrievalColumns | None = Field(
-        default=None, description="Retrieval: the query id, query, document id and document columns."
+    retrieval: RetrievalColumns = Field(
+        default_factory=RetrievalColumns,
+        description="Retrieval: the query id, query, document id and document columns (empty: not a retrieval claim).",
     )
 
     # A multi-label target (claim target_type = "multi_label"): how the label column holds each row's
@@ -296,14 +280,6 @@ class Inputs(BaseModel):
         default="",
         description="Memory the audit may use, e.g. 4G (empty: CLAIMCHECK_MEMORY_BUDGET, else half the machine's).",
     )
-
-    @model_serializer(mode="wrap")
-    def _without_retrieval(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """A source that names no retrieval columns is written without the key (TOML has no null)."""
-        out = handler(self)
-        if out.get("retrieval") is None:
-            out.pop("retrieval", None)
-        return out
 
     # Checked before any data is read (empty 'files' / 'label_column' only when the stage runs: a
     # form starts empty), so an answers file is refused before a stage runs.
@@ -446,7 +422,7 @@ class Inputs(BaseModel):
             "entity_columns": self.entity_columns,
             "time_column": [self.time_column],
             "weight_column": [self.weight_column],
-            "retrieval": self.retrieval.columns() if self.retrieval else [],
+            "retrieval": self.retrieval.columns(),
             "subgroup_columns": self.subgroup_columns,
         }
 
