@@ -281,10 +281,11 @@ def test_label_maturity_counts_rows_whose_labels_were_not_final(ws: Path) -> Non
     assert expected > 0 and chk.status == "warn"
     assert chk.measured["immature_rows"] == expected and chk.measured["dated_rows"] == 90
     assert chk.replay == "compare"
-    assert _run_source(ws, preprocessing=[]).check("source.label_maturity").status == "pass"
-    assert (
-        _run_source(ws, preprocessing=[], time_column="").check("source.label_maturity").status == "not_run"
-    )
+    at_once = _run_source(ws, preprocessing=[], label_provenance={**lp, "label_delay_days": 0})
+    assert at_once.check("source.label_maturity").status == "pass"
+    assert _run_source(ws, preprocessing=[]).check("source.label_maturity").status == "not_run"
+    no_time = _run_source(ws, preprocessing=[], label_provenance=lp, time_column="")
+    assert no_time.check("source.label_maturity").status == "not_run"
 
 
 # ---------------------------------------------------------------- a real session through the baseline
