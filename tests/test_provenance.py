@@ -195,6 +195,11 @@ def test_replay_exits_1_naming_a_script_whose_byte_changed(tmp_path: Path) -> No
     (ws / "prep" / "words.py").write_text(HELPER + "\n")
     third = _claimcheck("--replay", "session", cwd=ws)
     assert third.returncode == 1 and "prep/words.py" in third.stdout + third.stderr
+    # A declared script that is gone: the source cannot be re-run, and the row says which script.
+    (ws / "prep" / "words.py").write_text(HELPER)
+    script.unlink()
+    gone = _claimcheck("--replay", "session", cwd=ws)
+    assert gone.returncode == 1 and "script 'prep/make_data.py' not found" in gone.stdout + gone.stderr
 
 
 def test_a_missing_script_is_refused_before_anything_is_written(tmp_path: Path) -> None:
