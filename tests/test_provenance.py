@@ -195,6 +195,11 @@ def test_replay_exits_1_naming_a_script_whose_byte_changed(tmp_path: Path) -> No
     (ws / "prep" / "words.py").write_text(HELPER + "\n")
     third = _claimcheck("--replay", "session", cwd=ws)
     assert third.returncode == 1 and "prep/words.py" in third.stdout + third.stderr
+    # A declared script that is gone: the source cannot be re-run, and the row says which script.
+    (ws / "prep" / "words.py").write_text(HELPER)
+    script.unlink()
+    gone = _claimcheck("--replay", "session", cwd=ws)
+    assert gone.returncode == 1 and "script 'prep/make_data.py' not found" in gone.stdout + gone.stderr
 
 
 def test_a_missing_script_is_refused_before_anything_is_written(tmp_path: Path) -> None:
@@ -281,10 +286,11 @@ def test_label_maturity_counts_rows_whose_labels_were_not_final(ws: Path) -> Non
     assert expected > 0 and chk.status == "warn"
     assert chk.measured["immature_rows"] == expected and chk.measured["dated_rows"] == 90
     assert chk.replay == "compare"
-    assert _run_source(ws, preprocessing=[]).check("source.label_maturity").status == "pass"
-    assert (
-        _run_source(ws, preprocessing=[], time_column="").check("source.label_maturity").status == "not_run"
-    )
+    at_once = _run_source(ws, preprocessing=[], label_provenance={**lp, "label_delay_days": 0})
+    assert at_once.check("source.label_maturity").status == "pass"
+    assert _run_source(ws, preprocessing=[]).check("source.label_maturity").status == "not_run"
+    no_time = _run_source(ws, preprocessing=[], label_provenance=lp, time_column="")
+    assert no_time.check("source.label_maturity").status == "not_run"
 
 
 # ---------------------------------------------------------------- a real session through the baseline

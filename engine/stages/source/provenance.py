@@ -206,6 +206,12 @@ def label_maturity(kept: Any, inp: Inputs, cov: str) -> Check:
     from claimcheck.engine.data.rows import resolve_time_unit, time_expr
 
     delay = inp.label_provenance.label_delay_days
+    if not inp.label_provenance.method:
+        return not_run(
+            "source.label_maturity",
+            "how the labels were made is not stated (label_provenance), so neither is their delay",
+            coverage=cov,
+        )
     if not inp.time_column:
         return not_run(
             "source.label_maturity",
