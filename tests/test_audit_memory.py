@@ -5,6 +5,7 @@ memory limit finishes on the bounded path where the in-memory path is killed."""
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 from pathlib import Path
 
@@ -162,3 +163,18 @@ def test_replay_ignores_the_memory_part_of_coverage() -> None:
     assert compare_check("source", old, other).outcome == "differs"
     alone = there.covered("", B.BOUNDED)
     assert alone.startswith("memory: bounded") and B.strip_note(alone) == ""
+
+
+def test_cli_memory_budget_is_checked_and_handed_to_the_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    from claimcheck.tui.cli import main
+
+    monkeypatch.delenv(B.ENV, raising=False)
+    code = main(
+        ["run", "--memory-budget", "lots", "--answers", str(tmp_path / "a.toml"), str(tmp_path / "s")]
+    )
+    assert code == 2 and "--memory-budget = 'lots' is not a size" in capsys.readouterr().err
+    assert B.ENV not in os.environ
+    main(["run", "--memory-budget", "3G", "--answers", str(tmp_path / "a.toml"), str(tmp_path / "s")])
+    assert os.environ[B.ENV] == "3G" and B.resolve("") == B.Budget(3 << 30, "environment")

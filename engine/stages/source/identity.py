@@ -98,6 +98,8 @@ def near_duplicates(ds: Any, inp: Inputs, ctx: StageContext, cov: str, budget: A
         shingle_size=inp.shingle_size,
         bounded=path == memory_budget.BOUNDED,
     )
+    if path == memory_budget.BOUNDED:
+        memory_budget.release_free_memory()
     cl = cluster_summary(res.pairs)
     # Saved so the split stage reuses the pairs instead of recomputing them; replay only compares the hash.
     payload = pairs_payload(res.pairs)

@@ -40,6 +40,8 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     budget = memory_budget.resolve(str(src.inputs.get("memory_budget") or ""))
     files = [ctx.resolve(f, inside=False) for f in src.inputs.get("files") or []]
     load_path = budget.choose(memory_budget.need_parse(files))
+    if load_path == memory_budget.BOUNDED:
+        memory_budget.release_free_memory()
     ds = memory_budget.collect(data.load_dataset(src.inputs, ctx), load_path)
     fam = data.families(src, ctx)
     ds = _attach(ds, fam, "left", load_path).with_columns(
