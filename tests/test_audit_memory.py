@@ -178,3 +178,32 @@ def test_cli_memory_budget_is_checked_and_handed_to_the_engine(
     assert B.ENV not in os.environ
     main(["run", "--memory-budget", "3G", "--answers", str(tmp_path / "a.toml"), str(tmp_path / "s")])
     assert os.environ[B.ENV] == "3G" and B.resolve("") == B.Budget(3 << 30, "environment")
+
+
+def test_replay_on_a_smaller_budget_reproduces_the_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session recorded in memory, replayed where the budget sends every step down its bounded path:
+    every check reproduces (the memory part of the coverage lines is not compared)."""
+    import tomlkit
+
+    from claimcheck.engine.headless.answers import run_answers
+    from claimcheck.engine.headless.replay import replay
+
+    if not SAMPLE.exists():
+        pytest.skip("sample_data/tickets.csv is not generated")
+    (tmp_path / "sample_data").mkdir()
+    (tmp_path / "sample_data" / "tickets.csv").write_bytes(SAMPLE.read_bytes())
+    example = tomllib.loads((ROOT / "docs" / "answers-example.toml").read_text())
+    answers = {k: example[k] for k in ("session", "claim", "source", "split")}
+    answers["session"]["workspace"] = "."
+    (tmp_path / "answers.toml").write_text(tomlkit.dumps(answers))
+    monkeypatch.setenv(B.ENV, "64G")
+    made = run_answers(tmp_path / "answers.toml", tmp_path / "s")
+    assert made.exit_code == 0, made.render_table()
+    monkeypatch.setenv(B.ENV, "1M")
+    result = replay(tmp_path / "s")
+    assert result.exit_code == 0, result.render_table()
+    rows = {(r.stage, r.check): r.outcome for r in result.rows}
+    assert rows[("source", "source.near_duplicates")] == "reproduced"
+    assert rows[("split", "split.membership")] == "reproduced"
