@@ -111,9 +111,12 @@ def resolve(setting: str) -> Budget:
 
 
 def need_parse(paths: list[Path]) -> int:
-    """What reading the files into one frame needs in memory (Parquet: about its decoded size)."""
+    """What reading the files into one frame needs in memory (Parquet: about its decoded size). A file
+    that is not there counts nothing: the reader refuses it with its own message."""
     total = 0
     for p in paths:
+        if not Path(p).is_file():
+            continue
         size = Path(p).stat().st_size
         total += int(size * (3 if Path(p).suffix.lower() in (".parquet", ".pq") else PARSE_FACTOR))
     return total
