@@ -207,3 +207,17 @@ def test_replay_on_a_smaller_budget_reproduces_the_session(
     rows = {(r.stage, r.check): r.outcome for r in result.rows}
     assert rows[("source", "source.near_duplicates")] == "reproduced"
     assert rows[("split", "split.membership")] == "reproduced"
+
+
+@pytest.mark.parametrize("how", ["left", "inner"])
+def test_bounded_attach_is_the_join(how: str) -> None:
+    """The split's bounded alignment gives a join's rows and values, whatever order the other side is
+    in and whichever rows it lacks (or holds beyond ds)."""
+    rng = np.random.default_rng(11)
+    ds = pl.DataFrame({"row_id": np.arange(0, 4000, 2, dtype=np.int64), "x": rng.normal(size=2000)})
+    ids = rng.permutation(np.arange(0, 5000, 3, dtype=np.int64))
+    other = pl.DataFrame({"row_id": ids, "split": rng.choice(["train", "test"], size=ids.size)})
+    want = ds.join(other, on="row_id", how=how).sort("row_id")
+    got = split._attach(ds, other, how, B.BOUNDED)
+    assert got.equals(want)
+    assert split._attach(ds, other.head(0), how, B.BOUNDED).height == (ds.height if how == "left" else 0)
