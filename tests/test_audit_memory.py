@@ -5,6 +5,7 @@ memory limit finishes on the bounded path where the in-memory path is killed."""
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 from pathlib import Path
 
@@ -162,3 +163,61 @@ def test_replay_ignores_the_memory_part_of_coverage() -> None:
     assert compare_check("source", old, other).outcome == "differs"
     alone = there.covered("", B.BOUNDED)
     assert alone.startswith("memory: bounded") and B.strip_note(alone) == ""
+
+
+def test_cli_memory_budget_is_checked_and_handed_to_the_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    from claimcheck.tui.cli import main
+
+    monkeypatch.delenv(B.ENV, raising=False)
+    code = main(
+        ["run", "--memory-budget", "lots", "--answers", str(tmp_path / "a.toml"), str(tmp_path / "s")]
+    )
+    assert code == 2 and "--memory-budget = 'lots' is not a size" in capsys.readouterr().err
+    assert B.ENV not in os.environ
+    main(["run", "--memory-budget", "3G", "--answers", str(tmp_path / "a.toml"), str(tmp_path / "s")])
+    assert os.environ[B.ENV] == "3G" and B.resolve("") == B.Budget(3 << 30, "environment")
+
+
+def test_replay_on_a_smaller_budget_reproduces_the_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session recorded in memory, replayed where the budget sends every step down its bounded path:
+    every check reproduces (the memory part of the coverage lines is not compared)."""
+    import tomlkit
+
+    from claimcheck.engine.headless.answers import run_answers
+    from claimcheck.engine.headless.replay import replay
+
+    if not SAMPLE.exists():
+        pytest.skip("sample_data/tickets.csv is not generated")
+    (tmp_path / "sample_data").mkdir()
+    (tmp_path / "sample_data" / "tickets.csv").write_bytes(SAMPLE.read_bytes())
+    example = tomllib.loads((ROOT / "docs" / "answers-example.toml").read_text())
+    answers = {k: example[k] for k in ("session", "claim", "source", "split")}
+    answers["session"]["workspace"] = "."
+    (tmp_path / "answers.toml").write_text(tomlkit.dumps(answers))
+    monkeypatch.setenv(B.ENV, "64G")
+    made = run_answers(tmp_path / "answers.toml", tmp_path / "s")
+    assert made.exit_code == 0, made.render_table()
+    monkeypatch.setenv(B.ENV, "1M")
+    result = replay(tmp_path / "s")
+    assert result.exit_code == 0, result.render_table()
+    rows = {(r.stage, r.check): r.outcome for r in result.rows}
+    assert rows[("source", "source.near_duplicates")] == "reproduced"
+    assert rows[("split", "split.membership")] == "reproduced"
+
+
+@pytest.mark.parametrize("how", ["left", "inner"])
+def test_bounded_attach_is_the_join(how: str) -> None:
+    """The split's bounded alignment gives a join's rows and values, whatever order the other side is
+    in and whichever rows it lacks (or holds beyond ds)."""
+    rng = np.random.default_rng(11)
+    ds = pl.DataFrame({"row_id": np.arange(0, 4000, 2, dtype=np.int64), "x": rng.normal(size=2000)})
+    ids = rng.permutation(np.arange(0, 5000, 3, dtype=np.int64))
+    other = pl.DataFrame({"row_id": ids, "split": rng.choice(["train", "test"], size=ids.size)})
+    want = ds.join(other, on="row_id", how=how).sort("row_id")
+    got = split._attach(ds, other, how, B.BOUNDED)
+    assert got.equals(want)
+    assert split._attach(ds, other.head(0), how, B.BOUNDED).height == (ds.height if how == "left" else 0)

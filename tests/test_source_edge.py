@@ -139,7 +139,8 @@ def test_duplicates_and_conflicts_small(tmp_path: Path) -> None:
 def test_preview_says_so(tmp_path: Path) -> None:
     rows = "".join(f"t{i},{i},c{i},2024-01-01,{'xy'[i % 2]}\n" for i in range(50))
     rec, _ = _run(tmp_path, HEADER + rows, preview_rows=10)
-    assert rec.check("source.schema").coverage == "preview: first 10 rows"
+    cov = rec.check("source.schema").coverage
+    assert cov.startswith("preview: first 10 rows · memory: in memory (budget ")
     assert rec.check("source.pass_kind").status == "warn"
 
 

@@ -129,6 +129,7 @@ def _main_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the version (and the git commit, from a checkout) and exit",
     )
+    _budget_option(p)
     return p
 
 
@@ -196,7 +197,32 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("session_dir", type=Path)
     p.add_argument("--workspace", type=Path, default=None, help="default: the current folder")
     p.add_argument("--json", action="store_true")
+    _budget_option(p)
     return p
+
+
+def _budget_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--memory-budget",
+        metavar="SIZE",
+        default=None,
+        help="memory the audit may use, e.g. 4G (sets CLAIMCHECK_MEMORY_BUDGET; a source stage's "
+        "own memory_budget wins; default: half the machine's memory; docs/audit-scale.md)",
+    )
+
+
+def _apply_budget(value: str | None) -> int | None:
+    """--memory-budget: checked, then handed to the engine through its environment variable."""
+    if value is None:
+        return None
+    from claimcheck.engine.audit import budget
+
+    try:
+        budget.parse_size(value, "--memory-budget")
+    except budget.BudgetError as exc:
+        return _user_error(exc)
+    os.environ[budget.ENV] = value
+    return None
 
 
 def _user_error(exc: BaseException) -> int:
@@ -378,6 +404,9 @@ def _sign_session(session_dir: Path, key: Path) -> str | None:
 
 def cmd_run(argv: Sequence[str]) -> int:
     args = _run_parser().parse_args(argv)
+    refused = _apply_budget(args.memory_budget)
+    if refused is not None:
+        return refused
     from claimcheck.engine.headless.answers import AnswersResult, run_answers
 
     def run():
@@ -421,6 +450,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"claimcheck {describe()}")
         return EXIT_OK
+    refused = _apply_budget(args.memory_budget)
+    if refused is not None:
+        return refused
     if args.replay is not None:
         return _interruptible(lambda: cmd_replay(args.replay, args.retrain, args.json))
     return cmd_open(args.session_dir, args.recipe, args.workspace)

@@ -111,9 +111,12 @@ def resolve(setting: str) -> Budget:
 
 
 def need_parse(paths: list[Path]) -> int:
-    """What reading the files into one frame needs in memory (Parquet: about its decoded size)."""
+    """What reading the files into one frame needs in memory (Parquet: about its decoded size). A file
+    that is not there counts nothing: the reader refuses it with its own message."""
     total = 0
     for p in paths:
+        if not Path(p).is_file():
+            continue
         size = Path(p).stat().st_size
         total += int(size * (3 if Path(p).suffix.lower() in (".parquet", ".pq") else PARSE_FACTOR))
     return total
@@ -153,3 +156,22 @@ def collect(lf: object, path: str) -> object:
                 f"{exc.strerror or exc}; free space there or set TMPDIR to a folder with room"
             ) from exc
         return pl.read_parquet(spill)
+
+
+def release_free_memory() -> None:
+    """Hand the C heap's free pages back to the system (glibc's malloc_trim; nothing elsewhere).
+
+    numpy's temporaries live on the C heap, Polars' frames in its own allocator: pages numpy freed
+    stay in this process, unusable by Polars, unless they are handed back. The bounded path calls this
+    between its steps."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        trim = getattr(libc, "malloc_trim", None)
+    except OSError:
+        return
+    if trim is not None:
+        trim(0)

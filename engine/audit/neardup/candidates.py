@@ -20,7 +20,7 @@ PAIR_BLOCK = 1_000_000  # candidate pairs generated at a time
 SKETCH_CHUNK = 100_000  # candidate pairs bounded at a time (two 64-byte sketches each)
 SIG_BLOCK = 3_000_000  # prefix-pair signatures held for matching at a time (over all worker threads)
 GEN_BLOCK = 2_000_000  # prefix-pair signatures generated at a time (bounds the temporaries)
-BOUNDED_SIG_BLOCK = 500_000  # signatures per shard (pass) held at a time on the bounded path
+BOUNDED_SIG_BLOCK = 500_000  # signatures per shard (pass), and generated at a time, on the bounded path
 LONG_PREFIX = 32  # texts with longer extended prefixes are matched by single shared shingles
 _PAIR_MIX = np.uint64(0xBF58476D1CE4E5B9)  # odd: the second shingle's hash times it, xor the first's
 
@@ -262,7 +262,7 @@ def _pair_signatures(
 
 
 def _signature_passes(
-    p: Prefixes, doc: np.ndarray, sel: np.ndarray, block: int = SIG_BLOCK
+    p: Prefixes, doc: np.ndarray, sel: np.ndarray, block: int = SIG_BLOCK, gen_block: int = GEN_BLOCK
 ) -> Iterator[tuple[np.ndarray, Packing]]:
     """The prefix-pair signatures of the texts `sel`, packed (see Packing) and unsorted, one pass over a
     disjoint range of keys at a time: at most ~SIG_BLOCK are held (find_candidates sorts and matches each).
@@ -277,8 +277,8 @@ def _signature_passes(
     n_sig = plen * (plen - 1) // 2
     total = int(n_sig.sum())
     passes = max(1, -(-total // block))
-    n_gen = max(1, -(-total // GEN_BLOCK))
-    blocks = np.searchsorted(np.cumsum(n_sig), np.arange(1, n_gen + 1) * GEN_BLOCK, side="left")
+    n_gen = max(1, -(-total // gen_block))
+    blocks = np.searchsorted(np.cumsum(n_sig), np.arange(1, n_gen + 1) * gen_block, side="left")
     bounds = np.unique(np.concatenate([[0], np.minimum(blocks + 1, sel.size)]))
     # A second shingle's position is below its text's extended prefix length (<= LONG_PREFIX here).
     pack = Packing(max(int(p.sizes.size - 1).bit_length(), 1), max(int(p.ext[sel].max() - 1).bit_length(), 1))
@@ -381,6 +381,7 @@ def find_candidates(p: Prefixes, threshold: float, *, bounded: bool = False) -> 
     # BOUNDED_SIG_BLOCK signatures in memory at a time, the rest in their shard files, matched in turn.
     workers = 1 if bounded else threads.thread_cap()
     block = BOUNDED_SIG_BLOCK if bounded else max(1, SIG_BLOCK // (workers + 1))
-    for res in ordered_map(matched, _signature_passes(p, doc, sel, block), workers):
+    gen = BOUNDED_SIG_BLOCK if bounded else GEN_BLOCK
+    for res in ordered_map(matched, _signature_passes(p, doc, sel, block, gen), workers):
         out.extend(res)
     return unique(np.concatenate(out)) if out else np.empty(0, dtype=np.uint64)

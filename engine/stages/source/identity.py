@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from claimcheck.engine.audit.budget import Budget
 from claimcheck.engine.evidence import Check, atomic_write_bytes
 from claimcheck.engine.pipeline.checks import not_run
 from claimcheck.engine.pipeline.context import StageContext
@@ -63,7 +64,7 @@ def duplicates(ds: Any, inp: Inputs, cov: str) -> list[Check]:
     return [dup, noise]
 
 
-def near_duplicates(ds: Any, inp: Inputs, ctx: StageContext, cov: str, budget: Any = None) -> Check:
+def near_duplicates(ds: Any, inp: Inputs, ctx: StageContext, cov: str, budget: Budget | None = None) -> Check:
     import hashlib
 
     import polars as pl
@@ -98,6 +99,8 @@ def near_duplicates(ds: Any, inp: Inputs, ctx: StageContext, cov: str, budget: A
         shingle_size=inp.shingle_size,
         bounded=path == memory_budget.BOUNDED,
     )
+    if path == memory_budget.BOUNDED:
+        memory_budget.release_free_memory()
     cl = cluster_summary(res.pairs)
     # Saved so the split stage reuses the pairs instead of recomputing them; replay only compares the hash.
     payload = pairs_payload(res.pairs)

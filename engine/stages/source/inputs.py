@@ -278,7 +278,7 @@ class Inputs(BaseModel):
     # environment's CLAIMCHECK_MEMORY_BUDGET, else half the machine's memory.
     memory_budget: str = Field(
         default="",
-        description="Memory the audit may use, e.g. 4G (empty: CLAIMCHECK_MEMORY_BUDGET, else half the machine's).",
+        description="Memory the audit plans for, e.g. 4G: steps that would need more take their bounded path (not a cap; empty: CLAIMCHECK_MEMORY_BUDGET, else half the machine's).",
     )
 
     # Checked before any data is read (empty 'files' / 'label_column' only when the stage runs: a

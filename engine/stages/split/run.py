@@ -45,6 +45,8 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     budget = memory_budget.resolve(str(src.inputs.get("memory_budget") or ""))
     files = [ctx.resolve(f, inside=False) for f in src.inputs.get("files") or []]
     load_path = budget.choose(memory_budget.need_parse(files))
+    if load_path == memory_budget.BOUNDED:
+        memory_budget.release_free_memory()
     ds = memory_budget.collect(data.load_dataset(src.inputs, ctx), load_path)
     fam = data.families(src, ctx)
     ds = _attach(ds, fam, "left", load_path).with_columns(
@@ -111,6 +113,7 @@ def _attach(ds: Any, other: Any, how: str, load_path: str) -> Any:
     copies every column of ds. Bounded: `other`'s columns aligned to ds's rows and added beside its own
     (shared, not copied); for an inner join the rows `other` lacks are filtered out only when there are
     any. The same rows and values."""
+    import numpy as np
     import polars as pl
 
     from claimcheck.engine.audit import budget as memory_budget
@@ -118,12 +121,23 @@ def _attach(ds: Any, other: Any, how: str, load_path: str) -> Any:
 
     if load_path == memory_budget.IN_MEMORY:
         return ds.join(other, on=ROW_ID, how=how)
-    marked = other.with_columns(pl.lit(True).alias("__attached"))
-    aligned = ds.select(ROW_ID).join(marked, on=ROW_ID, how="left", maintain_order="left").drop(ROW_ID)
-    present = aligned.get_column("__attached").is_not_null()
-    out = ds.hstack(aligned.drop("__attached").get_columns())
+    # Row ids are unique on both sides: a sorted search aligns them without a join's hash table.
+    other = other.sort(ROW_ID)
+    ids = other.get_column(ROW_ID).to_numpy()
+    want = ds.get_column(ROW_ID).to_numpy()
+    at = np.minimum(np.searchsorted(ids, want), max(ids.size - 1, 0))
+    present = ids[at] == want if ids.size else np.zeros(want.size, dtype=bool)
+    idx = pl.Series(np.where(present, at, 0), dtype=pl.Int64)
+    cols = [
+        pl.Series(c, other.get_column(c).gather(idx)).scatter(np.flatnonzero(~present), None)
+        if ids.size
+        else pl.Series(c, [None] * want.size, dtype=other.schema[c])
+        for c in other.columns
+        if c != ROW_ID
+    ]
+    out = ds.hstack(cols)
     if how == "inner" and not present.all():
-        out = out.filter(present)
+        out = out.filter(pl.Series(present))
     return out
 
 
