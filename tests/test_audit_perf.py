@@ -78,6 +78,16 @@ def test_matches_brute_force(seed: int, t: float, k: int, loops: str) -> None:
     assert res.candidates >= res.verified_text_pairs
 
 
+@compiled
+@pytest.mark.parametrize(("seed", "t", "k"), [(6, 0.8, 5), (7, 0.5, 3)])
+def test_the_numpy_path_gives_the_compiled_pairs(seed: int, t: float, k: int, monkeypatch) -> None:
+    df = _frame(seed, 160)
+    compiled_pairs = neardup.near_duplicates(df, ["subject", "body"], threshold=t, shingle_size=k).pairs
+    monkeypatch.setattr(kernels, "available", lambda: False)
+    numpy_pairs = neardup.near_duplicates(df, ["subject", "body"], threshold=t, shingle_size=k).pairs
+    assert compiled_pairs.height > 0 and numpy_pairs.equals(compiled_pairs)
+
+
 def _templated(seed: int, n: int) -> pl.DataFrame:
     """Texts of very different lengths built from shared sentences, each with a unique tail and some
     light edits: shared shingles that co-occur, unique ones, and pairs near every threshold."""

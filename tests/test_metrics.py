@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -158,17 +157,22 @@ def test_paired_diff_and_mcnemar():
     assert small["method"] == "exact binomial" and small["p_value"] == pytest.approx(0.5)
 
 
-def test_bootstrap_speed_20k_rows():
+def test_bootstrap_over_20k_rows_is_seeded_and_brackets_the_estimate():
+    # Its speed is a benchmark's business (bench/), not a wall-clock assertion on a shared machine.
     rng = np.random.default_rng(0)
     n = 20_000
     y = rng.integers(0, 6, n)
     p = rng.dirichlet(np.ones(6), n)
     units = rng.integers(0, 8000, n)
-    t0 = time.perf_counter()
-    uncertainty.paired_bootstrap_diff(
-        "macro_f1", y, p, np.zeros(n, dtype=int), units, B(n=1000, seed=0, classes=list("abcdef"))
-    )
-    assert time.perf_counter() - t0 < 10.0
+
+    def run() -> dict:
+        return uncertainty.paired_bootstrap_diff(
+            "macro_f1", y, p, np.zeros(n, dtype=int), units, B(n=1000, seed=0, classes=list("abcdef"))
+        )
+
+    first = run()
+    assert first == run()
+    assert first["lo"] <= first["estimate"] <= first["hi"]
 
 
 def test_regression_and_ranking_and_exact_match():
