@@ -41,7 +41,7 @@ def test_full_run_writes_its_own_progress(tmp_path: Path, model_dir: Path) -> No
     jd = kit.job_dir(tmp_path, model_dir)
     assert _run(jd) == 0
     st = jobfiles.read_status(jd)
-    assert st is not None and st.stage == "done" and st.step == st.total_steps == 12
+    assert st is not None and st.phase == "done" and st.step == st.total_steps == 12
     recs = jobfiles.read_metrics(jd)
     steps = jobfiles.latest_steps(recs)
     assert [s.step for s in steps] == list(range(1, 13))
@@ -71,7 +71,7 @@ def test_non_finite_loss_halts_with_a_clear_status(tmp_path: Path, model_dir: Pa
     )
     assert _run(jd) == 3
     st = jobfiles.read_status(jd)
-    assert st is not None and st.stage == "failed" and "non-finite" in st.reason
+    assert st is not None and st.phase == "failed" and "non-finite" in st.reason
     assert not (jd / "final").exists()
     obs = job_alarms.Observed(jobfiles.read_metrics(jd), 12)
     alarms = {a["name"]: a for a in job_alarms.evaluate(obs, kit.effective(model_dir))}
@@ -92,7 +92,7 @@ def test_alarms_on_a_synthetic_series() -> None:
 
     timing = {"seconds": 0.1, "epoch": 0.1}
     dev = {"kind": "eval", "split": "dev", "time": 10.0, "metric": "macro_f1", "loss": 1.0}
-    dev.update(train_rows=20, rows=20, stage="training", selected_step=-1)
+    dev.update(train_rows=20, rows=20, phase="training", selected_step=-1)
 
     eff = {
         "alarms": {
@@ -158,7 +158,7 @@ def test_best_dev_selection_and_early_stopping(tmp_path: Path, model_dir: Path) 
     # the artifact is the best dev state (or the last one when nothing beat it)
     assert manifest["selected_step"] in (best.step, stop[0].step)
     st = jobfiles.read_status(jd)
-    assert st is not None and st.stage == "done" and st.early_stopped_at == stop[0].step
+    assert st is not None and st.phase == "done" and st.early_stopped_at == stop[0].step
 
 
 def test_eval_rows_evaluates_a_fixed_dev_subset_and_the_artifact_keeps_every_dev_row(
@@ -176,4 +176,4 @@ def test_eval_rows_evaluates_a_fixed_dev_subset_and_the_artifact_keeps_every_dev
     assert all(sum((e.pred_distribution or {}).values()) == 6 for e in evals)
     assert read_rows(jd / "final" / jobfiles.DEV_PREDICTIONS).height == 24
     st = jobfiles.read_status(jd)
-    assert st is not None and st.stage == "done" and st.step == 4  # the last step's status is always written
+    assert st is not None and st.phase == "done" and st.step == 4  # the last step's status is always written

@@ -89,7 +89,7 @@ def test_a_running_job_is_judged_on_what_is_due(tmp_path: Path, model_dir: Path)
 
     # cancelled at about step 8: it ended before the first checkpoint — said, not warned
     prov.cancel(h)
-    assert prov.wait(h, timeout=60, poll=0.1).stage == "cancelled"
+    assert prov.wait(h, timeout=60, poll=0.1).phase == "cancelled"
     by = _checks(jd, prov)
     assert by["dispatch.checkpoints"].status == "info", by["dispatch.checkpoints"].summary
     assert "before the first scheduled one (step 20)" in by["dispatch.checkpoints"].summary
@@ -158,7 +158,7 @@ def test_no_stamp_yet_is_pending(tmp_path: Path, model_dir: Path) -> None:
 
     jd = kit.job_dir(tmp_path, model_dir)
     prov = LocalProvider(tmp_path)
-    proc_status = StatusFile(stage="loading", operation_id=jd.name, pid=os.getpid())
+    proc_status = StatusFile(phase="loading", operation_id=jd.name, pid=os.getpid())
     jobfiles.write_status(jd, proc_status)  # this process, alive, says it is loading
     jobfiles.write_pid(jd, jobfiles.PidFile(pid=os.getpid(), pgid=os.getpgid(0), host="x", starts=[]))
     rt = _checks(jd, prov)["dispatch.runtime"]
