@@ -87,9 +87,9 @@ def run_once(provider: Any, job_dir: Path, op: str) -> dict[str, Any]:
     provider.fetch(handle)
     from claimcheck.engine.training.artifact_files import verify_artifact
 
-    ok = bool(verify_artifact(job_dir / "final").get("ok")) if st.stage == "done" else False
+    ok = bool(verify_artifact(job_dir / "final").get("ok")) if st.phase == "done" else False
     total = time.perf_counter() - t0
-    out = {"stage": st.stage, "verified": ok, "launch_s": round(t_launch, 3), "terminal_s": round(t_end, 3),
+    out = {"phase": st.phase, "verified": ok, "launch_s": round(t_launch, 3), "terminal_s": round(t_end, 3),
            "total_s": round(total, 3)}  # fmt: skip
     rec_path = job_dir / "ray.json"
     if rec_path.exists():
@@ -149,7 +149,7 @@ def main() -> int:
             summary["address"] = args.address
             summary["steps"] = args.steps
             print(json.dumps(summary, indent=1))
-            bad = [r for rs in runs.values() for r in rs if not (r["stage"] == "done" and r["verified"])]
+            bad = [r for rs in runs.values() for r in rs if not (r["phase"] == "done" and r["verified"])]
             return 1 if bad else 0
     finally:
         if head is not None:

@@ -94,24 +94,24 @@ def test_reload_parity_reads_a_job_folder_recorded_before_row_files(
     import polars as pl
     import tomlkit
 
-    from claimcheck.engine.training import jobfiles as jf
+    from claimcheck.engine.training import jobfiles
     from claimcheck.engine.training.artifact_files import reload_parity
     from claimcheck.engine.training.rowfiles import read_rows
 
     old = tmp_path / finished_job.name
     shutil.copytree(finished_job, old)
-    doc = tomlkit.parse((old / jf.CONTRACT).read_text())
-    for name, legacy in zip(("train", "dev"), jf.LEGACY_DATA_FILES, strict=True):
+    doc = tomlkit.parse((old / jobfiles.CONTRACT).read_text())
+    for name, legacy in zip(("train", "dev"), jobfiles.LEGACY_DATA_FILES, strict=True):
         rows = read_rows(old / doc["data"][name])
         pl.DataFrame(rows.rows, orient="row", schema=rows.columns).write_parquet(old / legacy)
         (old / doc["data"][name]).unlink()
         doc["data"][name] = legacy
-    (old / jf.CONTRACT).write_text(tomlkit.dumps(doc))
-    preds = read_rows(old / jf.FINAL / jf.DEV_PREDICTIONS)
+    (old / jobfiles.CONTRACT).write_text(tomlkit.dumps(doc))
+    preds = read_rows(old / jobfiles.FINAL / jobfiles.DEV_PREDICTIONS)
     pl.DataFrame(
         {c: preds[c].to_list() for c in preds.columns}, schema_overrides={"proba": pl.List(pl.Float64)}
-    ).write_parquet(old / jf.FINAL / "dev_predictions.parquet")
-    (old / jf.FINAL / jf.DEV_PREDICTIONS).unlink()
+    ).write_parquet(old / jobfiles.FINAL / "dev_predictions.parquet")
+    (old / jobfiles.FINAL / jobfiles.DEV_PREDICTIONS).unlink()
     r = reload_parity(old / "final", old, finished_job.parent, 1e-5)
     assert r["ok"], r
     assert r["compared"] == 24 and r["prediction_mismatches"] == 0

@@ -78,6 +78,16 @@ def test_matches_brute_force(seed: int, t: float, k: int, loops: str) -> None:
     assert res.candidates >= res.verified_text_pairs
 
 
+@compiled
+@pytest.mark.parametrize(("seed", "t", "k"), [(6, 0.8, 5), (7, 0.5, 3)])
+def test_the_numpy_path_gives_the_compiled_pairs(seed: int, t: float, k: int, monkeypatch) -> None:
+    df = _frame(seed, 160)
+    compiled_pairs = neardup.near_duplicates(df, ["subject", "body"], threshold=t, shingle_size=k).pairs
+    monkeypatch.setattr(kernels, "available", lambda: False)
+    numpy_pairs = neardup.near_duplicates(df, ["subject", "body"], threshold=t, shingle_size=k).pairs
+    assert compiled_pairs.height > 0 and numpy_pairs.equals(compiled_pairs)
+
+
 def _templated(seed: int, n: int) -> pl.DataFrame:
     """Texts of very different lengths built from shared sentences, each with a unique tail and some
     light edits: shared shingles that co-occur, unique ones, and pairs near every threshold."""
@@ -312,7 +322,7 @@ def _by_definition(df: pl.DataFrame, cols: list[str], norm: bool) -> dict:
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_hashed_duplicates_match_the_definition_even_when_every_hash_collides(monkeypatch, seed) -> None:
-    from claimcheck.engine.audit import duplicates as D
+    from claimcheck.engine.audit import duplicates
 
     df = _dup_frame(seed)
     cols = ["a", "b", "c"]
@@ -320,13 +330,13 @@ def test_hashed_duplicates_match_the_definition_even_when_every_hash_collides(mo
     for collide in (False, True):
         if collide:  # every row gets one hash: only the exact comparison of values can separate them
             monkeypatch.setattr(
-                D, "key_hashes", lambda d, c, n: pl.Series("h", [7] * d.height, dtype=pl.UInt64)
+                duplicates, "key_hashes", lambda d, c, n: pl.Series("h", [7] * d.height, dtype=pl.UInt64)
             )
         runs.append(
             (
-                D.duplicate_stats(df, cols, "none"),
-                D.duplicate_stats(df, cols, "lower_strip_ws"),
-                D.conflict_stats(df, cols),
+                duplicates.duplicate_stats(df, cols, "none"),
+                duplicates.duplicate_stats(df, cols, "lower_strip_ws"),
+                duplicates.conflict_stats(df, cols),
             )
         )
     assert runs[0] == runs[1]
@@ -339,11 +349,13 @@ def test_hashed_duplicates_match_the_definition_even_when_every_hash_collides(mo
 
 
 def test_split_exact_overlap_is_exact_under_hash_collisions(tmp_path, monkeypatch) -> None:
-    from claimcheck.engine.audit import duplicates as D
+    from claimcheck.engine.audit import duplicates
 
     src, split, inputs, ctx = _source_and_split(tmp_path, strategy="random")
     honest = split.run(inputs, {"source": src}, ctx).check("split.exact_overlap").measured
-    monkeypatch.setattr(D, "key_hashes", lambda d, c, n: pl.Series("h", [7] * d.height, dtype=pl.UInt64))
+    monkeypatch.setattr(
+        duplicates, "key_hashes", lambda d, c, n: pl.Series("h", [7] * d.height, dtype=pl.UInt64)
+    )
     collided = split.run(inputs, {"source": src}, ctx).check("split.exact_overlap").measured
     assert honest == collided
 
@@ -357,14 +369,14 @@ def _oof_by_definition(df: pl.DataFrame, column: str) -> float:
 
     import numpy as np
 
-    from claimcheck.engine.audit import leakage as L
+    from claimcheck.engine.audit import leakage
     from claimcheck.engine.data.splits import unit_position
 
-    cells = L.cell_codes(df, column)[0].tolist()
-    fold = (unit_position(df["row_id"].to_numpy(), L.SEED) % np.uint64(L.FOLDS)).tolist()
+    cells = leakage.cell_codes(df, column)[0].tolist()
+    fold = (unit_position(df["row_id"].to_numpy(), leakage.SEED) % np.uint64(leakage.FOLDS)).tolist()
     y = df["target"].to_list()
     correct = 0
-    for f in range(L.FOLDS):
+    for f in range(leakage.FOLDS):
         train = [(c, t) for c, t, g in zip(cells, y, fold, strict=True) if g != f]
         by_cell: dict[int, Counter] = {}
         for c, t in train:
@@ -379,7 +391,7 @@ def _oof_by_definition(df: pl.DataFrame, column: str) -> float:
 
 
 def test_single_feature_scores_match_the_per_fold_definition() -> None:
-    from claimcheck.engine.audit import leakage as L
+    from claimcheck.engine.audit import leakage
 
     rng = random.Random(3)
     n = 3000
@@ -397,7 +409,7 @@ def test_single_feature_scores_match_the_per_fold_definition() -> None:
         }
     )
     cols = ["ident", "tied", "small", "real", "text", "many"]
-    scores = L.single_feature_scores(df, cols)
+    scores = leakage.single_feature_scores(df, cols)
     for c in cols:
         assert scores[c]["accuracy"] == round(_oof_by_definition(df, c), 6), c
         assert scores[c]["distinct"] == df[c].n_unique(), c
@@ -409,7 +421,7 @@ def test_single_feature_scores_match_the_per_fold_definition() -> None:
 def test_stable_argsort_matches_numpy_on_sorted_tied_and_random_values() -> None:
     import numpy as np
 
-    from claimcheck.engine.audit import leakage as L
+    from claimcheck.engine.audit import leakage
 
     rng = np.random.default_rng(0)
     cases = [
@@ -424,7 +436,7 @@ def test_stable_argsort_matches_numpy_on_sorted_tied_and_random_values() -> None
         np.array([], dtype=np.int64),
     ]
     for v in cases:
-        assert np.array_equal(L._stable_argsort(v), np.argsort(v, kind="stable")), v
+        assert np.array_equal(leakage._stable_argsort(v), np.argsort(v, kind="stable")), v
 
 
 def test_normalisation_matches_its_definition_on_unicode_whitespace() -> None:

@@ -14,7 +14,7 @@ import pytest
 from claimcheck.engine.evidence import NoteTag
 from claimcheck.engine.ledger.session import Session
 from claimcheck.engine.pipeline import registry
-from claimcheck.engine.report import coverage as CV
+from claimcheck.engine.report import coverage
 from claimcheck.engine.report.build import render
 from claimcheck.tui.cli import main
 
@@ -37,7 +37,7 @@ def _engine_source() -> str:
 
 
 def test_reforms_has_32_items_in_8_modules() -> None:
-    m = CV.load_map()
+    m = coverage.load_map()
     mods = [mod["title"] for mod in m["reforms"]["module"]]
     assert mods == [
         "Study goals",
@@ -74,7 +74,7 @@ def test_every_mapped_reference_exists_in_the_registry(real_session: Path) -> No
     source = _engine_source()
     tags = set(typing.get_args(NoteTag))
     unknown = []
-    for checklist, item, ref in CV.mapped_refs():
+    for checklist, item, ref in coverage.mapped_refs():
         kind, _, name = ref.partition(":")
         if kind == "check":
             stage = name.split(".", 1)[0]
@@ -93,39 +93,42 @@ def test_every_mapped_reference_exists_in_the_registry(real_session: Path) -> No
 
 
 def test_an_empty_session_lists_every_item_as_not_addressed() -> None:
-    cov = CV.compute({}, {})
+    cov = coverage.compute({}, {})
     assert len(cov.reforms) == 32 and len(cov.leakage) == 8
-    assert all(it.level == CV.NOT_ADDRESSED for it in cov.reforms + cov.leakage + cov.ai_act)
+    assert all(it.level == coverage.NOT_ADDRESSED for it in cov.reforms + cov.leakage + cov.ai_act)
     assert all(it.gap for it in cov.reforms)
     assert all(it.finding == "not examined" for it in cov.leakage)
-    md = CV.render_text(cov)
+    md = coverage.render_text(cov)
     assert "REFORMS" in md and "not addressed" in md
 
 
 def test_real_session_coverage(real_session: Path) -> None:
     session = Session.open(real_session)
     records, states = session.records(), dict(session.states())
-    cov = CV.compute(records, states)
+    cov = coverage.compute(records, states)
     by_module = {}
     for it in cov.reforms:
         by_module.setdefault(it.module, []).append(it)
     # The bar: study goals, data quality, leakage, metrics and uncertainty, limitations are
     # addressed from real checks (not only decisions or notes).
     for mod in ("1", "3", "6", "7", "8"):
-        addressed = [it for it in by_module[mod] if it.level == CV.ADDRESSED]
+        addressed = [it for it in by_module[mod] if it.level == coverage.ADDRESSED]
         assert addressed, mod
         assert any(e.kind == "check" and e.found for it in addressed for e in it.evidence), mod
     # Honest about what it does not address: every item not fully addressed says why.
-    assert [it.id for it in cov.reforms if it.level == CV.NOT_ADDRESSED] == ["2d"]
-    assert all(it.gap for it in cov.reforms if it.level != CV.ADDRESSED)
+    assert [it.id for it in cov.reforms if it.level == coverage.NOT_ADDRESSED] == ["2d"]
+    assert all(it.gap for it in cov.reforms if it.level != coverage.ADDRESSED)
     post_market = cov.ai_act[-1]
-    assert post_market.level == CV.NOT_ADDRESSED and "outside this session's scope" in post_market.gap.lower()
+    assert (
+        post_market.level == coverage.NOT_ADDRESSED
+        and "outside this session's scope" in post_market.gap.lower()
+    )
     # Leakage: duplicates across splits are flagged by the split's overlap checks.
     dup = next(it for it in cov.leakage if it.id == "L1.4")
     assert "split.exact_overlap" in dup.finding
     # Deterministic JSON.
     a = json.dumps(cov.to_json(), sort_keys=True)
-    assert a == json.dumps(CV.compute(records, states).to_json(), sort_keys=True)
+    assert a == json.dumps(coverage.compute(records, states).to_json(), sort_keys=True)
     assert cov.to_json()["summary"]["reforms"] == {"addressed": 22, "partly": 9, "not addressed": 1}
 
 
@@ -133,10 +136,10 @@ def test_a_stale_stage_makes_its_items_partly_at_most(real_session: Path) -> Non
     session = Session.open(real_session)
     records, states = session.records(), dict(session.states())
     states["split"] = "stale"
-    cov = CV.compute(records, states)
+    cov = coverage.compute(records, states)
     item = next(it for it in cov.reforms if it.id == "6b")
-    assert item.level == CV.PARTLY and "split (stale)" in item.gap
-    assert "stale" in str(CV._evidence_cell(item))
+    assert item.level == coverage.PARTLY and "split (stale)" in item.gap
+    assert "stale" in str(coverage._evidence_cell(item))
 
 
 def test_report_has_summary_on_first_page_and_appendix(real_session: Path) -> None:

@@ -55,9 +55,9 @@ def _running_job(jobs: Path) -> Path:
     """A job beating in training, with no local process (it runs on the cluster)."""
     jd = jobs / OP
     jd.mkdir(parents=True)
-    jobfiles.write_status(jd, StatusFile(stage="training", step=7, total_steps=20))
+    jobfiles.write_status(jd, StatusFile(phase="training", step=7, total_steps=20))
     jobfiles.write_heartbeat(
-        jd, HeartbeatFile(time=time.time(), beats=3, interval=60, step=7, stage="training")
+        jd, HeartbeatFile(time=time.time(), beats=3, interval=60, step=7, phase="training")
     )
     return jd
 
@@ -70,7 +70,7 @@ def test_a_ray_job_is_judged_by_ray_from_its_own_record(tmp_path: Path, dashboar
         json.dumps({"provider": "ray", "address": _address(dashboard), "output_location": str(jd)})
     )
     [job] = poll_jobs(tmp_path / "jobs")
-    assert job.stage == "training" and job.running and job.alive
+    assert job.phase == "training" and job.running and job.alive
     assert dashboard.gets >= 1  # asked of Ray
 
 
@@ -80,11 +80,11 @@ def test_the_dispatch_records_provider_is_used(tmp_path: Path, dashboard) -> Non
     _running_job(tmp_path / "jobs")
     # judged as a local job, it has no process: not running
     [local] = poll_jobs(tmp_path / "jobs")
-    assert local.stage == "not_found" and not local.running
+    assert local.phase == "not_found" and not local.running
     # the dispatch record names Ray: the same files are a running Ray job
     inputs = {"provider": "ray", "ray_address": _address(dashboard)}
     [ray] = poll_jobs(tmp_path / "jobs", inputs)
-    assert ray.stage == "training" and ray.running
+    assert ray.phase == "training" and ray.running
 
 
 def test_an_earlier_local_attempt_stays_local(tmp_path: Path, dashboard) -> None:

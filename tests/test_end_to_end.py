@@ -42,17 +42,17 @@ def test_every_stage_is_frozen_with_its_outcomes_kept_apart(built: Path) -> None
 
 
 def test_the_arms_are_the_claims_four_comparators_and_the_candidate(built: Path) -> None:
-    from claimcheck.engine.shapes import artifact as A
+    from claimcheck.engine.shapes import artifact as artifact_shapes
     from claimcheck.engine.shapes import parse
 
     session = Session.open(built / "runs" / "sample")
     claimed = session.record("claim").inputs["comparators"]
     assert sorted(claimed) == ["base_model", "best_baseline", "frozen_probe", "trivial_baseline"]
     check = session.record("artifact").check("artifact.arms")
-    arms = parse(check, A.Arms)
+    arms = parse(check, artifact_shapes.Arms)
     assert set(arms.arms) == {"candidate", *claimed} and arms.claim_comparators == claimed
     assert arms.unscored == [] and check.status != "fail"
-    comp = parse(session.record("artifact").check("artifact.comparison"), A.Comparison)
+    comp = parse(session.record("artifact").check("artifact.comparison"), artifact_shapes.Comparison)
     assert set(comp.differences) == set(claimed)
 
 
@@ -62,23 +62,23 @@ def test_the_frozen_probe_is_scored_like_every_arm_and_pinned(built: Path) -> No
     the job's train rows, C from the grid with the best dev figure, the head and decisions hashed."""
     import numpy as np
 
-    from claimcheck.engine.shapes import artifact as A
+    from claimcheck.engine.shapes import artifact as artifact_shapes
     from claimcheck.engine.shapes import parse
     from claimcheck.engine.training.evaluate import load_split
     from claimcheck.engine.training.jobfiles import read_contract
 
     art = Session.open(built / "runs" / "sample").record("artifact")
-    arms = parse(art.check("artifact.arms"), A.Arms).arms
+    arms = parse(art.check("artifact.arms"), artifact_shapes.Arms).arms
     probe = arms["frozen_probe"]
     assert probe.requested == arms["candidate"].requested > 0
     assert (probe.scored, probe.failed, probe.missing) == (probe.requested, 0, 0)
     assert "linear probe" in probe.what
-    comp = parse(art.check("artifact.comparison"), A.Comparison)
+    comp = parse(art.check("artifact.comparison"), artifact_shapes.Comparison)
     d = comp.differences["frozen_probe"]
     assert d.lo <= d.estimate <= d.hi and d.rows == comp.shared_rows
     assert comp.mcnemar["frozen_probe"].rows == comp.shared_rows
-    assert "frozen_probe" in parse(art.check("artifact.calibrated"), A.Calibrated).arms
-    pin = parse(art.check("artifact.frozen_probe"), A.FrozenProbe)
+    assert "frozen_probe" in parse(art.check("artifact.calibrated"), artifact_shapes.Calibrated).arms
+    pin = parse(art.check("artifact.frozen_probe"), artifact_shapes.FrozenProbe)
     job_dir = next((built / "runs" / "sample" / "jobs").iterdir())
     doc = read_contract(job_dir)
     assert pin.rows_fitted == load_split(job_dir, doc, "train").height

@@ -11,7 +11,7 @@ import pytest
 
 from claimcheck.engine.exports import ExportRefused, model_card, verify_for_export
 from claimcheck.engine.ledger.session import Session
-from claimcheck.engine.shapes import artifact as A
+from claimcheck.engine.shapes import artifact as artifact_shapes
 from claimcheck.engine.shapes import parse
 from claimcheck.tui.cli import main
 from tests import real_session as rs
@@ -24,7 +24,9 @@ def test_model_card_is_built_and_read_back_by_huggingface_hub(real_workspace: Pa
     assert main(["export", "model-card", str(session)]) == 0
     path = session / "exports" / "model-card" / "README.md"
     card = hub.ModelCard.load(path)  # the library's own parser and model-index validation
-    comp = parse(Session.open(session).record("artifact").check("artifact.comparison"), A.Comparison)
+    comp = parse(
+        Session.open(session).record("artifact").check("artifact.comparison"), artifact_shapes.Comparison
+    )
     (result,) = card.data.eval_results
     assert result.metric_value == comp.values["candidate"] and result.dataset_split == "test"
     text = path.read_text()
@@ -74,15 +76,15 @@ def test_croissant_is_built_validated_and_readable_by_mlcroissant(
     import json
 
     from claimcheck.engine.exports import croissant
-    from claimcheck.engine.shapes import data as D
+    from claimcheck.engine.shapes import data as data_shapes
 
     session = rs.copy_workspace(real_workspace, tmp_path)
     assert main(["export", "croissant", str(session)]) == 0
     path = session / "exports" / "croissant" / "croissant.json"
     doc = json.loads(path.read_text())
     rec = Session.open(session).record("source")
-    sums = parse(rec.check("source.checksum"), D.Checksum)
-    schema = parse(rec.check("source.schema"), D.Schema)
+    sums = parse(rec.check("source.checksum"), data_shapes.Checksum)
+    schema = parse(rec.check("source.schema"), data_shapes.Schema)
     (fobj,) = doc["distribution"]
     assert fobj["sha256"] == sums.files[0].sha256 and fobj["encodingFormat"] == "text/csv"
     assert doc["conformsTo"].startswith("http://mlcommons.org/croissant/1.")
@@ -103,8 +105,8 @@ def test_mlflow_run_is_logged_and_read_back_from_a_real_local_store(
     real_workspace: Path, tmp_path: Path
 ) -> None:
     mlflow = pytest.importorskip("mlflow")
-    from claimcheck.engine.shapes import data as D
-    from claimcheck.engine.shapes import training as T
+    from claimcheck.engine.shapes import data as data_shapes
+    from claimcheck.engine.shapes import training as training_shapes
 
     session = rs.copy_workspace(real_workspace, tmp_path)
     store = (tmp_path / "mlruns").as_uri()
@@ -113,19 +115,19 @@ def test_mlflow_run_is_logged_and_read_back_from_a_real_local_store(
     client = mlflow.MlflowClient(tracking_uri=store)
     mlflow.set_tracking_uri(store)
     (run,) = mlflow.search_runs(experiment_names=["claimcheck"], output_format="list")
-    comp = parse(records["artifact"].check("artifact.comparison"), A.Comparison)
+    comp = parse(records["artifact"].check("artifact.comparison"), artifact_shapes.Comparison)
     assert run.data.metrics[f"test.{comp.metric}.candidate"] == pytest.approx(comp.values["candidate"])
     assert run.data.params["claim.primary_metric"] == records["claim"].inputs["primary_metric"]
     assert run.data.tags["claimcheck.digest.artifact"] == records["artifact"].provenance.digest
     assert run.data.tags["claimcheck.verdict"].startswith(
         records["artifact"].check("artifact.verdict").status
     )
-    curve = parse(records["dispatch"].check("dispatch.loss_curve"), T.LossCurve)
+    curve = parse(records["dispatch"].check("dispatch.loss_curve"), training_shapes.LossCurve)
     history = client.get_metric_history(run.info.run_id, "train.loss")
     assert [(m.step, m.value) for m in history] == pytest.approx(
         list(zip(curve.step, curve.loss, strict=True))
     )
-    sums = parse(records["source"].check("source.checksum"), D.Checksum)
+    sums = parse(records["source"].check("source.checksum"), data_shapes.Checksum)
     (ds,) = run.inputs.dataset_inputs
     assert ds.dataset.digest == sums.files[0].sha256
     paths = {a.path for a in client.list_artifacts(run.info.run_id, "records")}

@@ -35,21 +35,21 @@ def _run(jd: Path) -> int:
 
 
 def test_full_run_writes_its_own_progress(tmp_path: Path, model_dir: Path) -> None:
-    from claimcheck.engine.training import jobfiles as jf
+    from claimcheck.engine.training import jobfiles
     from claimcheck.engine.training.artifact_files import verify_artifact
 
     jd = kit.job_dir(tmp_path, model_dir)
     assert _run(jd) == 0
-    st = jf.read_status(jd)
-    assert st is not None and st.stage == "done" and st.step == st.total_steps == 12
-    recs = jf.read_metrics(jd)
-    steps = jf.latest_steps(recs)
+    st = jobfiles.read_status(jd)
+    assert st is not None and st.phase == "done" and st.step == st.total_steps == 12
+    recs = jobfiles.read_metrics(jd)
+    steps = jobfiles.latest_steps(recs)
     assert [s.step for s in steps] == list(range(1, 13))
     assert all(math.isfinite(s.loss) and s.grad_norm >= 0 and s.lr > 0 for s in steps)
-    evals = jf.dev_evals(recs)
+    evals = jobfiles.dev_evals(recs)
     assert [e.step for e in evals] == [0, 4, 8, 12]  # initial, every 4 steps, final
     assert sum((evals[-1].pred_distribution or {}).values()) == 24
-    hb = jf.read_heartbeat(jd)
+    hb = jobfiles.read_heartbeat(jd)
     assert (
         hb is not None and hb.beats >= 1 and hb.step == 12
     )  # a heartbeat records the step it saw, it is not one
@@ -64,16 +64,16 @@ def test_full_run_writes_its_own_progress(tmp_path: Path, model_dir: Path) -> No
 
 def test_non_finite_loss_halts_with_a_clear_status(tmp_path: Path, model_dir: Path) -> None:
     from claimcheck.engine.training import alarms as job_alarms
-    from claimcheck.engine.training import jobfiles as jf
+    from claimcheck.engine.training import jobfiles
 
     jd = kit.job_dir(
         tmp_path, model_dir, optimizer={"lr": 1e30, "head_lr": 1e30}, schedule={"warmup_ratio": 0.0}
     )
     assert _run(jd) == 3
-    st = jf.read_status(jd)
-    assert st is not None and st.stage == "failed" and "non-finite" in st.reason
+    st = jobfiles.read_status(jd)
+    assert st is not None and st.phase == "failed" and "non-finite" in st.reason
     assert not (jd / "final").exists()
-    obs = job_alarms.Observed(jf.read_metrics(jd), 12)
+    obs = job_alarms.Observed(jobfiles.read_metrics(jd), 12)
     alarms = {a["name"]: a for a in job_alarms.evaluate(obs, kit.effective(model_dir))}
     assert alarms["non_finite"]["state"] == "raised"
     assert alarms["train_dev_gap"]["state"] == "disabled"
@@ -92,7 +92,7 @@ def test_alarms_on_a_synthetic_series() -> None:
 
     timing = {"seconds": 0.1, "epoch": 0.1}
     dev = {"kind": "eval", "split": "dev", "time": 10.0, "metric": "macro_f1", "loss": 1.0}
-    dev.update(train_rows=20, rows=20, stage="training", selected_step=-1)
+    dev.update(train_rows=20, rows=20, phase="training", selected_step=-1)
 
     eff = {
         "alarms": {
@@ -135,7 +135,7 @@ def test_truncated_metrics_line_is_skipped(tmp_path: Path) -> None:
 
 
 def test_best_dev_selection_and_early_stopping(tmp_path: Path, model_dir: Path) -> None:
-    from claimcheck.engine.training import jobfiles as jf
+    from claimcheck.engine.training import jobfiles
 
     jd = kit.job_dir(
         tmp_path,
@@ -149,31 +149,31 @@ def test_best_dev_selection_and_early_stopping(tmp_path: Path, model_dir: Path) 
         optimizer={"lr": 1e-6, "head_lr": 1e-6},
     )  # too small to improve: stops early
     assert _run(jd) == 0
-    recs = jf.read_metrics(jd)
+    recs = jobfiles.read_metrics(jd)
     stop = [r for r in recs if r.kind == "early_stop"]
     assert stop and stop[0].step < 40
     manifest = json.loads((jd / "final/manifest.json").read_text())
-    evals = [e for e in jf.dev_evals(recs) if e.step > 0]  # step 0 is the untrained model
+    evals = [e for e in jobfiles.dev_evals(recs) if e.step > 0]  # step 0 is the untrained model
     best = max(evals, key=lambda e: (e.value, -e.step))
     # the artifact is the best dev state (or the last one when nothing beat it)
     assert manifest["selected_step"] in (best.step, stop[0].step)
-    st = jf.read_status(jd)
-    assert st is not None and st.stage == "done" and st.early_stopped_at == stop[0].step
+    st = jobfiles.read_status(jd)
+    assert st is not None and st.phase == "done" and st.early_stopped_at == stop[0].step
 
 
 def test_eval_rows_evaluates_a_fixed_dev_subset_and_the_artifact_keeps_every_dev_row(
     tmp_path: Path, model_dir: Path
 ) -> None:
-    from claimcheck.engine.training import jobfiles as jf
+    from claimcheck.engine.training import jobfiles
     from claimcheck.engine.training.rowfiles import read_rows
 
     jd = kit.job_dir(
         tmp_path, model_dir, max_steps=4, eval_every_steps=2, checkpoint_every_steps=0, eval_rows=6
     )
     assert _run(jd) == 0
-    evals = jf.dev_evals(jf.read_metrics(jd))
+    evals = jobfiles.dev_evals(jobfiles.read_metrics(jd))
     assert [e.step for e in evals] == [0, 2, 4] and {e.rows for e in evals} == {6}
     assert all(sum((e.pred_distribution or {}).values()) == 6 for e in evals)
-    assert read_rows(jd / "final" / jf.DEV_PREDICTIONS).height == 24
-    st = jf.read_status(jd)
-    assert st is not None and st.stage == "done" and st.step == 4  # the last step's status is always written
+    assert read_rows(jd / "final" / jobfiles.DEV_PREDICTIONS).height == 24
+    st = jobfiles.read_status(jd)
+    assert st is not None and st.phase == "done" and st.step == 4  # the last step's status is always written

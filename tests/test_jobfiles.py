@@ -39,7 +39,7 @@ def _job(
 
 
 def _beat(**fields: Any) -> HeartbeatFile:
-    return HeartbeatFile(**{"stage": "training", **fields})
+    return HeartbeatFile(**{"phase": "training", **fields})
 
 
 def _files(status: dict[str, Any] | None, hb: dict[str, Any] | None) -> jobfiles.Progress:
@@ -52,117 +52,117 @@ def test_status_is_typed_and_checked_reads_say_why(tmp_path: Path) -> None:
     jd = _job(tmp_path)
     assert jobfiles.read_status(jd) is None
     assert jobfiles.read_status_checked(jd) == (None, "missing")
-    (jd / jobfiles.STATUS).write_text('{"stage": "trai')
+    (jd / jobfiles.STATUS).write_text('{"phase": "trai')
     doc, why = jobfiles.read_status_checked(jd)
     assert doc is None and why.startswith("unreadable: ") and "status.json: not JSON" in why
     (jd / jobfiles.STATUS).write_text("[1, 2]")
     with pytest.raises(jobrecords.JobFileError, match="status.json: a JSON list, not an object"):
         jobfiles.read_status(jd)
-    (jd / jobfiles.STATUS).write_text('{"stage": "sleeping"}')
-    with pytest.raises(jobrecords.JobFileError, match=r"status.json: field 'stage'"):
+    (jd / jobfiles.STATUS).write_text('{"phase": "sleeping"}')
+    with pytest.raises(jobrecords.JobFileError, match=r"status.json: field 'phase'"):
         jobfiles.read_status(jd)
-    jobfiles.write_status(jd, StatusFile(stage="training", step=3))
+    jobfiles.write_status(jd, StatusFile(phase="training", step=3))
     doc, why = jobfiles.read_status_checked(jd)
-    assert why == "" and doc is not None and doc.stage == "training" and doc.updated_at
+    assert why == "" and doc is not None and doc.phase == "training" and doc.updated_at
 
 
 def test_one_vocabulary_for_the_evidence() -> None:
     assert jobrecords.job_state("done") == "finished"
     assert jobrecords.job_state("failed") == "failed"
     assert jobrecords.job_state("cancelled") == "cancelled"
-    for stage in (*jobrecords.RUNNING_STAGES, *jobrecords.DERIVED_STAGES, "unreadable", "unknown", ""):
+    for stage in (*jobrecords.RUNNING_PHASES, *jobrecords.DERIVED_PHASES, "unreadable", "unknown", ""):
         assert jobrecords.job_state(stage) == "incomplete"
-    assert set(map(jobrecords.job_state, jobrecords.TERMINAL_STAGES)) <= set(jobrecords.JOB_STATES)
-    assert all(jobrecords.is_terminal(s) for s in (*jobrecords.TERMINAL_STAGES, "lost", "not_found"))
-    assert all(jobrecords.is_running(s) for s in (*jobrecords.RUNNING_STAGES, "launching", "stalled"))
+    assert set(map(jobrecords.job_state, jobrecords.TERMINAL_PHASES)) <= set(jobrecords.JOB_STATES)
+    assert all(jobrecords.is_terminal(s) for s in (*jobrecords.TERMINAL_PHASES, "lost", "not_found"))
+    assert all(jobrecords.is_running(s) for s in (*jobrecords.RUNNING_PHASES, "launching", "stalled"))
     assert not jobrecords.is_running("unconfirmed") and not jobrecords.is_terminal("unconfirmed")
-    every = (*jobrecords.RUNNING_STAGES, *jobrecords.TERMINAL_STAGES, *jobrecords.DERIVED_STAGES)
+    every = (*jobrecords.RUNNING_PHASES, *jobrecords.TERMINAL_PHASES, *jobrecords.DERIVED_PHASES)
     assert {s for s in every if jobrecords.is_bad(s)} == {"failed", "lost", "stalled"}
 
 
 def test_providers_write_stages_through_jobfiles(tmp_path: Path) -> None:
-    jd = _job(tmp_path, {"stage": "training", "step": 4, "runs": 1})
-    assert jobfiles.record_stage(jd, "cancelled", "stopped by hand")
+    jd = _job(tmp_path, {"phase": "training", "step": 4, "runs": 1})
+    assert jobfiles.record_phase(jd, "cancelled", "stopped by hand")
     st = jobfiles.read_status(jd)
-    assert st is not None and (st.stage, st.reason, st.step, st.runs) == (
+    assert st is not None and (st.phase, st.reason, st.step, st.runs) == (
         "cancelled",
         "stopped by hand",
         4,
         1,
     )
-    assert not jobfiles.record_stage(jd, "cancelled", "again")  # a terminal word stays
-    assert jobfiles.record_stage(jd, "resubmitted", "to resume")  # … until the job is submitted again
+    assert not jobfiles.record_phase(jd, "cancelled", "again")  # a terminal word stays
+    assert jobfiles.record_phase(jd, "resubmitted", "to resume")  # … until the job is submitted again
     st = jobfiles.read_status(jd)
-    assert st is not None and (st.stage, st.runs) == ("resubmitted", 1)
+    assert st is not None and (st.phase, st.runs) == ("resubmitted", 1)
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert not jobfiles.record_stage(empty, "cancelled", "x", only_if_written=True)
+    assert not jobfiles.record_phase(empty, "cancelled", "x", only_if_written=True)
     assert jobfiles.read_status(empty) is None
-    assert jobfiles.record_stage(empty, "cancelled", "x")
+    assert jobfiles.record_phase(empty, "cancelled", "x")
     from pydantic import ValidationError
 
     with pytest.raises(ValidationError):
-        StatusFile(stage="canceled")  # type: ignore[arg-type]
+        StatusFile(phase="canceled")  # type: ignore[arg-type]
 
 
 def test_session_job_stages_reads_every_job(tmp_path: Path) -> None:
     jobs = tmp_path / "jobs"
-    _job(jobs, {"stage": "done"}, name="a")
+    _job(jobs, {"phase": "done"}, name="a")
     _job(jobs, {"step": 1}, name="b")
     (jobs / "c").mkdir(parents=True)
     (jobs / "c" / jobfiles.STATUS).write_text("{")
-    assert jobfiles.session_job_stages(jobs) == ["done", "unknown", "unreadable"]
+    assert jobfiles.session_job_phases(jobs) == ["done", "unknown", "unreadable"]
 
 
 def _local(status: dict[str, Any] | None, hb: dict[str, Any] | None, **proc: Any) -> tuple[str, str]:
-    return jobfiles.local_stage(_files(status, hb), jobfiles.Process(**proc), now=1000.0)
+    return jobfiles.local_phase(_files(status, hb), jobfiles.Process(**proc), now=1000.0)
 
 
 def test_local_stage_from_files_and_liveness() -> None:
     beat = {"time": 999.0, "interval": 2.0}
     assert _local(None, None, alive=False)[0] == "not_found"
-    assert _local({"stage": "done", "reason": "ok"}, None, alive=False, pid=5, launched=True) == (
+    assert _local({"phase": "done", "reason": "ok"}, None, alive=False, pid=5, launched=True) == (
         "done",
         "ok",
     )
-    stage, why = _local({"stage": "training"}, beat, alive=False, pid=5, launched=True)
+    stage, why = _local({"phase": "training"}, beat, alive=False, pid=5, launched=True)
     assert stage == "lost" and "process 5 is gone" in why
     assert _local(None, None, alive=True, pid=5, launched=True)[0] == "launching"
-    assert _local({"stage": "training"}, beat, alive=True, pid=5, launched=True)[0] == "training"
+    assert _local({"phase": "training"}, beat, alive=True, pid=5, launched=True)[0] == "training"
     # silent for more than STALL_INTERVALS heartbeat intervals: alive but not beating
     old = {"time": 1000.0 - jobfiles.STALL_INTERVALS * 2.0 - 1, "interval": 2.0}
-    stage, why = _local({"stage": "training"}, old, alive=True, pid=5, launched=True)
+    stage, why = _local({"phase": "training"}, old, alive=True, pid=5, launched=True)
     assert stage == "stalled" and "last heartbeat 11.0s ago" in why
     # a slow heartbeat interval is the job's own: not stalled within its intervals
     slow = {"time": 1000.0 - 50, "interval": 20.0}
-    assert _local({"stage": "training"}, slow, alive=True, pid=5, launched=True)[0] == "training"
+    assert _local({"phase": "training"}, slow, alive=True, pid=5, launched=True)[0] == "training"
 
 
 def test_ray_stage_judges_done_by_the_files(tmp_path: Path) -> None:
-    jd = _job(tmp_path, {"stage": "done", "total_steps": 2})
+    jd = _job(tmp_path, {"phase": "done", "total_steps": 2})
     word = jobfiles.RayWord({"status": "SUCCEEDED"}, "SUCCEEDED", address="http://x")
-    stage, why = jobfiles.ray_stage(jd, jobfiles.read_progress(jd), word, now=1000.0)
+    stage, why = jobfiles.ray_phase(jd, jobfiles.read_progress(jd), word, now=1000.0)
     assert stage == "failed" and "reaches step 0 of 2" in why
     for s in (1, 2):
         jobfiles.append_metric(jd, _step(s, 1.0))
-    stage, why = jobfiles.ray_stage(jd, jobfiles.read_progress(jd), word, now=1000.0)
+    stage, why = jobfiles.ray_phase(jd, jobfiles.read_progress(jd), word, now=1000.0)
     assert stage == "failed" and jobfiles.MANIFEST in why
     (jd / jobfiles.FINAL).mkdir()
     (jd / jobfiles.FINAL / jobfiles.MANIFEST).write_text("{}")
-    assert jobfiles.ray_stage(jd, jobfiles.read_progress(jd), word, now=1000.0)[0] == "done"
+    assert jobfiles.ray_phase(jd, jobfiles.read_progress(jd), word, now=1000.0)[0] == "done"
 
 
 def test_ray_stage_from_rays_word(tmp_path: Path) -> None:
-    st = {"stage": "training"}
+    st = {"phase": "training"}
     fresh: dict[str, Any] | None = {"time": 999.0, "interval": 2.0}
 
     def stage(word: jobfiles.RayWord, hb: dict[str, Any] | None = fresh) -> str:
-        return jobfiles.ray_stage(tmp_path, _files(st, hb), word, now=1000.0)[0]
+        return jobfiles.ray_phase(tmp_path, _files(st, hb), word, now=1000.0)[0]
 
     assert stage(jobfiles.RayWord(None, "UNKNOWN", "down")) == "unconfirmed"
     assert stage(jobfiles.RayWord(None, "")) == "lost"
     assert (
-        jobfiles.ray_stage(tmp_path, _files(None, None), jobfiles.RayWord(None, ""), now=1000.0)[0]
+        jobfiles.ray_phase(tmp_path, _files(None, None), jobfiles.RayWord(None, ""), now=1000.0)[0]
         == "not_found"
     )
     assert stage(jobfiles.RayWord({"status": "PENDING"}, "PENDING")) == "launching"
@@ -228,7 +228,7 @@ def _eval(step: int, value: float, **kw: Any) -> EvalLine:
         value=value,
         train_rows=32,
         rows=40,
-        stage="training",
+        phase="training",
         selected_step=-1,
         **fields,
     )
@@ -305,7 +305,7 @@ class _FakeJob:
     """What the heartbeat thread looks at: the job's step, stage, whether it evaluates and since when."""
 
     def __init__(self, job_dir: Path) -> None:
-        self.dir, self.step, self.stage, self.evaluating = job_dir, 0, "training", False
+        self.dir, self.step, self.phase, self.evaluating = job_dir, 0, "training", False
         self.eval_started = 0.0
 
 

@@ -75,8 +75,8 @@ def test_the_files_a_real_run_wrote_read_as_their_models(real_session: Path) -> 
     status = jobfiles.read_status(job_dir)
     beat = jobfiles.read_heartbeat(job_dir)
     pid = jobfiles.read_pid(job_dir)
-    assert isinstance(status, StatusFile) and status.stage == "done" and status.step == status.total_steps > 0
-    assert isinstance(beat, HeartbeatFile) and beat.beats > 0 and beat.stage == "done"
+    assert isinstance(status, StatusFile) and status.phase == "done" and status.step == status.total_steps > 0
+    assert isinstance(beat, HeartbeatFile) and beat.beats > 0 and beat.phase == "done"
     assert isinstance(pid, PidFile) and pid.pid > 0 and pid.starts
     for model, name in ((status, jobfiles.STATUS), (beat, jobfiles.HEARTBEAT), (pid, jobfiles.PID_FILE)):
         doc = json.loads((job_dir / name).read_text())
@@ -117,8 +117,8 @@ def test_a_line_cut_by_a_kill_is_skipped(real_session: Path, tmp_path: Path) -> 
 def test_malformed_status_and_heartbeat_name_the_file(real_session: Path, tmp_path: Path) -> None:
     job_dir = _copy_job(real_session, tmp_path)
     doc = json.loads((job_dir / jobfiles.STATUS).read_text())
-    (job_dir / jobfiles.STATUS).write_text(json.dumps({**doc, "stage": "canceled"}))
-    with pytest.raises(JobFileError, match=r"status.json: field 'stage': Input should be"):
+    (job_dir / jobfiles.STATUS).write_text(json.dumps({**doc, "phase": "canceled"}))
+    with pytest.raises(JobFileError, match=r"status.json: field 'phase': Input should be"):
         jobfiles.read_status(job_dir)
     beat = json.loads((job_dir / jobfiles.HEARTBEAT).read_text())
     (job_dir / jobfiles.HEARTBEAT).write_text(json.dumps({k: v for k, v in beat.items() if k != "time"}))
@@ -134,7 +134,7 @@ def test_the_snapshot_is_what_the_dispatch_stage_recorded(real_session: Path) ->
     job_dir = _job_dir(real_session)
     snap = snapshot(job_dir, for_job(job_dir, None))
     assert isinstance(snap, JobSnapshot)
-    assert snap.stage == "done" and snap.job_state == "finished" and snap.terminal and not snap.running
+    assert snap.phase == "done" and snap.job_state == "finished" and snap.terminal and not snap.running
     assert not snap.bad and snap.step == snap.total_steps
     record = Session.open(real_session).record("dispatch")
     assert record is not None

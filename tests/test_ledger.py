@@ -183,7 +183,7 @@ def test_a_job_names_itself_so_a_lost_launcher_leaves_it_findable_and_cancellabl
         provider = LocalProvider(tmp_path / "jobs")
         handle = provider.find("op1")
         st = provider.status(handle)
-        assert st.alive and st.pid == proc.pid and st.stage != "not_found"
+        assert st.alive and st.pid == proc.pid and st.phase != "not_found"
         provider.cancel(handle)
         assert proc.wait(timeout=10) != 0
     finally:

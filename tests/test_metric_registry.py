@@ -64,8 +64,7 @@ def _judged(metric: str, task: str, claim: dict) -> str:
 
 
 def _comparison(metric: str, claim: dict, up: dict) -> list:
-    from claimcheck.engine.artifact import quality
-    from claimcheck.engine.artifact import sklearn_candidate as sk
+    from claimcheck.engine.artifact import quality, sklearn_candidate
     from claimcheck.engine.stages.artifact.inputs import Inputs
 
     rng = np.random.default_rng(7)
@@ -80,8 +79,8 @@ def _comparison(metric: str, claim: dict, up: dict) -> list:
             },
             "trivial_baseline": {"proba": np.zeros((n, 1)), "ok": np.ones(n, bool)},
         }
-        sc = sk.RegressionScored(preds, y, None, "row", metric, 100, 1, "full")
-        return [sk.regression_comparison(sc)]
+        sc = sklearn_candidate.RegressionScored(preds, y, None, "row", metric, 100, 1, "full")
+        return [sklearn_candidate.regression_comparison(sc)]
     classes = claim["class_order"]
     if registry.target_type(claim) == "multi_label":
         return [_multilabel_comparison(metric, classes, rng, n)]

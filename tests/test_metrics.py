@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
 
-from claimcheck.engine.stats import calibration, uncertainty
-from claimcheck.engine.stats import metrics as m
+from claimcheck.engine.stats import calibration, metrics, uncertainty
 from claimcheck.engine.stats.uncertainty import Bootstrap as B
 
 C3 = ["a", "b", "c"]
@@ -18,7 +16,7 @@ C3 = ["a", "b", "c"]
 def test_report_hand_computed_three_classes():
     y = ["a", "a", "b", "c"]
     p = np.array([[0.7, 0.2, 0.1], [0.2, 0.5, 0.3], [0.1, 0.8, 0.1], [0.3, 0.3, 0.4]])
-    r = m.classification_report(y, p, C3, ece_bins=2)
+    r = metrics.classification_report(y, p, C3, ece_bins=2)
     # predictions: a, b, b, c → 3 of 4 right
     assert r["accuracy"] == 0.75
     assert r["confusion"] == [[1, 1, 0], [0, 1, 0], [0, 0, 1]]
@@ -47,7 +45,7 @@ def test_report_hand_computed_three_classes():
 def test_class_absent_from_dev_is_named_and_left_out_of_macro():
     y = ["a", "b", "a", "b"]
     p = np.array([[0.6, 0.3, 0.1], [0.2, 0.7, 0.1], [0.2, 0.2, 0.6], [0.4, 0.5, 0.1]])
-    r = m.classification_report(y, p, C3)
+    r = metrics.classification_report(y, p, C3)
     assert r["classes_absent"] == ["c"]
     assert "recall" not in r["per_class"][2] and "recall.c" in r["undefined"]
     assert "auroc.c" in r["undefined"]
@@ -60,7 +58,7 @@ def test_class_absent_from_dev_is_named_and_left_out_of_macro():
 def test_single_class_dev():
     y = ["a", "a", "a"]
     p = np.array([[0.9, 0.05, 0.05], [0.4, 0.5, 0.1], [0.6, 0.2, 0.2]])
-    r = m.classification_report(y, p, C3)
+    r = metrics.classification_report(y, p, C3)
     assert r["majority_rate"] == 1.0
     assert r["accuracy"] == pytest.approx(2 / 3)
     assert r["balanced_accuracy"] == pytest.approx(2 / 3)
@@ -72,7 +70,7 @@ def test_ties_in_scores():
     # arg-max ties go to the earlier class; AUROC counts a tied pair as half
     y = ["a", "b", "b", "a"]
     p = np.array([[0.5, 0.5], [0.5, 0.5], [0.2, 0.8], [0.9, 0.1]])
-    r = m.classification_report(y, p, ["a", "b"])
+    r = metrics.classification_report(y, p, ["a", "b"])
     assert r["confusion"] == [[2, 0], [1, 1]]
     # class b scores: positives .5,.8; negatives .5,.1 → pairs: (.5=.5 half, .5>.1, .8>.5, .8>.1) = 3.5/4
     assert r["per_class"][1]["auroc"] == pytest.approx(3.5 / 4)
@@ -82,15 +80,15 @@ def test_ties_in_scores():
 def test_collapse_flagged_by_recall():
     y = ["a"] * 9 + ["b"]
     p = np.tile([0.9, 0.1], (10, 1))
-    r = m.classification_report(y, p, ["a", "b"])
+    r = metrics.classification_report(y, p, ["a", "b"])
     assert r["accuracy"] == 0.9 and r["collapsed_classes"] == ["b"]
 
 
 def test_bad_inputs_raise():
     with pytest.raises(ValueError, match="not in the class order"):
-        m.classification_report(["z"], np.array([[1.0, 0, 0]]), C3)
+        metrics.classification_report(["z"], np.array([[1.0, 0, 0]]), C3)
     with pytest.raises(ValueError, match="sum to 1"):
-        m.classification_report(["a"], np.array([[0.5, 0.1, 0.1]]), C3)
+        metrics.classification_report(["a"], np.array([[0.5, 0.1, 0.1]]), C3)
 
 
 def test_statistics_match_sklearn_point_values():
@@ -100,7 +98,7 @@ def test_statistics_match_sklearn_point_values():
     y = rng.integers(0, k, n)
     logits = rng.normal(size=(n, k)) + 1.5 * np.eye(k)[y]
     p = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
-    r = m.classification_report(y, p, classes)
+    r = metrics.classification_report(y, p, classes)
     for name in ("accuracy", "macro_f1", "weighted_f1", "balanced_accuracy", "log_loss", "brier"):
         s = uncertainty.classification_statistic(name, classes)
         val = s.finish(s.rows(y, p).sum(0, keepdims=True))[0]
@@ -159,39 +157,44 @@ def test_paired_diff_and_mcnemar():
     assert small["method"] == "exact binomial" and small["p_value"] == pytest.approx(0.5)
 
 
-def test_bootstrap_speed_20k_rows():
+def test_bootstrap_over_20k_rows_is_seeded_and_brackets_the_estimate():
+    # Its speed is a benchmark's business (bench/), not a wall-clock assertion on a shared machine.
     rng = np.random.default_rng(0)
     n = 20_000
     y = rng.integers(0, 6, n)
     p = rng.dirichlet(np.ones(6), n)
     units = rng.integers(0, 8000, n)
-    t0 = time.perf_counter()
-    uncertainty.paired_bootstrap_diff(
-        "macro_f1", y, p, np.zeros(n, dtype=int), units, B(n=1000, seed=0, classes=list("abcdef"))
-    )
-    assert time.perf_counter() - t0 < 10.0
+
+    def run() -> dict:
+        return uncertainty.paired_bootstrap_diff(
+            "macro_f1", y, p, np.zeros(n, dtype=int), units, B(n=1000, seed=0, classes=list("abcdef"))
+        )
+
+    first = run()
+    assert first == run()
+    assert first["lo"] <= first["estimate"] <= first["hi"]
 
 
 def test_regression_and_ranking_and_exact_match():
-    r = m.regression_report([1, 2, 3, 4], [1, 2, 3, 8])
+    r = metrics.regression_report([1, 2, 3, 4], [1, 2, 3, 8])
     assert r["mae"] == 1.0 and r["rmse"] == 2.0 and r["r2"] == pytest.approx(1 - 16 / 5)
-    assert "r2" in m.regression_report([2, 2], [1, 3])["undefined"]
+    assert "r2" in metrics.regression_report([2, 2], [1, 3])["undefined"]
     stat = uncertainty.regression_statistic("r2")
     y, yh = np.array([1.0, 2, 3, 4]), np.array([1.0, 2, 3, 8])
     assert stat.finish(stat.rows(y, yh).sum(0, keepdims=True))[0] == pytest.approx(r["r2"])
     rel = np.array([[1, 0, 1, 0], [0, 0, 0, 0]])
     sc = np.array([[0.9, 0.8, 0.1, 0.5], [0.1, 0.2, 0.3, 0.4]])
-    rr = m.ranking_report(rel, sc, k=2)
+    rr = metrics.ranking_report(rel, sc, k=2)
     assert rr["recall_at_k"] == 0.5 and rr["queries_without_relevant"] == 1
-    assert m.exact_match(["Yes ", "no"], ["yes", "No"]) == 1.0
+    assert metrics.exact_match(["Yes ", "no"], ["yes", "No"]) == 1.0
 
 
 def test_ece_helpers():
     p = np.array([[0.95, 0.05], [0.95, 0.05], [0.55, 0.45], [0.55, 0.45]])
     y = np.array([0, 1, 0, 0])
     # bin (0.9,1]: acc .5 vs conf .95; bin (.5,.6]: acc 1 vs .55 → (0.45 + 0.45) / 2
-    assert m.expected_calibration_error(y, p, n_bins=10) == pytest.approx(0.45)
-    bins = m.calibration_bins(y, p, n_bins=10)
+    assert metrics.expected_calibration_error(y, p, n_bins=10) == pytest.approx(0.45)
+    bins = metrics.calibration_bins(y, p, n_bins=10)
     assert [b["count"] for b in bins] == [2, 2]
 
 
@@ -205,7 +208,9 @@ def test_temperature_recovers_known_value():
     t = calibration.fit_temperature(over, y)
     assert t == pytest.approx(2.5, rel=0.1)
     cal = calibration.fit_calibrator("temperature", over, y)
-    assert m.expected_calibration_error(y, cal.transform(over)) < m.expected_calibration_error(y, over)
+    assert metrics.expected_calibration_error(y, cal.transform(over)) < metrics.expected_calibration_error(
+        y, over
+    )
     for method in ("platt", "isotonic", "none"):
         q = calibration.fit_calibrator(method, over, y).transform(over)
         assert np.allclose(q.sum(1), 1.0)
@@ -232,11 +237,11 @@ def test_macro_auroc_callable_bootstrap():
     p = rng.dirichlet(np.ones(3), 120)
     p[np.arange(120), y] += 1.0
     p /= p.sum(1, keepdims=True)
-    r = m.classification_report(y, p, C3)
-    assert m.macro_auroc(y, p) == pytest.approx(r["macro_auroc"])
-    assert m.macro_auprc(y, p) == pytest.approx(r["macro_auprc"])
+    r = metrics.classification_report(y, p, C3)
+    assert metrics.macro_auroc(y, p) == pytest.approx(r["macro_auroc"])
+    assert metrics.macro_auprc(y, p) == pytest.approx(r["macro_auprc"])
     d = uncertainty.paired_bootstrap_diff(
-        m.macro_auroc, y, p, np.full((120, 3), 1 / 3), None, B(n=100, seed=0, classes=C3)
+        metrics.macro_auroc, y, p, np.full((120, 3), 1 / 3), None, B(n=100, seed=0, classes=C3)
     )
     assert d["estimate"] == pytest.approx(r["macro_auroc"] - 0.5) and d["lo"] > 0
 

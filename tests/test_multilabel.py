@@ -18,7 +18,7 @@ from claimcheck.engine.data import labelsets
 from claimcheck.engine.headless.answers import run_answers
 from claimcheck.engine.headless.replay import replay
 from claimcheck.engine.ledger.session import Session
-from claimcheck.engine.shapes import artifact as A
+from claimcheck.engine.shapes import artifact as artifact_shapes
 from claimcheck.engine.shapes import parse
 from claimcheck.engine.stats import multilabel as ml
 from claimcheck.engine.stats import registry
@@ -123,7 +123,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_documented_answers_reach_a_verdict_with_intervals(session: Path) -> None:
     recs = Session.open(session).records()
     assert list(recs) == ["claim", "source", "split", "baseline", "contract", "dispatch", "artifact"]
-    comp = parse(recs["artifact"].check("artifact.comparison"), A.Comparison)
+    comp = parse(recs["artifact"].check("artifact.comparison"), artifact_shapes.Comparison)
     assert comp.metric == "micro_f1" and set(comp.values) == {"candidate", "trivial_baseline"}
     d = comp.differences["trivial_baseline"]
     assert d.lo is not None and d.lo <= d.estimate <= d.hi

@@ -13,7 +13,7 @@ import tomlkit
 
 from claimcheck.engine.headless.answers import run_answers
 from claimcheck.engine.ledger.session import Session
-from claimcheck.engine.shapes import artifact as A
+from claimcheck.engine.shapes import artifact as artifact_shapes
 from claimcheck.engine.shapes import parse
 from claimcheck.engine.stats import calibration
 
@@ -41,7 +41,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
 def test_every_arm_is_judged_under_the_declared_rule(session: Session) -> None:
     check = session.record("artifact").check("artifact.operating_point")
     assert check.status in ("info", "warn")
-    shape = parse(check, A.OperatingPointShape)
+    shape = parse(check, artifact_shapes.OperatingPointShape)
     assert shape.scores == "raw" and set(shape.arms) == set(check.measured["arms"])
     m = check.measured
     assert (m["positive_class"], m["constraint"], m["scores"]) == ("billing", "min_precision", "raw")

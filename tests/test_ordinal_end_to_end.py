@@ -16,7 +16,7 @@ from sklearn.metrics import cohen_kappa_score, confusion_matrix, f1_score
 from claimcheck.engine.headless.answers import load_answers, run_answers
 from claimcheck.engine.headless.replay import replay
 from claimcheck.engine.ledger.session import Session
-from claimcheck.engine.shapes import artifact as A
+from claimcheck.engine.shapes import artifact as artifact_shapes
 from claimcheck.engine.shapes import parse
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,7 +106,7 @@ def test_the_sample_file_is_small_and_regenerated_byte_for_byte(tmp_path: Path) 
 def _candidate_on_test(session_dir: Path) -> tuple[np.ndarray, np.ndarray]:
     """The contracted candidate rebuilt and fitted as the artifact stage does: its locked-test
     decisions and the test labels, as ranks in the class order."""
-    from claimcheck.engine.artifact import sklearn_candidate as sk
+    from claimcheck.engine.artifact import sklearn_candidate
     from claimcheck.engine.baseline.learners import load
     from claimcheck.engine.data import splits
     from claimcheck.engine.stages.baseline import run as baseline
@@ -120,9 +120,11 @@ def _candidate_on_test(session_dir: Path) -> tuple[np.ndarray, np.ndarray]:
     settings = baseline.Inputs.model_validate(spec.baseline_settings)
     ctx = sess.context("artifact")
     data = load(settings, recs, ctx)
-    model = sk.fit(sk.plan(spec.learner, spec.C, settings, data), spec.learner, spec.fit_rows)
+    model = sklearn_candidate.fit(
+        sklearn_candidate.plan(spec.learner, spec.C, settings, data), spec.learner, spec.fit_rows
+    )
     test = splits.rows("test", recs, ctx, caller="artifact")
-    pred = sk.predictor(model, spec.learner, data)(test).argmax(axis=1)
+    pred = sklearn_candidate.predictor(model, spec.learner, data)(test).argmax(axis=1)
     return pred, np.asarray([ORDER.index(str(t)) for t in test["target"].to_list()])
 
 
@@ -135,15 +137,15 @@ def test_an_ordinal_claim_reaches_a_verdict_in_qwk(ordinal) -> None:
     conv = recs["baseline"].check("baseline.conventional").measured
     assert all("quadratic_weighted_kappa" in r for r in conv["learners"].values())
     assert "median_class" in recs["baseline"].check("baseline.trivial").measured["learners"]
-    comp = parse(recs["artifact"].check("artifact.comparison"), A.Comparison)
+    comp = parse(recs["artifact"].check("artifact.comparison"), artifact_shapes.Comparison)
     assert comp.metric == "quadratic_weighted_kappa" and all(d.bounded for d in comp.differences.values())
-    verdict = parse(recs["artifact"].check("artifact.verdict"), A.Verdict)
+    verdict = parse(recs["artifact"].check("artifact.verdict"), artifact_shapes.Verdict)
     assert verdict.claim_state in ("met", "not_met") and "trivial_baseline" in verdict.criterion
 
     pred, y = _candidate_on_test(session_dir)
     want = cohen_kappa_score(y, pred, weights="quadratic")
     assert comp.values["candidate"] == pytest.approx(want, abs=1e-12)
-    ordc = parse(recs["artifact"].check("artifact.ordinal"), A.Ordinal)
+    ordc = parse(recs["artifact"].check("artifact.ordinal"), artifact_shapes.Ordinal)
     assert ordc.class_order == ORDER and not ordc.weighted
     cand = ordc.figures["candidate"]
     assert cand["quadratic_weighted_kappa"] == pytest.approx(want, abs=1e-12)

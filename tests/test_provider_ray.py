@@ -148,7 +148,7 @@ def test_tiny_job_end_to_end_to_a_verified_artifact(
     )
 
     st = prov.wait(handle, timeout=150, poll=0.5)
-    assert st.stage == "done", st.reason
+    assert st.phase == "done", st.reason
     assert st.step == st.total_steps == 4
     dest = prov.fetch(handle)
     assert dest == job_dir
@@ -232,15 +232,15 @@ def test_lost_reply_adopts_and_stop_ends_only_that_job(
         )
         deadline = time.monotonic() + 120
         st = direct.status(handle)
-        while st.stage != "training" and time.monotonic() < deadline:
+        while st.phase != "training" and time.monotonic() < deadline:
             assert not st.terminal, st.reason
             time.sleep(0.5)
             st = direct.status(handle)
-        assert st.stage == "training", st.reason
+        assert st.phase == "training", st.reason
 
         direct.cancel(handle)
         st = direct.wait(handle, timeout=60, poll=0.5)
-        assert st.stage == "cancelled", st.reason
+        assert st.phase == "cancelled", st.reason
         assert "SIGTERM" in st.reason  # the job wrote it itself from its signal handler
         assert st.step < st.total_steps
         # The job's own word comes first; Ray marks it STOPPED once the process has exited.
@@ -251,7 +251,7 @@ def test_lost_reply_adopts_and_stop_ends_only_that_job(
         assert (direct.client.get(bystander) or {}).get("status") in ("PENDING", "RUNNING")
         direct.fetch(handle)
         assert not (job_dir / "final").exists()
-        assert json.loads((job_dir / RECORD).read_text())["fetch"]["stage"] == "cancelled"
+        assert json.loads((job_dir / RECORD).read_text())["fetch"]["phase"] == "cancelled"
     finally:
         proxy.shutdown()
         proxy.server_close()

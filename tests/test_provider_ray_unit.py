@@ -192,9 +192,9 @@ def test_inputs_staged_to_the_named_output_location(tmp_path: Path) -> None:
 def _write_progress(
     job_dir: Path, stage: str, *, hb_age: float | None, step: int = 3, total: int = 4
 ) -> None:
-    jobfiles.write_status(job_dir, StatusFile(stage=stage, step=step, total_steps=total, pid=1))
+    jobfiles.write_status(job_dir, StatusFile(phase=stage, step=step, total_steps=total, pid=1))
     if hb_age is not None:
-        hb = HeartbeatFile(time=time.time() - hb_age, beats=7, interval=0.5, stage="training")
+        hb = HeartbeatFile(time=time.time() - hb_age, beats=7, interval=0.5, phase="training")
         jobfiles.write_heartbeat(job_dir, hb)
     for s in range(1, step + 1):
         jobfiles.append_metric(job_dir, _step(s))
@@ -219,25 +219,25 @@ def test_running_with_fresh_heartbeat_shows_the_jobs_stage(running: Any) -> None
     prov, _, handle = running
     _write_progress(handle.job_dir, "training", hb_age=0.1)
     st = prov.status(handle)
-    assert (st.stage, st.step, st.alive) == ("training", 3, True)
+    assert (st.phase, st.step, st.alive) == ("training", 3, True)
 
 
 def test_running_with_stopped_heartbeat_is_unconfirmed(running: Any) -> None:
     prov, _, handle = running
     _write_progress(handle.job_dir, "training", hb_age=30.0)
     st = prov.status(handle)
-    assert st.stage == "unconfirmed" and not st.running and not st.terminal
+    assert st.phase == "unconfirmed" and not st.running and not st.terminal
     assert "heartbeat is 30" in st.reason
 
 
 def test_running_without_any_heartbeat_past_the_grace_is_unconfirmed(running: Any) -> None:
     prov, fake, handle = running
-    assert prov.status(handle).stage == "launching"
+    assert prov.status(handle).phase == "launching"
     # A heartbeat older than this Ray run (left by an earlier run) does not count for it.
     _write_progress(handle.job_dir, "training", hb_age=500.0)
-    assert prov.status(handle).stage == "launching"
+    assert prov.status(handle).phase == "launching"
     fake.jobs[OP]["start_time"] = int((time.time() - 10_000) * 1000)
-    assert prov.status(handle).stage == "unconfirmed"
+    assert prov.status(handle).phase == "unconfirmed"
 
 
 def test_unreachable_dashboard_is_unconfirmed_not_running(running: Any) -> None:
@@ -245,7 +245,7 @@ def test_unreachable_dashboard_is_unconfirmed_not_running(running: Any) -> None:
     _write_progress(handle.job_dir, "training", hb_age=0.1)
     fake.unreachable = True
     st = prov.status(handle)
-    assert st.stage == "unconfirmed" and "cannot be asked" in st.reason
+    assert st.phase == "unconfirmed" and "cannot be asked" in st.reason
 
 
 def test_ray_succeeded_is_not_success_without_the_jobs_own_done(running: Any) -> None:
@@ -253,7 +253,7 @@ def test_ray_succeeded_is_not_success_without_the_jobs_own_done(running: Any) ->
     _write_progress(handle.job_dir, "training", hb_age=0.1)
     fake.jobs[OP].update(status="SUCCEEDED", message="Job finished successfully.")
     st = prov.status(handle)
-    assert st.stage == "failed" and "never wrote a terminal status" in st.reason
+    assert st.phase == "failed" and "never wrote a terminal status" in st.reason
 
 
 def test_done_needs_every_step_and_a_manifest(running: Any) -> None:
@@ -261,19 +261,19 @@ def test_done_needs_every_step_and_a_manifest(running: Any) -> None:
     fake.jobs[OP]["status"] = "SUCCEEDED"
     _write_progress(handle.job_dir, "done", hb_age=0.1, step=3, total=4)
     st = prov.status(handle)
-    assert st.stage == "failed" and "step 3 of 4" in st.reason
+    assert st.phase == "failed" and "step 3 of 4" in st.reason
     jobfiles.append_metric(handle.job_dir, _step(4))
     assert "manifest.json is missing" in prov.status(handle).reason
     (handle.job_dir / "final").mkdir()
     (handle.job_dir / "final" / "manifest.json").write_text("{}")
-    assert prov.status(handle).stage == "done"
+    assert prov.status(handle).phase == "done"
 
 
 def test_ray_stopped_before_the_job_wrote_its_status_is_cancelled(running: Any) -> None:
     prov, fake, handle = running
     _write_progress(handle.job_dir, "training", hb_age=0.1)
     fake.jobs[OP]["status"] = "STOPPED"
-    assert prov.status(handle).stage == "cancelled"
+    assert prov.status(handle).phase == "cancelled"
     rec = json.loads((handle.job_dir / RECORD).read_text())
     assert rec["ray_status"] == "STOPPED"  # Ray's last word kept in the record
 
@@ -282,7 +282,7 @@ def test_job_unknown_to_ray_is_lost(running: Any) -> None:
     prov, fake, handle = running
     _write_progress(handle.job_dir, "training", hb_age=0.1)
     fake.jobs.clear()
-    assert prov.status(handle).stage == "lost"
+    assert prov.status(handle).phase == "lost"
 
 
 # ---------------------------------------------------------------- the HTTP client against a socket
@@ -355,7 +355,7 @@ def test_resume_resubmits_an_unfinished_job_under_the_same_id(running: Any) -> N
     resumed = prov.launch(handle.job_dir, OP, resume=True)
     assert resumed.started and fake.posts == 2 and list(fake.jobs) == [OP]
     st = prov.status(resumed)
-    assert st.stage == "launching"  # the previous run's "cancelled" does not speak for this run
+    assert st.phase == "launching"  # the previous run's "cancelled" does not speak for this run
     rec = json.loads((handle.job_dir / RECORD).read_text())
     assert rec["previous_runs"] and rec["posts"] == 2
     assert "logs of" in (handle.job_dir / jobfiles.LOG).read_text()

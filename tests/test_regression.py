@@ -15,8 +15,8 @@ from claimcheck.engine.data.rows import ROW_ID, TARGET
 from claimcheck.engine.evidence import StageRecord
 from claimcheck.engine.pipeline.context import StageContext
 from claimcheck.engine.pipeline.core import InvalidInputs, compute
-from claimcheck.engine.shapes import baseline as B
-from claimcheck.engine.shapes import data as D
+from claimcheck.engine.shapes import baseline as baseline_shapes
+from claimcheck.engine.shapes import data as data_shapes
 from claimcheck.engine.shapes import parse
 from claimcheck.engine.stages.source import checks as source_checks
 from claimcheck.engine.stages.source import run as source
@@ -129,7 +129,7 @@ def test_source_describes_the_numeric_target(forty_firms: dict[str, StageRecord]
     rec = forty_firms["source"]
     assert rec.check("source.class_coverage").status == "not_run"
     dist = rec.check("source.target_distribution")
-    shape = parse(dist, D.TargetDistribution)
+    shape = parse(dist, data_shapes.TargetDistribution)
     y = panel(40)["margin"]
     assert dist.status == "info" and shape.rows == 320 and shape.non_numeric == 0
     s = shape.summary
@@ -150,7 +150,7 @@ def test_split_describes_the_target_per_split(forty_firms: dict[str, StageRecord
     rec = forty_firms["split"]
     for cid in ("split.prevalence", "split.label_coverage", "split.class_support"):
         assert rec.check(cid).status == "not_run", cid
-    dist = parse(rec.check("split.target_distribution"), D.SplitTargetDistribution)
+    dist = parse(rec.check("split.target_distribution"), data_shapes.SplitTargetDistribution)
     sizes = rec.check("split.membership").measured["sizes"]
     assert {s: p.count for s, p in dist.per_split.items()} == {s: n for s, n in sizes.items() if n}
     assert dist.whole.count == 320
@@ -165,7 +165,7 @@ def test_held_out_targets_outside_the_train_range_warn_with_counts() -> None:
         }
     )
     chk = split_checks.target_range(joined)
-    r = parse(chk, D.TargetRange)
+    r = parse(chk, data_shapes.TargetRange)
     assert chk.status == "warn" and "absent" not in chk.summary
     assert (r.train_min, r.train_max) == (0.0, 10.0)
     assert r.below_train_min == {"dev": 1, "test": 0} and r.above_train_max == {"dev": 1, "test": 0}
@@ -179,8 +179,8 @@ def test_baseline_summaries_hold_their_own_learners_and_the_primary_metric(
     forty_firms: dict[str, StageRecord],
 ) -> None:
     rec = forty_firms["baseline"]
-    triv = parse(rec.check("baseline.trivial"), B.Trivial)
-    conv = parse(rec.check("baseline.conventional"), B.Conventional)
+    triv = parse(rec.check("baseline.trivial"), baseline_shapes.Trivial)
+    conv = parse(rec.check("baseline.conventional"), baseline_shapes.Conventional)
     assert set(triv.learners) == {"mean", "median"} and set(conv.learners) == {"hgb"}
     assert "hgb" not in rec.check("baseline.trivial").summary
     assert "mean" not in rec.check("baseline.conventional").summary
@@ -189,7 +189,7 @@ def test_baseline_summaries_hold_their_own_learners_and_the_primary_metric(
     assert "R²" in rec.check("baseline.trivial").summary
     hgb = conv.learners["hgb"]
     assert hgb.r2 is not None and hgb.r2 > 0.3 and hgb.intervals["r2"].bounded
-    learn = parse(rec.check("baseline.learnability"), B.Learnability)
+    learn = parse(rec.check("baseline.learnability"), baseline_shapes.Learnability)
     d = learn.difference
     assert learn.metric == "r2" and d.units >= uncertainty.MIN_UNITS and d.refused is None
     # The difference of R² recomputed on each resample: it brackets the estimate, and is bounded.
@@ -202,11 +202,11 @@ def test_baseline_summaries_hold_their_own_learners_and_the_primary_metric(
 def test_too_few_firms_refuse_the_interval_with_the_reason(tmp_path: Path) -> None:
     rec = run_stages(tmp_path, panel(11, seed=1))["baseline"]
     learn = rec.check("baseline.learnability")
-    d = parse(learn, B.Learnability).difference
+    d = parse(learn, baseline_shapes.Learnability).difference
     assert d.units < uncertainty.MIN_UNITS and d.lo is None and d.hi is None
     assert d.refused and f"needs at least {uncertainty.MIN_UNITS}" in d.refused
     assert learn.status == "warn" and "no interval" in learn.summary
-    conv = parse(rec.check("baseline.conventional"), B.Conventional)
+    conv = parse(rec.check("baseline.conventional"), baseline_shapes.Conventional)
     assert (
         conv.learners["hgb"].intervals == {} and "no intervals" in rec.check("baseline.conventional").summary
     )
@@ -311,9 +311,9 @@ def test_coverage_counts_the_target_distribution_for_a_numeric_target(
 ) -> None:
     """Items answered by class coverage / prevalence for classes are answered by the target's
     distribution for a number (the map's "a|b" alternatives), not left "partly" by a not_run check."""
-    from claimcheck.engine.report import coverage as CV
+    from claimcheck.engine.report import coverage
 
-    cov = CV.compute(forty_firms, {n: "frozen" for n in forty_firms})
+    cov = coverage.compute(forty_firms, {n: "frozen" for n in forty_firms})
     refs = [e.ref for it in cov.reforms for e in it.evidence]
     assert "check:source.class_coverage" not in refs and "check:split.prevalence" not in refs
     chosen = [e for it in cov.reforms for e in it.evidence if e.ref == "check:source.target_distribution"]

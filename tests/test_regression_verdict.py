@@ -15,8 +15,8 @@ import tomlkit
 
 from claimcheck.engine.headless.answers import run_answers
 from claimcheck.engine.ledger.session import Session
-from claimcheck.engine.shapes import artifact as A
-from claimcheck.engine.shapes import baseline as B
+from claimcheck.engine.shapes import artifact as artifact_shapes
+from claimcheck.engine.shapes import baseline as baseline_shapes
 from claimcheck.engine.shapes import parse
 from claimcheck.engine.stats import uncertainty
 from tests.test_regression import REG_CLAIM, SOURCE, panel
@@ -79,9 +79,9 @@ def sessions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, 
     return out
 
 
-def _verdict(session_dir: Path) -> A.Verdict:
+def _verdict(session_dir: Path) -> artifact_shapes.Verdict:
     rec = Session.open(session_dir).record("artifact")
-    v = parse(rec.check("artifact.verdict"), A.Verdict)
+    v = parse(rec.check("artifact.verdict"), artifact_shapes.Verdict)
     assert v is not None
     return v
 
@@ -135,11 +135,11 @@ def test_no_arm_is_compared_with_itself(sessions) -> None:
     for session_dir, _ in sessions.values():
         recs = Session.open(session_dir).records()
         spec = recs["contract"].check("contract.effective").measured["effective"]["sklearn"]
-        best = parse(recs["baseline"].check("baseline.conventional"), B.Conventional)
+        best = parse(recs["baseline"].check("baseline.conventional"), baseline_shapes.Conventional)
         assert spec["learner"] in best.learners  # the candidate is the best baseline learner
         art = recs["artifact"]
-        comp = parse(art.check("artifact.comparison"), A.Comparison)
-        arms = parse(art.check("artifact.arms"), A.Arms)
+        comp = parse(art.check("artifact.comparison"), artifact_shapes.Comparison)
+        arms = parse(art.check("artifact.arms"), artifact_shapes.Arms)
         assert "best_baseline" not in comp.values and "best_baseline" not in comp.differences
         assert "candidate" not in comp.differences
         assert "comparing a model with itself" in comp.excluded["best_baseline"]
@@ -151,7 +151,7 @@ def test_no_arm_is_compared_with_itself(sessions) -> None:
 def test_the_trivial_predictor_is_the_named_one_fitted_on_train_only(sessions) -> None:
     session_dir, _ = sessions["met"]
     recs = Session.open(session_dir).records()
-    learn = parse(recs["baseline"].check("baseline.learnability"), B.Learnability)
+    learn = parse(recs["baseline"].check("baseline.learnability"), baseline_shapes.Learnability)
     assert learn.reference == "median"  # the registry's trivial predictor for MAE
     ws = session_dir.parent
     import polars as pl
@@ -159,7 +159,7 @@ def test_the_trivial_predictor_is_the_named_one_fitted_on_train_only(sessions) -
     split = pl.read_parquet(next((session_dir / "data").glob("split*.parquet")))
     frame = pl.read_csv(ws / "panel.csv").join(split, left_on="obs_id", right_on=split.columns[0])
     train = frame.filter(pl.col("split") == "train")["margin"].to_numpy()
-    arms = parse(recs["artifact"].check("artifact.arms"), A.Arms)
+    arms = parse(recs["artifact"].check("artifact.arms"), artifact_shapes.Arms)
     what = arms.arms["trivial_baseline"].what
     assert f"always {float(np.median(train)):.4g}" in what and f"train split's {len(train)} " in what
     assert "median" in what
@@ -168,8 +168,8 @@ def test_the_trivial_predictor_is_the_named_one_fitted_on_train_only(sessions) -
 def test_baseline_and_artifact_apply_one_interval_rule(sessions) -> None:
     session_dir, _ = sessions["not_decided"]
     recs = Session.open(session_dir).records()
-    base = parse(recs["baseline"].check("baseline.learnability"), B.Learnability).difference
-    comp = parse(recs["artifact"].check("artifact.comparison"), A.Comparison)
+    base = parse(recs["baseline"].check("baseline.learnability"), baseline_shapes.Learnability).difference
+    comp = parse(recs["artifact"].check("artifact.comparison"), artifact_shapes.Comparison)
     d = comp.differences["trivial_baseline"]
     assert base.units < uncertainty.MIN_UNITS and base.refused and base.lo is None
     assert d.units < uncertainty.MIN_UNITS and d.refused and d.lo is None and d.hi is None
@@ -181,12 +181,12 @@ def test_baseline_and_artifact_apply_one_interval_rule(sessions) -> None:
 def test_slices_on_a_numeric_target_hold_per_slice_error_and_the_interval_rule(sessions) -> None:
     import polars as pl
 
-    from claimcheck.engine.stats import metrics as M
+    from claimcheck.engine.stats import metrics
 
     session_dir, _ = sessions["met"]
     art = Session.open(session_dir).record("artifact")
     chk = art.check("artifact.slices")
-    sl = parse(chk, A.Slices)
+    sl = parse(chk, artifact_shapes.Slices)
     assert chk.status in ("pass", "warn") and sl.metric == "mae"
     assert sl.slices and all(k.startswith("firm_id=") for k in sl.slices)
     # one firm per slice: one unit, so every slice interval is refused under the one rule
@@ -194,7 +194,7 @@ def test_slices_on_a_numeric_target_hold_per_slice_error_and_the_interval_rule(s
         assert set(by) == {"trivial_baseline"}
         assert all(d.refused and d.lo is None for d in by.values())
     # every firm of the locked test is a slice; the trivial arm's per-slice MAE is recomputed here
-    comp = parse(art.check("artifact.comparison"), A.Comparison)
+    comp = parse(art.check("artifact.comparison"), artifact_shapes.Comparison)
     assert sum(int(e["rows"]) for e in sl.slices.values()) == comp.shared_rows
     assert len(sl.slices) == FIRMS and all(e["rows"] >= 5 for e in sl.slices.values())
     recs = Session.open(session_dir).records()
@@ -203,7 +203,7 @@ def test_slices_on_a_numeric_target_hold_per_slice_error_and_the_interval_rule(s
     frame = pl.read_csv(ws / "panel.csv").join(split, left_on="obs_id", right_on=split.columns[0])
     train_median = float(np.median(frame.filter(pl.col("split") == "train")["margin"].to_numpy()))
     firm = frame.filter((pl.col("split") == "test") & (pl.col("firm_id") == "F000"))["margin"].to_numpy()
-    expected = M.regression_report(firm, np.full(firm.size, train_median))["mae"]
+    expected = metrics.regression_report(firm, np.full(firm.size, train_median))["mae"]
     assert sl.slices["firm_id=F000"]["trivial_baseline"] == pytest.approx(expected, rel=1e-9)
     for reg in sl.regressions:  # MAE: lower is better; a slice regression is a higher candidate MAE
         e = sl.slices[reg.slice]
@@ -216,7 +216,7 @@ def test_the_baseline_panel_reads_the_difference_in_the_metric_direction(session
 
     session_dir, _ = sessions["met"]
     rec = Session.open(session_dir).record("baseline")
-    learn = parse(rec.check("baseline.learnability"), B.Learnability)
+    learn = parse(rec.check("baseline.learnability"), baseline_shapes.Learnability)
     assert learn.metric == "mae" and learn.difference.refused and learn.difference.estimate < 0
     text = render_baseline(rec, None).plain
     assert "beats the trivial baseline: not decided: no interval" in text

@@ -176,7 +176,7 @@ def dispatch_run(inputs: DispatchInputs, upstream: dict[str, StageRecord], ctx: 
     status_file = ctx.session_dir / "jobs" / inputs.op_id / "status.json"
     if not ctx.replay:
         status_file.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(status_file, json.dumps({"stage": "done", "step": 10, "total_steps": 10}))
+        atomic_write_text(status_file, json.dumps({"phase": "done", "step": 10, "total_steps": 10}))
     status = json.loads(status_file.read_text())
     return StageRecord(
         stage="dispatch",
@@ -191,8 +191,8 @@ def dispatch_run(inputs: DispatchInputs, upstream: dict[str, StageRecord], ctx: 
             Check(
                 id="dispatch.synthetic_progress",
                 status="info",
-                summary=f"job is {status['stage']}",
-                measured={"stage": status["stage"]},
+                summary=f"job is {status['phase']}",
+                measured={"phase": status["phase"]},
                 replay="observation",
             ),
         ],
@@ -516,7 +516,7 @@ def test_job_killed_mid_run_is_incomplete_not_passed(tmp_path: Path, monkeypatch
     session = build(tmp_path, monkeypatch, extra="[contract]\n[dispatch]\n")
     assert replay(session).exit_code == 0
     status = session / "jobs" / "abcdef0123456789-a1" / "status.json"
-    status.write_text(json.dumps({"stage": "training", "step": 4, "total_steps": 10}))
+    status.write_text(json.dumps({"phase": "training", "step": 4, "total_steps": 10}))
     result = replay(session)
     row = next(r for r in result.rows if r.check == "(job)")
     assert row.outcome == "incomplete" and "training" in row.detail and "4 of 10" in row.detail

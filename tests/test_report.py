@@ -18,8 +18,8 @@ from claimcheck.engine.ledger.session import Session
 from claimcheck.engine.report.build import render, write_report
 from claimcheck.engine.report.model_card import model_card_data, model_index
 from claimcheck.engine.report.render import fmt_value, md_escape
-from claimcheck.engine.shapes import artifact as A
-from claimcheck.engine.shapes import data as D
+from claimcheck.engine.shapes import artifact as artifact_shapes
+from claimcheck.engine.shapes import data as data_shapes
 from claimcheck.engine.shapes import parse
 from tests import real_session as rs
 
@@ -69,8 +69,8 @@ def test_final_comparison_holds_every_arm_with_its_real_counts(real_session: Pat
     """The printable summary of a real session shows the comparison the artifact stage wrote."""
     md, html = render(real_session)
     rec = Session.open(real_session).record("artifact")
-    arms = parse(rec.check("artifact.arms"), A.Arms)
-    comp = parse(rec.check("artifact.comparison"), A.Comparison)
+    arms = parse(rec.check("artifact.arms"), artifact_shapes.Arms)
+    comp = parse(rec.check("artifact.comparison"), artifact_shapes.Comparison)
     claimed = Session.open(real_session).record("claim").inputs["comparators"]
     assert (
         set(arms.arms)
@@ -95,7 +95,7 @@ def test_final_comparison_holds_every_arm_with_its_real_counts(real_session: Pat
 
 def test_model_index_has_the_primary_metric_and_the_base_model(real_session: Path) -> None:
     session = Session.open(real_session)
-    comp = parse(session.record("artifact").check("artifact.comparison"), A.Comparison)
+    comp = parse(session.record("artifact").check("artifact.comparison"), artifact_shapes.Comparison)
     block = model_index(session)
     assert block["base_model"].endswith("tiny-encoder")
     (entry,) = block["model-index"]
@@ -103,7 +103,7 @@ def test_model_index_has_the_primary_metric_and_the_base_model(real_session: Pat
     (result,) = entry["results"]
     assert result["task"]["type"] == "text-classification"
     assert result["dataset"]["split"] == "test" and result["dataset"]["name"] == "tickets"
-    sums = parse(session.record("source").check("source.checksum"), D.Checksum)
+    sums = parse(session.record("source").check("source.checksum"), data_shapes.Checksum)
     assert result["dataset"]["revision"] == sums.files[0].sha256
     assert result["metrics"] == [
         {
@@ -248,7 +248,9 @@ def test_frozen_stages_with_failing_checks_do_not_get_an_ok_banner(real_session:
 
 
 def test_verdict_states_the_rule_and_the_measured_value_apart(real_session: Path) -> None:
-    v = parse(Session.open(real_session).record("artifact").check("artifact.verdict"), A.Verdict)
+    v = parse(
+        Session.open(real_session).record("artifact").check("artifact.verdict"), artifact_shapes.Verdict
+    )
     md, _ = render(real_session)
     first_page = md.split("\n## ", 1)[0]
     word = "CLAIM MET" if v.claim_met else "CLAIM NOT MET"
@@ -256,7 +258,9 @@ def test_verdict_states_the_rule_and_the_measured_value_apart(real_session: Path
     assert v.measured_value is not None
     assert f"; needs {md_escape(v.rule)}; measured {v.measured_value:+.4f}." in first_page
     # the headline names every arm's value, candidate first, before the difference the rule reads
-    comp = parse(Session.open(real_session).record("artifact").check("artifact.comparison"), A.Comparison)
+    comp = parse(
+        Session.open(real_session).record("artifact").check("artifact.comparison"), artifact_shapes.Comparison
+    )
     headline = first_page.split(f"> **{word}** — ", 1)[1].split("\n", 1)[0]
     assert headline.startswith(f"macro_f1 on the locked test: candidate {comp.values['candidate']:.3f}, ")
     for arm in ("trivial_baseline", "best_baseline", "base_model", "frozen_probe"):
@@ -270,16 +274,16 @@ def test_report_files_follow_the_umask_and_do_not_disturb_replay(
     """Written with the user's umask (not mkstemp's 0600), and outputs replay does not count as a
     stage's writes (a report written while a replay runs made replay exit 1)."""
     from claimcheck.engine.evidence import FILE_MODE
-    from claimcheck.engine.headless import replay as R
+    from claimcheck.engine.headless import replay
 
     session = fresh_copy(real_workspace, tmp_path)
     md, html = write_report(session)
     assert FILE_MODE == 0o666 & ~_current_umask()
     for p in (md, html, session / "model-index.yaml", session / "07-artifact.toml"):
         assert p.stat().st_mode & 0o777 == FILE_MODE, p
-    before = R._snapshot(session)
+    before = replay._snapshot(session)
     write_report(session)
-    assert R._written(before, R._snapshot(session)) == []
+    assert replay._written(before, replay._snapshot(session)) == []
 
 
 def _current_umask() -> int:

@@ -18,7 +18,7 @@ from sklearn.metrics import ndcg_score
 from claimcheck.engine.headless.answers import run_answers
 from claimcheck.engine.headless.replay import replay
 from claimcheck.engine.ledger.session import Session
-from claimcheck.engine.shapes import artifact as A
+from claimcheck.engine.shapes import artifact as artifact_shapes
 from claimcheck.engine.shapes import parse
 from claimcheck.engine.shapes import retrieval as R
 from claimcheck.engine.stages.claim.inputs import Inputs as ClaimInputs
@@ -59,11 +59,11 @@ def test_the_retrieval_claim_reaches_a_verdict_with_intervals_over_queries(sessi
     for arm in table.arms.values():
         assert set(arm.metrics) == {"recall_at_k", "ndcg_at_k", "mrr"}
         assert all(iv.unit == "query" and iv.bounded for iv in arm.metrics.values())
-    comp = parse(art.check("artifact.comparison"), A.Comparison)
+    comp = parse(art.check("artifact.comparison"), artifact_shapes.Comparison)
     assert comp.metric == "ndcg_at_k" and comp.unit == "query"
     assert comp.shared_rows == table.queries - table.queries_without_relevant >= 20
     assert set(comp.differences) == {"trivial_baseline", "bm25"}
-    verdict = parse(art.check("artifact.verdict"), A.Verdict)
+    verdict = parse(art.check("artifact.verdict"), artifact_shapes.Verdict)
     assert verdict.claim_state in ("met", "not_met") and verdict.artifact_verified
     assert "paired interval" in verdict.rule
 

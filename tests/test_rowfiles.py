@@ -56,13 +56,13 @@ def test_a_folder_recorded_before_row_files_is_read_from_its_parquet(tmp_path: P
 def test_the_job_runs_to_its_artifact_without_polars(tmp_path: Path) -> None:
     """The GPU machine has no Polars: the job's process must never import it (an importable stub
     that raises stands in for its absence)."""
-    from claimcheck.engine.training import jobfiles as jf
+    from claimcheck.engine.training import jobfiles
 
     block = tmp_path / "block" / "polars"
     block.mkdir(parents=True)
     (block / "__init__.py").write_text("raise ImportError('polars is not installed here')\n")
     jd = kit.job_dir(tmp_path, kit.make_model(tmp_path), max_steps=2, eval_every_steps=0)
-    assert (jd / jf.TRAIN_FILE).is_file() and (jd / jf.DEV_FILE).is_file()
+    assert (jd / jobfiles.TRAIN_FILE).is_file() and (jd / jobfiles.DEV_FILE).is_file()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(block.parent), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run(
         [sys.executable, "-m", "claimcheck.engine.training.job", str(jd)],
@@ -73,5 +73,5 @@ def test_the_job_runs_to_its_artifact_without_polars(tmp_path: Path) -> None:
         stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    preds = read_rows(jd / jf.FINAL / jf.DEV_PREDICTIONS)
+    preds = read_rows(jd / jobfiles.FINAL / jobfiles.DEV_PREDICTIONS)
     assert preds.columns == ["row_id", "target", "pred", "proba"] and preds.height == 24

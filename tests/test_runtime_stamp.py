@@ -39,9 +39,9 @@ def _environment():
 
 def _checks(jd: Path, prov) -> dict:
     from claimcheck.engine.stages.dispatch.checks import Look, job_checks
-    from claimcheck.engine.training import jobfiles as jf
+    from claimcheck.engine.training import jobfiles
 
-    doc = jf.read_contract(jd)
+    doc = jobfiles.read_contract(jd)
     info = {"operation_id": jd.name, "replay": True}
     look = Look(jd, doc["effective"], doc["digest"], jd.name, prov, info, _environment())
     return {c.id: c for c in job_checks(look)}
@@ -51,7 +51,7 @@ def test_a_running_job_is_judged_on_what_is_due(tmp_path: Path, model_dir: Path)
     """Step 7 of 60, checkpoints every 20: no checkpoint warning, the worse-than-trivial alarm (from
     step 40) pending, the dev metric reported as the latest, not "at the end"; the stamp is there."""
     from claimcheck.engine.providers.local import LocalProvider
-    from claimcheck.engine.training import jobfiles as jf
+    from claimcheck.engine.training import jobfiles
 
     op = "5a5a5a5a5a5a5a5a-a1"
     jd = kit.job_dir(
@@ -68,7 +68,7 @@ def test_a_running_job_is_judged_on_what_is_due(tmp_path: Path, model_dir: Path)
     prov = LocalProvider(tmp_path)
     h = prov.launch(jd, op)
     try:
-        kit.wait_for(lambda: (st := jf.read_status(jd)) is not None and st.step >= 7)
+        kit.wait_for(lambda: (st := jobfiles.read_status(jd)) is not None and st.step >= 7)
         os.killpg(int(h.ref), signal.SIGSTOP)  # its files, read mid-run
         by = _checks(jd, prov)
     finally:
@@ -89,7 +89,7 @@ def test_a_running_job_is_judged_on_what_is_due(tmp_path: Path, model_dir: Path)
 
     # cancelled at about step 8: it ended before the first checkpoint — said, not warned
     prov.cancel(h)
-    assert prov.wait(h, timeout=60, poll=0.1).stage == "cancelled"
+    assert prov.wait(h, timeout=60, poll=0.1).phase == "cancelled"
     by = _checks(jd, prov)
     assert by["dispatch.checkpoints"].status == "info", by["dispatch.checkpoints"].summary
     assert "before the first scheduled one (step 20)" in by["dispatch.checkpoints"].summary
@@ -104,7 +104,7 @@ def test_the_stamp_names_the_process_and_a_changed_model_fails(tmp_path: Path, m
     import shutil
 
     from claimcheck.engine.providers.local import LocalProvider
-    from claimcheck.engine.training import jobfiles as jf
+    from claimcheck.engine.training import jobfiles
     from claimcheck.engine.training.job import Job
 
     pinned = _pinned(model_dir)
@@ -122,7 +122,7 @@ def test_the_stamp_names_the_process_and_a_changed_model_fails(tmp_path: Path, m
     finally:
         for s, hnd in saved.items():
             signal.signal(s, hnd)
-    stamp = jf.read_runtime(jd)
+    stamp = jobfiles.read_runtime(jd)
     assert stamp is not None and stamp.pid == os.getpid() and stamp.model_sha256 != pinned
     assert {"python", "torch", "transformers", "peft", "bitsandbytes", "numpy"} <= set(stamp.versions)
     assert "claimcheck.engine.training.job" in stamp.engine_modules
@@ -145,7 +145,7 @@ def test_the_stamp_names_the_process_and_a_changed_model_fails(tmp_path: Path, m
     env = _environment()
     env.versions["torch"] = "0.0.1"
     env.engine.modules["claimcheck.engine.training.job"] = "0" * 64
-    eff = effective({**jf.read_contract(jd)["effective"], "model_sha256": stamp.model_sha256})
+    eff = effective({**jobfiles.read_contract(jd)["effective"], "model_sha256": stamp.model_sha256})
     warned = _runtime(jd, snapshot(jd, prov), eff, env)
     assert warned.status == "warn", warned.summary
     assert "torch 0.0.1 →" in warned.summary and "claimcheck.engine.training.job" in warned.summary
@@ -153,13 +153,13 @@ def test_the_stamp_names_the_process_and_a_changed_model_fails(tmp_path: Path, m
 
 def test_no_stamp_yet_is_pending(tmp_path: Path, model_dir: Path) -> None:
     from claimcheck.engine.providers.local import LocalProvider
-    from claimcheck.engine.training import jobfiles as jf
+    from claimcheck.engine.training import jobfiles
     from claimcheck.engine.training.jobrecords import StatusFile
 
     jd = kit.job_dir(tmp_path, model_dir)
     prov = LocalProvider(tmp_path)
-    proc_status = StatusFile(stage="loading", operation_id=jd.name, pid=os.getpid())
-    jf.write_status(jd, proc_status)  # this process, alive, says it is loading
-    jf.write_pid(jd, jf.PidFile(pid=os.getpid(), pgid=os.getpgid(0), host="x", starts=[]))
+    proc_status = StatusFile(phase="loading", operation_id=jd.name, pid=os.getpid())
+    jobfiles.write_status(jd, proc_status)  # this process, alive, says it is loading
+    jobfiles.write_pid(jd, jobfiles.PidFile(pid=os.getpid(), pgid=os.getpgid(0), host="x", starts=[]))
     rt = _checks(jd, prov)["dispatch.runtime"]
     assert rt.status == "not_run" and rt.summary.startswith("pending"), rt.summary

@@ -136,7 +136,7 @@ def test_claim_full_passes_and_review_lists_earlier_sessions(tmp_path: Path) -> 
     failed.run_stage("claim", {"prediction_unit": "x"})  # failing completeness
     (ws / "runs" / "b-cancelled" / "jobs" / "op1").mkdir(parents=True)
     Session.create(ws / "runs" / "b-cancelled", workspace=ws)
-    (ws / "runs" / "b-cancelled" / "jobs" / "op1" / "status.json").write_text('{"stage": "cancelled"}')
+    (ws / "runs" / "b-cancelled" / "jobs" / "op1" / "status.json").write_text('{"phase": "cancelled"}')
     broken = ws / "runs" / "c-broken"
     broken.mkdir(parents=True)
     (broken / "session.toml").write_text("id = [")

@@ -15,7 +15,7 @@ import pytest
 from claimcheck.engine.artifact.decoding import Decoding
 from claimcheck.engine.artifact.generate import TorchGenerator, exact_match, normalise_answer, token_f1
 from claimcheck.engine.ledger.session import Session
-from claimcheck.engine.shapes import artifact as A
+from claimcheck.engine.shapes import artifact as artifact_shapes
 from claimcheck.engine.shapes import parse
 from claimcheck.engine.textsafe import visible
 from claimcheck.tui.cli import main
@@ -70,11 +70,11 @@ def test_sft_session_reaches_an_artifact_verdict(sft_ws: Path) -> None:
     assert art.check("artifact.identity").status == "pass"
     parity = art.check("artifact.reload_parity")
     assert parity.status == "pass" and parity.measured["compared"] > 0
-    arms = parse(art.check("artifact.arms"), A.Arms)
+    arms = parse(art.check("artifact.arms"), artifact_shapes.Arms)
     assert set(arms.arms) == {"candidate", "base_model", "trivial_baseline"}
     for arm, c in arms.arms.items():
         assert c.scored + c.failed + (c.truncated or 0) + c.missing == c.requested > 0, arm
-    gen = parse(art.check("artifact.generation"), A.Generation)
+    gen = parse(art.check("artifact.generation"), artifact_shapes.Generation)
     assert gen.decoding.max_new_tokens == 6 and "articles" in gen.normalisation
     # The trivial arm answers the most frequent training reply, as the baseline stage does.
     train_replies = _train_replies(session)
@@ -84,12 +84,12 @@ def test_sft_session_reaches_an_artifact_verdict(sft_ws: Path) -> None:
     nll = gen.differences["mean_nll"]["base_model"]
     assert nll.hi is not None and nll.hi < 0 and gen.candidate_better["mean_nll"]["base_model"]
     assert "mean_nll" not in {m for m, v in gen.values.items() if "trivial_baseline" in v}
-    comp = parse(art.check("artifact.comparison"), A.Comparison)
+    comp = parse(art.check("artifact.comparison"), artifact_shapes.Comparison)
     assert comp.metric == "exact_match" and 0.0 <= comp.values["trivial_baseline"] <= 1.0
     assert gen.samples and all(s["trivial_baseline"] == visible(top) for s in gen.samples)
     for c, d in comp.differences.items():
         assert d.rows <= arms.arms[c].scored and d.estimate == pytest.approx(d.estimate_a - d.estimate_b)
-    verdict = parse(art.check("artifact.verdict"), A.Verdict)
+    verdict = parse(art.check("artifact.verdict"), artifact_shapes.Verdict)
     assert verdict.job_finished and verdict.artifact_verified
     assert verdict.claim_state in ("met", "not_met", "not_run") and verdict.criterion
 

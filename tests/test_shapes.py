@@ -12,8 +12,8 @@ import pytest
 from claimcheck.engine.evidence import SCHEMA_VERSION, Check, EvidenceError, load_record
 from claimcheck.engine.ledger.session import Session
 from claimcheck.engine.shapes import ShapeError, parse, registered, shape_for
-from claimcheck.engine.shapes import artifact as A
-from claimcheck.engine.shapes import training as T
+from claimcheck.engine.shapes import artifact as artifact_shapes
+from claimcheck.engine.shapes import training as training_shapes
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "evidence-format.md"
 
@@ -31,13 +31,17 @@ def test_a_check_whose_values_do_not_fit_its_shape_cannot_be_built() -> None:
 
 
 def test_parse_gives_the_model_or_a_clear_error() -> None:
-    chk = Check(id="contract.digest", status="pass", summary="x", measured=T.Digest(digest="sha256:ab"))
-    assert parse(chk, T.Digest).digest == "sha256:ab"
+    chk = Check(
+        id="contract.digest", status="pass", summary="x", measured=training_shapes.Digest(digest="sha256:ab")
+    )
+    assert parse(chk, training_shapes.Digest).digest == "sha256:ab"
     with pytest.raises(ShapeError, match="is read as Comparison but its shape is Digest"):
-        parse(chk, A.Comparison)
+        parse(chk, artifact_shapes.Comparison)
     empty = Check(id="artifact.comparison", status="not_run", summary="no rows", basis="not_run")
-    assert parse(empty, A.Comparison) is None and parse(None, A.Comparison) is None
-    assert shape_for("dispatch.alarms.stall") is T.Alarm
+    assert (
+        parse(empty, artifact_shapes.Comparison) is None and parse(None, artifact_shapes.Comparison) is None
+    )
+    assert shape_for("dispatch.alarms.stall") is training_shapes.Alarm
 
 
 def test_every_shape_is_documented_with_its_fields() -> None:
@@ -96,7 +100,7 @@ def test_a_version_1_record_is_read_by_the_same_shapes(real_session: Path, tmp_p
     old.write_text(re.sub(r"(\[provenance\]\nschema_version = )2", r"\g<1>1", text))
     rec = load_record(old)
     assert rec.provenance.schema_version == 1
-    assert parse(rec.check("artifact.arms"), A.Arms).arms["candidate"].scored > 0
+    assert parse(rec.check("artifact.arms"), artifact_shapes.Arms).arms["candidate"].scored > 0
     # a version-1 record whose values do not fit is an error naming the file, check and field
     bad = tmp_path / "bad.toml"
     bad.write_text(old.read_text().replace("shared_rows = ", "shared_row = ", 1))

@@ -16,9 +16,9 @@ import pytest
 from claimcheck.engine.headless.answers import run_answers
 from claimcheck.engine.ledger.session import Session
 from claimcheck.engine.pipeline.context import StageContext
-from claimcheck.engine.shapes import artifact as A
-from claimcheck.engine.shapes import baseline as B
-from claimcheck.engine.shapes import data as D
+from claimcheck.engine.shapes import artifact as artifact_shapes
+from claimcheck.engine.shapes import baseline as baseline_shapes
+from claimcheck.engine.shapes import data as data_shapes
 from claimcheck.engine.shapes import parse
 from claimcheck.engine.stages.source import run as source
 from claimcheck.engine.stages.split import run as split
@@ -105,7 +105,7 @@ def _families(ws: Path) -> pl.DataFrame:
 def test_the_split_reports_the_families_it_kept_together(planted: Path) -> None:
     recs = Session.open(planted / "s").records()
     check = recs["split"].check("split.membership")
-    mem = parse(check, D.Membership)
+    mem = parse(check, data_shapes.Membership)
     fams = _families(planted)
     assert mem.unit == "duplicate family"
     assert mem.kept_together["exact_duplicates"].multi_row_families == PLANTED
@@ -122,7 +122,7 @@ def test_the_baseline_folds_and_resamples_the_split_families(planted: Path) -> N
     fams = _families(planted)
     saved = pl.read_parquet(planted / "s" / "data" / "split.parquet").join(fams, on="row_id")
     pooled = saved.filter(pl.col("split").is_in(["train", "dev"]))
-    conv = parse(recs["baseline"].check("baseline.conventional"), B.Conventional)
+    conv = parse(recs["baseline"].check("baseline.conventional"), baseline_shapes.Conventional)
     assert conv.mode == "kfold" and conv.unit == "duplicate family"
     assert conv.units == pooled.get_column("planted").n_unique() < pooled.height
     assert conv.units_spanning_folds == 0
@@ -131,7 +131,7 @@ def test_the_baseline_folds_and_resamples_the_split_families(planted: Path) -> N
     )
     per_family = preds.group_by("planted").agg(pl.col("fold").n_unique().alias("k"))
     assert per_family.height == conv.units and per_family.get_column("k").max() == 1  # no family spans folds
-    learn = parse(recs["baseline"].check("baseline.learnability"), B.Learnability)
+    learn = parse(recs["baseline"].check("baseline.learnability"), baseline_shapes.Learnability)
     assert (
         learn.difference.units == conv.units
         and "duplicate family resamples" in recs["baseline"].check("baseline.learnability").summary
@@ -159,7 +159,7 @@ def test_the_artifact_intervals_and_mcnemar_use_the_split_families(planted: Path
     test = pl.read_parquet(planted / "s" / "data" / "split.parquet").filter(pl.col("split") == "test")
     n_families = test.join(fams, on="row_id").get_column("planted").n_unique()
     assert n_families < test.height  # planted copies sit together in the locked test
-    comp = parse(recs["artifact"].check("artifact.comparison"), A.Comparison)
+    comp = parse(recs["artifact"].check("artifact.comparison"), artifact_shapes.Comparison)
     assert comp.unit == "duplicate family" and comp.shared_rows == test.height
     for d in comp.differences.values():
         assert d.units == n_families
@@ -205,7 +205,7 @@ def test_group_time_counts_a_row_left_out_once(tmp_path: Path) -> None:
         {"source": src},
         ctx,
     )
-    mem = parse(out.check("split.membership"), D.Membership)
+    mem = parse(out.check("split.membership"), data_shapes.Membership)
     family_out = mem.excluded["dated after their family's split"]
     gap = mem.excluded["inside the gap before a later split"]
     assert family_out > 0 and gap > 0
@@ -238,14 +238,14 @@ def test_coverage_bias_compares_the_rows_an_arm_failed_on(planted: Path, tmp_pat
     best_baseline is not an arm.)"""
     import types
 
-    from claimcheck.engine.artifact import sklearn_candidate as sk
+    from claimcheck.engine.artifact import sklearn_candidate
     from claimcheck.engine.stages.artifact import learner
 
     sess = Session.open(planted / "s")
-    whole = parse(sess.records()["artifact"].check("artifact.coverage_bias"), A.CoverageBias)
+    whole = parse(sess.records()["artifact"].check("artifact.coverage_bias"), artifact_shapes.CoverageBias)
     assert sess.records()["artifact"].check("artifact.coverage_bias").status == "pass"
     assert whole.unscored_rows == 0 and whole.scored_rows == whole.rows
-    real = sk.predictor
+    real = sklearn_candidate.predictor
 
     def failing_on_phone(*args):
         fn = real(*args)
@@ -259,7 +259,9 @@ def test_coverage_bias_compares_the_rows_an_arm_failed_on(planted: Path, tmp_pat
         return predict
 
     # only the artifact stage's candidate arm fails (its parity check on dev keeps the real predictor)
-    monkeypatch.setattr(learner, "sk", types.SimpleNamespace(**{**vars(sk), "predictor": failing_on_phone}))
+    monkeypatch.setattr(
+        learner, "sk", types.SimpleNamespace(**{**vars(sklearn_candidate), "predictor": failing_on_phone})
+    )
     copy = tmp_path / "s"
     shutil.copytree(planted / "s", copy, ignore=shutil.ignore_patterns(".lock"))
     shutil.copy(planted / "planted.csv", tmp_path / "planted.csv")
@@ -274,14 +276,14 @@ def test_coverage_bias_compares_the_rows_an_arm_failed_on(planted: Path, tmp_pat
     phone = test.join(channel, on="row_id").filter(pl.col("channel") == "phone").height
     assert 0 < phone < test.height
     check = rec.check("artifact.coverage_bias")
-    bias = parse(check, A.CoverageBias)
+    bias = parse(check, artifact_shapes.CoverageBias)
     assert bias.unscored_rows == phone and bias.scored_rows == test.height - phone
     assert bias.unscored_by_arm == {"candidate": phone, "trivial_baseline": 0}
     assert bias.slices["channel"].unscored == {"phone": 1.0} and "phone" not in bias.slices["channel"].scored
     assert "slice channel" in bias.differs and check.status == "warn" and check.coverage == "full"
     assert bias.class_mix is not None and sum(bias.class_mix.unscored.values()) == pytest.approx(1.0)
     assert bias.input_length is None  # no free-text input in this data
-    comp = parse(rec.check("artifact.comparison"), A.Comparison)
+    comp = parse(rec.check("artifact.comparison"), artifact_shapes.Comparison)
     assert comp.shared_rows == bias.scored_rows  # paired figures on the shared rows only
     assert f"paired figures use the {bias.scored_rows} rows every arm scored" in check.summary
 
@@ -293,7 +295,7 @@ def test_time_ordered_folds_keep_each_family_whole(tmp_path: Path) -> None:
     result = run_answers(answers, tmp_path / "s")
     assert result.exit_code == 0, [r for r in result.rows if r.failing]
     recs = Session.open(tmp_path / "s").records()
-    conv = parse(recs["baseline"].check("baseline.conventional"), B.Conventional)
+    conv = parse(recs["baseline"].check("baseline.conventional"), baseline_shapes.Conventional)
     assert conv.mode == "kfold-time" and conv.unit == "family" and conv.units_spanning_folds == 0
     rows = pl.read_csv(tmp_path / "planted.csv").with_row_index("row_id")
     rows = rows.with_columns(pl.col("row_id").cast(pl.Int64)).select("row_id", "customer_id")

@@ -13,7 +13,7 @@ import pytest
 from claimcheck.engine.headless.answers import load_answers, run_answers
 from claimcheck.engine.headless.replay import replay
 from claimcheck.engine.ledger.session import Session
-from claimcheck.engine.shapes import artifact as A
+from claimcheck.engine.shapes import artifact as artifact_shapes
 from claimcheck.engine.shapes import parse
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,21 +59,21 @@ def test_tabular_claim_reaches_an_artifact_verdict(tabular) -> None:
     disp = recs["dispatch"]
     assert disp.check("dispatch.no_job").status == "pass" and disp.check("dispatch.identity") is None
     art = recs["artifact"]
-    ident = parse(art.check("artifact.identity"), A.Identity)
+    ident = parse(art.check("artifact.identity"), artifact_shapes.Identity)
     assert art.check("artifact.identity").status == "pass" and ident.params_sha256 == spec["params_sha256"]
     assert art.check("artifact.reload_parity").status == "pass"
-    arms = parse(art.check("artifact.arms"), A.Arms).arms
+    arms = parse(art.check("artifact.arms"), artifact_shapes.Arms).arms
     # the candidate is the best baseline learner: never compared with itself, and the record says why
     assert set(arms) == {"candidate", "trivial_baseline"}
     assert all(c.scored == c.requested > 0 for c in arms.values())
-    comp = parse(art.check("artifact.comparison"), A.Comparison)
+    comp = parse(art.check("artifact.comparison"), artifact_shapes.Comparison)
     assert comp.metric == "macro_f1" and set(comp.differences) == {"trivial_baseline"}
     assert "comparing a model with itself" in comp.excluded["best_baseline"]
     assert art.check("artifact.arms").status == "pass"
     assert all(d.bounded for d in comp.differences.values())
     # the candidate learned something the majority class does not: its interval is above zero
     assert comp.candidate_better["trivial_baseline"] and comp.differences["trivial_baseline"].lo > 0
-    verdict = parse(art.check("artifact.verdict"), A.Verdict)
+    verdict = parse(art.check("artifact.verdict"), artifact_shapes.Verdict)
     assert verdict.job_finished and verdict.artifact_verified
     assert verdict.claim_state in ("met", "not_met") and "trivial_baseline" in verdict.criterion
     timing = recs["baseline"].check("baseline.timing").measured
@@ -95,7 +95,7 @@ def test_replay_reproduces_the_tabular_session(tabular, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_changed_library_version_fails_the_identity(tabular, monkeypatch: pytest.MonkeyPatch) -> None:
-    from claimcheck.engine.artifact import sklearn_candidate as sk
+    from claimcheck.engine.artifact import sklearn_candidate
     from claimcheck.engine.baseline.learners import load
     from claimcheck.engine.stages.baseline import run as baseline
     from claimcheck.engine.training.schema import SklearnCandidate
@@ -107,13 +107,15 @@ def test_a_changed_library_version_fails_the_identity(tabular, monkeypatch: pyte
         recs["contract"].check("contract.effective").measured["effective"]["sklearn"]
     )
     settings = baseline.Inputs.model_validate(spec.baseline_settings)
-    planned = sk.plan(spec.learner, spec.C, settings, load(settings, recs, sess.context("artifact")))
-    assert sk.identity(spec, planned).status == "pass"
-    monkeypatch.setattr(sk, "versions", lambda: {**spec.versions, "scikit-learn": "0.0.1"})
-    moved = sk.identity(spec, planned)
+    planned = sklearn_candidate.plan(
+        spec.learner, spec.C, settings, load(settings, recs, sess.context("artifact"))
+    )
+    assert sklearn_candidate.identity(spec, planned).status == "pass"
+    monkeypatch.setattr(sklearn_candidate, "versions", lambda: {**spec.versions, "scikit-learn": "0.0.1"})
+    moved = sklearn_candidate.identity(spec, planned)
     assert moved.status == "fail" and "scikit-learn" in moved.summary
     other = spec.model_copy(update={"params_sha256": "sha256:" + "0" * 64})
-    assert "parameters differ" in sk.identity(other, planned).summary
+    assert "parameters differ" in sklearn_candidate.identity(other, planned).summary
 
 
 def _regression_answers(ws: Path) -> Path:
@@ -157,13 +159,13 @@ def test_a_numeric_target_is_compared_with_its_regression_metric(tmp_path: Path)
         recs["contract"].check("contract.effective").measured["effective"]["sklearn"]["task"] == "regression"
     )
     art = recs["artifact"]
-    comp = parse(art.check("artifact.comparison"), A.Comparison)
+    comp = parse(art.check("artifact.comparison"), artifact_shapes.Comparison)
     assert comp.metric == "mae" and set(comp.values) == {"candidate", "trivial_baseline"}
     assert "best_baseline" in comp.excluded  # the candidate is the best baseline learner
     assert comp.values["candidate"] < comp.values["trivial_baseline"]
     d = comp.differences["trivial_baseline"]
     assert d.hi < 0 and comp.candidate_better["trivial_baseline"]  # lower MAE is better
-    verdict = parse(art.check("artifact.verdict"), A.Verdict)
+    verdict = parse(art.check("artifact.verdict"), artifact_shapes.Verdict)
     assert verdict.artifact_verified and verdict.claim_state == "met"
     assert replay(tmp_path / "s").exit_code == 0
 
@@ -203,7 +205,7 @@ def _candidate_test_proba(session_dir: Path) -> tuple[object, object]:
     probabilities with the test's class indices (to recompute the recorded figure independently)."""
     import numpy as np
 
-    from claimcheck.engine.artifact import sklearn_candidate as sk
+    from claimcheck.engine.artifact import sklearn_candidate
     from claimcheck.engine.baseline.learners import load
     from claimcheck.engine.data import splits
     from claimcheck.engine.stages.baseline import run as baseline
@@ -216,11 +218,13 @@ def _candidate_test_proba(session_dir: Path) -> tuple[object, object]:
     settings = baseline.Inputs.model_validate(spec.baseline_settings)
     ctx = sess.context("artifact")
     data = load(settings, recs, ctx)
-    model = sk.fit(sk.plan(spec.learner, spec.C, settings, data), spec.learner, spec.fit_rows)
+    model = sklearn_candidate.fit(
+        sklearn_candidate.plan(spec.learner, spec.C, settings, data), spec.learner, spec.fit_rows
+    )
     test = splits.rows("test", recs, ctx, caller="artifact")
     classes = [str(c) for c in eff["label_classes"]]
     y = np.asarray([classes.index(str(t)) for t in test["target"].to_list()])
-    return y, sk.predictor(model, spec.learner, data)(test)
+    return y, sklearn_candidate.predictor(model, spec.learner, data)(test)
 
 
 @pytest.mark.slow
@@ -235,10 +239,10 @@ def test_an_auroc_or_auprc_claim_ends_in_a_verdict(tmp_path: Path, metric: str, 
     assert result.exit_code == 0, [r for r in result.rows if r.failing]
     recs = Session.open(tmp_path / "s").records()
     art = recs["artifact"]
-    comp = parse(art.check("artifact.comparison"), A.Comparison)
+    comp = parse(art.check("artifact.comparison"), artifact_shapes.Comparison)
     assert comp.metric == metric and set(comp.values) == {"candidate", "trivial_baseline"}
     assert comp.unit == "family" and all(d.bounded for d in comp.differences.values())
-    verdict = parse(art.check("artifact.verdict"), A.Verdict)
+    verdict = parse(art.check("artifact.verdict"), artifact_shapes.Verdict)
     assert verdict.claim_state in ("met", "not_met") and verdict.measured_value is not None
     summary = art.check("artifact.verdict").summary
     assert ("claim met: yes" in summary or "claim met: no" in summary) and "paired interval" in summary
@@ -289,15 +293,15 @@ def test_an_arm_of_the_claim_left_out_fails_artifact_arms(tabular, tmp_path: Pat
     copy = tmp_path / "s"
     shutil.copytree(session_dir, copy, ignore=shutil.ignore_patterns(".lock"))
     sess = Session.open(copy)
-    arms = parse(sess.records()["artifact"].check("artifact.arms"), A.Arms)
+    arms = parse(sess.records()["artifact"].check("artifact.arms"), artifact_shapes.Arms)
     assert arms.claim_comparators == ["trivial_baseline", "best_baseline"] and arms.unscored == []
     assert arms.excluded.keys() == {"best_baseline"}  # the candidate itself: no arm, and not a failure
     inputs = {**sess.records()["artifact"].inputs, "comparators": ["best_baseline"]}
     rec = sess.run_stage("artifact", inputs, save=False)
     check = rec.check("artifact.arms")
     assert check.status == "fail" and "trivial_baseline not run" in check.summary
-    assert parse(check, A.Arms).unscored == ["trivial_baseline"]
-    comp = parse(rec.check("artifact.comparison"), A.Comparison)
+    assert parse(check, artifact_shapes.Arms).unscored == ["trivial_baseline"]
+    comp = parse(rec.check("artifact.comparison"), artifact_shapes.Comparison)
     assert set(comp.values) == {"candidate"} and "best_baseline" in comp.excluded
     from claimcheck.engine.pipeline.core import InvalidInputs
 

@@ -463,9 +463,9 @@ def running_job(tmp_path: Path):
     (job_dir / "pid.json").write_text(
         json.dumps({"pid": proc.pid, "pgid": proc.pid, "host": socket.gethostname()})
     )
-    (job_dir / "status.json").write_text(json.dumps({"stage": "training", "step": 7, "total_steps": 20}))
+    (job_dir / "status.json").write_text(json.dumps({"phase": "training", "step": 7, "total_steps": 20}))
     (job_dir / "heartbeat").write_text(
-        json.dumps({"time": time.time(), "beats": 3, "interval": 60, "step": 7, "stage": "training"})
+        json.dumps({"time": time.time(), "beats": 3, "interval": 60, "step": 7, "phase": "training"})
     )
     timing = {"lr": 1e-3, "grad_norm": 1.0, "seconds": 0.5, "epoch": 0.1}
     dev = {
@@ -476,7 +476,7 @@ def running_job(tmp_path: Path):
         "metric": "macro_f1",
         "value": 0.41,
     }
-    dev.update(loss=1.2, train_value=0.5, train_rows=32, rows=40, stage="training", selected_step=-1)
+    dev.update(loss=1.2, train_value=0.5, train_rows=32, rows=40, phase="training", selected_step=-1)
     with open(job_dir / "metrics.jsonl", "w") as fh:
         for step in range(1, 8):
             fh.write(

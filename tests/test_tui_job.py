@@ -110,7 +110,7 @@ def test_freeze_question_defaults_to_no_on_failing_checks_or_an_unfinished_job(s
         "last_step": 0,
     }
     body, risky = freeze_question(unfinished, [])
-    assert risky and "The job has not finished: incomplete, stage initial-eval, step 0 of" in body.plain
+    assert risky and "The job has not finished: incomplete, phase initial-eval, step 0 of" in body.plain
 
 
 async def test_the_freeze_dialog_answers_no_on_enter_when_no_is_the_default() -> None:
@@ -137,7 +137,7 @@ def test_artifact_says_when_it_can_run(session: Session) -> None:
     unfinished = dispatch.model_copy(deep=True)
     progress = unfinished.check("dispatch.progress")
     progress.measured = {**progress.measured, "job_state": "incomplete", "stage": "training"}
-    job = JobSnapshot(op_id="x", stage="training", step=4, total_steps=12)
+    job = JobSnapshot(op_id="x", phase="training", step=4, total_steps=12)
     assert job.running
     assert "Waits for the job: the job is training, step 4 of 12" in artifact_readiness(
         "frozen", unfinished, job
@@ -207,11 +207,11 @@ def test_one_evaluation_is_a_point_with_its_value_and_evaluations_are_marked() -
         train_value=0.5,
         train_rows=8,
         rows=8,
-        stage="training",
+        phase="training",
         selected_step=-1,
     )
     trivial = TrivialLine(kind="trivial", step=0, metric="macro_f1", value=0.3, majority_class="a")
-    job = JobSnapshot(op_id="x", stage="training", steps=steps, evals=[dev], checkpoints=[4], trivial=trivial)
+    job = JobSnapshot(op_id="x", phase="training", steps=steps, evals=[dev], checkpoints=[4], trivial=trivial)
     assert job.loss_points == [(1.0, 2.0), (2.0, 1.8), (3.0, 1.7), (4.0, 1.5)] and job.dev_points == [
         (2.0, 0.41)
     ]
@@ -224,7 +224,7 @@ def test_one_evaluation_is_a_point_with_its_value_and_evaluations_are_marked() -
     axis = next(ln for ln in loss.splitlines() if "└" in ln)
     assert axis.count("▲") == 1 and "dev evaluations at step 2" in loss and "checkpoints at step 4" in loss
     # nothing yet: said in words, on lines of their own
-    empty = job_curves(JobSnapshot(op_id="x", stage="loading"), 56).plain
+    empty = job_curves(JobSnapshot(op_id="x", phase="loading"), 56).plain
     assert empty.splitlines() == ["live loss: no optimizer step yet", "live dev metric: no evaluation yet"]
     # a recorded-style figure of one point: the same
     one = lines(Lines("t", {"dev": [(0.0, 0.5)]}, "step", reference=0.2, reference_label="trivial")).plain
@@ -235,25 +235,25 @@ def test_pace_elapsed_rate_eta_and_a_running_evaluation() -> None:
     now = 1_000_000.0
     iso = lambda t: time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(t))  # noqa: E731
     steps: list[MetricLine] = [_step(s, 1.0, at=now - 200 + 20 * s, seconds=19.5) for s in range(1, 6)]
-    status = StatusFile(stage="training", step=5, total_steps=300, started_at=iso(now - 400))
-    beat = HeartbeatFile(time=now, stage="training", evaluating=False)
+    status = StatusFile(phase="training", step=5, total_steps=300, started_at=iso(now - 400))
+    beat = HeartbeatFile(time=now, phase="training", evaluating=False)
     p = pace.pace(Progress(status, beat), steps, now)
     assert p.elapsed_s == pytest.approx(400, abs=1) and p.steps_per_s == pytest.approx(0.05)
     assert p.eta_s == pytest.approx(295 / 0.05) and p.evaluation == ""
     line = pace_line(p, running=True).plain
     assert "elapsed 6 min 40 s" in line and "20 s/step" in line and "ETA 1 h 38 min" in line
     # the first evaluation at step 0 of 300: 13.5 minutes with no step — said, not silent
-    first = StatusFile(stage="initial-eval", step=0, total_steps=300, started_at=iso(now - 820))
+    first = StatusFile(phase="initial-eval", step=0, total_steps=300, started_at=iso(now - 820))
     first.updated_at = iso(now - 810)
     p = pace.pace(Progress(first, None), [], now)
     assert p.evaluation == "initial" and p.evaluating_s == pytest.approx(810, abs=1)
     assert "◆ initial dev evaluation running for 13 min 30 s" in pace_line(p, running=True).plain
     # a periodic evaluation between steps: from the heartbeat
-    evaluating = HeartbeatFile(time=now, stage="training", evaluating=True, evaluating_since=now - 95)
+    evaluating = HeartbeatFile(time=now, phase="training", evaluating=True, evaluating_since=now - 95)
     p = pace.pace(Progress(status, evaluating), steps, now)
     assert p.evaluation == "periodic" and p.evaluating_s == pytest.approx(95)
     # an ended job: elapsed to its last word, no ETA
-    done = status.model_copy(update={"stage": "done", "step": 300, "updated_at": iso(now - 100)})
+    done = status.model_copy(update={"phase": "done", "step": 300, "updated_at": iso(now - 100)})
     p = pace.pace(Progress(done, None), steps, now)
     assert p.eta_s is None and p.elapsed_s == pytest.approx(300, abs=1)
 
@@ -322,11 +322,11 @@ async def test_a_job_that_ends_updates_the_screen_with_no_key_pressed(
     beating = threading.Event()
 
     def heartbeat() -> HeartbeatFile:
-        return HeartbeatFile(time=time.time(), beats=1, interval=2.0, step=6, stage="training")
+        return HeartbeatFile(time=time.time(), beats=1, interval=2.0, step=6, phase="training")
 
     try:
         jobfiles.write_pid(job_dir, PidFile(pid=proc.pid, pgid=proc.pid, host="x", starts=[]))
-        running = done_status.model_copy(update={"stage": "training", "step": 6, "reason": ""})
+        running = done_status.model_copy(update={"phase": "training", "step": 6, "reason": ""})
         jobfiles.write_status(job_dir, running)
 
         def beat() -> None:  # the job's heartbeat thread, until the job ends

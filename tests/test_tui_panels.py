@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from rich.cells import cell_len
 
-from claimcheck.engine import shapes as S
+from claimcheck.engine import shapes
 from claimcheck.engine.ledger.session import Session
 from claimcheck.engine.report.figures import Forest, Grouped, Heatmap, Histogram, Lines, figures_for
-from claimcheck.engine.shapes import artifact as A
-from claimcheck.engine.shapes import baseline as B
-from claimcheck.engine.shapes import data as D
-from claimcheck.engine.shapes import training as T
+from claimcheck.engine.shapes import artifact as artifact_shapes
+from claimcheck.engine.shapes import baseline as baseline_shapes
+from claimcheck.engine.shapes import data as data_shapes
+from claimcheck.engine.shapes import training as training_shapes
 from claimcheck.tui.plots import abbreviate, num, plot
 from claimcheck.tui.stage_panels import PANEL_WIDTH, RENDERERS, render_dispatch_record
 from tests import real_session as rs
@@ -32,8 +32,8 @@ def session(real_session: Path) -> Session:
     return Session.open(real_session)
 
 
-def shape(session: Session, stage: str, check_id: str, cls: type[S.Shape]):
-    value = S.parse(session.record(stage).check(check_id), cls)
+def shape(session: Session, stage: str, check_id: str, cls: type[shapes.Shape]):
+    value = shapes.parse(session.record(stage).check(check_id), cls)
     assert value is not None, f"{check_id} measured nothing in the real session"
     return value
 
@@ -78,15 +78,15 @@ def block(text: str, title: str) -> list[str]:
 
 
 def test_claim_panel_shows_the_criterion(session: Session) -> None:
-    crit = shape(session, "claim", "claim.success_criterion", T.SuccessCriterion)
+    crit = shape(session, "claim", "claim.success_criterion", training_shapes.SuccessCriterion)
     text = panel(session, "claim")
     assert f"success criterion: {crit.criterion}" in text
     assert session.record("claim").inputs["primary_metric"] in text
 
 
 def test_source_panel_class_counts_and_missingness(session: Session) -> None:
-    cov = shape(session, "source", "source.class_coverage", D.ClassCoverage)
-    miss = shape(session, "source", "source.missingness", D.Missingness)
+    cov = shape(session, "source", "source.class_coverage", data_shapes.ClassCoverage)
+    miss = shape(session, "source", "source.missingness", data_shapes.Missingness)
     text = panel(session, "source")
     rows = block(text, "source.class_coverage · rows per class")
     assert len(rows) == len(cov.per_target)
@@ -97,13 +97,13 @@ def test_source_panel_class_counts_and_missingness(session: Session) -> None:
     assert [ln.split()[0] for ln in shares] == [k for k, v in miss.null_share.items() if v > 0]
     none = sum(1 for v in miss.null_share.values() if v == 0)
     assert f"{none} of {len(miss.null_share)} columns have no missing values" in text
-    noise = shape(session, "source", "source.conflicting_labels", D.ConflictingLabels)
+    noise = shape(session, "source", "source.conflicting_labels", data_shapes.ConflictingLabels)
     assert f"accuracy ceiling {noise.noise_ceiling_accuracy:.4f}" in text
 
 
 def test_split_panel_sizes_and_prevalence(session: Session) -> None:
-    member = shape(session, "split", "split.membership", D.Membership)
-    prev = shape(session, "split", "split.prevalence", D.Prevalence)
+    member = shape(session, "split", "split.membership", data_shapes.Membership)
+    prev = shape(session, "split", "split.prevalence", data_shapes.Prevalence)
     text = panel(session, "split")
     for split, n in member.sizes.items():
         line_of(text, rf"^{split}\s+{BAR} {n:,}$")
@@ -116,8 +116,8 @@ def test_split_panel_sizes_and_prevalence(session: Session) -> None:
 
 
 def test_baseline_panel_shows_the_confusion_matrix(session: Session) -> None:
-    conv = shape(session, "baseline", "baseline.conventional", B.Conventional)
-    learn = shape(session, "baseline", "baseline.learnability", B.Learnability)
+    conv = shape(session, "baseline", "baseline.conventional", baseline_shapes.Conventional)
+    learn = shape(session, "baseline", "baseline.learnability", baseline_shapes.Learnability)
     text = panel(session, "baseline")
     drawn = [n for n, rep in conv.learners.items() if rep.confusion and rep.per_class]
     assert drawn, "the real session's conventional learner has a confusion matrix"
@@ -146,7 +146,7 @@ def test_baseline_panel_shows_the_confusion_matrix(session: Session) -> None:
 
 
 def test_contract_panel_histogram_marks_max_length(session: Session) -> None:
-    lengths = shape(session, "contract", "contract.prepared_lengths", T.PreparedLengths)
+    lengths = shape(session, "contract", "contract.prepared_lengths", training_shapes.PreparedLengths)
     text = panel(session, "contract")
     rows = block(text, "contract.prepared_lengths · prepared token lengths before truncation")
     bins = lengths.bins()
@@ -159,14 +159,14 @@ def test_contract_panel_histogram_marks_max_length(session: Session) -> None:
     assert len(marked) == 1 and marked[0].lstrip().startswith(f"{inside[0][0]}-{inside[0][1]} │")
     assert marked[0].endswith(f"← max_length {lengths.max_length}")
     assert f"truncated {lengths.truncated:,} of {lengths.count:,}" in text
-    samples = shape(session, "contract", "contract.prepared_samples", T.PreparedSamples)
+    samples = shape(session, "contract", "contract.prepared_samples", training_shapes.PreparedSamples)
     assert f"example 1, id {samples.samples[0].id}" in text
 
 
 def test_dispatch_record_marks_checkpoint_steps(session: Session) -> None:
-    ckpt = shape(session, "dispatch", "dispatch.checkpoints", T.Checkpoints)
-    loss = shape(session, "dispatch", "dispatch.loss_curve", T.LossCurve)
-    dev = shape(session, "dispatch", "dispatch.dev_metric", T.DevMetric)
+    ckpt = shape(session, "dispatch", "dispatch.checkpoints", training_shapes.Checkpoints)
+    loss = shape(session, "dispatch", "dispatch.loss_curve", training_shapes.LossCurve)
+    dev = shape(session, "dispatch", "dispatch.dev_metric", training_shapes.DevMetric)
     assert ckpt.steps, "the real session saved checkpoints"
     text = panel(session, "dispatch")
     steps = ", ".join(str(s) for s in ckpt.steps)
@@ -186,9 +186,9 @@ def test_dispatch_record_marks_checkpoint_steps(session: Session) -> None:
 
 
 def test_artifact_panel_arms_table_differences_and_verdict(session: Session) -> None:
-    arms = shape(session, "artifact", "artifact.arms", A.Arms)
-    comp = shape(session, "artifact", "artifact.comparison", A.Comparison)
-    verdict = shape(session, "artifact", "artifact.verdict", A.Verdict)
+    arms = shape(session, "artifact", "artifact.arms", artifact_shapes.Arms)
+    comp = shape(session, "artifact", "artifact.comparison", artifact_shapes.Comparison)
+    verdict = shape(session, "artifact", "artifact.verdict", artifact_shapes.Verdict)
     text = panel(session, "artifact")
     assert set(arms.arms) == {"candidate", "trivial_baseline", "base_model", "frozen_probe", "best_baseline"}
     assert f"Locked test, {comp.metric} (raw), arms side by side" in text
@@ -216,7 +216,7 @@ def test_artifact_panel_arms_table_differences_and_verdict(session: Session) -> 
 
 
 def test_reliability_curve_of_one_point_is_a_point_with_its_value(session: Session) -> None:
-    cal = shape(session, "artifact", "artifact.calibrated", A.Calibrated)
+    cal = shape(session, "artifact", "artifact.calibrated", artifact_shapes.Calibrated)
     text = panel(session, "artifact")
     singles = [
         (arm, kind, getattr(fig.reliability, kind))

@@ -15,9 +15,9 @@ import pytest
 from claimcheck.engine.headless.answers import load_answers, run_answers
 from claimcheck.engine.headless.replay import replay
 from claimcheck.engine.ledger.session import Session
-from claimcheck.engine.shapes import artifact as A
-from claimcheck.engine.shapes import baseline as B
-from claimcheck.engine.shapes import data as D
+from claimcheck.engine.shapes import artifact as artifact_shapes
+from claimcheck.engine.shapes import baseline as baseline_shapes
+from claimcheck.engine.shapes import data as data_shapes
 from claimcheck.engine.shapes import parse
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,31 +54,31 @@ def test_weights_travel_through_every_stage(weighted) -> None:
     assert result.exit_code == 0, [r for r in result.rows if r.failing]
     recs = Session.open(session_dir).records()
     assert list(recs) == ["claim", "source", "split", "baseline", "contract", "dispatch", "artifact"]
-    sw = parse(recs["source"].check("source.sample_weights"), D.SampleWeights)
+    sw = parse(recs["source"].check("source.sample_weights"), data_shapes.SampleWeights)
     assert recs["source"].check("source.sample_weights").status == "pass"
     assert sw.column == "weight" and sw.metric_weighting == "sample_weight"
     assert sw.zero_weight_rows > 0 and sw.min == 0.0 and sw.max == 4.0
     assert "never collapsed into weights" in recs["source"].check("source.duplicate_inputs").summary
-    mass = parse(recs["split"].check("split.weight_mass"), D.SplitWeightMass)
+    mass = parse(recs["split"].check("split.weight_mass"), data_shapes.SplitWeightMass)
     assert set(mass.splits) == {"train", "dev", "calibration", "test"}
     assert sum(p.rows for p in mass.splits.values()) == sw.rows
     assert mass.total_mass == pytest.approx(sw.total_mass)
-    bw = parse(recs["baseline"].check("baseline.sample_weights"), B.BaselineSampleWeights)
+    bw = parse(recs["baseline"].check("baseline.sample_weights"), baseline_shapes.BaselineSampleWeights)
     assert bw.learners == ["most_frequent", "prior", "logreg", "hgb"]
     assert bw.fit_rows == mass.splits["train"].rows and bw.fit_mass == pytest.approx(
         mass.splits["train"].total_mass
     )
-    comp = parse(recs["artifact"].check("artifact.comparison"), A.Comparison)
+    comp = parse(recs["artifact"].check("artifact.comparison"), artifact_shapes.Comparison)
     assert "weighted by 'weight'" in recs["artifact"].check("artifact.comparison").summary
     assert all(d.bounded for d in comp.differences.values())
-    verdict = parse(recs["artifact"].check("artifact.verdict"), A.Verdict)
+    verdict = parse(recs["artifact"].check("artifact.verdict"), artifact_shapes.Verdict)
     assert verdict.claim_state in ("met", "not_met") and verdict.artifact_verified
 
 
 def _candidate_on_test(session_dir: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """The contracted candidate rebuilt and fitted as the artifact stage does; its locked-test
     probabilities, the test labels (class index) and weights."""
-    from claimcheck.engine.artifact import sklearn_candidate as sk
+    from claimcheck.engine.artifact import sklearn_candidate
     from claimcheck.engine.baseline.learners import load
     from claimcheck.engine.data import splits
     from claimcheck.engine.stages.baseline import run as baseline
@@ -92,9 +92,11 @@ def _candidate_on_test(session_dir: Path) -> tuple[np.ndarray, np.ndarray, np.nd
     settings = baseline.Inputs.model_validate(spec.baseline_settings)
     ctx = sess.context("artifact")
     data = load(settings, recs, ctx)
-    model = sk.fit(sk.plan(spec.learner, spec.C, settings, data), spec.learner, spec.fit_rows)
+    model = sklearn_candidate.fit(
+        sklearn_candidate.plan(spec.learner, spec.C, settings, data), spec.learner, spec.fit_rows
+    )
     test = splits.rows("test", recs, ctx, caller="artifact")
-    proba = sk.predictor(model, spec.learner, data)(test)
+    proba = sklearn_candidate.predictor(model, spec.learner, data)(test)
     y = np.asarray([data.classes.index(str(t)) for t in test["target"].to_list()])
     return proba, y, test["weight"].cast(float).to_numpy(), data.classes
 
@@ -103,7 +105,10 @@ def test_the_weighted_metric_is_sklearns_on_the_same_predictions(weighted) -> No
     from sklearn.metrics import f1_score
 
     session_dir, _ = weighted
-    comp = parse(Session.open(session_dir).records()["artifact"].check("artifact.comparison"), A.Comparison)
+    comp = parse(
+        Session.open(session_dir).records()["artifact"].check("artifact.comparison"),
+        artifact_shapes.Comparison,
+    )
     proba, y, w, classes = _candidate_on_test(session_dir)
     labels = sorted(set(y.tolist()))
     want = f1_score(y, proba.argmax(axis=1), labels=labels, average="macro", sample_weight=w, zero_division=0)

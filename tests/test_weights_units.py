@@ -205,7 +205,7 @@ def test_bad_weights_are_refused_before_anything_is_written(
 
 def test_good_weights_run_through_the_split(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from claimcheck.engine.ledger.session import Session
-    from claimcheck.engine.shapes import data as D
+    from claimcheck.engine.shapes import data as data_shapes
     from claimcheck.engine.shapes import parse
 
     ws = _workspace(tmp_path, "0", "sample_weight", 'weight_column = "w"', "false")
@@ -213,10 +213,10 @@ def test_good_weights_run_through_the_split(tmp_path: Path, capsys: pytest.Captu
     main(["run", "--answers", str(ws / "answers.toml"), str(session)])
     capsys.readouterr()
     recs = Session.open(session).records()
-    sw = parse(recs["source"].check("source.sample_weights"), D.SampleWeights)
+    sw = parse(recs["source"].check("source.sample_weights"), data_shapes.SampleWeights)
     assert (sw.rows, sw.zero_weight_rows, sw.metric_weighting) == (40, 1, "sample_weight")
     assert sw.total_mass == pytest.approx(sum(1 + i % 3 for i in range(40)) - 3)  # row 11's 3 became 0
-    mass = parse(recs["split"].check("split.weight_mass"), D.SplitWeightMass)
+    mass = parse(recs["split"].check("split.weight_mass"), data_shapes.SplitWeightMass)
     assert sum(p.rows for p in mass.splits.values()) == 40
     assert sum(p.total_mass for p in mass.splits.values()) == pytest.approx(sw.total_mass)
     assert sum(p.mass_share for p in mass.splits.values()) == pytest.approx(1.0)

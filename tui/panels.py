@@ -122,17 +122,17 @@ class DispatchPanel(VerticalScroll):
         self.post_message(self.Polled(jobs, time.time()))
 
     class JobChanged(Message):
-        """A job's stage changed (training → done, …): the screen re-reads states and records."""
+        """A job's phase changed (training → done, …): the screen re-reads states and records."""
 
         def __init__(self, before: dict[str, str], after: dict[str, str]) -> None:
             self.before, self.after = before, after
             super().__init__()
 
     def on_dispatch_panel_polled(self, event: Polled) -> None:
-        before = {j.op_id: j.stage for j in self.jobs}
+        before = {j.op_id: j.phase for j in self.jobs}
         self.jobs = event.jobs
         self._draw()
-        after = {j.op_id: j.stage for j in self.jobs}
+        after = {j.op_id: j.phase for j in self.jobs}
         if before != after:
             self.post_message(self.JobChanged(before, after))
 
@@ -181,9 +181,9 @@ class DispatchPanel(VerticalScroll):
         t = Text()
         t.append("job ", style="bold")
         t.append_text(literal(job.op_id))
-        stage = job.stage
+        phase = job.phase
         t.append(
-            f" · {clean(stage)}",
+            f" · {clean(phase)}",
             style="bold red" if job.bad else ("bold green" if job.job_state == "finished" else "bold"),
         )
         total = job.total_steps
@@ -199,9 +199,9 @@ class DispatchPanel(VerticalScroll):
         if len(self.jobs) > 1:
             t.append(f"\n({len(self.jobs)} jobs in this session; showing the latest)", style="dim")
         recorded = parse(self._record.check("dispatch.progress"), Progress) if self._record else None
-        if not job.running and recorded and recorded.stage != stage:
+        if not job.running and recorded and recorded.stage != phase:
             t.append(
-                f"\nThe record says '{clean(recorded.stage)}', the job '{clean(stage)}': a draft dispatch record "
+                f"\nThe record says '{clean(recorded.stage)}', the job '{clean(phase)}': a draft dispatch record "
                 "is recorded again on its own, a frozen one with ctrl+r.",
                 style="bold",
             )

@@ -37,9 +37,9 @@ from claimcheck.tui.widgets import NotesPanel, StageNavigator
 def needs_attention(session: Session) -> str:
     """The stage a reopened session opens on: a job still running (dispatch), else the first stage
     not frozen, else the verdict (artifact)."""
-    from claimcheck.engine.training.jobfiles import session_job_stages
+    from claimcheck.engine.training.jobfiles import session_job_phases
 
-    jobs = session_job_stages(session.path / "jobs") if (session.path / "jobs").is_dir() else []
+    jobs = session_job_phases(session.path / "jobs") if (session.path / "jobs").is_dir() else []
     if any(not is_terminal(stage) for stage in jobs if stage not in ("unknown", "unreadable")):
         return "dispatch"
     states = session.states()
@@ -118,11 +118,11 @@ class SessionScreen(Screen):
 
     @on(DispatchPanel.JobChanged)
     def _job_changed(self, event: DispatchPanel.JobChanged) -> None:
-        """A job changed stage: redraw states and keys; a draft dispatch record that no longer says
+        """A job changed phase: redraw states and keys; a draft dispatch record that no longer says
         what the ended job did is recorded again (the job is adopted, never launched twice)."""
         self.refresh_states()
         self.refresh_bindings()
-        ended = [op for op, stage in event.after.items() if is_terminal(stage)]
+        ended = [op for op, phase in event.after.items() if is_terminal(phase)]
         if not ended or self._busy() is not None:
             return
         view = self.view("dispatch")
@@ -132,18 +132,18 @@ class SessionScreen(Screen):
         progress = (
             parse(record.check("dispatch.progress"), Progress) if record.check("dispatch.progress") else None
         )
-        stage = clean(event.after.get(ended[-1], ""), limit=40)
-        if progress is None or clean(progress.stage, limit=40) == stage:
+        phase = clean(event.after.get(ended[-1], ""), limit=40)
+        if progress is None or clean(progress.stage, limit=40) == phase:
             return
         if self.session.state("dispatch") != "draft":
             self.notify(
-                f"the job ended ({stage}); the {self.session.state('dispatch')} dispatch record still says "
+                f"the job ended ({phase}); the {self.session.state('dispatch')} dispatch record still says "
                 f"'{clean(progress.stage, limit=40)}': re-run dispatch (ctrl+r) to record it",
                 severity="warning",
                 timeout=10,
             )
             return
-        self.notify(f"the job ended ({stage}): recording the dispatch stage again")
+        self.notify(f"the job ended ({phase}): recording the dispatch stage again")
         view.start_run(split_runtime("dispatch", record.inputs)[0], show_checks=False)  # stay on their tab
         self.refresh_states()
 

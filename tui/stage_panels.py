@@ -14,13 +14,13 @@ from typing import Any, TypeVar
 
 from rich.text import Text
 
-from claimcheck.engine import shapes as S
+from claimcheck.engine import shapes
 from claimcheck.engine.evidence import Check, StageRecord
 from claimcheck.engine.report.figures import figures_for
-from claimcheck.engine.shapes import artifact as A
-from claimcheck.engine.shapes import baseline as B
-from claimcheck.engine.shapes import data as D
-from claimcheck.engine.shapes import training as T
+from claimcheck.engine.shapes import artifact as artifact_shapes
+from claimcheck.engine.shapes import baseline as baseline_shapes
+from claimcheck.engine.shapes import data as data_shapes
+from claimcheck.engine.shapes import training as training_shapes
 from claimcheck.tui.plots import abbreviate, legend, plot
 from claimcheck.tui.safe import clean, literal
 from claimcheck.tui.stage_words import VERDICT_STYLE, verdict_line
@@ -30,7 +30,7 @@ NOT_MEASURED = "not measured"
 # The visual panel's width in an 80-column terminal (the stage navigator takes the rest); the
 # VisualPanel passes its real width, this is what a caller that does not know it gets.
 PANEL_WIDTH = 56
-Sh = TypeVar("Sh", bound=S.Shape)
+Sh = TypeVar("Sh", bound=shapes.Shape)
 
 
 def section(title: str, source: str = "") -> Text:
@@ -50,7 +50,7 @@ def not_measured(title: str, why: str = "") -> Text:
 def read(record: StageRecord | None, check_id: str, shape: type[Sh]) -> tuple[Check | None, Sh | None]:
     """The check and its typed values; (None, None) when not recorded, (check, None) when it measured nothing."""
     check = record.check(check_id) if record is not None else None
-    return check, S.parse(check, shape)
+    return check, shapes.parse(check, shape)
 
 
 def pictures(record: StageRecord | None, check_id: str, width: int = PANEL_WIDTH) -> Text:
@@ -94,7 +94,7 @@ def render_claim(record: StageRecord | None, session: Any, width: int = PANEL_WI
         t.append_text(literal(record.inputs.get(key, "") or "(empty)"))
         t.append("\n")
     t.append("\n")
-    _, crit = read(record, "claim.success_criterion", T.SuccessCriterion)
+    _, crit = read(record, "claim.success_criterion", training_shapes.SuccessCriterion)
     if crit is not None:
         t.append("success criterion: ", style="bold")
         t.append_text(literal(crit.criterion))
@@ -104,7 +104,7 @@ def render_claim(record: StageRecord | None, session: Any, width: int = PANEL_WI
             t.append("\n")
         t.append("\n")
     prior_check = record.check("claim.prior_sessions")
-    prior = S.parse(prior_check, T.PriorSessions)
+    prior = shapes.parse(prior_check, training_shapes.PriorSessions)
     pairs = [(k, float(v)) for k, v in prior.counts.items()] if prior else []
     if pairs:
         t.append_text(section("Earlier sessions by outcome", prior_check.id))
@@ -119,7 +119,7 @@ def render_claim(record: StageRecord | None, session: Any, width: int = PANEL_WI
 
 def render_source(record: StageRecord | None, session: Any, width: int = PANEL_WIDTH) -> Text:
     t = Text()
-    check, cov = read(record, "source.class_coverage", D.ClassCoverage)
+    check, cov = read(record, "source.class_coverage", data_shapes.ClassCoverage)
     if cov is not None and cov.per_target:
         t.append_text(pictures(record, "source.class_coverage", width))
         counts = sorted(cov.per_target.items(), key=lambda kv: -kv[1])
@@ -135,7 +135,7 @@ def render_source(record: StageRecord | None, session: Any, width: int = PANEL_W
         t.append("\n\n")
     else:
         t.append_text(not_measured("Class distribution"))
-    check, miss = read(record, "source.missingness", D.Missingness)
+    check, miss = read(record, "source.missingness", data_shapes.Missingness)
     if miss is not None:
         shown = pictures(record, "source.missingness", width)
         if shown.plain:
@@ -157,7 +157,7 @@ def render_source(record: StageRecord | None, session: Any, width: int = PANEL_W
 
 
 def _label_noise(record: StageRecord | None) -> Text:
-    check, noise = read(record, "source.conflicting_labels", D.ConflictingLabels)
+    check, noise = read(record, "source.conflicting_labels", data_shapes.ConflictingLabels)
     if noise is None:
         return not_measured("Contradictory labels (noise ceiling)")
     t = section("Contradictory labels on identical inputs", check.id if check else "")
@@ -173,7 +173,7 @@ def _label_noise(record: StageRecord | None) -> Text:
 
 def render_split(record: StageRecord | None, session: Any, width: int = PANEL_WIDTH) -> Text:
     t = Text()
-    check, member = read(record, "split.membership", D.Membership)
+    check, member = read(record, "split.membership", data_shapes.Membership)
     if member is not None and member.sizes:
         t.append_text(section("Rows per split", check.id if check else ""))
         t.append_text(bar_lines([(k, float(v)) for k, v in member.sizes.items()], width=24, fmt="{:,.0f}"))
@@ -183,7 +183,7 @@ def render_split(record: StageRecord | None, session: Any, width: int = PANEL_WI
         t.append("\n")
     else:
         t.append_text(not_measured("Rows per split"))
-    _, prev = read(record, "split.prevalence", D.Prevalence)
+    _, prev = read(record, "split.prevalence", data_shapes.Prevalence)
     if prev is not None:
         t.append_text(pictures(record, "split.prevalence", width))
         t.append(
@@ -191,7 +191,7 @@ def render_split(record: StageRecord | None, session: Any, width: int = PANEL_WI
         )
     else:
         t.append_text(not_measured("Prevalence per split"))
-    _, support = read(record, "split.class_support", D.ClassSupport)
+    _, support = read(record, "split.class_support", data_shapes.ClassSupport)
     if support is not None:
         t.append_text(pictures(record, "split.class_support", width))
         for split, classes in support.below_floor.items():
@@ -207,12 +207,12 @@ def render_split(record: StageRecord | None, session: Any, width: int = PANEL_WI
 # ---------------------------------------------------------------- baseline
 
 
-def _learner(record: StageRecord | None) -> tuple[str, str, B.LearnerReport | None]:
+def _learner(record: StageRecord | None) -> tuple[str, str, baseline_shapes.LearnerReport | None]:
     """(check id, learner, report) of the conventional learner to tabulate: the one learnability names."""
-    check, conv = read(record, "baseline.conventional", B.Conventional)
+    check, conv = read(record, "baseline.conventional", baseline_shapes.Conventional)
     if conv is None or not conv.learners:
         return "", "", None
-    _, learn = read(record, "baseline.learnability", B.Learnability)
+    _, learn = read(record, "baseline.learnability", baseline_shapes.Learnability)
     name = (
         learn.learner if learn is not None and learn.learner in conv.learners else next(iter(conv.learners))
     )
@@ -252,7 +252,7 @@ def render_baseline(record: StageRecord | None, session: Any, width: int = PANEL
     return t
 
 
-def beats_words(learn: B.Learnability) -> str:
+def beats_words(learn: baseline_shapes.Learnability) -> str:
     """Whether the learner beats the trivial reference when no interval was drawn: not decided, the
     point estimate read in the metric registry's direction (engine/stats/registry.py)."""
     from claimcheck.engine.stats import registry
@@ -270,7 +270,7 @@ def beats_words(learn: B.Learnability) -> str:
 
 
 def _learnability(record: StageRecord | None, width: int) -> Text:
-    check, learn = read(record, "baseline.learnability", B.Learnability)
+    check, learn = read(record, "baseline.learnability", baseline_shapes.Learnability)
     if learn is None:
         return not_measured("Learnability")
     t = pictures(record, "baseline.learnability", width)
@@ -304,7 +304,7 @@ def _learnability(record: StageRecord | None, width: int) -> Text:
 
 def render_contract(record: StageRecord | None, session: Any, width: int = PANEL_WIDTH) -> Text:
     t = Text()
-    _, lengths = read(record, "contract.prepared_lengths", T.PreparedLengths)
+    _, lengths = read(record, "contract.prepared_lengths", training_shapes.PreparedLengths)
     shown = pictures(record, "contract.prepared_lengths", width)
     if lengths is not None and shown.plain:
         t.append_text(shown)
@@ -319,7 +319,7 @@ def render_contract(record: StageRecord | None, session: Any, width: int = PANEL
     else:
         t.append_text(not_measured("Token-length histogram"))
     t.append_text(_changed_settings(record))
-    check, samples = read(record, "contract.prepared_samples", T.PreparedSamples)
+    check, samples = read(record, "contract.prepared_samples", training_shapes.PreparedSamples)
     if samples is not None and samples.samples:
         t.append_text(
             section(
@@ -336,7 +336,7 @@ def render_contract(record: StageRecord | None, session: Any, width: int = PANEL
 
 
 def _changed_settings(record: StageRecord | None) -> Text:
-    check, table = read(record, "contract.requested_vs_effective", T.RequestedVsEffective)
+    check, table = read(record, "contract.requested_vs_effective", training_shapes.RequestedVsEffective)
     if table is None:
         return Text()
     changed = [row for row in table.table if row.outcome != "as requested"]
@@ -356,7 +356,7 @@ def _changed_settings(record: StageRecord | None) -> Text:
     return t
 
 
-def _decoded(sample: T.Sample, i: int) -> Text:
+def _decoded(sample: training_shapes.Sample, i: int) -> Text:
     """One decoded example as training sees it."""
     t = Text()
     head = f"example {i + 1}, id {clean(sample.id)}, {sample.tokens} tokens"
@@ -390,7 +390,7 @@ def render_dispatch_record(record: StageRecord | None, width: int = PANEL_WIDTH)
     ):
         shown = pictures(record, check_id, width)
         t.append_text(shown if shown.plain else not_measured(what))
-    _, ckpt = read(record, "dispatch.checkpoints", T.Checkpoints)
+    _, ckpt = read(record, "dispatch.checkpoints", training_shapes.Checkpoints)
     if ckpt is not None:
         t.append("checkpoints: ", style="bold")
         t.append(", ".join(f"step {s}" for s in ckpt.steps) or "none saved")
@@ -406,7 +406,7 @@ def render_dispatch_record(record: StageRecord | None, width: int = PANEL_WIDTH)
 def render_artifact(record: StageRecord | None, session: Any, width: int = PANEL_WIDTH) -> Text:
     t = _verdict(record)
     t.append_text(_arms_table(record, width))
-    _, comp = read(record, "artifact.comparison", A.Comparison)
+    _, comp = read(record, "artifact.comparison", artifact_shapes.Comparison)
     if comp is not None:
         t.append_text(pictures(record, "artifact.comparison", width))
         for arm, d in comp.differences.items():
@@ -430,7 +430,7 @@ def render_artifact(record: StageRecord | None, session: Any, width: int = PANEL
 
 
 def _verdict(record: StageRecord | None) -> Text:
-    check, v = read(record, "artifact.verdict", A.Verdict)
+    check, v = read(record, "artifact.verdict", artifact_shapes.Verdict)
     if v is None:
         return not_measured("Verdict")
     _, line = verdict_line(v)
@@ -452,8 +452,8 @@ def _verdict(record: StageRecord | None) -> Text:
 
 
 def _arms_table(record: StageRecord | None, width: int) -> Text:
-    check, arms = read(record, "artifact.arms", A.Arms)
-    _, comp = read(record, "artifact.comparison", A.Comparison)
+    check, arms = read(record, "artifact.arms", artifact_shapes.Arms)
+    _, comp = read(record, "artifact.comparison", artifact_shapes.Comparison)
     if arms is None:
         return not_measured("Base / candidate / baseline comparison")
     metric = clean(comp.metric) if comp is not None else "metric"
@@ -490,7 +490,7 @@ def _arms_table(record: StageRecord | None, width: int) -> Text:
 
 
 def _calibration(record: StageRecord | None, width: int) -> Text:
-    check, cal = read(record, "artifact.calibrated", A.Calibrated)
+    check, cal = read(record, "artifact.calibrated", artifact_shapes.Calibrated)
     if cal is None or not cal.arms:
         return not_measured("Calibration", "the artifact record holds no calibrated arm")
     t = section(f"Calibration ({cal.method}): ECE raw → calibrated", check.id if check else "")

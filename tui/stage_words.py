@@ -102,7 +102,7 @@ def freeze_question(record: StageRecord, later: Sequence[str]) -> tuple[Text, bo
         total = f" of {progress.total_steps}" if progress.total_steps else ""
         body.append_text(
             literal(
-                f"The job has not finished: {progress.job_state}, stage {progress.stage}, step "
+                f"The job has not finished: {progress.job_state}, phase {progress.stage}, step "
                 f"{progress.last_step}{total}. Freezing records an unfinished run.",
                 "bold yellow",
             )
@@ -120,7 +120,7 @@ def artifact_readiness(dispatch_state: str, dispatch: StageRecord | None, job: J
     live = ""
     if job is not None and job.running:
         total = f" of {job.total_steps}" if job.total_steps else ""
-        live = f"the job is {clean(job.stage)}, step {job.step}{total}"
+        live = f"the job is {clean(job.phase)}, step {job.step}{total}"
     if dispatch is None:
         return "Can run once dispatch has launched the job and its record is frozen."
     if dispatch.check("dispatch.no_job") is not None:  # no fine-tuning: no job to wait for
@@ -131,7 +131,7 @@ def artifact_readiness(dispatch_state: str, dispatch: StageRecord | None, job: J
         parse(dispatch.check("dispatch.progress"), Progress) if dispatch.check("dispatch.progress") else None
     )
     if progress is not None and progress.job_state != "finished":
-        why = live or f"dispatch recorded the job as {progress.job_state} (stage {progress.stage})"
+        why = live or f"dispatch recorded the job as {progress.job_state} (phase {progress.stage})"
         return f"Waits for the job: {why}; the artifact needs a finished job recorded by dispatch."
     if dispatch_state != "frozen":
         return f"Can run once dispatch (now {dispatch_state}) is frozen: ctrl+l 6, then ctrl+f."

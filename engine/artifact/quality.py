@@ -80,8 +80,7 @@ def _paired(sc: Scored, shared: Any) -> tuple[dict[str, float], dict[str, dict],
 def quality(sc: Scored) -> list[Check]:
     import numpy as np
 
-    from claimcheck.engine.stats import metrics as M
-    from claimcheck.engine.stats import registry
+    from claimcheck.engine.stats import metrics, registry
 
     arms = list(sc.preds)
     shared = (sc.y >= 0) & np.logical_and.reduce([sc.preds[a]["ok"] for a in arms])
@@ -117,7 +116,7 @@ def quality(sc: Scored) -> list[Check]:
         playbook=PB_REPORT,
     )
     reports = {
-        a: M.classification_report(ys, _renorm(sc.preds[a]["proba"][shared]), sc.classes) for a in arms
+        a: metrics.classification_report(ys, _renorm(sc.preds[a]["proba"][shared]), sc.classes) for a in arms
     }
     from claimcheck.engine.artifact.subgroups import subgroups
 
@@ -221,8 +220,7 @@ def _slices(sc: Scored, shared: Any, ys: Any) -> Check:
 
 
 def _calibrated(sc: Scored, shared: Any, ys: Any) -> Check:
-    from claimcheck.engine.stats import calibration
-    from claimcheck.engine.stats import metrics as M
+    from claimcheck.engine.stats import calibration, metrics
 
     inputs, preds, y_cal, classes, metric = sc.inputs, sc.preds, sc.y_cal, sc.classes, sc.metric
     ok_cal = y_cal >= 0
@@ -236,8 +234,8 @@ def _calibrated(sc: Scored, shared: Any, ys: Any) -> Check:
         cal_p = p["cal_proba"]
         fitted = calibration.fit_calibrator(inputs.calibration, _renorm(cal_p[m]), y_cal[m], seed=inputs.seed)
         test_p = fitted.transform(_renorm(p["proba"][shared]))
-        rep_raw = M.classification_report(ys, _renorm(p["proba"][shared]), classes)
-        rep_cal = M.classification_report(ys, _renorm(test_p), classes)
+        rep_raw = metrics.classification_report(ys, _renorm(p["proba"][shared]), classes)
+        rep_cal = metrics.classification_report(ys, _renorm(test_p), classes)
         out[arm] = {
             "params": fitted.params,
             "raw": {k: rep_raw[k] for k in ("log_loss", "brier", "ece") if k in rep_raw},
@@ -282,9 +280,9 @@ def _value_or_nan(metric: str, ys: Any, proba: Any, sc: Scored) -> float:
 
 
 def _reliability(y: Any, proba: Any, classes: list[str], n_bins: int) -> dict[str, list[float]]:
-    from claimcheck.engine.stats import metrics as M
+    from claimcheck.engine.stats import metrics
 
-    bins = M.calibration_bins(y, proba, n_bins, classes=classes)
+    bins = metrics.calibration_bins(y, proba, n_bins, classes=classes)
     return {
         "confidence": [float(b["confidence"]) for b in bins],
         "accuracy": [float(b["accuracy"]) for b in bins],

@@ -20,7 +20,7 @@ from typing import Any
 
 from claimcheck.engine import threads
 from claimcheck.engine.artifact.common import PB_IDENTITY, PB_PARITY, PB_REPORT, band
-from claimcheck.engine.baseline import learners as L
+from claimcheck.engine.baseline import learners
 from claimcheck.engine.evidence import Check, digest_of
 from claimcheck.engine.pipeline.checks import not_run
 from claimcheck.engine.shapes import artifact as shapes
@@ -81,7 +81,7 @@ def plan(learner: str, c_value: float, settings: Any, data: Any) -> Planned:
 
         model = make_multilabel(learner, data, settings, c_value)
     else:
-        model = L.make_model(learner, data, settings, c_value)
+        model = learners.make_model(learner, data, settings, c_value)
     estimator, params = estimator_params(model)
     return Planned(data, model, estimator, params)
 
@@ -102,7 +102,9 @@ def fit_frame(data: Any, fit_rows: str) -> Any:
 def fit(planned: Planned, learner: str, fit_rows: str) -> Any:
     frame = fit_frame(planned.data, fit_rows)
     with threads.capped():
-        L.fit_model(planned.model, L.features(learner, frame, planned.data), frame, planned.data)
+        learners.fit_model(
+            planned.model, learners.features(learner, frame, planned.data), frame, planned.data
+        )
     return planned.model
 
 
@@ -111,7 +113,7 @@ def predictor(model: Any, learner: str, data: Any) -> Any:
 
     def fn(frame: Any) -> Any:
         with threads.capped():  # the stage's cap when called inside it
-            out = L.predict(model, L.features(learner, frame, data), data)
+            out = learners.predict(model, learners.features(learner, frame, data), data)
         return out.reshape(-1, 1) if out.ndim == 1 else out
 
     return fn
@@ -222,8 +224,7 @@ def regression_comparison(sc: RegressionScored) -> Check:
     """candidate − comparator paired bootstrap over the independent unit, for a regression metric."""
     import numpy as np
 
-    from claimcheck.engine.stats import metrics as M
-    from claimcheck.engine.stats import uncertainty
+    from claimcheck.engine.stats import metrics, uncertainty
 
     arms = list(sc.preds)
     shared = np.isfinite(sc.y) & np.logical_and.reduce([sc.preds[a]["ok"] for a in arms])
@@ -234,7 +235,7 @@ def regression_comparison(sc: RegressionScored) -> Check:
     vals = {a: np.asarray(sc.preds[a]["proba"][shared][:, 0], dtype=np.float64) for a in arms}
     ws = None if sc.weights is None else sc.weights[shared]
     if ws is None:
-        values = {a: float(M.regression_report(ys, vals[a]).get(sc.metric, math.nan)) for a in arms}
+        values = {a: float(metrics.regression_report(ys, vals[a]).get(sc.metric, math.nan)) for a in arms}
     else:
         weighted = registry.Scoring(weights=ws)
         values = {a: registry.get(sc.metric).value(ys, vals[a], weighted) for a in arms}
@@ -282,8 +283,7 @@ def regression_slices(sc: RegressionScored) -> Check:
     import numpy as np
 
     from claimcheck.engine.pipeline.context import StageInputError
-    from claimcheck.engine.stats import metrics as M
-    from claimcheck.engine.stats import uncertainty
+    from claimcheck.engine.stats import metrics, uncertainty
 
     if not sc.slice_columns:
         return not_run("artifact.slices", "no slice columns chosen (inputs.slice_columns)")
@@ -308,7 +308,8 @@ def regression_slices(sc: RegressionScored) -> Check:
             key = f"{col}={v}"
             us = sc.units[m] if sc.units is not None else None
             entry: dict[str, Any] = {
-                a: float(M.regression_report(sc.y[m], vals[a][m]).get(sc.metric, math.nan)) for a in arms
+                a: float(metrics.regression_report(sc.y[m], vals[a][m]).get(sc.metric, math.nan))
+                for a in arms
             }
             entry["rows"] = int(m.sum())
             table[key] = entry

@@ -26,11 +26,11 @@ if TYPE_CHECKING:
 
 
 def classification_checks(ev: Evaluation) -> list[Check]:
-    from claimcheck.engine.stats import metrics as m
+    from claimcheck.engine.stats import metrics
 
     inputs, data, fitted, y, mask, metric = ev.inputs, ev.data, ev.fitted, ev.y, ev.mask, ev.metric
     reports = {
-        n: m.classification_report(y, f.eval_pred[mask], data.classes, ece_bins=inputs.ece_bins)
+        n: metrics.classification_report(y, f.eval_pred[mask], data.classes, ece_bins=inputs.ece_bins)
         for n, f in fitted.items()
     }
     present = [
@@ -56,12 +56,12 @@ def classification_checks(ev: Evaluation) -> list[Check]:
 def _positive_class_figures(ev: Evaluation, reports: dict[str, Any], present: list[int]) -> None:
     """A binary AUROC / AUPRC claim: each learner's figure of the claim's positive class, under the
     metric's name (the reports hold macro one-vs-rest figures only)."""
-    from claimcheck.engine.stats import metrics as m
+    from claimcheck.engine.stats import metrics
 
     entry, scoring = registry.by_key(ev.metric), _scoring(ev, present)
     if entry is None or entry.interval != "resampled" or scoring.positive < 0:
         return
-    yi = m.encode(ev.y, ev.data.classes)
+    yi = metrics.encode(ev.y, ev.data.classes)
     for n, f in ev.fitted.items():
         try:
             reports[n][ev.metric] = entry.value(yi, f.eval_pred[ev.mask], scoring)
@@ -72,11 +72,11 @@ def _positive_class_figures(ev: Evaluation, reports: dict[str, Any], present: li
 def _ordinal_figures(ev: Evaluation, reports: dict[str, Any], present: list[int]) -> None:
     """An ordinal claim: each learner's ordinal metrics over the class order (the reports hold the
     nominal figures only)."""
-    from claimcheck.engine.stats import metrics as m
+    from claimcheck.engine.stats import metrics
 
     if not registry.is_ordinal(ev.upstream["claim"].inputs):
         return
-    yi = m.encode(ev.y, ev.data.classes)
+    yi = metrics.encode(ev.y, ev.data.classes)
     for name in (n for n, x in registry.METRICS.items() if x.ordinal_only):
         for n, f in ev.fitted.items():
             reports[n][name] = registry.get(name).value(yi, f.eval_pred[ev.mask], _scoring(ev, present))
@@ -294,8 +294,7 @@ def _paired(ev: Evaluation, best: str, ref: str, present: list[int], metric: str
     """best − ref on `metric` and on accuracy (paired bootstrap over the unit), and McNemar's test."""
     import numpy as np
 
-    from claimcheck.engine.stats import metrics as m
-    from claimcheck.engine.stats import uncertainty
+    from claimcheck.engine.stats import metrics, uncertainty
 
     pa, pb = ev.fitted[best].eval_pred[ev.mask], ev.fitted[ref].eval_pred[ev.mask]
     boot = uncertainty.Bootstrap(
@@ -306,7 +305,7 @@ def _paired(ev: Evaluation, best: str, ref: str, present: list[int], metric: str
     )
     # AUROC / AUPRC do not decompose into per-unit sums: the registry recomputes them per resample
     entry = registry.by_key(metric)
-    yi = m.encode(ev.y, ev.data.classes)
+    yi = metrics.encode(ev.y, ev.data.classes)
     rows = (yi, np.asarray(pa, dtype=np.float64), np.asarray(pb, dtype=np.float64), ev.units)
     diff = registry.paired_difference(entry, rows, boot, _scoring(ev, present))
     diff["metric"] = metric
@@ -321,7 +320,11 @@ def _paired(ev: Evaluation, best: str, ref: str, present: list[int], metric: str
         uncertainty.paired_bootstrap_diff("accuracy", ev.y, pa, pb, ev.units, boot)
     )
     acc_diff["unit"] = ev.data.unit_kind
-    return diff, acc_diff, uncertainty.mcnemar(m.argmax_pred(pa) == yi, m.argmax_pred(pb) == yi, ev.units)
+    return (
+        diff,
+        acc_diff,
+        uncertainty.mcnemar(metrics.argmax_pred(pa) == yi, metrics.argmax_pred(pb) == yi, ev.units),
+    )
 
 
 def _against_ceiling(ev: Evaluation, acc: float, measured: dict[str, Any]) -> tuple[bool, str]:

@@ -68,8 +68,7 @@ def load(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) ->
     import numpy as np
     import polars as pl
 
-    from claimcheck.engine.data import rows as d
-    from claimcheck.engine.data import splits
+    from claimcheck.engine.data import rows, splits
 
     for need in ("claim", "source", "split"):
         if need not in upstream:
@@ -80,23 +79,23 @@ def load(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) ->
     parts = {s: splits.rows(s, upstream, ctx, caller=CALLER) for s in ("train", "dev", "calibration")}
     if parts["train"].height == 0:
         raise StageInputError("the split has no train rows; re-run the split stage with a train fraction")
-    text_cols = d.text_inputs(src)
-    tab_cols = [c for c in d.model_inputs(src) if c not in text_cols]
+    text_cols = rows.text_inputs(src)
+    tab_cols = [c for c in rows.model_inputs(src) if c not in text_cols]
     classes = _classes(task, claim, parts)
     mode = _mode(inputs, parts)
     if mode == "holdout":
         fit, ev = parts["train"], parts["dev"]
     else:
-        fit = ev = pl.concat([parts["train"], parts["dev"]], how="diagonal_relaxed").sort(d.ROW_ID)
+        fit = ev = pl.concat([parts["train"], parts["dev"]], how="diagonal_relaxed").sort(rows.ROW_ID)
     unit_kind = _unit_kind(inputs, upstream)
-    fam = ev.get_column(d.FAMILY) if d.FAMILY in ev.columns else None
+    fam = ev.get_column(rows.FAMILY) if rows.FAMILY in ev.columns else None
     if unit_kind != "row" and fam is not None:
         # rows the families file lacks stay their own unit (negative ids cannot clash with families)
         units = np.where(
-            fam.is_null().to_numpy(), -1 - ev.get_column(d.ROW_ID).to_numpy(), fam.fill_null(0).to_numpy()
+            fam.is_null().to_numpy(), -1 - ev.get_column(rows.ROW_ID).to_numpy(), fam.fill_null(0).to_numpy()
         )
     else:
-        unit_kind, units = "row", ev.get_column(d.ROW_ID).to_numpy()
+        unit_kind, units = "row", ev.get_column(rows.ROW_ID).to_numpy()
     data = Data(
         task,
         classes,
@@ -520,14 +519,14 @@ def _selected_c(
 
 
 def _score(metric: str, y: np.ndarray, pred: np.ndarray, data: Data) -> float:
-    from claimcheck.engine.stats import metrics as m
+    from claimcheck.engine.stats import metrics
 
     if data.task == "regression":
-        return float(m.regression_report(y, pred).get(metric, float("nan")))
+        return float(metrics.regression_report(y, pred).get(metric, float("nan")))
     entry = registry.by_key(metric)
     if entry is not None and entry.ordinal_only:  # over the class order; the report holds nominal figures
-        return entry.value(m.encode(y, data.classes), pred, registry.Scoring(tuple(data.classes)))
-    rep = m.classification_report(y, pred, data.classes)
+        return entry.value(metrics.encode(y, data.classes), pred, registry.Scoring(tuple(data.classes)))
+    rep = metrics.classification_report(y, pred, data.classes)
     return float(rep.get(metric, float("nan")))
 
 

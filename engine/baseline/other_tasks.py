@@ -38,10 +38,9 @@ METRIC_LABEL = {"r2": "R²", "mae": "MAE", "rmse": "RMSE"}
 
 def _reg_reports(ev: Evaluation, refused: str | None) -> dict[str, dict[str, Any]]:
     """Each learner's regression report; with intervals (unit bootstrap) unless they are refused."""
-    from claimcheck.engine.stats import metrics as m
-    from claimcheck.engine.stats import uncertainty
+    from claimcheck.engine.stats import metrics, uncertainty
 
-    reps = {n: m.regression_report(ev.y, f.eval_pred[ev.mask]) for n, f in ev.fitted.items()}
+    reps = {n: metrics.regression_report(ev.y, f.eval_pred[ev.mask]) for n, f in ev.fitted.items()}
     for n, f in ev.fitted.items():
         reps[n]["intervals"] = (
             {}
@@ -194,12 +193,11 @@ def generation_checks(ev: Evaluation) -> list[Check]:
     import numpy as np
 
     inputs, data, fitted, y, units, mask = ev.inputs, ev.data, ev.fitted, ev.y, ev.units, ev.mask
-    from claimcheck.engine.stats import metrics as m
-    from claimcheck.engine.stats import uncertainty
+    from claimcheck.engine.stats import metrics, uncertainty
 
     f = fitted["most_frequent_answer"]
     answer = str(f.eval_pred[0]) if len(f.eval_pred) else ""
-    em = m.exact_match(list(y), list(f.eval_pred[mask]))
+    em = metrics.exact_match(list(y), list(f.eval_pred[mask]))
 
     def em_fn(t: np.ndarray, p: np.ndarray) -> float:
         return float(np.mean(t == p))

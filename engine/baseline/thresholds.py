@@ -27,20 +27,19 @@ def _calibration_sets(
 
 
 def _scores(ev: Evaluation, p: np.ndarray, yy: np.ndarray, sample: str) -> dict[str, Any]:
-    from claimcheck.engine.stats import metrics as m
+    from claimcheck.engine.stats import metrics
 
-    r = m.classification_report(yy, p, ev.data.classes, ece_bins=ev.inputs.ece_bins)
+    r = metrics.classification_report(yy, p, ev.data.classes, ece_bins=ev.inputs.ece_bins)
     keys = ("log_loss", "brier", "ece", "accuracy")
     return {"sample": sample, **{k: r[k] for k in keys}, "rows": r["n"]}
 
 
 def _fit_on_split(ev: Evaluation, sets: Any, raw: np.ndarray) -> tuple[Any, ...]:
     """Holdout: fit on the calibration split, apply to dev."""
-    from claimcheck.engine.stats import calibration
-    from claimcheck.engine.stats import metrics as m
+    from claimcheck.engine.stats import calibration, metrics
 
     cal_p, cal_y = sets
-    cal_i = m.encode(cal_y, ev.data.classes)
+    cal_i = metrics.encode(cal_y, ev.data.classes)
     calib = calibration.fit_calibrator(ev.inputs.calibration, cal_p, cal_i, seed=ev.inputs.seed)
     fitting = {
         "raw": _scores(ev, cal_p, cal_y, "in-sample (fitting rows, before calibration)"),
@@ -71,7 +70,7 @@ def _cross_fit(ev: Evaluation, sets: Any, yi: np.ndarray) -> tuple[Any, ...]:
 
 
 def calibration_check(ev: Evaluation, best: str) -> tuple[Check, Any]:
-    from claimcheck.engine.stats import metrics as m
+    from claimcheck.engine.stats import metrics
 
     inputs, data, mask = ev.inputs, ev.data, ev.mask
     base = dict(
@@ -94,7 +93,7 @@ def calibration_check(ev: Evaluation, best: str) -> tuple[Check, Any]:
     if where == "calibration_split":
         out_p, fitting, calibrated_fit, calib = _fit_on_split(ev, sets, raw)
     else:
-        out_p, fitting, calibrated_fit, calib = _cross_fit(ev, sets, m.encode(ev.y, data.classes))
+        out_p, fitting, calibrated_fit, calib = _cross_fit(ev, sets, metrics.encode(ev.y, data.classes))
     crossed = ", cross-fitted)" if where == "out_of_fold" else ")"
     evaluation = {
         "raw": _scores(ev, raw, ev.y, f"out-of-sample ({_where(data)})"),
@@ -124,11 +123,10 @@ def _threshold(ev: Evaluation, calibrated: Any, j: int, kw: dict[str, Any]) -> t
     per fold in K-fold mode)."""
     import numpy as np
 
-    from claimcheck.engine.stats import calibration
-    from claimcheck.engine.stats import metrics as m
+    from claimcheck.engine.stats import calibration, metrics
 
     data, mask = ev.data, ev.mask
-    yi = m.encode(ev.y, data.classes)
+    yi = metrics.encode(ev.y, data.classes)
     eval_p, (fit_p, fit_y), _ = calibrated
     if data.mode == "holdout":
         choice = calibration.choose_threshold(fit_y == j, fit_p[:, j], **kw)

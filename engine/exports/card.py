@@ -9,13 +9,13 @@ from typing import Any
 from claimcheck.engine.evidence import StageRecord, atomic_write_text
 from claimcheck.engine.exports.common import ExportRefused, verify_for_export
 from claimcheck.engine.ledger.session import Session
-from claimcheck.engine.report import coverage as CV
+from claimcheck.engine.report import coverage
 from claimcheck.engine.report.model_card import model_card_data
 from claimcheck.engine.report.render import md_escape
-from claimcheck.engine.shapes import artifact as A
-from claimcheck.engine.shapes import data as D
+from claimcheck.engine.shapes import artifact as artifact_shapes
+from claimcheck.engine.shapes import data as data_shapes
 from claimcheck.engine.shapes import parse
-from claimcheck.engine.shapes import training as T
+from claimcheck.engine.shapes import training as training_shapes
 from claimcheck.engine.textsafe import visible
 
 
@@ -43,7 +43,7 @@ class _Card:
 
     def effective(self) -> dict[str, Any] | None:
         con = self.frozen("contract")
-        eff = parse(con.check("contract.effective"), T.Effective) if con else None
+        eff = parse(con.check("contract.effective"), training_shapes.Effective) if con else None
         return eff.effective if eff else None
 
 
@@ -73,7 +73,7 @@ def _card_model(card: _Card) -> list[str]:
     if e is None:
         return lines + [f"No training contract is established (contract stage: {card.state('contract')})."]
     con = card.frozen("contract")
-    dig = parse(con.check("contract.digest"), T.Digest)
+    dig = parse(con.check("contract.digest"), training_shapes.Digest)
     lines += _settings(e, _MODEL_KEYS)
     return lines + ([f"- contract digest: `{_md(dig.digest)}`"] if dig is not None else [])
 
@@ -81,7 +81,7 @@ def _card_model(card: _Card) -> list[str]:
 def _card_data(card: _Card) -> list[str]:
     lines = ["", "## Training data", ""]
     src = card.frozen("source")
-    sums = parse(src.check("source.checksum"), D.Checksum) if src else None
+    sums = parse(src.check("source.checksum"), data_shapes.Checksum) if src else None
     if src is None or sums is None:
         lines.append(f"No source stage is established (source stage: {card.state('source')}).")
     else:
@@ -103,7 +103,7 @@ def _card_data(card: _Card) -> list[str]:
 def _card_evaluation(card: _Card) -> list[str]:
     lines = ["", "## Evaluation on the locked test", ""]
     art = card.frozen("artifact")
-    comp = parse(art.check("artifact.comparison"), A.Comparison) if art else None
+    comp = parse(art.check("artifact.comparison"), artifact_shapes.Comparison) if art else None
     if comp is None:
         return lines + [
             f"No figures: the artifact stage's locked-test comparison is not established "
@@ -137,7 +137,7 @@ def _card_limitations(card: _Card) -> list[str]:
 
 
 def _card_reforms(card: _Card) -> list[str]:
-    cov = CV.compute(card.records, card.states)
+    cov = coverage.compute(card.records, card.states)
     lines = ["", "## REFORMS coverage", ""]
     lines.append(
         "Computed from the records (claimcheck's reviewed map of REFORMS, Kapoor et al., Science Advances 2024)."
@@ -149,9 +149,9 @@ def _card_reforms(card: _Card) -> list[str]:
     ]
     for mid, title, c in cov.module_counts():
         lines.append(
-            f"| {mid}. {title} | {sum(c.values())} | {c[CV.ADDRESSED]} | {c[CV.PARTLY]} | {c[CV.NOT_ADDRESSED]} |"
+            f"| {mid}. {title} | {sum(c.values())} | {c[coverage.ADDRESSED]} | {c[coverage.PARTLY]} | {c[coverage.NOT_ADDRESSED]} |"
         )
-    missing = [f"{it.id}" for it in cov.reforms if it.level == CV.NOT_ADDRESSED]
+    missing = [f"{it.id}" for it in cov.reforms if it.level == coverage.NOT_ADDRESSED]
     return lines + ["", "Not addressed by this session: " + (", ".join(missing) or "none") + "."]
 
 

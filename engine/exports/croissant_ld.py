@@ -17,7 +17,7 @@ from typing import Any
 
 from claimcheck.engine.evidence import atomic_write_text
 from claimcheck.engine.exports.common import ExportRefused, frozen_record, library_warnings, verify_for_export
-from claimcheck.engine.shapes import data as D
+from claimcheck.engine.shapes import data as data_shapes
 from claimcheck.engine.shapes import parse
 from claimcheck.engine.textsafe import visible
 
@@ -98,8 +98,8 @@ def _croissant(mlc: Any, session_dir: Path) -> dict[str, Any]:
         raise ExportRefused(
             f"no Croissant description without a frozen source stage (source stage: {states.get('source', 'not_run')})"
         )
-    sums = parse(src.check("source.checksum"), D.Checksum)
-    schema = parse(src.check("source.schema"), D.Schema)
+    sums = parse(src.check("source.checksum"), data_shapes.Checksum)
+    schema = parse(src.check("source.schema"), data_shapes.Schema)
     if sums is None or schema is None:
         raise ExportRefused("the source record holds no checksum or schema check")
     used = set(src.inputs.get("input_columns", []) or []) | {str(src.inputs.get("label_column", ""))}

@@ -14,10 +14,10 @@ from claimcheck.engine.evidence import REPORT_FILES, StageRecord
 from claimcheck.engine.exports.common import ExportRefused, library_warnings, verify_for_export
 from claimcheck.engine.ledger.session import Session
 from claimcheck.engine.pipeline import registry
-from claimcheck.engine.shapes import artifact as A
-from claimcheck.engine.shapes import data as D
+from claimcheck.engine.shapes import artifact as artifact_shapes
+from claimcheck.engine.shapes import data as data_shapes
 from claimcheck.engine.shapes import parse
-from claimcheck.engine.shapes import training as T
+from claimcheck.engine.shapes import training as training_shapes
 from claimcheck.engine.textsafe import visible
 
 _JOB_FILES = ("contract.toml", "status.json", "metrics.jsonl", "log.txt", "pid.json")
@@ -231,7 +231,7 @@ def _mlflow_metrics(frozen: dict[str, StageRecord], end: int, names: Names) -> l
 
     art = frozen.get("artifact")
     metrics: list[Metric] = []
-    comp = parse(art.check("artifact.comparison"), A.Comparison) if art else None
+    comp = parse(art.check("artifact.comparison"), artifact_shapes.Comparison) if art else None
     if comp is not None:
         for arm, v in comp.values.items():
             metrics.append(Metric(names.key(f"test.{comp.metric}.{arm}"), float(v), end, 0))
@@ -241,13 +241,13 @@ def _mlflow_metrics(frozen: dict[str, StageRecord], end: int, names: Names) -> l
                 metrics.append(Metric(names.key(f"test.{comp.metric}.diff.{versus}.lo"), d.lo, end, 0))
                 metrics.append(Metric(names.key(f"test.{comp.metric}.diff.{versus}.hi"), d.hi, end, 0))
     disp = frozen.get("dispatch")
-    curve = parse(disp.check("dispatch.loss_curve"), T.LossCurve) if disp else None
+    curve = parse(disp.check("dispatch.loss_curve"), training_shapes.LossCurve) if disp else None
     if curve is not None:
         metrics += [
             Metric(names.key("train.loss"), float(v), end, int(s))
             for s, v in zip(curve.step, curve.loss, strict=False)
         ]
-    dev = parse(disp.check("dispatch.dev_metric"), T.DevMetric) if disp else None
+    dev = parse(disp.check("dispatch.dev_metric"), training_shapes.DevMetric) if disp else None
     if dev is not None:
         name = names.key(f"dev.{dev.metric}")
         metrics += [Metric(name, float(v), end, int(s)) for s, v in zip(dev.step, dev.value, strict=False)]
@@ -260,7 +260,7 @@ def _mlflow_datasets(session: Session, frozen: dict[str, StageRecord]) -> list[A
     from mlflow.entities import DatasetInput, InputTag
 
     src = frozen.get("source")
-    sums = parse(src.check("source.checksum"), D.Checksum) if src else None
+    sums = parse(src.check("source.checksum"), data_shapes.Checksum) if src else None
     if sums is None:
         return []
     from mlflow.data.dataset_source_registry import resolve_dataset_source

@@ -31,10 +31,10 @@ from claimcheck.engine.ledger import signing
 from claimcheck.engine.ledger.session import SESSION_FILE, Session
 from claimcheck.engine.pipeline import registry
 from claimcheck.engine.shapes import ShapeError, parse
-from claimcheck.engine.shapes import artifact as A
-from claimcheck.engine.shapes import baseline as B
-from claimcheck.engine.shapes import data as D
-from claimcheck.engine.shapes import training as T
+from claimcheck.engine.shapes import artifact as artifact_shapes
+from claimcheck.engine.shapes import baseline as baseline_shapes
+from claimcheck.engine.shapes import data as data_shapes
+from claimcheck.engine.shapes import training as training_shapes
 
 SESSION_ROW = "session"  # rows about session.toml and signature.toml, not one stage
 
@@ -92,10 +92,10 @@ def _pins(rec: StageRecord) -> list[tuple[str, str, str]]:
     """(check id, path relative to the session, recorded sha256) of every file the record pins."""
     out: list[tuple[str, str, str]] = []
     wanted = {
-        "split.membership": (D.Membership, "path", "sha256"),
-        "source.entity_families": (D.EntityFamilies, "families_path", "families_sha256"),
-        "source.near_duplicates": (D.NearDuplicates, "pairs_path", "pairs_sha256"),
-        "baseline.predictions": (B.Predictions, "path", "sha256"),
+        "split.membership": (data_shapes.Membership, "path", "sha256"),
+        "source.entity_families": (data_shapes.EntityFamilies, "families_path", "families_sha256"),
+        "source.near_duplicates": (data_shapes.NearDuplicates, "pairs_path", "pairs_sha256"),
+        "baseline.predictions": (baseline_shapes.Predictions, "path", "sha256"),
     }
     for chk in rec.checks:
         if chk.id in wanted and chk.measured:
@@ -103,10 +103,10 @@ def _pins(rec: StageRecord) -> list[tuple[str, str, str]]:
             v = parse(chk, shape)
             out.append((chk.id, getattr(v, p), getattr(v, s)))
         elif chk.id == "artifact.identity" and chk.measured:
-            v = parse(chk, A.Identity)
+            v = parse(chk, artifact_shapes.Identity)
             out += [(chk.id, f"{v.path}/{rel}", sha) for rel, sha in sorted((v.file_sha256 or {}).items())]
         elif chk.id == "dispatch.identity" and chk.measured:
-            v = parse(chk, T.DispatchIdentity)
+            v = parse(chk, training_shapes.DispatchIdentity)
             base = f"jobs/{v.operation_id}"
             out += [(chk.id, f"{base}/{rel}", sha) for rel, sha in sorted((v.job_files or {}).items())]
         elif _session_file(chk.measured.get("path")) and isinstance(chk.measured.get("sha256"), str):

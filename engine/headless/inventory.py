@@ -36,15 +36,30 @@ from claimcheck.engine.ledger.pins import HISTORY_DIR, find_links, history_name,
 from claimcheck.engine.ledger.session import JOURNAL_FILE, REPAIR_LOG, SESSION_FILE, Session
 from claimcheck.engine.ledger.signing import SIGNATURE_FILE
 from claimcheck.engine.pipeline import registry
-from claimcheck.engine.training import jobfiles as J
+from claimcheck.engine.training import jobfiles
 
 FILES_ROW = "session"
 UNACCOUNTED = "(unaccounted files)"
 # Files of a job folder its dispatch record names that no hash pins: liveness, logs, the contract
 # copy and the manifest (the files they describe are pinned: engine/headless/integrity.py), and the
 # runtime stamp (rewritten by each run of the job; replay recomputes dispatch.runtime from it).
-JOB_OWN = (J.CONTRACT, J.STATUS, J.HEARTBEAT, J.LOG, J.PID_FILE, J.RAY_RECORD, J.LAUNCH_LOCK, J.RUNTIME)
-JOB_KNOWN = (*JOB_OWN, J.TRAIN_FILE, J.DEV_FILE, *J.LEGACY_DATA_FILES, f"{J.FINAL}/{J.MANIFEST}")
+JOB_OWN = (
+    jobfiles.CONTRACT,
+    jobfiles.STATUS,
+    jobfiles.HEARTBEAT,
+    jobfiles.LOG,
+    jobfiles.PID_FILE,
+    jobfiles.RAY_RECORD,
+    jobfiles.LAUNCH_LOCK,
+    jobfiles.RUNTIME,
+)
+JOB_KNOWN = (
+    *JOB_OWN,
+    jobfiles.TRAIN_FILE,
+    jobfiles.DEV_FILE,
+    *jobfiles.LEGACY_DATA_FILES,
+    f"{jobfiles.FINAL}/{jobfiles.MANIFEST}",
+)
 # What a stage writes into data/ before its record is saved: a kill in between leaves the file, not
 # yet pinned by any record (an interrupted run, not an edit).
 STAGE_DATA = {
@@ -147,7 +162,7 @@ def _job_folder_rows(session: Session, rel_files: list[str], ids: set[str]) -> t
             other.setdefault(parts[1], []).append(rel)
     for op, files in sorted(other.items()):
         inner = {f.split("/", 2)[2] for f in files}
-        if inner & {J.CONTRACT, J.PID_FILE, J.STATUS}:
+        if inner & {jobfiles.CONTRACT, jobfiles.PID_FILE, jobfiles.STATUS}:
             seen.update(files)
             why = f"jobs/{op}: a training job no record names (an earlier dispatch attempt?), {len(files)} file(s)"
             rows.append(Row(FILES_ROW, UNACCOUNTED, "observation", "", why))

@@ -160,7 +160,7 @@ def recorded_claim_verdict(session: Any) -> dict[str, str]:
     """The claim verdict the session's artifact record holds (Verdict.claim_verdict); {} when it
     holds none or the record cannot be read (its own rows say why)."""
     from claimcheck.engine.errors import ClaimcheckError
-    from claimcheck.engine.shapes import artifact as A
+    from claimcheck.engine.shapes import artifact as artifact_shapes
     from claimcheck.engine.shapes import parse
 
     try:
@@ -168,7 +168,7 @@ def recorded_claim_verdict(session: Any) -> dict[str, str]:
     except ClaimcheckError:
         return {}
     check = record.check("artifact.verdict") if record is not None else None
-    v = parse(check, A.Verdict) if check is not None else None
+    v = parse(check, artifact_shapes.Verdict) if check is not None else None
     return v.claim_verdict() if v is not None else {}
 
 

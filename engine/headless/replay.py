@@ -93,8 +93,8 @@ def _job_rows(session_dir: Path, rec: StageRecord) -> list[Row]:
             )
             rows.append(Row(rec.stage, "(job)", "incomplete", "", where))
             continue
-        stage = status.stage or "unknown"
-        if job_state(stage) != "finished":
+        phase = status.phase or "unknown"
+        if job_state(phase) != "finished":
             step, total = status.step, status.total_steps
             rows.append(
                 Row(
@@ -102,7 +102,7 @@ def _job_rows(session_dir: Path, rec: StageRecord) -> list[Row]:
                     "(job)",
                     "incomplete",
                     "",
-                    f"job {job_dir.name} is '{stage}' at step {step} of {total}, not done: its evidence is incomplete",
+                    f"job {job_dir.name} is '{phase}' at step {step} of {total}, not done: its evidence is incomplete",
                 )
             )
     return rows

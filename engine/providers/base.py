@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from claimcheck.engine.training import jobfiles, jobrecords
-from claimcheck.engine.training.jobrecords import Stage
+from claimcheck.engine.training.jobrecords import Phase
 
 
 def operation_id(digest: str, attempt: int) -> str:
@@ -53,8 +53,8 @@ class Handle:
 @dataclass
 class JobStatus:
     op_id: str
-    # The job's own stage (status.json), or a derived one: launching / lost / stalled / not_found.
-    stage: Stage
+    # The job's own phase (status.json), or a derived one: launching / lost / stalled / not_found.
+    phase: Phase
     reason: str = ""
     step: int = 0
     total_steps: int = 0
@@ -66,11 +66,11 @@ class JobStatus:
 
     @property
     def terminal(self) -> bool:
-        return jobrecords.is_terminal(self.stage)
+        return jobrecords.is_terminal(self.phase)
 
     @property
     def running(self) -> bool:
-        return jobrecords.is_running(self.stage)
+        return jobrecords.is_running(self.phase)
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)

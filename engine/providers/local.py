@@ -4,7 +4,7 @@ The process gets its own session and process group (start_new_session), no stdin
 output in log.txt, so closing the app or a dropped SSH connection (SIGHUP) does not stop it.
 A pid file records the process; a launch lock makes two simultaneous launches of one identity
 start at most one process. Liveness is pid + /proc command line (a recycled pid running
-something else is not our job), and the job's own status.json + heartbeat decide its stage —
+something else is not our job), and the job's own status.json + heartbeat decide its phase —
 never the end of a log.
 """
 
@@ -115,7 +115,7 @@ class LocalProvider:
             existing = self.find(op_id)
             if existing is not None:
                 st = self.status(existing)
-                if not (resume and st.stage == "lost"):
+                if not (resume and st.phase == "lost"):
                     return existing
             return self._start(job_dir, op_id, resumed=existing is not None)
         finally:
@@ -161,10 +161,10 @@ class LocalProvider:
         alive, pid = self._alive(handle.op_id, job_dir)
         now = time.time()
         proc = jobfiles.Process(alive=alive, pid=pid, launched=(job_dir / PID_FILE).exists())
-        derived, reason = jobfiles.local_stage(files, proc, now)
+        derived, reason = jobfiles.local_phase(files, proc, now)
         return JobStatus(
             op_id=handle.op_id,
-            stage=derived,
+            phase=derived,
             reason=reason,
             alive=alive,
             pid=pid,
@@ -182,7 +182,7 @@ class LocalProvider:
                 pass
             return
         # Nothing runs; record the person's decision so the job is not shown as running.
-        jobfiles.record_stage(handle.job_dir, "cancelled", "cancelled while no process was running")
+        jobfiles.record_phase(handle.job_dir, "cancelled", "cancelled while no process was running")
 
     def wait(self, handle: Handle, timeout: float, poll: float = 0.5) -> JobStatus:
         """Poll until the job is terminal and its process has exited (or the timeout passes)."""

@@ -184,7 +184,7 @@ class RayJobsProvider:
             self._check_ours(existing, op_id, out_dir)
             if resume and existing.get("status") in RAY_TERMINAL:
                 handle = Handle(op_id, job_dir, self.name, op_id, False)
-                if self.status(handle).stage != "done":
+                if self.status(handle).phase != "done":
                     return self._resubmit(job_dir, op_id, out_dir)
             self._ensure_record(job_dir, op_id, out_dir, existing, outcome="adopted")
             return Handle(op_id=op_id, job_dir=job_dir, provider=self.name, ref=op_id, started=False)
@@ -343,7 +343,7 @@ class RayJobsProvider:
         ]
         self._update_record(job_dir, previous_runs=runs)
         # The old terminal word must not stand for the new run; resume points and run count stay.
-        jobfiles.record_stage(out_dir, RESUBMITTED, "resubmitted to Ray to resume", only_if_written=True)
+        jobfiles.record_phase(out_dir, RESUBMITTED, "resubmitted to Ray to resume", only_if_written=True)
         return self._submit(job_dir, op_id, out_dir, posts_before=int(rec.get("posts", 0) or 0))
 
     # ------------------------------------------------------------ status
@@ -363,12 +363,12 @@ class RayJobsProvider:
         except RayJobsError as exc:
             info, word = None, jobfiles.RayWord(None, "UNKNOWN", str(exc))
         word.address, word.startup_grace_s = self.address, self.startup_grace_s
-        derived, reason = jobfiles.ray_stage(out_dir, files, word, now)
+        derived, reason = jobfiles.ray_phase(out_dir, files, word, now)
         if info is not None and word.status in RAY_TERMINAL:
             self._note_final(job_dir, info)
         return JobStatus(
             op_id=op_id,
-            stage=derived,
+            phase=derived,
             reason=reason,
             alive=word.status in ("PENDING", "RUNNING"),
             pid=files.status.pid if files.status is not None else 0,
@@ -408,7 +408,7 @@ class RayJobsProvider:
         info = self.client.get(handle.op_id)
         if not stopped and (info is None or info.get("status") in RAY_TERMINAL):
             # Nothing runs: record the person's decision so the job is not shown as running.
-            jobfiles.record_stage(
+            jobfiles.record_phase(
                 out_dir, "cancelled", "cancelled while Ray ran nothing", only_if_written=True
             )
 
@@ -443,8 +443,8 @@ class RayJobsProvider:
             self._save_logs(dest, handle.op_id)
         out_dir = self._out(handle)
         jobfiles.mirror_progress(out_dir, dest)
-        verified: dict[str, Any] = {"fetched_at": now_iso(), "stage": st.stage, "ray_terminal": ray_done}
-        if st.stage == "done" and (out_dir / jobfiles.FINAL).is_dir():
+        verified: dict[str, Any] = {"fetched_at": now_iso(), "phase": st.phase, "ray_terminal": ray_done}
+        if st.phase == "done" and (out_dir / jobfiles.FINAL).is_dir():
             verified.update(_bring_artifact(out_dir / jobfiles.FINAL, dest / jobfiles.FINAL))
             self._update_record(handle.job_dir, fetch=verified)
             if not verified["ok"]:

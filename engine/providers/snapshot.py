@@ -21,8 +21,8 @@ from claimcheck.engine.training.jobrecords import (
     EvalLine,
     JobState,
     MetricLine,
+    Phase,
     ResumeLine,
-    Stage,
     StatusFile,
     StepLine,
     TrivialLine,
@@ -51,8 +51,8 @@ class JobSnapshot(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     op_id: str
-    # The provider's stage (the job's own word or a derived one); "unreadable" when its files are not.
-    stage: Literal[Stage, "unreadable"]
+    # The provider's phase (the job's own word or a derived one); "unreadable" when its files are not.
+    phase: Literal[Phase, "unreadable"]
     reason: str = ""
     alive: bool = False
     pid: int = 0
@@ -77,19 +77,19 @@ class JobSnapshot(BaseModel):
 
     @property
     def running(self) -> bool:
-        return is_running(self.stage)
+        return is_running(self.phase)
 
     @property
     def terminal(self) -> bool:
-        return is_terminal(self.stage)
+        return is_terminal(self.phase)
 
     @property
     def bad(self) -> bool:
-        return is_bad(self.stage) or self.stage == "unreadable"
+        return is_bad(self.phase) or self.phase == "unreadable"
 
     @property
     def job_state(self) -> JobState:
-        return job_state(self.stage)
+        return job_state(self.phase)
 
     @property
     def dev_metric(self) -> str:
@@ -150,7 +150,7 @@ def snapshot(
         st.total_steps,
         files.max_beats_without_step(),
         hb.interval if hb else jobfiles.HEARTBEAT_SECONDS,
-        ended=is_terminal(st.stage),
+        ended=is_terminal(st.phase),
     )
     try:
         alarms = job_alarms.evaluate(obs, _contract(job_dir) if contract is None else contract)
@@ -158,7 +158,7 @@ def snapshot(
         alarms = []
     return JobSnapshot(
         op_id=st.op_id,
-        stage=st.stage,
+        phase=st.phase,
         reason=st.reason,
         alive=st.alive,
         pid=st.pid,

@@ -20,7 +20,7 @@ from claimcheck.engine.headless import integrity
 from claimcheck.engine.headless.outcomes import Row
 from claimcheck.engine.ledger.session import Session
 from claimcheck.engine.pipeline import registry
-from claimcheck.engine.report import coverage as CV
+from claimcheck.engine.report import coverage
 from claimcheck.engine.report import figures as F
 from claimcheck.engine.report.final import comparison_blocks, latency_blocks
 from claimcheck.engine.report.model_card import model_index_yaml
@@ -40,9 +40,9 @@ from claimcheck.engine.report.render import (
     to_html,
     to_markdown,
 )
-from claimcheck.engine.shapes import artifact as A
+from claimcheck.engine.shapes import artifact as artifact_shapes
 from claimcheck.engine.shapes import parse
-from claimcheck.engine.shapes import training as T
+from claimcheck.engine.shapes import training as training_shapes
 
 # Shown in their own sections ("Final comparison", "Latency"), not under the artifact stage's checks.
 COMPARISON_IDS = ("artifact.arms", "artifact.comparison")
@@ -117,7 +117,7 @@ def _integrity_text(rows: list[Row]) -> str:
 
 
 def _claim_section(c: _Ctx) -> None:
-    c.add(Heading(2, CV.CLAIM_SECTION, CV.section_anchor("claim", "input")))
+    c.add(Heading(2, coverage.CLAIM_SECTION, coverage.section_anchor("claim", "input")))
     rec = c.records.get("claim")
     if rec is None:
         c.add(
@@ -251,9 +251,9 @@ def _stage_section(c: _Ctx, spec: registry.StageSpec) -> None:
     if rec is None:
         return
     if spec.name != "claim" and rec.inputs:
-        c.add(Heading(3, CV.SECTION_PARTS["input"], CV.section_anchor(spec.name, "input")))
+        c.add(Heading(3, coverage.SECTION_PARTS["input"], coverage.section_anchor(spec.name, "input")))
         c.add(Table(["Input", "Value"], [[k, fmt_value(v)] for k, v in rec.inputs.items()]))
-    c.add(Heading(3, CV.SECTION_PARTS["check"], CV.section_anchor(spec.name, "check")))
+    c.add(Heading(3, coverage.SECTION_PARTS["check"], coverage.section_anchor(spec.name, "check")))
     if not rec.checks:
         c.add(Para("This record holds no checks."))
     rows = [
@@ -266,13 +266,13 @@ def _stage_section(c: _Ctx, spec: registry.StageSpec) -> None:
         if chk.id not in COMPARISON_IDS + LATENCY_IDS:
             _check_details(c, chk, rec)
     if rec.notes:
-        c.add(Heading(3, CV.SECTION_PARTS["note"], CV.section_anchor(spec.name, "note")))
+        c.add(Heading(3, coverage.SECTION_PARTS["note"], coverage.section_anchor(spec.name, "note")))
         c.add(Bullets([f"[{n.tag.replace('_', ' ')}] {n.text} ({n.at})" for n in rec.notes]))
 
 
 def _criterion(c: _Ctx) -> str:
     rec = c.records.get("claim")
-    crit = parse(rec.check("claim.success_criterion"), T.SuccessCriterion) if rec else None
+    crit = parse(rec.check("claim.success_criterion"), training_shapes.SuccessCriterion) if rec else None
     return crit.criterion if crit else ""
 
 
@@ -301,7 +301,7 @@ def verdict(c: _Ctx) -> Banner:
             f"the artifact stage is {state}; '{criterion}' is not established.",
             label="NO ESTABLISHED VERDICT",
         )
-    v = parse(rec.check("artifact.verdict"), A.Verdict)
+    v = parse(rec.check("artifact.verdict"), artifact_shapes.Verdict)
     if v is None:
         return Banner(
             "not_run", f"the artifact record holds no check against '{criterion}'.", label="NO VERDICT"
@@ -321,7 +321,7 @@ def verdict(c: _Ctx) -> Banner:
 def _arm_values(rec: StageRecord) -> str:
     """The compared arms' values on the locked test, candidate first ("macro_f1 on the locked test:
     candidate 0.529, frozen probe 0.411, best baseline 0.672; "), so a difference is read beside them."""
-    comp = parse(rec.check("artifact.comparison"), A.Comparison)
+    comp = parse(rec.check("artifact.comparison"), artifact_shapes.Comparison)
     if comp is None or not comp.values:
         return ""
     order = ["candidate", *(a for a in comp.values if a != "candidate")]
@@ -398,8 +398,8 @@ def build_blocks(session_dir: Path) -> tuple[_Ctx, list[Block]]:
             )
         )
     c.add(verdict(c))
-    cov = CV.compute(c.records, c.states)
-    c.add(CV.summary_table(cov))
+    cov = coverage.compute(c.records, c.states)
+    c.add(coverage.summary_table(cov))
     _claim_section(c)
     c.add(*provenance_blocks(c.records.get("source"), c.states.get("source", "not_run")))
     _glance(c)
@@ -414,7 +414,7 @@ def build_blocks(session_dir: Path) -> tuple[_Ctx, list[Block]]:
     _verdict_section(c)
     _limitations(c)
     _not_established(c)
-    c.add(*CV.appendix_blocks(cov))
+    c.add(*coverage.appendix_blocks(cov))
     return c, c.blocks
 
 

@@ -12,11 +12,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from claimcheck.engine import shapes as S
-from claimcheck.engine.shapes import artifact as A
-from claimcheck.engine.shapes import baseline as B
-from claimcheck.engine.shapes import data as D
-from claimcheck.engine.shapes import training as T
+from claimcheck.engine import shapes
+from claimcheck.engine.shapes import artifact as artifact_shapes
+from claimcheck.engine.shapes import baseline as baseline_shapes
+from claimcheck.engine.shapes import data as data_shapes
+from claimcheck.engine.shapes import training as training_shapes
 
 
 @dataclass
@@ -111,7 +111,7 @@ def _fmt(v: float) -> str:
 # ---------------------------------------------------------------- one function per picture
 
 
-def _confusion(check_id: str, shape: B.Trivial | B.Conventional) -> list[Figure]:
+def _confusion(check_id: str, shape: baseline_shapes.Trivial | baseline_shapes.Conventional) -> list[Figure]:
     out: list[Figure] = []
     for name, rep in (shape.learners or {}).items():
         if rep.confusion and rep.per_class:
@@ -121,7 +121,7 @@ def _confusion(check_id: str, shape: B.Trivial | B.Conventional) -> list[Figure]
     return out
 
 
-def _reliability(check_id: str, shape: A.Calibrated) -> list[Figure]:
+def _reliability(check_id: str, shape: artifact_shapes.Calibrated) -> list[Figure]:
     out: list[Figure] = []
     for arm, fig in shape.arms.items():
         series = {
@@ -134,7 +134,7 @@ def _reliability(check_id: str, shape: A.Calibrated) -> list[Figure]:
     return out
 
 
-def _forest_comparison(check_id: str, shape: A.Comparison) -> list[Figure]:
+def _forest_comparison(check_id: str, shape: artifact_shapes.Comparison) -> list[Figure]:
     items = [
         (f"candidate − {arm}", d.estimate, d.lo, d.hi)
         for arm, d in shape.differences.items()
@@ -147,7 +147,7 @@ def _forest_comparison(check_id: str, shape: A.Comparison) -> list[Figure]:
     )
 
 
-def _forest_learnability(check_id: str, shape: B.Learnability) -> list[Figure]:
+def _forest_learnability(check_id: str, shape: baseline_shapes.Learnability) -> list[Figure]:
     d = shape.difference
     if d.lo is None or d.hi is None:
         return []
@@ -160,7 +160,7 @@ def _forest_learnability(check_id: str, shape: B.Learnability) -> list[Figure]:
     ]
 
 
-def _lengths(check_id: str, shape: T.PreparedLengths) -> list[Figure]:
+def _lengths(check_id: str, shape: training_shapes.PreparedLengths) -> list[Figure]:
     bins = shape.bins()
     if not bins:
         return []
@@ -171,7 +171,9 @@ def _lengths(check_id: str, shape: T.PreparedLengths) -> list[Figure]:
     ]
 
 
-def _loss(check_id: str, shape: T.LossCurve, marks: list[float], evals: list[float]) -> list[Figure]:
+def _loss(
+    check_id: str, shape: training_shapes.LossCurve, marks: list[float], evals: list[float]
+) -> list[Figure]:
     pts = [(float(s), v) for s, v in zip(shape.step, shape.loss, strict=False) if math.isfinite(v)]
     return (
         [
@@ -190,7 +192,7 @@ def _loss(check_id: str, shape: T.LossCurve, marks: list[float], evals: list[flo
     )
 
 
-def _dev(check_id: str, shape: T.DevMetric, marks: list[float]) -> list[Figure]:
+def _dev(check_id: str, shape: training_shapes.DevMetric, marks: list[float]) -> list[Figure]:
     series = {f"dev {shape.metric}": [(float(s), v) for s, v in zip(shape.step, shape.value, strict=False)]}
     if shape.train_reference_value:
         series[f"train {shape.metric}"] = [
@@ -209,56 +211,56 @@ def _dev(check_id: str, shape: T.DevMetric, marks: list[float]) -> list[Figure]:
     ]
 
 
-def _class_counts(check_id: str, shape: D.ClassCoverage) -> list[Figure]:
+def _class_counts(check_id: str, shape: data_shapes.ClassCoverage) -> list[Figure]:
     return [
         Grouped(f"{check_id} · rows per class", {"rows": {k: float(v) for k, v in shape.per_target.items()}})
     ]
 
 
-def _prevalence(check_id: str, shape: D.Prevalence) -> list[Figure]:
+def _prevalence(check_id: str, shape: data_shapes.Prevalence) -> list[Figure]:
     groups = {"whole": dict(shape.whole)} | {s: dict(v) for s, v in shape.per_split.items()}
     return [Grouped(f"{check_id} · class share per split", groups)]
 
 
-def _support(check_id: str, shape: D.ClassSupport) -> list[Figure]:
+def _support(check_id: str, shape: data_shapes.ClassSupport) -> list[Figure]:
     groups = {s: {k: float(n) for k, n in v.items()} for s, v in shape.support.items()}
     return [Grouped(f"{check_id} · rows per class in each split (floor {shape.floor})", groups)]
 
 
-def _per_class(check_id: str, shape: A.PerClass) -> list[Figure]:
+def _per_class(check_id: str, shape: artifact_shapes.PerClass) -> list[Figure]:
     groups = {arm: {c: f.f1 for c, f in t.items() if f.f1 is not None} for arm, t in shape.per_class.items()}
     return [Grouped(f"{check_id} · F1 per class and arm", groups)]
 
 
-def _missing(check_id: str, shape: D.Missingness) -> list[Figure]:
+def _missing(check_id: str, shape: data_shapes.Missingness) -> list[Figure]:
     shares = {k: v for k, v in shape.null_share.items() if v > 0}
     return [Grouped(f"{check_id} · share of nulls per column", {"null share": shares})] if shares else []
 
 
-_DRAW: dict[type[S.Shape], Any] = {
-    B.Trivial: _confusion,
-    B.Conventional: _confusion,
-    B.Learnability: _forest_learnability,
-    A.Calibrated: _reliability,
-    A.Comparison: _forest_comparison,
-    A.PerClass: _per_class,
-    T.PreparedLengths: _lengths,
-    D.ClassCoverage: _class_counts,
-    D.Prevalence: _prevalence,
-    D.ClassSupport: _support,
-    D.Missingness: _missing,
+_DRAW: dict[type[shapes.Shape], Any] = {
+    baseline_shapes.Trivial: _confusion,
+    baseline_shapes.Conventional: _confusion,
+    baseline_shapes.Learnability: _forest_learnability,
+    artifact_shapes.Calibrated: _reliability,
+    artifact_shapes.Comparison: _forest_comparison,
+    artifact_shapes.PerClass: _per_class,
+    training_shapes.PreparedLengths: _lengths,
+    data_shapes.ClassCoverage: _class_counts,
+    data_shapes.Prevalence: _prevalence,
+    data_shapes.ClassSupport: _support,
+    data_shapes.Missingness: _missing,
 }
 
 
 def figures_for(check: Any, record: Any = None) -> list[Figure]:
     """The pictures a check's shape calls for; `record` supplies context (checkpoint steps)."""
-    cls = S.shape_for(check.id)
+    cls = shapes.shape_for(check.id)
     if cls is None or not check.measured:
         return []
-    shape = S.parse(check, cls)
-    if cls is T.LossCurve:
+    shape = shapes.parse(check, cls)
+    if cls is training_shapes.LossCurve:
         return _loss(check.id, shape, _checkpoint_steps(record), _eval_steps(record))
-    if cls is T.DevMetric:
+    if cls is training_shapes.DevMetric:
         return _dev(check.id, shape, _checkpoint_steps(record))
     draw = _DRAW.get(cls)
     return draw(check.id, shape) if draw else []
@@ -266,11 +268,11 @@ def figures_for(check: Any, record: Any = None) -> list[Figure]:
 
 def _checkpoint_steps(record: Any) -> list[float]:
     chk = record.check("dispatch.checkpoints") if record is not None else None
-    shape = S.parse(chk, T.Checkpoints) if chk is not None else None
+    shape = shapes.parse(chk, training_shapes.Checkpoints) if chk is not None else None
     return [float(s) for s in shape.steps] if shape else []
 
 
 def _eval_steps(record: Any) -> list[float]:
     chk = record.check("dispatch.dev_metric") if record is not None else None
-    shape = S.parse(chk, T.DevMetric) if chk is not None else None
+    shape = shapes.parse(chk, training_shapes.DevMetric) if chk is not None else None
     return [float(s) for s in shape.step] if shape else []

@@ -9,7 +9,7 @@ from typing import Any
 from claimcheck.engine.evidence import StageRecord
 from claimcheck.engine.report import figures as F
 from claimcheck.engine.report.render import Banner, Block, Fig, Heading, Para, Table, fmt_value, status_text
-from claimcheck.engine.shapes import artifact as A
+from claimcheck.engine.shapes import artifact as artifact_shapes
 from claimcheck.engine.shapes import parse
 
 ARM_HEADERS = ["Arm", "Requested", "Scored", "Failed", "Missing"]
@@ -21,9 +21,9 @@ def comparison_blocks(rec: StageRecord | None, state: str) -> list[Block]:
         return out + [Banner("not_run", "No final comparison exists: the artifact stage has no record.")]
     if state != "frozen":
         out.append(Banner(state, f"The artifact stage is {state}: the comparison below is not established."))
-    arms = parse(rec.check("artifact.arms"), A.Arms)
+    arms = parse(rec.check("artifact.arms"), artifact_shapes.Arms)
     comp_check = rec.check("artifact.comparison")
-    comp = parse(comp_check, A.Comparison)
+    comp = parse(comp_check, artifact_shapes.Comparison)
     if arms is None:
         return out + [
             Para("The artifact record holds no arms table: no arm was asked for on the locked test.")
@@ -38,7 +38,7 @@ def comparison_blocks(rec: StageRecord | None, state: str) -> list[Block]:
     return out + _outcomes(rec)
 
 
-def arms_table(arms: A.Arms, comp: A.Comparison | None) -> Table:
+def arms_table(arms: artifact_shapes.Arms, comp: artifact_shapes.Comparison | None) -> Table:
     """One row per arm: its counts, the primary metric, and the candidate's paired difference to it."""
     rows = []
     for name, a in arms.arms.items():
@@ -72,7 +72,7 @@ def _interval_text(d: Any) -> str:
 
 
 def _outcomes(rec: StageRecord) -> list[Block]:
-    v = parse(rec.check("artifact.verdict"), A.Verdict)
+    v = parse(rec.check("artifact.verdict"), artifact_shapes.Verdict)
     if v is None:
         return []
     yes = {True: "yes", False: "no"}
@@ -91,7 +91,7 @@ def _outcomes(rec: StageRecord) -> list[Block]:
 
 def latency_blocks(rec: StageRecord | None, state: str) -> list[Block]:
     out: list[Block] = [Heading(2, "Latency (a separate axis from quality)")]
-    lat = parse(rec.check("artifact.latency"), A.ArtifactLatency) if rec else None
+    lat = parse(rec.check("artifact.latency"), artifact_shapes.ArtifactLatency) if rec else None
     if lat is None:
         return out + [Para("No latency was measured.")]
     chk = rec.check("artifact.latency")

@@ -9,10 +9,10 @@ from typing import Any
 
 from claimcheck.engine.evidence import StageRecord
 from claimcheck.engine.ledger.session import Session
-from claimcheck.engine.shapes import artifact as A
-from claimcheck.engine.shapes import data as D
+from claimcheck.engine.shapes import artifact as artifact_shapes
+from claimcheck.engine.shapes import data as data_shapes
 from claimcheck.engine.shapes import parse
-from claimcheck.engine.shapes import training as T
+from claimcheck.engine.shapes import training as training_shapes
 from claimcheck.engine.stats import registry
 from claimcheck.engine.textsafe import visible
 
@@ -26,14 +26,14 @@ HF_TASKS = {
 
 def _source_revision(records: dict[str, StageRecord]) -> str:
     src = records.get("source")
-    sums = parse(src.check("source.checksum"), D.Checksum) if src else None
+    sums = parse(src.check("source.checksum"), data_shapes.Checksum) if src else None
     return sums.files[0].sha256 if sums and sums.files else ""
 
 
 def _model_identity(records: dict[str, StageRecord]) -> tuple[str, str]:
     """(base model, revision) from the contract's effective settings: path or hub id, pinned revision."""
     con = records.get("contract")
-    eff = parse(con.check("contract.effective"), T.Effective) if con else None
+    eff = parse(con.check("contract.effective"), training_shapes.Effective) if con else None
     if eff is None:
         return "", ""
     e = eff.effective
@@ -60,7 +60,7 @@ def model_card_data(session: Session) -> Any:
     name = f"{Path(base).name or base} {tuned} (claimcheck session {session.meta.id})" if base else ""
     results = []
     artifact = records.get("artifact")
-    comp = parse(artifact.check("artifact.comparison"), A.Comparison) if artifact else None
+    comp = parse(artifact.check("artifact.comparison"), artifact_shapes.Comparison) if artifact else None
     if comp is not None and states.get("artifact") == "frozen" and "candidate" in comp.values:
         entry = registry.by_key(comp.metric)
         hf_type, args = entry.hf_name if entry and entry.hf_name[0] else (comp.metric, {})

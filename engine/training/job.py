@@ -30,7 +30,7 @@ from claimcheck.engine.stats import registry
 from claimcheck.engine.training import jobfiles, stamp
 from claimcheck.engine.training.jobfiles import append_metric, read_contract, read_status, write_status
 from claimcheck.engine.training.jobrecords import (
-    TERMINAL_STAGES,
+    TERMINAL_PHASES,
     CheckpointLine,
     EarlyStopLine,
     EvalLine,
@@ -40,7 +40,7 @@ from claimcheck.engine.training.jobrecords import (
     StatusFile,
     StepLine,
     TrivialLine,
-    WrittenStage,
+    WrittenPhase,
 )
 from claimcheck.engine.training.schema import Effective, effective
 
@@ -75,9 +75,9 @@ class Heartbeat(threading.Thread):
 
     def beat(self) -> None:
         self.beats += 1
-        step, stage = self.job.step, self.job.stage
+        step, phase = self.job.step, self.job.phase
         # A dev evaluation between steps is expected work, not a stall: it does not count.
-        if stage == "training" and not self.job.evaluating:
+        if phase == "training" and not self.job.evaluating:
             if step != self._last_step:
                 self._last_step, self.since_step = step, 0
             else:
@@ -88,7 +88,7 @@ class Heartbeat(threading.Thread):
             iso=now_iso(),
             beats=self.beats,
             step=step,
-            stage=stage,
+            phase=phase,
             pid=os.getpid(),
             interval=self.interval,
             beats_since_step=self.since_step,
@@ -141,7 +141,7 @@ class Job:
         self.runtime: dict[str, Any] = self.doc.get("runtime", {})
         self.step = 0
         self.total_steps = 0
-        self.stage: WrittenStage = "loading"
+        self.phase: WrittenPhase = "loading"
         self.evaluating = False
         self.eval_started = 0.0
         beat_s = float(self.runtime.get("heartbeat_seconds", jobfiles.HEARTBEAT_SECONDS))
@@ -159,18 +159,18 @@ class Job:
 
     # ------------------------------------------------------------ status
 
-    def set_stage(self, stage: WrittenStage, reason: str = "") -> None:
-        self.stage = stage
+    def set_phase(self, phase: WrittenPhase, reason: str = "") -> None:
+        self.phase = phase
         st = self.status
-        st.stage, st.reason, st.step, st.total_steps = stage, reason, self.step, self.total_steps
+        st.phase, st.reason, st.step, st.total_steps = phase, reason, self.step, self.total_steps
         if self.heartbeat.max_without_step >= 0:
             st.max_beats_without_step = self.heartbeat.max_without_step
         write_status(self.dir, self.status)
 
     def _on_term(self, signum: int, frame: Any) -> None:
-        if self.stage in TERMINAL_STAGES:
+        if self.phase in TERMINAL_PHASES:
             return
-        self.set_stage("cancelled", f"received {signal.Signals(signum).name} at step {self.step}")
+        self.set_phase("cancelled", f"received {signal.Signals(signum).name} at step {self.step}")
         raise JobCancelled()
 
     # ------------------------------------------------------------ main
@@ -179,21 +179,21 @@ class Job:
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_term)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
-        self.set_stage("loading", "")
+        self.set_phase("loading", "")
         self.heartbeat.start()
         try:
             self._train()
-            self.set_stage("done", f"finished {self.step} optimizer steps")
+            self.set_phase("done", f"finished {self.step} optimizer steps")
             return 0
         except JobCancelled:
             return 143
         except Halt as h:
             append_metric(self.dir, HaltLine(kind="halt", step=h.step, time=time.time(), reason=h.reason))
-            self.set_stage("failed", h.reason)
+            self.set_phase("failed", h.reason)
             return 3
         except Exception as exc:  # the job's own failure: recorded, never left "training"
             traceback.print_exc()
-            self.set_stage("failed", f"{type(exc).__name__}: {exc}")
+            self.set_phase("failed", f"{type(exc).__name__}: {exc}")
             return 1
         finally:
             self.heartbeat.stop.set()
@@ -204,7 +204,7 @@ class Job:
     def _train(self) -> None:
         run = self._setup(effective(self.doc))
         self._start_or_resume(run)
-        self.set_stage("training")
+        self.set_phase("training")
         run.model.train()
         delay = float(self.runtime.get("step_delay_seconds", 0.0))
         while self.step < self.total_steps:
@@ -319,7 +319,7 @@ class Job:
             )
             append_metric(self.dir, resume)
             return
-        self.set_stage("initial-eval")
+        self.set_phase("initial-eval")
         trivial = run.batcher.trivial(run.train_b, run.dev_b, run.metric)
         append_metric(self.dir, TrivialLine(kind="trivial", step=0, metric=run.metric, **trivial))
         self._eval(run)
@@ -447,7 +447,7 @@ class Job:
         from claimcheck.engine.training import checkpoint
         from claimcheck.engine.training.artifact_files import Trained, save_artifact
 
-        self.set_stage("final-eval")
+        self.set_phase("final-eval")
         value = self._eval(run)
         selected = self.step
         selection = run.contract.checkpoint_selection
@@ -498,7 +498,7 @@ class Job:
             train_value=ref_r["value"],
             train_rows=run.ref_b.n,
             rows=run.dev_b.n,
-            stage=self.stage,
+            phase=self.phase,
             selected_step=selected,
             **distributions,
         )

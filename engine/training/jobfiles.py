@@ -6,7 +6,7 @@ can run detached from the app and be reattached later:
 
     contract.toml   the frozen contract copy: identity, data files and hashes, runtime, [effective]
     data/           train.jsonl, dev.jsonl (never the test split; row files, engine/training/rowfiles.py)
-    status.json     stage (loading / initial-eval / training / final-eval / done / failed /
+    status.json     phase (loading / initial-eval / training / final-eval / done / failed /
                     cancelled), reason, step, total steps, resume points
     heartbeat       JSON written by a thread every `heartbeat_seconds`: time, beat count, the
                     optimizer step at that moment — a heartbeat is not a step
@@ -20,11 +20,11 @@ can run detached from the app and be reattached later:
     final/          the artifact: trainable weights, tokenizer, config, dev predictions, manifest
 
 The files' contents are typed in claimcheck.engine.training.jobrecords, with the state vocabulary:
-  - the job's own stage (status.json): RUNNING_STAGES, then one of TERMINAL_STAGES; a provider
-    writes a stage over the job's only through `record_stage`;
-  - the stage a provider derives when the job's word is not the whole story (its process is gone,
-    its heartbeat stopped, the cluster cannot be asked): DERIVED_STAGES, decided here by
-    `local_stage` / `ray_stage`;
+  - the job's own phase (status.json): RUNNING_PHASES, then one of TERMINAL_PHASES; a provider
+    writes a phase over the job's only through `record_phase`;
+  - the phase a provider derives when the job's word is not the whole story (its process is gone,
+    its heartbeat stopped, the cluster cannot be asked): DERIVED_PHASES, decided here by
+    `local_phase` / `ray_phase`;
   - what the evidence says about the run: JOB_STATES, from `jobrecords.job_state`.
 
 Cheap: no torch, no polars at import, so providers, stages, replay and the TUI can use it.
@@ -43,16 +43,16 @@ from typing import Any
 from claimcheck.engine.evidence import atomic_write_text, dump_toml, now_iso
 from claimcheck.engine.training import jobrecords
 from claimcheck.engine.training.jobrecords import (
-    TERMINAL_STAGES,
+    TERMINAL_PHASES,
     CheckpointLine,
     EvalLine,
     HeartbeatFile,
     JobFileError,
     MetricLine,
+    Phase,
     PidFile,
-    ProviderStage,
+    ProviderPhase,
     RuntimeFile,
-    Stage,
     StatusFile,
     StepLine,
     TrivialLine,
@@ -138,17 +138,17 @@ def write_status(job_dir: Path, status: StatusFile) -> None:
     _write(job_dir, STATUS, status, indent=1)
 
 
-def record_stage(job_dir: Path, stage: ProviderStage, reason: str, *, only_if_written: bool = False) -> bool:
+def record_phase(job_dir: Path, phase: ProviderPhase, reason: str, *, only_if_written: bool = False) -> bool:
     """A provider's word over the job's own, with `reason`: "cancelled" when nothing runs (never over
     a terminal word the job wrote), "resubmitted" over a failed run's terminal word before it runs
     again. With `only_if_written`, nothing when the job never wrote its status. True when written."""
     status = read_status(job_dir)
     if status is None and only_if_written:
         return False
-    if stage == "cancelled" and status is not None and status.stage in TERMINAL_STAGES:
+    if phase == "cancelled" and status is not None and status.phase in TERMINAL_PHASES:
         return False
     status = status or StatusFile()
-    status.stage, status.reason = stage, reason
+    status.phase, status.reason = phase, reason
     write_status(job_dir, status)
     return True
 
@@ -378,12 +378,12 @@ def _copy_if_changed(src: Path, dst: Path) -> None:
     os.replace(tmp, dst)
 
 
-def session_job_stages(jobs_root: Path) -> list[str]:
-    """The stage each job under jobs/ last wrote ("unknown" when none, "unreadable")."""
+def session_job_phases(jobs_root: Path) -> list[str]:
+    """The phase each job under jobs/ last wrote ("unknown" when none, "unreadable")."""
     out = []
     for status_file in sorted(Path(jobs_root).glob(f"*/{STATUS}")):
         status, problem = read_status_checked(status_file.parent)
-        out.append("unreadable" if status is None else (status.stage or "unknown"))
+        out.append("unreadable" if status is None else (status.phase or "unknown"))
     return out
 
 
@@ -398,8 +398,8 @@ class Progress:
     heartbeat: HeartbeatFile | None
 
     @property
-    def stage(self) -> str:
-        return self.status.stage if self.status is not None else ""
+    def phase(self) -> str:
+        return self.status.phase if self.status is not None else ""
 
     @property
     def reason(self) -> str:
@@ -441,7 +441,7 @@ def heartbeat_stale(age: float, interval: float) -> bool:
     return age > STALL_INTERVALS * interval
 
 
-# ---------------------------------------------------------------- derived stage: local process
+# ---------------------------------------------------------------- derived phase: local process
 
 
 @dataclass
@@ -453,30 +453,30 @@ class Process:
     launched: bool = False  # a launch was recorded (the local provider's pid file)
 
 
-def local_stage(files: Progress, proc: Process, now: float | None = None) -> tuple[Stage, str]:
-    """(stage, reason) of a job run as a local process: its own word unless the process says otherwise."""
-    stage, reason = files.stage, files.reason
+def local_phase(files: Progress, proc: Process, now: float | None = None) -> tuple[Phase, str]:
+    """(phase, reason) of a job run as a local process: its own word unless the process says otherwise."""
+    phase, reason = files.phase, files.reason
     age = files.heartbeat_age(now)
     interval = files.heartbeat_interval()
     if not proc.launched and files.status is None:
         return "not_found", reason
-    if stage in TERMINAL_STAGES:
-        return stage, reason
+    if phase in TERMINAL_PHASES:
+        return phase, reason
     if not proc.alive:
         # Started but the process is gone without writing a terminal status.
         if not proc.pid:
             return "not_found", reason
         return "lost", (
-            f"process {proc.pid} is gone and the job never wrote a terminal status (last stage: {stage or 'none'})"
+            f"process {proc.pid} is gone and the job never wrote a terminal status (last phase: {phase or 'none'})"
         )
-    if not stage:
+    if not phase:
         return "launching", reason
     if heartbeat_stale(age, interval):
         return "stalled", f"process alive but last heartbeat {age:.1f}s ago (interval {interval:.1f}s)"
-    return stage, reason
+    return phase, reason
 
 
-# ---------------------------------------------------------------- derived stage: Ray job
+# ---------------------------------------------------------------- derived phase: Ray job
 
 
 @dataclass
@@ -490,11 +490,11 @@ class RayWord:
     startup_grace_s: float = 180.0
 
 
-def judge_done(out_dir: Path, files: Progress) -> tuple[Stage, str]:
+def judge_done(out_dir: Path, files: Progress) -> tuple[Phase, str]:
     """A "done" counts only with metrics up to the last step and an artifact manifest."""
-    stage, reason = files.stage, files.reason
-    if stage != "done":
-        return stage, reason
+    phase, reason = files.phase, files.reason
+    if phase != "done":
+        return phase, reason
     total = files.status.total_steps if files.status is not None else 0
     steps = [r.step for r in latest_steps(read_metrics(out_dir))]
     if total <= 0 or not steps or max(steps) < total:
@@ -504,35 +504,35 @@ def judge_done(out_dir: Path, files: Progress) -> tuple[Stage, str]:
         )
     if not (Path(out_dir) / FINAL / MANIFEST).exists():
         return "failed", f"status.json says done but {FINAL}/{MANIFEST} is missing"
-    return stage, reason
+    return phase, reason
 
 
-def ray_stage(out_dir: Path, files: Progress, ray: RayWord, now: float | None = None) -> tuple[Stage, str]:
-    """(stage, reason) of a job run on Ray: the job's files first, Ray's word for the process."""
-    stage = files.stage
-    if stage in TERMINAL_STAGES:
+def ray_phase(out_dir: Path, files: Progress, ray: RayWord, now: float | None = None) -> tuple[Phase, str]:
+    """(phase, reason) of a job run on Ray: the job's files first, Ray's word for the process."""
+    phase = files.phase
+    if phase in TERMINAL_PHASES:
         return judge_done(out_dir, files)
     if ray.status == "UNKNOWN":
-        return "unconfirmed", f"Ray cannot be asked ({ray.message}); the job's last word: {stage or 'none'}"
+        return "unconfirmed", f"Ray cannot be asked ({ray.message}); the job's last word: {phase or 'none'}"
     if ray.info is None:
-        return ("lost" if stage else "not_found"), (
+        return ("lost" if phase else "not_found"), (
             f"Ray at {ray.address} has no job {Path(out_dir).name!r} and the job never wrote a terminal status "
-            f"(last stage: {stage or 'none'})"
+            f"(last phase: {phase or 'none'})"
         )
     if ray.status == "PENDING":
         return "launching", f"Ray: PENDING {ray.message}".strip()
     if ray.status == "RUNNING":
         return _ray_running(files, ray, time.time() if now is None else now)
     # Ray says the process ended, and the job did not write a terminal status itself.
-    last = stage or "none"
+    last = phase or "none"
     if ray.status == "STOPPED":
-        return "cancelled", f"Ray stopped the job at stage {last} before it wrote its own status"
+        return "cancelled", f"Ray stopped the job at phase {last} before it wrote its own status"
     if ray.status == "FAILED":
-        return "failed", f"Ray: FAILED: {ray.message} (the job's last stage: {last})"
-    return "failed", f"Ray says {ray.status} but the job never wrote a terminal status (last stage: {last})"
+        return "failed", f"Ray: FAILED: {ray.message} (the job's last phase: {last})"
+    return "failed", f"Ray says {ray.status} but the job never wrote a terminal status (last phase: {last})"
 
 
-def _ray_running(files: Progress, ray: RayWord, now: float) -> tuple[Stage, str]:
+def _ray_running(files: Progress, ray: RayWord, now: float) -> tuple[Phase, str]:
     age = files.heartbeat_age(now)
     interval = files.heartbeat_interval()
     started = float((ray.info or {}).get("start_time") or 0) / 1000.0
@@ -547,4 +547,4 @@ def _ray_running(files: Progress, ray: RayWord, now: float) -> tuple[Stage, str]
         return "unconfirmed", (
             f"Ray says RUNNING but the job's last heartbeat is {age:.1f}s old (interval {interval:.1f}s)"
         )
-    return files.stage or "launching", files.reason
+    return files.phase or "launching", files.reason

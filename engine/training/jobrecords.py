@@ -16,61 +16,63 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from claimcheck.engine.errors import ClaimcheckError, validation_problem
+from claimcheck.engine.ledger.upgrade import job_phase_key
 
 HEARTBEAT_SECONDS = 2.0
 
 # ---------------------------------------------------------------- the state vocabulary
 
-# Stages the job itself writes into status.json.
-RunningStage = Literal["loading", "initial-eval", "training", "final-eval"]
-TerminalStage = Literal["done", "failed", "cancelled"]
+# The phases a job passes through (a job's phase, never a claimcheck stage). Those the job itself
+# writes into status.json:
+RunningPhase = Literal["loading", "initial-eval", "training", "final-eval"]
+TerminalPhase = Literal["done", "failed", "cancelled"]
 # Written by the Ray provider over a failed run's terminal word before it submits it again.
 Resubmitted = Literal["resubmitted"]
-# The words a provider writes into status.json (claimcheck.engine.training.jobfiles.record_stage).
-ProviderStage = Literal["cancelled", "resubmitted"]
-# Stages a provider derives when the job's own word is not the whole story.
-DerivedStage = Literal["launching", "lost", "stalled", "unconfirmed", "not_found"]
-# Every word status.json may hold (StatusFile.stage is also "" before the job's first word).
-WrittenStage = Literal[RunningStage, TerminalStage, Resubmitted]
-# Every word a provider reports (JobStatus.stage).
-Stage = Literal[WrittenStage, DerivedStage]
+# The words a provider writes into status.json (claimcheck.engine.training.jobfiles.record_phase).
+ProviderPhase = Literal["cancelled", "resubmitted"]
+# Phases a provider derives when the job's own word is not the whole story.
+DerivedPhase = Literal["launching", "lost", "stalled", "unconfirmed", "not_found"]
+# Every word status.json may hold (StatusFile.phase is also "" before the job's first word).
+WrittenPhase = Literal[RunningPhase, TerminalPhase, Resubmitted]
+# Every word a provider reports (JobStatus.phase).
+Phase = Literal[WrittenPhase, DerivedPhase]
 # What the evidence says about a run (dispatch.progress.job_state, replay, the claim's review).
 JobState = Literal["finished", "failed", "cancelled", "incomplete"]
 
-RUNNING_STAGES: tuple[str, ...] = RunningStage.__args__
-TERMINAL_STAGES: tuple[str, ...] = TerminalStage.__args__
+RUNNING_PHASES: tuple[str, ...] = RunningPhase.__args__
+TERMINAL_PHASES: tuple[str, ...] = TerminalPhase.__args__
 RESUBMITTED: str = Resubmitted.__args__[0]
-DERIVED_STAGES: tuple[str, ...] = DerivedStage.__args__
+DERIVED_PHASES: tuple[str, ...] = DerivedPhase.__args__
 JOB_STATES: tuple[str, ...] = JobState.__args__
-# Derived stages that end the watch (nothing runs) and those that may still run.
+# Derived phases that end the watch (nothing runs) and those that may still run.
 ENDED_DERIVED = ("lost", "not_found")
 LIVE_DERIVED = ("launching", "stalled")
-# Stages a person must look at: the job failed, vanished, or stopped beating while alive.
-BAD_STAGES = ("failed", "lost", "stalled")
+# Phases a person must look at: the job failed, vanished, or stopped beating while alive.
+BAD_PHASES = ("failed", "lost", "stalled")
 
 
-def job_state(stage: str) -> JobState:
-    """The evidence word for a stage: finished only when the job said done."""
-    if stage == "done":
+def job_state(phase: str) -> JobState:
+    """The evidence word for a phase: finished only when the job said done."""
+    if phase == "done":
         return "finished"
-    if stage == "failed":
+    if phase == "failed":
         return "failed"
-    if stage == "cancelled":
+    if phase == "cancelled":
         return "cancelled"
     return "incomplete"
 
 
-def is_terminal(stage: str) -> bool:
+def is_terminal(phase: str) -> bool:
     """Nothing runs any more: the job's own terminal word, or a job that is gone / never was."""
-    return stage in TERMINAL_STAGES or stage in ENDED_DERIVED
+    return phase in TERMINAL_PHASES or phase in ENDED_DERIVED
 
 
-def is_running(stage: str) -> bool:
-    return stage in RUNNING_STAGES or stage in LIVE_DERIVED
+def is_running(phase: str) -> bool:
+    return phase in RUNNING_PHASES or phase in LIVE_DERIVED
 
 
-def is_bad(stage: str) -> bool:
-    return stage in BAD_STAGES
+def is_bad(phase: str) -> bool:
+    return phase in BAD_PHASES
 
 
 # ---------------------------------------------------------------- the files
@@ -85,9 +87,9 @@ class _Record(BaseModel):
 
 
 class StatusFile(_Record):
-    """status.json: the job's own word on its stage, rewritten atomically as it runs."""
+    """status.json: the job's own word on its phase, rewritten atomically as it runs."""
 
-    stage: Literal[WrittenStage, ""] = ""
+    phase: Literal[WrittenPhase, ""] = ""
     reason: str = ""
     step: int = 0
     total_steps: int = 0
@@ -113,7 +115,7 @@ class HeartbeatFile(_Record):
     iso: str = ""
     beats: int = 0
     step: int = 0
-    stage: WrittenStage
+    phase: WrittenPhase
     pid: int = 0
     interval: float = HEARTBEAT_SECONDS
     beats_since_step: int = 0
@@ -179,7 +181,7 @@ class EvalLine(_Record):
     train_value: float
     train_rows: int
     rows: int
-    stage: WrittenStage
+    phase: WrittenPhase
     selected_step: int
     pred_distribution: dict[str, int] | None = None
     true_distribution: dict[str, int] | None = None
@@ -252,9 +254,11 @@ def _problem(exc: ValidationError, where: str) -> JobFileError:
 
 
 def parse_file(model: type[_Record], doc: Any, where: str) -> Any:
-    """`doc` (a file's JSON) as `model`, or a JobFileError naming `where`."""
+    """`doc` (a file's JSON) as `model`, or a JobFileError naming `where`. A file written before
+    the job's phase had its own name is read through the named upgrade `job_phase_key`."""
     if not isinstance(doc, dict):
         raise JobFileError(f"{where}: a JSON {type(doc).__name__}, not an object")
+    doc = job_phase_key(doc)
     try:
         return model.model_validate(doc)
     except ValidationError as exc:

@@ -9,12 +9,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from claimcheck.engine.training.jobfiles import Progress, latest_steps
-from claimcheck.engine.training.jobrecords import TERMINAL_STAGES, MetricLine
+from claimcheck.engine.training.jobrecords import TERMINAL_PHASES, MetricLine
 
 # Steps/s is measured over at most this many of the latest optimizer steps (evaluations between
 # them included, so the ETA counts the evaluations still to come at the same rate).
 PACE_WINDOW = 20
-EVAL_STAGES = {"initial-eval": "initial", "final-eval": "final"}
+EVAL_PHASES = {"initial-eval": "initial", "final-eval": "final"}
 
 
 class Pace(BaseModel):
@@ -51,10 +51,10 @@ def pace(files: Progress, records: list[MetricLine], now: float | None = None) -
     heartbeat are `files`."""
     now = time.time() if now is None else now
     status = files.status
-    stage = files.stage
+    phase = files.phase
     started = _epoch(status.started_at) if status is not None else None
     updated = _epoch(status.updated_at) if status is not None else None
-    ended = stage in TERMINAL_STAGES
+    ended = phase in TERMINAL_PHASES
     out = Pace()
     if started is not None:
         out.elapsed_s = max(0.0, ((updated or now) if ended else now) - started)
@@ -65,10 +65,10 @@ def pace(files: Progress, records: list[MetricLine], now: float | None = None) -
     if ended:
         return out
     hb = files.heartbeat
-    if stage in EVAL_STAGES:
-        out.evaluation = EVAL_STAGES[stage]
+    if phase in EVAL_PHASES:
+        out.evaluation = EVAL_PHASES[phase]
         since = updated
-    elif stage == "training" and hb is not None and hb.evaluating:
+    elif phase == "training" and hb is not None and hb.evaluating:
         out.evaluation = "periodic"
         since = hb.evaluating_since
     else:

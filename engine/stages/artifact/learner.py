@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from claimcheck.engine.artifact import sklearn_candidate as sk
+from claimcheck.engine.artifact import sklearn_candidate
 from claimcheck.engine.artifact.common import PB_OUTCOMES
 from claimcheck.engine.data import weights
 from claimcheck.engine.evidence import Check, StageRecord
@@ -41,14 +41,14 @@ def checks(
     settings = baseline.Inputs.model_validate(spec.baseline_settings)
     ctx.progress(0.05, f"rebuilding the candidate ({spec.learner})")
     data = load(settings, upstream, ctx)
-    planned = sk.plan(spec.learner, spec.C, settings, data)
-    out = [_fitted_here(spec), sk.identity(spec, planned)]
+    planned = sklearn_candidate.plan(spec.learner, spec.C, settings, data)
+    out = [_fitted_here(spec), sklearn_candidate.identity(spec, planned)]
     ctx.progress(0.15, f"fitting the candidate on {spec.fit_rows.replace('_', ' + ')}")
-    model = sk.fit(planned, spec.learner, spec.fit_rows)
-    out.append(sk.parity(model, spec.learner, data, inputs.parity_tolerance))
+    model = sklearn_candidate.fit(planned, spec.learner, spec.fit_rows)
+    out.append(sklearn_candidate.parity(model, spec.learner, data, inputs.parity_tolerance))
     ctx.check_cancelled()
-    fn = sk.predictor(model, spec.learner, data)
-    note = f"{spec.learner} refitted under the contract on {sk.fit_frame(data, spec.fit_rows).height} rows ({spec.fit_rows})"
+    fn = sklearn_candidate.predictor(model, spec.learner, data)
+    note = f"{spec.learner} refitted under the contract on {sklearn_candidate.fit_frame(data, spec.fit_rows).height} rows ({spec.fit_rows})"
     excluded = _itself(inputs, spec, upstream)
     inputs = inputs.model_copy(update={"comparators": [c for c in inputs.comparators if c not in excluded]})
     if data.task == "regression":
@@ -137,7 +137,7 @@ def _regression(
         fns["trivial_baseline"], notes["trivial_baseline"] = _trivial_number(metric, upstream, ctx)
     wanted = list(dict.fromkeys(["candidate", *inputs.comparators]))
     preds = {a: arm_predict(fns[a], {"test": test})["test"] for a in wanted if a in fns}
-    sc = sk.RegressionScored(
+    sc = sklearn_candidate.RegressionScored(
         preds,
         y,
         units,
@@ -154,8 +154,8 @@ def _regression(
         locked_read(reads, total, coverage),
         arm_counts(wanted, preds, notes, test.height, np.zeros(test.height), coverage),
         arms_coverage(test, np.isfinite(y), preds, inputs, upstream, coverage),
-        sk.regression_comparison(sc),
-        sk.regression_slices(sc),
+        sklearn_candidate.regression_comparison(sc),
+        sklearn_candidate.regression_slices(sc),
         latency(inputs.latency_examples, fns, test),
     ]
 

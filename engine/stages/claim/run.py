@@ -155,10 +155,10 @@ def _session_status(path: Path) -> dict[str, object]:
     from claimcheck.engine.training import jobfiles
     from claimcheck.engine.training.jobrecords import job_state
 
-    job_states = jobfiles.session_job_stages(path / "jobs")
-    if any(job_state(s) == "failed" for s in job_states) or failing:
+    job_phases = jobfiles.session_job_phases(path / "jobs")
+    if any(job_state(p) == "failed" for p in job_phases) or failing:
         status = "failed"
-    elif any(job_state(s) == "cancelled" for s in job_states):
+    elif any(job_state(p) == "cancelled" for p in job_phases):
         status = "cancelled"
     elif any(v == "stale" for v in states.values()):
         status = "stale"
@@ -170,8 +170,8 @@ def _session_status(path: Path) -> dict[str, object]:
     detail = f"{done}/{len(registry.STAGES)} stages frozen"
     if failing:
         detail += "; failing checks in " + ", ".join(failing)
-    if job_states:
-        detail += "; jobs: " + ", ".join(job_states)
+    if job_phases:
+        detail += "; jobs: " + ", ".join(job_phases)
     return {"path": str(path), "id": session.meta.id, "status": status, "detail": detail}
 
 

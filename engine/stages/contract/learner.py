@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from claimcheck.engine.artifact import sklearn_candidate as sk
+from claimcheck.engine.artifact import sklearn_candidate
 from claimcheck.engine.evidence import Check, StageRecord, digest_of
 from claimcheck.engine.pipeline.context import StageContext, StageInputError
 from claimcheck.engine.stages.contract.checks import PB_PIN
@@ -70,7 +70,7 @@ def sklearn_contract(
     except StageInputError as exc:
         res.refuse("candidate.learner", learner, str(exc))
     c = float(settings.C if c_value is None else c_value)
-    planned = sk.plan(learner, c, settings, data) if not res.refused else None
+    planned = sklearn_candidate.plan(learner, c, settings, data) if not res.refused else None
     spec = {
         "task": data.task,
         "learner": learner,
@@ -81,7 +81,7 @@ def sklearn_contract(
         "seed": inputs.seed,
         "fit_rows": res.same("candidate.fit_rows", req.fit_rows),
         "baseline_settings": settings.model_dump(mode="json"),
-        "versions": sk.versions(),
+        "versions": sklearn_candidate.versions(),
     }
     eff.update(
         sklearn=spec,
@@ -90,7 +90,7 @@ def sklearn_contract(
         required_checks=REQUIRED,
         on_required_fail=res.same("on_required_fail", inputs.on_required_fail),
     )
-    rows = sk.fit_frame(data, req.fit_rows).height
+    rows = sklearn_candidate.fit_frame(data, req.fit_rows).height
     return eff, res, _candidate_check(spec, rows, bool(res.refused)), rows
 
 
@@ -110,7 +110,7 @@ def _candidate_check(spec: dict[str, Any], rows: int, refused: bool) -> Check:
             if refused
             else f"{spec['learner']} ({est}, seed {spec['seed']}, {len(spec['params'])} parameters pinned, "
             f"sha256 {spec['params_sha256'][7:19]}…) fitted on {rows:,} {spec['fit_rows'].replace('_', '+')} rows "
-            f"in the artifact stage; {sk.CANDIDATE_NOTE.split(': ', 1)[0]} is dispatched"
+            f"in the artifact stage; {sklearn_candidate.CANDIDATE_NOTE.split(': ', 1)[0]} is dispatched"
         ),
         measured={
             "candidate_kind": "sklearn",

@@ -267,17 +267,17 @@ def _no_stamp(snap: JobSnapshot, model_sha256: str) -> Check:
 
     ended = snap.terminal
     measured = shapes.Runtime(state="missing" if ended else "pending", contract_model_sha256=model_sha256)
-    if not ended or snap.stage == "not_found":
+    if not ended or snap.phase == "not_found":
         return not_run(
             "dispatch.runtime",
-            f"pending: not yet due — the job writes its runtime stamp once its model is loaded ({snap.stage})",
+            f"pending: not yet due — the job writes its runtime stamp once its model is loaded ({snap.phase})",
             measured=measured.dump(),
         )
     return Check(
         id="dispatch.runtime",
         status="warn",
         summary=(
-            f"the job ended ({snap.stage}) without writing its runtime stamp ({jobfiles.RUNTIME}): "
+            f"the job ended ({snap.phase}) without writing its runtime stamp ({jobfiles.RUNTIME}): "
             "the process that ran it is not recorded"
         ),
         measured=measured,
@@ -320,9 +320,9 @@ def _acknowledged(snap: JobSnapshot, launch_info: dict[str, Any], provider: str)
     summary = (
         f"the job wrote its own status under operation {launch_info['operation_id']} ({how})"
         if acked
-        else f"no status written by the job yet ({snap.stage}; {how})"
+        else f"no status written by the job yet ({snap.phase}; {how})"
     )
-    if not acked and snap.stage in ("not_found", "launching"):
+    if not acked and snap.phase in ("not_found", "launching"):
         # Whether the job has answered yet is a look at the world outside the session: never compared.
         return not_run("dispatch.acknowledged", summary, measured=measured, why=why).model_copy(
             update={"replay": "observation"}
@@ -342,10 +342,10 @@ def _acknowledged(snap: JobSnapshot, launch_info: dict[str, Any], provider: str)
 def _progress(st: JobSnapshot) -> Check:
     state = st.job_state
     status = {"finished": "pass", "failed": "fail", "cancelled": "warn"}.get(
-        state, "fail" if st.stage == "lost" else "info"
+        state, "fail" if st.phase == "lost" else "info"
     )
     summary = (
-        f"{state}: stage {st.stage}, {len(st.steps)} optimizer steps of {st.total_steps}, "
+        f"{state}: phase {st.phase}, {len(st.steps)} optimizer steps of {st.total_steps}, "
         f"{st.heartbeats} heartbeats"
     )
     if st.reason:
@@ -356,7 +356,7 @@ def _progress(st: JobSnapshot) -> Check:
         summary=summary,
         measured={
             "job_state": state,
-            "stage": st.stage,
+            "stage": st.phase,  # the evidence field's name since 0.1.0 (the shape's): the job's phase
             "reason": st.reason,
             "optimizer_steps": len(st.steps),
             "last_step": st.step,

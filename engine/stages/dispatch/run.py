@@ -229,7 +229,7 @@ def _wait(provider: Any, handle: Any, inputs: Inputs, ctx: StageContext) -> None
     while True:
         st = provider.status(handle)
         frac = st.step / st.total_steps if st.total_steps else None
-        ctx.progress(frac, f"job {handle.op_id}: {st.stage} step {st.step}/{st.total_steps}")
+        ctx.progress(frac, f"job {handle.op_id}: {st.phase} step {st.step}/{st.total_steps}")
         if st.terminal:
             provider.fetch(handle)  # local: nothing to copy; ray: logs + artifact home, checksums verified
             return

@@ -14,9 +14,9 @@ from claimcheck.engine.data import weights
 from claimcheck.engine.evidence import Check, Note, StageRecord
 from claimcheck.engine.pipeline.checks import not_applicable
 from claimcheck.engine.pipeline.context import StageContext, StageInputError
-from claimcheck.engine.stages.source import checks as sc
+from claimcheck.engine.stages.source import checks as source_checks
 from claimcheck.engine.stages.source import claim as source_claim
-from claimcheck.engine.stages.source import identity as si
+from claimcheck.engine.stages.source import identity as source_identity
 from claimcheck.engine.stages.source import labels as source_labels
 from claimcheck.engine.stages.source import provenance
 from claimcheck.engine.stages.source.checks import PB_PREVIEW
@@ -41,15 +41,15 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     paths = [ctx.resolve(f, inside=not inputs.allow_outside_workspace) for f in inputs.files]
     data.refuse_same_file(paths, inputs.files)
     ctx.progress(0.02, "checksums")
-    checks: list[Check] = [sc.checksum(inputs, paths)]
+    checks: list[Check] = [source_checks.checksum(inputs, paths)]
     budget = memory_budget.resolve(inputs.memory_budget)
     load_path = budget.choose(memory_budget.need_parse(paths))
     raw, schema, malformed = _read(inputs, paths, ctx, load_path)
     cov = "full" if not inputs.preview_rows else f"preview: first {raw.height} rows"
-    checks.append(sc.schema(raw, schema, malformed, budget.covered(cov, load_path)))
+    checks.append(source_checks.schema(raw, schema, malformed, budget.covered(cov, load_path)))
     ctx.check_cancelled()
     kept, steps = _apply_filters(raw, inputs)
-    checks.append(sc.non_finite(kept, inputs, cov))
+    checks.append(source_checks.non_finite(kept, inputs, cov))
     if inputs.non_finite == "exclude_rows":
         bad = data.non_finite_row(data.numeric_inputs(inputs.model_dump(mode="json"), kept.schema))
         before = kept.height
@@ -61,7 +61,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     dataset = kept.filter(pl.col(data.TARGET).is_not_null()) if has_null else kept
     removed = kept.height - dataset.height
     steps.append({"reason": data.NO_TARGET_REASON, "where": "target IS NOT NULL", "removed": removed})
-    checks.append(sc.transformations(inputs, raw.height, dataset.height, steps, cov))
+    checks.append(source_checks.transformations(inputs, raw.height, dataset.height, steps, cov))
     if inputs.weight_column:
         weights.validate(dataset, inputs.weight_column)
         checks.append(weights.sample_weights_check(dataset, inputs.weight_column, claim, cov))
@@ -79,7 +79,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
         checks.append(source_labels.label_lists(kept, inputs, order, cov))
     else:
         checks.append(
-            sc.numeric_target_not_run("source.class_order", "source.target_distribution")
+            source_checks.numeric_target_not_run("source.class_order", "source.target_distribution")
             if numeric
             else source_claim.class_order(dataset, inputs, upstream)
         )
@@ -183,29 +183,29 @@ def _audit(
     `numeric`: the claim's target is a number (class coverage becomes the target's distribution)."""
     ctx.progress(0.2, "missingness, time, classes")
     checks = [
-        sc.missingness(kept, inputs, cov),
-        *sc.time(kept, inputs, cov),
-        sc.numeric_target_not_run("source.class_coverage", "source.target_distribution")
+        source_checks.missingness(kept, inputs, cov),
+        *source_checks.time(kept, inputs, cov),
+        source_checks.numeric_target_not_run("source.class_coverage", "source.target_distribution")
         if numeric
-        else sc.class_coverage(kept, inputs, cov),
+        else source_checks.class_coverage(kept, inputs, cov),
     ]
     if numeric:
-        checks.append(sc.target_distribution(kept, inputs, cov))
+        checks.append(source_checks.target_distribution(kept, inputs, cov))
     ctx.check_cancelled()
     ctx.progress(0.35, "duplicates and conflicts")
-    checks.extend(si.duplicates(dataset, inputs, cov))
+    checks.extend(source_identity.duplicates(dataset, inputs, cov))
     ctx.check_cancelled()
     ctx.progress(0.5, "near-duplicates")
-    checks.append(si.near_duplicates(dataset, inputs, ctx, cov, budget))
+    checks.append(source_identity.near_duplicates(dataset, inputs, ctx, cov, budget))
     ctx.check_cancelled()
     ctx.progress(0.7, "single-feature leakage")
-    checks.extend(sc.leakage(dataset, inputs, numeric))
-    checks.append(sc.availability(inputs))
+    checks.extend(source_checks.leakage(dataset, inputs, numeric))
+    checks.append(source_checks.availability(inputs))
     ctx.check_cancelled()
     ctx.progress(0.85, "entity families")
-    checks.append(si.families(dataset, inputs, ctx, cov))
-    checks.append(sc.sensitive(inputs))
-    checks.append(sc.provenance(inputs))
+    checks.append(source_identity.families(dataset, inputs, ctx, cov))
+    checks.append(source_checks.sensitive(inputs))
+    checks.append(source_checks.provenance(inputs))
     return checks
 
 

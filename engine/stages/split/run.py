@@ -16,7 +16,7 @@ from claimcheck.engine.data import weights
 from claimcheck.engine.evidence import Check, StageRecord, atomic_write_bytes
 from claimcheck.engine.pipeline.checks import not_applicable
 from claimcheck.engine.pipeline.context import StageContext, StageInputError
-from claimcheck.engine.stages.split import checks as sc
+from claimcheck.engine.stages.split import checks as split_checks
 from claimcheck.engine.stages.split import subgroups
 from claimcheck.engine.stages.split.checks import PB_LEDGER, TIME_STRATEGIES, times_of
 from claimcheck.engine.stages.split.inputs import FRACTION_ADVICE, Inputs, check_fractions
@@ -72,24 +72,24 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
         atomic_write_bytes(ctx.session_dir / rel, payload)
     member = _membership(ds, mem, (inputs, fractions, excluded), (rel, payload))
     member = member.model_copy(update={"coverage": budget.covered(member.coverage, load_path)})
-    checks = [member, sc.rationale(inputs, upstream)]
+    checks = [member, split_checks.rationale(inputs, upstream)]
     joined = _attach(ds, mem.drop(data.FAMILY), "inner", load_path)
     ctx.progress(0.4, "prevalence, families, chronology")
     numeric = target_type(claim) == "numeric"
-    checks.append(sc.train_classes(joined, numeric))
+    checks.append(split_checks.train_classes(joined, numeric))
     checks.extend(
         [not_applicable("split.prevalence", LISTS_REASON)]
         if multi
         else _distribution_checks(joined, ds, inputs, numeric)
     )
-    checks.append(sc.family_intersection(joined, inputs))
-    checks.append(sc.chronology(joined, (time_col, time_unit), inputs))
+    checks.append(split_checks.family_intersection(joined, inputs))
+    checks.append(split_checks.chronology(joined, (time_col, time_unit), inputs))
     ctx.check_cancelled()
     ctx.progress(0.55, "exact overlap")
-    checks.append(sc.exact_overlap(joined, src.inputs))
+    checks.append(split_checks.exact_overlap(joined, src.inputs))
     ctx.check_cancelled()
     ctx.progress(0.7, "near-duplicate overlap")
-    checks.append(sc.near_overlap(joined, src, inputs, ctx))
+    checks.append(split_checks.near_overlap(joined, src, inputs, ctx))
     if multi:
         checks += [not_applicable(c, LISTS_REASON) for c in ("split.label_coverage", "split.class_support")]
         checks.append(label_support(joined, order or [], inputs.strategy))
@@ -98,7 +98,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     if weights.column(src.inputs):
         checks.append(weights.weight_mass_check(joined, weights.column(src.inputs)))
     if inputs.strategy == "group_kfold":
-        checks.append(sc.folds(joined, inputs))
+        checks.append(split_checks.folds(joined, inputs))
     if "claim" in upstream and upstream["claim"].inputs.get("task_kind") == "retrieval":
         from claimcheck.engine.retrieval.stages import split_check
 
@@ -396,19 +396,19 @@ def _gap_mask(lab: Any, times: Any, keep: Any, gap_days: float) -> Any:
 def _distribution_checks(joined: Any, ds: Any, inputs: Inputs, numeric: bool) -> list[Check]:
     """Class prevalence per split, or (numeric target) the target's distribution per split."""
     if not numeric:
-        return [sc.prevalence(joined, ds, inputs)]
+        return [split_checks.prevalence(joined, ds, inputs)]
     return [
-        sc.numeric_target_not_run("split.prevalence", "split.target_distribution"),
-        sc.target_distribution(joined, ds),
+        split_checks.numeric_target_not_run("split.prevalence", "split.target_distribution"),
+        split_checks.target_distribution(joined, ds),
     ]
 
 
 def _coverage_checks(joined: Any, inputs: Inputs, numeric: bool) -> list[Check]:
     """Label coverage and class support, or (numeric target) held-out values outside the train range."""
     if not numeric:
-        return [sc.label_coverage(joined), sc.support(joined, inputs)]
+        return [split_checks.label_coverage(joined), split_checks.support(joined, inputs)]
     return [
-        sc.numeric_target_not_run("split.label_coverage", "split.target_range"),
-        sc.numeric_target_not_run("split.class_support", "split.target_distribution"),
-        sc.target_range(joined),
+        split_checks.numeric_target_not_run("split.label_coverage", "split.target_range"),
+        split_checks.numeric_target_not_run("split.class_support", "split.target_distribution"),
+        split_checks.target_range(joined),
     ]
