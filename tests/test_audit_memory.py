@@ -216,6 +216,12 @@ def test_replay_on_a_smaller_budget_reproduces_the_session(
     rows = {(r.stage, r.check): r.outcome for r in result.rows}
     assert rows[("source", "source.near_duplicates")] == "reproduced"
     assert rows[("split", "split.membership")] == "reproduced"
+    # The report's limitations do not mistake the memory part of a coverage line for partial coverage.
+    from claimcheck.engine.report.build import render
+
+    markdown = render(tmp_path / "s")[0]
+    assert "memory: in memory (budget 64.0 GiB, environment)" in markdown
+    assert "not the full data" not in markdown
 
 
 @pytest.mark.parametrize("how", ["left", "inner"])
