@@ -4,8 +4,8 @@ check, whether it runs in memory or bounded (streamed / sharded through temporar
 Where the budget comes from, first found wins:
 1. the source input `memory_budget` (a size: "512M", "4G", "1.5GiB", or bytes), recorded with the
    source stage's inputs;
-2. the environment variable CLAIMCHECK_MEMORY_BUDGET (`claimcheck run --memory-budget` and
-   `claimcheck --replay --memory-budget` set it), the same syntax;
+2. the environment variable CLAIMCHECK_MEMORY_BUDGET (`claimcheck run --memory-budget`,
+   `claimcheck --replay … --memory-budget` and `claimcheck --memory-budget` set it), the same syntax;
 3. DEFAULT_FRACTION of the machine's memory (cgroup limit or physical memory, the smaller).
 
 Each check that has two paths estimates what its in-memory path needs (`need_*` below, measured
@@ -13,6 +13,8 @@ factors: bench/README.md "bounded memory") and takes the bounded path when that 
 The figures do not depend on the path (tests/test_audit_memory.py); the choice and the budget are
 written at the end of the check's coverage line (`note`), and replay does not compare that part:
 another machine may choose otherwise and measure the same (engine/headless/compare.py).
+The budget chooses paths; it is not a cap the process is held to (docs/audit-scale.md says what the
+bounded paths still hold: the loaded frame, the near-duplicate search's per-text arrays).
 """
 
 from __future__ import annotations

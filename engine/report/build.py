@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from claimcheck.engine import __version__
+from claimcheck.engine.audit.budget import strip_note
 from claimcheck.engine.evidence import MODEL_INDEX, REPORT_HTML, REPORT_MD, Check, StageRecord, temp_beside
 from claimcheck.engine.headless import integrity
 from claimcheck.engine.headless.outcomes import Row
@@ -355,8 +356,10 @@ def _limitations(c: _Ctx) -> None:
                 items.append(f"{chk.id} ({chk.status}): {fmt_value(chk.summary, 300)}")
             elif chk.status == "not_run":
                 items.append(f"{chk.id} was not measured: {fmt_value(chk.summary, 300)}")
-            if chk.coverage != "full" and chk.replay != "observation":
-                items.append(f"{chk.id} covers {chk.coverage}, not the full data.")
+            # The memory part of a coverage line says how the step ran, not what it covered.
+            extent = strip_note(chk.coverage)
+            if extent != "full" and chk.replay != "observation":
+                items.append(f"{chk.id} covers {extent}, not the full data.")
     c.add(Bullets(items or ["None recorded."]))
 
 
