@@ -274,11 +274,11 @@ def _job_setup(mode: str, a: argparse.Namespace) -> tuple:
     """claimcheck's Job on a job directory written as dispatch writes it, set up (model, rows,
     optimizer) but not run: `job._step(run)` is one optimizer step of its own."""
     from claimcheck.engine.training.job import Job
-    from claimcheck.engine.training.schema import effective as typed
+    from claimcheck.engine.training.schema import effective
 
     jd = _job_dir(mode, a)
     job = Job(jd)
-    run = job._setup(typed(job.doc))
+    run = job._setup(effective(job.doc))
     run.model.train()
     return job, run
 

@@ -26,7 +26,7 @@ from claimcheck.engine.training.evaluate import (
 from claimcheck.engine.training.jobfiles import DEV_PREDICTIONS, MANIFEST, read_contract
 from claimcheck.engine.training.prepare import IGNORE
 from claimcheck.engine.training.rowfiles import RowTable, find_rows, read_rows, write_rows
-from claimcheck.engine.training.schema import effective as typed
+from claimcheck.engine.training.schema import effective
 
 # Fields peft holds as Python sets and writes as list(set): their order follows the
 # process's string-hash seed, so two identical runs would write different bytes.
@@ -185,7 +185,7 @@ def load_artifact(
 
     final = Path(final)
     eff = json.loads((final / EFFECTIVE).read_text())
-    classes, is_cls = list(typed(eff).label_classes), typed(eff).is_classification
+    classes, is_cls = list(effective(eff).label_classes), effective(eff).is_classification
     model, _, _ = build(eff, num_labels=len(classes) if is_cls else None, workspace=workspace, device=device)
     missing, unexpected = load_trainable(model, final / TRAINABLE)
     tok = AutoTokenizer.from_pretrained(
@@ -200,7 +200,7 @@ def build_base(eff: dict[str, Any], workspace: Path, device: str = "cpu") -> tup
     and, for a classification head, the seeded random initialisation — a chance-level head."""
     from claimcheck.engine.training.models import build
 
-    classes, is_cls = list(typed(eff).label_classes), typed(eff).is_classification
+    classes, is_cls = list(effective(eff).label_classes), effective(eff).is_classification
     model, tok, _ = build(
         eff, num_labels=len(classes) if is_cls else None, workspace=workspace, device=device
     )
@@ -273,7 +273,7 @@ def reload_parity(
     mode = recorded_mode(final)
     recorded = read_rows(find_rows(final, Path(DEV_PREDICTIONS).stem))
     dev = read_rows(job_dir / read_contract(job_dir)["data"]["dev"])
-    classes = list(typed(eff).label_classes)
+    classes = list(effective(eff).label_classes)
     enc = Batcher(eff, tok, classes, "cpu").prepare(dev, rendered=True)
     if not enc.classification:
         sft = _sft_parity(model, enc, recorded, mode)

@@ -17,7 +17,7 @@ from typing import Any
 from claimcheck.engine.data.rows import sha256_file
 from claimcheck.engine.stats import registry
 from claimcheck.engine.stats.registry import Scoring
-from claimcheck.engine.training.schema import effective as typed
+from claimcheck.engine.training.schema import effective as effective_contract
 
 EVAL_BATCH = 32
 TRAINABLE = "trainable.safetensors"
@@ -68,7 +68,7 @@ def row_inputs(effective: dict[str, Any], frame: Any, *, rendered: bool = False)
     """
     from claimcheck.engine.training.prepare import messages_from_row, render_texts
 
-    c = typed(effective)
+    c = effective_contract(effective)
     if c.task_kind == "causal_lm_sft":
         column = "messages" if rendered else (c.messages_column or "messages")
         return [messages_from_row(r, messages_column=column) for r in frame.iter_rows(named=True)]
@@ -134,7 +134,7 @@ class Batcher:
 
     def __init__(self, effective: dict[str, Any], tokenizer: Any, classes: list[str], device: str):
         self.eff, self.tok, self.classes, self.device = effective, tokenizer, classes, device
-        self.classification = typed(effective).is_classification
+        self.classification = effective_contract(effective).is_classification
 
     def prepare(self, frame: Any, with_labels: bool = True, rendered: bool = False) -> Encoded:
         """Encode rows with claimcheck.engine.training.prepare.encode, the code the contract verified.
@@ -193,7 +193,9 @@ class Batcher:
         proba_major[:, int(counts.argmax())] = 1.0
         use = proba if registry.get(metric).needs_proba else proba_major
         return {
-            "value": metric_value(metric, dev.labels, use, self.classes, typed(self.eff).positive_class),
+            "value": metric_value(
+                metric, dev.labels, use, self.classes, effective_contract(self.eff).positive_class
+            ),
             "class": self.classes[int(counts.argmax())],
         }
 
