@@ -655,3 +655,20 @@ def test_a_contract_recorded_with_the_unreachable_default_alarm_step_still_repro
     older.check("contract.effective").measured["effective"] = other
     outcomes = {r.check: r.outcome for r in compare_records("contract", older, con)}
     assert outcomes["contract.effective"] == "differs"
+
+
+def test_the_fake_stages_write_no_id_the_registries_know(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fakes' check ids are synthetic: none is declared or has a shape, so no fake record stands
+    in for what a real stage writes; every other id in the session is declared."""
+    from claimcheck.engine.pipeline.checks import declared
+    from claimcheck.engine.shapes import shape_for
+
+    session = build(tmp_path, monkeypatch)
+    ids = {c.id for rec in Session.open(session).records().values() for c in rec.checks}
+    known = declared()
+    synthetic = {i for i in ids if ".synthetic_" in i}
+    assert synthetic and all(i.split(".", 1)[0] in FAKES for i in synthetic)
+    assert not [i for i in synthetic if i in known or shape_for(i) is not None]
+    assert ids - synthetic <= set(known)

@@ -19,7 +19,7 @@ from claimcheck.engine.artifact.common import PB_OUTCOMES
 from claimcheck.engine.data import weights
 from claimcheck.engine.evidence import Check, StageRecord
 from claimcheck.engine.pipeline.context import StageContext, StageInputError
-from claimcheck.engine.stages.dispatch.checks import typed
+from claimcheck.engine.stages.dispatch.checks import checked_effective
 from claimcheck.engine.stats import registry
 
 
@@ -33,7 +33,7 @@ def checks(
     from claimcheck.engine.baseline.learners import load
     from claimcheck.engine.stages.baseline import run as baseline
 
-    spec = typed(eff).sklearn
+    spec = checked_effective(eff).sklearn
     if spec is None:
         raise StageInputError(
             "the contract has no scikit-learn candidate: re-run and freeze the contract stage"

@@ -64,7 +64,7 @@ def _examples(eff: dict, frame) -> tuple[list[Any], list[str] | None, list[Any]]
 
 
 @dataclass
-class Basis:
+class FitMaterial:
     """What the prepared-input checks and the fitting check are computed from."""
 
     inp: Inputs
@@ -76,7 +76,7 @@ class Basis:
     ctx: StageContext
 
 
-def verify_and_fit(b: Basis) -> list[Check]:
+def verify_and_fit(b: FitMaterial) -> list[Check]:
     from claimcheck.engine.training import models, prepare
 
     eff, ctx = b.eff, b.ctx

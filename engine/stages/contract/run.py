@@ -18,7 +18,7 @@ from typing import Any
 from claimcheck.engine.evidence import Check, StageRecord, digest_of
 from claimcheck.engine.pipeline.checks import declaration, not_run
 from claimcheck.engine.pipeline.context import StageContext, StageInputError
-from claimcheck.engine.stages.contract.checks import PB_PIN, PB_REQ, Basis, verify_and_fit
+from claimcheck.engine.stages.contract.checks import PB_PIN, PB_REQ, FitMaterial, verify_and_fit
 from claimcheck.engine.training.hardware import cuda_available
 from claimcheck.engine.training.resolve import Resolution, resolve
 from claimcheck.engine.training.schema import Inputs
@@ -89,7 +89,9 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
         for cid in ("prepared_lengths", "prepared_columns", "effective_batch", "memory", "fit_check"):
             checks.append(not_run(f"contract.{cid}", why))
     else:
-        checks.extend(verify_and_fit(Basis(inputs, eff, facts, train, source_inputs, labels_present, ctx)))
+        checks.extend(
+            verify_and_fit(FitMaterial(inputs, eff, facts, train, source_inputs, labels_present, ctx))
+        )
 
     return _sealed(inputs, eff, res, checks)
 

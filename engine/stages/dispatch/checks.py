@@ -48,7 +48,7 @@ PB_RUNTIME = (
 MAX_POINTS = 200
 
 
-def typed(eff: dict[str, Any] | Effective) -> Effective:
+def checked_effective(eff: dict[str, Any] | Effective) -> Effective:
     """The effective contract as its typed model; a field it does not know is the person's to fix."""
     from pydantic import ValidationError
 
@@ -90,7 +90,7 @@ def job_checks(look: Look) -> list[Check]:
                 measured={"operation_id": op_id},
             )
         ]
-    c = typed(look.eff)
+    c = checked_effective(look.eff)
     doc = jobfiles.read_contract(job_dir)
     handle = Handle(
         op_id=op_id, job_dir=job_dir, provider=look.provider.name, ref=str(look.launch_info.get("ref", ""))

@@ -18,7 +18,7 @@ from typing import Any
 
 from claimcheck.engine.evidence import Check, StageRecord, digest_of
 from claimcheck.engine.pipeline.context import StageContext, StageInputError
-from claimcheck.engine.stages.dispatch.checks import PB_DISABLED, Look, job_checks, typed
+from claimcheck.engine.stages.dispatch.checks import PB_DISABLED, Look, checked_effective, job_checks
 from claimcheck.engine.stages.dispatch.inputs import Inputs
 from claimcheck.engine.training import jobfiles
 
@@ -38,7 +38,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     gate = _required_checks(eff, upstream["contract"])
     if gate.status == "fail" and not jobfiles.has_contract(job_dir):
         return StageRecord(stage="dispatch", inputs=inputs.model_dump(mode="json"), checks=[gate])
-    if typed(eff).candidate_kind in ("sklearn", "encoder"):
+    if checked_effective(eff).candidate_kind in ("sklearn", "encoder"):
         checks = [gate, _no_job(eff, digest)]
         return StageRecord(stage="dispatch", inputs=inputs.model_dump(mode="json"), checks=checks)
     if ctx.replay:
@@ -64,9 +64,9 @@ def _no_job(eff: dict[str, Any], digest: str) -> Check:
     """A scikit-learn candidate (claim.fine_tuning = false) is fitted by the artifact stage: no job."""
     from claimcheck.engine.artifact.sklearn_candidate import CANDIDATE_NOTE
 
-    if typed(eff).candidate_kind == "encoder":
+    if checked_effective(eff).candidate_kind == "encoder":
         return _no_job_encoder(eff, digest)
-    spec = typed(eff).sklearn
+    spec = checked_effective(eff).sklearn
     learner = spec.learner if spec else "?"
     return Check(
         id="dispatch.no_job",
@@ -82,7 +82,7 @@ def _no_job(eff: dict[str, Any], digest: str) -> Check:
 
 def _no_job_encoder(eff: dict[str, Any], digest: str) -> Check:
     """A retrieval claim's unchanged encoder is loaded and scored by the artifact stage: no job."""
-    spec = typed(eff).encoder
+    spec = checked_effective(eff).encoder
     model = spec.model_path if spec else "?"
     return Check(
         id="dispatch.no_job",
@@ -139,7 +139,7 @@ def _environment(contract: StageRecord) -> Any:
 
 def _required_checks(eff: dict[str, Any], contract: StageRecord) -> Check:
     """The contract's required checks, and what it said to do when one fails (refuse or warn)."""
-    c = typed(eff)
+    c = checked_effective(eff)
     required, policy = list(c.required_checks), c.on_required_fail
     states = {}
     for cid in required:
@@ -202,7 +202,7 @@ def _job_frame(df: Any, eff: dict[str, Any]) -> Any:
 
     from claimcheck.engine.training.evaluate import row_inputs
 
-    if typed(eff).task_kind == "causal_lm_sft":
+    if checked_effective(eff).task_kind == "causal_lm_sft":
         import json
 
         msgs = [json.dumps(m) for m in row_inputs(eff, df)]
