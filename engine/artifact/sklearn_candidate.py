@@ -170,11 +170,12 @@ def parity(model: Any, learner: str, data: Any, tolerance: float) -> Check:
     a = predictor(model, learner, data)(rows)
     b = predictor(reloaded, learner, data)(rows)
     diff = float(np.max(np.abs(a - b))) if rows.height else 0.0
-    mismatches = (
-        int((a.argmax(axis=1) != b.argmax(axis=1)).sum())
-        if a.shape[1] > 1
-        else int((np.abs(a - b) > tolerance).sum())
-    )
+    if data.task == "multilabel":  # rows whose label set at 0.5 differs
+        mismatches = int(((a >= 0.5) != (b >= 0.5)).any(axis=1).sum())
+    elif a.shape[1] > 1:
+        mismatches = int((a.argmax(axis=1) != b.argmax(axis=1)).sum())
+    else:
+        mismatches = int((np.abs(a - b) > tolerance).sum())
     ok = diff <= tolerance and mismatches == 0
     return Check(
         id="artifact.reload_parity",
