@@ -61,6 +61,15 @@ def _assert_same(ws: Path, source_inputs: dict, split_inputs: dict) -> tuple:
     return big, small
 
 
+def _bring_scripts(ws: Path, src: dict) -> None:
+    """The scripts a source declares (its label script, preprocessing scripts), copied beside the data."""
+    named = [src.get("label_provenance", {}).get("script", "")]
+    named += [p["script"] for p in src.get("preprocessing", [])]
+    for rel in filter(None, named):
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_bytes((ROOT / rel).read_bytes())
+
+
 @pytest.mark.parametrize("answers", ["answers-example.toml", "answers-sft.toml", "answers-tabular.toml"])
 def test_bounded_paths_give_the_in_memory_figures_on_the_sample(tmp_path: Path, answers: str) -> None:
     """The documented examples: text tickets (CSV), chat conversations (JSONL, nested), tabular with a filter."""
@@ -70,6 +79,7 @@ def test_bounded_paths_give_the_in_memory_figures_on_the_sample(tmp_path: Path, 
         pytest.skip(f"{data} is not generated")
     (tmp_path / "sample_data").mkdir()
     (tmp_path / src["files"][0]).write_bytes(data.read_bytes())
+    _bring_scripts(tmp_path, src)
     big, small = _assert_same(tmp_path, src, _example("split", answers))
     if not src.get("text_columns"):
         return
@@ -205,6 +215,7 @@ def test_replay_on_a_smaller_budget_reproduces_the_session(
     (tmp_path / "sample_data" / "tickets.csv").write_bytes(SAMPLE.read_bytes())
     example = tomllib.loads((ROOT / "docs" / "answers-example.toml").read_text())
     answers = {k: example[k] for k in ("session", "claim", "source", "split")}
+    _bring_scripts(tmp_path, answers["source"])
     answers["session"]["workspace"] = "."
     (tmp_path / "answers.toml").write_text(tomlkit.dumps(answers))
     monkeypatch.setenv(B.ENV, "64G")
