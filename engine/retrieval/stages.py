@@ -585,7 +585,7 @@ def _latency(indexes: dict[str, Any], texts: list[str], examples: int) -> Check:
         id="artifact.latency",
         status="info",
         summary="per query, ranking the whole corpus (indexed or embedded beforehand), one query at a time: "
-        + ", ".join(f"{a} p50 {v.p50_ms:.1f} ms, p95 {v.p95_ms:.1f} ms" for a, v in out.items()),
+        + ", ".join(f"{a} p50 {v.p50_ms:.2f} ms, p95 {v.p95_ms:.2f} ms" for a, v in out.items()),
         measured=ArtifactLatency(arms=out, batch_size=1, device="cpu"),
         replay="observation",
         why="Latency is a separate axis from quality, timed apart from the quality run.",
