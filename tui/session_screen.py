@@ -17,7 +17,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Static
 
-from claimcheck.engine.evidence import EvidenceError
+from claimcheck.engine.evidence import EvidenceError, StageRecord
 from claimcheck.engine.ledger.drafts import draft_path
 from claimcheck.engine.ledger.session import Session, StageOrderError
 from claimcheck.engine.pipeline import registry
@@ -151,6 +151,29 @@ class SessionScreen(Screen):
         view.start_run(split_runtime("dispatch", record.inputs)[0], show_checks=False)  # stay on their tab
         self.refresh_states()
 
+    @on(DispatchPanel.JobMoved)
+    def _job_moved(self) -> None:
+        """A step went by: the artifact's banner quotes it (the job view itself has redrawn)."""
+        self._artifact_note()
+
+    def _artifact_note(
+        self, states: dict[str, str] | None = None, dispatch: StageRecord | None = None
+    ) -> None:
+        """The artifact page's banner line saying when it can run, from the latest job as polled."""
+        artifact = self.view("artifact")
+        if artifact is None:
+            return
+        try:
+            state = (states or self.session.states())["dispatch"]
+            record = dispatch if states is not None else self.session.record("dispatch")
+        except EvidenceError:
+            return  # refresh_states says why
+        note = artifact_readiness(state, record, self._latest_job())
+        if states is not None:  # refresh_states redraws every page next
+            artifact.banner_note = note
+        else:
+            artifact.set_banner_note(note)
+
     @work(thread=True, group="probe")
     def _probe_stages(self) -> None:
         built = {spec.name: spec.module() is not None for spec in registry.STAGES}
@@ -180,6 +203,8 @@ class SessionScreen(Screen):
             initial = self.initial_inputs(self.session, name)
             switcher.mount(StageView(spec, self.session, initial, recipe=recipe, id=f"page-{name}"))
         switcher.current = f"page-{name}"
+        if name == "artifact":
+            self._artifact_note()
         nav = self.query_one(StageNavigator)
         nav.index = registry.get(name).index - 1
 
@@ -267,10 +292,7 @@ class SessionScreen(Screen):
                 states[spec.name], records.get(spec.name), running, self.built.get(spec.name, True)
             )
         self.query_one(StageNavigator).set_states(words)
-        artifact = self.view("artifact")
-        if artifact is not None:
-            job = self._latest_job()
-            artifact.banner_note = artifact_readiness(states["dispatch"], records.get("dispatch"), job)
+        self._artifact_note(states, records.get("dispatch"))
         for view in self.query(StageView):
             view.refresh_record(states)
 

@@ -200,6 +200,12 @@ class StageView(Vertical):
         visual = self.query_one(".visual")
         visual.show(record, self.session)  # type: ignore[attr-defined]
 
+    def set_banner_note(self, note: str) -> None:
+        """The line under the state (when the artifact stage can run), redrawn when it changes."""
+        if note != self.banner_note:
+            self.banner_note = note
+            self.refresh_record()
+
     def _state_line(self, state: str, record: StageRecord | None) -> Text:
         if self.module is None:
             return Text("state: not run · not built yet in this version", style="bold")

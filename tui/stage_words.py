@@ -116,26 +116,28 @@ def freeze_question(record: StageRecord, later: Sequence[str]) -> tuple[Text, bo
 
 
 def artifact_readiness(dispatch_state: str, dispatch: StageRecord | None, job: JobSnapshot | None) -> str:
-    """When the artifact stage can run: it needs a frozen dispatch record of a finished job."""
+    """When the artifact stage can run: it needs a frozen dispatch record of a finished job. One short
+    line (it fits the 80-column banner), refreshed with the job view."""
     live = ""
     if job is not None and job.running:
         total = f" of {job.total_steps}" if job.total_steps else ""
-        live = f"the job is {clean(job.stage)}, step {job.step}{total}"
+        live = f"{clean(job.stage, limit=20)}, step {job.step}{total}"
     if dispatch is None:
-        return "Can run once dispatch has launched the job and its record is frozen."
+        return "Can run once dispatch has launched the job and is frozen."
+    frozen_first = f"Can run once dispatch (now {dispatch_state}) is frozen: ^l 6, ^f."
     if dispatch.check("dispatch.no_job") is not None:  # no fine-tuning: no job to wait for
         if dispatch_state != "frozen":
-            return f"Can run once dispatch (now {dispatch_state}) is frozen: ctrl+l 6, then ctrl+f."
-        return "Can run now (ctrl+r): no job for this claim; the candidate is fitted in this stage."
+            return frozen_first
+        return "Can run now (^r): no job for this claim; fits the candidate."
     progress = (
         parse(dispatch.check("dispatch.progress"), Progress) if dispatch.check("dispatch.progress") else None
     )
     if progress is not None and progress.job_state != "finished":
-        why = live or f"dispatch recorded the job as {progress.job_state} (stage {progress.stage})"
-        return f"Waits for the job: {why}; the artifact needs a finished job recorded by dispatch."
+        why = live or f"recorded as {progress.job_state} ({clean(progress.stage, limit=20)})"
+        return f"Waits for the job: {why}."
     if dispatch_state != "frozen":
-        return f"Can run once dispatch (now {dispatch_state}) is frozen: ctrl+l 6, then ctrl+f."
-    return "Can run now (ctrl+r): the job finished and dispatch is frozen."
+        return frozen_first
+    return "Can run now (^r): the job finished and dispatch is frozen."
 
 
 def state_words(
