@@ -15,7 +15,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import ContentSwitcher, Footer, Static
+from textual.widgets import Button, ContentSwitcher, Footer, Static
 
 from claimcheck.engine.evidence import EvidenceError, StageRecord
 from claimcheck.engine.ledger.drafts import draft_path
@@ -238,6 +238,11 @@ class SessionScreen(Screen):
             return
         self.notify("writing the report…", timeout=3)
         self._write_report()
+
+    @on(Button.Pressed, "#verdict-report")
+    def _report_button(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.action_report()
 
     @work(thread=True, exclusive=True, group="report")
     def _write_report(self) -> None:

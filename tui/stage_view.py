@@ -21,7 +21,7 @@ from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.timer import Timer
-from textual.widgets import Label, ProgressBar, Static, TabbedContent, TabPane
+from textual.widgets import Button, Label, ProgressBar, Static, TabbedContent, TabPane
 
 from claimcheck.engine.errors import ClaimcheckError
 from claimcheck.engine.evidence import EvidenceError, StageRecord
@@ -33,11 +33,12 @@ from claimcheck.tui.form_checks import form_check, form_order
 from claimcheck.tui.forms import StageForm
 from claimcheck.tui.panels import DispatchPanel, VisualPanel
 from claimcheck.tui.safe import clean, literal
-from claimcheck.tui.stage_words import stage_banner
+from claimcheck.tui.stage_words import stage_banner, verdict_of
 from claimcheck.tui.widgets import BoundedTable, CheckDetail, ChecksTable, Loader, NotesPanel
 
 TABS = ("form", "checks", "visual", "notes", "data")
 DRAFT_DELAY_S = 0.4  # a draft is written this long after the last edit
+REPORT_BUTTON = "f8 Report: write report.md and report.html, show report.md"
 
 
 class RunProgress(Message):
@@ -112,6 +113,10 @@ class StageView(Vertical):
         head.append(" — " + self.spec.question, style="italic")
         yield Static(head, classes="stage-head")
         yield Label("", classes="stage-state")
+        if self.spec.name == "artifact":  # shown once the record holds a verdict
+            report = Button(REPORT_BUTTON, id="verdict-report", compact=True, classes="verdict-report")
+            report.display = False
+            yield report
         with TabbedContent(initial="tab-form", classes="stage-tabs"):
             with TabPane("Form", id="tab-form"):
                 yield from self._form()
@@ -195,6 +200,8 @@ class StageView(Vertical):
         else:
             state = (states or self.session.states())[self.spec.name]
             self.query_one(".stage-state", Label).update(self._state_line(state, record))
+        for button in self.query("#verdict-report"):
+            button.display = verdict_of(record) is not None
         self.query_one(ChecksTable).show(record)
         self.query_one(NotesPanel).show(record)
         visual = self.query_one(".visual")
