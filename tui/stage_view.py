@@ -38,6 +38,7 @@ from claimcheck.tui.widgets import BoundedTable, CheckDetail, ChecksTable, Loade
 
 TABS = ("form", "checks", "visual", "notes", "data")
 DRAFT_DELAY_S = 0.4  # a draft is written this long after the last edit
+RUN_TEXT_LIMIT = 60  # a step's words, with the clock: two lines of the run bar at 80 columns
 REPORT_BUTTON = "f8 Report: write report.md and report.html, show report.md"
 
 
@@ -383,7 +384,7 @@ class StageView(Vertical):
     def on_run_progress(self, event: RunProgress) -> None:
         if event.fraction is not None:  # no fraction: the message alone says what is happening
             self.query_one(ProgressBar).update(progress=max(0.0, min(1.0, event.fraction)) * 100)
-        self._run_text = clean(event.text, limit=60)
+        self._run_text = clean(event.text, limit=RUN_TEXT_LIMIT)
         self._tick()
 
     def _tick(self) -> None:
