@@ -1,0 +1,51 @@
+"""Columns picked from the file's own columns: once the label (the target) is picked, no other
+picker offers it, and choices made before of other columns are kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.widgets import Select, SelectionList
+
+from claimcheck.tui.app import make_app
+from claimcheck.tui.data_screen import DataFileScreen
+from tests.test_tui_newdata import SIZE, write_panel
+from tests.test_tui_support import wait_for
+
+COLUMNS = ["firm", "year", "region", "employees", "note", "sales"]
+
+
+def _offered(screen, wid: str) -> list[str]:
+    widget = screen.query_one("#" + wid)
+    if isinstance(widget, SelectionList):
+        return [widget.get_option_at_index(i).value for i in range(widget.option_count)]
+    return [v for _, v in widget._options if isinstance(v, str) and v]
+
+
+async def test_the_label_column_is_not_offered_again(tmp_path: Path) -> None:
+    write_panel(tmp_path / "panel.csv")
+    app = make_app(workspace=tmp_path, session_id="s-own", data_file="panel.csv")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, DataFileScreen) and app.screen.peek is not None)
+        screen = app.screen
+        assert _offered(screen, "pick-inputs") == COLUMNS  # nothing picked yet: every column
+        inputs = screen.query_one("#pick-inputs", SelectionList)
+        inputs.select("employees")
+        inputs.select("sales")
+        screen.query_one("#pick-id", Select).value = "sales"
+        screen.query_one("#pick-time", Select).value = "year"
+        screen.query_one("#pick-label", Select).value = "sales"
+        others = ("pick-inputs", "pick-id", "pick-entities", "pick-time")
+        await wait_for(pilot, lambda: all("sales" not in _offered(screen, w) for w in others))
+        assert _offered(screen, "pick-inputs") == [c for c in COLUMNS if c != "sales"]
+        assert list(screen.query_one("#pick-inputs", SelectionList).selected) == ["employees"]
+        assert screen.query_one("#pick-time", Select).value == "year"  # another column's choice kept
+        dropped = screen.query_one("#pick-id", Select).value  # the label's choice is dropped
+        assert not isinstance(dropped, str) or dropped == ""
+        await wait_for(pilot, lambda: screen.suggestion is not None)
+        # another label: the first one is offered again, the new one is not
+        screen.query_one("#pick-label", Select).value = "employees"
+        await wait_for(pilot, lambda: "employees" not in _offered(screen, "pick-inputs"))
+        assert "sales" in _offered(screen, "pick-inputs")
+        assert list(screen.query_one("#pick-inputs", SelectionList).selected) == []
