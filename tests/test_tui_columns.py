@@ -49,3 +49,39 @@ async def test_the_label_column_is_not_offered_again(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: "employees" not in _offered(screen, "pick-inputs"))
         assert "sales" in _offered(screen, "pick-inputs")
         assert list(screen.query_one("#pick-inputs", SelectionList).selected) == []
+
+
+async def test_the_source_forms_column_fields_pick_from_the_files_columns(tmp_path: Path) -> None:
+    """A session made from the file: the source form's label, id and time column fields are choices
+    among the file's own columns (and none); a column picked there goes to the inputs; a column the
+    file lacks (typed in the TOML) is an error in the form, before ctrl+r."""
+    from claimcheck.tui.app import SessionScreen
+    from tests.test_tui_newdata import form_problem
+
+    write_panel(tmp_path / "panel.csv")
+    app = make_app(workspace=tmp_path, session_id="s-cols", data_file="panel.csv")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, DataFileScreen) and app.screen.peek is not None)
+        screen = app.screen
+        screen.query_one("#pick-label", Select).value = "sales"
+        screen.query_one("#pick-inputs", SelectionList).select("employees")
+        await wait_for(pilot, lambda: screen.suggestion is not None)
+        screen.query_one("#own-create").press()
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen))
+        app.screen.go("source")
+        await wait_for(
+            pilot, lambda: app.screen.view("source") is not None and app.screen.view("source")._ready
+        )
+        view = app.screen.view("source")
+        await wait_for(pilot, lambda: "inputs valid" in form_problem(app, "source"))
+        for field in ("label_column", "id_column", "time_column"):
+            widget = view.query_one(f"#f-{field}", Select)
+            assert [v for _, v in widget._options] == ["", *COLUMNS], field
+        assert view.query_one("#f-label_column", Select).value == "sales"
+        view.query_one("#f-time_column", Select).value = "year"
+        await wait_for(pilot, lambda: 'time_column = "year"' in view.query_one("#toml-editor").text)
+        area = view.query_one("#toml-editor")
+        area.text = area.text.replace('time_column = "year"', 'time_column = "yr"')
+        await wait_for(pilot, lambda: "not in the data file" in form_problem(app, "source"))
+        assert "time_column" in form_problem(app, "source") and view.form_values()[0] is None

@@ -83,6 +83,29 @@ def form_check(stage: str, workspace: Path) -> FormCheck | None:
     return guarded
 
 
+def column_choices(stage: str, workspace: Path, data: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+    """The source form's one-column fields (label, id, time column) as choices among the data files'
+    own columns, read from the files the inputs name ({} for another stage, or when the files cannot
+    be read: the field stays typed, and the source check says what is wrong)."""
+    if stage != "source":
+        return {}
+    from pydantic import ValidationError
+
+    from claimcheck.engine.data.peek import file_columns
+    from claimcheck.engine.errors import ClaimcheckError
+    from claimcheck.engine.stages.source.inputs import Inputs
+
+    try:
+        inp = Inputs.model_validate(data)
+        if not inp.files or inp.allow_outside_workspace:
+            return {}
+        have = file_columns(workspace, list(inp.files))
+    except (ValidationError, ClaimcheckError, OSError):
+        return {}
+    one = [f for f in inp.named_columns() if Inputs.model_fields[f].annotation is str]
+    return {f: ("", *have) for f in one}
+
+
 def form_order(stage: str, claim: dict[str, Any]) -> tuple[tuple[str, ...], str]:
     """(the fields a stage form shows first, a line saying why) for the claim's task: a contract of a
     claim without fine-tuning leads with what its scikit-learn contract reads."""
@@ -96,4 +119,4 @@ def form_order(stage: str, claim: dict[str, Any]) -> tuple[tuple[str, ...], str]
     return (), ""
 
 
-__all__ = ["FormCheck", "form_check", "form_order"]
+__all__ = ["FormCheck", "column_choices", "form_check", "form_order"]

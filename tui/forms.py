@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import tomllib
+from dataclasses import replace
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -91,6 +92,7 @@ class StageForm(Vertical):
         notice: str = "",
         check: FormCheck | None = None,
         first: tuple[str, ...] = (),
+        choices: dict[str, tuple[Any, ...]] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -100,6 +102,11 @@ class StageForm(Vertical):
         self.recipe = recipe or {}
         self.notice = notice
         specs = field_specs(model)  # the fields named in `first` lead, in that order
+        picks = choices or {}  # text fields chosen among given values (a data file's columns)
+        specs = tuple(
+            replace(s, kind="select", options=picks[s.path]) if s.path in picks and s.kind == "text" else s
+            for s in specs
+        )
         rank = {name: i for i, name in enumerate(first)}
         self.specs = tuple(sorted(specs, key=lambda s: rank.get(s.path, len(rank))))
         self.leaves = leaves(self.specs)

@@ -29,7 +29,7 @@ from claimcheck.engine.ledger.drafts import draft_path, read_draft, remove_draft
 from claimcheck.engine.ledger.session import Session
 from claimcheck.engine.pipeline.context import Cancelled
 from claimcheck.engine.pipeline.registry import StageSpec
-from claimcheck.tui.form_checks import form_check, form_order
+from claimcheck.tui.form_checks import column_choices, form_check, form_order
 from claimcheck.tui.forms import StageForm
 from claimcheck.tui.panels import DispatchPanel, VisualPanel
 from claimcheck.tui.safe import clean, literal
@@ -167,6 +167,7 @@ class StageView(Vertical):
             notice=notice,
             check=form_check(self.spec.name, self.session.workspace),
             first=first,
+            choices=column_choices(self.spec.name, self.session.workspace, self.initial),
             classes="stage-form",
         )
 
