@@ -172,6 +172,13 @@ class StageForm(Vertical):
                     yield Label(literal(spec.help), classes="field-help")
                 yield self._error_label(spec)
 
+    def set_notice(self, text: str) -> None:
+        """The line over the form (hidden when empty)."""
+        self.notice = text
+        for label in self.query(".form-notice"):
+            label.update(literal(text))  # type: ignore[attr-defined]
+            label.display = bool(text)
+
     @staticmethod
     def _error_label(spec: FieldSpec) -> Label:
         label = Label("", classes="field-error", id="e-" + spec.wid)

@@ -92,6 +92,7 @@ class StageView(Vertical):
         self.initial = initial
         self.recipe = recipe or {}
         self.restored_draft = False
+        self._order_note = ""  # why the form's first fields lead (form_order)
         self.form_on_pick = False  # set by the stage list: open_form shows the form unless f2..f6 came first
         self._draft_timer: Timer | None = None
         self._run_inputs: dict[str, Any] = {}
@@ -158,6 +159,7 @@ class StageView(Vertical):
                 "ctrl+r runs them, quitting asks to keep or discard them."
             )
         first, why = form_order(self.spec.name, self._claim_inputs())
+        self._order_note = why
         notice = " ".join(n for n in (why, notice) if n)
         yield StageForm(
             self.module.Inputs,
@@ -290,7 +292,15 @@ class StageView(Vertical):
             write_draft(self.session.path, self.spec.name, form.toml_text)
             return True
         remove_draft(self.session.path, self.spec.name)
+        self._drop_restored_notice()
         return False
+
+    def _drop_restored_notice(self) -> None:
+        """The draft is gone (edits undone, or recorded by a run): its 'Restored …' notice goes too."""
+        if self.restored_draft:
+            self.restored_draft = False
+            for form in self.query(StageForm):
+                form.set_notice(self._order_note)
 
     def flush_draft(self) -> None:
         """Bring a draft still waiting for its timer up to date now (written, or removed where the
@@ -304,6 +314,7 @@ class StageView(Vertical):
             self._draft_timer.stop()
             self._draft_timer = None
         remove_draft(self.session.path, self.spec.name)
+        self._drop_restored_notice()
 
     @property
     def dirty(self) -> bool:
