@@ -41,3 +41,21 @@ async def test_the_quit_dialog_is_centred_and_a_restored_notice_goes_with_its_dr
         await retype(pilot, form.query_one("#f-seed", Input), before)  # the edit undone
         await wait_for(pilot, lambda: not draft.exists())
         await wait_for(pilot, lambda: not notice.display and "Restored" not in str(notice.render()))
+
+
+async def test_the_toml_editor_wraps_long_lines_at_80_columns(tmp_path: Path) -> None:
+    from tests.test_tui_support import screen_text
+
+    session = new_session(tmp_path)
+    app = make_app(session.path, workspace=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot)
+        form = await go(pilot, "split")
+        area = form.query_one("#toml-editor")
+        long = 'rationale = "' + " ".join(f"word{i:02d}" for i in range(14)) + ' end-of-line"'
+        area.text = "\n".join(
+            long if x.startswith("rationale") else x for x in area.text.splitlines()
+        )  # fmt: skip
+        form.show_toml()
+        await wait_for(pilot, lambda: "word00" in screen_text(app))
+        assert len(long) > 80 and 'end-of-line"' in screen_text(app)

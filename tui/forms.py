@@ -148,7 +148,8 @@ class StageForm(Vertical):
                 with FormScroll(classes="form-scroll"):
                     yield from self._fields(self.specs)
             with TabPane("TOML (advanced)", id="form-toml"):
-                area = TomlArea(self.toml_text, soft_wrap=False, tab_behavior="focus", id="toml-editor")
+                # long values wrap: at 80 columns the pane is ~58 wide and a cut line hides its end
+                area = TomlArea(self.toml_text, soft_wrap=True, tab_behavior="focus", id="toml-editor")
                 area.cursor_blink = False
                 area.show_line_numbers = True
                 yield area
