@@ -28,6 +28,11 @@ def _pane(app) -> str:
     return " ".join(" ".join(lines).split())
 
 
+def _nav(app) -> str:
+    """The stage list's text (left of the pane)."""
+    return "\n".join(line.split("▕", 1)[0] for line in screen_text(app).splitlines() if "▕" in line)
+
+
 @pytest.mark.parametrize("state", list(CRITERIA))
 async def test_the_app_states_the_recorded_verdict_and_reports_it(
     sessions, state: str, tmp_path: Path
@@ -58,7 +63,9 @@ async def test_the_app_states_the_recorded_verdict_and_reports_it(
         await wait_for(pilot, lambda: button.display and " ".join(line.split()) in _pane(app), timeout=30)
         nav = screen.query_one(StageNavigator)
         item = next(i for i in nav.children if i.name == "artifact")
-        assert str(item.query_one(".nav-state").render()).strip() == f"frozen · {WORDS[state]}"
+        said = str(item.query_one(".nav-state").render())
+        assert " ".join(said.split()) == f"frozen · {WORDS[state]}"  # whole: on two lines when long
+        assert f"· {WORDS[state]}" in " ".join(_nav(app).split())  # on screen, not cut
         button.focus()
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, ReportScreen), timeout=120)
