@@ -80,3 +80,24 @@ async def test_the_app_states_the_recorded_verdict_and_reports_it(
         await pilot.press("escape")
         await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen))
     assert (path / "report.html").exists() and (path / "model-index.yaml").exists()
+
+
+def test_the_freeze_dialog_names_each_warning_it_accepts(sessions) -> None:  # noqa: F811
+    """On the real records: every warning of the stage, by id and with its finding, is in the
+    question the freeze dialog asks; a stage without warnings lists none."""
+    from claimcheck.tui.stage_words import freeze_question
+
+    session_dir, _ = sessions["met"]
+    records = Session.open(session_dir).records()
+    warned = [r for r in records.values() if any(c.status == "warn" for c in r.checks)]
+    assert warned, "the session's records hold no warning"
+    for rec in records.values():
+        body, _ = freeze_question(rec, [])
+        warns = [c for c in rec.checks if c.status == "warn"]
+        text = body.plain
+        if not warns:
+            assert "warning(s) accepted" not in text
+            continue
+        assert f"{len(warns)} warning(s) accepted with it:" in text
+        for c in warns:
+            assert f"▲ {c.id}: {c.summary[:60]}" in text

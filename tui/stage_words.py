@@ -20,6 +20,8 @@ STATUS_WORD = {"pass": "pass", "warn": "warn", "fail": "FAIL", "info": "info", "
 STATUS_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "info": "cyan", "not_run": "dim"}
 
 
+WARNING_LIMIT = 160  # characters of one warning's line in the freeze dialog (it scrolls)
+
 # Checks tables list failing checks first, then warnings; the rest keep the stage's own order.
 STATUS_RANK = {"fail": 0, "warn": 1}
 
@@ -93,6 +95,12 @@ def freeze_question(record: StageRecord, later: Sequence[str]) -> tuple[Text, bo
     if fails:
         body.append_text(literal(f"{len(fails)} check(s) FAIL: " + ", ".join(fails), "bold red", limit=400))
         body.append("\n")
+    warns = [c for c in record.checks if c.status == "warn"]
+    if warns:  # what is accepted along with the passes, each by name and what it found
+        body.append(f"{len(warns)} warning(s) accepted with it:\n", style="bold yellow")
+        for c in warns:
+            body.append_text(literal(f"▲ {c.id}: {c.summary}", "yellow", limit=WARNING_LIMIT))
+            body.append("\n")
     progress = (
         parse(record.check("dispatch.progress"), Progress) if record.check("dispatch.progress") else None
     )
