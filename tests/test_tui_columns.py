@@ -85,3 +85,18 @@ async def test_the_source_forms_column_fields_pick_from_the_files_columns(tmp_pa
         area.text = area.text.replace('time_column = "year"', 'time_column = "yr"')
         await wait_for(pilot, lambda: "not in the data file" in form_problem(app, "source"))
         assert "time_column" in form_problem(app, "source") and view.form_values()[0] is None
+
+
+def test_the_time_unit_rule_of_the_source_stage_is_said_in_the_form(tmp_path: Path) -> None:
+    """The form's time-unit problem is the source stage's own refusal (resolve_time_unit), found
+    before ctrl+r: a numeric time column with no unit, a numeric unit on a text column."""
+    from claimcheck.engine.data.peek import time_unit_problem
+
+    write_panel(tmp_path / "panel.csv")
+    files = ["panel.csv"]
+    assert "'time_unit' is empty but the time column 'year' holds numbers" in time_unit_problem(
+        tmp_path, files, "year", ""
+    )
+    assert time_unit_problem(tmp_path, files, "year", "year") == ""
+    assert "needs a numeric time column" in time_unit_problem(tmp_path, files, "firm", "year")
+    assert time_unit_problem(tmp_path, files, "", "") == ""

@@ -18,11 +18,14 @@ FormCheck = Callable[[dict[str, Any]], Problems]
 
 
 def _source_check(workspace: Path) -> FormCheck:
-    from claimcheck.engine.data.peek import file_columns
+    import polars as pl
+
+    from claimcheck.engine.data.peek import file_columns, time_unit_problem
     from claimcheck.engine.errors import ClaimcheckError
     from claimcheck.engine.stages.source.inputs import Inputs
 
     known: dict[tuple[str, ...], list[str] | str] = {}
+    units: dict[tuple[tuple[str, ...], str, str], str] = {}
 
     def check(data: dict[str, Any]) -> Problems:
         inp = Inputs.model_validate(data)
@@ -44,6 +47,14 @@ def _source_check(workspace: Path) -> FormCheck:
                 out.append(
                     (field, f"column(s) {missing} not in the data file; its columns: {', '.join(have)}")
                 )
+        unit_key = (key, inp.time_column, inp.time_unit)
+        if unit_key not in units:  # the type of the time column needs a scan: once per choice
+            try:
+                units[unit_key] = time_unit_problem(workspace, list(key), inp.time_column, inp.time_unit)
+            except (ClaimcheckError, pl.exceptions.PolarsError) as exc:
+                units[unit_key] = str(exc).splitlines()[0]
+        if units[unit_key]:
+            out.append(("time_unit", units[unit_key]))
         return out
 
     return check
