@@ -7,6 +7,7 @@ the app at 80x24 with no key pressed.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -139,9 +140,7 @@ def test_artifact_says_when_it_can_run(session: Session) -> None:
     progress.measured = {**progress.measured, "job_state": "incomplete", "stage": "training"}
     job = JobSnapshot(op_id="x", phase="training", step=4, total_steps=12)
     assert job.running
-    assert "Waits for the job: the job is training, step 4 of 12" in artifact_readiness(
-        "frozen", unfinished, job
-    )
+    assert "Waits for the job: training, step 4 of 12." == artifact_readiness("frozen", unfinished, job)
 
 
 # ---------------------------------------------------------------- checks table and detail at 80 columns
@@ -231,27 +230,54 @@ def test_one_evaluation_is_a_point_with_its_value_and_evaluations_are_marked() -
     assert "one point, 0.5 at step 0" in one and "┤" not in one
 
 
-def test_pace_elapsed_rate_eta_and_a_running_evaluation() -> None:
+def _eval(step: int, at: float) -> EvalLine:
+    return EvalLine(
+        kind="eval", split="dev", step=step, time=at, metric="macro_f1", value=0.5, loss=1.0,
+        train_value=0.5, train_rows=10, rows=10, stage="training", selected_step=-1,
+    )  # fmt: skip
+
+
+def test_pace_elapsed_step_and_evaluation_time_eta_and_a_running_evaluation() -> None:
     now = 1_000_000.0
     iso = lambda t: time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(t))  # noqa: E731
     steps: list[MetricLine] = [_step(s, 1.0, at=now - 200 + 20 * s, seconds=19.5) for s in range(1, 6)]
     status = StatusFile(phase="training", step=5, total_steps=300, started_at=iso(now - 400))
     beat = HeartbeatFile(time=now, phase="training", evaluating=False)
-    p = pace.pace(Progress(status, beat), steps, now)
-    assert p.elapsed_s == pytest.approx(400, abs=1) and p.steps_per_s == pytest.approx(0.05)
-    assert p.eta_s == pytest.approx(295 / 0.05) and p.evaluation == ""
+    p = pace.pace(Progress(status, beat), steps, now, eval_every=100)
+    assert p.elapsed_s == pytest.approx(400, abs=1) and p.step_s == pytest.approx(19.5)
+    # no evaluation timed yet: the steps alone, said to be a lower bound
+    assert p.evals_left == 3 and p.eval_s is None and p.eta_floor
+    assert p.eta_s == pytest.approx(295 * 19.5)
     line = pace_line(p, running=True).plain
-    assert "elapsed 6 min 40 s" in line and "20 s/step" in line and "ETA 1 h 38 min" in line
+    assert "elapsed 6 min 40 s" in line and "19.5 s/step" in line and "steps/s" not in line
+    assert "ETA ≥ 1 h 35 min (no evaluation timed yet)" in line
+    # an evaluation at step 5 that took 60 s (from its step line to its own): every evaluation left
+    # (steps 100 and 200, and the final one) counts at that time, in the same unit
+    timed = [*steps, _eval(5, now - 100 + 60)]
+    p = pace.pace(Progress(status, beat), timed, now, eval_every=100)
+    assert p.eval_s == pytest.approx(60) and not p.eta_floor
+    assert p.eta_s == pytest.approx(295 * 19.5 + 3 * 60)
+    assert "60 s/evaluation" in pace_line(p, running=True).plain
     # the first evaluation at step 0 of 300: 13.5 minutes with no step — said, not silent
     first = StatusFile(phase="initial-eval", step=0, total_steps=300, started_at=iso(now - 820))
     first.updated_at = iso(now - 810)
     p = pace.pace(Progress(first, None), [], now)
     assert p.evaluation == "initial" and p.evaluating_s == pytest.approx(810, abs=1)
     assert "◆ initial dev evaluation running for 13 min 30 s" in pace_line(p, running=True).plain
-    # a periodic evaluation between steps: from the heartbeat
-    evaluating = HeartbeatFile(time=now, phase="training", evaluating=True, evaluating_since=now - 95)
-    p = pace.pace(Progress(status, evaluating), steps, now)
-    assert p.evaluation == "periodic" and p.evaluating_s == pytest.approx(95)
+    # a periodic evaluation between steps (from the heartbeat): the ETA moves on while it runs
+    evaluating = HeartbeatFile(time=now, phase="training", evaluating=True, evaluating_since=now - 45)
+    p = pace.pace(Progress(status, evaluating), timed, now, eval_every=100)
+    assert p.evaluation == "periodic" and p.evaluating_s == pytest.approx(45)
+    assert p.eta_s == pytest.approx(295 * 19.5 + 3 * 60 + 15)
+    later = pace.pace(Progress(status, evaluating), timed, now + 10, eval_every=100)
+    assert later.eta_s == pytest.approx(p.eta_s - 10)
+    # the final evaluation: no step left, its own remaining time, said as such
+    final = status.model_copy(update={"phase": "final-eval", "step": 300, "updated_at": iso(now - 20)})
+    p = pace.pace(Progress(final, None), timed, now, eval_every=100)
+    assert p.evals_left == 0 and p.eta_s == pytest.approx(40, abs=1)
+    line = pace_line(p, running=True).plain
+    assert "ETA 40 s (final evaluation)" in line and "◆ final evaluation running for 20 s" in line
+    assert "no timed step" not in line
     # an ended job: elapsed to its last word, no ETA
     done = status.model_copy(update={"phase": "done", "step": 300, "updated_at": iso(now - 100)})
     p = pace.pace(Progress(done, None), steps, now)
@@ -442,3 +468,67 @@ def test_the_report_svg_marks_dev_evaluations_under_the_loss_curve() -> None:
     svg = line_chart("loss", {"loss": [(1.0, 2.0), (2.0, 1.5), (3.0, 1.2)]}, events=[2.0])
     assert svg.count("<polygon") == 1
     assert "<polygon" not in line_chart("loss", {"loss": [(1.0, 2.0), (2.0, 1.5)]})
+
+
+async def test_the_eta_during_the_final_evaluation_counts_its_time(
+    real_workspace: Path, tmp_path: Path
+) -> None:
+    """The real job's files, rewritten as if its final dev evaluation were running for 10 s and its
+    periodic one (step 6) had taken 40 s: the job view says 'final evaluation' and an ETA of the
+    evaluation's remaining ~30 s, in the evaluation's own unit — never a frozen or '?' ETA."""
+    import re
+
+    path = rs.copy_workspace(real_workspace, tmp_path)
+    [job_dir] = [p for p in (path / "jobs").iterdir() if p.is_dir()]
+    records = jobfiles.read_metrics(job_dir)
+    status = jobfiles.read_status(job_dir)
+    assert status is not None and status.total_steps == 12
+    last = max(i for i, r in enumerate(records) if isinstance(r, StepLine) and r.step == 12)
+    kept = records[: last + 1]  # the final evaluation has not written its line yet
+    at6 = next(r.time for r in kept if isinstance(r, StepLine) and r.step == 6)
+    kept = [
+        r.model_copy(update={"time": at6 + 40.0}) if isinstance(r, EvalLine) and r.step == 6 else r
+        for r in kept
+    ]
+    (job_dir / jobfiles.METRICS).write_text("".join(json.dumps(jobfiles.dump_line(r)) + "\n" for r in kept))
+    assert pace.eval_seconds(kept) == [pytest.approx(40.0)]
+    now = time.time()
+    iso = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(now - 10))
+    jobfiles.write_status(
+        job_dir, status.model_copy(update={"stage": "final-eval", "reason": "", "updated_at": iso})
+    )
+    proc = _fake_job_process(job_dir)
+    beating = threading.Event()
+
+    def beat() -> None:
+        while not beating.wait(0.5):
+            jobfiles.write_heartbeat(
+                job_dir,
+                HeartbeatFile(time=time.time(), beats=1, interval=2.0, step=12, stage="final-eval", evaluating=True,
+                              evaluating_since=now - 10),
+            )  # fmt: skip
+
+    try:
+        jobfiles.write_pid(job_dir, PidFile(pid=proc.pid, pgid=proc.pid, host="x", starts=[]))
+        threading.Thread(target=beat, daemon=True).start()
+        app = tui_app.make_app(path, workspace=path.parents[1])
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, tui_app.SessionScreen), timeout=60)
+            assert app.screen.current == "dispatch"  # a job runs: the session opens on it
+            await wait_for(
+                pilot, lambda: app.screen.view("dispatch") is not None and app.screen.view("dispatch")._ready
+            )
+            await pilot.press("f4")
+            view = app.screen.view("dispatch")
+            head = view.query_one("#job-head")
+            await wait_for(pilot, lambda: "final evaluation running" in str(head.render()), timeout=30)
+            text = str(head.render())
+            assert "step 12 of 12" in text and "40 s/evaluation" in text and "s/step" in text
+            assert "steps/s" not in text and "no timed step" not in text
+            eta = re.search(r"ETA (\d+) s \(final evaluation\)", text)
+            assert eta is not None, text
+            assert 15 <= int(eta.group(1)) <= 31
+    finally:
+        beating.set()
+        proc.kill()
+        proc.wait()

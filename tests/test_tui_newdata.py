@@ -116,6 +116,9 @@ async def test_a_session_from_the_file_holds_its_columns_and_no_sample_values(tm
         app.screen.go("source")
         await wait_for(pilot, lambda: app.screen.view("source") is not None and "state:" in screen_text(app))
         view = app.screen.view("source")
+        # a numeric time column: the form asks what its numbers are (the source stage's own rule)
+        await wait_for(pilot, lambda: "'time_unit' is empty" in form_problem(app, "source"))
+        view.query_one("#f-time_unit", Select).value = "year"
         await wait_for(pilot, lambda: "inputs valid" in form_problem(app, "source"))
         area = view.query_one("#toml-editor")
         area.text = area.text.replace('label_column = "sales"', 'label_column = "queue"')

@@ -216,7 +216,29 @@ class DataFileScreen(Screen):
     @on(SelectionList.SelectedChanged)
     def _changed(self, event: Any) -> None:
         event.stop()
+        if isinstance(event, Select.Changed) and event.select.id == "pick-label":
+            self._offer_all_but_label()
         self._suggest()
+
+    def _offer_all_but_label(self) -> None:
+        """The label column is the target: the other pickers no longer offer it (a choice of it made
+        before is dropped); the rest of their choices stay."""
+        if self.peek is None:
+            return
+        label = self.query_one("#pick-label", Select).value
+        for wid, _, many, kinds in PICKERS[1:]:
+            offered = [c for c in self.peek.columns if (not kinds or c.kind in kinds) and c.name != label]
+            if many:
+                picker = self.query_one("#" + wid, SelectionList)
+                kept = [v for v in picker.selected if v != label]
+                picker.clear_options()
+                picker.add_options([Selection(column_prompt(c), c.name, c.name in kept) for c in offered])
+            else:
+                one = self.query_one("#" + wid, Select)
+                before = one.value
+                one.set_options([("(none)", NO_COLUMN)] + [(column_prompt(c), c.name) for c in offered])
+                if isinstance(before, str) and before != label and any(c.name == before for c in offered):
+                    one.value = before
 
     def _suggest(self) -> None:
         choice = self.choice()

@@ -18,11 +18,14 @@ FormCheck = Callable[[dict[str, Any]], Problems]
 
 
 def _source_check(workspace: Path) -> FormCheck:
-    from claimcheck.engine.data.peek import file_columns
+    import polars as pl
+
+    from claimcheck.engine.data.peek import file_columns, time_unit_problem
     from claimcheck.engine.errors import ClaimcheckError
     from claimcheck.engine.stages.source.inputs import Inputs
 
     known: dict[tuple[str, ...], list[str] | str] = {}
+    units: dict[tuple[tuple[str, ...], str, str], str] = {}
 
     def check(data: dict[str, Any]) -> Problems:
         inp = Inputs.model_validate(data)
@@ -44,6 +47,14 @@ def _source_check(workspace: Path) -> FormCheck:
                 out.append(
                     (field, f"column(s) {missing} not in the data file; its columns: {', '.join(have)}")
                 )
+        unit_key = (key, inp.time_column, inp.time_unit)
+        if unit_key not in units:  # the type of the time column needs a scan: once per choice
+            try:
+                units[unit_key] = time_unit_problem(workspace, list(key), inp.time_column, inp.time_unit)
+            except (ClaimcheckError, pl.exceptions.PolarsError) as exc:
+                units[unit_key] = str(exc).splitlines()[0]
+        if units[unit_key]:
+            out.append(("time_unit", units[unit_key]))
         return out
 
     return check
@@ -83,6 +94,29 @@ def form_check(stage: str, workspace: Path) -> FormCheck | None:
     return guarded
 
 
+def column_choices(stage: str, workspace: Path, data: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+    """The source form's one-column fields (label, id, time column) as choices among the data files'
+    own columns, read from the files the inputs name ({} for another stage, or when the files cannot
+    be read: the field stays typed, and the source check says what is wrong)."""
+    if stage != "source":
+        return {}
+    from pydantic import ValidationError
+
+    from claimcheck.engine.data.peek import file_columns
+    from claimcheck.engine.errors import ClaimcheckError
+    from claimcheck.engine.stages.source.inputs import Inputs
+
+    try:
+        inp = Inputs.model_validate(data)
+        if not inp.files or inp.allow_outside_workspace:
+            return {}
+        have = file_columns(workspace, list(inp.files))
+    except (ValidationError, ClaimcheckError, OSError):
+        return {}
+    one = [f for f in inp.named_columns() if Inputs.model_fields[f].annotation is str]
+    return {f: ("", *have) for f in one}
+
+
 def form_order(stage: str, claim: dict[str, Any]) -> tuple[tuple[str, ...], str]:
     """(the fields a stage form shows first, a line saying why) for the claim's task: a contract of a
     claim without fine-tuning leads with what its scikit-learn contract reads."""
@@ -96,4 +130,4 @@ def form_order(stage: str, claim: dict[str, Any]) -> tuple[tuple[str, ...], str]
     return (), ""
 
 
-__all__ = ["FormCheck", "form_check", "form_order"]
+__all__ = ["FormCheck", "column_choices", "form_check", "form_order"]

@@ -12,7 +12,7 @@ import re
 import tomllib
 import types
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel
@@ -96,19 +96,32 @@ def field_specs(model: type[BaseModel], prefix: str = "") -> tuple[FieldSpec, ..
             kind, options = "select", suggestions
         examples = info.examples or []
         children = field_specs(tp, path + ".") if kind == "group" else ()
-        out.append(
-            FieldSpec(
-                path,
-                _title(name, info),
-                info.description or "",
-                kind,
-                options,
-                item,
-                f"e.g. {examples[0]}" if examples else "",
-                children,
-            )
+        spec = FieldSpec(
+            path,
+            _title(name, info),
+            info.description or "",
+            kind,
+            options,
+            item,
+            f"e.g. {examples[0]}" if examples else "",
+            children,
         )
+        out.append(replace(spec, help=field_help(spec, info)))
     return tuple(out)
+
+
+def field_help(spec: FieldSpec, info: Any) -> str:
+    """The field's description and its default, read from the model (so the help cannot drift from
+    it): 'Seed of the bootstrap. Default: 0.' — 'Required.' when the model has no default."""
+    text = spec.help
+    if spec.kind == "group":
+        return text
+    if info.is_required():
+        return f"{text} Required.".strip()
+    default = info.get_default(call_default_factory=True)
+    shown = to_text(spec, default)
+    said = f"Default: {shown}." if shown else "Default: empty."
+    return f"{text} {said}".strip()
 
 
 def leaves(specs: tuple[FieldSpec, ...]) -> list[FieldSpec]:

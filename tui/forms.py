@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import tomllib
+from dataclasses import replace
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -91,6 +92,7 @@ class StageForm(Vertical):
         notice: str = "",
         check: FormCheck | None = None,
         first: tuple[str, ...] = (),
+        choices: dict[str, tuple[Any, ...]] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -100,6 +102,11 @@ class StageForm(Vertical):
         self.recipe = recipe or {}
         self.notice = notice
         specs = field_specs(model)  # the fields named in `first` lead, in that order
+        picks = choices or {}  # text fields chosen among given values (a data file's columns)
+        specs = tuple(
+            replace(s, kind="select", options=picks[s.path]) if s.path in picks and s.kind == "text" else s
+            for s in specs
+        )
         rank = {name: i for i, name in enumerate(first)}
         self.specs = tuple(sorted(specs, key=lambda s: rank.get(s.path, len(rank))))
         self.leaves = leaves(self.specs)
@@ -141,7 +148,8 @@ class StageForm(Vertical):
                 with FormScroll(classes="form-scroll"):
                     yield from self._fields(self.specs)
             with TabPane("TOML (advanced)", id="form-toml"):
-                area = TomlArea(self.toml_text, soft_wrap=False, tab_behavior="focus", id="toml-editor")
+                # long values wrap: at 80 columns the pane is ~58 wide and a cut line hides its end
+                area = TomlArea(self.toml_text, soft_wrap=True, tab_behavior="focus", id="toml-editor")
                 area.cursor_blink = False
                 area.show_line_numbers = True
                 yield area
@@ -164,6 +172,13 @@ class StageForm(Vertical):
                 if spec.help:
                     yield Label(literal(spec.help), classes="field-help")
                 yield self._error_label(spec)
+
+    def set_notice(self, text: str) -> None:
+        """The line over the form (hidden when empty)."""
+        self.notice = text
+        for label in self.query(".form-notice"):
+            label.update(literal(text))  # type: ignore[attr-defined]
+            label.display = bool(text)
 
     @staticmethod
     def _error_label(spec: FieldSpec) -> Label:

@@ -128,13 +128,19 @@ class DispatchPanel(VerticalScroll):
             self.before, self.after = before, after
             super().__init__()
 
+    class JobMoved(Message):
+        """A job's step moved, its stage did not: the lines that quote the step are redrawn."""
+
     def on_dispatch_panel_polled(self, event: Polled) -> None:
         before = {j.op_id: j.phase for j in self.jobs}
+        steps = {j.op_id: j.step for j in self.jobs}
         self.jobs = event.jobs
         self._draw()
         after = {j.op_id: j.phase for j in self.jobs}
         if before != after:
             self.post_message(self.JobChanged(before, after))
+        elif steps != {j.op_id: j.step for j in self.jobs}:
+            self.post_message(self.JobMoved())
 
     def _draw(self) -> None:
         head = self.query_one("#job-head", Static)
@@ -211,23 +217,37 @@ class DispatchPanel(VerticalScroll):
 
 
 def pace_line(pace: Pace | None, running: bool) -> Text:
-    """'elapsed 4 min 10 s · 0.05 steps/s · ETA 1 h 20 min' and, during an evaluation, which one and
-    for how long (no step moves then, so the step count alone would look stuck)."""
+    """'elapsed 4 min 10 s · 12.4 s/step · 41 s/evaluation · ETA 1 h 20 min (196 steps, 4 evaluations)'
+    and, during an evaluation, which one and for how long (no step moves then, so the step count alone
+    would look stuck). One unit for each pace: seconds per step, seconds per evaluation."""
     t = Text()
     if pace is None:
         return t
     bits = [f"elapsed {duration(pace.elapsed_s)}"] if pace.elapsed_s is not None else []
-    if pace.steps_per_s:
-        rate = pace.steps_per_s
-        bits.append(f"{rate:.3g} steps/s" if rate >= 0.1 else f"{1 / rate:.3g} s/step")
+    if pace.step_s:
+        bits.append(f"{pace.step_s:.3g} s/step")
+    if pace.eval_s is not None:
+        bits.append(f"{pace.eval_s:.3g} s/evaluation")
     if running:
-        bits.append(f"ETA {duration(pace.eta_s)}" if pace.eta_s is not None else "ETA ? (no timed step yet)")
+        bits.append(eta_words(pace))
     if bits:
         t.append("\n" + " · ".join(bits))
     if pace.evaluation:
+        what = "final evaluation" if pace.evaluation == "final" else f"{pace.evaluation} dev evaluation"
         since = f" for {duration(pace.evaluating_s)}" if pace.evaluating_s is not None else ""
-        t.append(f"\n◆ {pace.evaluation} dev evaluation running{since}", style="bold cyan")
+        t.append(f"\n◆ {what} running{since}", style="bold cyan")
     return t
+
+
+def eta_words(pace: Pace) -> str:
+    """'ETA 3 min 10 s', 'ETA ≥ 2 min 00 s (no evaluation timed yet)', 'ETA ? (no timed step yet)'."""
+    if pace.eta_s is None:
+        return "ETA ? (no timed step yet)"
+    if pace.eta_floor:
+        return f"ETA ≥ {duration(pace.eta_s)} (no evaluation timed yet)"
+    if pace.evaluation == "final" and pace.evals_left == 0:
+        return f"ETA {duration(pace.eta_s)} (final evaluation)"
+    return f"ETA {duration(pace.eta_s)}"
 
 
 def job_curves(job: JobSnapshot, width: int) -> Text:

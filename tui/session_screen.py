@@ -15,9 +15,9 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import ContentSwitcher, Footer, Static
+from textual.widgets import Button, ContentSwitcher, Footer, Static
 
-from claimcheck.engine.evidence import EvidenceError
+from claimcheck.engine.evidence import EvidenceError, StageRecord
 from claimcheck.engine.ledger.drafts import draft_path
 from claimcheck.engine.ledger.session import Session, StageOrderError
 from claimcheck.engine.pipeline import registry
@@ -147,6 +147,29 @@ class SessionScreen(Screen):
         view.start_run(split_runtime("dispatch", record.inputs)[0], show_checks=False)  # stay on their tab
         self.refresh_states()
 
+    @on(DispatchPanel.JobMoved)
+    def _job_moved(self) -> None:
+        """A step went by: the artifact's banner quotes it (the job view itself has redrawn)."""
+        self._artifact_note()
+
+    def _artifact_note(
+        self, states: dict[str, str] | None = None, dispatch: StageRecord | None = None
+    ) -> None:
+        """The artifact page's banner line saying when it can run, from the latest job as polled."""
+        artifact = self.view("artifact")
+        if artifact is None:
+            return
+        try:
+            state = (states or self.session.states())["dispatch"]
+            record = dispatch if states is not None else self.session.record("dispatch")
+        except EvidenceError:
+            return  # refresh_states says why
+        note = artifact_readiness(state, record, self._latest_job())
+        if states is not None:  # refresh_states redraws every page next
+            artifact.banner_note = note
+        else:
+            artifact.set_banner_note(note)
+
     # ------------------------------------------------------------ navigation
 
     def view(self, name: str | None = None) -> StageView | None:
@@ -162,6 +185,8 @@ class SessionScreen(Screen):
             initial = self.initial_inputs(self.session, name)
             switcher.mount(StageView(spec, self.session, initial, recipe=recipe, id=f"page-{name}"))
         switcher.current = f"page-{name}"
+        if name == "artifact":
+            self._artifact_note()
         nav = self.query_one(StageNavigator)
         nav.index = registry.get(name).index - 1
 
@@ -195,6 +220,11 @@ class SessionScreen(Screen):
             return
         self.notify("writing the report…", timeout=3)
         self._write_report()
+
+    @on(Button.Pressed, "#verdict-report")
+    def _report_button(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.action_report()
 
     @work(thread=True, exclusive=True, group="report")
     def _write_report(self) -> None:
@@ -247,10 +277,7 @@ class SessionScreen(Screen):
             running = bool(view and view.running) or (spec.name == "dispatch" and self._job_running())
             words[spec.name] = state_words(states[spec.name], records.get(spec.name), running)
         self.query_one(StageNavigator).set_states(words)
-        artifact = self.view("artifact")
-        if artifact is not None:
-            job = self._latest_job()
-            artifact.banner_note = artifact_readiness(states["dispatch"], records.get("dispatch"), job)
+        self._artifact_note(states, records.get("dispatch"))
         for view in self.query(StageView):
             view.refresh_record(states)
 

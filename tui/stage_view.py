@@ -21,7 +21,7 @@ from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.timer import Timer
-from textual.widgets import Label, ProgressBar, Static, TabbedContent, TabPane
+from textual.widgets import Button, Label, ProgressBar, Static, TabbedContent, TabPane
 
 from claimcheck.engine.errors import ClaimcheckError
 from claimcheck.engine.evidence import EvidenceError, StageRecord
@@ -29,15 +29,17 @@ from claimcheck.engine.ledger.drafts import draft_path, read_draft, remove_draft
 from claimcheck.engine.ledger.session import Session
 from claimcheck.engine.pipeline.context import Cancelled
 from claimcheck.engine.pipeline.registry import StageSpec
-from claimcheck.tui.form_checks import form_check, form_order
+from claimcheck.tui.form_checks import column_choices, form_check, form_order
 from claimcheck.tui.forms import StageForm
 from claimcheck.tui.panels import DispatchPanel, VisualPanel
 from claimcheck.tui.safe import clean, literal
-from claimcheck.tui.stage_words import stage_banner
+from claimcheck.tui.stage_words import stage_banner, verdict_of
 from claimcheck.tui.widgets import BoundedTable, CheckDetail, ChecksTable, Loader, NotesPanel
 
 TABS = ("form", "checks", "visual", "notes", "data")
 DRAFT_DELAY_S = 0.4  # a draft is written this long after the last edit
+RUN_TEXT_LIMIT = 60  # a step's words, with the clock: two lines of the run bar at 80 columns
+REPORT_BUTTON = "f8 Report: write report.md and report.html, show report.md"
 
 
 class RunProgress(Message):
@@ -90,6 +92,7 @@ class StageView(Vertical):
         self.initial = initial
         self.recipe = recipe or {}
         self.restored_draft = False
+        self._order_note = ""  # why the form's first fields lead (form_order)
         self.form_on_pick = False  # set by the stage list: open_form shows the form unless f2..f6 came first
         self._draft_timer: Timer | None = None
         self._run_inputs: dict[str, Any] = {}
@@ -112,6 +115,10 @@ class StageView(Vertical):
         head.append(" — " + self.spec.question, style="italic")
         yield Static(head, classes="stage-head")
         yield Label("", classes="stage-state")
+        if self.spec.name == "artifact":  # shown once the record holds a verdict
+            report = Button(REPORT_BUTTON, id="verdict-report", compact=True, classes="verdict-report")
+            report.display = False
+            yield report
         with TabbedContent(initial="tab-form", classes="stage-tabs"):
             with TabPane("Form", id="tab-form"):
                 yield from self._form()
@@ -142,6 +149,7 @@ class StageView(Vertical):
                 "ctrl+r runs them, quitting asks to keep or discard them."
             )
         first, why = form_order(self.spec.name, self._claim_inputs())
+        self._order_note = why
         notice = " ".join(n for n in (why, notice) if n)
         yield StageForm(
             self.module.Inputs,
@@ -151,6 +159,7 @@ class StageView(Vertical):
             notice=notice,
             check=form_check(self.spec.name, self.session.workspace),
             first=first,
+            choices=column_choices(self.spec.name, self.session.workspace, self.initial),
             classes="stage-form",
         )
 
@@ -185,10 +194,18 @@ class StageView(Vertical):
         else:
             state = (states or self.session.states())[self.spec.name]
             self.query_one(".stage-state", Label).update(self._state_line(state, record))
+        for button in self.query("#verdict-report"):
+            button.display = verdict_of(record) is not None
         self.query_one(ChecksTable).show(record)
         self.query_one(NotesPanel).show(record)
         visual = self.query_one(".visual")
         visual.show(record, self.session)  # type: ignore[attr-defined]
+
+    def set_banner_note(self, note: str) -> None:
+        """The line under the state (when the artifact stage can run), redrawn when it changes."""
+        if note != self.banner_note:
+            self.banner_note = note
+            self.refresh_record()
 
     def _state_line(self, state: str, record: StageRecord | None) -> Text:
         t = stage_banner(state, record)
@@ -263,7 +280,15 @@ class StageView(Vertical):
             write_draft(self.session.path, self.spec.name, form.toml_text)
             return True
         remove_draft(self.session.path, self.spec.name)
+        self._drop_restored_notice()
         return False
+
+    def _drop_restored_notice(self) -> None:
+        """The draft is gone (edits undone, or recorded by a run): its 'Restored …' notice goes too."""
+        if self.restored_draft:
+            self.restored_draft = False
+            for form in self.query(StageForm):
+                form.set_notice(self._order_note)
 
     def flush_draft(self) -> None:
         """Bring a draft still waiting for its timer up to date now (written, or removed where the
@@ -277,6 +302,7 @@ class StageView(Vertical):
             self._draft_timer.stop()
             self._draft_timer = None
         remove_draft(self.session.path, self.spec.name)
+        self._drop_restored_notice()
 
     @property
     def dirty(self) -> bool:
@@ -356,7 +382,7 @@ class StageView(Vertical):
     def on_run_progress(self, event: RunProgress) -> None:
         if event.fraction is not None:  # no fraction: the message alone says what is happening
             self.query_one(ProgressBar).update(progress=max(0.0, min(1.0, event.fraction)) * 100)
-        self._run_text = clean(event.text, limit=60)
+        self._run_text = clean(event.text, limit=RUN_TEXT_LIMIT)
         self._tick()
 
     def _tick(self) -> None:

@@ -20,6 +20,8 @@ STATUS_WORD = {"pass": "pass", "warn": "warn", "fail": "FAIL", "info": "info", "
 STATUS_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "info": "cyan", "not_run": "dim"}
 
 
+WARNING_LIMIT = 160  # characters of one warning's line in the freeze dialog (it scrolls)
+
 # Checks tables list failing checks first, then warnings; the rest keep the stage's own order.
 STATUS_RANK = {"fail": 0, "warn": 1}
 
@@ -93,6 +95,12 @@ def freeze_question(record: StageRecord, later: Sequence[str]) -> tuple[Text, bo
     if fails:
         body.append_text(literal(f"{len(fails)} check(s) FAIL: " + ", ".join(fails), "bold red", limit=400))
         body.append("\n")
+    warns = [c for c in record.checks if c.status == "warn"]
+    if warns:  # what is accepted along with the passes, each by name and what it found
+        body.append(f"{len(warns)} warning(s) accepted with it:\n", style="bold yellow")
+        for c in warns:
+            body.append_text(literal(f"▲ {c.id}: {c.summary}", "yellow", limit=WARNING_LIMIT))
+            body.append("\n")
     progress = (
         parse(record.check("dispatch.progress"), Progress) if record.check("dispatch.progress") else None
     )
@@ -116,26 +124,28 @@ def freeze_question(record: StageRecord, later: Sequence[str]) -> tuple[Text, bo
 
 
 def artifact_readiness(dispatch_state: str, dispatch: StageRecord | None, job: JobSnapshot | None) -> str:
-    """When the artifact stage can run: it needs a frozen dispatch record of a finished job."""
+    """When the artifact stage can run: it needs a frozen dispatch record of a finished job. One short
+    line (it fits the 80-column banner), refreshed with the job view."""
     live = ""
     if job is not None and job.running:
         total = f" of {job.total_steps}" if job.total_steps else ""
-        live = f"the job is {clean(job.phase)}, step {job.step}{total}"
+        live = f"{clean(job.phase, limit=20)}, step {job.step}{total}"
     if dispatch is None:
-        return "Can run once dispatch has launched the job and its record is frozen."
+        return "Can run once dispatch has launched the job and is frozen."
+    frozen_first = f"Can run once dispatch (now {dispatch_state}) is frozen: ^l 6, ^f."
     if dispatch.check("dispatch.no_job") is not None:  # no fine-tuning: no job to wait for
         if dispatch_state != "frozen":
-            return f"Can run once dispatch (now {dispatch_state}) is frozen: ctrl+l 6, then ctrl+f."
-        return "Can run now (ctrl+r): no job for this claim; the candidate is fitted in this stage."
+            return frozen_first
+        return "Can run now (^r): no job for this claim; fits the candidate."
     progress = (
         parse(dispatch.check("dispatch.progress"), Progress) if dispatch.check("dispatch.progress") else None
     )
     if progress is not None and progress.job_state != "finished":
-        why = live or f"dispatch recorded the job as {progress.job_state} (phase {progress.stage})"
-        return f"Waits for the job: {why}; the artifact needs a finished job recorded by dispatch."
+        why = live or f"recorded as {progress.job_state} (phase {clean(progress.stage, limit=20)})"
+        return f"Waits for the job: {why}."
     if dispatch_state != "frozen":
-        return f"Can run once dispatch (now {dispatch_state}) is frozen: ctrl+l 6, then ctrl+f."
-    return "Can run now (ctrl+r): the job finished and dispatch is frozen."
+        return frozen_first
+    return "Can run now (^r): the job finished and dispatch is frozen."
 
 
 def state_words(state: str, record: StageRecord | None, running: bool = False) -> str:

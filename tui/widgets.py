@@ -28,6 +28,9 @@ NOTE_TAGS: tuple[tuple[str, str], ...] = (
 TAG_WORD = {value: label for label, value in NOTE_TAGS}
 
 
+NAV_STATE_WIDTH = 18  # the stage list's text width (#nav in app.tcss: 20 less its padding and border)
+
+
 class StageNavigator(ListView):
     """The seven stages with their state in words; Enter (or moving the cursor) opens one."""
 
@@ -49,14 +52,16 @@ class StageNavigator(ListView):
         super().__init__(*items, **kwargs)
 
     def set_states(self, words: dict[str, str]) -> None:
+        """Each stage's state in words; one too long for the list's width goes onto a second line
+        after its ' · ' ('frozen ·' / 'not decided'), never cut."""
         for item in self.query(ListItem):
+            word = words.get(item.name or "", "")
+            shown = "  " + word
+            if len(shown) > NAV_STATE_WIDTH and " · " in word:
+                head, tail = word.split(" · ", 1)
+                shown = f"  {head} ·\n  {tail}"
             label = item.query_one(".nav-state", Static)
-            label.update(
-                Text(
-                    "  " + words.get(item.name or "", ""),
-                    style="dim" if "not" in words.get(item.name or "", "") else "",
-                )
-            )
+            label.update(Text(shown, style="dim" if word.startswith("not ") else ""))
 
     def action_pick(self, index: int) -> None:
         if 0 <= index < len(self._names):

@@ -21,6 +21,7 @@ from claimcheck.engine.data.rows import (
     _csv_header,
     check_text_file,
     file_kind,
+    resolve_time_unit,
     scan_files,
 )
 from claimcheck.engine.pipeline.context import StageInputError
@@ -150,6 +151,22 @@ def file_columns(workspace: Path, files: list[str]) -> list[str]:
                 ) from None
         names.extend(c for c in got if c not in names and c not in ENGINE_COLUMNS)
     return names
+
+
+def time_unit_problem(workspace: Path, files: list[str], column: str, unit: str) -> str:
+    """What the source stage would refuse about the time column's unit, by its own rule
+    (`resolve_time_unit` on the scan's type of the column), worded for the form ("" if nothing)."""
+    if not column:
+        return "'time_unit' is set but 'time_column' is empty; name the time column" if unit else ""
+    paths = [workspace_file(workspace, name) for name in files]
+    schema = scan_files(paths, names=list(files)).collect_schema()
+    if column not in schema:
+        return ""  # the missing column is the column check's to say
+    try:
+        resolve_time_unit(column, schema[column], unit)
+    except StageInputError as exc:
+        return str(exc).removeprefix("source input ")
+    return ""
 
 
 def columns_problem(named: dict[str, list[str]], have: list[str]) -> str:

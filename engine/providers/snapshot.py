@@ -32,7 +32,7 @@ from claimcheck.engine.training.jobrecords import (
     job_state,
 )
 from claimcheck.engine.training.pace import Pace, pace
-from claimcheck.engine.training.schema import Effective
+from claimcheck.engine.training.schema import Effective, effective
 
 
 class Redone(BaseModel):
@@ -152,10 +152,12 @@ def snapshot(
         hb.interval if hb else jobfiles.HEARTBEAT_SECONDS,
         ended=is_terminal(st.phase),
     )
+    contract = _contract(job_dir) if contract is None else contract
     try:
-        alarms = job_alarms.evaluate(obs, _contract(job_dir) if contract is None else contract)
+        alarms = job_alarms.evaluate(obs, contract)
+        eval_every = effective(contract).eval_every_steps if contract else 0
     except ValueError:  # a contract copy this engine cannot read: the dispatch stage says why
-        alarms = []
+        alarms, eval_every = [], 0
     return JobSnapshot(
         op_id=st.op_id,
         phase=st.phase,
@@ -177,7 +179,7 @@ def snapshot(
         checkpoints=[r.step for r in jobfiles.checkpoints(records)],
         resumes=[r for r in records if isinstance(r, ResumeLine)],
         redone=_redone(records),
-        pace=pace(files, records, now),
+        pace=pace(files, records, now, eval_every),
         alarms=alarms,
     )
 

@@ -220,7 +220,7 @@ class Inputs(BaseModel):
         description="Jaccard similarity from which two texts count as near-duplicates.",
     )
     shingle_size: int = Field(
-        default=5, ge=1, le=50, description="Characters per shingle in the near-duplicate comparison."
+        default=5, ge=1, le=50, description="Words per shingle in the near-duplicate comparison."
     )
     # Timestamps later than this (ISO date) count as future; empty = the time the check runs.
     as_of: str = Field(

@@ -44,9 +44,7 @@ class Inputs(BaseModel):
     )
     fractions: dict[str, float] = Field(
         default_factory=default_fractions,
-        description="Share of rows (or groups) per split (default: "
-        + ", ".join(f"{k}={v}" for k, v in default_fractions().items())
-        + ").",
+        description="Share of rows (or groups) per split.",
     )
     seed: int = Field(
         default=0,

@@ -1,0 +1,103 @@
+"""The verdict shown in the app is the verdict recorded: on real records of a numeric-target claim
+without fine-tuning (the sessions of tests/test_regression_verdict.py, one per claim verdict), the
+app at 80×24 opens on the verdict, its banner states `artifact.verdict`'s claim line whole (wrapped,
+never cut), the stage list says the same verdict word, and the verdict's Report button writes the
+report set and shows report.md, whose headline states the same verdict and reason."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from claimcheck.engine.ledger.session import Session
+from claimcheck.engine.report.render import md_escape
+from claimcheck.engine.shapes import artifact as A
+from claimcheck.engine.shapes import parse
+from tests.test_regression_verdict import CRITERIA
+from tests.test_regression_verdict import sessions as sessions  # the module-scoped fixture
+from tests.test_tui_support import screen_text, wait_for
+
+WORDS = {"met": "met", "not_met": "not met", "not_decided": "not decided"}
+
+
+def _pane(app) -> str:
+    """The right-hand pane's text (right of the stage list), its lines joined as one line."""
+    lines = [line.split("▕", 1)[1] for line in screen_text(app).splitlines() if "▕" in line]
+    return " ".join(" ".join(lines).split())
+
+
+def _nav(app) -> str:
+    """The stage list's text (left of the pane)."""
+    return "\n".join(line.split("▕", 1)[0] for line in screen_text(app).splitlines() if "▕" in line)
+
+
+@pytest.mark.parametrize("state", list(CRITERIA))
+async def test_the_app_states_the_recorded_verdict_and_reports_it(
+    sessions, state: str, tmp_path: Path
+) -> None:
+    from textual.widgets import Button, Markdown
+
+    from claimcheck.tui.app import SessionScreen, make_app
+    from claimcheck.tui.screens import ReportScreen, report_sections
+    from claimcheck.tui.widgets import StageNavigator
+
+    source, _ = sessions[state]
+    ws = tmp_path / "ws"
+    shutil.copytree(source.parent, ws, ignore=shutil.ignore_patterns(".lock"))
+    path = ws / source.name
+    for name in ("report.md", "report.html", "model-index.yaml"):
+        (path / name).unlink(missing_ok=True)
+    rec = Session.open(path).record("artifact")
+    verdict = parse(rec.check("artifact.verdict"), A.Verdict)
+    assert verdict is not None and verdict.claim_word() == WORDS[state]
+    line = verdict.claim_line()
+    app = make_app(path, workspace=ws)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen), timeout=60)
+        screen = app.screen
+        assert screen.current == "artifact"  # every stage frozen: the session opens on its verdict
+        await wait_for(pilot, lambda: screen.view() is not None and screen.view()._ready, timeout=60)
+        button = screen.view().query_one("#verdict-report", Button)
+        await wait_for(pilot, lambda: button.display and " ".join(line.split()) in _pane(app), timeout=30)
+        nav = screen.query_one(StageNavigator)
+        item = next(i for i in nav.children if i.name == "artifact")
+        said = str(item.query_one(".nav-state").render())
+        assert " ".join(said.split()) == f"frozen · {WORDS[state]}"  # whole: on two lines when long
+        assert f"· {WORDS[state]}" in " ".join(_nav(app).split())  # on screen, not cut
+        button.focus()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ReportScreen), timeout=120)
+        # the path of report.html, whole (a long path wraps inside the box)
+        box = "".join(x.strip("│ ") for x in screen_text(app).splitlines())
+        assert str(path / "report.html").replace(" ", "") in box.replace(" ", "")
+        sections = report_sections((path / "report.md").read_text("utf-8"))
+        summary = app.screen.query_one(Markdown).source
+        assert summary == sections[0][1]
+        head = next(x for x in summary.splitlines() if x.startswith(f"> **CLAIM {WORDS[state].upper()}** — "))
+        assert f"{md_escape(verdict.reason().rstrip('.'))}." in head
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen))
+    assert (path / "report.html").exists() and (path / "model-index.yaml").exists()
+
+
+def test_the_freeze_dialog_names_each_warning_it_accepts(sessions) -> None:  # noqa: F811
+    """On the real records: every warning of the stage, by id and with its finding, is in the
+    question the freeze dialog asks; a stage without warnings lists none."""
+    from claimcheck.tui.stage_words import freeze_question
+
+    session_dir, _ = sessions["met"]
+    records = Session.open(session_dir).records()
+    warned = [r for r in records.values() if any(c.status == "warn" for c in r.checks)]
+    assert warned, "the session's records hold no warning"
+    for rec in records.values():
+        body, _ = freeze_question(rec, [])
+        warns = [c for c in rec.checks if c.status == "warn"]
+        text = body.plain
+        if not warns:
+            assert "warning(s) accepted" not in text
+            continue
+        assert f"{len(warns)} warning(s) accepted with it:" in text
+        for c in warns:
+            assert f"▲ {c.id}: {c.summary[:60]}" in text
