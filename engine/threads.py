@@ -68,6 +68,23 @@ def capped() -> Iterator[int]:
             _active.pop()
 
 
+@contextlib.contextmanager
+def single() -> Iterator[int]:
+    """Run the body with every native thread pool at one thread, whatever the cap; yields 1.
+
+    For a fit whose figures are evidence and must not move with the machine's load: a BLAS reduction
+    sums in an order set by its thread count, so an lbfgs fit (the frozen probe's head) can end a few
+    ulps apart under 1 and 2 threads, and a prediction near a tie then flips."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):
+        _active.append(1)
+        try:
+            yield 1
+        finally:
+            _active.pop()
+
+
 def record(cap: int | None = None) -> dict[str, int | float]:
     """What the environment / timing checks record: the cap (the one used, when given)."""
     return {

@@ -106,7 +106,7 @@ def fit(eff: dict[str, Any], job_dir: Path, mode: str, ctx: Any, scoring: tuple[
     seed = int(eff.get("seed", 0))
     fits, dev_values = {}, {}
     m = registry.get(metric)
-    with threads.capped():
+    with threads.single():
         for c in C_GRID:
             ctx.check_cancelled()
             fits[c] = _head(x_tr, y_tr, c, seed)
@@ -116,7 +116,7 @@ def fit(eff: dict[str, Any], job_dir: Path, mode: str, ctx: Any, scoring: tuple[
 
     def fn(frame: Any) -> Any:
         x = embed(frame)
-        with threads.capped():
+        with threads.single():
             return _full(clf, x, len(classes))
 
     fn.arm_batch = 256  # type: ignore[attr-defined]
