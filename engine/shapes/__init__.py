@@ -6,7 +6,7 @@ file holds what: artifact.py (the final comparison), baseline.py, data.py (sourc
 training.py (claim criterion, contract and dispatch), common.py (intervals, McNemar).
 """
 
-from claimcheck.engine.shapes import artifact, baseline, common, data, training  # noqa: F401  (registers)
+from claimcheck.engine.shapes import artifact, baseline, common, data, training, tuning  # noqa: F401  (registers)
 from claimcheck.engine.shapes.base import (
     FIGURES,
     Shape,
