@@ -334,3 +334,43 @@ def test_killing_the_search_mid_trial_and_rerunning_finishes_without_running_a_t
         study_name="r1", storage=JournalStorage(JournalFileBackend(str(rdir / "study.journal")))
     )
     assert len(study.trials) == 2 and all(t.state.is_finished() for t in study.trials)
+
+
+# ---------------------------------------------------------------- trials as Ray jobs
+
+from tests.test_provider_ray import ray_head  # noqa: E402,F401  (the loopback head, one per test run)
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_the_search_runs_each_trial_as_its_own_ray_job(
+    real_workspace: Path,
+    tmp_path: Path,
+    ray_head,  # noqa: F811
+) -> None:
+    from claimcheck.engine.providers.ray_jobs import RECORD
+    from claimcheck.tui.cli import main
+    from tests.real_session import copy_workspace
+
+    session = copy_workspace(real_workspace, tmp_path)
+    ws = session.parents[1]
+    answers_path = _crash_answers(ws)
+    answers = tomllib.loads(answers_path.read_text())
+    answers["contract"]["search"].update(provider="ray", ray_address=ray_head.address, concurrency=2)
+    answers_path.write_text(tomlkit.dumps(answers))
+    assert main(["run", "--answers", str(answers_path), str(session)]) == 0
+    rdir = session / "search" / "r1"
+    ledger = tuning.read_ledger(rdir)
+    assert [(r.number, r.state) for r in ledger] == [(0, "complete"), (1, "complete")]
+    submissions = {
+        json.loads((rdir / "jobs" / r.op_id / RECORD).read_text())["submission_id"] for r in ledger
+    }
+    assert len(submissions) == 2
+    rec = _contract_at(session)
+    assert rec.check("contract.search_trials").status == "pass"
+
+
+def _contract_at(session: Path):
+    from claimcheck.engine.ledger.session import Session
+
+    return Session.open(session).record("contract")
