@@ -194,8 +194,15 @@ def run_search(st: Study) -> list[TrialRecord]:
     provider = _provider(st)
     pending: dict[str, Pending] = {}
     ledger = {(r.number, r.seed, r.kind): r for r in read_ledger(st.rdir)}
+    names = {s.name for s in st.search.space}
     for t in study.trials:  # trials a killed search left running: found again by identity
-        if t.state == optuna.trial.TrialState.RUNNING:
+        if t.state == optuna.trial.TrialState.RUNNING and set(t.params) != names:
+            # killed between ask and the settings drawn: no job was ever launched for it
+            rec = _trial_record(st, t.number, {}, None)
+            write_trial(st.rdir, rec.model_copy(update={"state": "failed", "ended_at": now_iso(),
+                        "reason": "the search process ended before the trial's settings were drawn"}))  # fmt: skip
+            study.tell(t.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+        elif t.state == optuna.trial.TrialState.RUNNING:
             rec = _trial_record(
                 st, t.number, dict(t.params), ledger.get((t.number, st.base["seed"], "trial"))
             )
@@ -305,6 +312,8 @@ def _poll(st: Study, provider: Any, pending: dict[str, Pending], study: Any) -> 
                 _end(st, p, "pruned", "behind the median of earlier trials at the same step", study)
                 del pending[key]
             continue
+        if status.stage == "done":
+            provider.fetch(p.handle)  # local: nothing to copy; ray: logs and artifact home, verified
         value = dev_value(p.handle.job_dir) if status.stage == "done" else None
         if value is None or not math.isfinite(value):
             why = status.reason or f"job ended {status.stage}"
