@@ -63,7 +63,8 @@ def test_the_real_session_fits_every_shape(real_session: Path) -> None:
     # baseline.operating_point and artifact.operating_point run only when an operating point is
     # declared (not in the example; tests/test_operating_point.py reads the artifact's);
     # the numeric-target shapes only for a regression claim (tests/test_regression.py reads them);
-    # artifact.generation only for causal-LM SFT (tests/test_sft_end_to_end.py)
+    # artifact.generation only for causal-LM SFT (tests/test_sft_end_to_end.py); the search shapes only
+    # for a contract with a declared search (tests/test_tuning.py reads them)
     missing = {c.__name__ for c in registered().values()} - {c.__name__ for c in seen}
     assert missing == {
         "OperatingPoint",
@@ -72,6 +73,9 @@ def test_the_real_session_fits_every_shape(real_session: Path) -> None:
         "SplitTargetDistribution",
         "TargetRange",
         "Generation",
+        "SearchDeclaration",
+        "SearchTrials",
+        "SearchSelection",
     }
 
 
