@@ -171,6 +171,63 @@ def test_a_margin_beyond_the_seed_spread_names_the_winner() -> None:
     assert not sel.tie and sel.chosen.number == 0 and sel.margin > sel.spread
 
 
+# ---------------------------------------------------------------- pruning a running trial
+
+
+class _Running:
+    """A provider whose job is always training; it records what it was asked to cancel."""
+
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.cancelled: list[str] = []
+
+    def status(self, handle):
+        from claimcheck.engine.providers.base import JobStatus
+
+        return JobStatus(op_id=handle.op_id, stage="training")
+
+    def cancel(self, handle) -> None:
+        self.cancelled.append(handle.op_id)
+
+
+def test_a_trial_behind_the_median_is_cancelled_and_kept_as_pruned(tmp_path: Path) -> None:
+    import optuna
+
+    from claimcheck.engine.pipeline.context import StageContext
+    from claimcheck.engine.providers.base import Handle
+    from claimcheck.engine.training import jobfiles
+    from claimcheck.engine.training.jobrecords import EvalLine
+
+    search = _search(pruning="median", pruning_startup_trials=1)
+    study = optuna.create_study(direction="maximize", pruner=optuna.pruners.MedianPruner(n_startup_trials=1))
+    first = study.ask()
+    first.report(0.9, 6)
+    study.tell(first, 0.9)
+    trial = study.ask()
+    job = tmp_path / "job"
+    job.mkdir()
+    line = dict(
+        split="dev", step=6, time=0.0, metric="macro_f1", loss=1.0, train_value=0.0, train_rows=1, rows=1
+    )
+    jobfiles.append_metric(job, EvalLine(kind="eval", value=0.1, stage="training", selected_step=6, **line))
+    frozen = tuning.Frozen(1, "sha256:d", "sha256:b", "2026-01-01T00:00:00+00:00")
+    st = tuning.Study(
+        search, BASE, {}, StageContext(tmp_path, tmp_path), tmp_path / "r1", frozen, False, "macro_f1"
+    )
+    rec = TrialRecord(
+        number=trial.number, kind="trial", settings={"optimizer.lr": 1e-3}, seed=3, digest="sha256:x",
+        op_id="x-a1", state="running", metric="macro_f1", started_at=tuning.now_iso(),
+    )  # fmt: skip
+    provider = _Running()
+    pending = {"x": tuning.Pending(rec, Handle("x-a1", job, "fake"), trial)}
+    tuning._poll(st, provider, pending, study)
+    assert pending == {} and provider.cancelled == ["x-a1"]
+    assert study.trials[1].state == optuna.trial.TrialState.PRUNED
+    (kept,) = tuning.read_ledger(st.rdir)
+    assert (kept.state, kept.value) == ("pruned", None) and "median" in kept.reason
+
+
 # ---------------------------------------------------------------- the documented search, run for real
 
 
