@@ -8,7 +8,7 @@ Setup (not timed): the sample data CI-sized (tests/real_session.py's ci_sized: o
 a tiny encoder, 12 steps) run by `claimcheck run --answers` through the contract stage without a
 search, which gives the base effective contract and the frozen upstream records.
 
-Timed, alternating so machine load hits both alike (concurrency 1 in both):
+Timed, the order alternating round by round so machine load hits both alike (concurrency 1 in both):
 - plain: an in-memory Optuna study with the same enqueued grid points; the objective exports the
   trial's job folder (same export as claimcheck's) and runs the job synchronously
   (`python -m claimcheck.engine.training.job DIR`), then reads its dev figure;
@@ -143,9 +143,11 @@ def main(argv: list[str] | None = None) -> int:
         search = _search(args.trials)
         load0 = os.getloadavg()
         times: dict[str, list[float]] = {"plain": [], "claimcheck": []}
-        for r in range(1, args.rounds + 1):
-            times["plain"].append(plain(session, search, base, Path(tmp) / f"plain{r}"))
-            times["claimcheck"].append(ours(session, search, base, r))
+        for r in range(1, args.rounds + 1):  # the order alternates round by round
+            sides = [("plain", lambda: plain(session, search, base, Path(tmp) / f"plain{r}"))]
+            sides.append(("claimcheck", lambda: ours(session, search, base, r)))
+            for name, fn in sides if r % 2 else sides[::-1]:
+                times[name].append(fn())
         load1 = os.getloadavg()
     p, c = sum(times["plain"]), sum(times["claimcheck"])
     n = args.trials * args.rounds
