@@ -144,8 +144,8 @@ def main(argv: list[str] | None = None) -> int:
         load0 = os.getloadavg()
         times: dict[str, list[float]] = {"plain": [], "claimcheck": []}
         for r in range(1, args.rounds + 1):  # the order alternates round by round
-            sides = [("plain", lambda: plain(session, search, base, Path(tmp) / f"plain{r}"))]
-            sides.append(("claimcheck", lambda: ours(session, search, base, r)))
+            sides = [("plain", lambda r=r: plain(session, search, base, Path(tmp) / f"plain{r}"))]
+            sides.append(("claimcheck", lambda r=r: ours(session, search, base, r)))
             for name, fn in sides if r % 2 else sides[::-1]:
                 times[name].append(fn())
         load1 = os.getloadavg()
