@@ -109,6 +109,8 @@ def _pins(rec: StageRecord) -> list[tuple[str, str, str]]:
             v = parse(chk, training_shapes.DispatchIdentity)
             base = f"jobs/{v.operation_id}"
             out += [(chk.id, f"{base}/{rel}", sha) for rel, sha in sorted((v.job_files or {}).items())]
+        elif chk.id == "contract.search_trials" and chk.measured:
+            out += [(chk.id, r["file"], r["file_sha256"]) for r in chk.measured.get("rows", [])]
         elif _session_file(chk.measured.get("path")) and isinstance(chk.measured.get("sha256"), str):
             out.append((chk.id, chk.measured["path"], chk.measured["sha256"]))  # any other check's own pin
     return out

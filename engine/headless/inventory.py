@@ -169,6 +169,26 @@ def _job_folder_rows(session: Session, rel_files: list[str], ids: set[str]) -> t
     return rows, seen
 
 
+def _search_files(rel_files: list[str], records: dict) -> set[str]:
+    """The study's own files of a search revision the contract record declares (search/r<N>/: the
+    journal, its lock, and the trial jobs' folders); the declaration and ledger files are pinned by
+    hash (engine/headless/integrity.py)."""
+    rec = records.get("contract")
+    search = rec.inputs.get("search") if rec is not None else None
+    if not isinstance(search, dict):
+        return set()
+    current = int(search.get("revision", 1))
+    out = set()
+    for rel in rel_files:
+        m = re.match(r"^search/r(\d+)/", rel)
+        if m is None or int(m.group(1)) > current:
+            continue
+        # the current revision's ledger is pinned; an earlier revision is kept whole, as it was left
+        if int(m.group(1)) < current or not rel.startswith(f"search/r{current}/trials/"):
+            out.add(rel)
+    return out
+
+
 def _is_draft(name: str) -> bool:
     return is_draft(name) and any(
         name.startswith(f"{spec.index:02d}-{spec.name}.") for spec in registry.STAGES
@@ -197,7 +217,8 @@ def folder_rows(session: Session, pinned: set[str], records: dict) -> list[Row]:
     files = set(rel_files)
     history, seen = _history_rows(session, files)
     jobs, job_seen = _job_folder_rows(session, rel_files, _job_ids(pinned, session, records))
-    accounted = _top_level() | pinned | seen | job_seen
+    search_seen = _search_files(rel_files, records)
+    accounted = _top_level() | pinned | seen | job_seen | search_seen
     leftovers = []
     for rel in rel_files:
         top = "/" not in rel

@@ -330,6 +330,36 @@ def _arm_values(rec: StageRecord) -> str:
     return f"{comp.metric} on the locked test: {', '.join(shown)}; "
 
 
+def _tuning(c: _Ctx) -> None:
+    """The search's disclosure (a contract with a declared search only): trials run, failed, the rule."""
+    from claimcheck.engine.shapes import tuning as TU
+
+    rec = c.records.get("contract")
+    if rec is None or rec.check("contract.search_declaration") is None:
+        return
+    decl = parse(rec.check("contract.search_declaration"), TU.SearchDeclaration)
+    trials = parse(rec.check("contract.search_trials"), TU.SearchTrials)
+    sel = parse(rec.check("contract.search_selection"), TU.SearchSelection)
+    if decl is None:
+        return
+    text = (
+        f"Tuning: search revision {decl.revision} ({decl.sampler}, {decl.n_trials} trials declared, frozen "
+        f"{decl.frozen_at}; hypothesis: {decl.hypothesis}) on dev {decl.metric}"
+    )
+    if decl.refused:
+        text += "; REFUSED: " + "; ".join(decl.refused)
+    if trials is not None:
+        text += (
+            f"; {trials.trials} trials run: {trials.complete} complete, {trials.failed} failed, "
+            f"{trials.pruned} pruned, {trials.cancelled} cancelled; {trials.repeats} seed repeats"
+        )
+    if sel is not None:
+        text += f"; selection on dev only — {sel.rule}; the contract cites trial {sel.chosen_trial} ({sel.chosen_digest[:19]}…)"
+    if decl.earlier_revisions:
+        text += f"; {len(decl.earlier_revisions)} earlier revision(s) of the search kept in the session"
+    c.add(Heading(2, "Tuning"), Para(text + "."))
+
+
 def _verdict_section(c: _Ctx) -> None:
     c.add(Heading(2, "Verdict against the success criterion"))
     c.add(verdict(c))
@@ -414,6 +444,7 @@ def build_blocks(session_dir: Path) -> tuple[_Ctx, list[Block]]:
         final.insert(1, Para(_teacher(c)))
     c.add(*final)
     c.add(*latency_blocks(artifact, state))
+    _tuning(c)
     _verdict_section(c)
     _limitations(c)
     _not_established(c)

@@ -7,7 +7,15 @@ training.py (claim criterion, contract and dispatch), common.py (intervals, McNe
 (a retrieval claim's checks).
 """
 
-from claimcheck.engine.shapes import artifact, baseline, common, data, retrieval, training  # noqa: F401  (registers)
+from claimcheck.engine.shapes import (  # noqa: F401  (registers)
+    artifact,
+    baseline,
+    common,
+    data,
+    retrieval,
+    training,
+    tuning,
+)
 from claimcheck.engine.shapes.base import (
     FIGURES,
     Shape,

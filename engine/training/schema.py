@@ -120,6 +120,70 @@ class CandidateRequest(_M):
     )
 
 
+class SearchSetting(_M):
+    """One setting of the contract a declared search may vary: a range (low, high, log) or choices."""
+
+    name: str = Field(
+        description="The contract setting, as a dotted path: optimizer.lr, lora.r, micro_batch …"
+    )
+    low: float | None = Field(default=None, description="Lowest value of a range.")
+    high: float | None = Field(default=None, description="Highest value of a range.")
+    log: StrictBool = Field(default=False, description="Sample the range on a log scale.")
+    choices: list[float | int | str] = Field(
+        default_factory=list, description="The values tried (instead of a range)."
+    )
+
+
+class Search(_M):
+    """A tuning search declared before its first trial (engine/training/search.py validates it;
+    engine/stages/contract/tuning.py runs it; docs/contract.md, "Tuning")."""
+
+    revision: int = Field(
+        default=1,
+        ge=1,
+        le=10_000,
+        description="The declaration's revision: a change after a trial result needs the next one.",
+    )
+    hypothesis: str = Field(
+        min_length=1, description="What the search is expected to show, stated before any result."
+    )
+    space: list[SearchSetting] = Field(
+        min_length=1, description="The settings that vary, each with its range or choices."
+    )
+    sampler: Literal["grid", "random", "tpe"] = Field(
+        default="tpe", description="Optuna's sampler: grid, random or TPE."
+    )
+    sampler_seed: int = Field(default=0, ge=0, le=2**32 - 1, description="Seed of the sampler.")
+    n_trials: int = Field(ge=1, le=1000, description="The trial budget.")
+    concurrency: int = Field(default=1, ge=1, le=64, description="Trials running at once.")
+    dev_metric: str = Field(
+        default="", description="The dev metric trials are compared on (empty: the one the job tracks)."
+    )
+    pruning: Literal["none", "median"] = Field(
+        default="none",
+        description="Stop a trial whose dev metric is below the median of earlier trials at the same step.",
+    )
+    pruning_startup_trials: int = Field(
+        default=2, ge=0, le=1000, description="Trials finished before pruning starts."
+    )
+    finalists: int = Field(default=2, ge=1, le=100, description="Top trials repeated over further seeds.")
+    seed_repeats: int = Field(default=2, ge=0, le=100, description="Further seeds each finalist is run with.")
+    tie_break: Literal["cheaper", "first_trial"] = Field(
+        default="cheaper",
+        description="How a tie inside the seed spread is broken: fewer trainable parameters, or the earlier trial.",
+    )
+    tied: list[list[str]] = Field(
+        default_factory=list,
+        description="Further groups of settings that vary together (batch size and learning rate always do).",
+    )
+    provider: Literal["local", "ray"] = Field(
+        default="local", description="Where trials run: local processes or Ray jobs."
+    )
+    ray_address: str = Field(
+        default="", description="The Ray dashboard address (provider ray; empty: http://127.0.0.1:8265)."
+    )
+
+
 class Inputs(_M):
     task_kind: Literal["text_classification", "causal_lm_sft", "tabular", "retrieval"] = Field(
         default="text_classification", description="The kind of model trained (as the claim says)."
@@ -227,6 +291,10 @@ class Inputs(_M):
     candidate: CandidateRequest = Field(
         default_factory=CandidateRequest,
         description="Without fine-tuning: the scikit-learn learner refit as the candidate, and its rows.",
+    )
+    search: Search | None = Field(
+        default=None,
+        description="A tuning search declared before its first trial; the contract takes its selected trial's settings.",
     )
 
 

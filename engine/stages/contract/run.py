@@ -46,6 +46,11 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     if claim.get("fine_tuning") is False and claim.get("task_kind") == "retrieval":
         return _encoder(inputs, upstream, ctx)
     if claim.get("fine_tuning") is False:
+        if inputs.search is not None:
+            raise StageInputError(
+                "contract.search: a search tunes a fine-tuning job; this claim has fine_tuning = false "
+                "(its candidate is a scikit-learn learner): remove [contract.search]"
+            )
         return _sklearn(inputs, upstream, ctx)
     source_inputs = upstream["source"].inputs
     ctx.progress(None, "resolving the requested contract")
@@ -77,6 +82,11 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     eff["schedule"]["warmup_steps"] = int(math.ceil(eff["schedule"]["warmup_ratio"] * eff["optimizer_steps"]))
     _alarm_within_budget(eff, res)
     eff["data"] = _data_identity(upstream, train.height)
+    if inputs.search is not None:
+        from claimcheck.engine.stages.contract.tuning import tune
+
+        eff, search_checks = tune(inputs.search, eff, res, upstream, ctx)
+        checks.extend(search_checks)
 
     checks.append(_requested_vs_effective(res))
     checks.append(_model_identity(eff, facts))
@@ -167,7 +177,9 @@ def _sealed(inputs: Inputs, eff: dict[str, Any], res: Resolution, checks: list[C
             playbook=declaration("contract.digest").playbook,
         )
     )
-    return StageRecord(stage="contract", inputs=inputs.model_dump(mode="json"), checks=checks)
+    return StageRecord(
+        stage="contract", inputs=inputs.model_dump(mode="json", exclude_none=True), checks=checks
+    )
 
 
 def _data_identity(upstream: dict[str, StageRecord], train_rows: int) -> dict[str, Any]:

@@ -1,0 +1,114 @@
+"""Shapes of a declared tuning search: the trial ledger's files and the contract stage's three
+search checks (engine/stages/contract/tuning.py writes them; replay and the report read them)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from claimcheck.engine.shapes.base import Part, Shape
+
+TrialState = Literal["running", "complete", "failed", "pruned", "cancelled"]
+
+
+class TrialRecord(Part):
+    """One trial file of the ledger (search/r<revision>/trials/t<NNN>[-s<seed>].toml)."""
+
+    number: int
+    kind: Literal["trial", "repeat"]
+    settings: dict[str, float | int | str]
+    seed: int
+    digest: str
+    op_id: str
+    state: TrialState
+    reason: str = ""
+    metric: str
+    value: float | None = None
+    started_at: str
+    ended_at: str = ""
+    trainable_params: int = 0
+
+
+class Revision(Part):
+    revision: int
+    digest: str
+    trial_files: int
+
+
+class SearchDeclaration(Shape):
+    check_ids = ("contract.search_declaration",)
+    revision: int
+    digest: str
+    base_digest: str
+    frozen_at: str
+    path: str
+    sha256: str
+    hypothesis: str
+    space: list[dict[str, Any]]
+    sampler: str
+    n_trials: int
+    metric: str
+    direction: Literal["maximize", "minimize"]
+    pruning: str
+    finalists: int
+    seed_repeats: int
+    tie_break: str
+    provider: str
+    concurrency: int
+    refused: list[str] = Field(default_factory=list)
+    earlier_revisions: list[Revision] = Field(default_factory=list)
+
+
+class TrialRow(Part):
+    number: int
+    kind: Literal["trial", "repeat"]
+    seed: int
+    settings: dict[str, float | int | str]
+    digest: str
+    state: TrialState
+    reason: str = ""
+    value: float | None = None
+    started_at: str
+    ended_at: str = ""
+    file: str
+    file_sha256: str
+
+
+class SearchTrials(Shape):
+    check_ids = ("contract.search_trials",)
+    revision: int
+    trials: int
+    complete: int
+    failed: int
+    pruned: int
+    cancelled: int
+    running: int
+    repeats: int
+    problems: list[str] = Field(default_factory=list)
+    rows: list[TrialRow]
+
+
+class Finalist(Part):
+    number: int
+    settings: dict[str, float | int | str]
+    digest: str
+    values: list[float]
+    mean: float
+    spread: float
+    trainable_params: int = 0
+
+
+class SearchSelection(Shape):
+    check_ids = ("contract.search_selection",)
+    metric: str
+    direction: Literal["maximize", "minimize"]
+    finalists: list[Finalist]
+    margin: float | None = None
+    spread: float | None = None
+    tie: bool
+    rule: str
+    chosen_trial: int
+    chosen_digest: str
+    chosen_settings: dict[str, float | int | str]
+    contract_digest: str = ""

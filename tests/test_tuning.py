@@ -1,0 +1,435 @@
+"""A declared tuning search (docs/tuning.md): the declaration's refusals, the freeze and its revisions,
+selection with the seed spread, and docs/answers-tuning.toml run CI-sized on real records, replayed,
+and killed mid-trial then resumed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import polars as pl
+import pytest
+import tomlkit
+
+from claimcheck.engine.pipeline.context import StageInputError
+from claimcheck.engine.shapes import parse
+from claimcheck.engine.shapes import tuning as TU
+from claimcheck.engine.shapes.tuning import TrialRecord
+from claimcheck.engine.stages.contract import tuning
+from claimcheck.engine.stages.contract.selection import select
+from claimcheck.engine.training import search as S
+from claimcheck.engine.training.schema import Search
+
+ROOT = Path(__file__).resolve().parents[1]
+TUNING = ROOT / "docs" / "answers-tuning.toml"
+BASE = {
+    "seed": 3,
+    "micro_batch": 16,
+    "grad_accum": 1,
+    "dp_replicas": 1,
+    "effective_batch": 16,
+    "epochs": 1,
+    "max_steps": 12,
+    "optimizer_steps": 12,
+    "optimizer": {"lr": 3e-3},
+    "lora": {"r": 8},
+    "schedule": {"warmup_ratio": 0.06, "warmup_steps": 1},
+    "data": {"train_rows": 100},
+}
+
+
+def _search(**kw) -> Search:
+    doc = {
+        "hypothesis": "a higher learning rate helps",
+        "n_trials": 6,
+        "sampler": "grid",
+        "space": [
+            {"name": "optimizer.lr", "choices": [1e-3, 3e-3, 1e-2]},
+            {"name": "lora.r", "choices": [4, 8]},
+        ],
+    }
+    doc.update(kw)
+    return Search.model_validate(doc)
+
+
+def _refusals(search: Search) -> list[str]:
+    return S.refusals(search, BASE, "macro_f1", False)
+
+
+# ---------------------------------------------------------------- the declaration
+
+
+def test_the_documented_search_is_accepted() -> None:
+    assert _refusals(_search()) == []
+    assert S.grid_size(_search()) == 6
+
+
+def test_varying_batch_size_with_the_learning_rate_pinned_is_refused() -> None:
+    why = _refusals(_search(space=[{"name": "micro_batch", "choices": [8, 16]}], n_trials=2))
+    assert any("varies micro_batch but pins optimizer.lr" in w for w in why), why
+    # varying both is a retune, accepted
+    both = [{"name": "micro_batch", "choices": [8, 16]}, {"name": "optimizer.lr", "choices": [1e-3, 3e-3]}]
+    assert _refusals(_search(space=both, n_trials=4)) == []
+
+
+@pytest.mark.parametrize(
+    ("space", "kw", "needle"),
+    [
+        ([{"name": "model_path", "choices": ["a", "b"]}], {}, "not a setting a search may vary"),
+        ([{"name": "optimizer.lr", "low": 1e-4, "high": 1e-2}], {}, "grid sampler needs choices"),
+        ([{"name": "optimizer.lr", "low": 1e-2, "high": 1e-4}], {"sampler": "tpe"}, "low < high"),
+        ([{"name": "optimizer.lr", "low": 0.0, "high": 1e-2, "log": True}], {"sampler": "tpe"}, "log scale"),
+        ([{"name": "lora.r", "choices": [4.5, 8]}], {}, "not int values"),
+        ([{"name": "optimizer.lr", "choices": [1e-3, 3e-3]}], {"n_trials": 3}, "exceed the grid's 2 points"),
+        (
+            [{"name": "optimizer.lr", "choices": [1e-3, 3e-3]}],
+            {"n_trials": 2, "dev_metric": "accuracy"},
+            "not the metric",
+        ),
+        (
+            [{"name": "optimizer.lr", "choices": [1e-3, 3e-3]}],
+            {"n_trials": 2, "tied": [["optimizer.lr", "lora.alpha"]]},
+            "varies optimizer.lr but pins lora.alpha",
+        ),
+    ],
+)
+def test_a_declaration_that_cannot_run_is_refused_with_its_reason(space, kw, needle) -> None:
+    why = _refusals(_search(space=space, **kw))
+    assert any(needle in w for w in why), why
+
+
+def test_a_search_without_a_hypothesis_is_invalid() -> None:
+    with pytest.raises(ValueError, match="hypothesis"):
+        Search.model_validate({"n_trials": 2, "space": [{"name": "optimizer.lr", "choices": [1e-3]}]})
+
+
+def test_a_trial_contract_is_the_base_with_its_settings() -> None:
+    eff = S.trial_effective(BASE, {"optimizer.lr": 1e-2, "micro_batch": 8}, seed=5)
+    assert (eff["optimizer"]["lr"], eff["micro_batch"], eff["effective_batch"], eff["seed"]) == (
+        1e-2,
+        8,
+        8,
+        5,
+    )
+    assert eff["optimizer_steps"] == 12  # max_steps pins the budget
+    assert BASE["optimizer"]["lr"] == 3e-3  # the base is not touched
+
+
+def test_a_declaration_changed_after_its_trials_began_is_refused_and_a_new_revision_keeps_the_old(
+    tmp_path: Path,
+) -> None:
+    first = tuning.freeze(_search(), "sha256:base", tmp_path, replay=False)
+    assert tuning.freeze(_search(), "sha256:base", tmp_path, replay=False).frozen_at == first.frozen_at
+    rdir = tuning.revision_dir(tmp_path, 1)
+    rec = TrialRecord(
+        number=0, kind="trial", settings={"optimizer.lr": 1e-3}, seed=3, digest="sha256:x", op_id="x-a1",
+        state="complete", metric="macro_f1", value=0.5, started_at=tuning.now_iso(),
+    )  # fmt: skip
+    tuning.write_trial(rdir, rec)
+    changed = _search(hypothesis="a larger rank helps")
+    with pytest.raises(StageInputError, match="declare revision 2"):
+        tuning.freeze(changed, "sha256:base", tmp_path, replay=False)
+    second = tuning.freeze(changed.model_copy(update={"revision": 2}), "sha256:base", tmp_path, replay=False)
+    assert [(e["revision"], e["trial_files"]) for e in second.earlier] == [(1, 1)]
+    assert (rdir / "trials" / "t000.toml").is_file()
+
+
+# ---------------------------------------------------------------- selection
+
+
+def _rec(number: int, value: float, seed: int = 3, kind: str = "trial", params: int = 100) -> TrialRecord:
+    return TrialRecord(
+        number=number, kind=kind, settings={"lora.r": number + 1}, seed=seed, digest=f"sha256:{number}",
+        op_id=f"{number}-a1", state="complete", metric="macro_f1", value=value, started_at="t",
+        trainable_params=params,
+    )  # fmt: skip
+
+
+def test_a_winner_inside_the_seed_spread_is_a_tie_broken_by_the_declared_rule() -> None:
+    ledger = [
+        _rec(0, 0.60, params=200), _rec(0, 0.50, seed=4, kind="repeat"),
+        _rec(1, 0.58, params=100), _rec(1, 0.56, seed=4, kind="repeat"),
+        _rec(2, 0.10),
+    ]  # fmt: skip
+    sel = select(ledger, 2, False, 1, "cheaper")
+    assert sel.tie and sel.chosen.number == 1 and "TIE" in sel.rule
+    assert select(ledger, 2, False, 1, "first_trial").chosen.number == 0
+
+
+def test_a_margin_beyond_the_seed_spread_names_the_winner() -> None:
+    ledger = [
+        _rec(0, 0.80), _rec(0, 0.79, seed=4, kind="repeat"),
+        _rec(1, 0.50), _rec(1, 0.52, seed=4, kind="repeat"),
+    ]  # fmt: skip
+    sel = select(ledger, 2, False, 1, "cheaper")
+    assert not sel.tie and sel.chosen.number == 0 and sel.margin > sel.spread
+
+
+# ---------------------------------------------------------------- pruning a running trial
+
+
+class _Running:
+    """A provider whose job is always training; it records what it was asked to cancel."""
+
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.cancelled: list[str] = []
+
+    def status(self, handle):
+        from claimcheck.engine.providers.base import JobStatus
+
+        return JobStatus(op_id=handle.op_id, stage="training")
+
+    def cancel(self, handle) -> None:
+        self.cancelled.append(handle.op_id)
+
+
+def test_a_trial_behind_the_median_is_cancelled_and_kept_as_pruned(tmp_path: Path) -> None:
+    import optuna
+
+    from claimcheck.engine.pipeline.context import StageContext
+    from claimcheck.engine.providers.base import Handle
+    from claimcheck.engine.training import jobfiles
+    from claimcheck.engine.training.jobrecords import EvalLine
+
+    search = _search(pruning="median", pruning_startup_trials=1)
+    study = optuna.create_study(direction="maximize", pruner=optuna.pruners.MedianPruner(n_startup_trials=1))
+    first = study.ask()
+    first.report(0.9, 6)
+    study.tell(first, 0.9)
+    trial = study.ask()
+    job = tmp_path / "job"
+    job.mkdir()
+    line = dict(
+        split="dev", step=6, time=0.0, metric="macro_f1", loss=1.0, train_value=0.0, train_rows=1, rows=1
+    )
+    jobfiles.append_metric(job, EvalLine(kind="eval", value=0.1, stage="training", selected_step=6, **line))
+    frozen = tuning.Frozen(1, "sha256:d", "sha256:b", "2026-01-01T00:00:00+00:00")
+    st = tuning.Study(
+        search, BASE, {}, StageContext(tmp_path, tmp_path), tmp_path / "r1", frozen, False, "macro_f1"
+    )
+    rec = TrialRecord(
+        number=trial.number, kind="trial", settings={"optimizer.lr": 1e-3}, seed=3, digest="sha256:x",
+        op_id="x-a1", state="running", metric="macro_f1", started_at=tuning.now_iso(),
+    )  # fmt: skip
+    provider = _Running()
+    pending = {"x": tuning.Pending(rec, Handle("x-a1", job, "fake"), trial)}
+    tuning._poll(st, provider, pending, study)
+    assert pending == {} and provider.cancelled == ["x-a1"]
+    assert study.trials[1].state == optuna.trial.TrialState.PRUNED
+    (kept,) = tuning.read_ledger(st.rdir)
+    assert (kept.state, kept.value) == ("pruned", None) and "median" in kept.reason
+
+
+# ---------------------------------------------------------------- the documented search, run for real
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory) -> Path:
+    """docs/answers-tuning.toml run CI-sized by `claimcheck run --answers`; the workspace."""
+    import shutil
+
+    import torch
+
+    from claimcheck.engine.training.tiny import make_tiny_encoder
+    from claimcheck.tui.cli import main
+    from tests.real_session import SAMPLE, ci_sized
+
+    torch.set_num_threads(1)
+    ws = tmp_path_factory.mktemp("tuned")
+    (ws / "sample_data").mkdir()
+    shutil.copy(SAMPLE, ws / "sample_data" / "tickets.csv")
+    answers = ci_sized(tomllib.loads(TUNING.read_text()), make_tiny_encoder(ws / "tiny-encoder"))
+    (ws / "answers.toml").write_text(tomlkit.dumps(answers))
+    assert main(["run", "--answers", str(ws / "answers.toml"), str(ws / "runs" / "tuned")]) == 0
+    return ws
+
+
+def _contract(ws: Path):
+    from claimcheck.engine.ledger.session import Session
+
+    return Session.open(ws / "runs" / "tuned").record("contract")
+
+
+@pytest.mark.slow
+def test_the_documented_search_runs_every_trial_and_the_contract_cites_the_chosen_one(tuned: Path) -> None:
+    rec = _contract(tuned)
+    trials = parse(rec.check("contract.search_trials"), TU.SearchTrials)
+    sel = parse(rec.check("contract.search_selection"), TU.SearchSelection)
+    assert (trials.trials, trials.complete, trials.repeats, trials.problems) == (6, 6, 4, [])
+    assert len({r.digest for r in trials.rows}) == 10  # every trial and repeat its own contract
+    assert len(sel.finalists) == 2 and all(len(f.values) == 3 for f in sel.finalists)
+    assert sel.contract_digest == sel.chosen_digest == rec.check("contract.digest").measured["digest"]
+    assert sel.tie == (sel.margin <= sel.spread)
+    lr, r = sel.chosen_settings["optimizer.lr"], sel.chosen_settings["lora.r"]
+    eff = rec.check("contract.effective").measured["effective"]
+    assert (eff["optimizer"]["lr"], eff["lora"]["r"]) == (lr, r)
+
+
+@pytest.mark.slow
+def test_no_trial_job_holds_a_locked_test_row(tuned: Path) -> None:
+    session = tuned / "runs" / "tuned"
+    test_ids = set(
+        pl.read_parquet(session / "data" / "split.parquet")
+        .filter(pl.col("split") == "test")["row_id"]
+        .to_list()
+    )
+    jobs = sorted((session / "search" / "r1" / "jobs").iterdir())
+    assert len(jobs) == 10
+    for job in jobs:
+        assert sorted(p.name for p in (job / "data").iterdir()) == ["dev.jsonl", "train.jsonl"]
+        for name in ("train.jsonl", "dev.jsonl"):
+            header, *rows = (job / "data" / name).read_text().splitlines()
+            at = json.loads(header).index("row_id")  # a header row, then one list per row
+            ids = {json.loads(row)[at] for row in rows}
+            assert ids and not ids & test_ids
+
+
+@pytest.mark.slow
+def test_the_tuned_session_replays_and_the_report_discloses_the_search(tuned: Path, capsys) -> None:
+    from claimcheck.tui.cli import main
+
+    session = tuned / "runs" / "tuned"
+    assert main(["--replay", str(session)]) == 0
+    assert main(["report", str(session)]) == 0
+    text = (session / "report.md").read_text()
+    assert "Tuning: search revision 1 (grid, 6 trials declared" in text
+    assert "6 trials run: 6 complete, 0 failed" in text
+
+
+@pytest.mark.slow
+def test_an_edited_ledger_file_fails_replay(tuned: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from claimcheck.tui.cli import main
+
+    dest = tmp_path / "copy"
+    shutil.copytree(tuned / "runs" / "tuned", dest, ignore=shutil.ignore_patterns(".lock"))
+    path = dest / "search" / "r1" / "trials" / "t001.toml"
+    doc = tomllib.loads(path.read_text())
+    doc["value"] = 0.99
+    path.write_text(tomlkit.dumps(doc))
+    assert main(["--replay", str(dest)]) != 0
+
+
+# ---------------------------------------------------------------- a crash mid-trial
+
+
+def _crash_answers(ws: Path) -> Path:
+    """The real session's answers up to the contract, with a small search (revision 1)."""
+    answers = tomllib.loads((ws / "answers.toml").read_text())
+    for later in ("dispatch", "artifact"):
+        answers.pop(later, None)
+    answers["contract"]["search"] = {
+        "hypothesis": "a higher learning rate helps the tiny encoder",
+        "sampler": "random",
+        "n_trials": 2,
+        "finalists": 1,
+        "seed_repeats": 0,
+        "space": [{"name": "optimizer.lr", "low": 1e-3, "high": 1e-2, "log": True}],
+    }
+    path = ws / "answers-crash.toml"
+    path.write_text(tomlkit.dumps(answers))
+    return path
+
+
+def _wait_for_training(rdir: Path, proc: subprocess.Popen, limit: float = 240.0) -> Path:
+    end = time.time() + limit
+    while time.time() < end:
+        assert proc.poll() is None, "the search ended before a trial trained"
+        for status in (rdir / "jobs").glob("*/status.json") if (rdir / "jobs").is_dir() else []:
+            try:
+                if json.loads(status.read_text()).get("stage") == "training":
+                    return status.parent
+            except (ValueError, OSError):
+                continue
+        time.sleep(0.2)
+    raise AssertionError("no trial reached training")
+
+
+@pytest.mark.slow
+def test_killing_the_search_mid_trial_and_rerunning_finishes_without_running_a_trial_twice(
+    real_workspace: Path, tmp_path: Path
+) -> None:
+    from claimcheck.engine.training import jobfiles
+    from tests.real_session import copy_workspace
+
+    session = copy_workspace(real_workspace, tmp_path)
+    ws = session.parents[1]
+    answers = _crash_answers(ws)
+    cmd = [str(Path(sys.executable).parent / "claimcheck"), "run", "--answers", str(answers), str(session)]
+    rdir = session / "search" / "r1"
+    proc = subprocess.Popen(cmd, cwd=ws, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        killed_job = _wait_for_training(rdir, proc)
+    finally:
+        proc.kill()
+        proc.wait()
+    # the trial's own process goes too: the rerun must resume it from its checkpoint or fail it
+    pid = jobfiles.read_pid(killed_job).pid
+    os.killpg(pid, signal.SIGKILL)
+    out = subprocess.run(cmd, cwd=ws, capture_output=True, text=True, timeout=600)
+    assert "contract.search_trials" in out.stdout, out.stdout[-3000:] + out.stderr[-3000:]
+    ledger = tuning.read_ledger(rdir)
+    assert [r.number for r in ledger] == [0, 1]
+    killed = next(r for r in ledger if r.op_id == killed_job.name)
+    assert killed.state in ("complete", "failed")
+    for job in (rdir / "jobs").iterdir():
+        starts = jobfiles.read_pid(job).starts
+        # one start per job; the killed trial's second start (if any) is its resume in the same folder
+        assert len(starts) == (len(starts) if job == killed_job else 1) and len(starts) <= 2
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    study = optuna.load_study(
+        study_name="r1", storage=JournalStorage(JournalFileBackend(str(rdir / "study.journal")))
+    )
+    assert len(study.trials) == 2 and all(t.state.is_finished() for t in study.trials)
+
+
+# ---------------------------------------------------------------- trials as Ray jobs
+
+from tests.test_provider_ray import ray_head  # noqa: E402,F401  (the loopback head, one per test run)
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_the_search_runs_each_trial_as_its_own_ray_job(
+    real_workspace: Path,
+    tmp_path: Path,
+    ray_head,  # noqa: F811
+) -> None:
+    from claimcheck.engine.providers.ray_jobs import RECORD
+    from claimcheck.tui.cli import main
+    from tests.real_session import copy_workspace
+
+    session = copy_workspace(real_workspace, tmp_path)
+    ws = session.parents[1]
+    answers_path = _crash_answers(ws)
+    answers = tomllib.loads(answers_path.read_text())
+    answers["contract"]["search"].update(provider="ray", ray_address=ray_head.address, concurrency=2)
+    answers_path.write_text(tomlkit.dumps(answers))
+    assert main(["run", "--answers", str(answers_path), str(session)]) == 0
+    rdir = session / "search" / "r1"
+    ledger = tuning.read_ledger(rdir)
+    assert [(r.number, r.state) for r in ledger] == [(0, "complete"), (1, "complete")]
+    submissions = {
+        json.loads((rdir / "jobs" / r.op_id / RECORD).read_text())["submission_id"] for r in ledger
+    }
+    assert len(submissions) == 2
+    rec = _contract_at(session)
+    assert rec.check("contract.search_trials").status == "pass"
+
+
+def _contract_at(session: Path):
+    from claimcheck.engine.ledger.session import Session
+
+    return Session.open(session).record("contract")
