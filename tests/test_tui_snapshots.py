@@ -44,7 +44,6 @@ async def ready(pilot) -> None:
             isinstance(pilot.app.screen, SessionScreen)
             and pilot.app.screen.view() is not None
             and pilot.app.screen.view()._ready
-            and bool(pilot.app.screen.built)
         ),
         timeout=120,  # a reopened real session opens on its verdict page, the heaviest to draw
     )
