@@ -13,7 +13,7 @@ import pytest
 
 from claimcheck.engine.ledger.session import Session
 from claimcheck.engine.report.render import md_escape
-from claimcheck.engine.shapes import artifact as A
+from claimcheck.engine.shapes import artifact as artifact_shapes
 from claimcheck.engine.shapes import parse
 from tests.test_regression_verdict import CRITERIA
 from tests.test_regression_verdict import sessions as sessions  # the module-scoped fixture
@@ -50,7 +50,7 @@ async def test_the_app_states_the_recorded_verdict_and_reports_it(
     for name in ("report.md", "report.html", "model-index.yaml"):
         (path / name).unlink(missing_ok=True)
     rec = Session.open(path).record("artifact")
-    verdict = parse(rec.check("artifact.verdict"), A.Verdict)
+    verdict = parse(rec.check("artifact.verdict"), artifact_shapes.Verdict)
     assert verdict is not None and verdict.claim_word() == WORDS[state]
     line = verdict.claim_line()
     app = make_app(path, workspace=ws)
