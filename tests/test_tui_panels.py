@@ -350,7 +350,7 @@ async def test_a_reopened_session_opens_where_it_needs_attention(
         assert app.screen.current == "artifact"
     status = next((path / "jobs").glob("*/status.json"))
     doc = json.loads(status.read_text())
-    status.write_text(json.dumps({**doc, "stage": "training"}))
+    status.write_text(json.dumps({**doc, "phase": "training"}))
     assert needs_attention(Session.open(path)) == "dispatch"
 
 
