@@ -103,8 +103,6 @@ def refusals(
         )
     if base.get("candidate_kind") in NO_SEARCH_KINDS:
         out.append("a search tunes a fine-tuning job; this contract's candidate is a scikit-learn learner")
-    if search.provider == "ray" and search.concurrency < 1:
-        out.append("concurrency: at least 1")
     return out
 
 
