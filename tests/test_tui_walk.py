@@ -128,7 +128,7 @@ async def test_walk_all_seven_stages_with_keys(tmp_path: Path, monkeypatch) -> N
                 await pilot.press("f4")
                 panel = app.screen.view("dispatch").query_one(DispatchPanel)
                 await wait_for(
-                    pilot, lambda p=panel: bool(p.jobs) and p.jobs[-1].stage == "done", timeout=240
+                    pilot, lambda p=panel: bool(p.jobs) and p.jobs[-1].phase == "done", timeout=240
                 )
                 assert "· done" in screen_text(app)
                 await run_checks(pilot, name, timeout=60)
