@@ -233,7 +233,7 @@ def test_one_evaluation_is_a_point_with_its_value_and_evaluations_are_marked() -
 def _eval(step: int, at: float) -> EvalLine:
     return EvalLine(
         kind="eval", split="dev", step=step, time=at, metric="macro_f1", value=0.5, loss=1.0,
-        train_value=0.5, train_rows=10, rows=10, stage="training", selected_step=-1,
+        train_value=0.5, train_rows=10, rows=10, phase="training", selected_step=-1,
     )  # fmt: skip
 
 
@@ -495,7 +495,7 @@ async def test_the_eta_during_the_final_evaluation_counts_its_time(
     now = time.time()
     iso = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(now - 10))
     jobfiles.write_status(
-        job_dir, status.model_copy(update={"stage": "final-eval", "reason": "", "updated_at": iso})
+        job_dir, status.model_copy(update={"phase": "final-eval", "reason": "", "updated_at": iso})
     )
     proc = _fake_job_process(job_dir)
     beating = threading.Event()
@@ -504,7 +504,7 @@ async def test_the_eta_during_the_final_evaluation_counts_its_time(
         while not beating.wait(0.5):
             jobfiles.write_heartbeat(
                 job_dir,
-                HeartbeatFile(time=time.time(), beats=1, interval=2.0, step=12, stage="final-eval", evaluating=True,
+                HeartbeatFile(time=time.time(), beats=1, interval=2.0, step=12, phase="final-eval", evaluating=True,
                               evaluating_since=now - 10),
             )  # fmt: skip
 

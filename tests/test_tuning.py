@@ -185,7 +185,7 @@ class _Running:
     def status(self, handle):
         from claimcheck.engine.providers.base import JobStatus
 
-        return JobStatus(op_id=handle.op_id, stage="training")
+        return JobStatus(op_id=handle.op_id, phase="training")
 
     def cancel(self, handle) -> None:
         self.cancelled.append(handle.op_id)
@@ -210,7 +210,7 @@ def test_a_trial_behind_the_median_is_cancelled_and_kept_as_pruned(tmp_path: Pat
     line = dict(
         split="dev", step=6, time=0.0, metric="macro_f1", loss=1.0, train_value=0.0, train_rows=1, rows=1
     )
-    jobfiles.append_metric(job, EvalLine(kind="eval", value=0.1, stage="training", selected_step=6, **line))
+    jobfiles.append_metric(job, EvalLine(kind="eval", value=0.1, phase="training", selected_step=6, **line))
     frozen = tuning.Frozen(1, "sha256:d", "sha256:b", "2026-01-01T00:00:00+00:00")
     st = tuning.Study(
         search, BASE, {}, StageContext(tmp_path, tmp_path), tmp_path / "r1", frozen, False, "macro_f1"

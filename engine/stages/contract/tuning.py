@@ -302,7 +302,7 @@ def _poll(st: Study, provider: Any, pending: dict[str, Pending], study: Any) -> 
     st.ctx.check_cancelled()
     for key, p in list(pending.items()):
         status = provider.status(p.handle)
-        if status.stage == "lost" and p.resumes < RESUMES:
+        if status.phase == "lost" and p.resumes < RESUMES:
             p.resumes += 1  # the process is gone: continue from its last checkpoint, same identity
             p.handle = provider.launch(p.handle.job_dir, p.rec.op_id, resume=True)
             continue
@@ -312,12 +312,12 @@ def _poll(st: Study, provider: Any, pending: dict[str, Pending], study: Any) -> 
                 _end(st, p, "pruned", "behind the median of earlier trials at the same step", study)
                 del pending[key]
             continue
-        if status.stage == "done":
+        if status.phase == "done":
             provider.fetch(p.handle)  # local: nothing to copy; ray: logs and artifact home, verified
-        value = dev_value(p.handle.job_dir) if status.stage == "done" else None
+        value = dev_value(p.handle.job_dir) if status.phase == "done" else None
         if value is None or not math.isfinite(value):
-            why = status.reason or f"job ended {status.stage}"
-            state = "cancelled" if status.stage == "cancelled" else "failed"
+            why = status.reason or f"job ended {status.phase}"
+            state = "cancelled" if status.phase == "cancelled" else "failed"
             _end(st, p, state, why if value is None else f"dev figure {value} is not finite", study)
         else:
             _end(st, p, "complete", "", study, value)
