@@ -63,6 +63,8 @@ async def fill_claim(pilot) -> None:
     await pilot.press("tab", *"all")
     await pilot.press("tab", "enter", "down", "down", "down", "enter")  # macro_f1
     await pilot.press("tab", *"macro")
+    await pilot.press("tab")  # metric weighting stays unweighted
+    await pilot.press("tab")  # ranking_k stays at its default (read by a retrieval claim only)
     await pilot.press("tab")  # the positive class stays empty (not a binary AUROC / AUPRC claim)
     await pilot.press("tab", *CLASSES)
     await pilot.press("tab", "enter", "down", "down", "down", "enter")  # success metric macro_f1

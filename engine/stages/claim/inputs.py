@@ -51,13 +51,6 @@ class Inputs(BaseModel):
     task_kind: Literal["text_classification", "causal_lm_sft", "tabular", "retrieval"] = Field(
         default="text_classification", description="The kind of model the claim is about."
     )
-    # The cut-off of recall@k and nDCG@k of a retrieval claim (read by no other task kind).
-    ranking_k: int = Field(
-        default=DEFAULT_RANKING_K,
-        ge=1,
-        le=1000,
-        description="Retrieval: how many top-ranked documents recall@k and nDCG@k read.",
-    )
     # What the target is: classes ("categorical") or a number ("numeric", a regression). Empty: derived
     # (claimcheck.engine.stats.registry.target_type): categorical, except a tabular claim with a regression metric.
     # "ordinal": ordered classes, class_order being the order (lowest first); metrics
@@ -109,6 +102,13 @@ class Inputs(BaseModel):
     metric_weighting: Literal["unweighted", "sample_weight"] = Field(
         default="unweighted",
         description="unweighted, or sample_weight: metrics and intervals weighted by the source's weight column.",
+    )
+    # The cut-off of recall@k and nDCG@k of a retrieval claim (read by no other task kind).
+    ranking_k: int = Field(
+        default=DEFAULT_RANKING_K,
+        ge=1,
+        le=1000,
+        description="Retrieval: how many top-ranked documents recall@k and nDCG@k read.",
     )
     positive_class: str = Field(
         default="",
