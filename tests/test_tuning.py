@@ -346,7 +346,7 @@ def _wait_for_training(rdir: Path, proc: subprocess.Popen, limit: float = 240.0)
         assert proc.poll() is None, "the search ended before a trial trained"
         for status in (rdir / "jobs").glob("*/status.json") if (rdir / "jobs").is_dir() else []:
             try:
-                if json.loads(status.read_text()).get("stage") == "training":
+                if json.loads(status.read_text()).get("phase") == "training":
                     return status.parent
             except (ValueError, OSError):
                 continue
