@@ -159,6 +159,8 @@ def verify_chain_end(session_dir: Path, answers: Path) -> list[str]:
     from claimcheck.engine.headless.answers import load_answers
     from claimcheck.engine.ledger.session import Session
 
+    if not session_dir.is_dir():
+        return [f"{session_dir.name}: no session folder after its chain"]
     session = Session.open(session_dir)
     states = session.states()
     out = [
