@@ -61,37 +61,37 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
 
 
 def _no_job(eff: dict[str, Any], digest: str) -> Check:
-    """A scikit-learn candidate (claim.fine_tuning = false) is fitted by the artifact stage: no job."""
+    """A candidate the artifact stage fits (scikit-learn, claim.fine_tuning = false) or loads unchanged
+    (a retrieval claim's encoder): no job, one record naming what the contract pins."""
     from claimcheck.engine.artifact.sklearn_candidate import CANDIDATE_NOTE
 
-    if checked_effective(eff).candidate_kind == "encoder":
-        return _no_job_encoder(eff, digest)
-    spec = checked_effective(eff).sklearn
-    learner = spec.learner if spec else "?"
+    contract = checked_effective(eff)
+    pinned = f"contract {digest[:19]}…"
+    if contract.candidate_kind == "encoder":
+        model = contract.encoder.model_path if contract.encoder else "?"
+        named = {"candidate_kind": "encoder", "model_path": model}
+        summary = (
+            f"no job: the unchanged encoder {model} is loaded and scored in the artifact stage ({pinned})"
+        )
+        why = (
+            "Nothing is trained: a job, its heartbeat and its alarms would add nothing a reviewer needs; "
+            "the encoder is pinned by the contract digest and its files' sha256."
+        )
+    else:
+        learner = contract.sklearn.learner if contract.sklearn else "?"
+        named = {"candidate_kind": "sklearn", "learner": learner}
+        summary = f"{CANDIDATE_NOTE} ({learner}, {pinned})"
+        why = (
+            "A conventional learner fits in seconds to minutes on this machine; a job, its heartbeat and "
+            "its alarms would add nothing a reviewer needs, and the fit is pinned by the contract digest."
+        )
     return Check(
         id="dispatch.no_job",
         status="pass",
         basis="decided",
-        summary=f"{CANDIDATE_NOTE} ({learner}, contract {digest[:19]}…)",
-        measured={"candidate_kind": "sklearn", "learner": learner, "digest": digest},
-        why="A conventional learner fits in seconds to minutes on this machine; a job, its heartbeat and "
-        "its alarms would add nothing a reviewer needs, and the fit is pinned by the contract digest.",
-        playbook=PB_DISABLED,
-    )
-
-
-def _no_job_encoder(eff: dict[str, Any], digest: str) -> Check:
-    """A retrieval claim's unchanged encoder is loaded and scored by the artifact stage: no job."""
-    spec = checked_effective(eff).encoder
-    model = spec.model_path if spec else "?"
-    return Check(
-        id="dispatch.no_job",
-        status="pass",
-        basis="decided",
-        summary=f"no job: the unchanged encoder {model} is loaded and scored in the artifact stage (contract {digest[:19]}…)",
-        measured={"candidate_kind": "encoder", "model_path": model, "digest": digest},
-        why="Nothing is trained: a job, its heartbeat and its alarms would add nothing a reviewer needs; "
-        "the encoder is pinned by the contract digest and its files' sha256.",
+        summary=summary,
+        measured={**named, "digest": digest},
+        why=why,
         playbook=PB_DISABLED,
     )
 
