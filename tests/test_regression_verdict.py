@@ -31,7 +31,7 @@ CRITERIA = {
 }
 
 
-def _answers(ws: Path, success: dict) -> Path:
+def _answers(ws: Path, success: dict, **stages: dict) -> Path:
     claim = REG_CLAIM | {
         "primary_metric": "mae",
         "success": success,
@@ -47,7 +47,8 @@ def _answers(ws: Path, success: dict) -> Path:
             "rationale": "later years are held out: the claim is about next years' margins",
             "fractions": {"train": 0.5, "dev": 0.1, "calibration": 0.1, "test": 0.3},
         },
-        "baseline": {"learners": ["mean", "median", "hgb"], "hgb_max_iter": 20, "cv": "off"},
+        # cv left at its default "auto": K-fold cannot run here and the holdout runs instead
+        "baseline": {"learners": ["mean", "median", "hgb"], "hgb_max_iter": 20},
         "contract": {
             "task_kind": "tabular",
             "seed": 0,
@@ -61,6 +62,8 @@ def _answers(ws: Path, success: dict) -> Path:
             "slice_columns": ["firm_id"],
         },
     }
+    for stage, fields in stages.items():
+        answers[stage] |= fields
     path = ws / "answers.toml"
     path.write_text(tomlkit.dumps(answers))
     return path
@@ -246,3 +249,40 @@ def test_a_criterion_relative_to_the_candidate_itself_is_not_decided(tmp_path: P
     assert v.claim_state == "not_run" and v.claim_word() == "not decided"
     assert "relative to 'best_baseline'" in v.reason() and "comparing a model with itself" in v.reason()
     assert result.to_json()["claim_verdict"]["reason"] == v.reason()
+
+
+def test_cv_auto_falls_back_to_the_holdout_and_records_why(sessions) -> None:
+    """11 firms over a time split: every firm starts in the first fold, so K-fold (which cv "auto"
+    picks for a small train) cannot make two folds with training rows; the train/dev holdout runs and
+    every baseline check's coverage says so."""
+    session_dir, _ = sessions["met"]
+    rec = Session.open(session_dir).record("baseline")
+    assert rec.inputs.get("cv", "auto") == "auto"
+    dev = Session.open(session_dir).record("split").check("split.membership").measured["sizes"]["dev"]
+    for cid in ("baseline.trivial", "baseline.conventional", "baseline.learnability"):
+        cov = rec.check(cid).coverage
+        assert cov.startswith(f"full: all {dev} dev rows (cv 'auto' fell back to the train/dev holdout: ")
+        assert "K-fold needs at least two folds with training rows" in cov
+    assert rec.check("baseline.timing").measured["mode"] == "holdout"
+
+
+def test_cv_on_that_cannot_make_folds_is_refused_with_the_reason(tmp_path: Path) -> None:
+    panel(FIRMS, years=20, seed=5).write_csv(tmp_path / "panel.csv")
+    answers = _answers(tmp_path, CRITERIA["met"], baseline={"cv": "on"})
+    result = run_answers(answers, tmp_path / "s")
+    assert "K-fold needs at least two folds with training rows" in result.error
+
+
+def test_slices_too_small_for_any_measure_are_refused_with_the_reason(tmp_path: Path) -> None:
+    """A test split of 2 years: each firm's slice has 2 rows, below MIN_SLICE_ROWS; the check is
+    not run and says why, never a passing check over no slices."""
+    from claimcheck.engine.artifact.sklearn_candidate import MIN_SLICE_ROWS
+
+    panel(FIRMS, years=20, seed=5).write_csv(tmp_path / "panel.csv")
+    fractions = {"train": 0.7, "dev": 0.1, "calibration": 0.1, "test": 0.1}
+    result = run_answers(_answers(tmp_path, CRITERIA["met"], split={"fractions": fractions}), tmp_path / "s")
+    assert not result.error, result.error
+    chk = Session.open(tmp_path / "s").record("artifact").check("artifact.slices")
+    assert chk.status == "not_run"
+    assert chk.summary.startswith(f"no slice of firm_id has {MIN_SLICE_ROWS} or more scored test rows ")
+    assert f"({FIRMS} slice(s), at most 2 rows each): per-slice mae is refused" in chk.summary

@@ -295,6 +295,7 @@ def regression_slices(sc: RegressionScored) -> Check:
     table: dict[str, Any] = {}
     intervals: dict[str, Any] = {}
     regressions = []
+    small: dict[str, int] = {}  # slices left out for fewer than MIN_SLICE_ROWS rows: their rows
     lower = registry.lower_is_better(sc.metric)
     for col in sc.slice_columns:
         if col not in sc.test.columns:
@@ -304,9 +305,10 @@ def regression_slices(sc: RegressionScored) -> Check:
         column = np.asarray([str(v) for v in sc.test[col].to_list()], dtype=object)
         for v in sorted(set(column[shared].tolist())):
             m = shared & (column == v)
-            if m.sum() < MIN_SLICE_ROWS:
-                continue
             key = f"{col}={v}"
+            if m.sum() < MIN_SLICE_ROWS:
+                small[key] = int(m.sum())
+                continue
             us = sc.units[m] if sc.units is not None else None
             entry: dict[str, Any] = {
                 a: float(metrics.regression_report(sc.y[m], vals[a][m]).get(sc.metric, math.nan))
@@ -327,13 +329,27 @@ def regression_slices(sc: RegressionScored) -> Check:
             for c in (a for a in arms if a != "candidate"):
                 if (entry["candidate"] > entry[c]) if lower else (entry["candidate"] < entry[c]):
                     regressions.append({"slice": key, "versus": c, "rows": entry["rows"]})
+    left_out = (
+        f"; {len(small)} slice(s) left out with fewer than {MIN_SLICE_ROWS} test rows "
+        f"(at most {max(small.values())})"
+        if small
+        else ""
+    )
+    if not table:
+        return not_run(
+            "artifact.slices",
+            f"no slice of {', '.join(sc.slice_columns)} has {MIN_SLICE_ROWS} or more scored test rows "
+            f"({len(small)} slice(s), at most {max(small.values(), default=0)} rows each): per-slice "
+            f"{sc.metric} is refused; a larger test split or a coarser slice column would measure it",
+            coverage=f"test rows scored by every arm, in slices of at least {MIN_SLICE_ROWS} rows",
+        )
     drawn = sum("lo" in d for by in intervals.values() for d in by.values())
     return Check(
         id="artifact.slices",
         status="warn" if regressions else "pass",
         summary=f"{len(table)} slices; {len(regressions)} where the candidate's {sc.metric} is worse than a "
         f"comparator's; {drawn} of {sum(len(by) for by in intervals.values())} slice intervals drawn "
-        f"(the others refused: too few {sc.unit_kind} units)",
+        f"(the others refused: too few {sc.unit_kind} units){left_out}",
         coverage=f"test rows scored by every arm, in slices of at least {MIN_SLICE_ROWS} rows",
         measured=shapes.Slices(
             metric=sc.metric,

@@ -75,7 +75,7 @@ def evaluated(data: Data) -> np.ndarray:
 def _coverage(data: Data, mask: np.ndarray) -> str:
     n = int(mask.sum())
     if data.mode == "holdout":
-        return f"full: all {n} dev rows"
+        return f"full: all {n} dev rows" + (f" ({data.mode_reason})" if data.mode_reason else "")
     return (
         f"full: {n} of {data.eval.height} train+dev rows, out-of-fold ({len(data.folds)} folds, {data.mode})"
     )

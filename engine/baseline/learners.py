@@ -53,6 +53,7 @@ class Data:
     mode: str = "holdout"
     train: pl.DataFrame | None = None  # the train split's rows alone (in K-fold mode `fit` pools train + dev)
     weight_column: str = ""  # the source's sample weights: every fit gets them as sample_weight
+    mode_reason: str = ""  # why cv "auto" ran the holdout after choosing K-fold (empty: it did not)
 
 
 def _task(claim: dict[str, Any]) -> str:
@@ -65,9 +66,6 @@ def _task(claim: dict[str, Any]) -> str:
 
 
 def load(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> Data:
-    import numpy as np
-    import polars as pl
-
     from claimcheck.engine.data import rows, splits
 
     for need in ("claim", "source", "split"):
@@ -83,6 +81,47 @@ def load(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) ->
     tab_cols = [c for c in rows.model_inputs(src) if c not in text_cols]
     classes = _classes(task, claim, parts)
     mode = _mode(inputs, parts)
+    data = _assemble(mode, inputs, upstream, parts, (task, classes, text_cols, tab_cols))
+    data.weight_column = weights.column(src)
+    if mode == "holdout":
+        return data
+    try:
+        _plan_folds(data, inputs, upstream)
+    except StageInputError as exc:
+        # cv = "auto" chose K-fold for a small train; when the folds cannot be made (a time split whose
+        # families all start in the first fold) the train/dev holdout runs instead, and says so.
+        if inputs.cv != "auto" or parts["dev"].height == 0:
+            raise
+        data = _assemble("holdout", inputs, upstream, parts, (task, classes, text_cols, tab_cols))
+        data.weight_column = weights.column(src)
+        data.mode_reason = (
+            f"cv 'auto' fell back to the train/dev holdout: {str(exc).split(';')[0]} "
+            f"({_fold_obstacle(upstream)})"
+        )
+    return data
+
+
+def _fold_obstacle(upstream: dict[str, StageRecord]) -> str:
+    """Why the K-fold of load() made fewer than two folds with training rows, in a few words."""
+    if _time_split(upstream):
+        return "a time split keeps each family whole in the fold of its earliest row, and every family starts early"
+    return "too few families for the folds"
+
+
+def _assemble(
+    mode: str,
+    inputs: Inputs,
+    upstream: dict[str, StageRecord],
+    parts: dict[str, pl.DataFrame],
+    task_facts: tuple[str, list[str], list[str], list[str]],
+) -> Data:
+    """The baseline's rows for `mode`: train / dev for the holdout, the pooled train+dev for K-fold."""
+    import numpy as np
+    import polars as pl
+
+    from claimcheck.engine.data import rows
+
+    task, classes, text_cols, tab_cols = task_facts
     if mode == "holdout":
         fit, ev = parts["train"], parts["dev"]
     else:
@@ -108,10 +147,7 @@ def load(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) ->
         unit_kind,
         mode=mode,
         train=parts["train"],
-        weight_column=weights.column(src),
     )
-    if mode != "holdout":
-        _plan_folds(data, inputs, upstream)
     return data
 
 
