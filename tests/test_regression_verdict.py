@@ -286,3 +286,41 @@ def test_slices_too_small_for_any_measure_are_refused_with_the_reason(tmp_path: 
     assert chk.status == "not_run"
     assert chk.summary.startswith(f"no slice of firm_id has {MIN_SLICE_ROWS} or more scored test rows ")
     assert f"({FIRMS} slice(s), at most 2 rows each): per-slice mae is refused" in chk.summary
+
+
+def test_the_panels_of_a_numeric_target_show_its_spread_and_errors_not_class_words(sessions) -> None:
+    from claimcheck.engine.shapes import data as data_shapes
+    from claimcheck.tui.numeric_panels import METRIC_WORD
+    from claimcheck.tui.plots import num
+    from claimcheck.tui.stage_panels import (
+        render_artifact,
+        render_baseline,
+        render_contract,
+        render_source,
+        render_split,
+    )
+
+    session_dir, _ = sessions["not_decided"]
+    recs = Session.open(session_dir).records()
+    source = render_source(recs["source"], None).plain
+    dist = parse(recs["source"].check("source.target_distribution"), data_shapes.TargetDistribution)
+    assert "Target distribution (numeric)" in source and f"median {num(dist.summary.p50)}" in source
+    assert "Class distribution" not in source and "accuracy ceiling" not in source
+    split = render_split(recs["split"], None).plain
+    per = parse(recs["split"].check("split.target_distribution"), data_shapes.SplitTargetDistribution)
+    assert "Target per split" in split and "Prevalence per split" not in split
+    for name, s in per.per_split.items():
+        assert f"{name} {s.count:,}: median {num(s.p50)}, 5–95% [{num(s.p05)}, {num(s.p95)}]" in split
+    base = render_baseline(recs["baseline"], None).plain
+    assert "Error per learner" in base and "Confusion matri" not in base and "Per-class" not in base
+    head = next(x for x in base.splitlines() if x.lstrip().startswith("learner"))
+    assert head.split()[1:] == [METRIC_WORD[m] for m in ("mae", "rmse", "r2")]  # the claim's metric first
+    conv = parse(recs["baseline"].check("baseline.conventional"), baseline_shapes.Conventional)
+    hgb = next(x for x in base.splitlines() if x.split()[:1] == ["hgb"])
+    assert hgb.split()[1] == num(conv.learners["hgb"].mae)
+    contract = render_contract(recs["contract"], None).plain
+    assert recs["contract"].check("contract.candidate").summary in contract
+    assert "Token-length" not in contract and "Decoded examples" not in contract
+    # the verdict block states the record's three-way claim verdict, never a yes/no "claim met: no"
+    art = render_artifact(recs["artifact"], None).plain
+    assert "claim not decided: " in art and "claim met: no" not in art

@@ -127,7 +127,35 @@ def form_order(stage: str, claim: dict[str, Any]) -> tuple[tuple[str, ...], str]
             "The claim has fine_tuning = false: the candidate learner and the fields its contract reads "
             "come first; the fine-tuning fields after them do not apply."
         )
+    if stage == "baseline" and claim and _numeric(claim):
+        return NUMERIC_BASELINE_FIELDS, (
+            "The claim's target is numeric: the regression learners (mean, median, hgb) and the fields "
+            "they read come first; the TF-IDF, logistic-regression, calibration and threshold fields "
+            "after them do not apply."
+        )
     return (), ""
 
 
-__all__ = ["FormCheck", "column_choices", "form_check", "form_order"]
+# The baseline inputs a numeric target's learners (engine/baseline/learners.py REG_TRIVIAL,
+# REG_CONVENTIONAL) and evaluation read; the others are for classes or free text.
+NUMERIC_BASELINE_FIELDS = (
+    "learners",
+    "cv",
+    "cv_folds",
+    "cv_below_rows",
+    "trivial_reference",
+    "hgb_max_iter",
+    "seed",
+    "unit",
+    "bootstrap_resamples",
+    "bootstrap_seed",
+)
+
+
+def _numeric(claim: dict[str, Any]) -> bool:
+    from claimcheck.engine.stats.registry import target_type
+
+    return target_type(claim) == "numeric"
+
+
+__all__ = ["NUMERIC_BASELINE_FIELDS", "FormCheck", "column_choices", "form_check", "form_order"]

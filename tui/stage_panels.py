@@ -21,6 +21,7 @@ from claimcheck.engine.shapes import artifact as artifact_shapes
 from claimcheck.engine.shapes import baseline as baseline_shapes
 from claimcheck.engine.shapes import data as data_shapes
 from claimcheck.engine.shapes import training as training_shapes
+from claimcheck.tui import numeric_panels
 from claimcheck.tui.plots import abbreviate, legend, plot
 from claimcheck.tui.safe import clean, literal
 from claimcheck.tui.stage_words import VERDICT_STYLE, verdict_line
@@ -133,6 +134,8 @@ def render_source(record: StageRecord | None, session: Any, width: int = PANEL_W
         if cov.null_labels:
             t.append(f"; {cov.null_labels:,} rows without a label", style="yellow")
         t.append("\n\n")
+    elif numeric_panels.is_numeric(record, "source.target_distribution"):
+        t.append_text(numeric_panels.source_target(record, width))
     else:
         t.append_text(not_measured("Class distribution"))
     check, miss = read(record, "source.missingness", data_shapes.Missingness)
@@ -152,15 +155,18 @@ def render_source(record: StageRecord | None, session: Any, width: int = PANEL_W
         t.append("\n")
     else:
         t.append_text(not_measured("Missingness per column"))
-    t.append_text(_label_noise(record))
+    t.append_text(_label_noise(record, numeric_panels.is_numeric(record, "source.target_distribution")))
     return t
 
 
-def _label_noise(record: StageRecord | None) -> Text:
+def _label_noise(record: StageRecord | None, numeric: bool = False) -> Text:
     check, noise = read(record, "source.conflicting_labels", data_shapes.ConflictingLabels)
     if noise is None:
         return not_measured("Contradictory labels (noise ceiling)")
     t = section("Contradictory labels on identical inputs", check.id if check else "")
+    if numeric:  # an accuracy ceiling is a class figure: a numeric target shows the groups alone
+        t.append(f"  {noise.groups:,} groups, {noise.rows:,} rows carry more than one target value\n\n")
+        return t
     t.append(
         f"  {noise.groups:,} groups, {noise.rows:,} rows; accuracy ceiling {noise.noise_ceiling_accuracy:.4f}"
         f" ({noise.rows_above_ceiling:,} rows no model can get right)\n\n"
@@ -189,6 +195,8 @@ def render_split(record: StageRecord | None, session: Any, width: int = PANEL_WI
         t.append(
             f"  largest share difference from the whole: {prev.max_abs_share_difference:.3f}\n\n", style="dim"
         )
+    elif numeric_panels.is_numeric(record, "split.target_distribution"):
+        t.append_text(numeric_panels.split_target(record, width))
     else:
         t.append_text(not_measured("Prevalence per split"))
     _, support = read(record, "split.class_support", data_shapes.ClassSupport)
@@ -221,6 +229,11 @@ def _learner(record: StageRecord | None) -> tuple[str, str, baseline_shapes.Lear
 
 def render_baseline(record: StageRecord | None, session: Any, width: int = PANEL_WIDTH) -> Text:
     t = Text()
+    errors = numeric_panels.baseline_errors(record)
+    if errors.plain:  # a numeric target: error figures per learner, no confusion matrix or class table
+        t.append_text(errors)
+        t.append_text(_learnability(record, width))
+        return t
     shown = pictures(record, "baseline.conventional", width)
     if shown.plain:
         t.append("Confusion matrices (rows true, columns predicted)\n", style="bold")
@@ -316,6 +329,11 @@ def render_contract(record: StageRecord | None, session: Any, width: int = PANEL
         if lengths.targets_cut:
             t.append(f"  {lengths.targets_cut:,} SFT targets cut by truncation\n", style="bold red")
         t.append("\n")
+    elif (cand := record.check("contract.candidate") if record is not None else None) is not None:
+        # a claim without fine-tuning: the pinned scikit-learn candidate, no tokens to measure
+        t.append_text(section("Candidate", cand.id))
+        t.append_text(literal(f"  {cand.summary}"))
+        t.append("\n\n")
     else:
         t.append_text(not_measured("Token-length histogram"))
     t.append_text(_changed_settings(record))
@@ -330,7 +348,7 @@ def render_contract(record: StageRecord | None, session: Any, width: int = PANEL
         for i, sample in enumerate(samples.samples[:4]):
             t.append_text(_decoded(sample, i))
             t.append("\n")
-    else:
+    elif record is None or record.check("contract.candidate") is None:
         t.append_text(not_measured("Decoded examples"))
     return t
 
@@ -441,11 +459,12 @@ def _verdict(record: StageRecord | None) -> Text:
         ("job finished", v.job_finished),
         ("artifact verified", v.artifact_verified),
         ("candidate better than every comparator", v.candidate_better),
-        ("claim met", v.claim_met),
     ):
         t.append(f"  {label}: ")
         t.append_text(_yes(flag))
         t.append("\n")
+    # the claim's outcome is the record's three-way claim_state (met / not met / not decided), never
+    # the yes/no claim_met flag, which is also false when the verdict is not decided
     t.append_text(literal(f"  claim {v.claim_word()}: {v.reason()}", "bold"))
     t.append("\n\n")
     return t
