@@ -101,3 +101,51 @@ def test_the_freeze_dialog_names_each_warning_it_accepts(sessions) -> None:  # n
         assert f"{len(warns)} warning(s) accepted with it:" in text
         for c in warns:
             assert f"▲ {c.id}: {c.summary[:60]}" in text
+
+
+async def test_the_baseline_form_of_a_numeric_claim_leads_with_its_fields_and_cv_off_by_keyboard(
+    sessions, tmp_path: Path
+) -> None:
+    """A session whose claim, source and split are those of a recorded numeric-target session: the
+    baseline form leads with the regression learners' fields, and cv = "off" is chosen with the keys
+    alone (Tab to the field, Enter opens its list, a letter picks, Enter closes), then ctrl+r records it."""
+    from textual.widgets import Select
+
+    from claimcheck.tui.app import SessionScreen, make_app
+    from claimcheck.tui.form_checks import NUMERIC_BASELINE_FIELDS
+    from claimcheck.tui.forms import StageForm
+
+    source, _ = sessions["met"]
+    done = Session.open(source)
+    shutil.copy(source.parent / "panel.csv", tmp_path / "panel.csv")
+    session = Session.create(tmp_path / "runs" / "s", workspace=tmp_path)
+    for stage in ("claim", "source", "split"):
+        session.run_stage(stage, dict(done.record(stage).inputs))
+        session.freeze(stage)
+    app = make_app(session.path, workspace=tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen), timeout=60)
+        app.screen.go("baseline")
+        await wait_for(
+            pilot, lambda: app.screen.view("baseline") is not None and app.screen.view("baseline")._ready, 60
+        )
+        view = app.screen.view("baseline")
+        form = view.query_one(StageForm)
+        assert tuple(s.path for s in form.specs[: len(NUMERIC_BASELINE_FIELDS)]) == NUMERIC_BASELINE_FIELDS
+        assert form.notice.startswith("The claim's target is numeric: the regression learners")
+        cv = form.query_one("#f-cv", Select)
+        view.query_one("#f-learners").focus()
+        await pilot.press("tab")
+        await wait_for(pilot, lambda: app.focused is cv)
+        await pilot.press("enter")
+        await pilot.press("o", "f")  # type-to-search in the open list: "off"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: cv.value == "off")
+        inputs, problem = form.collect()
+        assert inputs is not None and inputs["cv"] == "off", problem
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: session.record("baseline") is not None, timeout=120)
+    rec = Session.open(session.path).record("baseline")
+    assert rec.inputs["cv"] == "off"
+    assert rec.check("baseline.conventional").coverage.startswith("full: all ")
+    assert "fell back" not in rec.check("baseline.conventional").coverage
