@@ -324,3 +324,31 @@ def test_the_panels_of_a_numeric_target_show_its_spread_and_errors_not_class_wor
     # the verdict block states the record's three-way claim verdict, never a yes/no "claim met: no"
     art = render_artifact(recs["artifact"], None).plain
     assert "claim not decided: " in art and "claim met: no" not in art
+    assert "Calibration" not in art  # no probabilities on a numeric target
+    # no job: the dispatch panel draws no training curves ("not measured" would suggest missing ones)
+    from claimcheck.tui.stage_panels import render_dispatch_record
+
+    assert recs["dispatch"].check("dispatch.no_job") is not None
+    assert render_dispatch_record(recs["dispatch"]).plain == ""
+
+
+def test_the_trivial_predictor_the_baseline_names_is_the_one_compared(tmp_path: Path) -> None:
+    """trivial_reference = "mean" on an MAE claim (whose default is the median): the learnability
+    difference and the artifact's trivial_baseline arm both use the train mean."""
+    panel(FIRMS, years=20, seed=5).write_csv(tmp_path / "panel.csv")
+    answers = _answers(tmp_path, CRITERIA["met"], baseline={"trivial_reference": "mean"})
+    result = run_answers(answers, tmp_path / "s")
+    assert not result.error, result.error
+    recs = Session.open(tmp_path / "s").records()
+    learn = parse(recs["baseline"].check("baseline.learnability"), baseline_shapes.Learnability)
+    assert learn.reference == "mean"
+    arms = parse(recs["artifact"].check("artifact.arms"), artifact_shapes.Arms)
+    assert "mean" in arms.arms["trivial_baseline"].what and "median" not in arms.arms["trivial_baseline"].what
+
+
+def test_a_named_trivial_predictor_that_is_not_fitted_is_refused(tmp_path: Path) -> None:
+    panel(FIRMS, years=20, seed=5).write_csv(tmp_path / "panel.csv")
+    baseline = {"trivial_reference": "mean", "learners": ["median", "hgb"]}
+    result = run_answers(_answers(tmp_path, CRITERIA["met"], baseline=baseline), tmp_path / "s")
+    assert "trivial_reference 'mean' names a learner that is not fitted" in result.error
+    assert "Traceback" not in result.error

@@ -207,9 +207,11 @@ def test_artifact_panel_arms_table_differences_and_verdict(session: Session) -> 
         ("job finished", verdict.job_finished),
         ("artifact verified", verdict.artifact_verified),
         ("candidate better than every comparator", verdict.candidate_better),
-        ("claim met", verdict.claim_met),
     ):
         line_of(text, rf"^  {label}: {'yes' if flag else 'no'}$")
+    # the claim's outcome in the record's three words (met / not met / not decided), with its reason
+    assert f"\n  claim {verdict.claim_word()}: {verdict.reason()}\n" in text
+    assert "claim met: " not in text
     # the rule and the measured value apart, never the one-line form that reads as if it held
     assert verdict.judgement() in text and verdict.criterion not in text
     assert "latency" not in text.lower(), "latency is not drawn (it is not deterministic)"

@@ -132,7 +132,7 @@ async def test_the_baseline_form_of_a_numeric_claim_leads_with_its_fields_and_cv
         view = app.screen.view("baseline")
         form = view.query_one(StageForm)
         assert tuple(s.path for s in form.specs[: len(NUMERIC_BASELINE_FIELDS)]) == NUMERIC_BASELINE_FIELDS
-        assert form.notice.startswith("The claim's target is numeric: the regression learners")
+        assert form.notice.startswith("The claim's target is numeric: the regression learners' fields come first")
         cv = form.query_one("#f-cv", Select)
         view.query_one("#f-learners").focus()
         await pilot.press("tab")

@@ -129,9 +129,8 @@ def form_order(stage: str, claim: dict[str, Any]) -> tuple[tuple[str, ...], str]
         )
     if stage == "baseline" and claim and _numeric(claim):
         return NUMERIC_BASELINE_FIELDS, (
-            "The claim's target is numeric: the regression learners (mean, median, hgb) and the fields "
-            "they read come first; the TF-IDF, logistic-regression, calibration and threshold fields "
-            "after them do not apply."
+            "The claim's target is numeric: the regression learners' fields come first; the class and "
+            "TF-IDF fields after them do not apply."
         )
     return (), ""
 

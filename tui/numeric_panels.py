@@ -126,7 +126,10 @@ def baseline_errors(record: StageRecord | None) -> Text:
         parsed = shapes.parse(check, shape)
         if parsed is None or check is None:
             continue
-        rows.extend((parsed.learners or {}).items())
+        # a numeric target's learners carry error figures; a classifier's do not
+        rows.extend(
+            (n, r) for n, r in (parsed.learners or {}).items() if r.mae is not None or r.r2 is not None
+        )
         metric = metric or (parsed.primary_metric or "")
         where = where or check.coverage
     if not rows:

@@ -400,8 +400,8 @@ def _decoded(sample: training_shapes.Sample, i: int) -> Text:
 def render_dispatch_record(record: StageRecord | None, width: int = PANEL_WIDTH) -> Text:
     """The recorded curves (checkpoint steps marked, the trivial baseline as reference) and checkpoints."""
     t = Text()
-    if record is None:
-        return t
+    if record is None or record.check("dispatch.no_job") is not None:
+        return t  # no job: no curves to draw (the panel's head line says why)
     for check_id, what in (
         ("dispatch.loss_curve", "Recorded loss curve"),
         ("dispatch.dev_metric", "Recorded dev metric"),
@@ -511,6 +511,10 @@ def _arms_table(record: StageRecord | None, width: int) -> Text:
 def _calibration(record: StageRecord | None, width: int) -> Text:
     check, cal = read(record, "artifact.calibrated", artifact_shapes.Calibrated)
     if cal is None or not cal.arms:
+        comp = record.check("artifact.comparison") if record is not None else None
+        metric = str((comp.measured or {}).get("metric", "")) if comp is not None else ""
+        if metric in numeric_panels.ERROR_METRICS:  # a numeric target has no probabilities
+            return Text()
         return not_measured("Calibration", "the artifact record holds no calibrated arm")
     t = section(f"Calibration ({cal.method}): ECE raw → calibrated", check.id if check else "")
     names = abbreviate(list(cal.arms), 18)

@@ -304,7 +304,9 @@ def default_learners(task: str, claim: dict[str, Any], text_cols: list[str]) -> 
     return [*ordinal, "most_frequent", "prior", "tfidf_logreg"]
 
 
-def validate_learners(learners: list[str], data: Data) -> None:
+def validate_learners(learners: list[str], data: Data, inputs_trivial: str = "") -> None:
+    """Refuse learners that do not fit the task, and a numeric target's named trivial predictor
+    (`trivial_reference` mean / median) that is not among the learners fitted."""
     allowed = {
         "classification": CLASS_TRIVIAL + CLASS_CONVENTIONAL,
         "regression": REG_TRIVIAL + REG_CONVENTIONAL,
@@ -315,6 +317,11 @@ def validate_learners(learners: list[str], data: Data) -> None:
     if bad:
         raise StageInputError(
             f"learners {bad} do not fit a {data.task} task; choose from {', '.join(allowed)}"
+        )
+    if data.task == "regression" and inputs_trivial in REG_TRIVIAL and inputs_trivial not in learners:
+        raise StageInputError(
+            f"trivial_reference '{inputs_trivial}' names a learner that is not fitted; add it to learners "
+            f"({', '.join(learners)}) or leave trivial_reference to the metric's default"
         )
     if "tfidf_logreg" in learners and not data.text_cols:
         raise StageInputError(

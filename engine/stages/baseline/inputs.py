@@ -65,7 +65,8 @@ class Inputs(BaseModel):
     )
     cv: Literal["auto", "on", "off"] = Field(
         default="auto",
-        description="K-fold instead of train/dev ('auto': when train is small or dev is empty).",
+        description="K-fold instead of train/dev ('auto': when train is small or dev is empty, "
+        "and the train/dev holdout when the folds cannot be made).",
     )
     cv_folds: int = Field(default=5, ge=2, le=50, description="Folds of the K-fold.")
     # cv="auto" switches to K-fold when train has fewer rows than this (or dev is empty).

@@ -115,7 +115,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     data = load(inputs, upstream, ctx)
     claim = upstream["claim"].inputs
     learners = inputs.learners or default_learners(data.task, claim, data.text_cols)
-    validate_learners(learners, data)
+    validate_learners(learners, data, inputs.trivial_reference)
     metric = _metric_key(claim, data)
     t_load = time.perf_counter() - t_start
     t_imports = import_learner_libraries()
