@@ -352,3 +352,36 @@ def test_a_named_trivial_predictor_that_is_not_fitted_is_refused(tmp_path: Path)
     result = run_answers(_answers(tmp_path, CRITERIA["met"], baseline=baseline), tmp_path / "s")
     assert "trivial_reference 'mean' names a learner that is not fitted" in result.error
     assert "Traceback" not in result.error
+
+
+def test_errors_on_the_locked_test_are_recorded_per_arm_and_drawn(sessions) -> None:
+    """artifact.errors: the trivial arm's predicted − actual recomputed by hand (train median minus
+    each locked-test value); the candidate's predicted-vs-actual grid counts every shared row; the
+    artifact panel draws both."""
+    import polars as pl
+
+    from claimcheck.tui.plots import num
+    from claimcheck.tui.stage_panels import render_artifact
+
+    session_dir, _ = sessions["met"]
+    art = Session.open(session_dir).record("artifact")
+    errs = parse(art.check("artifact.errors"), artifact_shapes.Errors)
+    comp = parse(art.check("artifact.comparison"), artifact_shapes.Comparison)
+    assert errs is not None and errs.metric == "mae" and errs.rows == comp.shared_rows
+    assert set(errs.error) == {"candidate", "trivial_baseline"}
+    split = pl.read_parquet(next((session_dir / "data").glob("split*.parquet")))
+    frame = pl.read_csv(session_dir.parent / "panel.csv").join(
+        split, left_on="obs_id", right_on=split.columns[0]
+    )
+    train = frame.filter(pl.col("split") == "train")["margin"].to_numpy()
+    test = frame.filter(pl.col("split") == "test")["margin"].to_numpy()
+    trivial = errs.error["trivial_baseline"]
+    assert trivial.count == test.size
+    assert trivial.p50 == pytest.approx(float(np.median(np.median(train) - test)), rel=1e-9)
+    assert trivial.mean == pytest.approx(float(np.mean(np.median(train) - test)), rel=1e-9)
+    grid = errs.predicted_vs_actual
+    assert grid is not None and sum(map(sum, grid.counts)) == errs.rows
+    assert grid.lo <= float(test.min()) and grid.hi >= float(test.max())
+    text = render_artifact(art, None).plain
+    assert "Error (predicted − actual) per arm" in text and "Predicted vs actual, candidate" in text
+    assert f"trivial_baseline {trivial.count}: median {num(trivial.p50)}" in text

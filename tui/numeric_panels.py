@@ -15,6 +15,7 @@ from rich.text import Text
 
 from claimcheck.engine import shapes
 from claimcheck.engine.evidence import StageRecord
+from claimcheck.engine.shapes import artifact as artifact_shapes
 from claimcheck.engine.shapes import baseline as baseline_shapes
 from claimcheck.engine.shapes import data as data_shapes
 from claimcheck.tui.plots import num
@@ -154,4 +155,58 @@ def baseline_errors(record: StageRecord | None) -> Text:
     return t
 
 
-__all__ = ["baseline_errors", "is_numeric", "source_target", "split_target", "spread_rows"]
+# Density of a predicted-vs-actual cell by its row count (0, 1, 2-3, 4-7, 8+); an empty cell on
+# the diagonal (prediction = actual) is drawn as "·" so the line a perfect model would fill shows.
+DENSITY = (" ", "░", "▒", "▓", "█")
+
+
+def _density(n: int) -> str:
+    return DENSITY[0 if n == 0 else 1 if n == 1 else 2 if n < 4 else 3 if n < 8 else 4]
+
+
+def predicted_vs_actual(grid: artifact_shapes.PredictedVsActual) -> Text:
+    """The grid as a text plot: actual upwards, predicted rightwards, one 2-column cell per bin."""
+    t = Text()
+    axis_w = max(len(num(grid.hi)), len(num(grid.lo)), len("actual"))
+    for i in reversed(range(grid.bins)):
+        label = num(grid.hi) if i == grid.bins - 1 else num(grid.lo) if i == 0 else ""
+        label = "actual" if i == grid.bins // 2 else label
+        t.append(label.rjust(axis_w) + " │", style="dim")
+        for j in range(grid.bins):
+            n = grid.counts[i][j]
+            cell = "·" if n == 0 and i == j else _density(n)
+            t.append(cell * 2, style="cyan" if n else "dim")
+        t.append("\n")
+    t.append(" " * axis_w + " └" + "─" * (2 * grid.bins) + "\n", style="dim")
+    left, right = num(grid.lo), num(grid.hi)
+    t.append(" " * (axis_w + 2) + left + right.rjust(2 * grid.bins - len(left)) + "\n", style="dim")
+    t.append(" " * (axis_w + 2) + "predicted;  ░ 1  ▒ 2–3  ▓ 4–7  █ 8+ rows\n", style="dim")
+    return t
+
+
+def artifact_errors(record: StageRecord | None, width: int) -> Text:
+    """Each arm's predicted − actual on the locked test on one scale, and the candidate's
+    predicted-vs-actual plot (artifact.errors)."""
+    check = record.check("artifact.errors") if record is not None else None
+    errs = shapes.parse(check, artifact_shapes.Errors)
+    if errs is None:
+        return Text()
+    t = _section(f"Error (predicted − actual) per arm, {errs.rows:,} test rows", "artifact.errors")
+    t.append_text(spread_rows(list(errs.error.items()), width))
+    t.append("\n")
+    if errs.predicted_vs_actual is not None:
+        t.append_text(_section("Predicted vs actual, candidate", "artifact.errors"))
+        t.append_text(predicted_vs_actual(errs.predicted_vs_actual))
+        t.append("\n")
+    return t
+
+
+__all__ = [
+    "artifact_errors",
+    "baseline_errors",
+    "is_numeric",
+    "predicted_vs_actual",
+    "source_target",
+    "split_target",
+    "spread_rows",
+]

@@ -440,6 +440,7 @@ def render_artifact(record: StageRecord | None, session: Any, width: int = PANEL
             f"  {comp.shared_rows:,} rows scored by every arm; intervals over {clean(comp.unit)}\n\n",
             style="dim",
         )
+    t.append_text(numeric_panels.artifact_errors(record, width))
     shown = pictures(record, "artifact.per_class", width)
     if shown.plain:
         t.append_text(shown)

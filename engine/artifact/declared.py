@@ -15,8 +15,10 @@ from claimcheck.engine.pipeline.checks import (
     CATEGORICAL,
     LEARNED,
     MULTI_LABEL,
+    NUMERIC,
     RETRIEVAL,
     SFT,
+    TABULAR,
     TEXT_CLASSIFICATION,
     TRAINED,
     declare,
@@ -50,3 +52,4 @@ declare("artifact.label_thresholds", PB_CAL, tasks=LEARNED, targets=MULTI_LABEL,
 declare("artifact.per_label", PB_REPORT, tasks=LEARNED, targets=MULTI_LABEL, shaped=False)
 declare("artifact.ranking", PB_REPORT, tasks=RETRIEVAL)
 declare("artifact.subgroups", PB_REPORT, tasks=LEARNED, targets=CATEGORICAL, shaped=False)
+declare("artifact.errors", PB_REPORT, tasks=TABULAR, targets=NUMERIC)

@@ -8,6 +8,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from claimcheck.engine.shapes.base import Part, Shape, check_extra_keys
 from claimcheck.engine.shapes.common import Interval, McNemar
+from claimcheck.engine.shapes.data import TargetSummary
 
 Scalar = float | int | str | bool
 
@@ -247,6 +248,28 @@ class Slices(Shape):
     # A numeric target: per slice, candidate − comparator paired intervals over the slice's units
     # (refused under the session's one interval rule, uncertainty.unit_rule); absent for classes.
     intervals: dict[str, dict[str, Interval]] = Field(default_factory=dict)
+
+
+class PredictedVsActual(Part):
+    """The candidate's locked-test rows counted on a bins × bins grid over one shared range of
+    actual and predicted values: counts[i][j] = rows whose actual falls in bin i (lowest first)
+    and whose prediction falls in bin j."""
+
+    bins: int
+    lo: float
+    hi: float
+    counts: list[list[int]]
+
+
+class Errors(Shape):
+    """A numeric target's errors on the locked test: per arm, the distribution of predicted −
+    actual over the rows every arm scored, and the candidate's predicted-vs-actual grid."""
+
+    check_ids = ("artifact.errors",)
+    metric: str
+    rows: int
+    error: dict[str, TargetSummary]
+    predicted_vs_actual: PredictedVsActual | None = None
 
 
 class Reliability(Part):

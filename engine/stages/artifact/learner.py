@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from claimcheck.engine.artifact import sklearn_candidate
+from claimcheck.engine.artifact import numeric_errors, sklearn_candidate
 from claimcheck.engine.artifact.common import PB_OUTCOMES
 from claimcheck.engine.data import weights
 from claimcheck.engine.evidence import Check, StageRecord
@@ -155,6 +155,7 @@ def _regression(
         arm_counts(wanted, preds, notes, test.height, np.zeros(test.height), coverage),
         arms_coverage(test, np.isfinite(y), preds, inputs, upstream, coverage),
         sklearn_candidate.regression_comparison(sc),
+        numeric_errors.errors_check(preds, y, metric, coverage),
         sklearn_candidate.regression_slices(sc),
         latency(inputs.latency_examples, fns, test),
     ]
