@@ -132,7 +132,9 @@ async def test_the_baseline_form_of_a_numeric_claim_leads_with_its_fields_and_cv
         view = app.screen.view("baseline")
         form = view.query_one(StageForm)
         assert tuple(s.path for s in form.specs[: len(NUMERIC_BASELINE_FIELDS)]) == NUMERIC_BASELINE_FIELDS
-        assert form.notice.startswith("The claim's target is numeric: the regression learners' fields come first")
+        assert form.notice.startswith(
+            "The claim's target is numeric: the regression learners' fields come first"
+        )
         cv = form.query_one("#f-cv", Select)
         view.query_one("#f-learners").focus()
         await pilot.press("tab")
@@ -149,3 +151,39 @@ async def test_the_baseline_form_of_a_numeric_claim_leads_with_its_fields_and_cv
     assert rec.inputs["cv"] == "off"
     assert rec.check("baseline.conventional").coverage.startswith("full: all ")
     assert "fell back" not in rec.check("baseline.conventional").coverage
+
+
+async def test_the_artifact_visual_names_each_arm_and_never_compares_the_candidate_with_itself(
+    sessions, tmp_path: Path
+) -> None:
+    """At 80×24, f4 on the artifact of a recorded numeric-target session without fine-tuning: the
+    Visual tab says what each arm is (the trivial predictor the baseline named, fitted on the train
+    split's rows), why best_baseline is not an arm, no candidate − best_baseline difference, and
+    the errors on the locked test."""
+    from textual.widgets import Static
+
+    from claimcheck.tui.app import SessionScreen, make_app
+
+    source, _ = sessions["not_decided"]
+    ws = tmp_path / "ws"
+    shutil.copytree(source.parent, ws, ignore=shutil.ignore_patterns(".lock"))
+    path = ws / source.name
+    rec = Session.open(path).record("artifact")
+    arms = parse(rec.check("artifact.arms"), artifact_shapes.Arms)
+    learn = Session.open(path).record("baseline").check("baseline.learnability").measured["reference"]
+    app = make_app(path, workspace=ws)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen), timeout=60)
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.view() is not None and screen.view()._ready, timeout=60)
+        await pilot.press("f4")
+        body = screen.view().query_one("#visual-body", Static)
+        await wait_for(pilot, lambda: "Locked test" in str(body.render()), timeout=30)
+        text = str(body.render())
+    flat = " ".join(text.split())
+    what = arms.arms["trivial_baseline"].what
+    assert f"trivial_baseline: {' '.join(what.split())}" in flat
+    assert f"the {learn} of the train split's" in what
+    assert "best_baseline not an arm: " in flat and "comparing a model with itself" in flat
+    assert "candidate − best_baseline" not in flat
+    assert "Error (predicted − actual) per arm" in flat and "Predicted vs actual, candidate" in flat

@@ -502,6 +502,13 @@ def _arms_table(record: StageRecord | None, width: int) -> Text:
     )
     t.append_text(legend(list(arms.arms), names, "arms", width))
     for arm, n in arms.arms.items():
+        if n.what:  # what each arm is (the trivial predictor named, the rows it was fitted on)
+            t.append_text(literal(f"  {arm}: {n.what}", "dim", limit=300))
+            t.append("\n")
+    for arm, why in arms.excluded.items():  # a comparator of the claim that is not an arm, and why
+        t.append_text(literal(f"  {arm} not an arm: {why}", "yellow", limit=400))
+        t.append("\n")
+    for arm, n in arms.arms.items():
         for err in n.errors[:3]:
             t.append_text(literal(f"  {arm}: {err}", "red", limit=200))
             t.append("\n")
