@@ -166,6 +166,12 @@ def test_the_trivial_predictor_is_the_named_one_fitted_on_train_only(sessions) -
     what = arms.arms["trivial_baseline"].what
     assert f"always {float(np.median(train)):.4g}" in what and f"train split's {len(train)} " in what
     assert "median" in what
+    # the baseline stage records the same predictor and the rows its trivial learners were fitted on
+    trivial = parse(recs["baseline"].check("baseline.trivial"), baseline_shapes.Trivial)
+    assert (trivial.reference, trivial.fitted_on, trivial.fit_rows) == ("median", "train", len(train))
+    assert recs["baseline"].check("baseline.trivial").summary.endswith(
+        f"the trivial reference for mae: median, fitted on the train split's {len(train):,} rows"
+    )
 
 
 def test_baseline_and_artifact_apply_one_interval_rule(sessions) -> None:

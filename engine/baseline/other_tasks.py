@@ -114,13 +114,27 @@ def regression_checks(ev: Evaluation) -> list[Check]:
             why="Signal in the inputs.",
         )
     )
+    ref = trivial_reference(ev.inputs.trivial_reference, metric, trivial) if trivial else ""
+    fitted_on = "train" if data.mode == "holdout" else "folds"
+    rows = (
+        f"the train split's {data.fit.height:,} rows"
+        if fitted_on == "train"
+        else f"each fold's training rows (of {data.fit.height:,} train+dev rows)"
+    )
+    said = f"; the trivial reference for {metric}: {ref}, fitted on {rows}" if ref else ""
     out = [
         Check(
             id="baseline.trivial",
             status="info",
-            summary="; ".join(_reg_text(n, reps[n], metric) for n in trivial) + note,
+            summary="; ".join(_reg_text(n, reps[n], metric) for n in trivial) + note + said,
             coverage=cov,
-            measured={"learners": {n: reps[n] for n in trivial}, "primary_metric": metric},
+            measured={
+                "learners": {n: reps[n] for n in trivial},
+                "primary_metric": metric,
+                "reference": ref,
+                "fitted_on": fitted_on,
+                "fit_rows": data.fit.height,
+            },
             why="The floor a model must clear.",
             playbook=PB_TRIVIAL,
         ),

@@ -61,6 +61,7 @@ def diff_values(old: Any, new: Any, tolerance: float | None = None, key: str = "
 # value is not compared (engine/headless/integrity.py says the files are not pinned). One-way: once recorded,
 # the key is compared like any other.
 LATER_KEYS: dict[str, tuple[str, ...]] = {
+    "baseline.trivial": ("reference", "fitted_on", "fit_rows"),
     "dispatch.identity": ("job_files",),
     "artifact.verdict": ("rule", "measured_value"),
     "source.missingness": ("rows_with_any_null", "rows_with_any_null_share"),

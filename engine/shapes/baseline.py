@@ -79,6 +79,11 @@ class Trivial(Shape):
     learners: dict[str, LearnerReport] | None = None
     # regression: the claim's metric the summary leads with
     primary_metric: str | None = None
+    # regression: the trivial predictor the claim is judged against (other_tasks.trivial_reference),
+    # the rows the trivial learners were fitted on ("train", or "folds" in K-fold) and how many
+    reference: str | None = None
+    fitted_on: str | None = None
+    fit_rows: int | None = None
     train_majority_class: str | None = None
     accuracy_equals_majority_rate: bool | None = None
     # generation: the most frequent training answer
