@@ -34,9 +34,10 @@ def _section(title: str, source: str) -> Text:
 
 
 def is_numeric(record: StageRecord | None, check_id: str) -> bool:
-    """Whether the stage recorded the numeric-target check `check_id` (then the class checks are
-    not run and the numeric panel is drawn)."""
-    return record is not None and record.check(check_id) is not None
+    """Whether the stage measured the numeric-target check `check_id` (then the class checks are
+    not run and the numeric panel is drawn); a categorical target records it as not run."""
+    check = record.check(check_id) if record is not None else None
+    return check is not None and check.status != "not_run"
 
 
 def spread_rows(rows: Sequence[tuple[str, data_shapes.TargetSummary]], width: int) -> Text:
