@@ -169,8 +169,12 @@ def test_the_trivial_predictor_is_the_named_one_fitted_on_train_only(sessions) -
     # the baseline stage records the same predictor and the rows its trivial learners were fitted on
     trivial = parse(recs["baseline"].check("baseline.trivial"), baseline_shapes.Trivial)
     assert (trivial.reference, trivial.fitted_on, trivial.fit_rows) == ("median", "train", len(train))
-    assert recs["baseline"].check("baseline.trivial").summary.endswith(
-        f"the trivial reference for mae: median, fitted on the train split's {len(train):,} rows"
+    assert (
+        recs["baseline"]
+        .check("baseline.trivial")
+        .summary.endswith(
+            f"the trivial reference for mae: median, fitted on the train split's {len(train):,} rows"
+        )
     )
 
 
@@ -391,3 +395,23 @@ def test_errors_on_the_locked_test_are_recorded_per_arm_and_drawn(sessions) -> N
     text = render_artifact(art, None).plain
     assert "Error (predicted − actual) per arm" in text and "Predicted vs actual, candidate" in text
     assert f"trivial_baseline {trivial.count}: median {num(trivial.p50)}" in text
+
+
+def test_a_categorical_record_keeps_the_class_pictures(sessions) -> None:
+    """The numeric checks a categorical target records as not run do not switch the panels over."""
+    from claimcheck.tui.numeric_panels import is_numeric
+    from claimcheck.tui.stage_panels import render_source
+
+    session_dir, _ = sessions["met"]
+    src = Session.open(session_dir).record("source")
+    assert is_numeric(src, "source.target_distribution")
+    checks = [
+        c.model_copy(update={"status": "not_run", "basis": "not_run", "measured": {}})
+        if c.id == "source.target_distribution"
+        else c
+        for c in src.checks
+    ]
+    categorical = src.model_copy(update={"checks": checks})
+    assert not is_numeric(categorical, "source.target_distribution")
+    text = render_source(categorical, None).plain
+    assert "Target distribution (numeric)" not in text and "accuracy ceiling" in text
