@@ -67,6 +67,8 @@ class LoopbackHead:
         self.proc: subprocess.Popen | None = None
         self.temp_dir: Path | None = None
         self.address = ""
+        self.gcs_address = ""  # host:port of the head's GCS (a driver on this machine)
+        self.client_address = ""  # ray://host:port of its Ray Client server (a remote driver)
         self.log_path: Path | None = None
         self.ray_version = ""
 
@@ -99,6 +101,8 @@ class LoopbackHead:
                 start_new_session=True, env=env, cwd=str(self.temp_dir),
             )  # fmt: skip
         self.address = f"http://127.0.0.1:{ports['dashboard-port']}"
+        self.gcs_address = f"127.0.0.1:{ports['port']}"
+        self.client_address = f"ray://127.0.0.1:{ports['ray-client-server-port']}"
         client = RayJobsClient(self.address, timeout=5.0, retries=1)
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
