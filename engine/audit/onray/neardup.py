@@ -145,7 +145,7 @@ def near_duplicates(
         texts, rows, text_of = distinct_texts(
             df, text_columns, row_id, normalised_row_hashes(df, text_columns)
         )
-        p = _prefixes(ray, texts, shingle_size, threshold)
+        p = _prefixes(ray, cluster, texts, shingle_size, threshold)
         codes = _candidates(ray, cluster, p, threshold)
         sizes = p.sizes
         del p
@@ -162,9 +162,10 @@ def _chunk_frame(texts: Texts, lo: int, hi: int) -> pl.DataFrame:
     return texts.frame[texts.reps[lo:hi]]
 
 
-def _prefixes(ray: Any, texts: Texts, k: int, threshold: float) -> Prefixes:
+def _prefixes(ray: Any, cluster: Cluster, texts: Texts, k: int, threshold: float) -> Prefixes:
     n = texts.len()
-    bounds = chunks(texts)
+    # Chunks of 1/workers of the local size, so that a few million texts give every worker work.
+    bounds = chunks(texts, cluster.workers)
     p1 = remote(ray, _pass1, num_returns=2)
     firsts, helds = [], []
     for lo, hi in bounds:
