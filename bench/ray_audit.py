@@ -110,9 +110,7 @@ def _on_ray(df: Any, workers: int, store_mb: int) -> dict[str, Any]:
             steps["dup_s"] = time.perf_counter() - t
             ident = cluster.note()
             tasks = {
-                "pass_chunks": len(
-                    __import__("claimcheck.engine.audit.neardup.shingles", fromlist=["chunks"]).chunks(texts)
-                ),
+                "pass_chunks": len(chunks(texts, cluster.workers)),
                 "partitions": cluster.partitions,
             }
     finally:
