@@ -58,7 +58,7 @@ def _local(df: Any) -> dict[str, Any]:
     }
 
 
-def _on_ray(df: Any, workers: int, store_mb: int) -> dict[str, Any]:
+def _on_ray(df: Any, workers: int, store_mb: int, driver: str) -> dict[str, Any]:
     from claimcheck.engine.audit.neardup import NearDupResult, _expand, pairs_payload
     from claimcheck.engine.audit.neardup.arrays import split_codes
     from claimcheck.engine.audit.neardup.hashing import normalised_row_hashes
@@ -74,7 +74,7 @@ def _on_ray(df: Any, workers: int, store_mb: int) -> dict[str, Any]:
     steps: dict[str, float] = {}
     try:
         t0 = time.perf_counter()
-        with connect(head.client_address) as (ray, cluster):
+        with connect(head.client_address if driver == "client" else head.gcs_address) as (ray, cluster):
             steps["connect_s"] = time.perf_counter() - t0
             # Start the workers and import the search there (each driver gets worker processes of its
             # own: this is paid once per source stage, like the connection).
@@ -133,7 +133,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=200_000)
     ap.add_argument("--workers", default="1,2,4")
     ap.add_argument("--object-store-mb", type=int, default=1024)
+    ap.add_argument(
+        "--driver",
+        choices=("client", "gcs"),
+        default="client",
+        help="client: through Ray Client (ray://, a laptop's path); gcs: a driver on the head node (host:port)",
+    )
     args = ap.parse_args(argv)
+    if args.driver == "gcs":
+        # Ray replaces a 127.0.0.1 GCS address by the machine's own IP (where the loopback head does
+        # not listen) unless it is told this node is not part of a multi-machine cluster.
+        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     import audit
     import polars as pl
 
@@ -146,11 +156,12 @@ def main(argv: list[str] | None = None) -> int:
         "text_mb": round(int(df["body"].str.len_bytes().sum()) / 2**20, 1),
         "cpus": os.cpu_count(),
         "load_before": os.getloadavg(),
+        "driver": args.driver,
     }
     out["local"] = _local(df)
     same = True
     for w in [int(x) for x in args.workers.split(",")]:
-        r = _on_ray(df, w, args.object_store_mb)
+        r = _on_ray(df, w, args.object_store_mb, args.driver)
         r["same_as_local"] = all(r[k] == out["local"][k] for k in ("counts", "dup", "pairs_sha256"))
         same &= r["same_as_local"]
         r["near_overhead_vs_local"] = round(r["near_s"] / max(out["local"]["near_s"], 1e-9), 2)
