@@ -62,7 +62,6 @@ def _on_ray(df: Any, workers: int, store_mb: int, driver: str) -> dict[str, Any]
     from claimcheck.engine.audit.neardup import NearDupResult, _expand, pairs_payload
     from claimcheck.engine.audit.neardup.arrays import split_codes
     from claimcheck.engine.audit.neardup.hashing import normalised_row_hashes
-    from claimcheck.engine.audit.neardup.shingles import chunks
     from claimcheck.engine.audit.onray import connect
     from claimcheck.engine.audit.onray import neardup as rn
     from claimcheck.engine.audit.onray.duplicates import identity_stats
@@ -110,8 +109,8 @@ def _on_ray(df: Any, workers: int, store_mb: int, driver: str) -> dict[str, Any]
             steps["dup_s"] = time.perf_counter() - t
             ident = cluster.note()
             tasks = {
-                "pass_chunks": len(chunks(texts, cluster.workers)),
-                "partitions": cluster.partitions,
+                "pass_chunks": len(rn.pass_bounds(texts, cluster)),
+                "partitions_min": cluster.partitions,
             }
     finally:
         head.stop()

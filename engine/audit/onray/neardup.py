@@ -1,9 +1,11 @@
 """The near-duplicate search as Ray tasks: the same exact pairs, the same counts as the local search
 (engine/audit/neardup; its docstring defines the method), its steps spread over the cluster's workers.
 
-1. Pass 1 — one task per chunk of distinct texts (shingles.chunks): hash the chunk's shingles; return
-   its part of the shingle count table (bucket, count) and keep the hashed chunk in the object store.
-   The driver sums the parts into the table (the same table: a sum does not depend on the order).
+1. Pass 1 — one task per chunk of distinct texts (shingles.chunks, at least two chunks per worker where
+   the texts allow): hash the chunk's shingles; return its part of the shingle count table, (bucket,
+   count) in COUNT_RANGES bucket ranges, and keep the hashed chunk in the object store. Reduce task r
+   sums range r over every chunk (a sum does not depend on the order: the local table); the driver
+   joins the ranges (32 MB).
 2. Pass 2 — one task per chunk, given its hashed chunk and the table: the chunk's extended prefixes
    and sketches (shingles.chunk_pass2). The driver assembles them in text order (shingles.assemble).
 3. Candidates, the shuffle by prefix-pair hash — map tasks over blocks of texts make their prefix-pair
@@ -31,6 +33,7 @@ from claimcheck.engine.audit.neardup.arrays import small_pages, split_codes, uni
 from claimcheck.engine.audit.neardup.candidates import (
     GEN_BLOCK,
     LONG_PREFIX,
+    SIG_BLOCK,
     Packing,
     _pair_signatures,
     _positional_pairs,
@@ -39,6 +42,7 @@ from claimcheck.engine.audit.neardup.candidates import (
 )
 from claimcheck.engine.audit.neardup.hashing import normalised_row_hashes
 from claimcheck.engine.audit.neardup.shingles import (
+    CHUNK_TEXTS,
     COUNT_BITS,
     Prefixes,
     _hash_chunk,
@@ -51,17 +55,33 @@ from claimcheck.engine.audit.onray import Cluster, remote
 from claimcheck.engine.audit.texts import Texts, distinct_texts
 
 _MASK = np.uint64((1 << COUNT_BITS) - 1)
+COUNT_RANGES = 16  # the count table is summed in this many bucket ranges, one reduce task each
+_RANGE = (1 << COUNT_BITS) // COUNT_RANGES
 
 
 # ---------------------------------------------------------------- tasks (run on the workers)
 
 
-def _pass1(frame: pl.DataFrame, columns: list[str], k: int) -> tuple[tuple[np.ndarray, np.ndarray], Any]:
-    """A chunk's shingles hashed: (its count-table part, the hashed chunk for pass 2)."""
+def _pass1(frame: pl.DataFrame, columns: list[str], k: int, parts: int) -> tuple[Any, ...]:
+    """A chunk's shingles hashed: its count-table part split into `parts` bucket ranges ((bucket,
+    count) each), then the hashed chunk for pass 2."""
     x = _hash_chunk(Texts(frame, columns, np.arange(frame.height, dtype=np.int64)), 0, frame.height, k)
     buckets, counts = np.unique(x.h & _MASK, return_counts=True)
+    cuts = np.searchsorted(buckets, np.arange(1, parts, dtype=np.uint64) * np.uint64(_RANGE))
+    ranges = [
+        (b.astype(np.int64), c.astype(np.int64))
+        for b, c in zip(np.split(buckets, cuts), np.split(counts, cuts), strict=True)
+    ]
     held = (x.store, None if x.distinct or x.d is None else x.d.astype(np.int64), x.per, x.distinct)
-    return (buckets.astype(np.int64), counts.astype(np.int64)), held
+    return (*ranges, held)
+
+
+def _count_range(r: int, *parts: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Bucket range r of the count table: every chunk's counts there, summed."""
+    table = np.zeros(_RANGE, dtype=np.int64)
+    for buckets, counts in parts:
+        table[buckets - r * _RANGE] += counts  # buckets are distinct within one part: exact
+    return table.astype(np.uint32)
 
 
 def _pass2(held: tuple, m: int, counts: np.ndarray, threshold: float) -> Any:
@@ -162,26 +182,29 @@ def _chunk_frame(texts: Texts, lo: int, hi: int) -> pl.DataFrame:
     return texts.frame[texts.reps[lo:hi]]
 
 
+def pass_bounds(texts: Texts, cluster: Cluster) -> list[tuple[int, int]]:
+    """The chunks of passes 1 and 2: at least two per worker where the texts allow (1,000 texts at the
+    least), at most the local search's CHUNK_TEXTS."""
+    split = max(1, min(CHUNK_TEXTS // 1000, -(-2 * cluster.workers * CHUNK_TEXTS // max(texts.len(), 1))))
+    return chunks(texts, split)
+
+
 def _prefixes(ray: Any, cluster: Cluster, texts: Texts, k: int, threshold: float) -> Prefixes:
+    """Passes 1 and 2 (module docstring, steps 1-2)."""
     n = texts.len()
-    # Chunks of 1/workers of the local size, so that a few million texts give every worker work.
-    bounds = chunks(texts, cluster.workers)
-    p1 = remote(ray, _pass1, num_returns=2)
-    firsts, helds = [], []
-    for lo, hi in bounds:
-        c, h = p1.remote(_chunk_frame(texts, lo, hi), texts.columns, k)
-        firsts.append(c)
-        helds.append(h)
-    counts = np.zeros(1 << COUNT_BITS, dtype=np.int64)
-    for buckets, cnt in ray.get(firsts):
-        counts[buckets] += cnt  # buckets are distinct within one part: a fancy-index add is exact
-    table = ray.put(counts.astype(np.uint32))
-    del counts
+    bounds = pass_bounds(texts, cluster)
+    p1 = remote(ray, _pass1, num_returns=COUNT_RANGES + 1)
+    outs = [p1.remote(_chunk_frame(texts, lo, hi), texts.columns, k, COUNT_RANGES) for lo, hi in bounds]
+    # The count table's shuffle: reducer r sums bucket range r of every chunk; the driver joins the ranges.
+    summed = remote(ray, _count_range)
+    slices = [summed.remote(r, *[o[r] for o in outs]) for r in range(COUNT_RANGES)]
+    table = ray.put(np.concatenate(ray.get(slices)))
+    del slices
     p2 = remote(ray, _pass2)
     done = ray.get(
-        [p2.remote(h, hi - lo, table, threshold) for (lo, hi), h in zip(bounds, helds, strict=True)]
+        [p2.remote(o[-1], hi - lo, table, threshold) for (lo, hi), o in zip(bounds, outs, strict=True)]
     )
-    del helds
+    del outs
     return assemble(zip(bounds, done, strict=True), n)
 
 
@@ -193,10 +216,11 @@ def _candidates(ray: Any, cluster: Cluster, p: Prefixes, threshold: float) -> np
     refs = [remote(ray, _single).remote(p_ref, threshold)]
     sel = np.flatnonzero(~big & (plen >= 2))
     if sel.size:
-        parts = cluster.partitions
         n_sig = plen[sel] * (plen[sel] - 1) // 2
         total = int(n_sig.sum())
-        # At least one map block per partition, at most GEN_BLOCK signatures each.
+        # Two partitions per worker CPU, more where a partition would hold over SIG_BLOCK signatures; at
+        # least one map block per partition, at most GEN_BLOCK signatures each.
+        parts = max(cluster.partitions, -(-total // SIG_BLOCK))
         block = max(1, min(GEN_BLOCK, -(-total // parts)))
         ends = np.searchsorted(np.cumsum(n_sig), np.arange(1, -(-total // block) + 1) * block, side="left")
         cuts = np.unique(np.concatenate([[0], np.minimum(ends + 1, sel.size)]))
