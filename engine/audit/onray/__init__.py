@@ -23,6 +23,7 @@ the local backend: the figures are the same, and a replay must not need the clus
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ RAY = "ray"
 ADDRESS_ENV = "RAY_ADDRESS"
 # Partitions per worker CPU for the shuffles (more partitions: smaller reducers, better balance).
 PARTITIONS_PER_WORKER = 2
+CONNECT_TRIES = 3  # ray.init attempts before the stage stops with the address in its message
+CONNECT_PAUSE_S = 3.0  # the pause after the first failed attempt (then twice that)
 
 
 class RayAuditError(StageInputError):
@@ -115,6 +118,19 @@ def connect(address: str) -> Iterator[tuple[Any, Cluster]]:
     ray = _import_ray()
     ours = not ray.is_initialized()
     if ours:
+        _init(ray, address)
+    try:
+        yield ray, identity(ray, address)
+    finally:
+        if ours:
+            ray.shutdown()
+
+
+def _init(ray: Any, address: str) -> None:
+    """ray.init, tried CONNECT_TRIES times: a Ray Client server answers "Initialization failure" while
+    the server it starts for this driver is still coming up (seen on a loaded machine)."""
+    last = ""
+    for attempt in range(CONNECT_TRIES):
         try:
             ray.init(
                 address=address,
@@ -123,16 +139,18 @@ def connect(address: str) -> Iterator[tuple[Any, Cluster]]:
                 include_dashboard=False,
                 configure_logging=False,
             )
+            return
         except Exception as exc:  # ray raises ConnectionError, RuntimeError, ValueError…
-            raise RayAuditError(
-                f"could not connect to the Ray cluster at {address!r} (source input 'audit_ray_address' "
-                f"or {ADDRESS_ENV}): {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
-            ) from None
-    try:
-        yield ray, identity(ray, address)
-    finally:
-        if ours:
-            ray.shutdown()
+            lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+            last = " … ".join(dict.fromkeys([lines[0], lines[-1]])) if lines else type(exc).__name__
+            if ray.is_initialized():
+                ray.shutdown()
+            if attempt + 1 < CONNECT_TRIES:
+                time.sleep(CONNECT_PAUSE_S * (attempt + 1))
+    raise RayAuditError(
+        f"could not connect to the Ray cluster at {address!r} (source input 'audit_ray_address' or "
+        f"{ADDRESS_ENV}) after {CONNECT_TRIES} tries: {last}"
+    )
 
 
 def identity(ray: Any, address: str) -> Cluster:
