@@ -126,6 +126,13 @@ def test_ray_backend_without_a_cluster_is_refused_up_front(monkeypatch: pytest.M
     assert onray.resolve("ray", "") == ("ray", "ray://cluster:10001")
     assert onray.resolve("ray", "host:6379") == ("ray", "host:6379")
     assert onray.resolve("local", "host:6379") == ("local", "")
+    # Without the `ray` package the setting is refused before any data is read, naming the extra.
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(onray.RayAuditError, match=r"claimcheck\[ray\]"):
+        onray.resolve("ray", "host:6379")
+    assert onray.resolve("local", "") == ("local", "")
 
 
 def test_replay_ignores_the_ray_part_of_coverage() -> None:
