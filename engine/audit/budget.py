@@ -37,6 +37,9 @@ PARSE_FACTOR = 2.4
 NEARDUP_FACTOR = 2.0
 # The coverage line's memory part starts with this; replay strips it before comparing coverage.
 NOTE_MARK = " · memory: "
+# The coverage line's Ray part (engine/audit/onray: the cluster a check ran on) starts with this; replay
+# strips it too.
+RAY_MARK = " · ray: "
 IN_MEMORY = "in memory"
 BOUNDED = "bounded"
 
@@ -129,11 +132,13 @@ def need_neardup(text_bytes: int) -> int:
 
 
 def strip_note(coverage: str) -> str:
-    """A coverage line without its memory part (what replay compares)."""
-    if coverage.startswith(NOTE_MARK[len(" · ") :]):
-        return ""
-    at = coverage.find(NOTE_MARK)
-    return coverage if at < 0 else coverage[:at]
+    """A coverage line without its memory part and its Ray part (what replay compares): both say where
+    and how the check ran, not what it measured."""
+    for mark in (NOTE_MARK, RAY_MARK):
+        if coverage.startswith(mark[len(" · ") :]):
+            return ""
+    cuts = [at for at in (coverage.find(NOTE_MARK), coverage.find(RAY_MARK)) if at >= 0]
+    return coverage[: min(cuts)] if cuts else coverage
 
 
 def collect(lf: object, path: str) -> object:

@@ -60,13 +60,23 @@ class LoopbackHead:
     the machine, which `ray stop --force` would kill too. Needs the `ray` CLI (ray[default]).
     """
 
-    def __init__(self, *, num_cpus: int = 2, ray_cli: str | None = None, start_timeout_s: float = 90.0):
+    def __init__(
+        self,
+        *,
+        num_cpus: int = 2,
+        ray_cli: str | None = None,
+        start_timeout_s: float = 90.0,
+        object_store_mb: int = 100,
+    ):
+        self.object_store_mb = object_store_mb
         self.num_cpus = num_cpus
         self.ray_cli = ray_cli or _find_ray_cli()
         self.start_timeout_s = start_timeout_s
         self.proc: subprocess.Popen | None = None
         self.temp_dir: Path | None = None
         self.address = ""
+        self.gcs_address = ""  # host:port of the head's GCS (a driver on this machine)
+        self.client_address = ""  # ray://host:port of its Ray Client server (a remote driver)
         self.log_path: Path | None = None
         self.ray_version = ""
 
@@ -85,7 +95,7 @@ class LoopbackHead:
             self.ray_cli, "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
             "--dashboard-host", "127.0.0.1", "--include-dashboard", "true", "--disable-usage-stats",
             "--num-cpus", str(self.num_cpus), "--num-gpus", "0", "--temp-dir", str(self.temp_dir),
-            "--object-store-memory", str(100 * 1024 * 1024),
+            "--object-store-memory", str(self.object_store_mb * 1024 * 1024),
             "--min-worker-port", str(workers), "--max-worker-port", str(workers + 99),
         ]  # fmt: skip
         for name, port in ports.items():
@@ -99,6 +109,8 @@ class LoopbackHead:
                 start_new_session=True, env=env, cwd=str(self.temp_dir),
             )  # fmt: skip
         self.address = f"http://127.0.0.1:{ports['dashboard-port']}"
+        self.gcs_address = f"127.0.0.1:{ports['port']}"
+        self.client_address = f"ray://127.0.0.1:{ports['ray-client-server-port']}"
         client = RayJobsClient(self.address, timeout=5.0, retries=1)
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:

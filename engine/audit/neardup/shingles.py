@@ -10,7 +10,7 @@ Where the compiled loops were built (kernels.py), both passes run there one text
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
@@ -300,12 +300,6 @@ def _prefixes_pass2(
 ) -> Prefixes:
     """Pass 2 of build_prefixes over the shingle hashes of pass 1, read back chunk by chunk from `f`
     and worked on by `workers` threads."""
-    sizes = np.zeros(n, dtype=np.int64)
-    ext_all = np.zeros(n, dtype=np.int64)
-    kept = np.zeros(n, dtype=np.int64)
-    sketch = np.zeros((n, SKETCH_BUCKETS), dtype=np.uint8)
-    toks, ranks = [], []
-    wides: list[np.ndarray] = []
 
     def read() -> Iterator[tuple[int, _Held, np.ndarray, np.ndarray | None]]:
         for (lo, hi), held in parts:
@@ -320,15 +314,35 @@ def _prefixes_pass2(
 
     def one(part: tuple[int, _Held, np.ndarray, np.ndarray | None]) -> _Chunk:
         m, held, h, d = part
-        if d is None:
-            assert held.per is not None
-            lay = kernels.Layout(threshold, SKETCH_BUCKETS, WIDE_MIN, WIDE_BUCKETS)
-            tok, rank, kept_c, ext, sk, wd = kernels.long_prefixes(h, held.per, counts, lay)
-            return _Chunk(tok, rank, kept_c, ext, held.per, sk, wd)
-        return _chunk_prefixes(h, d, m, counts, threshold)
+        return chunk_pass2(h, d, held.per, m, counts, threshold)
 
     # Chunks are read in order here and worked on in worker threads (claimcheck.engine.threads), a few at a time.
-    for ((lo, hi), _), c in zip(parts, ordered_map(one, read(), workers), strict=True):
+    bounds = [b for b, _ in parts]
+    return assemble(zip(bounds, ordered_map(one, read(), workers), strict=True), n)
+
+
+def chunk_pass2(
+    h: np.ndarray, d: np.ndarray | None, per: np.ndarray | None, m: int, counts: np.ndarray, threshold: float
+) -> _Chunk:
+    """Pass 2 for one chunk of m texts: `d` None — h holds each text's distinct shingles, text after text,
+    `per` of them each (the compiled loops); else every shingle h of text d (numpy)."""
+    if d is None:
+        assert per is not None
+        lay = kernels.Layout(threshold, SKETCH_BUCKETS, WIDE_MIN, WIDE_BUCKETS)
+        tok, rank, kept_c, ext, sk, wd = kernels.long_prefixes(h, per, counts, lay)
+        return _Chunk(tok, rank, kept_c, ext, per, sk, wd)
+    return _chunk_prefixes(h, d, m, counts, threshold)
+
+
+def assemble(done: Iterable[tuple[tuple[int, int], _Chunk]], n: int) -> Prefixes:
+    """The Prefixes of n texts from pass 2's chunks ((lo, hi), chunk), in text order."""
+    sizes = np.zeros(n, dtype=np.int64)
+    ext_all = np.zeros(n, dtype=np.int64)
+    kept = np.zeros(n, dtype=np.int64)
+    sketch = np.zeros((n, SKETCH_BUCKETS), dtype=np.uint8)
+    toks, ranks = [], []
+    wides: list[np.ndarray] = []
+    for (lo, hi), c in done:
         toks.append(c.tok)
         ranks.append(c.rank)
         kept[lo:hi], sizes[lo:hi], ext_all[lo:hi], sketch[lo:hi] = c.kept, c.size, c.ext, c.sketch

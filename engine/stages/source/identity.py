@@ -8,6 +8,7 @@ import io
 from typing import Any
 
 from claimcheck.engine.audit.budget import Budget
+from claimcheck.engine.audit.onray import Cluster
 from claimcheck.engine.evidence import Check, atomic_write_bytes
 from claimcheck.engine.pipeline.checks import not_run
 from claimcheck.engine.pipeline.context import StageContext
@@ -22,15 +23,22 @@ from claimcheck.engine.stages.source.checks import (
 from claimcheck.engine.stages.source.inputs import Inputs
 
 
-def duplicates(ds: Any, inp: Inputs, cov: str) -> list[Check]:
+def duplicates(ds: Any, inp: Inputs, cov: str, on: tuple[Any, Cluster] | None = None) -> list[Check]:
+    """`on`: (ray, cluster) where the keys are grouped by Ray tasks (engine/audit/onray), else here."""
     from claimcheck.engine.audit.duplicates import candidate_rows, conflict_stats, duplicate_stats
     from claimcheck.engine.data.rows import model_inputs
 
     cols = model_inputs(inp.model_dump(mode="json"))
-    cand = candidate_rows(ds, cols, "none") if cols and ds.height else None
-    exact = duplicate_stats(ds, cols, "none", cand)
-    norm = duplicate_stats(ds, cols, inp.normalisation) if inp.normalisation != "none" else exact
-    conf = conflict_stats(ds, cols, cand)
+    if on is not None:
+        from claimcheck.engine.audit.onray.duplicates import identity_stats
+
+        exact, norm, conf = identity_stats(*on, ds, cols, inp.normalisation)
+        cov = on[1].covered(cov)
+    else:
+        cand = candidate_rows(ds, cols, "none") if cols and ds.height else None
+        exact = duplicate_stats(ds, cols, "none", cand)
+        norm = duplicate_stats(ds, cols, inp.normalisation) if inp.normalisation != "none" else exact
+        conf = conflict_stats(ds, cols, cand)
     status = (
         "warn"
         if norm["share"] > DUP_SHARE_WARN
@@ -64,7 +72,16 @@ def duplicates(ds: Any, inp: Inputs, cov: str) -> list[Check]:
     return [dup, noise]
 
 
-def near_duplicates(ds: Any, inp: Inputs, ctx: StageContext, cov: str, budget: Budget | None = None) -> Check:
+def near_duplicates(
+    ds: Any,
+    inp: Inputs,
+    ctx: StageContext,
+    cov: str,
+    budget: Budget | None = None,
+    on: tuple[Any, Cluster] | None = None,
+) -> Check:
+    """`on`: (ray, cluster) where the search runs as Ray tasks (engine/audit/onray/neardup.py), else here
+    (in memory or bounded, as the budget chooses)."""
     import hashlib
 
     import polars as pl
@@ -92,13 +109,22 @@ def near_duplicates(ds: Any, inp: Inputs, ctx: StageContext, cov: str, budget: B
     budget = budget or memory_budget.resolve(inp.memory_budget)
     text_bytes = sum(int(ds.get_column(c).cast(pl.String).str.len_bytes().sum() or 0) for c in cols)
     path = budget.choose(memory_budget.need_neardup(text_bytes))
-    res = near_duplicates(
-        ds,
-        cols,
-        threshold=inp.near_dup_threshold,
-        shingle_size=inp.shingle_size,
-        bounded=path == memory_budget.BOUNDED,
-    )
+    if on is not None:
+        from claimcheck.engine.audit.onray import neardup as on_ray
+
+        res = on_ray.near_duplicates(
+            *on, ds, cols, threshold=inp.near_dup_threshold, shingle_size=inp.shingle_size
+        )
+        where = on[1].covered(cov)
+    else:
+        res = near_duplicates(
+            ds,
+            cols,
+            threshold=inp.near_dup_threshold,
+            shingle_size=inp.shingle_size,
+            bounded=path == memory_budget.BOUNDED,
+        )
+        where = budget.covered(cov, path)
     if path == memory_budget.BOUNDED:
         memory_budget.release_free_memory()
     cl = cluster_summary(res.pairs)
@@ -114,7 +140,7 @@ def near_duplicates(ds: Any, inp: Inputs, ctx: StageContext, cov: str, budget: B
             f"{res.pairs.height} row pair(s) with Jaccard ≥ {inp.near_dup_threshold} over {inp.shingle_size}-word "
             f"shingles (distinct texts, exact-Jaccard verified); {cl['clusters']} cluster(s), {cl['rows_in_clusters']} rows"
         ),
-        coverage=budget.covered(cov, path),
+        coverage=where,
         measured={
             "columns": cols,
             "pairs": res.pairs.height,

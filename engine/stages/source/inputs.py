@@ -280,6 +280,16 @@ class Inputs(BaseModel):
         default="",
         description="Memory the audit plans for, e.g. 4G: steps that would need more take their bounded path (not a cap; empty: CLAIMCHECK_MEMORY_BUDGET, else half the machine's).",
     )
+    # Where the near-duplicate search and the duplicate / conflict keys run: here, or as Ray tasks on a
+    # cluster (engine/audit/onray; docs/audit-scale.md). The figures are the same either way.
+    audit_backend: Literal["local", "ray"] = Field(
+        default="local",
+        description="Where the near-duplicate search and the duplicate keys run: local (this process) or ray (tasks on a Ray cluster; the same figures).",
+    )
+    audit_ray_address: str = Field(
+        default="",
+        description="The Ray cluster for audit_backend = ray: ray://host:10001 (Ray Client), host:6379 (on a cluster node) or auto; empty: RAY_ADDRESS.",
+    )
 
     # Checked before any data is read (empty 'files' / 'label_column' only when the stage runs: a
     # form starts empty), so an answers file is refused before a stage runs.

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from claimcheck.engine.audit import budget as memory_budget
+from claimcheck.engine.audit import onray
 from claimcheck.engine.data import weights
 from claimcheck.engine.evidence import Check, Note, StageRecord
 from claimcheck.engine.pipeline.checks import not_applicable
@@ -32,6 +33,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     from claimcheck.engine.data import rows as data
 
     _validate_fields(inputs)
+    backend = onray.resolve(inputs.audit_backend, inputs.audit_ray_address, replay=ctx.replay)
     claim = upstream["claim"].inputs if "claim" in upstream else {}
     weights.refuse_unweightable(inputs.model_dump(), claim)
     _label_lists_declared(inputs, claim)
@@ -68,7 +70,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     kind = target_type(claim)
     numeric = kind == "numeric"
     _refuse_subgroups(inputs, claim, raw)
-    audit = _audit(kept, dataset, inputs, ctx, cov, numeric=numeric, budget=budget)
+    audit = _audit(kept, dataset, inputs, ctx, cov, numeric=numeric, budget=budget, backend=backend)
     checks += (
         [weights.on_duplicates(c, inputs.weight_column) for c in audit] if inputs.weight_column else audit
     )
@@ -178,9 +180,12 @@ def _audit(
     *,
     numeric: bool,
     budget: memory_budget.Budget,
+    backend: tuple[str, str] = (onray.LOCAL, ""),
 ) -> list[Check]:
     """The audit proper: profile, duplicates, near-duplicates, leakage, families, declarations.
-    `numeric`: the claim's target is a number (class coverage becomes the target's distribution)."""
+    `numeric`: the claim's target is a number (class coverage becomes the target's distribution).
+    `backend`: (local or ray, the cluster's address), onray.resolve: with ray, the duplicate keys and
+    the near-duplicate search run as Ray tasks on that cluster (engine/audit/onray)."""
     ctx.progress(0.2, "missingness, time, classes")
     checks = [
         source_checks.missingness(kept, inputs, cov),
@@ -193,10 +198,11 @@ def _audit(
         checks.append(source_checks.target_distribution(kept, inputs, cov))
     ctx.check_cancelled()
     ctx.progress(0.35, "duplicates and conflicts")
-    checks.extend(source_identity.duplicates(dataset, inputs, cov))
-    ctx.check_cancelled()
-    ctx.progress(0.5, "near-duplicates")
-    checks.append(source_identity.near_duplicates(dataset, inputs, ctx, cov, budget))
+    with onray.session(*backend) as on:
+        checks.extend(source_identity.duplicates(dataset, inputs, cov, on))
+        ctx.check_cancelled()
+        ctx.progress(0.5, "near-duplicates")
+        checks.append(source_identity.near_duplicates(dataset, inputs, ctx, cov, budget, on))
     ctx.check_cancelled()
     ctx.progress(0.7, "single-feature leakage")
     checks.extend(source_checks.leakage(dataset, inputs, numeric))

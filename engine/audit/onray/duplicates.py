@@ -1,0 +1,157 @@
+"""Duplicate model inputs, conflicting labels and the label-noise ceiling as Ray tasks: the same figures as
+engine/audit/duplicates.py (its docstring defines them), with the grouping by key shuffled by Ray.
+
+Two shuffles by Ray over row shards, partitioned by each row's 64-bit hash of its compared inputs
+(texts.row_hashes: equal inputs, equal hash, so a group never spans two partitions):
+1. map tasks return the shard's hashes by partition; reduce task r finds the hashes of partition r that
+   two rows or more hold (only rows with such a hash can be in a group: the local check's candidates);
+2. map tasks send only their candidate rows' compared inputs and target, by partition; reduce task r
+   groups them on the real values (a hash collision only puts two groups in one partition): its
+   groups, their rows, the largest, and for the exact inputs the conflicting groups and the sum over
+   groups of the most frequent target's count.
+The driver adds the partitions' figures up; a row outside the candidates is alone in its group and
+counts one towards the ceiling, as in the local check.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from claimcheck.engine.audit.duplicates import conflict_stats, duplicate_stats, key_exprs
+from claimcheck.engine.audit.onray import Cluster, remote
+from claimcheck.engine.audit.texts import row_hashes
+from claimcheck.engine.data.rows import TARGET
+
+SHARD_ROWS = 500_000  # rows per map task at most
+
+
+def _hash_map(
+    part: pl.DataFrame, columns: list[str], normalisation: str, parts: int
+) -> tuple[np.ndarray, ...]:
+    """A shard's rows' 64-bit hashes of their compared inputs, split by hash into `parts` arrays, then
+    the hashes in row order (kept in the object store for _rows_map)."""
+    h = row_hashes(part, key_exprs(part.schema, columns, normalisation)).to_numpy()
+    which = (h % np.uint64(parts)).astype(np.int64)
+    order = np.argsort(which, kind="stable")
+    cuts = np.cumsum(np.bincount(which, minlength=parts))[:-1]
+    return (*np.split(h[order], cuts), h)
+
+
+def _repeated(*hashes: np.ndarray) -> np.ndarray:
+    """Of one hash partition, the hashes two rows or more hold (sorted)."""
+    h = np.sort(np.concatenate(hashes)) if hashes else np.empty(0, dtype=np.uint64)
+    same = h[1:] == h[:-1]
+    return np.unique(h[1:][same])
+
+
+def _rows_map(
+    part: pl.DataFrame,
+    h: np.ndarray,
+    columns: list[str],
+    normalisation: str,
+    parts: int,
+    *repeated: np.ndarray,
+) -> tuple[pl.DataFrame, ...]:
+    """A shard's rows whose hash repeats anywhere (the only rows a group can hold): their compared
+    inputs and target, split by hash into `parts` frames (partition r holds only hashes of repeated[r])."""
+    rep = np.concatenate(repeated) if repeated else np.empty(0, dtype=np.uint64)
+    rep.sort()
+    at = np.minimum(np.searchsorted(rep, h), max(rep.size - 1, 0))
+    idx = np.flatnonzero(rep[at] == h) if rep.size else np.empty(0, dtype=np.int64)
+    keyed = part[idx].select(*key_exprs(part.schema, columns, normalisation), pl.col(TARGET))
+    which = pl.Series("p", (h[idx] % np.uint64(parts)).astype(np.int64))
+    split = keyed.with_columns(which).partition_by("p", as_dict=True, include_key=False)
+    empty = keyed.clear()
+    return tuple(split.get((r,), empty) for r in range(parts))
+
+
+def _reduce(columns: list[str], exact: bool, *frames: pl.DataFrame) -> dict[str, int]:
+    """One partition's figures over its candidate rows (module docstring)."""
+    df = pl.concat(frames, how="vertical") if frames else pl.DataFrame()
+    out = {
+        "groups": 0,
+        "rows": 0,
+        "largest": 0,
+        "conflict_groups": 0,
+        "conflict_rows": 0,
+        "best": 0,
+        "cand": 0,
+    }
+    if df.height == 0:
+        return out
+    out["cand"] = df.height
+    g = df.group_by(columns).agg(pl.len().alias("n")).filter(pl.col("n") > 1)
+    if g.height:
+        out.update(groups=g.height, rows=int(g["n"].sum()), largest=int(g["n"].max()))  # type: ignore[arg-type]
+    if exact:
+        per = df.group_by([*columns, TARGET]).agg(pl.len().alias("n"))
+        grp = per.group_by(columns).agg(
+            pl.col("n").sum(), pl.col("n").max().alias("top"), pl.len().alias("k")
+        )
+        conflict = grp.filter(pl.col("k") > 1)
+        out["conflict_groups"] = conflict.height
+        out["conflict_rows"] = int(conflict["n"].sum()) if conflict.height else 0
+        out["best"] = int(grp["top"].sum())
+    return out
+
+
+def _shuffled(
+    ray: Any, cluster: Cluster, df: pl.DataFrame, columns: list[str], normalisation: str, exact: bool
+) -> dict[str, int]:
+    """Two shuffles by hash: the hashes alone (8 bytes a row) to find those that repeat, then only the
+    rows that hold one (the local check's candidate rows), grouped on their real values."""
+    parts = cluster.partitions
+    step = max(1, min(SHARD_ROWS, -(-df.height // parts)))
+    shards = [df.select(*columns, TARGET).slice(lo, step) for lo in range(0, df.height, step)]
+    shard_refs = [ray.put(sh) for sh in shards]
+    hmap = remote(ray, _hash_map, num_returns=parts + 1)
+    hashed = [hmap.remote(ref, columns, normalisation, parts) for ref in shard_refs]
+    rep = remote(ray, _repeated)
+    repeated = [rep.remote(*[m[r] for m in hashed]) for r in range(parts)]
+    rmap = remote(ray, _rows_map, num_returns=parts)
+    rows = [
+        rmap.remote(ref, m[-1], columns, normalisation, parts, *repeated)
+        for ref, m in zip(shard_refs, hashed, strict=True)
+    ]
+    reducer = remote(ray, _reduce)
+    done = ray.get([reducer.remote(columns, exact, *[m[r] for m in rows]) for r in range(parts)])
+    total = {key: sum(d[key] for d in done) for key in done[0]}
+    total["largest"] = max(d["largest"] for d in done)
+    # A row outside the candidates is alone in its group: it counts one towards the ceiling.
+    total["best"] += df.height - total["cand"]
+    return total
+
+
+def _dup(t: dict[str, int], height: int) -> dict[str, Any]:
+    return {
+        "groups": t["groups"],
+        "rows": t["rows"],
+        "share": round(t["rows"] / height, 6),
+        "largest_group_rows": t["largest"],
+    }
+
+
+def identity_stats(
+    ray: Any, cluster: Cluster, df: pl.DataFrame, columns: list[str], normalisation: str
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(duplicate_stats exact, duplicate_stats after `normalisation`, conflict_stats), by Ray tasks."""
+    if df.height == 0 or not columns:
+        exact = duplicate_stats(df, columns, "none")
+        return exact, exact, conflict_stats(df, columns)
+    t = _shuffled(ray, cluster, df, columns, "none", exact=True)
+    exact = _dup(t, df.height)
+    norm = (
+        _dup(_shuffled(ray, cluster, df, columns, normalisation, False), df.height)
+        if normalisation != "none"
+        else exact
+    )
+    conf = {
+        "groups": t["conflict_groups"],
+        "rows": t["conflict_rows"],
+        "noise_ceiling_accuracy": round(t["best"] / df.height, 6),
+        "rows_above_ceiling": df.height - t["best"],
+    }
+    return exact, norm, conf

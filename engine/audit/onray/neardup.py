@@ -1,0 +1,263 @@
+"""The near-duplicate search as Ray tasks: the same exact pairs, the same counts as the local search
+(engine/audit/neardup; its docstring defines the method), its steps spread over the cluster's workers.
+
+1. Pass 1 — one task per chunk of distinct texts (shingles.chunks, at least two chunks per worker where
+   the texts allow): hash the chunk's shingles; return its part of the shingle count table, (bucket,
+   count) in COUNT_RANGES bucket ranges, and keep the hashed chunk in the object store. Reduce task r
+   sums range r over every chunk (a sum does not depend on the order: the local table); the driver
+   joins the ranges (32 MB).
+2. Pass 2 — one task per chunk, given its hashed chunk and the table: the chunk's extended prefixes
+   and sketches (shingles.chunk_pass2). The driver assembles them in text order (shingles.assemble).
+3. Candidates, the shuffle by prefix-pair hash — map tasks over blocks of texts make their prefix-pair
+   signatures and return one array per partition (the signature hash's high 32 bits scaled to the
+   partition count, as the local search's passes); reduce task r takes partition r of every map task,
+   sorts and matches it (candidates._positional_pairs, the sketch bound). A signature's partition is
+   a function of its kept key bits (these are at least 32 while texts × prefix positions fit 2^32), so
+   equal keys meet in one reducer, as they meet in one local pass. The single-shingle path (tiny texts
+   and long prefixes) is one task. The candidates are the union of the reducers', made unique.
+4. Verification — one task per block of candidates (about VERIFY_SHINGLES shingles), given the texts of
+   that block only: exact Jaccard (verify.verify_pairs).
+Distinct texts (the exact-duplicate grouping of rows by normalised text), the count-table sum, the
+prefix assembly and the expansion of text pairs to row pairs run on the driver, as in the local search.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from claimcheck.engine.audit.neardup import NearDupResult, _expand, _no_pairs
+from claimcheck.engine.audit.neardup.arrays import small_pages, split_codes, unique
+from claimcheck.engine.audit.neardup.candidates import (
+    GEN_BLOCK,
+    LONG_PREFIX,
+    SIG_BLOCK,
+    Packing,
+    _pair_signatures,
+    _positional_pairs,
+    _single_pairs,
+    sketch_ok,
+)
+from claimcheck.engine.audit.neardup.hashing import normalised_row_hashes
+from claimcheck.engine.audit.neardup.shingles import (
+    CHUNK_TEXTS,
+    COUNT_BITS,
+    Prefixes,
+    _hash_chunk,
+    assemble,
+    chunk_pass2,
+    chunks,
+)
+from claimcheck.engine.audit.neardup.verify import VERIFY_SHINGLES, verify_pairs
+from claimcheck.engine.audit.onray import Cluster, remote
+from claimcheck.engine.audit.texts import Texts, distinct_texts
+
+_MASK = np.uint64((1 << COUNT_BITS) - 1)
+COUNT_RANGES = 16  # the count table is summed in this many bucket ranges, one reduce task each
+_RANGE = (1 << COUNT_BITS) // COUNT_RANGES
+
+
+# ---------------------------------------------------------------- tasks (run on the workers)
+
+
+def _pass1(frame: pl.DataFrame, columns: list[str], k: int, parts: int) -> tuple[Any, ...]:
+    """A chunk's shingles hashed: its count-table part split into `parts` bucket ranges ((bucket,
+    count) each), then the hashed chunk for pass 2."""
+    x = _hash_chunk(Texts(frame, columns, np.arange(frame.height, dtype=np.int64)), 0, frame.height, k)
+    buckets, counts = np.unique(x.h & _MASK, return_counts=True)
+    cuts = np.searchsorted(buckets, np.arange(1, parts, dtype=np.uint64) * np.uint64(_RANGE))
+    ranges = [
+        (b.astype(np.int64), c.astype(np.int64))
+        for b, c in zip(np.split(buckets, cuts), np.split(counts, cuts), strict=True)
+    ]
+    held = (x.store, None if x.distinct or x.d is None else x.d.astype(np.int64), x.per, x.distinct)
+    return (*ranges, held)
+
+
+def _count_range(r: int, *parts: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Bucket range r of the count table: every chunk's counts there, summed."""
+    table = np.zeros(_RANGE, dtype=np.int64)
+    for buckets, counts in parts:
+        table[buckets - r * _RANGE] += counts  # buckets are distinct within one part: exact
+    return table.astype(np.uint32)
+
+
+def _pass2(held: tuple, m: int, counts: np.ndarray, threshold: float) -> Any:
+    store, d, per, distinct = held
+    if not distinct and d is None:
+        d = np.repeat(np.arange(m, dtype=np.int64), per)
+    return chunk_pass2(store, None if distinct else d, per, m, counts, threshold)
+
+
+def _bound(c: np.ndarray, p: Prefixes, threshold: float) -> np.ndarray:
+    return c[sketch_ok(c, p, threshold)]
+
+
+def _single(p: Prefixes, threshold: float) -> np.ndarray:
+    """The single-shingle path of candidates.find_candidates (tiny texts and long prefixes)."""
+    from claimcheck.engine.audit.neardup import kernels
+
+    sizes, plen = p.sizes, np.diff(p.offs)
+    doc = np.repeat(np.arange(sizes.size, dtype=np.int32), plen)
+    tiny = sizes <= (1 + threshold) / threshold - 1 + 1e-9
+    big = p.ext > LONG_PREFIX
+    single = tiny[doc] | big[doc]
+    if not single.any():
+        return np.empty(0, dtype=np.uint64)
+    if kernels.available():
+        codes = kernels.single_pairs(p.tok, doc, p.rank, single, sizes, tiny, big, threshold)
+    else:
+        codes = _single_pairs(p, doc, single, tiny, big, threshold)
+    return _bound(codes, p, threshold)
+
+
+def _sig_map(p: Prefixes, sel: np.ndarray, pack: Packing, parts: int) -> tuple[np.ndarray, ...]:
+    """The prefix-pair signatures of texts `sel` (ascending), one array per partition."""
+    t0, t1 = int(sel[0]), int(sel[-1]) + 1
+    lo_e, hi_e = int(p.offs[t0]), int(p.offs[t1])
+    # The entries of texts t0..t1-1 only, with offsets made relative to them.
+    local = p._replace(tok=p.tok[lo_e:hi_e], rank=p.rank[lo_e:hi_e], offs=p.offs - lo_e)
+    doc = np.repeat(np.arange(t0, t1, dtype=np.int32), np.diff(p.offs[t0 : t1 + 1]))
+    sig, high = _pair_signatures(local, doc, sel, pack)
+    part = ((high * np.uint64(parts)) >> np.uint64(32)).astype(np.int64)
+    order = np.argsort(part, kind="stable")
+    cuts = np.cumsum(np.bincount(part, minlength=parts))[:-1]
+    return tuple(np.split(sig[order], cuts))
+
+
+def _sig_reduce(p: Prefixes, pack: Packing, threshold: float, *parts: np.ndarray) -> np.ndarray:
+    """One partition of signatures from every map task: sorted, matched, bounded."""
+    packed = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
+    packed.sort()
+    key, own, at = pack.unpack(packed)
+    del packed
+    out = [_bound(c, p, threshold) for c, _ in _positional_pairs(key, own, at, p.sizes, threshold)]
+    return unique(np.concatenate(out)) if out else np.empty(0, dtype=np.uint64)
+
+
+def _verify(
+    frame: pl.DataFrame, columns: list[str], codes: np.ndarray, sizes: np.ndarray, k: int
+) -> np.ndarray:
+    """Exact Jaccard of a block's candidate pairs (codes over the block's own texts, `frame`'s rows)."""
+    texts = Texts(frame, columns, np.arange(frame.height, dtype=np.int64))
+    return verify_pairs(texts, codes, sizes, k)[2]
+
+
+# ---------------------------------------------------------------- driver
+
+
+def near_duplicates(
+    ray: Any,
+    cluster: Cluster,
+    df: pl.DataFrame,
+    text_columns: list[str],
+    *,
+    row_id: str = "row_id",
+    threshold: float = 0.8,
+    shingle_size: int = 5,
+) -> NearDupResult:
+    """engine.audit.neardup.near_duplicates with its steps as Ray tasks on `cluster` (module docstring)."""
+    if df.height == 0 or not text_columns:
+        return NearDupResult(_no_pairs(), 0, 0, 0, 0)
+    with small_pages():
+        texts, rows, text_of = distinct_texts(
+            df, text_columns, row_id, normalised_row_hashes(df, text_columns)
+        )
+        p = _prefixes(ray, cluster, texts, shingle_size, threshold)
+        codes = _candidates(ray, cluster, p, threshold)
+        sizes = p.sizes
+        del p
+        a, b = split_codes(codes)
+        jac = _verified(ray, cluster, texts, codes, sizes, shingle_size)
+    hit = jac >= threshold - 1e-12
+    a, b, jac = a[hit], b[hit], jac[hit]
+    return NearDupResult(
+        _expand(rows, text_of, a, b, jac), texts.len(), int(codes.size), int(a.size), int(sizes.sum())
+    )
+
+
+def _chunk_frame(texts: Texts, lo: int, hi: int) -> pl.DataFrame:
+    return texts.frame[texts.reps[lo:hi]]
+
+
+def pass_bounds(texts: Texts, cluster: Cluster) -> list[tuple[int, int]]:
+    """The chunks of passes 1 and 2: at least two per worker where the texts allow (1,000 texts at the
+    least), at most the local search's CHUNK_TEXTS."""
+    split = max(1, min(CHUNK_TEXTS // 1000, -(-2 * cluster.workers * CHUNK_TEXTS // max(texts.len(), 1))))
+    return chunks(texts, split)
+
+
+def _prefixes(ray: Any, cluster: Cluster, texts: Texts, k: int, threshold: float) -> Prefixes:
+    """Passes 1 and 2 (module docstring, steps 1-2)."""
+    n = texts.len()
+    bounds = pass_bounds(texts, cluster)
+    p1 = remote(ray, _pass1, num_returns=COUNT_RANGES + 1)
+    outs = [p1.remote(_chunk_frame(texts, lo, hi), texts.columns, k, COUNT_RANGES) for lo, hi in bounds]
+    # The count table's shuffle: reducer r sums bucket range r of every chunk; the driver joins the ranges.
+    summed = remote(ray, _count_range)
+    slices = [summed.remote(r, *[o[r] for o in outs]) for r in range(COUNT_RANGES)]
+    table = ray.put(np.concatenate(ray.get(slices)))
+    del slices
+    p2 = remote(ray, _pass2)
+    done = ray.get(
+        [p2.remote(o[-1], hi - lo, table, threshold) for (lo, hi), o in zip(bounds, outs, strict=True)]
+    )
+    del outs
+    return assemble(zip(bounds, done, strict=True), n)
+
+
+def _candidates(ray: Any, cluster: Cluster, p: Prefixes, threshold: float) -> np.ndarray:
+    """find_candidates with the signature shuffle done by Ray (module docstring, step 3)."""
+    plen = np.diff(p.offs)
+    big = p.ext > LONG_PREFIX
+    p_ref = ray.put(p)
+    refs = [remote(ray, _single).remote(p_ref, threshold)]
+    sel = np.flatnonzero(~big & (plen >= 2))
+    if sel.size:
+        n_sig = plen[sel] * (plen[sel] - 1) // 2
+        total = int(n_sig.sum())
+        # Two partitions per worker CPU, more where a partition would hold over SIG_BLOCK signatures; at
+        # least one map block per partition, at most GEN_BLOCK signatures each.
+        parts = max(cluster.partitions, -(-total // SIG_BLOCK))
+        block = max(1, min(GEN_BLOCK, -(-total // parts)))
+        ends = np.searchsorted(np.cumsum(n_sig), np.arange(1, -(-total // block) + 1) * block, side="left")
+        cuts = np.unique(np.concatenate([[0], np.minimum(ends + 1, sel.size)]))
+        pack = Packing(
+            max(int(p.sizes.size - 1).bit_length(), 1), max(int(p.ext[sel].max() - 1).bit_length(), 1)
+        )
+        smap = remote(ray, _sig_map, num_returns=parts)
+        maps = [
+            smap.remote(p_ref, sel[lo:hi], pack, parts) for lo, hi in zip(cuts[:-1], cuts[1:], strict=True)
+        ]
+        sred = remote(ray, _sig_reduce)
+        refs += [sred.remote(p_ref, pack, threshold, *[m[r] for m in maps]) for r in range(parts)]
+    out = ray.get(refs)
+    del p_ref
+    return unique(np.concatenate(out)) if out else np.empty(0, dtype=np.uint64)
+
+
+def _verified(
+    ray: Any, cluster: Cluster, texts: Texts, codes: np.ndarray, sizes: np.ndarray, k: int
+) -> np.ndarray:
+    """Exact Jaccard of every candidate, in codes' order (module docstring, step 4)."""
+    if codes.size == 0:
+        return np.zeros(0, dtype=np.float64)
+    a, b = split_codes(codes)
+    work = np.cumsum(sizes[a] + sizes[b])
+    blocks = max(cluster.workers, -(-int(work[-1]) // VERIFY_SHINGLES))
+    marks = np.searchsorted(work, np.arange(1, blocks) * (work[-1] / blocks)) + 1
+    stops = np.unique(np.append(np.minimum(marks, a.size), a.size))
+    task = remote(ray, _verify)
+    refs, lo = [], 0
+    for hi in stops.tolist():
+        if hi <= lo:
+            continue
+        pa, pb = a[lo:hi], b[lo:hi]
+        docs = unique(np.concatenate([pa, pb]))
+        ia, ib = np.searchsorted(docs, pa), np.searchsorted(docs, pb)
+        local = (ia.astype(np.uint64) << np.uint64(32)) | ib.astype(np.uint64)
+        refs.append(task.remote(texts.frame[texts.reps[docs]], texts.columns, local, sizes[docs], k))
+        lo = hi
+    return np.concatenate(ray.get(refs))

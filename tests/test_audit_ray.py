@@ -1,0 +1,142 @@
+"""The audit on a Ray cluster (engine/audit/onray): on the loopback Ray head the tests start (two worker
+CPUs: two worker processes), the near-duplicate search and the duplicate / conflict keys run as Ray tasks
+and give the local run's figures — the same pairs file byte for byte, the same measured values — with
+the cluster named in the coverage line; a session audited on Ray replays locally."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from claimcheck.engine.audit import budget as B
+from claimcheck.engine.audit import onray
+from claimcheck.engine.pipeline.context import StageContext
+from claimcheck.engine.stages.source import run as source
+from tests.test_audit_memory import _bring_scripts, _planted
+from tests.test_provider_ray import ray_head  # noqa: F401  (the loopback head, one per test run)
+
+pytestmark = pytest.mark.ray
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "sample_data" / "tickets.csv"
+RAY_IDS = ("source.near_duplicates", "source.duplicate_inputs", "source.conflicting_labels")
+
+
+def _source(ws: Path, tag: str, inputs: dict[str, Any]) -> tuple[Any, Path]:
+    ctx = StageContext(session_dir=ws / f"s-{tag}", workspace=ws)
+    return source.run(source.Inputs(**inputs), {}, ctx), ctx.session_dir
+
+
+def _figures(rec: Any) -> str:
+    return json.dumps(
+        {c.id: [c.measured, c.status, c.summary, B.strip_note(c.coverage)] for c in rec.checks},
+        sort_keys=True,
+        default=str,
+    )
+
+
+def _same_on_ray(ws: Path, inputs: dict[str, Any], address: str) -> Any:
+    here, here_dir = _source(ws, "local", inputs)
+    there, there_dir = _source(ws, "ray", {**inputs, "audit_backend": "ray", "audit_ray_address": address})
+    assert _figures(there) == _figures(here)
+    pairs = "data/near_duplicates.parquet"
+    assert (there_dir / pairs).read_bytes() == (here_dir / pairs).read_bytes()
+    for cid in RAY_IDS:
+        cov = there.check(cid).coverage
+        assert f" · ray: {address}, cluster session_" in cov, cov
+        assert "2 worker CPU(s) on 1 node(s), ray 2." in cov, cov
+        assert " · ray: " not in here.check(cid).coverage
+    return there
+
+
+def test_planted_near_and_exact_copies_give_the_local_figures_on_ray(
+    tmp_path: Path,
+    ray_head: Any,  # noqa: F811
+) -> None:
+    """Planted exact and near copies, nulls in an input, conflicting labels, normalisation on: every
+    figure of the source stage equal, the pairs file identical, and there is something to find."""
+    frame = _planted(4000)
+    frame.write_csv(tmp_path / "d.csv")
+    inputs = dict(
+        files=["d.csv"],
+        label_column="label",
+        label_mapping={"x": "x", "y": "y", "z": "z"},
+        input_columns=["body", "kind"],
+        text_columns=["body"],
+        near_dup_threshold=0.7,
+        shingle_size=2,
+        normalisation="lower_strip_ws",
+    )
+    there = _same_on_ray(tmp_path, inputs, ray_head.client_address)
+    near = there.check("source.near_duplicates").measured
+    assert near["pairs"] > 0 and near["candidates"] >= near["text_pairs"] > 0
+    assert there.check("source.duplicate_inputs").measured["exact"]["groups"] > 0
+    assert there.check("source.conflicting_labels").measured["groups"] > 0
+
+
+def test_session_audited_on_ray_replays_locally(
+    tmp_path: Path,
+    ray_head: Any,  # noqa: F811
+) -> None:
+    """The documented tickets example through `run --answers` with audit_backend = "ray": its figures are
+    the local run's, and `--replay` (local: no cluster needed) reproduces every check."""
+    import tomlkit
+
+    from claimcheck.engine.headless.answers import run_answers
+    from claimcheck.engine.headless.replay import replay
+
+    if not SAMPLE.exists():
+        pytest.skip("sample_data/tickets.csv is not generated")
+    (tmp_path / "sample_data").mkdir()
+    (tmp_path / "sample_data" / "tickets.csv").write_bytes(SAMPLE.read_bytes())
+    example = tomllib.loads((ROOT / "docs" / "answers-example.toml").read_text())
+    answers = {k: example[k] for k in ("session", "claim", "source")}
+    _bring_scripts(tmp_path, answers["source"])
+    answers["session"]["workspace"] = "."
+    (tmp_path / "local.toml").write_text(tomlkit.dumps(answers))
+    answers["source"].update(audit_backend="ray", audit_ray_address=ray_head.client_address)
+    (tmp_path / "ray.toml").write_text(tomlkit.dumps(answers))
+    for tag in ("local", "ray"):
+        made = run_answers(tmp_path / f"{tag}.toml", tmp_path / tag)
+        assert made.exit_code == 0, made.render_table()
+    rec = {t: tomllib.loads((tmp_path / t / "02-source.toml").read_text()) for t in ("local", "ray")}
+    checks = {t: {c["id"]: c for c in rec[t]["checks"]} for t in rec}
+    for cid in RAY_IDS:
+        assert checks["ray"][cid]["measured"] == checks["local"][cid]["measured"], cid
+        assert " · ray: " in checks["ray"][cid]["coverage"]
+    pairs = "data/near_duplicates.parquet"
+    assert (tmp_path / "ray" / pairs).read_bytes() == (tmp_path / "local" / pairs).read_bytes()
+    result = replay(tmp_path / "ray")
+    assert result.exit_code == 0, result.render_table()
+    rows = {(r.stage, r.check): r.outcome for r in result.rows}
+    for cid in RAY_IDS:
+        assert rows[("source", cid)] == "reproduced", cid
+
+
+def test_ray_backend_without_a_cluster_is_refused_up_front(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(onray.ADDRESS_ENV, raising=False)
+    with pytest.raises(onray.RayAuditError, match="audit_ray_address"):
+        onray.resolve("ray", "")
+    assert onray.resolve("ray", "", replay=True) == ("local", "")
+    monkeypatch.setenv(onray.ADDRESS_ENV, "ray://cluster:10001")
+    assert onray.resolve("ray", "") == ("ray", "ray://cluster:10001")
+    assert onray.resolve("ray", "host:6379") == ("ray", "host:6379")
+    assert onray.resolve("local", "host:6379") == ("local", "")
+    # Without the `ray` package the setting is refused before any data is read, naming the extra.
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(onray.RayAuditError, match=r"claimcheck\[ray\]"):
+        onray.resolve("ray", "host:6379")
+    assert onray.resolve("local", "") == ("local", "")
+
+
+def test_replay_ignores_the_ray_part_of_coverage() -> None:
+    note = onray.Cluster("ray://h:10001", "session_x", 8, 2, "2.60.0").note()
+    assert B.strip_note("full" + note) == "full"
+    assert B.strip_note("full · memory: bounded (budget 1.0 MiB, setting)" + note) == "full"
+    assert B.strip_note(note[len(" · ") :]) == ""
