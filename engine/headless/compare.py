@@ -101,6 +101,7 @@ LATER_CHECKS: frozenset[str] = frozenset(
         "source.selection",
         "split.subgroup_support",
         "artifact.subgroups",
+        "contract.search_concurrency",
     }
 )
 
