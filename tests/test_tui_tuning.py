@@ -32,7 +32,7 @@ def _row_pattern(rec) -> str:
     """The table line of one ledger row: its name, state, each setting and its dev figure."""
     name = f"t{rec.number}" + (f" s{rec.seed}" if rec.kind == "repeat" else "")
     dev = f"{rec.value:.4f}" if rec.value is not None else "–"
-    return rf"^{re.escape(name)}\s+{rec.state}\s+.*\s{re.escape(dev)}\s+[\d.]+ s$"
+    return rf"^{re.escape(name)}\s+{rec.state}\s+.*\s{re.escape(dev)}\s+(\d+ min )?[\d.]+ s$"
 
 
 def _assert_rows_are_the_ledger(text: str, ledger) -> None:
@@ -209,3 +209,23 @@ async def test_a_search_started_from_the_app_shows_its_trials_live(
         _assert_rows_are_the_ledger(body(), ledger)
         sel = parse(record.check("contract.search_selection"), SearchSelection)
         assert f"rule: {sel.rule}" in body() and f"chosen: trial {sel.chosen_trial} (" in body()
+
+
+def test_the_table_marks_a_running_trials_live_figure_and_a_reused_trials_attribution() -> None:
+    from claimcheck.engine.stages.contract.search_view import LiveTrial, SearchView
+
+    rows = [
+        LiveTrial(number=0, kind="trial", seed=3, state="complete", settings={"optimizer.lr": 1e-3, "lora.r": 4},
+                  value=0.5, duration_s=75.0, memory_bytes=2**30, step_s=0.5),
+        LiveTrial(number=1, kind="trial", seed=3, state="running", settings={"optimizer.lr": 3e-3, "lora.r": 4},
+                  live_value=0.25, live_step=6, total_steps=12, duration_s=5.0, memory_bytes=2**30, step_s=0.5,
+                  resources_from=0, resources_from_seed=3, resources_from_digest="sha256:" + "a" * 64),
+        LiveTrial(number=2, kind="trial", seed=3, state="pruned", settings={"optimizer.lr": 1e-2, "lora.r": 8},
+                  duration_s=3.0, reason="behind the median of earlier trials at the same step"),
+    ]  # fmt: skip
+    text = trials_table(SearchView(revision=1, metric="macro_f1", rows=rows), WIDTH).plain
+    lines = text.splitlines()
+    assert re.match(r"^t0\s+complete\s+lr 0\.001 · r 4\s+0\.5000\s+1 min 15 s$", lines[1]), lines[1]
+    assert re.match(r"^t1\s+6/12\s+lr 0\.003 · r 4\s+0\.2500\*\s+5\.0 s$", lines[2]), lines[2]
+    assert lines[3] == "    memory 1 GiB, 0.5 s/step reused from t0 (sha256:aaaaaaaa…)"
+    assert re.match(r"^t2\s+pruned\s+lr 0\.01 · r 8\s+–\s+3\.0 s$", lines[4]) and "median" in lines[5]

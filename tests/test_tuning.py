@@ -286,6 +286,9 @@ def test_the_tuned_session_replays_and_the_report_discloses_the_search(tuned: Pa
     text = (session / "report.md").read_text()
     assert "Tuning: search revision 1 (grid, 6 trials declared" in text
     assert "6 trials run: 6 complete, 0 failed" in text
+    conc = parse(_contract(tuned).check("contract.search_concurrency"), TU.SearchConcurrency)
+    assert f"{conc.bound} trial(s) at a time of 2 declared (local)" in text
+    assert "reused an earlier trial's memory estimate and step time" in text
 
 
 @pytest.mark.slow

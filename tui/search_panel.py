@@ -82,18 +82,16 @@ def trials_table(view: SearchView, width: int) -> Text:
             t.append_text(literal(f"         {r.reason}", "dim", limit=max(40, width - 2)))
             t.append("\n")
         if r.resources_from is not None:
-            t.append_text(literal(f"         {_reuse(r)}", "dim", limit=max(40, width - 2)))
+            t.append_text(literal(f"    {_reuse(r)}", "dim", limit=max(40, width - 2)))
             t.append("\n")
     return t
 
 
 def _reuse(r: LiveTrial) -> str:
-    """'memory 0.021 GiB, 0.031 s/step: t1's (sha256:…), not measured again'"""
+    """'memory 0.021 GiB, 0.031 s/step reused from t1 (sha256:1a2b3c4d…)'"""
     mem = f"memory {r.memory_bytes / 1024**3:.3g} GiB" if r.memory_bytes else "memory –"
     step = f"{r.step_s:.3g} s/step" if r.step_s is not None else "– s/step"
-    return (
-        f"{mem}, {step}: t{r.resources_from}'s ({(r.resources_from_digest or '')[:19]}…), not measured again"
-    )
+    return f"{mem}, {step} reused from t{r.resources_from} ({(r.resources_from_digest or '')[:15]}…)"
 
 
 def render_search(view: SearchView, record: StageRecord | None, width: int) -> Text:

@@ -120,7 +120,7 @@ def bound(search: Search, base: dict[str, Any], meta: Any) -> dict[str, Any]:
         what = ", ".join(f"{k} = {v}" for k, v in largest.items()) or "the base contract's settings"
         reasons.append(
             f"{MEMORY_SHARE:.0%} of {available / memory.GIB:.2f} GiB available over the largest trial's "
-            f"estimate {per_trial / memory.GIB:.3f} GiB ({what}) = {by_memory}"
+            f"estimate {per_trial / memory.GIB:.3f} GiB ({what}; framework memory not included) = {by_memory}"
         )
     limits = [
         name
