@@ -61,3 +61,12 @@ def real_workspace(tmp_path_factory) -> Path:
 def real_session(real_workspace: Path) -> Path:
     """The session folder of the real session (read only: copy it with rs.copy_workspace to edit)."""
     return real_workspace / rs.SESSION
+
+
+@pytest.fixture(scope="session")
+def tuned_workspace(tmp_path_factory) -> Path:
+    """The workspace of docs/answers-tuning.toml run CI-sized (tests/real_session.py build_tuned);
+    read only: copy it with rs.copy_tuned to edit or to open in the app."""
+    if not rs.SAMPLE.exists():
+        pytest.skip("sample_data/tickets.csv is not generated")
+    return rs.build_tuned(tmp_path_factory.mktemp("tuned"))

@@ -57,3 +57,35 @@ def copy_workspace(ws: Path, tmp_path: Path) -> Path:
     dest = tmp_path / "ws"
     shutil.copytree(ws, dest, ignore=shutil.ignore_patterns(".lock"))
     return dest / SESSION
+
+
+# ---------------------------------------------------------------- the tuned session
+
+TUNING = ROOT / "docs" / "answers-tuning.toml"
+TUNED = Path("runs") / "tuned"
+
+
+def build_tuned(ws: Path) -> Path:
+    """docs/answers-tuning.toml (a declared search of 6 trials, the top 2 repeated over 2 seeds) run
+    CI-sized by `claimcheck run --answers` into ws/runs/tuned; the `tuned_workspace` fixture in
+    conftest.py builds it once per test run."""
+    import torch
+
+    from claimcheck.engine.training.tiny import make_tiny_encoder
+    from claimcheck.tui.cli import main
+
+    torch.set_num_threads(1)
+    (ws / "sample_data").mkdir(parents=True)
+    shutil.copy(SAMPLE, ws / "sample_data" / "tickets.csv")
+    answers = ci_sized(tomllib.loads(TUNING.read_text()), make_tiny_encoder(ws / "tiny-encoder"))
+    (ws / "answers.toml").write_text(tomlkit.dumps(answers))
+    code = main(["run", "--answers", str(ws / "answers.toml"), str(ws / TUNED)])
+    assert code == 0, "docs/answers-tuning.toml did not build a session"
+    return ws
+
+
+def copy_tuned(ws: Path, tmp_path: Path) -> Path:
+    """A copy of the tuned workspace; returns its session folder."""
+    dest = tmp_path / "tuned-ws"
+    shutil.copytree(ws, dest, ignore=shutil.ignore_patterns(".lock"))
+    return dest / TUNED

@@ -94,6 +94,7 @@ def test_the_real_session_fits_every_shape(real_session: Path) -> None:
         "SearchDeclaration",
         "SearchTrials",
         "SearchSelection",
+        "SearchConcurrency",
     }
 
 

@@ -26,8 +26,6 @@ from claimcheck.engine.stages.contract.selection import select
 from claimcheck.engine.training import search as S
 from claimcheck.engine.training.schema import Search
 
-ROOT = Path(__file__).resolve().parents[1]
-TUNING = ROOT / "docs" / "answers-tuning.toml"
 BASE = {
     "seed": 3,
     "micro_batch": 16,
@@ -231,25 +229,11 @@ def test_a_trial_behind_the_median_is_cancelled_and_kept_as_pruned(tmp_path: Pat
 # ---------------------------------------------------------------- the documented search, run for real
 
 
-@pytest.fixture(scope="module")
-def tuned(tmp_path_factory) -> Path:
-    """docs/answers-tuning.toml run CI-sized by `claimcheck run --answers`; the workspace."""
-    import shutil
-
-    import torch
-
-    from claimcheck.engine.training.tiny import make_tiny_encoder
-    from claimcheck.tui.cli import main
-    from tests.real_session import SAMPLE, ci_sized
-
-    torch.set_num_threads(1)
-    ws = tmp_path_factory.mktemp("tuned")
-    (ws / "sample_data").mkdir()
-    shutil.copy(SAMPLE, ws / "sample_data" / "tickets.csv")
-    answers = ci_sized(tomllib.loads(TUNING.read_text()), make_tiny_encoder(ws / "tiny-encoder"))
-    (ws / "answers.toml").write_text(tomlkit.dumps(answers))
-    assert main(["run", "--answers", str(ws / "answers.toml"), str(ws / "runs" / "tuned")]) == 0
-    return ws
+@pytest.fixture
+def tuned(tuned_workspace: Path) -> Path:
+    """docs/answers-tuning.toml run CI-sized by `claimcheck run --answers` (built once per test run,
+    conftest.py's tuned_workspace); the workspace."""
+    return tuned_workspace
 
 
 def _contract(ws: Path):
@@ -302,6 +286,9 @@ def test_the_tuned_session_replays_and_the_report_discloses_the_search(tuned: Pa
     text = (session / "report.md").read_text()
     assert "Tuning: search revision 1 (grid, 6 trials declared" in text
     assert "6 trials run: 6 complete, 0 failed" in text
+    conc = parse(_contract(tuned).check("contract.search_concurrency"), TU.SearchConcurrency)
+    assert f"{conc.bound} trial(s) at a time of 2 declared (local)" in text
+    assert "reused an earlier trial's memory estimate and step time" in text
 
 
 @pytest.mark.slow
@@ -433,3 +420,133 @@ def _contract_at(session: Path):
     from claimcheck.engine.ledger.session import Session
 
     return Session.open(session).record("contract")
+
+
+# ---------------------------------------------------------------- throughput / memory evidence, concurrency
+
+
+def _meta_and_base(ws: Path):
+    """The tuned session's base contract (its chosen contract less nothing the estimate reads) and the
+    model on the meta device, as the contract stage builds it."""
+    from claimcheck.engine.training import models
+
+    eff = _contract(ws).check("contract.effective").measured["effective"]
+    return eff, models.meta_model(eff, ws, num_labels=len(eff["label_classes"]))
+
+
+@pytest.mark.slow
+def test_a_trial_with_an_earlier_trials_resource_settings_reuses_its_figures_attributed(tuned: Path) -> None:
+    from claimcheck.engine.stages.contract import trial_resources as R
+    from claimcheck.engine.training import jobfiles
+    from claimcheck.engine.training.pace import step_seconds
+
+    rdir = tuning.revision_dir(tuned / "runs" / "tuned", 1)
+    ledger = tuning.read_ledger(rdir)
+    by = {(r.number, r.seed): r for r in ledger}
+    reused = [r for r in ledger if r.resources_from is not None]
+    measured = [r for r in ledger if r.resources_from is None]
+    # 6 trials over 2 ranks then 4 seed repeats: past the first trial of each rank, figures are reused
+    assert len(reused) >= 4 and {S.resource_key(r.settings)["lora.r"] for r in measured} == {4, 8}
+    for r in reused:
+        src = by[(r.resources_from, r.resources_from_seed)]
+        assert src.digest == r.resources_from_digest and src.resources_from is None
+        assert S.resource_key(src.settings) == S.resource_key(r.settings)
+        assert (r.memory_bytes, r.step_s) == (src.memory_bytes, src.step_s)
+    eff, meta = _meta_and_base(tuned)
+    for r in measured:  # its own estimate, and its own job's step time
+        assert r.memory_bytes == R.estimate_bytes(eff, r.settings, meta) > 0
+        assert r.step_s == round(step_seconds(jobfiles.read_metrics(rdir / "jobs" / r.op_id)), 6)
+    assert R.reuse_problems(ledger) == []
+    forged = [r.model_copy(update={"step_s": (r.step_s or 0) + 1}) if r is reused[0] else r for r in ledger]
+    assert "its figures are not that trial's" in R.reuse_problems(forged)[0]
+
+
+@pytest.mark.slow
+def test_the_search_records_its_concurrency_bound_and_why(tuned: Path, monkeypatch) -> None:
+    from claimcheck.engine import threads
+    from claimcheck.engine.stages.contract import trial_resources as R
+    from claimcheck.engine.training import memory
+
+    rec = _contract(tuned)
+    got = parse(rec.check("contract.search_concurrency"), TU.SearchConcurrency)
+    assert got.declared == 2 and got.bound == min(x for x in (2, got.cores, got.by_memory) if x)
+    assert got.path == "search/r1/resources.toml" and "the least of" in got.why
+    eff, meta = _meta_and_base(tuned)
+    search = _search(concurrency=4)
+    largest = R.estimate_bytes(eff, {"lora.r": 8}, meta)
+    assert largest > R.estimate_bytes(eff, {"lora.r": 4}, meta)
+    monkeypatch.setattr(threads, "usable_cores", lambda: 8)
+    monkeypatch.setattr(memory, "available_memory", lambda device: 100 * largest)
+    free = R.bound(search, eff, meta)
+    assert (free["bound"], free["threads_per_trial"], free["memory_per_trial_bytes"]) == (4, 2, largest)
+    assert "set by declared" in free["why"]
+    monkeypatch.setattr(threads, "usable_cores", lambda: 3)
+    assert (R.bound(search, eff, meta)["bound"], R.bound(search, eff, meta)["threads_per_trial"]) == (3, 1)
+    monkeypatch.setattr(memory, "available_memory", lambda device: int(2.9 * largest / R.MEMORY_SHARE))
+    tight = R.bound(search, eff, meta)
+    assert (tight["bound"], tight["by_memory"]) == (2, 2) and "set by memory" in tight["why"]
+    ray = R.bound(search.model_copy(update={"provider": "ray"}), eff, meta)
+    assert ray["bound"] == 4 and "cluster" in ray["why"]
+
+
+# ---------------------------------------------------------------- live pruning of a real trial job
+
+
+def _grid_order(search: Search) -> list[dict]:
+    """The order the search runs its grid points in (tuning.run_search: the sampler seed's shuffle)."""
+    import random
+
+    points = S.grid_points(search)
+    random.Random(search.sampler_seed).shuffle(points)
+    return points
+
+
+@pytest.mark.slow
+def test_a_real_trial_behind_the_median_is_pruned_while_it_trains(
+    real_workspace: Path, tmp_path: Path
+) -> None:
+    """Two trials one after the other: a learning rate that learns, then one that cannot (1e-7). The
+    second's job is cancelled by Optuna's MedianPruner at a dev evaluation, while it trains, and kept
+    in the ledger as pruned."""
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    from claimcheck.engine.training import jobfiles
+    from claimcheck.tui.cli import main
+    from tests.real_session import copy_workspace
+
+    session = copy_workspace(real_workspace, tmp_path)
+    ws = session.parents[1]
+    answers_path = _crash_answers(ws)
+    answers = tomllib.loads(answers_path.read_text())
+    # long enough (many dev evaluations) that the poll sees the bad trial behind while it still trains
+    answers["contract"].update(max_steps=60, eval_every_steps=6, checkpoint_every_steps=30)
+    space = [{"name": "optimizer.lr", "choices": [1e-2, 1e-7]}]
+    declared = {"sampler": "grid", "space": space, "pruning": "median", "pruning_startup_trials": 1}
+    declared.update(n_trials=2, concurrency=1, finalists=1, seed_repeats=0)
+    seed = next(
+        s for s in range(50) if _grid_order(_search(**declared, sampler_seed=s))[0]["optimizer.lr"] == 1e-2
+    )
+    answers["contract"]["search"].update(declared, sampler_seed=seed)
+    answers_path.write_text(tomlkit.dumps(answers))
+    assert main(["run", "--answers", str(answers_path), str(session)]) == 0
+    rdir = session / "search" / "r1"
+    good, bad = tuning.read_ledger(rdir)
+    assert (good.settings["optimizer.lr"], good.state) == (1e-2, "complete")
+    assert (bad.settings["optimizer.lr"], bad.state, bad.value) == (1e-7, "pruned", None)
+    assert "median" in bad.reason
+    # the pruned trial's job really stopped early: cancelled, short of its steps
+    job = rdir / "jobs" / bad.op_id
+    steps = [s.step for s in jobfiles.latest_steps(jobfiles.read_metrics(job))]
+    assert steps and max(steps) < 60
+    evals = [e for e in jobfiles.dev_evals(jobfiles.read_metrics(job)) if e.kind == "eval" and e.step > 0]
+    assert evals, "pruned before any dev evaluation"
+    study = optuna.load_study(
+        study_name="r1", storage=JournalStorage(JournalFileBackend(str(rdir / "study.journal")))
+    )
+    assert [t.state for t in study.trials] == [
+        optuna.trial.TrialState.COMPLETE,
+        optuna.trial.TrialState.PRUNED,
+    ]
+    assert _contract_at(session).check("contract.search_trials").status == "pass"

@@ -33,6 +33,7 @@ from claimcheck.tui.form_checks import column_choices, form_check, form_order
 from claimcheck.tui.forms import StageForm
 from claimcheck.tui.panels import DispatchPanel, VisualPanel
 from claimcheck.tui.safe import clean, literal
+from claimcheck.tui.search_panel import ContractPanel
 from claimcheck.tui.stage_words import stage_banner, verdict_of
 from claimcheck.tui.widgets import BoundedTable, CheckDetail, ChecksTable, Loader, NotesPanel
 
@@ -128,6 +129,8 @@ class StageView(Vertical):
             with TabPane("Visual", id="tab-visual"):
                 if self.spec.name == "dispatch":
                     yield DispatchPanel(self.session.path / "jobs", classes="visual")
+                elif self.spec.name == "contract":  # with a declared search's trials, live
+                    yield ContractPanel(self.session.path, classes="visual")
                 else:
                     yield VisualPanel(self.spec.name, classes="visual")
             with TabPane("Notes", id="tab-notes"):

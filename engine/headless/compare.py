@@ -103,6 +103,7 @@ LATER_CHECKS: frozenset[str] = frozenset(
         "split.subgroup_support",
         "artifact.subgroups",
         "artifact.errors",
+        "contract.search_concurrency",
     }
 )
 

@@ -357,6 +357,12 @@ def _tuning(c: _Ctx) -> None:
         text += f"; selection on dev only — {sel.rule}; the contract cites trial {sel.chosen_trial} ({sel.chosen_digest[:19]}…)"
     if decl.earlier_revisions:
         text += f"; {len(decl.earlier_revisions)} earlier revision(s) of the search kept in the session"
+    conc = parse(rec.check("contract.search_concurrency"), TU.SearchConcurrency)
+    if conc is not None:
+        text += f"; {conc.bound} trial(s) at a time of {conc.declared} declared ({conc.provider})"
+    if trials is not None and any(r.resources_from is not None for r in trials.rows):
+        reused = sum(r.resources_from is not None for r in trials.rows)
+        text += f"; {reused} trial(s) reused an earlier trial's memory estimate and step time"
     c.add(Heading(2, "Tuning"), Para(text + "."))
 
 

@@ -28,6 +28,14 @@ class TrialRecord(Part):
     started_at: str
     ended_at: str = ""
     trainable_params: int = 0
+    # The memory estimate (bytes, docs/memory-estimate.md, at max_length) and measured seconds per
+    # optimizer step: this trial's own, or, where resources_from names an earlier trial with the same
+    # micro_batch / grad_accum / lora.r, that trial's, reused and not measured again.
+    memory_bytes: int | None = None
+    step_s: float | None = None
+    resources_from: int | None = None
+    resources_from_seed: int | None = None
+    resources_from_digest: str | None = None
 
 
 class Revision(Part):
@@ -73,6 +81,11 @@ class TrialRow(Part):
     ended_at: str = ""
     file: str
     file_sha256: str
+    memory_bytes: int | None = None
+    step_s: float | None = None
+    resources_from: int | None = None
+    resources_from_seed: int | None = None
+    resources_from_digest: str | None = None
 
 
 class SearchTrials(Shape):
@@ -112,3 +125,24 @@ class SearchSelection(Shape):
     chosen_digest: str
     chosen_settings: dict[str, float | int | str]
     contract_digest: str = ""
+
+
+class SearchConcurrency(Shape):
+    """How many trials the search ran at once on this machine, and why (search/r<N>/resources.toml,
+    written when the search runs)."""
+
+    check_ids = ("contract.search_concurrency",)
+    path: str
+    sha256: str
+    provider: str
+    declared: int
+    cores: int | None = None
+    by_cores: int | None = None
+    threads_per_trial: int | None = None
+    largest_settings: dict[str, float | int | str] = Field(default_factory=dict)
+    memory_per_trial_bytes: int = 0
+    memory_available_bytes: int = 0
+    by_memory: int | None = None
+    bound: int
+    why: str
+    measured_at: str

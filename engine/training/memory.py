@@ -185,3 +185,18 @@ class PeakMeter:
             "peak_bytes": int(peak),
             "measured_bytes": max(0, int(peak) - int(self.baseline)),
         }
+
+
+def available_memory(device: str) -> int:
+    """Memory free for more work on the effective device: the machine's MemAvailable for CPU
+    (/proc/meminfo; its total where that cannot be read), GPU 0's total memory for CUDA."""
+    if device == "cuda":
+        return device_memory(device)
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return device_memory(device)

@@ -187,3 +187,26 @@ def trial_effective(
 
 def settings_text(settings: dict[str, Any]) -> str:
     return ", ".join(f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}" for k, v in settings.items())
+
+
+# Settings that change a trial's memory estimate or the time of one optimizer step. A trial whose
+# values of these equal an earlier trial's reuses that trial's estimate and measured step time.
+RESOURCE_SETTINGS = ("micro_batch", "grad_accum", "lora.r")
+# Of those, the ones a larger value of makes the memory estimate larger.
+MEMORY_SETTINGS = ("micro_batch", "lora.r")
+
+
+def resource_key(settings: dict[str, Any]) -> dict[str, Any]:
+    """The trial's values of the settings its memory estimate and step time depend on."""
+    return {k: settings[k] for k in RESOURCE_SETTINGS if k in settings}
+
+
+def largest_settings(search: Search) -> dict[str, Any]:
+    """The largest value the search may give each memory setting it varies (its most memory-hungry
+    trial, for the concurrency bound)."""
+    out: dict[str, Any] = {}
+    for s in search.space:
+        if s.name in MEMORY_SETTINGS:
+            top = max(s.choices) if s.choices else s.high
+            out[s.name] = typed(s.name, top)
+    return out

@@ -44,8 +44,9 @@ declare(
 declare("contract.fit_timing", TIMING, tasks=TRAINED, shaped=False, required=False)
 declare("contract.memory_measured", PB_MEM_MEASURED, tasks=TRAINED, required=False)
 # A declared tuning search (engine/stages/contract/tuning.py): recorded only when the contract has one.
-from claimcheck.engine.stages.contract.tuning import PB_KEEP, PB_SEARCH, PB_TIED  # noqa: E402
+from claimcheck.engine.stages.contract.tuning import PB_CONCURRENCY, PB_KEEP, PB_SEARCH, PB_TIED  # noqa: E402
 
 declare("contract.search_declaration", f"{PB_SEARCH} {PB_TIED}", tasks=TRAINED, required=False)
 declare("contract.search_trials", PB_KEEP, tasks=TRAINED, required=False)
 declare("contract.search_selection", PB_KEEP, tasks=TRAINED, required=False)
+declare("contract.search_concurrency", PB_CONCURRENCY, tasks=TRAINED, required=False)

@@ -85,7 +85,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     if inputs.search is not None:
         from claimcheck.engine.stages.contract.tuning import tune
 
-        eff, search_checks = tune(inputs.search, eff, res, upstream, ctx)
+        eff, search_checks = tune(inputs.search, eff, res, upstream, ctx, facts.get("meta"))
         checks.extend(search_checks)
 
     checks.append(_requested_vs_effective(res))

@@ -7,6 +7,8 @@ Layout in the session folder (search/r<revision>/):
     study.journal        Optuna's journal storage: the study survives a crash and resumes
     trials/t<NNN>.toml   the ledger: one file per trial (state, settings, digest, dev figure, reason)
     trials/t<NNN>-s<seed>.toml   a finalist's seed repeat
+    resources.toml       how many trials run at once on this machine and why (cores, memory estimate),
+                         rewritten each time the search runs
     jobs/<op_id>/        each trial's job, exported and launched like the final run's
 
 Each trial's contract is the base effective contract with the trial's settings
@@ -164,6 +166,10 @@ class Study:
     frozen: Frozen
     lower_is_better: bool
     metric: str
+    meta: Any = None  # the model on the meta device (no weights): the trials' memory estimates
+    bound: int = 0  # trials at once on this machine (resources.toml); 0 until the search runs
+    threads: int | None = None  # each local trial job's threads (cores shared between the trials)
+    estimates: dict[str, int | None] = field(default_factory=dict)  # memory estimate by resource key
 
 
 def run_search(st: Study) -> list[TrialRecord]:
@@ -192,6 +198,7 @@ def run_search(st: Study) -> list[TrialRecord]:
         for point in points[: st.search.n_trials]:
             study.enqueue_trial(point)
     provider = _provider(st)
+    write_resources(st)
     pending: dict[str, Pending] = {}
     ledger = {(r.number, r.seed, r.kind): r for r in read_ledger(st.rdir)}
     names = {s.name for s in st.search.space}
@@ -208,7 +215,7 @@ def run_search(st: Study) -> list[TrialRecord]:
             )
             pending[rec.op_id + f"#{t.number}"] = Pending(rec, _launch(st, provider, rec), None)
     while True:
-        while len(pending) < st.search.concurrency and _asked(study) < st.search.n_trials:
+        while len(pending) < st.bound and _asked(study) < st.search.n_trials:
             trial = study.ask()
             settings = {s.name: _suggest(trial, s) for s in st.search.space}
             rec = _trial_record(st, trial.number, settings, None)
@@ -268,7 +275,7 @@ def _trial_record(
     digest = digest_of(eff)
     if known is not None and known.digest == digest:
         return known
-    return TrialRecord(
+    rec = TrialRecord(
         number=number,
         kind="trial" if seed == st.base["seed"] else "repeat",
         settings={k: S.typed(k, v) for k, v in settings.items()},
@@ -279,6 +286,24 @@ def _trial_record(
         metric=st.metric,
         started_at=now_iso(),
     )
+    return _resources(st, rec)
+
+
+def _resources(st: Study, rec: TrialRecord) -> TrialRecord:
+    from claimcheck.engine.stages.contract import trial_resources as R
+
+    return R.with_resources(rec, read_ledger(st.rdir), st.base, st.meta, st.estimates)
+
+
+def write_resources(st: Study) -> None:
+    """The concurrency bound of this run of the search, recorded before its first launch."""
+    from claimcheck.engine.stages.contract import trial_resources as R
+
+    doc = R.bound(st.search, st.base, st.meta)
+    R.write(st.rdir, doc)
+    st.bound = int(doc["bound"])
+    st.threads = doc.get("threads_per_trial")
+    st.ctx.progress(None, f"search r{st.search.revision}: {doc['why']}")
 
 
 def _launch(st: Study, provider: Any, rec: TrialRecord) -> Any:
@@ -287,7 +312,8 @@ def _launch(st: Study, provider: Any, rec: TrialRecord) -> Any:
     eff = S.trial_effective(st.base, rec.settings, rec.seed)
     job_dir = st.rdir / JOBS / rec.op_id
     write_trial(st.rdir, rec)
-    export_job(job_dir, Operation(eff, rec.digest, rec.op_id, 1), st.upstream, st.ctx)
+    runtime = {"threads": st.threads} if st.threads else None
+    export_job(job_dir, Operation(eff, rec.digest, rec.op_id, 1), st.upstream, st.ctx, runtime)
     st.ctx.progress(
         None, f"search r{st.search.revision}: trial {rec.number} ({S.settings_text(rec.settings)})"
     )
@@ -346,6 +372,7 @@ def _end(st: Study, p: Pending, state: str, reason: str, study: Any, value: floa
             "value": value,
             "ended_at": now_iso(),
             "trainable_params": _trainable(p.handle.job_dir),
+            "step_s": p.rec.step_s if p.rec.resources_from is not None else _step_s(p.handle.job_dir),
         }
     )
     write_trial(st.rdir, rec)
@@ -370,6 +397,15 @@ def dev_value(job_dir: Path) -> float | None:
     return None if pick is None else float(pick.value)
 
 
+def _step_s(job_dir: Path) -> float | None:
+    """The trial's measured seconds per optimizer step (its job's own step times)."""
+    from claimcheck.engine.training import jobfiles
+    from claimcheck.engine.training.pace import step_seconds
+
+    secs = step_seconds(jobfiles.read_metrics(job_dir))
+    return None if secs is None else round(secs, 6)
+
+
 def _trainable(job_dir: Path) -> int:
     from claimcheck.engine.training import jobfiles
 
@@ -392,7 +428,7 @@ def _repeats(st: Study, provider: Any) -> None:
                 todo.append(_trial_record(st, fin.number, fin.settings, None, seed))
     pending: dict[str, Pending] = {}
     while todo or pending:
-        while todo and len(pending) < st.search.concurrency:
+        while todo and len(pending) < st.bound:
             rec = todo.pop(0)
             known = next(
                 (r for r in ledger if (r.number, r.seed, r.kind) == (rec.number, rec.seed, "repeat")), None
@@ -409,6 +445,10 @@ PB_SEARCH = (
 )
 PB_TIED = "Retune interacting settings when changing batch size or model scale; do not copy a learning rate without its recipe."
 PB_KEEP = "Keep failed trials and repeat promising configurations when stochastic variability matters."
+PB_CONCURRENCY = (
+    "Size hardware from model/optimizer/activation memory and representative length tails, not model "
+    "parameter count alone. Prefer existing compatible throughput/memory evidence."
+)
 
 
 def tracked_metric(eff: dict[str, Any]) -> tuple[str, bool]:
@@ -422,9 +462,15 @@ def tracked_metric(eff: dict[str, Any]) -> tuple[str, bool]:
 
 
 def tune(
-    search: Search, eff: dict[str, Any], res: Any, upstream: dict[str, Any], ctx: StageContext
+    search: Search,
+    eff: dict[str, Any],
+    res: Any,
+    upstream: dict[str, Any],
+    ctx: StageContext,
+    meta: Any = None,
 ) -> tuple[dict[str, Any], list[Check]]:
-    """Run (or, on replay, re-read) the declared search; the chosen trial's contract and the checks."""
+    """Run (or, on replay, re-read) the declared search; the chosen trial's contract and the checks.
+    `meta`: the model on the meta device, for the trials' memory estimates."""
     from claimcheck.engine.pipeline.checks import not_run
     from claimcheck.engine.stats import registry
 
@@ -446,11 +492,14 @@ def tune(
         return eff, [decl, not_run("contract.search_trials", off), not_run("contract.search_selection", off)]
     frozen = freeze(search, base_digest, ctx.session_dir, replay=ctx.replay)
     rdir = revision_dir(ctx.session_dir, search.revision)
-    st = Study(search, eff, upstream, ctx, rdir, frozen, lower, metric)
+    st = Study(search, eff, upstream, ctx, rdir, frozen, lower, metric, meta)
     if not ctx.replay:
         run_search(st)
     ledger = read_ledger(rdir)
     checks = [_declaration_check(search, frozen, base_digest, metric, lower, [], ctx.session_dir)]
+    concurrency = _concurrency_check(st)
+    if concurrency is not None:
+        checks.append(concurrency)
     checks.append(_trials_check(st, ledger))
     chosen_eff, selection = _selection_check(st, ledger, res)
     checks.append(selection)
@@ -518,10 +567,33 @@ def _declaration_check(
     )
 
 
+def _concurrency_check(st: Study) -> Check | None:
+    """The bound resources.toml recorded for the search's last run (None for a search run before
+    the file existed)."""
+    from claimcheck.engine.shapes.tuning import SearchConcurrency
+    from claimcheck.engine.stages.contract import trial_resources as R
+
+    doc = R.read(st.rdir)
+    if doc is None:
+        return None
+    rel = f"{SEARCH_DIR}/r{st.search.revision}/{R.FILE}"
+    shape = SearchConcurrency.model_validate({**doc, "path": rel, "sha256": sha256_file(st.rdir / R.FILE)})
+    return Check(
+        id="contract.search_concurrency",
+        status="pass",
+        basis="measured",
+        summary=f"trials run {shape.bound} at a time: {shape.why}",
+        measured=shape,
+        why="Trials that together outgrow the machine's cores or memory slow or kill one another.",
+        playbook=PB_CONCURRENCY,
+    )
+
+
 def _trials_check(st: Study, ledger: list[TrialRecord]) -> Check:
     from claimcheck.engine.shapes.tuning import SearchTrials, TrialRow
+    from claimcheck.engine.stages.contract.trial_resources import reuse_problems
 
-    rows, problems = [], []
+    rows, problems = [], reuse_problems(ledger)
     for r in ledger:
         rel = f"{SEARCH_DIR}/r{st.search.revision}/{trial_file(r.number, r.seed if r.kind == 'repeat' else None)}"
         want = digest_of(S.trial_effective(st.base, r.settings, r.seed))
@@ -547,6 +619,11 @@ def _trials_check(st: Study, ledger: list[TrialRecord]) -> Check:
                 ended_at=r.ended_at,
                 file=rel,
                 file_sha256=sha256_file(st.ctx.session_dir / rel),
+                memory_bytes=r.memory_bytes,
+                step_s=r.step_s,
+                resources_from=r.resources_from,
+                resources_from_seed=r.resources_from_seed,
+                resources_from_digest=r.resources_from_digest,
             )
         )
     trials = [r for r in ledger if r.kind == "trial"]
