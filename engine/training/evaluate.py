@@ -17,6 +17,7 @@ from typing import Any
 from claimcheck.engine.data.rows import sha256_file
 from claimcheck.engine.stats import registry
 from claimcheck.engine.stats.registry import Scoring
+from claimcheck.engine.training.jobfiles import WEIGHT_COLUMN
 from claimcheck.engine.training.schema import effective as effective_contract
 
 EVAL_BATCH = 32
@@ -90,6 +91,8 @@ class Encoded:
     pad_id: int
     device: str
     classification: bool
+    # Each row's sample weight (a job under a weighted contract); None: every row counts once.
+    weights: list[float] | None = None
 
     @property
     def n(self) -> int:
@@ -103,6 +106,7 @@ class Encoded:
             self.pad_id,
             self.device,
             self.classification,
+            None if self.weights is None else [self.weights[i] for i in idx],
         )
 
     def batch(self, idx: list[int], with_labels: bool = True) -> dict[str, Any]:
@@ -165,7 +169,10 @@ class Batcher:
             if "row_id" in frame.columns
             else list(range(len(rows)))
         )
-        return Encoded(rows, labs, row_ids, int(prep.pad_id), self.device, self.classification)
+        weights = (
+            [float(w) for w in frame[WEIGHT_COLUMN].to_list()] if WEIGHT_COLUMN in frame.columns else None
+        )
+        return Encoded(rows, labs, row_ids, int(prep.pad_id), self.device, self.classification, weights)
 
     @staticmethod
     def micro_indices(k: int, micro: int, n: int, seed: int) -> list[int]:
@@ -186,7 +193,15 @@ class Batcher:
         if not self.classification:
             return {"value": math.nan, "detail": "no trivial baseline for generation"}
         k = len(self.classes)
-        counts = np.bincount(np.asarray(train.labels, dtype=np.int64), minlength=k).astype(float)
+        c = effective_contract(self.eff)
+        weighted = c.metric_weighting == "sample_weight"
+        # under weighted metrics the majority and the shares are of the weight mass (as the
+        # scikit-learn trivial learners fitted with sample_weight)
+        counts = np.bincount(
+            np.asarray(train.labels, dtype=np.int64),
+            weights=train.weights if weighted else None,
+            minlength=k,
+        ).astype(float)
         prior = counts / counts.sum()
         proba = np.tile(prior, (dev.n, 1))
         proba_major = np.zeros_like(proba)
@@ -194,7 +209,7 @@ class Batcher:
         use = proba if registry.get(metric).needs_proba else proba_major
         return {
             "value": metric_value(
-                metric, dev.labels, use, self.classes, effective_contract(self.eff).positive_class
+                metric, dev.labels, use, self.classes, c.positive_class, dev.weights if weighted else None
             ),
             "class": self.classes[int(counts.argmax())],
         }
@@ -203,17 +218,27 @@ class Batcher:
 # ---------------------------------------------------------------- evaluation
 
 
-def metric_value(metric: str, y: list[int], proba: Any, classes: list[str], positive: str = "") -> float:
+def metric_value(
+    metric: str,
+    y: list[int],
+    proba: Any,
+    classes: list[str],
+    positive: str = "",
+    weights: list[float] | None = None,
+) -> float:
     """One declared metric through the metric registry (engine/stats/registry.py): macro averages
     over the classes present in y; AUROC / AUPRC of `positive` when a binary claim names one (NaN
-    when the rows do not hold both outcomes)."""
+    when the rows do not hold both outcomes); with `weights`, computed with those sample weights."""
     import numpy as np
 
     m = registry.get(metric)
     pos = classes.index(positive) if positive in classes and len(classes) == 2 else -1
+    w = None if weights is None else np.asarray(weights, dtype=np.float64)
     try:
         return m.value(
-            np.asarray(y, dtype=np.int64), np.asarray(proba, dtype=np.float64), Scoring(tuple(classes), pos)
+            np.asarray(y, dtype=np.int64),
+            np.asarray(proba, dtype=np.float64),
+            Scoring(tuple(classes), pos, weights=w),
         )
     except ValueError:
         return math.nan
@@ -260,7 +285,18 @@ def predict(
     return {"loss": loss_sum / tokens if tokens else math.nan, "tokens": tokens}
 
 
-def evaluate(model: Any, enc: Encoded, metric: str, classes: list[str], positive: str = "") -> dict[str, Any]:
+def evaluate(
+    model: Any,
+    enc: Encoded,
+    metric: str,
+    classes: list[str],
+    positive: str = "",
+    *,
+    weighted_loss: bool = False,
+    weighted_metric: bool = False,
+) -> dict[str, Any]:
+    """The metric and mean loss on `enc`'s rows; under a weighted contract the loss is the weighted
+    mean (`weighted_loss`) and the metric computed with the rows' weights (`weighted_metric`)."""
     import numpy as np
 
     out = predict(model, enc)
@@ -268,10 +304,17 @@ def evaluate(model: Any, enc: Encoded, metric: str, classes: list[str], positive
         return {"value": out["loss"], "loss": out["loss"]}
     proba = out["proba"]
     y = np.asarray(enc.labels, dtype=np.int64)
-    loss = float(-np.log(np.clip(proba[np.arange(len(y)), y], 1e-12, 1.0)).mean()) if len(y) else math.nan
+    w = np.asarray(enc.weights, dtype=np.float64) if weighted_loss and enc.weights is not None else None
+    nll = -np.log(np.clip(proba[np.arange(len(y)), y], 1e-12, 1.0))
+    if not len(y) or (w is not None and w.sum() <= 0):
+        loss = math.nan
+    else:
+        loss = float(np.average(nll, weights=w))
     pred = proba.argmax(axis=1)
     return {
-        "value": metric_value(metric, enc.labels, proba, classes, positive),
+        "value": metric_value(
+            metric, enc.labels, proba, classes, positive, enc.weights if weighted_metric else None
+        ),
         "loss": loss,
         "pred_distribution": {c: int((pred == i).sum()) for i, c in enumerate(classes)},
         "true_distribution": {c: int((y == i).sum()) for i, c in enumerate(classes)},

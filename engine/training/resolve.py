@@ -122,6 +122,7 @@ def resolve(
         _batch,
         _template,
         _over_time,
+        _weighting,
     ):
         step(s)
     return s.eff, s.R, s.facts
@@ -462,6 +463,35 @@ def _over_time(s: _Resolving) -> None:
     if metric_registry.positive_index(claim, classes) >= 0:
         eff["positive_class"] = str(claim["positive_class"])
     eff["alarms"] = inp.alarms.model_dump(mode="json")
+
+
+def _weighting(s: _Resolving) -> None:
+    """The source's sample weights in the job: a weighted training loss, and the dev metric weighted
+    when the claim's metric_weighting says so. Written only when the source declares a weight
+    column (a contract without one keeps its digest)."""
+    from claimcheck.engine.data import weights
+
+    name = weights.column(s.source_inputs)
+    if not name:
+        return
+    if s.inp.task_kind != "text_classification":
+        s.R.refuse(
+            "loss_weighting",
+            f"sample_weight ('{name}')",
+            "a weighted loss is built for text classification; leave the source's weight_column empty",
+        )
+        return
+    s.eff["weight_column"] = name
+    s.eff["loss_weighting"] = s.R.resolved(
+        "loss_weighting",
+        "(derived)",
+        weights.SAMPLE_WEIGHT,
+        f"the source declares weight column '{name}': the loss is sum(w * l) / sum(w) per optimizer step",
+    )
+    metric = str(s.claim.get("metric_weighting") or "unweighted")
+    s.eff["metric_weighting"] = s.R.resolved(
+        "metric_weighting", "(derived)", metric, "the claim's metric_weighting: the job's dev metric"
+    )
 
 
 def default_text_template(source_inputs: dict[str, Any]) -> str:

@@ -409,6 +409,14 @@ class Effective(_M):
     label_classes: list[str] = Field(default_factory=list)
     optimizer_steps: int = 0
     data: DataIdentity = Field(default_factory=DataIdentity)
+    # The source's sample weights in the job (derived from the source and the claim, never requested):
+    # loss_weighting "sample_weight" makes the training loss the weighted mean of the per-example
+    # loss, sum(w * l) / sum(w) over each optimizer step's rows (engine/training/loss.py), with the
+    # weights of `weight_column` carried in the job's row files; metric_weighting "sample_weight"
+    # (the claim's) weights the job's dev metric and its trivial baseline the same way.
+    loss_weighting: Literal["unweighted", "sample_weight"] = "unweighted"
+    metric_weighting: Literal["unweighted", "sample_weight"] = "unweighted"
+    weight_column: str = ""
     # "torch": a fine-tuning job dispatched as a job; "sklearn": claim.fine_tuning = false, the
     # candidate below is fitted in the artifact stage (no job).
     candidate_kind: Literal["torch", "sklearn", "encoder"] = "torch"
