@@ -280,3 +280,25 @@ def test_replay_reproduces_the_weighted_fine_tuning_session(weighted_ft: Path, t
     shutil.copytree(weighted_ft.parent, copy, ignore=shutil.ignore_patterns(".lock"))
     result = replay(copy / "session")
     assert result.exit_code == 0, [r for r in result.rows if r.failing]
+
+
+@pytest.mark.parametrize(
+    ("claim", "refused"),
+    [
+        ({"task_kind": "text_classification", "fine_tuning": True}, ""),
+        ({"task_kind": "tabular", "fine_tuning": False}, ""),
+        ({"task_kind": "causal_lm_sft", "fine_tuning": True}, "SFT job's token loss"),
+        ({"task_kind": "tabular", "fine_tuning": True}, "fine-tuned tabular job's loss is unweighted"),
+    ],
+)
+def test_which_claims_take_a_weight_column(claim: dict, refused: str) -> None:
+    """A fine-tuned text classifier takes a weight column (its loss is weighted); SFT stays refused
+    with the reason."""
+    from claimcheck.engine.data.weights import refuse_unweightable
+    from claimcheck.engine.pipeline.context import StageInputError
+
+    if not refused:
+        refuse_unweightable({"weight_column": "w"}, claim)
+        return
+    with pytest.raises(StageInputError, match=refused):
+        refuse_unweightable({"weight_column": "w"}, claim)
