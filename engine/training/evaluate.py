@@ -30,6 +30,11 @@ INFERENCE_MODE = (
     "model.eval(), torch.no_grad, float32, right padding, rows sorted by length into batches of 32, "
     "arg-max of softmax(logits)"
 )
+# A multi-label head's mode: batched as INFERENCE_MODE, each label's own sigmoid, decided at 0.5.
+MULTI_LABEL_MODE = (
+    "model.eval(), torch.no_grad, float32, right padding, rows sorted by length into batches of 32, "
+    "sigmoid(logits) per label, each label decided at probability 0.5"
+)
 # The mode before batches were sorted by length: an artifact whose manifest names it is predicted in row
 # order, as it was written, so a session recorded then replays to the same figures.
 ROW_ORDER_MODE = "model.eval(), torch.no_grad, float32, right padding, batch 32, arg-max of softmax(logits)"
@@ -93,6 +98,8 @@ class Encoded:
     classification: bool
     # Each row's sample weight (a job under a weighted contract); None: every row counts once.
     weights: list[float] | None = None
+    # Multi-label: each row's label is a multi-hot vector; the head's outputs are per-label sigmoids.
+    multi_label: bool = False
 
     @property
     def n(self) -> int:
@@ -107,6 +114,7 @@ class Encoded:
             self.device,
             self.classification,
             None if self.weights is None else [self.weights[i] for i in idx],
+            self.multi_label,
         )
 
     def batch(self, idx: list[int], with_labels: bool = True) -> dict[str, Any]:
@@ -123,7 +131,9 @@ class Encoded:
         if with_labels:
             if self.classification:
                 out["labels"] = torch.tensor(
-                    [self.labels[i] for i in idx], dtype=torch.long, device=self.device
+                    [self.labels[i] for i in idx],
+                    dtype=torch.float32 if self.multi_label else torch.long,
+                    device=self.device,
                 )
             else:
                 lab = torch.full((len(rows), width), -100, dtype=torch.long)
@@ -160,8 +170,10 @@ class Batcher:
             )
         prep = encode(self.eff, self.tok, inputs, labels)
         rows = [torch.tensor(r, dtype=torch.long) for r in prep.input_ids]
-        if self.classification:
-            labs: list[Any] = [int(x) for x in prep.labels]
+        if prep.multi_label:
+            labs: list[Any] = [[float(v) for v in x] for x in prep.labels]
+        elif self.classification:
+            labs = [int(x) for x in prep.labels]
         else:
             labs = [torch.tensor(x, dtype=torch.long) for x in prep.labels]
         row_ids = (
@@ -172,7 +184,9 @@ class Batcher:
         weights = (
             [float(w) for w in frame[WEIGHT_COLUMN].to_list()] if WEIGHT_COLUMN in frame.columns else None
         )
-        return Encoded(rows, labs, row_ids, int(prep.pad_id), self.device, self.classification, weights)
+        return Encoded(
+            rows, labs, row_ids, int(prep.pad_id), self.device, self.classification, weights, prep.multi_label
+        )
 
     @staticmethod
     def micro_indices(k: int, micro: int, n: int, seed: int) -> list[int]:
@@ -192,6 +206,13 @@ class Batcher:
 
         if not self.classification:
             return {"value": math.nan, "detail": "no trivial baseline for generation"}
+        if train.multi_label:  # each label at its train prevalence, decided at 0.5
+            from claimcheck.engine.stats import multilabel as ml
+
+            prevalence = np.asarray(train.labels, dtype=np.float64).mean(axis=0)
+            decided = ml.decisions(np.tile(prevalence, (dev.n, 1)))
+            y = np.asarray(dev.labels, dtype=np.float64).reshape(dev.n, len(self.classes))
+            return {"value": ml.value(metric, y, decided), "class": "each label at its train prevalence"}
         k = len(self.classes)
         c = effective_contract(self.eff)
         weighted = c.metric_weighting == "sample_weight"
@@ -280,7 +301,8 @@ def predict(
                 loss_sum += float(out.loss) * n_tok
                 tokens += n_tok
     if enc.classification:
-        proba = torch.softmax(z.double(), dim=-1).numpy()
+        # multi-label: each label's own sigmoid; else the softmax over the classes
+        proba = (torch.sigmoid(z.double()) if enc.multi_label else torch.softmax(z.double(), dim=-1)).numpy()
         return {"logits": z.numpy().astype(np.float64), "proba": proba}
     return {"loss": loss_sum / tokens if tokens else math.nan, "tokens": tokens}
 
@@ -303,6 +325,8 @@ def evaluate(
     if not enc.classification:
         return {"value": out["loss"], "loss": out["loss"]}
     proba = out["proba"]
+    if enc.multi_label:
+        return _evaluate_multi_label(proba, enc, metric, classes)
     y = np.asarray(enc.labels, dtype=np.int64)
     w = np.asarray(enc.weights, dtype=np.float64) if weighted_loss and enc.weights is not None else None
     nll = -np.log(np.clip(proba[np.arange(len(y)), y], 1e-12, 1.0))
@@ -318,6 +342,45 @@ def evaluate(
         "loss": loss,
         "pred_distribution": {c: int((pred == i).sum()) for i, c in enumerate(classes)},
         "true_distribution": {c: int((y == i).sum()) for i, c in enumerate(classes)},
+    }
+
+
+def predicted(proba: Any, classes: list[str], multi_label: bool) -> list[str]:
+    """Each row's prediction as the dev predictions file records it: the arg-max class, or for a
+    multi-label head the labels at probability ≥ 0.5 as one canonical label set (engine/data/labelsets.py)."""
+    if not multi_label:
+        return [classes[i] for i in proba.argmax(axis=1)]
+    from claimcheck.engine.data.labelsets import SEP
+    from claimcheck.engine.stats import multilabel as ml
+
+    return [SEP.join(c for c, d in zip(classes, row, strict=True) if d) for row in ml.decisions(proba)]
+
+
+def target_names(enc: Encoded, classes: list[str]) -> list[str]:
+    """Each encoded row's target as a name: its class, or its canonical label set."""
+    if not enc.multi_label:
+        return [classes[i] for i in enc.labels]
+    from claimcheck.engine.data.labelsets import SEP
+
+    return [SEP.join(c for c, v in zip(classes, y, strict=True) if v) for y in enc.labels]
+
+
+def _evaluate_multi_label(proba: Any, enc: Encoded, metric: str, classes: list[str]) -> dict[str, Any]:
+    """A multi-label head on dev: the claim's multi-label metric with every label decided at 0.5,
+    the mean per-label binary cross-entropy, and how often each label is predicted and held."""
+    import numpy as np
+
+    from claimcheck.engine.stats import multilabel as ml
+
+    y = np.asarray(enc.labels, dtype=np.float64).reshape(enc.n, len(classes))
+    p = np.clip(proba, 1e-12, 1 - 1e-12)
+    loss = float(-(y * np.log(p) + (1 - y) * np.log(1 - p)).mean()) if enc.n else math.nan
+    decided = ml.decisions(proba)
+    return {
+        "value": ml.value(metric, y, decided) if enc.n else math.nan,
+        "loss": loss,
+        "pred_distribution": {c: int(decided[:, j].sum()) for j, c in enumerate(classes)},
+        "true_distribution": {c: int(y[:, j].sum()) for j, c in enumerate(classes)},
     }
 
 

@@ -123,6 +123,7 @@ def resolve(
         _template,
         _over_time,
         _weighting,
+        _head,
     ):
         step(s)
     return s.eff, s.R, s.facts
@@ -491,6 +492,22 @@ def _weighting(s: _Resolving) -> None:
     metric = str(s.claim.get("metric_weighting") or "unweighted")
     s.eff["metric_weighting"] = s.R.resolved(
         "metric_weighting", "(derived)", metric, "the claim's metric_weighting: the job's dev metric"
+    )
+
+
+def _head(s: _Resolving) -> None:
+    """A multi-label claim's head: sigmoid outputs trained with BCEWithLogits (written only then)."""
+    if str(s.claim.get("target_type") or "") != "multi_label":
+        return
+    if s.inp.task_kind != "text_classification":
+        s.R.refuse("target_type", "multi_label", "a multi-label head is built for text classification")
+        return
+    s.eff["target_type"] = s.R.resolved(
+        "target_type",
+        "(derived)",
+        "multi_label",
+        "the claim's target_type: a sigmoid head per label, BCEWithLogits loss "
+        "(problem_type multi_label_classification), dev metric at threshold 0.5",
     )
 
 

@@ -64,6 +64,10 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     labels_present: list[str] = []
     if eff["task_kind"] == "text_classification":
         labels_present = sorted({str(t) for t in train["target"].to_list()})
+        if eff.get("target_type") == "multi_label":  # each target is a label set
+            from claimcheck.engine.data.labelsets import split_one
+
+            labels_present = sorted({lab for t in labels_present for lab in split_one(t)})
         order = [str(c) for c in claim.get("class_order") or []]
         classes = order or labels_present
         eff["label_classes"] = res.resolved(
