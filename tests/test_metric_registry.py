@@ -31,8 +31,10 @@ def _claim(metric: str, task: str, kind: str, classes: list[str], positive: str 
         claim["target_type"] = ""
     if task == "retrieval":  # the unchanged encoder against the arms a retrieval claim has
         claim.update(fine_tuning=False, comparators=["trivial_baseline", "bm25"])
-    if kind == "multi_label":  # scikit-learn one-vs-rest learners: no fine-tune, so no base_model
-        claim.update(fine_tuning=False, comparators=["trivial_baseline", "best_baseline"])
+    if kind == "multi_label":  # one-vs-rest learners (tabular) or a fine-tuned sigmoid head: no base_model
+        claim.update(
+            fine_tuning=task == "text_classification", comparators=["trivial_baseline", "best_baseline"]
+        )
     return claim
 
 
