@@ -143,3 +143,12 @@ def test_replay_reproduces_the_multi_label_fine_tuning_session(session: Path, tm
     shutil.copytree(session.parent, copy, ignore=shutil.ignore_patterns(".lock"))
     result = replay(copy / "session")
     assert result.exit_code == 0, [r for r in result.rows if r.failing]
+
+
+def test_the_report_shows_the_multi_label_head(session: Path) -> None:
+    """The report carries the derived sigmoid head, the per-label thresholds and the verdict."""
+    from claimcheck.engine.report.build import render
+
+    md, _ = render(session)
+    assert "multi_label_classification" in md and "BCEWithLogits" in md
+    assert "artifact.label_thresholds" in md and "artifact.per_label" in md

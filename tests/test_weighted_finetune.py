@@ -302,3 +302,12 @@ def test_which_claims_take_a_weight_column(claim: dict, refused: str) -> None:
         return
     with pytest.raises(StageInputError, match=refused):
         refuse_unweightable({"weight_column": "w"}, claim)
+
+
+def test_the_report_shows_the_weighted_loss(weighted_ft: Path) -> None:
+    """The report carries the contract's derived loss weighting and the weighted comparison."""
+    from claimcheck.engine.report.build import render
+
+    md, _ = render(weighted_ft)
+    assert "loss_weighting = sample_weight" in md and r"sum(w \* l) / sum(w)" in md  # Markdown-escaped
+    assert "weighted by 'weight'" in md

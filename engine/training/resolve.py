@@ -29,6 +29,10 @@ AUTO_ADAPTER = {
 
 # ---------------------------------------------------------------- resolution: requested → effective
 
+# The "requested" cell of a setting the contract's inputs do not hold, derived from the claim and the
+# source (the loss weighting, a multi-label head); contract.requested_vs_effective names each one.
+DERIVED = "(from the claim and source)"
+
 
 class Resolution:
     def __init__(self) -> None:
@@ -485,13 +489,13 @@ def _weighting(s: _Resolving) -> None:
     s.eff["weight_column"] = name
     s.eff["loss_weighting"] = s.R.resolved(
         "loss_weighting",
-        "(derived)",
+        DERIVED,
         weights.SAMPLE_WEIGHT,
         f"the source declares weight column '{name}': the loss is sum(w * l) / sum(w) per optimizer step",
     )
     metric = str(s.claim.get("metric_weighting") or "unweighted")
     s.eff["metric_weighting"] = s.R.resolved(
-        "metric_weighting", "(derived)", metric, "the claim's metric_weighting: the job's dev metric"
+        "metric_weighting", DERIVED, metric, "the claim's metric_weighting: the job's dev metric"
     )
 
 
@@ -504,7 +508,7 @@ def _head(s: _Resolving) -> None:
         return
     s.eff["target_type"] = s.R.resolved(
         "target_type",
-        "(derived)",
+        DERIVED,
         "multi_label",
         "the claim's target_type: a sigmoid head per label, BCEWithLogits loss "
         "(problem_type multi_label_classification), dev metric at threshold 0.5",
