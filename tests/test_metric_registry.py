@@ -31,8 +31,10 @@ def _claim(metric: str, task: str, kind: str, classes: list[str], positive: str 
         claim["target_type"] = ""
     if task == "retrieval":  # the unchanged encoder against the arms a retrieval claim has
         claim.update(fine_tuning=False, comparators=["trivial_baseline", "bm25"])
-    if kind == "multi_label":  # scikit-learn one-vs-rest learners: no fine-tune, so no base_model
-        claim.update(fine_tuning=False, comparators=["trivial_baseline", "best_baseline"])
+    if kind == "multi_label":  # one-vs-rest learners (tabular) or a fine-tuned sigmoid head: no base_model
+        claim.update(
+            fine_tuning=task == "text_classification", comparators=["trivial_baseline", "best_baseline"]
+        )
     return claim
 
 
@@ -116,6 +118,8 @@ def _ranking_comparison(metric: str) -> list:
     boot = Bootstrap(n=100, seed=1)
     values, intervals = retrieval._scored_arms(qs, scores, 5, boot)
     return retrieval._compared(values, intervals, metric, qs, 40, 5, boot, "full")
+
+
 def _multilabel_comparison(metric: str, classes: list[str], rng: np.random.Generator, n: int):
     from claimcheck.engine.stages.artifact import multilabel
     from claimcheck.engine.stages.artifact.inputs import Inputs

@@ -75,14 +75,19 @@ def _claim(**kw: object) -> dict:
     return claim
 
 
-def test_the_claim_refuses_fine_tuning_and_a_positive_class_for_multi_label() -> None:
+def test_the_claim_refuses_tabular_fine_tuning_and_a_positive_class_for_multi_label() -> None:
     from claimcheck.engine.stages.claim.inputs import Inputs
 
     Inputs.model_validate(_claim())
+    Inputs.model_validate(_claim(task_kind="text_classification", fine_tuning=True))  # the sigmoid head
     with pytest.raises(ValidationError, match="sigmoid / BCE head"):
         Inputs.model_validate(_claim(fine_tuning=True, comparators=["trivial_baseline"]))
-    with pytest.raises(ValidationError, match="a tabular claim"):
+    with pytest.raises(ValidationError, match="choose one of them"):
         Inputs.model_validate(_claim(task_kind="text_classification"))
+    with pytest.raises(ValidationError, match="base_model is not an arm of a multi-label claim"):
+        Inputs.model_validate(
+            _claim(task_kind="text_classification", fine_tuning=True, comparators=["base_model"])
+        )
     with pytest.raises(ValidationError, match="positive_class"):
         Inputs.model_validate(_claim(positive_class="billing"))
     with pytest.raises(ValidationError, match="not computed"):

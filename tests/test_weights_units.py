@@ -181,7 +181,7 @@ def _workspace(tmp_path: Path, bad: str, weighting: str, weight_line: str, fine_
         ("NaN", "sample_weight", 'weight_column = "w"', "false", "line 12 (nan)"),
         ("inf", "unweighted", 'weight_column = "w"', "false", "line 12 (inf)"),
         ("", "sample_weight", "", "false", "declares no 'weight_column'"),
-        ("", "unweighted", 'weight_column = "w"', "true", "training job's loss is unweighted"),
+        ("", "unweighted", 'weight_column = "w"', "true", "fine-tuned tabular job's loss is unweighted"),
         ("", "unweighted", 'weight_column = "label"', "false", "names the label column"),
     ],
 )

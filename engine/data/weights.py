@@ -8,7 +8,8 @@ the mass per split. Duplicated rows are never collapsed into weights, nor weight
 
 The claim's `metric_weighting = "sample_weight"` makes the artifact comparison compute its metric and
 paired intervals with these weights (engine/stats/registry.py, `weightable` metrics); scikit-learn
-learners get them as `sample_weight` in fit whenever a weight column is declared.
+learners get them as `sample_weight` in fit whenever a weight column is declared, and a fine-tuned
+text classifier's training job a weighted loss (the contract's loss_weighting, engine/training/loss.py).
 
 Playbook: "Preserve option order, soft targets, weights, ties and ordinal semantics when present."
 """
@@ -58,15 +59,17 @@ def for_metrics(frame: pl.DataFrame, upstream: dict[str, StageRecord]) -> np.nda
 
 def refuse_unweightable(source_inputs: dict[str, Any], claim: dict[str, Any]) -> None:
     """Refuse what no later stage would honour: weighted metrics without a weight column, and a
-    weight column on a claim whose candidate is a training job (the job's loss is unweighted)."""
-    if column(source_inputs) and (
-        claim.get("task_kind") == "causal_lm_sft" or claim.get("fine_tuning", True) is not False
-    ):
+    weight column on a claim whose training job has no weighted loss (causal-LM SFT: its token loss
+    and dev-loss metric are unweighted)."""
+    fine_tuned = claim.get("task_kind") == "causal_lm_sft" or claim.get("fine_tuning", True) is not False
+    if column(source_inputs) and fine_tuned and claim.get("task_kind") != "text_classification":
         raise StageInputError(
             f"source input 'weight_column' ('{column(source_inputs)}'): sample weights are honoured for "
-            "a claim whose candidate is a scikit-learn learner (claim fine_tuning = false, a "
-            "classification or tabular task); the training job's loss is unweighted, so a fine-tuned "
-            "candidate cannot use them: leave 'weight_column' empty or set fine_tuning = false"
+            "scikit-learn learners (fine_tuning = false) and for a fine-tuned text classifier, whose "
+            "training job's loss is the weighted cross-entropy; a fine-tuned "
+            f"{claim.get('task_kind') or 'text_classification'} job's loss is unweighted (an SFT job's "
+            "token loss and dev-loss metric are not weighted): leave 'weight_column' empty"
+            + ("" if claim.get("task_kind") == "causal_lm_sft" else " or set fine_tuning = false")
         )
     kind = "a retrieval" if claim.get("task_kind") == "retrieval" else "a multi-label"
     if column(source_inputs) and (

@@ -199,8 +199,17 @@ def _ordinal(name: str, lower: bool, what: str) -> Metric:
 
 
 def _multi(name: str, hf: tuple[str, dict[str, str]]) -> Metric:
-    """A multi-label metric (engine/stats/multilabel.py): scored from per-label 0/1 decisions."""
-    return Metric(name, ("tabular",), ("multi_label",), compute=_sums(name), interval="sums", hf_name=hf)
+    """A multi-label metric (engine/stats/multilabel.py): scored from per-label 0/1 decisions; a
+    fine-tuning job tracks it on dev with every label decided at 0.5 (engine/training/evaluate.py)."""
+    return Metric(
+        name,
+        _CLASS_TASKS,
+        ("multi_label",),
+        compute=_sums(name),
+        interval="sums",
+        dev_trackable=True,
+        hf_name=hf,
+    )
 
 
 def _retrieval(name: str, what: str) -> Metric:
@@ -366,10 +375,11 @@ def refusal(claim: Mapping[str, Any], metric: str) -> str:
     if metric not in METRICS:
         return f"'{metric}' is not a metric claimcheck computes; choose one of {', '.join(computed_for(task, kind))}"
     m = METRICS[metric]
-    if kind == "multi_label" and task != "tabular":
+    if kind == "multi_label" and task not in _CLASS_TASKS:
         return (
             f"no metric is computed for a {task} claim on a multi_label target; a multi-label target is "
-            "judged with scikit-learn one-vs-rest learners: a tabular claim"
+            "judged with scikit-learn one-vs-rest learners (a tabular claim) or a fine-tuned text "
+            "classifier's sigmoid head (a text_classification claim)"
         )
     if not computed_for(task, kind):
         return f"no metric is computed for a {task} claim on a {kind} target; a numeric target is a tabular claim"

@@ -16,12 +16,15 @@ from claimcheck.engine.training.evaluate import (
     EFFECTIVE,
     INFERENCE_MODE,
     MODEL_CONFIG,
+    MULTI_LABEL_MODE,
     TOKENIZER_DIR,
     TRAINABLE,
     Batcher,
     Encoded,
     eval_batches,
     predict,
+    predicted,
+    target_names,
 )
 from claimcheck.engine.training.jobfiles import DEV_PREDICTIONS, MANIFEST, read_contract
 from claimcheck.engine.training.prepare import IGNORE
@@ -85,8 +88,8 @@ def save_artifact(final: Path, trained: Trained) -> dict[str, Any]:
         table = RowTable.from_columns(
             {
                 "row_id": dev_b.row_ids,
-                "target": [batcher.classes[i] for i in dev_b.labels],
-                "pred": [batcher.classes[i] for i in proba.argmax(axis=1)],
+                "target": target_names(dev_b, batcher.classes),
+                "pred": predicted(proba, batcher.classes, dev_b.multi_label),
                 "proba": proba.tolist(),
             }
         )
@@ -100,7 +103,7 @@ def save_artifact(final: Path, trained: Trained) -> dict[str, Any]:
         "lora_b_norms": {k: float(v.float().norm()) for k, v in sorted(state.items()) if "lora_B" in k},
         "selected_step": trained.selected_step,
         "checkpoint_selection": trained.selection,
-        "inference_mode": INFERENCE_MODE,
+        "inference_mode": MULTI_LABEL_MODE if dev_b.multi_label else INFERENCE_MODE,
         "classes": batcher.classes,
         "model_info": trained.info,
         "written_at": time.time(),
@@ -293,7 +296,7 @@ def reload_parity(
     missing = sum(1 for o in order if o < 0)
     keep = [i for i, o in enumerate(order) if o >= 0]
     rec_proba = np.asarray(recorded["proba"].to_list(), dtype=np.float64)[[order[i] for i in keep]]
-    new_pred = [classes[j] for j in proba[keep].argmax(axis=1)]
+    new_pred = predicted(proba[keep], classes, enc.multi_label)
     rec_pred = [recorded["pred"][order[i]] for i in keep]
     mismatched = [
         enc.row_ids[keep[i]] for i, (a, b) in enumerate(zip(new_pred, rec_pred, strict=True)) if a != b

@@ -17,6 +17,7 @@ from typing import Any
 from claimcheck.engine.data.rows import sha256_file
 from claimcheck.engine.stats import registry
 from claimcheck.engine.stats.registry import Scoring
+from claimcheck.engine.training.jobfiles import WEIGHT_COLUMN
 from claimcheck.engine.training.schema import effective as effective_contract
 
 EVAL_BATCH = 32
@@ -28,6 +29,11 @@ MODEL_CONFIG = "model_config.json"
 INFERENCE_MODE = (
     "model.eval(), torch.no_grad, float32, right padding, rows sorted by length into batches of 32, "
     "arg-max of softmax(logits)"
+)
+# A multi-label head's mode: batched as INFERENCE_MODE, each label's own sigmoid, decided at 0.5.
+MULTI_LABEL_MODE = (
+    "model.eval(), torch.no_grad, float32, right padding, rows sorted by length into batches of 32, "
+    "sigmoid(logits) per label, each label decided at probability 0.5"
 )
 # The mode before batches were sorted by length: an artifact whose manifest names it is predicted in row
 # order, as it was written, so a session recorded then replays to the same figures.
@@ -90,6 +96,10 @@ class Encoded:
     pad_id: int
     device: str
     classification: bool
+    # Each row's sample weight (a job under a weighted contract); None: every row counts once.
+    weights: list[float] | None = None
+    # Multi-label: each row's label is a multi-hot vector; the head's outputs are per-label sigmoids.
+    multi_label: bool = False
 
     @property
     def n(self) -> int:
@@ -103,6 +113,8 @@ class Encoded:
             self.pad_id,
             self.device,
             self.classification,
+            None if self.weights is None else [self.weights[i] for i in idx],
+            self.multi_label,
         )
 
     def batch(self, idx: list[int], with_labels: bool = True) -> dict[str, Any]:
@@ -119,7 +131,9 @@ class Encoded:
         if with_labels:
             if self.classification:
                 out["labels"] = torch.tensor(
-                    [self.labels[i] for i in idx], dtype=torch.long, device=self.device
+                    [self.labels[i] for i in idx],
+                    dtype=torch.float32 if self.multi_label else torch.long,
+                    device=self.device,
                 )
             else:
                 lab = torch.full((len(rows), width), -100, dtype=torch.long)
@@ -156,8 +170,10 @@ class Batcher:
             )
         prep = encode(self.eff, self.tok, inputs, labels)
         rows = [torch.tensor(r, dtype=torch.long) for r in prep.input_ids]
-        if self.classification:
-            labs: list[Any] = [int(x) for x in prep.labels]
+        if prep.multi_label:
+            labs: list[Any] = [[float(v) for v in x] for x in prep.labels]
+        elif self.classification:
+            labs = [int(x) for x in prep.labels]
         else:
             labs = [torch.tensor(x, dtype=torch.long) for x in prep.labels]
         row_ids = (
@@ -165,7 +181,12 @@ class Batcher:
             if "row_id" in frame.columns
             else list(range(len(rows)))
         )
-        return Encoded(rows, labs, row_ids, int(prep.pad_id), self.device, self.classification)
+        weights = (
+            [float(w) for w in frame[WEIGHT_COLUMN].to_list()] if WEIGHT_COLUMN in frame.columns else None
+        )
+        return Encoded(
+            rows, labs, row_ids, int(prep.pad_id), self.device, self.classification, weights, prep.multi_label
+        )
 
     @staticmethod
     def micro_indices(k: int, micro: int, n: int, seed: int) -> list[int]:
@@ -185,8 +206,23 @@ class Batcher:
 
         if not self.classification:
             return {"value": math.nan, "detail": "no trivial baseline for generation"}
+        if train.multi_label:  # each label at its train prevalence, decided at 0.5
+            from claimcheck.engine.stats import multilabel as ml
+
+            prevalence = np.asarray(train.labels, dtype=np.float64).mean(axis=0)
+            decided = ml.decisions(np.tile(prevalence, (dev.n, 1)))
+            y = np.asarray(dev.labels, dtype=np.float64).reshape(dev.n, len(self.classes))
+            return {"value": ml.value(metric, y, decided), "class": "each label at its train prevalence"}
         k = len(self.classes)
-        counts = np.bincount(np.asarray(train.labels, dtype=np.int64), minlength=k).astype(float)
+        c = effective_contract(self.eff)
+        weighted = c.metric_weighting == "sample_weight"
+        # under weighted metrics the majority and the shares are of the weight mass (as the
+        # scikit-learn trivial learners fitted with sample_weight)
+        counts = np.bincount(
+            np.asarray(train.labels, dtype=np.int64),
+            weights=train.weights if weighted else None,
+            minlength=k,
+        ).astype(float)
         prior = counts / counts.sum()
         proba = np.tile(prior, (dev.n, 1))
         proba_major = np.zeros_like(proba)
@@ -194,7 +230,7 @@ class Batcher:
         use = proba if registry.get(metric).needs_proba else proba_major
         return {
             "value": metric_value(
-                metric, dev.labels, use, self.classes, effective_contract(self.eff).positive_class
+                metric, dev.labels, use, self.classes, c.positive_class, dev.weights if weighted else None
             ),
             "class": self.classes[int(counts.argmax())],
         }
@@ -203,17 +239,27 @@ class Batcher:
 # ---------------------------------------------------------------- evaluation
 
 
-def metric_value(metric: str, y: list[int], proba: Any, classes: list[str], positive: str = "") -> float:
+def metric_value(
+    metric: str,
+    y: list[int],
+    proba: Any,
+    classes: list[str],
+    positive: str = "",
+    weights: list[float] | None = None,
+) -> float:
     """One declared metric through the metric registry (engine/stats/registry.py): macro averages
     over the classes present in y; AUROC / AUPRC of `positive` when a binary claim names one (NaN
-    when the rows do not hold both outcomes)."""
+    when the rows do not hold both outcomes); with `weights`, computed with those sample weights."""
     import numpy as np
 
     m = registry.get(metric)
     pos = classes.index(positive) if positive in classes and len(classes) == 2 else -1
+    w = None if weights is None else np.asarray(weights, dtype=np.float64)
     try:
         return m.value(
-            np.asarray(y, dtype=np.int64), np.asarray(proba, dtype=np.float64), Scoring(tuple(classes), pos)
+            np.asarray(y, dtype=np.int64),
+            np.asarray(proba, dtype=np.float64),
+            Scoring(tuple(classes), pos, weights=w),
         )
     except ValueError:
         return math.nan
@@ -255,26 +301,86 @@ def predict(
                 loss_sum += float(out.loss) * n_tok
                 tokens += n_tok
     if enc.classification:
-        proba = torch.softmax(z.double(), dim=-1).numpy()
+        # multi-label: each label's own sigmoid; else the softmax over the classes
+        proba = (torch.sigmoid(z.double()) if enc.multi_label else torch.softmax(z.double(), dim=-1)).numpy()
         return {"logits": z.numpy().astype(np.float64), "proba": proba}
     return {"loss": loss_sum / tokens if tokens else math.nan, "tokens": tokens}
 
 
-def evaluate(model: Any, enc: Encoded, metric: str, classes: list[str], positive: str = "") -> dict[str, Any]:
+def evaluate(
+    model: Any,
+    enc: Encoded,
+    metric: str,
+    classes: list[str],
+    positive: str = "",
+    *,
+    weighted_loss: bool = False,
+    weighted_metric: bool = False,
+) -> dict[str, Any]:
+    """The metric and mean loss on `enc`'s rows; under a weighted contract the loss is the weighted
+    mean (`weighted_loss`) and the metric computed with the rows' weights (`weighted_metric`)."""
     import numpy as np
 
     out = predict(model, enc)
     if not enc.classification:
         return {"value": out["loss"], "loss": out["loss"]}
     proba = out["proba"]
+    if enc.multi_label:
+        return _evaluate_multi_label(proba, enc, metric, classes)
     y = np.asarray(enc.labels, dtype=np.int64)
-    loss = float(-np.log(np.clip(proba[np.arange(len(y)), y], 1e-12, 1.0)).mean()) if len(y) else math.nan
+    w = np.asarray(enc.weights, dtype=np.float64) if weighted_loss and enc.weights is not None else None
+    nll = -np.log(np.clip(proba[np.arange(len(y)), y], 1e-12, 1.0))
+    if not len(y) or (w is not None and w.sum() <= 0):
+        loss = math.nan
+    else:
+        loss = float(np.average(nll, weights=w))
     pred = proba.argmax(axis=1)
     return {
-        "value": metric_value(metric, enc.labels, proba, classes, positive),
+        "value": metric_value(
+            metric, enc.labels, proba, classes, positive, enc.weights if weighted_metric else None
+        ),
         "loss": loss,
         "pred_distribution": {c: int((pred == i).sum()) for i, c in enumerate(classes)},
         "true_distribution": {c: int((y == i).sum()) for i, c in enumerate(classes)},
+    }
+
+
+def predicted(proba: Any, classes: list[str], multi_label: bool) -> list[str]:
+    """Each row's prediction as the dev predictions file records it: the arg-max class, or for a
+    multi-label head the labels at probability ≥ 0.5 as one canonical label set (engine/data/labelsets.py)."""
+    if not multi_label:
+        return [classes[i] for i in proba.argmax(axis=1)]
+    from claimcheck.engine.data.labelsets import SEP
+    from claimcheck.engine.stats import multilabel as ml
+
+    return [SEP.join(c for c, d in zip(classes, row, strict=True) if d) for row in ml.decisions(proba)]
+
+
+def target_names(enc: Encoded, classes: list[str]) -> list[str]:
+    """Each encoded row's target as a name: its class, or its canonical label set."""
+    if not enc.multi_label:
+        return [classes[i] for i in enc.labels]
+    from claimcheck.engine.data.labelsets import SEP
+
+    return [SEP.join(c for c, v in zip(classes, y, strict=True) if v) for y in enc.labels]
+
+
+def _evaluate_multi_label(proba: Any, enc: Encoded, metric: str, classes: list[str]) -> dict[str, Any]:
+    """A multi-label head on dev: the claim's multi-label metric with every label decided at 0.5,
+    the mean per-label binary cross-entropy, and how often each label is predicted and held."""
+    import numpy as np
+
+    from claimcheck.engine.stats import multilabel as ml
+
+    y = np.asarray(enc.labels, dtype=np.float64).reshape(enc.n, len(classes))
+    p = np.clip(proba, 1e-12, 1 - 1e-12)
+    loss = float(-(y * np.log(p) + (1 - y) * np.log(1 - p)).mean()) if enc.n else math.nan
+    decided = ml.decisions(proba)
+    return {
+        "value": ml.value(metric, y, decided) if enc.n else math.nan,
+        "loss": loss,
+        "pred_distribution": {c: int(decided[:, j].sum()) for j, c in enumerate(classes)},
+        "true_distribution": {c: int(y[:, j].sum()) for j, c in enumerate(classes)},
     }
 
 

@@ -83,7 +83,7 @@ def _to(batch: dict, device: str) -> dict:
 
 def evaluate_slice(model, prepared: Prepared, effective: dict, device: str) -> tuple[float, float]:
     """(mean loss, accuracy) on the prepared slice, eval mode, no dropout. Accuracy is per example
-    for classification and per supervised token for SFT."""
+    for classification, per label decision (at 0.5) for multi-label and per supervised token for SFT."""
     import torch
 
     mb = max(1, int(effective["micro_batch"]))
@@ -105,6 +105,11 @@ def evaluate_slice(model, prepared: Prepared, effective: dict, device: str) -> t
                 total += n
                 loss_sum += float(out.loss) * n
                 weight += n
+            elif prepared.multi_label:  # each label decision (logit > 0, probability > 0.5) counts
+                correct += int(((logits > 0).float() == batch["labels"]).sum())
+                total += int(batch["labels"].numel())
+                loss_sum += float(out.loss) * len(idx)
+                weight += len(idx)
             else:
                 correct += int((logits.argmax(-1) == batch["labels"]).sum())
                 total += len(idx)
@@ -336,7 +341,8 @@ def diagnosis(result: dict[str, Any], effective: dict, prepared: Prepared) -> li
     else:
         counts: dict[int, int] = {}
         for y in prepared.labels:
-            counts[y] = counts.get(y, 0) + 1
+            for j in [j for j, v in enumerate(y) if v] if prepared.multi_label else [y]:
+                counts[j] = counts.get(j, 0) + 1
         target = (
             f"{len(prepared.label_classes)} classes; slice class counts by id {dict(sorted(counts.items()))}"
         )

@@ -42,6 +42,8 @@ from claimcheck.engine.training.jobrecords import (
     TrivialLine,
     WrittenPhase,
 )
+from claimcheck.engine.training.loss import step_weight
+from claimcheck.engine.training.loss import weighted as weighted_loss
 from claimcheck.engine.training.schema import Effective, effective
 
 # ---------------------------------------------------------------- the job
@@ -331,19 +333,27 @@ class Job:
         c, t0 = run.contract, time.time()
         run.optimizer.zero_grad(set_to_none=True)
         loss_sum = 0.0
-        for k in range(run.accum):
-            idx = run.batcher.micro_indices(self.step * run.accum + k, c.micro_batch, run.train_b.n, c.seed)
+        micro = [
+            run.batcher.micro_indices(self.step * run.accum + k, c.micro_batch, run.train_b.n, c.seed)
+            for k in range(run.accum)
+        ]
+        w = run.train_b.weights if c.loss_weighting == "sample_weight" else None
+        total = step_weight(w, micro) if w is not None else 0.0
+        for idx in micro:
             with torch.autocast(
                 device_type=run.device.split(":")[0],
                 dtype=torch.bfloat16,
                 enabled=c.precision == "bf16" and run.device.startswith("cuda"),
             ):
-                out = run.model(**run.train_b.batch(idx))
-            loss = out.loss / run.accum
+                if w is None:
+                    out = run.model(**run.train_b.batch(idx))
+                    loss = out.loss / run.accum
+                else:  # the step's weighted mean: this micro-batch's sum(w * l) over the step's sum(w)
+                    batch = run.train_b.batch(idx)
+                    labels = batch.pop("labels")
+                    loss = weighted_loss(run.model(**batch).logits, labels, [w[i] for i in idx], total)
             if not torch.isfinite(loss):
-                raise Halt(
-                    f"non-finite loss ({float(out.loss.detach())}) at step {self.step + 1}", self.step + 1
-                )
+                raise Halt(f"non-finite loss ({float(loss.detach())}) at step {self.step + 1}", self.step + 1)
             (run.scaler.scale(loss) if run.scaler else loss).backward()
             loss_sum += float(loss.detach())
         gn = self._clip(run)
@@ -480,9 +490,14 @@ class Job:
         self.eval_started = time.time()
         self.evaluating = True
         try:
-            pos = run.contract.positive_class
-            dev_r = run.evaluate(run.model, run.dev_b, run.metric, run.batcher.classes, pos)
-            ref_r = run.evaluate(run.model, run.ref_b, run.metric, run.batcher.classes, pos)
+            c = run.contract
+            pos = c.positive_class
+            weighting = {
+                "weighted_loss": c.loss_weighting == "sample_weight",
+                "weighted_metric": c.metric_weighting == "sample_weight",
+            }
+            dev_r = run.evaluate(run.model, run.dev_b, run.metric, run.batcher.classes, pos, **weighting)
+            ref_r = run.evaluate(run.model, run.ref_b, run.metric, run.batcher.classes, pos, **weighting)
         finally:
             self.evaluating = False
             self.heartbeat.restart_count(self.step)

@@ -79,6 +79,8 @@ DATA = "data"
 TRAIN_FILE = "data/train.jsonl"
 DEV_FILE = "data/dev.jsonl"
 MANIFEST = "manifest.json"
+# The row files' sample-weight column (a contract with loss_weighting = "sample_weight" only).
+WEIGHT_COLUMN = "weight"
 DEV_PREDICTIONS = "dev_predictions.jsonl"
 # The same files in job folders recorded before row files (Parquet; read by rowfiles.read_rows).
 LEGACY_DATA_FILES = ("data/train.parquet", "data/dev.parquet")
@@ -272,7 +274,8 @@ class JobSpec:
     digest: str
     op_id: str
     attempt: int
-    train: Any  # Polars frames (or RowTables) with row_id, text (or messages as a JSON string) and target
+    train: Any  # Polars frames (or RowTables) with row_id, text (or messages as a JSON string), target
+    # and, under a weighted contract, WEIGHT_COLUMN
     dev: Any
     workspace: Path
     runtime: dict[str, Any] | None = None

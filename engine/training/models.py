@@ -257,6 +257,8 @@ def _load_base(effective: dict, path: Path, num_labels: int | None, device: str)
             kwargs["label2id"] = {c: i for i, c in enumerate(classes)}
         # A saved head of another size (or none) is replaced by a fresh head of the contracted size.
         kwargs["ignore_mismatched_sizes"] = True
+        if effective.get("target_type") == "multi_label":  # sigmoid outputs, BCEWithLogits loss
+            kwargs["problem_type"] = "multi_label_classification"
     elif effective["task_kind"] == "causal_lm_sft":
         auto = AutoModelForCausalLM
     else:

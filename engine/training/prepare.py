@@ -27,7 +27,8 @@ END_OF_TURN = ("<|end|>", "<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<|endoft
 class Prepared:
     task_kind: str
     input_ids: list[list[int]]
-    # SFT: per-token labels (IGNORE where masked); classification: one class id per example.
+    # SFT: per-token labels (IGNORE where masked); classification: one class id per example;
+    # multi-label classification: one multi-hot vector (0.0 / 1.0 per label_classes entry) per example.
     labels: list[Any]
     ids: list[Any]
     stats: list[dict[str, Any]]
@@ -39,6 +40,7 @@ class Prepared:
     mask_disagreements: list[Any] = field(default_factory=list)
     # char spans of supervised text per example (SFT), for decoding samples
     label_classes: list[str] = field(default_factory=list)
+    multi_label: bool = False
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -62,7 +64,8 @@ class Prepared:
                 lab[j, : len(self.labels[i])] = torch.tensor(self.labels[i], dtype=torch.long)
             batch["labels"] = lab
         else:
-            batch["labels"] = torch.tensor([self.labels[i] for i in indices], dtype=torch.long)
+            dtype = torch.float32 if self.multi_label else torch.long  # BCEWithLogits reads float targets
+            batch["labels"] = torch.tensor([self.labels[i] for i in indices], dtype=dtype)
         return batch
 
 
@@ -154,10 +157,22 @@ def _pad_and_eos(tokenizer) -> tuple[int, int]:
     return (pad if pad is not None else 0), (eos if eos is not None else -1)
 
 
+def multi_hot(target: str, classes: list[str]) -> list[float]:
+    """A multi-label target (the canonical label set, engine/data/labelsets.py) as 0.0 / 1.0 per class."""
+    from claimcheck.engine.data.labelsets import split_one
+
+    held = set(split_one(str(target)))
+    unknown = sorted(held - set(classes))
+    if unknown:
+        raise StageInputError(f"labels {unknown} are not in the contract's label_classes {classes}")
+    return [1.0 if c in held else 0.0 for c in classes]
+
+
 def _encode_classification(effective, tokenizer, texts, labels, ids) -> Prepared:
     classes = [str(c) for c in effective.get("label_classes") or []]
     index = {c: i for i, c in enumerate(classes)}
-    unknown = sorted({str(y) for y in labels if str(y) not in index})
+    multi = effective.get("target_type") == "multi_label"
+    unknown = [] if multi else sorted({str(y) for y in labels if str(y) not in index})
     if unknown:
         raise StageInputError(f"labels {unknown} are not in the contract's label_classes {classes}")
     max_len = int(effective["max_length"])
@@ -181,12 +196,13 @@ def _encode_classification(effective, tokenizer, texts, labels, ids) -> Prepared
     return Prepared(
         task_kind="text_classification",
         input_ids=[list(c) for c in cut],
-        labels=[index[str(y)] for y in labels],
+        labels=[multi_hot(y, classes) for y in labels] if multi else [index[str(y)] for y in labels],
         ids=ids,
         stats=stats,
         pad_id=pad,
         eos_id=eos,
         label_classes=classes,
+        multi_label=multi,
     )
 
 
@@ -383,11 +399,17 @@ def decode_sample(prepared: Prepared, tokenizer, i: int) -> dict[str, Any]:
             "masked_tokens": len(ids) - supervised,
             "decoded": shown,
         }
+    if prepared.multi_label:  # the label set, canonical; no single class id
+        from claimcheck.engine.data.labelsets import SEP
+
+        held = [c for c, v in zip(prepared.label_classes, prepared.labels[i], strict=True) if v]
+        label: dict[str, Any] = {"label": SEP.join(held)}
+    else:
+        label = {"label": prepared.label_classes[prepared.labels[i]], "label_id": int(prepared.labels[i])}
     return {
         "id": str(prepared.ids[i]),
         "tokens": len(ids),
-        "label": prepared.label_classes[prepared.labels[i]],
-        "label_id": int(prepared.labels[i]),
+        **label,
         "truncated": bool(prepared.stats[i]["truncated"]),
         "decoded": tokenizer.decode(ids),
     }

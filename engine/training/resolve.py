@@ -29,6 +29,10 @@ AUTO_ADAPTER = {
 
 # ---------------------------------------------------------------- resolution: requested → effective
 
+# The "requested" cell of a setting the contract's inputs do not hold, derived from the claim and the
+# source (the loss weighting, a multi-label head); contract.requested_vs_effective names each one.
+DERIVED = "(from the claim and source)"
+
 
 class Resolution:
     def __init__(self) -> None:
@@ -122,6 +126,8 @@ def resolve(
         _batch,
         _template,
         _over_time,
+        _weighting,
+        _head,
     ):
         step(s)
     return s.eff, s.R, s.facts
@@ -462,6 +468,51 @@ def _over_time(s: _Resolving) -> None:
     if metric_registry.positive_index(claim, classes) >= 0:
         eff["positive_class"] = str(claim["positive_class"])
     eff["alarms"] = inp.alarms.model_dump(mode="json")
+
+
+def _weighting(s: _Resolving) -> None:
+    """The source's sample weights in the job: a weighted training loss, and the dev metric weighted
+    when the claim's metric_weighting says so. Written only when the source declares a weight
+    column (a contract without one keeps its digest)."""
+    from claimcheck.engine.data import weights
+
+    name = weights.column(s.source_inputs)
+    if not name:
+        return
+    if s.inp.task_kind != "text_classification":
+        s.R.refuse(
+            "loss_weighting",
+            f"sample_weight ('{name}')",
+            "a weighted loss is built for text classification; leave the source's weight_column empty",
+        )
+        return
+    s.eff["weight_column"] = name
+    s.eff["loss_weighting"] = s.R.resolved(
+        "loss_weighting",
+        DERIVED,
+        weights.SAMPLE_WEIGHT,
+        f"the source declares weight column '{name}': the loss is sum(w * l) / sum(w) per optimizer step",
+    )
+    metric = str(s.claim.get("metric_weighting") or "unweighted")
+    s.eff["metric_weighting"] = s.R.resolved(
+        "metric_weighting", DERIVED, metric, "the claim's metric_weighting: the job's dev metric"
+    )
+
+
+def _head(s: _Resolving) -> None:
+    """A multi-label claim's head: sigmoid outputs trained with BCEWithLogits (written only then)."""
+    if str(s.claim.get("target_type") or "") != "multi_label":
+        return
+    if s.inp.task_kind != "text_classification":
+        s.R.refuse("target_type", "multi_label", "a multi-label head is built for text classification")
+        return
+    s.eff["target_type"] = s.R.resolved(
+        "target_type",
+        DERIVED,
+        "multi_label",
+        "the claim's target_type: a sigmoid head per label, BCEWithLogits loss "
+        "(problem_type multi_label_classification), dev metric at threshold 0.5",
+    )
 
 
 def default_text_template(source_inputs: dict[str, Any]) -> str:

@@ -409,6 +409,19 @@ class Effective(_M):
     label_classes: list[str] = Field(default_factory=list)
     optimizer_steps: int = 0
     data: DataIdentity = Field(default_factory=DataIdentity)
+    # The source's sample weights in the job (derived from the source and the claim, never requested):
+    # loss_weighting "sample_weight" makes the training loss the weighted mean of the per-example
+    # loss, sum(w * l) / sum(w) over each optimizer step's rows (engine/training/loss.py), with the
+    # weights of `weight_column` carried in the job's row files; metric_weighting "sample_weight"
+    # (the claim's) weights the job's dev metric and its trivial baseline the same way.
+    loss_weighting: Literal["unweighted", "sample_weight"] = "unweighted"
+    # "multi_label" (a claim with target_type multi_label): a sigmoid head trained with BCEWithLogits
+    # (transformers' problem_type "multi_label_classification"); each row's target is its label set,
+    # a multi-hot vector over label_classes; the dev metric is the claim's multi-label metric with
+    # every label decided at 0.5. Written only for a multi-label claim.
+    target_type: Literal["single_label", "multi_label"] = "single_label"
+    metric_weighting: Literal["unweighted", "sample_weight"] = "unweighted"
+    weight_column: str = ""
     # "torch": a fine-tuning job dispatched as a job; "sklearn": claim.fine_tuning = false, the
     # candidate below is fitted in the artifact stage (no job).
     candidate_kind: Literal["torch", "sklearn", "encoder"] = "torch"
@@ -419,6 +432,10 @@ class Effective(_M):
     @property
     def is_classification(self) -> bool:
         return self.task_kind == "text_classification"
+
+    @property
+    def is_multi_label(self) -> bool:
+        return self.is_classification and self.target_type == "multi_label"
 
 
 def effective(doc: dict[str, Any] | Effective) -> Effective:

@@ -104,12 +104,13 @@ def fit(eff: dict[str, Any], job_dir: Path, mode: str, ctx: Any, scoring: tuple[
     ctx.progress(0.3, f"frozen probe: embedding {train.height} train and {dev.height} dev rows")
     x_tr, x_dev = embed(train, rendered=True), embed(dev, rendered=True)
     seed = int(eff.get("seed", 0))
+    w_tr, sc = _weights(eff, train, dev, sc)
     fits, dev_values = {}, {}
     m = registry.get(metric)
     with threads.single():
         for c in C_GRID:
             ctx.check_cancelled()
-            fits[c] = _head(x_tr, y_tr, c, seed)
+            fits[c] = _head(x_tr, y_tr, c, seed, w_tr)
             dev_values[c] = m.value(y_dev, _full(fits[c], x_dev, len(classes)), sc)
     best = max(C_GRID, key=lambda c: (-dev_values[c] if m.lower_is_better else dev_values[c], -c))
     clf = fits[best]
@@ -125,6 +126,7 @@ def fit(eff: dict[str, Any], job_dir: Path, mode: str, ctx: Any, scoring: tuple[
         f"a logistic-regression head on standardised features (C {best:g}, chosen on {dev.height} dev "
         f"rows by {metric}) fitted "
         f"on the pooled embeddings of {train.height} train rows — a linear probe"
+        + ("" if w_tr is None else f", fitted with the rows' sample weights ('{eff.get('weight_column')}')")
     )
     return Probe(
         fn,
@@ -145,8 +147,29 @@ def fit(eff: dict[str, Any], job_dir: Path, mode: str, ctx: Any, scoring: tuple[
     )
 
 
-def _head(x: Any, y: Any, c: float, seed: int) -> Any:
-    """Features standardised on train (mean and scale), then the logistic regression."""
+def _weights(eff: dict[str, Any], train: Any, dev: Any, sc: Any) -> tuple[Any, Any]:
+    """Under a weighted contract the head is fitted with the train rows' sample weights (as the
+    fine-tuned candidate's loss is weighted) and C chosen by the dev metric weighted as the claim
+    says; else (None, the scoring unchanged)."""
+    import dataclasses
+
+    import numpy as np
+
+    from claimcheck.engine.training.jobfiles import WEIGHT_COLUMN
+    from claimcheck.engine.training.schema import effective
+
+    c = effective(eff)
+    if c.loss_weighting != "sample_weight" or WEIGHT_COLUMN not in train.columns:
+        return None, sc
+    w_tr = np.asarray(train[WEIGHT_COLUMN].to_list(), dtype=np.float64)
+    if c.metric_weighting == "sample_weight":
+        sc = dataclasses.replace(sc, weights=np.asarray(dev[WEIGHT_COLUMN].to_list(), dtype=np.float64))
+    return w_tr, sc
+
+
+def _head(x: Any, y: Any, c: float, seed: int, w: Any = None) -> Any:
+    """Features standardised on train (mean and scale), then the logistic regression; with `w`, both
+    fitted with those sample weights."""
     import warnings
 
     from sklearn.exceptions import ConvergenceWarning
@@ -157,7 +180,9 @@ def _head(x: Any, y: Any, c: float, seed: int) -> Any:
     clf = make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=MAX_ITER, random_state=seed))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # recorded as `converged`, not printed
-        return clf.fit(x, y)
+        if w is None:
+            return clf.fit(x, y)
+        return clf.fit(x, y, standardscaler__sample_weight=w, logisticregression__sample_weight=w)
 
 
 def _head_sha256(clf: Any) -> str:

@@ -41,6 +41,7 @@ from claimcheck.engine.stages.artifact import probe as frozen_probe
 from claimcheck.engine.stages.artifact.inputs import Inputs
 from claimcheck.engine.stages.artifact.operating import operating_point
 from claimcheck.engine.stats import registry as metric_registry
+from claimcheck.engine.training.schema import effective
 
 TITLE = "Artifact"
 
@@ -251,6 +252,8 @@ def compare(
     notes["candidate"] = (
         "the saved artifact reloaded (trainable tensors into the contracted model, saved tokenizer)"
     )
+    if effective(eff).is_multi_label:
+        return _multi_label(inputs, fns["candidate"], notes["candidate"], upstream, ctx)
     base_id = base_model_identity(eff, ctx.workspace) if "base_model" in inputs.comparators else None
     if base_id is not None and base_id.status != "pass":
         notes["base_model"] = f"not scored: {base_id.summary}"
@@ -275,6 +278,25 @@ def compare(
     if probe is not None:
         result["checks"].append(frozen_probe.pin(probe, result["preds"].get(frozen_probe.ARM)))
     return result
+
+
+def _multi_label(
+    inputs: Inputs, fn: Any, note: str, upstream: dict[str, StageRecord], ctx: StageContext
+) -> dict[str, Any]:
+    """A fine-tuned multi-label head: its per-label sigmoid scores compared with the baseline arms as
+    a scikit-learn multi-label candidate's are (engine/stages/artifact/multilabel.py: per-label
+    thresholds on calibration, the claim's metric with paired intervals, per-label F1)."""
+    from claimcheck.engine import threads
+    from claimcheck.engine.baseline.learners import load
+    from claimcheck.engine.stages.artifact import multilabel
+    from claimcheck.engine.stages.baseline import run as baseline
+
+    if "baseline" not in upstream:
+        raise StageInputError("a multi-label comparison needs a frozen baseline stage (its labels and arms)")
+    data = load(baseline.Inputs.model_validate(upstream["baseline"].inputs), upstream, ctx)
+    with threads.capped():
+        checks = multilabel.compare(inputs, data, fn, note, upstream, ctx)
+    return {"checks": checks}
 
 
 def compare_arms(

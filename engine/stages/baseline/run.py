@@ -78,7 +78,13 @@ def refit_best(upstream: dict[str, StageRecord], ctx: StageContext) -> tuple[Any
     rec = upstream["baseline"]
     inputs = Inputs.model_validate(rec.inputs)
     data = load(inputs, upstream, ctx)
-    model = make_model(best, data, inputs, float(inputs.C if chosen_c is None else chosen_c))
+    c_value = float(inputs.C if chosen_c is None else chosen_c)
+    if data.task == "multilabel":  # one-vs-rest, as the baseline stage fitted it
+        from claimcheck.engine.baseline.multilabel import make_multilabel
+
+        model = make_multilabel(best, data, inputs, c_value)
+    else:
+        model = make_model(best, data, inputs, c_value)
     with threads.capped():
         fit_model(model, features(best, data.fit, data), data.fit, data)
 

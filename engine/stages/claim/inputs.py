@@ -225,17 +225,28 @@ class Inputs(BaseModel):
 
 
 def _multi_label_claim(claim: Inputs) -> None:
-    """What a multi-label claim can be judged on today: scikit-learn learners (no fine-tuning)."""
-    if claim.task_kind != "tabular":
+    """What a multi-label claim can be judged on: scikit-learn one-vs-rest learners (task_kind
+    tabular, no fine-tuning), or a fine-tuned text encoder with a sigmoid head per label (task_kind
+    text_classification, fine_tuning = true) against the trivial and best baselines."""
+    tuned = claim.task_kind == "text_classification" and claim.fine_tuning
+    if not tuned and claim.task_kind != "tabular":
         raise ValueError(
-            "target_type: a multi-label claim is judged with scikit-learn one-vs-rest learners (text "
-            'columns read through TF-IDF): set task_kind = "tabular" and fine_tuning = false'
+            "target_type: a multi-label claim is judged with scikit-learn one-vs-rest learners (task_kind "
+            '"tabular", text columns read through TF-IDF) or a fine-tuned encoder with a sigmoid head '
+            '(task_kind "text_classification", fine_tuning = true): choose one of them'
         )
-    if claim.fine_tuning:
+    if claim.task_kind == "tabular" and claim.fine_tuning:
         raise ValueError(
-            "fine_tuning: a multi-label claim is judged with scikit-learn learners (one-vs-rest logistic "
-            "regression) only; a fine-tuned encoder with a sigmoid / BCE head is not built yet: set "
-            "fine_tuning = false"
+            "fine_tuning: a tabular multi-label claim is judged with scikit-learn learners (one-vs-rest "
+            'logistic regression); for a fine-tuned sigmoid / BCE head set task_kind = "text_classification", '
+            "else set fine_tuning = false"
+        )
+    other = [c for c in claim.comparators if c in (BASE_MODEL, FROZEN_PROBE)]
+    if tuned and other:
+        raise ValueError(
+            f"comparators: {', '.join(other)} is not an arm of a multi-label claim (an unchanged encoder "
+            "needs a head per label fitted first, which claimcheck does not build); compare with "
+            "trivial_baseline and best_baseline"
         )
     if claim.positive_class:
         raise ValueError("positive_class: a multi-label claim has no single positive class; leave it empty")

@@ -123,13 +123,23 @@ def _success_criterion(inp: Inputs) -> Check:
 
 def _comparators(inp: Inputs) -> Check:
     """The required comparators are listed (unknown ones are refused by Inputs._judgeable)."""
-    need = [TRIVIAL] + ([BASE_MODEL] if inp.fine_tuning else [])
+    # A multi-label fine-tune has no unchanged-base arm (a head per label on the frozen encoder is
+    # not built; the claim refuses base_model and frozen_probe): it is judged against the baselines.
+    multi_label_ft = inp.fine_tuning and inp.target_type == "multi_label"
+    need = [TRIVIAL] + ([BASE_MODEL] if inp.fine_tuning and not multi_label_ft else [])
     # A fine-tuned text classifier's unchanged-base comparator may be the linear probe on the frozen
     # base (what fine-tuning added) instead of the random-head base model (a chance-level check).
     present = set(inp.comparators) | ({BASE_MODEL} if FROZEN_PROBE in inp.comparators else set())
     absent = [c for c in need if c not in present]
     if absent:
         status, summary = "fail", "add comparators: " + ", ".join(absent)
+    elif multi_label_ft:
+        status = "warn"
+        summary = (
+            "comparators: " + ", ".join(inp.comparators) + "; no unchanged-base arm for a multi-label "
+            "fine-tune (a head per label on the frozen encoder is not built): what fine-tuning added "
+            "over the base encoder is not measured"
+        )
     else:
         status, summary = "pass", "comparators: " + ", ".join(inp.comparators)
     return Check(

@@ -327,12 +327,14 @@ def _prepared_labels(eff: dict, p, labels_present: list[str], head_sizes: list[i
     classes = eff["label_classes"]
     counts = {c: 0 for c in classes}
     for y in p.labels:
-        counts[classes[y]] += 1
+        for j in [j for j, v in enumerate(y) if v] if p.multi_label else [y]:  # a label set: each label
+            counts[classes[j]] += 1
     absent = [c for c in classes if counts[c] == 0]
     head_ok = head_sizes == [len(classes)]
     status = "fail" if not head_ok else ("warn" if absent else "pass")
     summary = (
-        f"{len(classes)} classes in order {classes}; head outputs {head_sizes}"
+        ("multi-label sigmoid head, " if p.multi_label else "")
+        + f"{len(classes)} classes in order {classes}; head outputs {head_sizes}"
         + ("" if head_ok else f" ≠ {len(classes)} classes")
         + (f"; classes never seen in train: {absent}" if absent else "; every class occurs in train")
     )

@@ -78,6 +78,7 @@ def _fit_slice(p, pos: list[int]):
         end_ids=p.end_ids,
         mask_source=p.mask_source,
         label_classes=p.label_classes,
+        multi_label=p.multi_label,
     )
 
 

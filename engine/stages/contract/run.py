@@ -20,7 +20,7 @@ from claimcheck.engine.pipeline.checks import declaration, not_run
 from claimcheck.engine.pipeline.context import StageContext, StageInputError
 from claimcheck.engine.stages.contract.checks import PB_PIN, PB_REQ, FitMaterial, verify_and_fit
 from claimcheck.engine.training.hardware import cuda_available
-from claimcheck.engine.training.resolve import Resolution, resolve
+from claimcheck.engine.training.resolve import DERIVED, Resolution, resolve
 from claimcheck.engine.training.schema import Inputs
 
 TITLE = "Contract"
@@ -64,6 +64,10 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     labels_present: list[str] = []
     if eff["task_kind"] == "text_classification":
         labels_present = sorted({str(t) for t in train["target"].to_list()})
+        if eff.get("target_type") == "multi_label":  # each target is a label set
+            from claimcheck.engine.data.labelsets import split_one
+
+            labels_present = sorted({lab for t in labels_present for lab in split_one(t)})
         order = [str(c) for c in claim.get("class_order") or []]
         classes = order or labels_present
         eff["label_classes"] = res.resolved(
@@ -205,6 +209,12 @@ def _requested_vs_effective(res: Resolution) -> Check:
         )
     else:
         summary = f"{len(res.rows)} settings: {len(res.rows) - n_resolved} as requested, {n_resolved} resolved, none refused"
+        derived = [r for r in res.rows if r["requested"] == DERIVED]
+        if derived:
+            summary += "; from the claim and source: " + "; ".join(
+                f"{r['setting']} = {r['effective']} ({r['outcome'].removeprefix('resolved: ')})"
+                for r in derived
+            )
     return Check(
         id="contract.requested_vs_effective",
         status="fail" if res.refused else "pass",

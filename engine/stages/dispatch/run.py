@@ -208,7 +208,11 @@ def _job_frame(df: Any, eff: dict[str, Any]) -> Any:
         msgs = [json.dumps(m) for m in row_inputs(eff, df)]
         return pl.DataFrame({"row_id": df["row_id"], "messages": msgs, "target": df["target"].cast(pl.Utf8)})
     texts = row_inputs(eff, df)
-    return pl.DataFrame({"row_id": df["row_id"], "text": texts, "target": df["target"].cast(pl.Utf8)})
+    frame = pl.DataFrame({"row_id": df["row_id"], "text": texts, "target": df["target"].cast(pl.Utf8)})
+    weight_column = checked_effective(eff).weight_column
+    if weight_column:  # the job's weighted loss and dev metric read each row's weight
+        frame = frame.with_columns(df[weight_column].cast(pl.Float64).alias(jobfiles.WEIGHT_COLUMN))
+    return frame
 
 
 def _provider(inputs: Inputs, jobs_root: Path, ctx: StageContext) -> Any:
