@@ -180,7 +180,7 @@ def _scalar_text(value: Any) -> str:
 
 def to_text(spec: FieldSpec, value: Any) -> str:
     """What the field's input shows for `value`."""
-    if spec.kind == "list":
+    if spec.kind in ("list", "columns"):
         return ", ".join(_scalar_text(v) for v in value) if isinstance(value, list) else _scalar_text(value)
     if spec.kind == "map":
         if isinstance(value, dict):
