@@ -266,3 +266,26 @@ async def test_a_column_list_says_ticked_or_not_in_glyphs_under_no_color(
         for line, value in zip(shown, values, strict=True):
             box = line.lstrip()[1]  # ▐✔▌ / ▐ ▌
             assert box == (TICKED if value in picker.selected else " "), (line, value)
+
+
+async def test_an_emptied_toml_value_field_falls_back_to_its_default(sample_session: Session) -> None:
+    """The source form's filters (a TOML value) emptied by ctrl+u: no 'not a TOML value' error; the
+    key leaves the inputs and the stage's default (no filter) applies."""
+    app = make_app(sample_session.path, workspace=sample_session.workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.view() is not None)
+        await pilot.press("ctrl+l", "2")
+        await wait_for(
+            pilot, lambda: app.screen.view("source") is not None and app.screen.view("source")._ready
+        )
+        view = app.screen.view("source")
+        field = view.query_one("#f-filters")
+        field.focus()
+        await pilot.press("end", *"x")  # not TOML: refused in the form
+        await wait_for(pilot, lambda: view.form_values()[0] is None)
+        assert "not a TOML value" in view.form_values()[1]
+        await pilot.press("ctrl+u", "ctrl+k")  # emptied
+        await wait_for(pilot, lambda: view.form_values()[0] is not None)
+        values = view.form_values()[0]
+        assert "filters" not in values and field.value == ""
+        assert "filters" not in view.query_one("#toml-editor").text.split("[source")[0]
