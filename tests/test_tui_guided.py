@@ -289,3 +289,26 @@ async def test_an_emptied_toml_value_field_falls_back_to_its_default(sample_sess
         values = view.form_values()[0]
         assert "filters" not in values and field.value == ""
         assert "filters" not in view.query_one("#toml-editor").text.split("[source")[0]
+
+
+async def test_the_toml_editor_goes_to_its_first_and_last_line(sample_session: Session) -> None:
+    """ctrl+end and ctrl+home in a stage's TOML editor (the contract's runs past the pane)."""
+    from claimcheck.tui.safe import TomlArea
+
+    app = make_app(sample_session.path, workspace=sample_session.workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.view() is not None)
+        await pilot.press("ctrl+l", "5")
+        await wait_for(
+            pilot, lambda: app.screen.view("contract") is not None and app.screen.view("contract")._ready
+        )
+        editor = app.screen.view("contract").query_one("#toml-editor", TomlArea)
+        app.screen.view("contract").query_one(".stage-form").show_toml()
+        await pilot.pause()
+        editor.focus()
+        await pilot.pause()
+        assert editor.document.line_count > 40
+        await pilot.press("ctrl+end")
+        await wait_for(pilot, lambda: editor.cursor_location == editor.document.end)
+        await pilot.press("ctrl+home")
+        await wait_for(pilot, lambda: editor.cursor_location == (0, 0))
