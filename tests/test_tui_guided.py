@@ -312,3 +312,39 @@ async def test_the_toml_editor_goes_to_its_first_and_last_line(sample_session: S
         await wait_for(pilot, lambda: editor.cursor_location == editor.document.end)
         await pilot.press("ctrl+home")
         await wait_for(pilot, lambda: editor.cursor_location == (0, 0))
+
+
+async def test_the_weight_column_is_picked_among_the_numeric_columns(tmp_path: Path) -> None:
+    """The data screen's weight picker offers the file's numeric columns only; the pick becomes the
+    source's weight_column; a weight also ticked as an input is refused before the session."""
+    from textual.widgets import Select, SelectionList
+
+    from claimcheck.tui.data_screen import DataFileScreen
+    from tests.test_tui_newdata import write_panel
+
+    write_panel(tmp_path / "panel.csv")
+    app = make_app(workspace=tmp_path, session_id="s-w", data_file="panel.csv")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, DataFileScreen) and app.screen.peek is not None)
+        screen = app.screen
+        weight = screen.query_one("#pick-weight", Select)
+        offered = [value for _, value in weight._options if isinstance(value, str) and value]
+        numeric = [c.name for c in screen.peek.columns if c.kind == "number"]
+        assert offered == numeric and "region" not in offered and "note" not in offered
+        screen.query_one("#pick-label", Select).value = "region"
+        inputs = screen.query_one("#pick-inputs", SelectionList)
+        inputs.select("employees")
+        inputs.select("year")
+        await wait_for(pilot, lambda: "weight" not in str(screen.query_one("#data-suggestion").render()))
+        screen.query_one("#pick-weight", Select).value = "employees"
+        await wait_for(pilot, lambda: screen.suggestion is None)
+        assert "weight column 'employees' is also picked as an input" in str(
+            screen.query_one("#data-suggestion").render()
+        )
+        inputs.deselect("employees")
+        await wait_for(pilot, lambda: screen.suggestion is not None)
+        screen.query_one("#own-create").press()
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen))
+        source = app.initial_inputs(app.session, "source")
+        assert source["weight_column"] == "employees" and source["input_columns"] == ["year"]
