@@ -1,5 +1,6 @@
 """A new session from the person's own data file: pick the file inside the workspace, see its columns
-and first rows, pick the label, input, text, id, entity and time columns from the file's own columns,
+and first rows, pick the label, input, text, id, entity, time and weight columns from the file's own
+columns,
 and take the recipe suggested for the task and this machine (with the reason shown).
 
 The screen computes nothing: the file's schema and preview come from claimcheck.engine.data.peek, the
@@ -26,6 +27,7 @@ from claimcheck.engine.data.peek import DATA_SUFFIXES, DataPeek, peek, workspace
 from claimcheck.engine.errors import ClaimcheckError
 from claimcheck.engine.stages.own_data import ColumnChoice, Suggestion, suggest
 from claimcheck.tui.safe import LiteralInput, clean, literal
+from claimcheck.tui.widgets import TickList
 
 NO_COLUMN = ""  # the Select value of "(none)"
 # The pickers, each: (widget id, label, many columns, which column kinds it offers; () = every kind)
@@ -36,6 +38,7 @@ PICKERS: tuple[tuple[str, str, bool, tuple[str, ...]], ...] = (
     ("pick-id", "Id column (names each row; optional)", False, ()),
     ("pick-entities", "Entity columns (who or what a row is about; splits keep them together)", True, ()),
     ("pick-time", "Time column (optional)", False, ("date", "number", "text")),
+    ("pick-weight", "Weight column (per-row sample weights, numeric; optional)", False, ("number",)),
 )
 
 
@@ -164,7 +167,9 @@ class DataFileScreen(Screen):
         self.peek = found
         self._problem("")
         await box.mount_all(list(self._column_widgets(found)))
-        self.query_one("#pick-label", Select).focus()
+        label = self.query_one("#pick-label", Select)
+        label.focus()
+        self.call_after_refresh(label.scroll_visible, animate=False)  # once the pickers are laid out
         self._suggest()
 
     def _column_widgets(self, p: DataPeek) -> Iterable[Any]:
@@ -176,7 +181,7 @@ class DataFileScreen(Screen):
             offered = [c for c in p.columns if not kinds or c.kind in kinds]
             yield Label(title, classes="field-label")
             if many:
-                yield SelectionList[str](*[Selection(column_prompt(c), c.name) for c in offered], id=wid)
+                yield TickList(*[Selection(column_prompt(c), c.name) for c in offered], id=wid)
             else:
                 options = [(column_prompt(c), c.name) for c in offered]
                 blank = [] if wid == "pick-label" else [("(none)", NO_COLUMN)]
@@ -210,6 +215,7 @@ class DataFileScreen(Screen):
             id=one("pick-id"),
             entities=many("pick-entities"),
             time=one("pick-time"),
+            weight=one("pick-weight"),
         )
 
     @on(Select.Changed)

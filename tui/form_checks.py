@@ -95,8 +95,8 @@ def form_check(stage: str, workspace: Path) -> FormCheck | None:
 
 
 def column_choices(stage: str, workspace: Path, data: dict[str, Any]) -> dict[str, tuple[str, ...]]:
-    """The source form's one-column fields (label, id, time column) as choices among the data files'
-    own columns, read from the files the inputs name ({} for another stage, or when the files cannot
+    """The source form's column fields as choices among the data files' own columns — one column
+    (label, id, time, weight) or several (input, text, entity, subgroup columns) — read from the files the inputs name ({} for another stage, or when the files cannot
     be read: the field stays typed, and the source check says what is wrong)."""
     if stage != "source":
         return {}
@@ -113,8 +113,10 @@ def column_choices(stage: str, workspace: Path, data: dict[str, Any]) -> dict[st
         have = file_columns(workspace, list(inp.files))
     except (ValidationError, ClaimcheckError, OSError):
         return {}
-    one = [f for f in inp.named_columns() if Inputs.model_fields[f].annotation is str]
-    return {f: ("", *have) for f in one}
+    named = inp.named_columns()
+    one = [f for f in named if Inputs.model_fields[f].annotation is str]
+    many = [f for f in named if Inputs.model_fields[f].annotation == list[str]]
+    return {f: ("", *have) for f in one} | {f: tuple(have) for f in many}
 
 
 def form_order(stage: str, claim: dict[str, Any]) -> tuple[tuple[str, ...], str]:

@@ -151,7 +151,10 @@ def set_path(data: dict[str, Any], path: str, value: Any) -> None:
         if not isinstance(nxt, dict):
             nxt = cur[part] = {}
         cur = nxt
-    cur[parts[-1]] = value
+    if value is MISSING:  # an emptied field: the key goes, and the model's default applies
+        cur.pop(parts[-1], None)
+    else:
+        cur[parts[-1]] = value
 
 
 def _key(key: str) -> str:
@@ -180,7 +183,7 @@ def _scalar_text(value: Any) -> str:
 
 def to_text(spec: FieldSpec, value: Any) -> str:
     """What the field's input shows for `value`."""
-    if spec.kind == "list":
+    if spec.kind in ("list", "columns"):
         return ", ".join(_scalar_text(v) for v in value) if isinstance(value, list) else _scalar_text(value)
     if spec.kind == "map":
         if isinstance(value, dict):
@@ -223,6 +226,8 @@ def from_text(spec: FieldSpec, text: str) -> tuple[Any, str]:
             out[key.strip()] = _item(spec.item, val.strip())
         return out, ""
     if spec.kind == "toml":
+        if not text.strip():
+            return MISSING, ""  # emptied: the field's default
         try:
             return tomllib.loads("v = " + text)["v"], ""
         except tomllib.TOMLDecodeError as exc:

@@ -19,11 +19,12 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
-from textual.widgets import Input, Label, Select, Switch, TabbedContent, TabPane, TextArea
+from textual.widgets import Input, Label, Select, SelectionList, Switch, TabbedContent, TabPane, TextArea
+from textual.widgets.selection_list import Selection
 
 from claimcheck.engine.errors import validation_problem, validation_problems
 from claimcheck.engine.evidence import dump_toml
@@ -40,6 +41,7 @@ from claimcheck.tui.form_fields import (
     to_text,
 )
 from claimcheck.tui.safe import LiteralInput, TomlArea, clean, literal
+from claimcheck.tui.widgets import TickList
 
 RECIPE_MARK = "◆ recipe"
 RECIPE_CHANGED = "◇ recipe value: "
@@ -103,10 +105,7 @@ class StageForm(Vertical):
         self.notice = notice
         specs = field_specs(model)  # the fields named in `first` lead, in that order
         picks = choices or {}  # text fields chosen among given values (a data file's columns)
-        specs = tuple(
-            replace(s, kind="select", options=picks[s.path]) if s.path in picks and s.kind == "text" else s
-            for s in specs
-        )
+        specs = tuple(_picked(s, picks.get(s.path)) for s in specs)
         rank = {name: i for i, name in enumerate(first)}
         self.specs = tuple(sorted(specs, key=lambda s: rank.get(s.path, len(rank))))
         self.leaves = leaves(self.specs)
@@ -197,6 +196,8 @@ class StageForm(Vertical):
             )
         if spec.kind == "switch":
             return Switch(value=value is True, animate=False, id=spec.wid)
+        if spec.kind == "columns":
+            return TickList(*self._column_options(spec, value), compact=True, id=spec.wid)
         w = LiteralInput(to_text(spec, value), placeholder=spec.placeholder, compact=True, id=spec.wid)
         w.cursor_blink = False
         return w
@@ -209,6 +210,24 @@ class StageForm(Vertical):
         if "" in values:  # "(none)" first, as a prompt would be
             values = ["", *(v for v in values if v != "")]
         return [(clean(v) if v != "" else "(none)", v) for v in values]
+
+    @staticmethod
+    def _column_options(spec: FieldSpec, value: Any) -> list[Selection[str]]:
+        """The file's columns, those in `value` ticked; a named column the file lacks is listed after
+        them, ticked (the form's check then says it is not in the file)."""
+        chosen = [str(v) for v in value] if isinstance(value, list) else []
+        names = [*spec.options, *(c for c in chosen if c not in spec.options)]
+        return [Selection(clean(c, limit=60), c, c in chosen) for c in names]
+
+    @staticmethod
+    def _ticked(spec: FieldSpec, widget: Any) -> list[str]:
+        """A column list's value: the ticked columns in the file's order (then the ones it lacks)."""
+        picked = set(widget.selected)
+        return [
+            widget.get_option_at_index(i).value
+            for i in range(widget.option_count)
+            if widget.get_option_at_index(i).value in picked
+        ]
 
     def _node(self, wid: str) -> Any:
         """A widget of this form by id, found once (a DOM query per field per keystroke is slow)."""
@@ -229,11 +248,35 @@ class StageForm(Vertical):
         """Does the widget already show `current` (an echo of a sync, not an edit)?"""
         if spec.kind in ("select", "switch"):
             return widget.value == current
+        if spec.kind == "columns":
+            return self._ticked(spec, widget) == (current if isinstance(current, list) else [])
         return widget.value == to_text(spec, current) or from_text(spec, widget.value)[0] == current
+
+    # ------------------------------------------------------------ the focus marker
+
+    @on(events.DescendantFocus)
+    @on(events.DescendantBlur)
+    def _focus_marker(self, event: events.DescendantFocus | events.DescendantBlur) -> None:
+        """The focused field's label is drawn reversed: a class on its field, moved on every focus
+        change (the :focus-within rule left the first field's label reversed when focus moved on)."""
+        focused = event.widget if isinstance(event, events.DescendantFocus) else None
+        field = None
+        for node in focused.ancestors_with_self if focused is not None else ():
+            if node is self:
+                break
+            if node.has_class("field"):
+                field = node
+                break
+        for other in self.query(".field.-focused"):
+            if other is not field:
+                other.remove_class("-focused")
+        if field is not None:
+            field.add_class("-focused")
 
     @on(Input.Changed)
     @on(Select.Changed)
     @on(Switch.Changed)
+    @on(SelectionList.SelectedChanged)
     def _field_changed(self, event: Message) -> None:
         event.stop()
         widget = event.control  # type: ignore[attr-defined]
@@ -245,6 +288,8 @@ class StageForm(Vertical):
             return
         if spec.kind in ("select", "switch"):
             value, problem = widget.value, ""
+        elif spec.kind == "columns":
+            value, problem = self._ticked(spec, widget), ""
         else:
             value, problem = from_text(spec, widget.value)
         self.local.pop(spec.path, None)
@@ -302,6 +347,9 @@ class StageForm(Vertical):
                     widget.value = value  # type: ignore[attr-defined]
             elif spec.kind == "switch":
                 widget.value = value is True  # type: ignore[attr-defined]
+            elif spec.kind == "columns":
+                widget.clear_options()  # type: ignore[attr-defined]
+                widget.add_options(self._column_options(spec, value))  # type: ignore[attr-defined]
             else:
                 widget.value = to_text(spec, value)  # type: ignore[attr-defined]
 
@@ -375,7 +423,7 @@ class StageForm(Vertical):
     def hidden_note(self) -> str:
         """Which field holds control / bidi / zero-width characters (shown as glyphs), or ""."""
         for spec in self.leaves:
-            if spec.kind in ("select", "switch"):
+            if spec.kind in ("select", "switch", "columns"):
                 continue
             value = self._node(spec.wid).value
             if has_hidden(value):  # one regex scan per field: cheap on every keystroke
@@ -407,6 +455,18 @@ class StageForm(Vertical):
 
     def show_toml(self) -> None:
         self.query_one(".form-tabs", TabbedContent).active = "form-toml"
+
+
+def _picked(spec: FieldSpec, options: tuple[Any, ...] | None) -> FieldSpec:
+    """A text field with given values becomes a choice among them; a list of text, a column list
+    (ticked among them)."""
+    if options is None:
+        return spec
+    if spec.kind == "text":
+        return replace(spec, kind="select", options=options)
+    if spec.kind == "list" and spec.item == "text":
+        return replace(spec, kind="columns", options=tuple(o for o in options if o != ""))
+    return spec
 
 
 __all__ = ["FormScroll", "StageForm", "validate", "validation_message"]

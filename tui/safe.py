@@ -15,6 +15,7 @@ from typing import Any
 
 from rich.cells import cell_len
 from rich.text import Text
+from textual.binding import Binding
 from textual.widgets import Input, TextArea
 from textual.widgets.text_area import Edit
 
@@ -127,10 +128,22 @@ class TomlArea(TextArea):
     """The stage inputs' TOML editor: no hidden character ever reaches the document (or the screen).
 
     Loaded text and every edit (typing, paste, `insert` / `replace`) pass through `toml_escapes`.
+    ctrl+home and ctrl+end go to the document's first and last line (TextArea binds neither).
     """
+
+    BINDINGS = [
+        Binding("ctrl+home", "document_start", "Document start", show=False),
+        Binding("ctrl+end", "document_end", "Document end", show=False),
+    ]
 
     def __init__(self, text: str = "", **kwargs: Any) -> None:
         super().__init__(toml_escapes(text), **kwargs)
+
+    def action_document_start(self) -> None:
+        self.move_cursor((0, 0))
+
+    def action_document_end(self) -> None:
+        self.move_cursor(self.document.end)
 
     def load_text(self, text: str) -> None:
         super().load_text(toml_escapes(text))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 import traceback
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.timer import Timer
 from textual.widgets import Button, Label, ProgressBar, Static, TabbedContent, TabPane
+from textual.widgets._tabbed_content import ContentTabs
 
 from claimcheck.engine.errors import ClaimcheckError
 from claimcheck.engine.evidence import EvidenceError, StageRecord
@@ -40,6 +42,7 @@ from claimcheck.tui.widgets import BoundedTable, CheckDetail, ChecksTable, Loade
 TABS = ("form", "checks", "visual", "notes", "data")
 DRAFT_DELAY_S = 0.4  # a draft is written this long after the last edit
 RUN_TEXT_LIMIT = 60  # a step's words, with the clock: two lines of the run bar at 80 columns
+TAB_RETRIES, TAB_RETRY_S = 200, 0.05  # a tab asked for before the strip exists: retried for 10 s
 REPORT_BUTTON = "f8 Report: write report.md and report.html, show report.md"
 
 
@@ -105,6 +108,9 @@ class StageView(Vertical):
         self._run_started = 0.0
         self._run_text = ""
         self._pending_tab = ""
+        # The tab last asked for (f2 … f6, a run's end, picking the stage): a late activation of the
+        # strip's first tab while its page is still being built does not override it.
+        self._wanted_tab = ""
         self._ready = False
         self.banner_note = ""  # a line the session screen adds under the state (when artifact can run)
         self.runs_finished = 0  # completed, failed or cancelled runs of this page (tests wait on it)
@@ -233,6 +239,7 @@ class StageView(Vertical):
             self.form_on_pick = False
         if tab == "data" and self.spec.name != "source":
             return  # only the source page shows the data rows
+        self._wanted_tab = tab
         tabs = self.query(TabbedContent)
         if not tabs:  # not composed yet: on_mount applies it
             self._pending_tab = tab
@@ -244,8 +251,8 @@ class StageView(Vertical):
         except (ValueError, NoMatches):  # the tab strip is still being built: try again after a refresh
             # The value was stored before its watcher failed; put it back, or the retry is no change.
             content.set_reactive(TabbedContent.active, before)
-            if _tries < 5:
-                self.call_after_refresh(self.show_tab, tab, _tries + 1)
+            if _tries < TAB_RETRIES:  # a page with a large form can take seconds to build
+                self.set_timer(TAB_RETRY_S, partial(self.show_tab, tab, _tries + 1))
             return
         target = {
             # Never an input or the editor: a stray key there would edit the stage's inputs.
@@ -314,6 +321,17 @@ class StageView(Vertical):
 
     @on(TabbedContent.TabActivated)
     def _tab(self, event: TabbedContent.TabActivated) -> None:
+        if not event.tabbed_content.has_class("stage-tabs"):
+            return  # the form's own Fields / TOML tabs
+        strip = event.tabbed_content.query(ContentTabs)
+        wanted = f"tab-{self._wanted_tab}"
+        if self._wanted_tab and event.pane.id != wanted and not (strip and strip.first().has_focus):
+            # The strip activates its first tab when it is mounted, which can come after a key that
+            # asked for another tab (f3 pressed while the page was still being built): keep the key's.
+            self.call_after_refresh(self.show_tab, self._wanted_tab)
+            return
+        if event.pane.id != wanted:
+            self._wanted_tab = (event.pane.id or "").removeprefix("tab-")  # moved on the strip itself
         if event.pane.id == "tab-data":
             self._show_rows()
 

@@ -6,13 +6,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from rich.segment import Segment
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
-from textual.widgets import DataTable, Input, Label, ListItem, ListView, Select, Static
+from textual.strip import Strip
+from textual.widgets import DataTable, Input, Label, ListItem, ListView, Select, SelectionList, Static
+from textual.widgets._toggle_button import ToggleButton
+from textual.widgets.option_list import OptionDoesNotExist
 
 from claimcheck.engine.evidence import Check, StageRecord
 from claimcheck.tui.safe import LiteralInput, clean, literal
@@ -29,6 +33,25 @@ TAG_WORD = {value: label for label, value in NOTE_TAGS}
 
 
 NAV_STATE_WIDTH = 18  # the stage list's text width (#nav in app.tcss: 20 less its padding and border)
+
+TICKED = "✔"  # a ticked box of a TickList
+
+
+class TickList(SelectionList[str]):
+    """A SelectionList whose box says its state as a glyph — `✔` ticked, blank not — rather than by
+    colour alone (the same under NO_COLOR and on a 16-colour terminal)."""
+
+    def render_line(self, y: int) -> Strip:
+        line = super().render_line(y)
+        segments = list(line)
+        if len(segments) < 4 or segments[1].text != ToggleButton.BUTTON_INNER:
+            return line  # not a line with a box (past the last option)
+        try:
+            option = self.get_option_at_index(self.scroll_offset.y + y)
+        except OptionDoesNotExist:
+            return line
+        segments[1] = Segment(TICKED if option.value in self._selected else " ", segments[1].style)
+        return Strip(segments, line.cell_length)
 
 
 class StageNavigator(ListView):
@@ -114,15 +137,16 @@ def fit_lines(text: Text, width: int, lines: int, console: Any) -> Text:
 class ChecksTable(DataTable):
     """Every check of one stage record, failing checks first.
 
-    Wide: status (icon and word), check, summary, basis and coverage. Below NARROW columns (an
-    80-column terminal): the status icon alone, the check id without its stage prefix, and the
-    summary wrapped over the rest of the width in up to ROW_LINES lines; basis and coverage are in
-    the detail below.
+    Wide: status (icon and word), check, summary, basis and coverage, the summary in up to ROW_LINES
+    lines. Below NARROW columns (an 80-column terminal): the status icon alone, the check id without
+    its stage prefix, and the summary on one line over the rest of the width, so that seven checks
+    show at 80x24; the summary in full, basis and coverage are in the detail below.
     """
 
     WIDE_LABELS = ("status", "check", "summary", "basis", "coverage")
     NARROW = 100
     ROW_LINES = 2
+    NARROW_ROW_LINES = 1
     ID_WIDTH = 20  # the check column at narrow widths
     SUMMARY_MIN = 24
 
@@ -199,7 +223,9 @@ class ChecksTable(DataTable):
         self.add_column(Text("check"), width=id_w)
         self.add_column(Text("summary"), width=summary_w)
         for c, id_text in zip(self._checks, ids, strict=True):
-            summary = fit_lines(literal(c.summary, limit=400), summary_w, self.ROW_LINES, self.app.console)
+            summary = fit_lines(
+                literal(c.summary, limit=400), summary_w, self.NARROW_ROW_LINES, self.app.console
+            )
             if id_text.cell_len > id_w:
                 id_text.truncate(id_w - 1)
                 id_text.append("…")

@@ -47,6 +47,7 @@ SAMPLE_SPECIFIC: dict[str, tuple[str, ...]] = {
         "id_column",
         "entity_columns",
         "time_column",
+        "weight_column",
         "unavailable_columns",
         "sensitive_columns",
         "availability",
@@ -72,6 +73,7 @@ class ColumnChoice(BaseModel):
     id: str = ""
     entities: list[str] = Field(default_factory=list)
     time: str = ""
+    weight: str = ""  # per-row sample weights (source.weight_column)
 
     def problem(self, peek: DataPeek) -> str:
         """What is wrong with the choice against the file's columns ("" when nothing is)."""
@@ -79,13 +81,19 @@ class ColumnChoice(BaseModel):
         if not self.label:
             return "pick the label column (the target)"
         named = {"label": [self.label], "inputs": self.inputs, "text": self.text, "id": [self.id]}
-        named |= {"entities": self.entities, "time": [self.time]}
+        named |= {"entities": self.entities, "time": [self.time], "weight": [self.weight]}
         for role, cols in named.items():
             stray = [c for c in cols if c and c not in have]
             if stray:
                 return f"{role}: {stray} not in {peek.file}"
-        if self.label in self.inputs or self.label in (self.id, self.time) or self.label in self.entities:
-            return f"the label column '{self.label}' is also picked as an input, id, entity or time"
+        if (
+            self.label in self.inputs
+            or self.label in (self.id, self.time, self.weight)
+            or self.label in self.entities
+        ):
+            return f"the label column '{self.label}' is also picked as an input, id, entity, time or weight"
+        if self.weight and self.weight in self.inputs:
+            return f"the weight column '{self.weight}' is also picked as an input (weights are never read by the model)"
         if not self.inputs:
             return "pick at least one input column (what the model reads)"
         if any(t not in self.inputs for t in self.text):
@@ -153,7 +161,7 @@ def own_data_recipe(
             out.get(stage, {}).pop(f, None)
     source = {"files": [choice.file], "label_column": choice.label, "input_columns": choice.inputs}
     source |= {"text_columns": choice.text, "id_column": choice.id, "entity_columns": choice.entities}
-    source |= {"time_column": choice.time}
+    source |= {"time_column": choice.time, "weight_column": choice.weight}
     out.setdefault("source", {}).update(source)
     claim = out.setdefault("claim", {})
     claim.update(task_kind=s.task_kind, target_type=s.target_type, primary_metric=s.metric)

@@ -146,7 +146,15 @@ def _required_checks(eff: dict[str, Any], contract: StageRecord) -> Check:
         c = contract.check(cid)
         states[cid] = c.status if c is not None else "absent"
     failed = [cid for cid, st in states.items() if st in ("fail", "absent", "not_run")]
+    warned = [cid for cid, st in states.items() if st == "warn"]
     refuse = bool(failed) and policy == "refuse_dispatch"
+    # A warning is not a failure, and not a pass either: the summary names the warned ones.
+    passed = (
+        f"{len(required)} required contract checks without a failure: "
+        f"{len(required) - len(warned)} passed, {len(warned)} warned ({', '.join(warned)})"
+        if warned
+        else f"{len(required)} required contract checks passed"
+    )
     return Check(
         id="dispatch.required_checks",
         status="fail" if refuse else ("warn" if failed else "pass"),
@@ -157,7 +165,7 @@ def _required_checks(eff: dict[str, Any], contract: StageRecord) -> Check:
             else (
                 f"required checks not passed ({', '.join(failed)}) but the contract says warn"
                 if failed
-                else f"{len(required)} required contract checks passed"
+                else passed
             )
         ),
         measured={"required": required, "states": states, "on_required_fail": policy, "refused": refuse},
