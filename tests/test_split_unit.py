@@ -260,7 +260,9 @@ def test_coverage_bias_compares_the_rows_an_arm_failed_on(planted: Path, tmp_pat
 
     # only the artifact stage's candidate arm fails (its parity check on dev keeps the real predictor)
     monkeypatch.setattr(
-        learner, "sklearn_candidate", types.SimpleNamespace(**{**vars(sklearn_candidate), "predictor": failing_on_phone})
+        learner,
+        "sklearn_candidate",
+        types.SimpleNamespace(**{**vars(sklearn_candidate), "predictor": failing_on_phone}),
     )
     copy = tmp_path / "s"
     shutil.copytree(planted / "s", copy, ignore=shutil.ignore_patterns(".lock"))
