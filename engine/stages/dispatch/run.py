@@ -202,7 +202,18 @@ def _job_frame(df: Any, eff: dict[str, Any]) -> Any:
 
     from claimcheck.engine.training.evaluate import row_inputs
 
-    if checked_effective(eff).task_kind == "causal_lm_sft":
+    contract = checked_effective(eff)
+    if contract.retrieval is not None:  # the retrieval job's pairs (engine/retrieval/finetune.py)
+        cols = contract.retrieval.columns
+        return df.select(
+            pl.col("row_id"),
+            *(
+                pl.col(cols[name]).cast(pl.Utf8).alias(name)
+                for name in ("query_id", "query", "doc_id", "passage")
+            ),
+            pl.col("target").cast(pl.Utf8),
+        )
+    if contract.task_kind == "causal_lm_sft":
         import json
 
         msgs = [json.dumps(m) for m in row_inputs(eff, df)]
