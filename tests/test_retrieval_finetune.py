@@ -123,7 +123,7 @@ def test_the_job_trains_on_train_pairs_only_and_never_sees_the_locked_test(sessi
     eff = _records(session_dir)["contract"].check("contract.effective").measured["effective"]
     assert eff["retrieval"]["train_pairs"] == relevant.height
     test_queries = set(rows.filter(pl.col("split") == "test")["query"].to_list())
-    for name in ("data/train.jsonl", "data/dev.jsonl", "final/retrieval_manifest.json"):
+    for name in ("data/train.jsonl", "data/dev.jsonl", "final/manifest.json"):
         text = (job / name).read_text()
         assert not any(q in text for q in test_queries), name
     steps = [json.loads(line) for line in (job / "metrics.jsonl").read_text().splitlines()]
@@ -294,3 +294,4 @@ def test_a_killed_retrieval_job_resumes_and_its_loss_curve_continues(tmp_path: P
     assert sorted(got) == sorted(ref_loss)
     assert max(abs(got[s] - ref_loss[s]) for s in got) < 1e-5  # restored RNG and batches: the same curve
     assert finetune.verify_final(jd / "final") == []
+    assert finetune.MANIFEST_FILE == jobfiles.MANIFEST  # judged by jobfiles.judge_done, known to replay

@@ -18,7 +18,6 @@ schedule, best-dev selection and early stopping. What differs (claimcheck.engine
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,10 +59,12 @@ class RetrievalJob(Job):
     def _setup(self, c: Effective) -> RetrievalTraining:  # type: ignore[override]
         import torch
 
+        from claimcheck.engine import threads
         from claimcheck.engine.training.evaluate import load_split
         from claimcheck.engine.training.models import make_optimizer, model_info
 
-        torch.set_num_threads(int(self.runtime.get("threads", 0)) or max(1, min(4, os.cpu_count() or 1)))
+        # the runtime's thread count, else the engine's cap (the usable cores, 1 on a saturated machine)
+        torch.set_num_threads(int(self.runtime.get("threads", 0)) or threads.thread_cap())
         if c.retrieval is None:
             raise ValueError("the contract has no [effective.retrieval] table: re-run the contract stage")
         self.eff = c.model_dump(mode="json")  # every setting, its default written out where the copy omits it
