@@ -295,3 +295,35 @@ def test_a_killed_retrieval_job_resumes_and_its_loss_curve_continues(tmp_path: P
     assert max(abs(got[s] - ref_loss[s]) for s in got) < 1e-5  # restored RNG and batches: the same curve
     assert finetune.verify_final(jd / "final") == []
     assert finetune.MANIFEST_FILE == jobfiles.MANIFEST  # judged by jobfiles.judge_done, known to replay
+
+
+def test_the_retrieval_job_is_refused_on_a_provider_other_than_local(tmp_path: Path) -> None:
+    from claimcheck.engine.evidence import Check, StageRecord, digest_of
+    from claimcheck.engine.pipeline.context import StageContext, StageInputError
+    from claimcheck.engine.stages.dispatch import run as dispatch
+    from claimcheck.engine.stages.dispatch.inputs import Inputs
+    from claimcheck.engine.training.schema import Effective
+
+    eff = Effective.model_validate(
+        {
+            "task_kind": "retrieval",
+            "required_checks": [],
+            "retrieval": {
+                "loss": "MultipleNegativesRankingLoss",
+                "loss_scale": 20.0,
+                "metric": "ndcg_at_k",
+                "ranking_k": 10,
+                "train_pairs": 4,
+                "columns": {"query_id": "q", "query": "qt", "doc_id": "d", "passage": "dt"},
+            },
+        }
+    ).model_dump(mode="json", exclude_none=True)
+    checks = [
+        Check(id="contract.effective", status="pass", summary="", measured={"effective": eff, "refused": []}),
+        Check(id="contract.digest", status="pass", summary="", measured={"digest": digest_of(eff)}),
+    ]
+    upstream = {"contract": StageRecord(stage="contract", inputs={}, checks=checks)}
+    ctx = StageContext(session_dir=tmp_path / "s", workspace=tmp_path)
+    with pytest.raises(StageInputError, match="runs through the local provider only"):
+        dispatch.run(Inputs(provider="ray"), upstream, ctx)
+    assert not (tmp_path / "s" / "jobs").exists() or not any((tmp_path / "s" / "jobs").iterdir())

@@ -41,6 +41,12 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     if checked_effective(eff).candidate_kind in ("sklearn", "encoder"):
         checks = [gate, _no_job(eff, digest)]
         return StageRecord(stage="dispatch", inputs=inputs.model_dump(mode="json"), checks=checks)
+    if checked_effective(eff).retrieval is not None and inputs.provider != "local":
+        raise StageInputError(
+            f"dispatch: provider '{inputs.provider}' — the retrieval job (a contrastive LoRA fine-tune) runs "
+            "through the local provider only: its adapter folder is not the one the Ray fetch verifies; "
+            'set provider = "local"'
+        )
     if ctx.replay:
         launch_info["replay"] = True  # look, never launch
     else:
