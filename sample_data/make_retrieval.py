@@ -10,8 +10,16 @@ and an embedding model meet different difficulties. Each row is one judged query
     query_id, query, doc_id, passage, relevance, product
 
 relevance 1: the passage answers the question (one per query); relevance 0: a judged hard negative —
-the same product on another topic, or the same topic for another product (two per query). Passages
-nobody asked about appear only as negatives; the corpus is every distinct passage of the file.
+the same product on another topic, the same topic for another product, and the product's "lexical
+trap" for the question's topic (three per query). A trap passage (TRAPS below) reuses the words the
+questions of a topic use but answers something else, so word overlap alone points at the wrong
+passage; sibling products of one family ("Aster kettle", "Aster travel kettle") share most of their
+name, so the product name alone does not single one passage out either. Passages nobody asked about
+appear only as negatives; the corpus is every distinct passage of the file.
+
+This is generated data, written to make the arms of a retrieval claim differ (the unchanged encoder,
+BM25, a random ranking and the encoder fine-tuned on the train questions); it is no measurement of
+any real help centre.
 Four queries (every 40th) carry no relevant passage at all (the answering passage was
 never judged), which the source stage's `source.retrieval` check counts and names.
 """
@@ -29,25 +37,25 @@ QUERIES = 160
 
 PRODUCTS = [
     "Aster kettle",
+    "Aster travel kettle",
     "Birch toaster",
+    "Birch slot toaster",
     "Cedar blender",
+    "Cedar hand blender",
     "Dune air purifier",
+    "Dune desk air purifier",
     "Elm desk lamp",
+    "Elm floor lamp",
     "Fjord dehumidifier",
+    "Fjord mini dehumidifier",
     "Gale ceiling fan",
+    "Gale tower fan",
     "Heron coffee grinder",
+    "Heron spice grinder",
     "Iris rice cooker",
+    "Iris slow cooker",
     "Juniper space heater",
-    "Kite robot vacuum",
-    "Lark smart plug",
-    "Maple stand mixer",
-    "Nova steam iron",
-    "Orca water filter",
-    "Pine humidifier",
-    "Quill label printer",
-    "Reed electric toothbrush",
-    "Sable hair dryer",
-    "Tern baby monitor",
+    "Juniper oil heater",
 ]
 
 # topic -> (passage template, question paraphrases). The passage and the questions share the product
@@ -112,6 +120,19 @@ TOPICS = {
 }
 
 
+# topic -> a trap passage: the words of that topic's questions (and the product name, once), about another matter.
+TRAPS = {
+    "warranty": "A faulty {p} that breaks by itself is protected; the guarantee months are printed on the free leaflet inside the box.",
+    "returns": "Money back offers on the {p}: give the voucher from an unwanted box to a friend if you changed your mind about buying another.",
+    "delivery": "The {p} shows up in our post every month: where is the parcel of the week, and how fast do the winners receive theirs.",
+    "setup": "Running the {p} for the first time? New owners start by reading the brand new switch guide in the steps section online.",
+    "cleaning": "Wash your hands before handling the {p}; limescale and the dishwasher are topics we get rid of in our safe-use newsletter.",
+    "noise": "A strange loud sound story: the {p} started buzzing with likes yesterday on our social page, and the fans loved it.",
+    "power": "Press the button on the {p} box to hear why nothing is dead about it: a demo that will not start without batteries.",
+    "parts": "Buy a new {p} where you lost the old one: a piece of advice on accessories we do not sell, and its lid.",
+}
+
+
 def _rows() -> list[dict[str, str]]:
     rng = random.Random(SEED)
     topics = list(TOPICS)
@@ -119,6 +140,7 @@ def _rows() -> list[dict[str, str]]:
     for i, p in enumerate(PRODUCTS):
         for j, t in enumerate(topics):
             docs[(p, t)] = (f"D{i:02d}{j}", TOPICS[t][0].format(p=p))
+            docs[(p, t, "trap")] = (f"T{i:02d}{j}", TRAPS[t].format(p=p))
     pairs = [(p, t) for p in PRODUCTS for t in topics]
     rng.shuffle(pairs)
     rows: list[dict[str, str]] = []
@@ -129,7 +151,7 @@ def _rows() -> list[dict[str, str]]:
         qid = f"Q{q:03d}"
         other_topic = rng.choice([x for x in topics if x != t])
         other_product = rng.choice([x for x in PRODUCTS if x != p])
-        judged = [((p, other_topic), "0"), ((other_product, t), "0")]
+        judged = [((p, other_topic), "0"), ((other_product, t), "0"), ((p, t, "trap"), "0")]
         if q % 40 != 39:  # every 40th query: its answering passage was never judged
             judged.insert(0, ((p, t), "1"))
         for key, rel in judged:

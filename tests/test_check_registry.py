@@ -41,6 +41,7 @@ def _index() -> dict[str, dict[str, str]]:
 def _applies(spec: CheckSpec) -> str:
     parts = [" / ".join(spec.tasks)] if spec.tasks else []
     parts += [" / ".join(spec.targets) + " target"] if spec.targets else []
+    parts += [f"fine_tuning = {str(spec.fine_tuning).lower()}"] if spec.fine_tuning is not None else []
     return ", ".join(parts) or "every claim"
 
 
@@ -128,6 +129,7 @@ def assert_session_declared(session_dir: Path) -> set[str]:
     records = Session.open(session_dir).records()
     claim = records["claim"].inputs
     task, target = str(claim.get("task_kind") or "text_classification"), metric_registry.target_type(claim)
+    tuned = claim.get("fine_tuning") is not False
     written: set[str] = set()
     for stage, rec in records.items():
         for chk in rec.checks:
@@ -138,10 +140,10 @@ def assert_session_declared(session_dir: Path) -> set[str]:
                     f"{chk.id} cites another playbook line than its declaration"
                 )
             if chk.status != "not_run":
-                assert spec.applies(task, target), f"{chk.id} measured on a {task} / {target} claim"
+                assert spec.applies(task, target, tuned), f"{chk.id} measured on a {task} / {target} claim"
             written.add(chk.id)
     for spec in DECLARED.values():
-        if spec.required and spec.stage in records and spec.applies(task, target):
+        if spec.required and spec.stage in records and spec.applies(task, target, tuned):
             prefix = spec.id.rstrip("*")
             present = (
                 any(cid.startswith(prefix) for cid in written)

@@ -130,10 +130,13 @@ def _retrieval_claim(**change: object) -> dict:
 
 def test_the_claim_refuses_what_a_retrieval_session_would_not_honour() -> None:
     ClaimInputs.model_validate(_retrieval_claim())
+    ClaimInputs.model_validate(
+        _retrieval_claim(fine_tuning=True, comparators=["base_model", "trivial_baseline"])
+    )
     with pytest.raises(
-        ValidationError, match="contrastive LoRA fine-tune of it is not run by claimcheck yet"
+        ValidationError, match="base_model is not an arm of a retrieval claim without fine-tuning"
     ):
-        ClaimInputs.model_validate(_retrieval_claim(fine_tuning=True))
+        ClaimInputs.model_validate(_retrieval_claim(comparators=["base_model", "trivial_baseline"]))
     with pytest.raises(ValidationError, match="best_baseline is not an arm of a retrieval claim"):
         ClaimInputs.model_validate(_retrieval_claim(comparators=["trivial_baseline", "best_baseline"]))
     tabular = tomllib.loads((ROOT / "docs" / "answers-tabular.toml").read_text())["claim"]

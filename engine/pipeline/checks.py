@@ -50,6 +50,7 @@ NUMERIC = ("numeric",)
 MULTI_LABEL = ("multi_label",)
 RETRIEVAL = ("retrieval",)  # a query-document ranking claim (engine/retrieval)
 NO_JOB = ("tabular", "retrieval")  # no training job: the candidate is fitted or loaded in the artifact stage
+JOB = (*TRAINED, "retrieval")  # a training job is dispatched (a retrieval claim's with fine_tuning = true)
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,9 @@ class CheckSpec:
     targets: tuple[str, ...] = ()
     required: bool = True
     shaped: bool = True
+    # True / False: the check applies only to a claim with / without fine-tuning (a retrieval claim
+    # runs a job only when claim.fine_tuning is true); None: either.
+    fine_tuning: bool | None = None
 
     @property
     def stage(self) -> str:
@@ -71,10 +75,12 @@ class CheckSpec:
     def shape(self) -> type[Shape] | None:
         return shape_for(self.id.rstrip("*"))
 
-    def applies(self, task_kind: str, target_type: str) -> bool:
-        """Whether the check applies to a claim of this task kind and target type."""
-        return (not self.tasks or task_kind in self.tasks) and (
-            not self.targets or target_type in self.targets
+    def applies(self, task_kind: str, target_type: str, fine_tuning: bool = True) -> bool:
+        """Whether the check applies to a claim of this task kind, target type and fine-tuning."""
+        return (
+            (not self.tasks or task_kind in self.tasks)
+            and (not self.targets or target_type in self.targets)
+            and (self.fine_tuning is None or self.fine_tuning == fine_tuning)
         )
 
 
@@ -82,7 +88,7 @@ _DECLARED: dict[str, CheckSpec] = {}
 
 
 def declare(check_id: str, playbook: str, **when: Any) -> CheckSpec:
-    """Declare a check (keywords: the CheckSpec fields tasks, targets, required, shaped)."""
+    """Declare a check (keywords: the CheckSpec fields tasks, targets, required, shaped, fine_tuning)."""
     spec = CheckSpec(check_id, playbook, **when)
     old = _DECLARED.get(check_id)
     if old is not None and old != spec:

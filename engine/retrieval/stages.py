@@ -25,12 +25,21 @@ from claimcheck.engine.stats import ranking
 from claimcheck.engine.stats.uncertainty import Bootstrap
 from claimcheck.engine.textsafe import visible
 
-TRIVIAL, BM25 = "trivial_baseline", "bm25"
+TRIVIAL, BM25, BASE_MODEL = "trivial_baseline", "bm25", "base_model"
 SHOWN_IDS = 20  # ids named in a record, at most
 # The encoder's reading settings the contract pins (the recipe's values; not yet inputs).
 MAX_LENGTH, BATCH_SIZE = 128, 32
 # Dev queries the reload-parity check embeds with two independent loads of the encoder.
 PARITY_QUERIES = 16
+# What each arm of the locked-test ranking is ("unchanged" / "fine_tuned": the candidate of a claim
+# without / with fine-tuning).
+WHAT = {
+    "unchanged": "the unchanged encoder, cosine similarity",
+    "fine_tuned": "the encoder with the contrastive LoRA adapters the job trained, cosine similarity",
+    "base_model": "the unchanged encoder the fine-tune started from, cosine similarity",
+    TRIVIAL: rankers.TRIVIAL_WHAT,
+    BM25: rankers.BM25_WHAT,
+}
 
 
 def is_retrieval(upstream: dict[str, StageRecord]) -> bool:
@@ -349,7 +358,6 @@ def artifact_checks(
     inputs: Any, eff: dict[str, Any], upstream: dict[str, StageRecord], ctx: StageContext
 ) -> tuple[list[Check], dict[str, Any]]:
     """Identity, reload parity, the locked-test ranking of every arm and the comparison."""
-    from claimcheck.engine.artifact.arms import locked_read, locked_test
     from claimcheck.engine.training.models import resolve_model_path
     from claimcheck.engine.training.schema import effective
 
@@ -362,9 +370,20 @@ def artifact_checks(
     model = rankers.load_encoder(path, spec.max_length)
     checks.append(_parity(model, path, spec, inputs.parity_tolerance, upstream, ctx))
     ctx.check_cancelled()
+    checks += ranked_checks(inputs, spec, {"candidate": model}, upstream, ctx)
+    return checks, {"checks": checks, "metric": _metric(upstream)}
+
+
+def ranked_checks(
+    inputs: Any, spec: Any, models: dict[str, Any], upstream: dict[str, StageRecord], ctx: StageContext
+) -> list[Check]:
+    """The locked-test ranking of every arm (`models`: the encoder arms by name) and the comparison."""
+    from claimcheck.engine.artifact.arms import locked_read, locked_test
+    from claimcheck.engine.data import rows
+
+    checks: list[Check] = []
     source_inputs = upstream["source"].inputs
     cols = rdata.columns(source_inputs)
-    from claimcheck.engine.data import rows
 
     corp = rdata.corpus(
         rows.load_dataset(source_inputs, ctx).select(cols.doc_id_column, cols.doc_column).collect(), cols
@@ -374,15 +393,18 @@ def artifact_checks(
     checks.append(locked_read(lt.reads, lt.total, lt.coverage))
     arms = ["candidate", *[c for c in inputs.comparators if c != "candidate"]]
     ctx.progress(0.3, "ranking the corpus for the locked-test queries")
-    scores, indexes = _arm_scores(arms, model, qs, corp, spec, inputs.seed)
+    scores, indexes = _arm_scores(arms, models, qs, corp, spec, inputs.seed)
     boot = Bootstrap(n=inputs.bootstrap_resamples, seed=inputs.seed)
     values, intervals = _scored_arms(qs, scores, spec.ranking_k, boot)
     checks.append(_arms(arms, scores, qs))
     metric = _metric(upstream)
-    checks.extend(_compared(values, intervals, metric, qs, len(corp.ids), spec.ranking_k, boot, lt.coverage))
+    what = {a: WHAT[a] for a in arms if a in WHAT}
+    what["candidate"] = WHAT["fine_tuned" if "base_model" in models else "unchanged"]
+    table = values, intervals, what
+    checks.extend(_compared(table, metric, qs, len(corp.ids), spec.ranking_k, boot, lt.coverage))
     ctx.progress(0.9, "latency")
     checks.append(_latency(indexes, qs.texts, inputs.latency_examples))
-    return checks, {"checks": checks, "metric": metric}
+    return checks
 
 
 def _loaded_here(model_path: str) -> Check:
@@ -463,19 +485,21 @@ def _parity(
 
 
 def _arm_scores(
-    arms: list[str], model: Any, qs: rdata.Queries, corp: rdata.Corpus, spec: Any, seed: int
+    arms: list[str], models: dict[str, Any], qs: rdata.Queries, corp: rdata.Corpus, spec: Any, seed: int
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Every arm's scores for the queries over the corpus, and each arm's index (for latency)."""
     indexes: dict[str, Any] = {}
     for arm in arms:
-        if arm == "candidate":
-            indexes[arm] = rankers.EncoderIndex(model, corp.texts, spec.batch_size)
+        if arm in models:
+            indexes[arm] = rankers.EncoderIndex(models[arm], corp.texts, spec.batch_size)
         elif arm == BM25:
             indexes[arm] = rankers.BM25Index(corp.texts)
         elif arm == TRIVIAL:
             indexes[arm] = rankers.RandomRanking(len(corp.ids), seed)
         else:
-            raise StageInputError(f"'{arm}' is not an arm of a retrieval claim (trivial_baseline, bm25)")
+            raise StageInputError(
+                f"'{arm}' is not an arm of this retrieval claim ({', '.join([*models, TRIVIAL, BM25])})"
+            )
     return {arm: index.score(qs.texts) for arm, index in indexes.items()}, indexes
 
 
@@ -501,8 +525,7 @@ def _arms(arms: list[str], scores: dict[str, np.ndarray], qs: rdata.Queries) -> 
 
 
 def _compared(
-    values: dict[str, dict[str, np.ndarray]],
-    intervals: dict[str, dict[str, Any]],
+    table: tuple[dict[str, dict[str, np.ndarray]], dict[str, dict[str, Any]], dict[str, str]],
     metric: str,
     qs: rdata.Queries,
     corpus: int,
@@ -512,15 +535,11 @@ def _compared(
 ) -> list[Check]:
     from claimcheck.engine.shapes.artifact import Comparison
 
+    values, intervals, what = table
     comps = [a for a in values if a != "candidate"]
     diffs = {
         c: {m: ranking.paired(m, values["candidate"][m], values[c][m], boot) for m in ranking.METRICS}
         for c in comps
-    }
-    what = {
-        "candidate": "the unchanged encoder, cosine similarity",
-        TRIVIAL: rankers.TRIVIAL_WHAT,
-        BM25: rankers.BM25_WHAT,
     }
     n = int(qs.scored.sum())
     table = shapes.Ranking(

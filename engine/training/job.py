@@ -535,7 +535,9 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    return Job(job_dir).run()
+    from claimcheck.engine.training.retrieval_job import job_class
+
+    return job_class(read_contract(job_dir))(job_dir).run()
 
 
 if __name__ == "__main__":

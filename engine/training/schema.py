@@ -329,6 +329,19 @@ class EncoderCandidate(_M):
     versions: dict[str, str]  # sentence-transformers, transformers, torch, bm25s at contract time
 
 
+class ContrastiveRetrieval(_M):
+    """A retrieval claim's fine-tuned encoder job (engine/training/retrieval_job.py): what it trains on
+    and the dev metric it tracks."""
+
+    loss: str  # the sentence-transformers loss (engine/retrieval/finetune.py LOSS)
+    loss_scale: float
+    metric: str  # the claim's ranking metric, tracked on the dev queries
+    ranking_k: int
+    train_pairs: int  # (query, relevant document) pairs of the train split
+    # the source's columns the job's row files are made from (query_id, query, doc_id, passage)
+    columns: dict[str, str]
+
+
 class EffectiveQuant(_M):
     load_in_4bit: bool = False
     quant_type: Literal["nf4", "fp4"] = "nf4"
@@ -428,6 +441,8 @@ class Effective(_M):
     sklearn: SklearnCandidate | None = None
     # "encoder": a retrieval claim's unchanged encoder, loaded and scored in the artifact stage (no job).
     encoder: EncoderCandidate | None = None
+    # a retrieval claim with fine_tuning = true: the contrastive LoRA job (candidate_kind "torch")
+    retrieval: ContrastiveRetrieval | None = None
 
     @property
     def is_classification(self) -> bool:

@@ -96,6 +96,13 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
             )
         )
         return _record(given, checks, None, upstream)
+    if eff.get("task_kind") == "retrieval":  # the contrastive LoRA job's adapters (engine/retrieval)
+        from claimcheck.engine import threads
+        from claimcheck.engine.retrieval.artifact import finetuned_checks
+
+        with threads.capped():
+            checks += finetuned_checks(inputs, eff, final, upstream, ctx)
+        return _record(given, checks, {"checks": checks}, upstream)
     ctx.progress(0.05, "artifact identity")
     checks.append(_identity(final, ctx))
     ctx.progress(0.15, "reload parity in a fresh process")

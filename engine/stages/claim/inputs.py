@@ -253,24 +253,23 @@ def _multi_label_claim(claim: Inputs) -> None:
 
 
 def _retrieval_problem(inp: Inputs) -> None:
-    """A retrieval claim's own refusals: no fine-tuned encoder yet, only the arms it scores; BM25
-    and ranking_k belong to retrieval claims only."""
+    """A retrieval claim's own refusals: only the arms it scores; BM25 and ranking_k belong to
+    retrieval claims only."""
     if inp.task_kind != "retrieval":
         if BM25 in inp.comparators:
             raise ValueError("comparators: bm25 is a comparator of a retrieval claim; remove it")
         if inp.ranking_k != DEFAULT_RANKING_K:
             raise ValueError("ranking_k: read by a retrieval claim only; leave it at its default")
         return
-    if inp.fine_tuning:
-        raise ValueError(
-            "fine_tuning: a retrieval claim's candidate is the unchanged encoder; a contrastive LoRA "
-            "fine-tune of it is not run by claimcheck yet: set fine_tuning = false"
-        )
-    other = [c for c in inp.comparators if c not in RETRIEVAL_COMPARATORS]
+    # fine_tuning = true: the candidate is the contrastive LoRA fine-tune of the encoder, and the
+    # unchanged encoder is the base_model arm; fine_tuning = false: the candidate is the unchanged encoder.
+    allowed = (*RETRIEVAL_COMPARATORS, BASE_MODEL) if inp.fine_tuning else RETRIEVAL_COMPARATORS
+    other = [c for c in inp.comparators if c not in allowed]
     if other:
         raise ValueError(
-            f"comparators: {', '.join(other)} is not an arm of a retrieval claim; "
-            f"choose from {', '.join(RETRIEVAL_COMPARATORS)}"
+            f"comparators: {', '.join(other)} is not an arm of a retrieval claim"
+            + (" without fine-tuning" if BASE_MODEL in other else "")
+            + f"; choose from {', '.join(allowed)}"
         )
 
 

@@ -43,8 +43,8 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
         if need not in upstream:
             raise StageInputError(f"the contract stage needs a frozen {need} stage first")
     claim = upstream["claim"].inputs if "claim" in upstream else {}
-    if claim.get("fine_tuning") is False and claim.get("task_kind") == "retrieval":
-        return _encoder(inputs, upstream, ctx)
+    if claim.get("task_kind") == "retrieval":
+        return _encoder(inputs, upstream, ctx, fine_tuning=claim.get("fine_tuning") is not False)
     if claim.get("fine_tuning") is False:
         if inputs.search is not None:
             raise StageInputError(
@@ -142,11 +142,15 @@ def _sklearn(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext
     return _sealed(inputs, eff, res, checks)
 
 
-def _encoder(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> StageRecord:
-    """A retrieval claim without fine-tuning: the candidate is the pinned unchanged encoder."""
+def _encoder(
+    inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext, fine_tuning: bool
+) -> StageRecord:
+    """A retrieval claim: the pinned unchanged encoder, or (fine_tuning) the contrastive LoRA job."""
+    from claimcheck.engine.retrieval.contract import finetune_contract
     from claimcheck.engine.retrieval.stages import contract_candidate
 
-    eff, res, candidate, rows = contract_candidate(inputs, upstream, ctx)
+    pin = finetune_contract if fine_tuning else contract_candidate
+    eff, res, candidate, rows = pin(inputs, upstream, ctx)
     eff["data"] = _data_identity(upstream, rows)
     checks = [_requested_vs_effective(res), candidate, _data_identity_check(eff), _environment(eff)]
     return _sealed(inputs, eff, res, checks)

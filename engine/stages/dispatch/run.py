@@ -41,6 +41,12 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     if checked_effective(eff).candidate_kind in ("sklearn", "encoder"):
         checks = [gate, _no_job(eff, digest)]
         return StageRecord(stage="dispatch", inputs=inputs.model_dump(mode="json"), checks=checks)
+    if checked_effective(eff).retrieval is not None and inputs.provider != "local":
+        raise StageInputError(
+            f"dispatch: provider '{inputs.provider}' — the retrieval job (a contrastive LoRA fine-tune) runs "
+            "through the local provider only: its adapter folder is not the one the Ray fetch verifies; "
+            'set provider = "local"'
+        )
     if ctx.replay:
         launch_info["replay"] = True  # look, never launch
     else:
@@ -210,7 +216,18 @@ def _job_frame(df: Any, eff: dict[str, Any]) -> Any:
 
     from claimcheck.engine.training.evaluate import row_inputs
 
-    if checked_effective(eff).task_kind == "causal_lm_sft":
+    contract = checked_effective(eff)
+    if contract.retrieval is not None:  # the retrieval job's pairs (engine/retrieval/finetune.py)
+        cols = contract.retrieval.columns
+        return df.select(
+            pl.col("row_id"),
+            *(
+                pl.col(cols[name]).cast(pl.Utf8).alias(name)
+                for name in ("query_id", "query", "doc_id", "passage")
+            ),
+            pl.col("target").cast(pl.Utf8),
+        )
+    if contract.task_kind == "causal_lm_sft":
         import json
 
         msgs = [json.dumps(m) for m in row_inputs(eff, df)]
