@@ -77,6 +77,7 @@ def test_the_real_session_fits_every_shape(real_session: Path) -> None:
         "TargetDistribution",
         "SplitTargetDistribution",
         "TargetRange",
+        "Errors",
         "Generation",
         # a weight column / an ordinal claim only (tests/test_weights_end_to_end.py,
         # tests/test_ordinal_end_to_end.py read them)
