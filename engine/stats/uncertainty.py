@@ -186,7 +186,7 @@ def too_few_units(n_units: int, unit_kind: str) -> str | None:
         return None
     return (
         f"only {n_units} independent {unit_kind} unit(s) evaluated; an interval over the independent "
-        f"unit needs at least {MIN_UNITS} (more groups in the evaluated split, or K-fold)"
+        f"unit needs at least {MIN_UNITS} (an evaluated split holding more independent groups)"
     )
 
 
