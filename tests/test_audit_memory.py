@@ -247,3 +247,96 @@ def test_bounded_attach_is_the_join(how: str) -> None:
     got = split._attach(ds, other, how, B.BOUNDED)
     assert got.equals(want)
     assert split._attach(ds, other.head(0), how, B.BOUNDED).height == (ds.height if how == "left" else 0)
+
+
+def _with_gaps(n: int) -> pl.DataFrame:
+    """_planted with missing and non-ASCII texts (Unicode case and spaces: Polars' normalisation)."""
+    frame = _planted(n, seed=9)
+    body = frame.get_column("body").to_list()
+    for i in range(0, n, 41):
+        body[i] = None
+    for i in range(5, n, 97):
+        body[i] = f"ÉTÉ\u00a0{body[i - 5] or 'w1'} ÇA  w3"
+    return frame.with_columns(pl.Series("body", body))
+
+
+def _spied(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Every textstore.spill call's text columns and the frame it handed back. The small files here
+    count as large (the read's estimate x1000), so that the 1 MiB budget sends the reads bounded."""
+    from claimcheck.engine.audit import textstore
+
+    monkeypatch.setattr(B, "PARSE_FACTOR", 1000.0)
+    calls: list = []
+    real = textstore.spill
+
+    def spy(lf: pl.LazyFrame, cols: list[str]):
+        frame, store = real(lf, cols)
+        calls.append((cols, frame))
+        return frame, store
+
+    monkeypatch.setattr(textstore, "spill", spy)
+    return calls
+
+
+def test_text_columns_stay_on_disk_on_the_bounded_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bounded, the source and split frames hold stand-ins for the text ("" or null) and every text
+    check reads the spill file: the same figures, pairs and membership as in memory."""
+    _with_gaps(3000).write_csv(tmp_path / "d.csv")
+    src = dict(
+        files=["d.csv"],
+        label_column="label",
+        label_mapping={"x": "x", "y": "y", "z": "z"},
+        input_columns=["body", "kind"],
+        text_columns=["body"],
+        entity_columns=["cust"],
+        time_column="when",
+        as_of="2026-01-01",
+        filters=[{"reason": "drop some", "where": "id % 13 <> 0"}],
+        near_dup_threshold=0.7,
+        shingle_size=2,
+    )
+    calls = _spied(monkeypatch)
+    spl = dict(strategy="random", rationale="test", near_dup_threshold=0.7, shingle_size=2)
+    big, small = _assert_same(tmp_path, src, spl)
+    assert [c[0] for c in calls] == [["body"], ["body"]]  # the source's read, the split's reload
+    for _, frame in calls:
+        assert set(frame.get_column("body").drop_nulls().unique().to_list()) == {""}
+        assert frame.get_column("body").null_count() > 0
+    m = big[0].check("source.near_duplicates").measured
+    assert m["pairs"] > 0 and big[0].check("source.duplicate_inputs").measured["exact"]["groups"] > 0
+    assert big[0].check("source.missingness").measured["null_share"]["body"] > 0
+    assert big[1].check("split.exact_overlap").measured["rows"]["test"] > 0
+    assert (
+        small[0]
+        .check("source.near_duplicates")
+        .coverage.endswith("memory: bounded (budget 1.0 MiB, setting)")
+    )
+
+
+def test_text_read_as_something_else_stays_in_the_frame(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filter on the text column, or a grouping by duplicates in the split: the text is loaded as in
+    memory (no spill of it), the figures unchanged."""
+    from claimcheck.engine.audit.textstore import columns_on_disk
+
+    _with_gaps(1500).write_csv(tmp_path / "d.csv")
+    src = dict(
+        files=["d.csv"],
+        label_column="label",
+        input_columns=["body", "kind"],
+        text_columns=["body"],
+        filters=[{"reason": "short ones", "where": "body <> 'w1'"}],
+        near_dup_threshold=0.7,
+        shingle_size=2,
+    )
+    calls = _spied(monkeypatch)
+    _assert_same(tmp_path, src, dict(strategy="group", rationale="test", grouping="duplicates"))
+    assert calls == []
+    schema = pl.Schema({"body": pl.String, "cust": pl.String})
+    assert columns_on_disk({"text_columns": ["body"]}, schema, {}) == ["body"]
+    assert columns_on_disk({"text_columns": ["body"], "entity_columns": ["body"]}, schema, {}) == []
+    assert columns_on_disk({"text_columns": ["body"]}, schema, {"task_kind": "retrieval"}) == []
+    assert columns_on_disk({"text_columns": ["body"]}, pl.Schema({"body": pl.List(pl.String)}), {}) == []

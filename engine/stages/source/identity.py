@@ -5,7 +5,7 @@ split must respect."""
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from claimcheck.engine.audit.budget import Budget
 from claimcheck.engine.evidence import Check, atomic_write_bytes
@@ -21,15 +21,23 @@ from claimcheck.engine.stages.source.checks import (
 )
 from claimcheck.engine.stages.source.inputs import Inputs
 
+if TYPE_CHECKING:
+    from claimcheck.engine.audit.textstore import TextStore
 
-def duplicates(ds: Any, inp: Inputs, cov: str) -> list[Check]:
+
+def duplicates(ds: Any, inp: Inputs, cov: str, store: TextStore | None = None) -> list[Check]:
+    """`store`: the text columns stay on disk, `ds` holds stand-ins (engine/audit/textstore.py)."""
     from claimcheck.engine.audit.duplicates import candidate_rows, conflict_stats, duplicate_stats
     from claimcheck.engine.data.rows import model_inputs
 
     cols = model_inputs(inp.model_dump(mode="json"))
-    cand = candidate_rows(ds, cols, "none") if cols and ds.height else None
+    cand = candidate_rows(ds, cols, "none", store=store) if cols and ds.height else None
     exact = duplicate_stats(ds, cols, "none", cand)
-    norm = duplicate_stats(ds, cols, inp.normalisation) if inp.normalisation != "none" else exact
+    norm = (
+        duplicate_stats(ds, cols, inp.normalisation, _candidates(ds, cols, inp.normalisation, store))
+        if inp.normalisation != "none"
+        else exact
+    )
     conf = conflict_stats(ds, cols, cand)
     status = (
         "warn"
@@ -64,7 +72,23 @@ def duplicates(ds: Any, inp: Inputs, cov: str) -> list[Check]:
     return [dup, noise]
 
 
-def near_duplicates(ds: Any, inp: Inputs, ctx: StageContext, cov: str, budget: Budget | None = None) -> Check:
+def _candidates(ds: Any, cols: list[str], normalisation: str, store: TextStore | None) -> Any:
+    """The duplicate candidates after `normalisation` (None: duplicate_stats finds them in `ds`)."""
+    from claimcheck.engine.audit.duplicates import candidate_rows
+
+    if store is None or not cols or not ds.height:
+        return None
+    return candidate_rows(ds, cols, normalisation, store=store)
+
+
+def near_duplicates(
+    ds: Any,
+    inp: Inputs,
+    ctx: StageContext,
+    cov: str,
+    budget: Budget | None = None,
+    store: TextStore | None = None,
+) -> Check:
     import hashlib
 
     import polars as pl
@@ -90,14 +114,18 @@ def near_duplicates(ds: Any, inp: Inputs, ctx: StageContext, cov: str, budget: B
     from claimcheck.engine.audit import budget as memory_budget
 
     budget = budget or memory_budget.resolve(inp.memory_budget)
+    # Texts left on disk (engine/audit/textstore.py) are searched on the bounded path.
     text_bytes = sum(int(ds.get_column(c).cast(pl.String).str.len_bytes().sum() or 0) for c in cols)
-    path = budget.choose(memory_budget.need_neardup(text_bytes))
+    path = (
+        memory_budget.BOUNDED if store is not None else budget.choose(memory_budget.need_neardup(text_bytes))
+    )
     res = near_duplicates(
         ds,
         cols,
         threshold=inp.near_dup_threshold,
         shingle_size=inp.shingle_size,
         bounded=path == memory_budget.BOUNDED,
+        store=store,
     )
     if path == memory_budget.BOUNDED:
         memory_budget.release_free_memory()

@@ -174,11 +174,12 @@ def chronology(joined: Any, time: tuple[str, str], inp: Inputs) -> Check:
     )
 
 
-def exact_overlap(joined: Any, source_inputs: dict[str, Any]) -> Check:
+def exact_overlap(joined: Any, source_inputs: dict[str, Any], store: Any = None) -> Check:
+    """`store`: the text columns stay on disk, `joined` holds stand-ins (engine/audit/textstore.py)."""
     import numpy as np
     import polars as pl
 
-    from claimcheck.engine.audit.duplicates import key_exprs, key_hashes
+    from claimcheck.engine.audit.duplicates import key_exprs, key_hashes, stored_key_hashes
     from claimcheck.engine.data.rows import model_inputs
 
     cols = model_inputs(source_inputs)
@@ -186,14 +187,18 @@ def exact_overlap(joined: Any, source_inputs: dict[str, Any]) -> Check:
     if not cols:
         return not_run("split.exact_overlap", "no model inputs declared")
     # Hash first, compare values only where a held-out row's hash occurs in train (exact, bounded memory).
-    hashed = pl.DataFrame({"h": key_hashes(joined, cols, norm), "split": joined.get_column("split")})
+    h = key_hashes(joined, cols, norm) if store is None else stored_key_hashes(joined, cols, norm, store)
+    hashed = pl.DataFrame({"h": h, "split": joined.get_column("split")})
     is_train = pl.col("split") == "train"
     indexed = hashed.with_row_index("i")
     train_h = hashed.filter(is_train).get_column("h").unique()
     held = indexed.filter(~is_train & pl.col("h").is_in(train_h.implode()))
     twins = indexed.filter(is_train & pl.col("h").is_in(held.get_column("h").unique().implode()))
     idx = np.sort(np.concatenate([held.get_column("i").to_numpy(), twins.get_column("i").to_numpy()]))
-    keyed = joined[idx].select(*key_exprs(joined.schema, cols, norm), "split")
+    held = (
+        joined[idx] if store is None else store.rows(idx, cols).with_columns(joined.get_column("split")[idx])
+    )
+    keyed = held.select(*key_exprs(joined.schema, cols, norm), "split")
     train_keys = keyed.filter(pl.col("split") == "train").select(cols).unique()
     per: dict[str, int] = {}
     share: dict[str, float] = {}
@@ -226,6 +231,21 @@ def exact_overlap(joined: Any, source_inputs: dict[str, Any]) -> Check:
     )
 
 
+def pairs_reusable(src: StageRecord, inp: Inputs) -> bool:
+    """The source stage's near-duplicate pairs answer this split's near-duplicate overlap: a full
+    pass with the same threshold and shingle size."""
+    from claimcheck.engine.shapes import data as shapes
+    from claimcheck.engine.shapes import parse
+
+    m = parse(src.check("source.near_duplicates"), shapes.NearDuplicates)
+    return not (
+        m is None
+        or src.inputs.get("preview_rows")
+        or m.threshold != inp.near_dup_threshold
+        or m.shingle_size != inp.shingle_size
+    )
+
+
 def source_pairs(joined: Any, src: StageRecord, inp: Inputs, ctx: StageContext) -> Any:
     """The source stage's verified pairs restricted to the split's rows, or None when they do not apply.
 
@@ -239,14 +259,10 @@ def source_pairs(joined: Any, src: StageRecord, inp: Inputs, ctx: StageContext) 
     from claimcheck.engine.shapes import data as shapes
     from claimcheck.engine.shapes import parse
 
-    m = parse(src.check("source.near_duplicates"), shapes.NearDuplicates)
-    if (
-        m is None
-        or src.inputs.get("preview_rows")
-        or m.threshold != inp.near_dup_threshold
-        or m.shingle_size != inp.shingle_size
-    ):
+    if not pairs_reusable(src, inp):
         return None
+    m = parse(src.check("source.near_duplicates"), shapes.NearDuplicates)
+    assert m is not None
     pairs = read_pairs(ctx.session_dir / m.pairs_path, m.pairs_sha256)
     ids = joined.get_column(ROW_ID)
     return pairs.filter(pl.col("row_a").is_in(ids) & pl.col("row_b").is_in(ids))
