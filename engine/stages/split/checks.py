@@ -74,7 +74,8 @@ def prevalence(joined: Any, ds: Any, inp: Inputs) -> Check:
     per: dict[str, dict[str, float]] = {}
     sizes: dict[str, int] = {}
     worst = 0.0
-    for (s,), g in joined.group_by(["split"], maintain_order=True):
+    # The two columns read, not every column of each group (a copy of the frame).
+    for (s,), g in joined.select("split", TARGET).group_by(["split"], maintain_order=True):
         sizes[str(s)] = g.height
         counts = dict(g.group_by(TARGET).len().iter_rows())
         per[str(s)] = {k: round(counts.get(k, 0) / g.height, 6) for k in whole}
@@ -334,7 +335,7 @@ def train_classes(joined: Any, numeric: bool) -> Check:
     from claimcheck.engine.data.rows import TARGET
     from claimcheck.engine.textsafe import visible
 
-    train = joined.filter(pl.col("split") == "train").get_column(TARGET).drop_nulls()
+    train = joined.select("split", TARGET).filter(pl.col("split") == "train").get_column(TARGET).drop_nulls()
     values = sorted(str(v) for v in train.unique().to_list())
     noun = "distinct target value" if numeric else "class"
     counted = f"{len(values):,} {noun}" + ("" if len(values) == 1 else ("es" if noun == "class" else "s"))
@@ -362,10 +363,11 @@ def label_coverage(joined: Any) -> Check:
 
     from claimcheck.engine.data.rows import TARGET
 
-    train = set(joined.filter(pl.col("split") == "train").get_column(TARGET).unique().to_list())
+    pairs = joined.select("split", TARGET)
+    train = set(pairs.filter(pl.col("split") == "train").get_column(TARGET).unique().to_list())
     missing = {}
     for s in ("dev", "calibration", "test"):
-        labels = set(joined.filter(pl.col("split") == s).get_column(TARGET).unique().to_list())
+        labels = set(pairs.filter(pl.col("split") == s).get_column(TARGET).unique().to_list())
         if labels - train:
             missing[s] = sorted(labels - train)
     return Check(
@@ -414,7 +416,7 @@ def folds(joined: Any, inp: Inputs) -> Check:
 
     from claimcheck.engine.data.rows import FAMILY
 
-    tr = joined.filter(pl.col("fold") >= 0)
+    tr = joined.select("fold", FAMILY).filter(pl.col("fold") >= 0)
     sizes = {str(f): int(n) for f, n in tr.group_by("fold").len().sort("fold").iter_rows()}
     crossing = tr.group_by(FAMILY).agg(pl.col("fold").n_unique().alias("k")).filter(pl.col("k") > 1).height
     return Check(
@@ -456,7 +458,7 @@ def target_distribution(joined: Any, ds: Any) -> Check:
         (abs((p.p50 or 0.0) - (whole.p50 or 0.0)) / sd for p in parts.values() if p.count and sd > 0),
         default=0.0,
     )
-    sizes = {s: int(joined.filter(pl.col("split") == s).height) for s in parts}
+    sizes = {s: int(joined.select("split").filter(pl.col("split") == s).height) for s in parts}
     shape = SplitTargetDistribution(
         sizes=sizes, whole=whole, per_split=parts, max_median_shift_sd=round(shift, 6)
     )

@@ -244,7 +244,8 @@ def _membership(
     sizes = {s: int(mem.filter(pl.col("split") == s).height) for s in splits.SPLITS}
     realised = {s: round(n / max(mem.height, 1), 6) for s, n in sizes.items()}
     shift = round(max(abs(realised[s] - fractions[s]) for s in splits.SPLITS), 6)
-    kept = ds.join(mem.select(ROW_ID), on=ROW_ID, how="semi")
+    parted = [c for c in PARTS.values() if c in ds.columns]
+    kept = ds.select(ROW_ID, *parted).join(mem.select(ROW_ID), on=ROW_ID, how="semi")
     parts = {k: _kept(kept.get_column(c).to_numpy()) for k, c in PARTS.items() if c in kept.columns}
     unit = splits.UNIT_KINDS[inputs.grouping]
     shape = Membership(
