@@ -298,6 +298,11 @@ def test_text_columns_stay_on_disk_on_the_bounded_path(
         shingle_size=2,
     )
     calls = _spied(monkeypatch)
+    from claimcheck.engine.audit import textstore
+
+    # Row groups of 256 rows, one per slice: many slices and reads across groups.
+    monkeypatch.setattr(textstore, "ROW_GROUP", 256)
+    monkeypatch.setattr(textstore, "SLICE_BYTES", 1)
     spl = dict(strategy="random", rationale="test", near_dup_threshold=0.7, shingle_size=2)
     big, small = _assert_same(tmp_path, src, spl)
     assert [c[0] for c in calls] == [["body"], ["body"]]  # the source's read, the split's reload

@@ -26,8 +26,8 @@ from claimcheck.engine.pipeline.context import StageInputError
 
 T = TypeVar("T")
 
-ROW_GROUP = 65_536  # rows per row group of the spill: a read of a few rows decodes one group per hit
-SLICE = 2 * ROW_GROUP  # rows of the file per slice handed to `by_slices`
+ROW_GROUP = 8_192  # rows per row group of the spill: a read of a few rows decodes one group per hit
+SLICE_BYTES = 64 << 20  # decoded bytes of the file's row groups per slice handed to `by_slices`
 
 
 @dataclass(frozen=True)
@@ -55,14 +55,31 @@ class TextStore:
         return pl.scan_parquet(self.path).select(ROW_ID, *[c for c in columns if c != ROW_ID])
 
     def by_slices(self, columns: list[str], fn: Callable[[pl.DataFrame], T]) -> list[T]:
-        """fn over the frame's rows (`columns` of them) a slice of the file at a time, in frame order.
-        A slice decodes only its own row groups (fewer bytes held than Polars' batch iterator)."""
+        """fn over the frame's rows (`columns` of them) a slice of the file at a time, in frame order:
+        whole row groups up to SLICE_BYTES decoded (one group where a group is larger)."""
         out: list[T] = []
-        rows = int(pl.scan_parquet(self.path).select(pl.len()).collect().item())
-        for off in range(0, rows, SLICE):
-            part = self._mine(self._scan(columns).slice(off, SLICE).collect())
+        for off, n in self.slices():
+            part = self._mine(self._scan(columns).slice(off, n).collect())
             if part.height:
                 out.append(fn(part.select(columns)))
+        return out
+
+    def slices(self) -> list[tuple[int, int]]:
+        """(first row, rows) of each slice of the file: consecutive row groups up to SLICE_BYTES."""
+        import pyarrow.parquet as pq
+
+        meta = pq.ParquetFile(self.path).metadata
+        out: list[tuple[int, int]] = []
+        start = rows = size = 0
+        for i in range(meta.num_row_groups):
+            g = meta.row_group(i)
+            if rows and size + g.total_byte_size > SLICE_BYTES:
+                out.append((start, rows))
+                start, rows, size = start + rows, 0, 0
+            rows += g.num_rows
+            size += g.total_byte_size
+        if rows:
+            out.append((start, rows))
         return out
 
     def _mine(self, batch: pl.DataFrame) -> pl.DataFrame:

@@ -188,6 +188,8 @@ def _read(
     store = None
     try:
         lf_t = lf.with_columns(data.source_target_expr(inputs.model_dump()))
+        if load_path == memory_budget.BOUNDED:
+            memory_budget.release_free_memory()
         if load_path == memory_budget.BOUNDED and on_disk:
             raw, store = textstore.spill(lf_t, on_disk)
         else:
