@@ -121,6 +121,9 @@ def spill(lf: pl.LazyFrame, text_columns: list[str]) -> tuple[pl.DataFrame, Text
         lf.sink_parquet(path, compression="lz4", row_group_size=ROW_GROUP, engine="streaming")
         scan = pl.scan_parquet(path)
         frame = scan.with_columns(stand_in(c) for c in text_columns).collect(engine="streaming")
+        # One chunk per column now: the streaming engine's many chunks would be copied, every column,
+        # by the first with_columns of a later step (and that copy kept beside the next ones).
+        frame = frame.rechunk()
     except OSError as exc:
         folder.cleanup()
         raise StageInputError(
