@@ -345,3 +345,22 @@ def test_text_read_as_something_else_stays_in_the_frame(
     assert columns_on_disk({"text_columns": ["body"], "entity_columns": ["body"]}, schema, {}) == []
     assert columns_on_disk({"text_columns": ["body"]}, schema, {"task_kind": "retrieval"}) == []
     assert columns_on_disk({"text_columns": ["body"]}, pl.Schema({"body": pl.List(pl.String)}), {}) == []
+
+
+def test_families_file_does_not_follow_the_frames_chunks(tmp_path: Path) -> None:
+    """The families file (and its sha256) is the same whether the frame came in one chunk (the
+    bounded read) or in the CSV reader's many chunks (in memory)."""
+    from claimcheck.engine.stages.source import identity
+
+    n = 300_000
+    cust = np.random.default_rng(4).integers(0, n // 6, size=n).astype(str)
+    pl.DataFrame({"row_id": np.arange(n, dtype=np.int64), "cust": cust}).write_csv(tmp_path / "d.csv")
+    parts = pl.read_csv(tmp_path / "d.csv")  # in the CSV reader's chunks, as in memory
+    frame = parts.rechunk()
+    inp = source.Inputs(
+        files=["d.csv"], label_column="label", input_columns=["body"], entity_columns=["cust"]
+    )
+    ctx = StageContext(session_dir=tmp_path / "s", workspace=tmp_path)
+    one = identity.families(frame, inp, ctx, "full").measured
+    many = identity.families(parts, inp, ctx, "full").measured
+    assert one["families_sha256"] == many["families_sha256"] and one == many
