@@ -160,33 +160,21 @@ def collect(lf: object, path: str) -> object:
         return pl.read_parquet(spill)
 
 
-# glibc's mallopt parameters, and the block size from which the bounded path maps C-heap blocks on
-# their own (unmapped when freed) and trims the heap's free top (bench/README.md, "bounded memory").
-M_TRIM_THRESHOLD = -1
-M_MMAP_THRESHOLD = -3
-PROMPT_RETURN_BYTES = 128 << 10
-
-
 def release_free_memory() -> None:
-    """Hand the C heap's free pages back to the system (glibc's malloc_trim and mallopt; nothing elsewhere).
+    """Hand the C heap's free pages back to the system (glibc's malloc_trim; nothing elsewhere).
 
     numpy's temporaries live on the C heap, Polars' frames in its own allocator: pages numpy freed
-    stay in this process, unusable by Polars, unless they are handed back. glibc raises its mmap
-    threshold after the first large free, so that later arrays of up to 32 MB stay on the heap when
-    freed; fixing the thresholds at PROMPT_RETURN_BYTES returns them at once instead. The bounded path
-    calls this before its steps (the setting then holds for the rest of the process)."""
+    stay in this process, unusable by Polars, unless they are handed back. The bounded path calls this
+    between its steps. (Fixing glibc's mmap threshold as well, so that every freed block returns at
+    once, was measured and left out: bench/README.md, "bounded memory".)"""
     import ctypes
     import ctypes.util
 
     name = ctypes.util.find_library("c")
     try:
         libc = ctypes.CDLL(name) if name else None
+        trim = getattr(libc, "malloc_trim", None)
     except OSError:
         return
-    mallopt = getattr(libc, "mallopt", None)
-    if mallopt is not None:
-        mallopt(M_MMAP_THRESHOLD, PROMPT_RETURN_BYTES)
-        mallopt(M_TRIM_THRESHOLD, PROMPT_RETURN_BYTES)
-    trim = getattr(libc, "malloc_trim", None)
     if trim is not None:
         trim(0)
