@@ -364,3 +364,56 @@ def test_families_file_does_not_follow_the_frames_chunks(tmp_path: Path) -> None
     one = identity.families(frame, inp, ctx, "full").measured
     many = identity.families(parts, inp, ctx, "full").measured
     assert one["families_sha256"] == many["families_sha256"] and one == many
+
+
+LIMIT_MB = 1024  # RLIMIT_DATA of the limited run: the bounded run here fails near 450 MB (bench/README.md)
+_LIMITED = """
+import json, resource, sys
+from pathlib import Path
+lim = int(sys.argv[3]) << 20
+resource.setrlimit(resource.RLIMIT_DATA, (lim, lim))
+import claimcheck.tui.cli  # noqa: F401  (the app's allocator setting)
+from claimcheck.engine.audit import budget as B
+from claimcheck.engine.pipeline.context import StageContext
+from claimcheck.engine.stages.source import run as source
+from claimcheck.engine.stages.split import run as split
+ws = Path(sys.argv[1])
+src, spl = json.loads(sys.argv[2])
+ctx = StageContext(session_dir=ws / "s-limited", workspace=ws)
+rec = source.run(source.Inputs(**src, memory_budget="1M"), {}, ctx)
+sp = split.run(split.Inputs(**spl), {"source": rec}, ctx)
+fig = {c.id: {"measured": c.measured, "status": c.status, "summary": c.summary,
+              "coverage": B.strip_note(c.coverage)} for r in (rec, sp) for c in r.checks}
+print(json.dumps({"figures": fig, "schema": rec.check("source.schema").coverage}, sort_keys=True, default=str))
+"""
+
+
+def test_bounded_run_under_a_memory_limit_gives_the_in_memory_figures(tmp_path: Path) -> None:
+    """A process held to RLIMIT_DATA = LIMIT_MB audits 20,000 rows on the bounded path (texts left on
+    disk) and records the figures of an unlimited in-memory run. The limit keeps a wide margin over
+    what the bounded run needs; it does not stop the in-memory run of data this small either."""
+    import subprocess
+    import sys
+
+    _with_gaps(20_000).write_csv(tmp_path / "d.csv")
+    src = dict(
+        files=["d.csv"],
+        label_column="label",
+        input_columns=["body", "kind"],
+        text_columns=["body"],
+        entity_columns=["cust"],
+        near_dup_threshold=0.7,
+        shingle_size=2,
+    )
+    spl = dict(strategy="random", rationale="test", near_dup_threshold=0.7, shingle_size=2)
+    args = [sys.executable, "-c", _LIMITED, str(tmp_path), json.dumps([src, spl]), str(LIMIT_MB)]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    limited = json.loads(done.stdout.strip().splitlines()[-1])
+    assert limited["schema"].endswith("memory: bounded (budget 1.0 MiB, setting)")
+    big = _stages(tmp_path, "mem", src, spl, HUGE)
+    want = json.loads(json.dumps(_figures(big[0], big[1]), sort_keys=True, default=str))
+    assert limited["figures"] == want
+    assert (tmp_path / "s-limited" / "data" / "near_duplicates.parquet").read_bytes() == (
+        big[2] / "data" / "near_duplicates.parquet"
+    ).read_bytes()
