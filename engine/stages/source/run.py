@@ -27,7 +27,6 @@ TITLE = "Source"
 
 
 def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> StageRecord:
-
     from claimcheck.engine.data import rows as data
 
     _validate_fields(inputs)
