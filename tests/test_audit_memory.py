@@ -247,3 +247,173 @@ def test_bounded_attach_is_the_join(how: str) -> None:
     got = split._attach(ds, other, how, B.BOUNDED)
     assert got.equals(want)
     assert split._attach(ds, other.head(0), how, B.BOUNDED).height == (ds.height if how == "left" else 0)
+
+
+def _with_gaps(n: int) -> pl.DataFrame:
+    """_planted with missing and non-ASCII texts (Unicode case and spaces: Polars' normalisation)."""
+    frame = _planted(n, seed=9)
+    body = frame.get_column("body").to_list()
+    for i in range(0, n, 41):
+        body[i] = None
+    for i in range(5, n, 97):
+        body[i] = f"ÉTÉ\u00a0{body[i - 5] or 'w1'} ÇA  w3"
+    return frame.with_columns(pl.Series("body", body))
+
+
+def _spied(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Every textstore.spill call's text columns and the frame it handed back. The small files here
+    count as large (the read's estimate x1000), so that the 1 MiB budget sends the reads bounded."""
+    from claimcheck.engine.audit import textstore
+
+    monkeypatch.setattr(B, "PARSE_FACTOR", 1000.0)
+    calls: list = []
+    real = textstore.spill
+
+    def spy(lf: pl.LazyFrame, cols: list[str]):
+        frame, store = real(lf, cols)
+        calls.append((cols, frame))
+        return frame, store
+
+    monkeypatch.setattr(textstore, "spill", spy)
+    return calls
+
+
+def test_text_columns_stay_on_disk_on_the_bounded_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bounded, the source and split frames hold stand-ins for the text ("" or null) and every text
+    check reads the spill file: the same figures, pairs and membership as in memory."""
+    _with_gaps(3000).write_csv(tmp_path / "d.csv")
+    src = dict(
+        files=["d.csv"],
+        label_column="label",
+        label_mapping={"x": "x", "y": "y", "z": "z"},
+        input_columns=["body", "kind"],
+        text_columns=["body"],
+        entity_columns=["cust"],
+        time_column="when",
+        as_of="2026-01-01",
+        filters=[{"reason": "drop some", "where": "id % 13 <> 0"}],
+        near_dup_threshold=0.7,
+        shingle_size=2,
+    )
+    calls = _spied(monkeypatch)
+    from claimcheck.engine.audit import textstore
+
+    # Row groups of 256 rows, one per slice: many slices and reads across groups.
+    monkeypatch.setattr(textstore, "ROW_GROUP", 256)
+    monkeypatch.setattr(textstore, "SLICE_BYTES", 1)
+    spl = dict(strategy="random", rationale="test", near_dup_threshold=0.7, shingle_size=2)
+    big, small = _assert_same(tmp_path, src, spl)
+    assert [c[0] for c in calls] == [["body"], ["body"]]  # the source's read, the split's reload
+    for _, frame in calls:
+        assert set(frame.get_column("body").drop_nulls().unique().to_list()) == {""}
+        assert frame.get_column("body").null_count() > 0
+    m = big[0].check("source.near_duplicates").measured
+    assert m["pairs"] > 0 and big[0].check("source.duplicate_inputs").measured["exact"]["groups"] > 0
+    assert big[0].check("source.missingness").measured["null_share"]["body"] > 0
+    assert big[1].check("split.exact_overlap").measured["rows"]["test"] > 0
+    assert (
+        small[0]
+        .check("source.near_duplicates")
+        .coverage.endswith("memory: bounded (budget 1.0 MiB, setting)")
+    )
+
+
+def test_text_read_as_something_else_stays_in_the_frame(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filter on the text column, or a grouping by duplicates in the split: the text is loaded as in
+    memory (no spill of it), the figures unchanged."""
+    from claimcheck.engine.audit.textstore import columns_on_disk
+
+    _with_gaps(1500).write_csv(tmp_path / "d.csv")
+    src = dict(
+        files=["d.csv"],
+        label_column="label",
+        input_columns=["body", "kind"],
+        text_columns=["body"],
+        filters=[{"reason": "short ones", "where": "body <> 'w1'"}],
+        near_dup_threshold=0.7,
+        shingle_size=2,
+    )
+    calls = _spied(monkeypatch)
+    _assert_same(tmp_path, src, dict(strategy="group", rationale="test", grouping="duplicates"))
+    assert calls == []
+    schema = pl.Schema({"body": pl.String, "cust": pl.String})
+    assert columns_on_disk({"text_columns": ["body"]}, schema, {}) == ["body"]
+    assert columns_on_disk({"text_columns": ["body"], "entity_columns": ["body"]}, schema, {}) == []
+    assert columns_on_disk({"text_columns": ["body"]}, schema, {"task_kind": "retrieval"}) == []
+    assert columns_on_disk({"text_columns": ["body"]}, pl.Schema({"body": pl.List(pl.String)}), {}) == []
+
+
+def test_families_file_does_not_follow_the_frames_chunks(tmp_path: Path) -> None:
+    """The families file (and its sha256) is the same whether the frame came in one chunk (the
+    bounded read) or in the CSV reader's many chunks (in memory)."""
+    from claimcheck.engine.stages.source import identity
+
+    n = 300_000
+    cust = np.random.default_rng(4).integers(0, n // 6, size=n).astype(str)
+    pl.DataFrame({"row_id": np.arange(n, dtype=np.int64), "cust": cust}).write_csv(tmp_path / "d.csv")
+    parts = pl.read_csv(tmp_path / "d.csv")  # in the CSV reader's chunks, as in memory
+    frame = parts.rechunk()
+    inp = source.Inputs(
+        files=["d.csv"], label_column="label", input_columns=["body"], entity_columns=["cust"]
+    )
+    ctx = StageContext(session_dir=tmp_path / "s", workspace=tmp_path)
+    one = identity.families(frame, inp, ctx, "full").measured
+    many = identity.families(parts, inp, ctx, "full").measured
+    assert one["families_sha256"] == many["families_sha256"] and one == many
+
+
+LIMIT_MB = 1024  # RLIMIT_DATA of the limited run: the bounded run here fails near 450 MB (bench/README.md)
+_LIMITED = """
+import json, resource, sys
+from pathlib import Path
+lim = int(sys.argv[3]) << 20
+resource.setrlimit(resource.RLIMIT_DATA, (lim, lim))
+import claimcheck.tui.cli  # noqa: F401  (the app's allocator setting)
+from claimcheck.engine.audit import budget as B
+from claimcheck.engine.pipeline.context import StageContext
+from claimcheck.engine.stages.source import run as source
+from claimcheck.engine.stages.split import run as split
+ws = Path(sys.argv[1])
+src, spl = json.loads(sys.argv[2])
+ctx = StageContext(session_dir=ws / "s-limited", workspace=ws)
+rec = source.run(source.Inputs(**src, memory_budget="1M"), {}, ctx)
+sp = split.run(split.Inputs(**spl), {"source": rec}, ctx)
+fig = {c.id: {"measured": c.measured, "status": c.status, "summary": c.summary,
+              "coverage": B.strip_note(c.coverage)} for r in (rec, sp) for c in r.checks}
+print(json.dumps({"figures": fig, "schema": rec.check("source.schema").coverage}, sort_keys=True, default=str))
+"""
+
+
+def test_bounded_run_under_a_memory_limit_gives_the_in_memory_figures(tmp_path: Path) -> None:
+    """A process held to RLIMIT_DATA = LIMIT_MB audits 20,000 rows on the bounded path (texts left on
+    disk) and records the figures of an unlimited in-memory run. The limit keeps a wide margin over
+    what the bounded run needs; it does not stop the in-memory run of data this small either."""
+    import subprocess
+    import sys
+
+    _with_gaps(20_000).write_csv(tmp_path / "d.csv")
+    src = dict(
+        files=["d.csv"],
+        label_column="label",
+        input_columns=["body", "kind"],
+        text_columns=["body"],
+        entity_columns=["cust"],
+        near_dup_threshold=0.7,
+        shingle_size=2,
+    )
+    spl = dict(strategy="random", rationale="test", near_dup_threshold=0.7, shingle_size=2)
+    args = [sys.executable, "-c", _LIMITED, str(tmp_path), json.dumps([src, spl]), str(LIMIT_MB)]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    limited = json.loads(done.stdout.strip().splitlines()[-1])
+    assert limited["schema"].endswith("memory: bounded (budget 1.0 MiB, setting)")
+    big = _stages(tmp_path, "mem", src, spl, HUGE)
+    want = json.loads(json.dumps(_figures(big[0], big[1]), sort_keys=True, default=str))
+    assert limited["figures"] == want
+    assert (tmp_path / "s-limited" / "data" / "near_duplicates.parquet").read_bytes() == (
+        big[2] / "data" / "near_duplicates.parquet"
+    ).read_bytes()

@@ -170,7 +170,8 @@ def release_free_memory() -> None:
 
     numpy's temporaries live on the C heap, Polars' frames in its own allocator: pages numpy freed
     stay in this process, unusable by Polars, unless they are handed back. The bounded path calls this
-    between its steps."""
+    between its steps. (Fixing glibc's mmap threshold as well, so that every freed block returns at
+    once, was measured and left out: bench/README.md, "bounded memory".)"""
     import ctypes
     import ctypes.util
 

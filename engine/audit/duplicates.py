@@ -21,6 +21,7 @@ import numpy as np
 import polars as pl
 
 from claimcheck.engine.audit.texts import norm_text_expr, row_hashes
+from claimcheck.engine.audit.textstore import TextStore
 from claimcheck.engine.data.rows import TARGET
 
 
@@ -36,13 +37,31 @@ def key_hashes(df: pl.DataFrame, columns: list[str], normalisation: str) -> pl.S
     return row_hashes(df, key_exprs(df.schema, columns, normalisation))
 
 
+def stored_key_hashes(
+    df: pl.DataFrame, columns: list[str], normalisation: str, store: TextStore
+) -> pl.Series:
+    """key_hashes where the text columns stay on disk (engine/audit/textstore.py) and `df` holds
+    stand-ins for them: the rows are read from `store` a slice at a time."""
+    return row_hashes(df, key_exprs(df.schema, columns, normalisation), store)
+
+
 def candidate_rows(
-    df: pl.DataFrame, columns: list[str], normalisation: str, hashes: pl.Series | None = None
+    df: pl.DataFrame,
+    columns: list[str],
+    normalisation: str,
+    hashes: pl.Series | None = None,
+    store: TextStore | None = None,
 ) -> pl.DataFrame:
     """The compared inputs and target of the rows whose hash repeats: the only rows a group can hold."""
-    h = key_hashes(df, columns, normalisation) if hashes is None else hashes
+    if hashes is not None:
+        h = hashes
+    elif store is not None:
+        h = stored_key_hashes(df, columns, normalisation, store)
+    else:
+        h = key_hashes(df, columns, normalisation)
     idx = np.flatnonzero(h.is_duplicated().to_numpy())
-    return df[idx].select(*key_exprs(df.schema, columns, normalisation), pl.col(TARGET))
+    rows = store.rows(idx, [*columns, TARGET]) if store is not None else df[idx]
+    return rows.select(*key_exprs(df.schema, columns, normalisation), pl.col(TARGET))
 
 
 def duplicate_stats(

@@ -52,6 +52,7 @@ from claimcheck.engine.audit.neardup.hashing import normalised_row_hashes
 from claimcheck.engine.audit.neardup.shingles import build_prefixes
 from claimcheck.engine.audit.neardup.verify import verify_pairs
 from claimcheck.engine.audit.texts import distinct_texts
+from claimcheck.engine.audit.textstore import TextStore
 
 METHOD = "prefix filtering (exact)"
 
@@ -78,13 +79,15 @@ def near_duplicates(
     threshold: float = 0.8,
     shingle_size: int = 5,
     bounded: bool = False,
+    store: TextStore | None = None,
 ) -> NearDupResult:
     """Near-duplicate row pairs across different normalised texts (see module docstring). `bounded`:
-    the candidate search in small shards, one at a time (the same pairs; engine/audit/budget.py)."""
+    the candidate search in small shards, one at a time (the same pairs; engine/audit/budget.py).
+    `store`: the text columns stay on disk and `df` holds stand-ins (engine/audit/textstore.py)."""
     if df.height == 0 or not text_columns:
         return NearDupResult(_no_pairs(), 0, 0, 0, 0)
     with small_pages():
-        return _search(df, text_columns, row_id, threshold, shingle_size, bounded)
+        return _search(df, text_columns, row_id, threshold, shingle_size, (bounded, store))
 
 
 def _no_pairs() -> pl.DataFrame:
@@ -92,9 +95,16 @@ def _no_pairs() -> pl.DataFrame:
 
 
 def _search(
-    df: pl.DataFrame, text_columns: list[str], row_id: str, threshold: float, k: int, bounded: bool
+    df: pl.DataFrame,
+    text_columns: list[str],
+    row_id: str,
+    threshold: float,
+    k: int,
+    how: tuple[bool, TextStore | None],
 ) -> NearDupResult:
-    texts, rows, text_of = distinct_texts(df, text_columns, row_id, normalised_row_hashes(df, text_columns))
+    bounded, store = how
+    hashes = normalised_row_hashes(df, text_columns, store)
+    texts, rows, text_of = distinct_texts(df, text_columns, row_id, hashes, store)
     try:
         prefixes = build_prefixes(texts, k, threshold)
         sizes = prefixes.sizes

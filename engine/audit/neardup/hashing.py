@@ -14,6 +14,7 @@ import polars as pl
 from claimcheck.engine.audit.neardup import kernels
 from claimcheck.engine.audit.neardup.arrays import ranges
 from claimcheck.engine.audit.texts import Texts
+from claimcheck.engine.audit.textstore import TextStore
 from claimcheck.engine.data.splits import splitmix64
 
 _H0 = np.uint64(0x243F6A8885A308D3)
@@ -73,9 +74,9 @@ def normalised_utf8(texts: Texts, idx: np.ndarray) -> tuple[np.ndarray, np.ndarr
     their bytes, a fraction of Polars' lowercase + strip + regex); only the other rows go through
     Polars (Unicode case and whitespace), and are spliced back in row order."""
     idx = np.asarray(idx, dtype=np.int64)
-    if not kernels.available() or any(texts.frame.schema[c] != pl.String for c in texts.columns):
+    if not kernels.available() or any(texts.schema()[c] != pl.String for c in texts.columns):
         return utf8(texts.gather(idx))
-    rows = texts.frame[texts.reps[idx]]
+    rows = texts.rows(idx)
     out, offs, ok = kernels.normalise([utf8(rows.get_column(c)) for c in texts.columns])
     if ok.all():
         return out, offs
@@ -86,16 +87,22 @@ _NULL_VALUE = np.uint64(0x8CB92BA72F3D8DD7)  # a null value's hash (an empty val
 _ROW_MIX = np.uint64(0xD6E8FEB86659FD93)  # odd: the row hash so far times it, plus the next column's
 
 
-def normalised_row_hashes(df: pl.DataFrame, columns: list[str]) -> pl.Series | None:
+def normalised_row_hashes(
+    df: pl.DataFrame, columns: list[str], store: TextStore | None = None
+) -> pl.Series | None:
     """Per row, a 64-bit hash of its normalised text columns, each apart (equal values, equal hash; a
     null is not an empty value): the key texts.distinct_texts groups rows by, as texts.row_hashes makes
     it but without Polars' regex for the rows whose columns are all ASCII. A slice of rows at a time
-    (texts.by_slices); None without the compiled loops, or for a column that is not text."""
+    (texts.by_slices, or read from `store` where the text stays on disk); None without the compiled
+    loops, or for a column that is not text."""
     from claimcheck.engine.audit.texts import by_slices
 
     if not kernels.available() or any(df.schema[c] != pl.String for c in columns):
         return None
-    parts = by_slices(df, lambda part: _row_hashes(part, columns))
+    if store is not None:
+        parts = store.by_slices(columns, lambda part: _row_hashes(part, columns))
+    else:
+        parts = by_slices(df, lambda part: _row_hashes(part, columns))
     return pl.Series("h", np.concatenate([np.zeros(0, dtype=np.uint64), *parts]))
 
 

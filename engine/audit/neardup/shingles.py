@@ -258,7 +258,15 @@ def _pass1_chunk(x: _Hashed, counts: np.ndarray, f: BinaryIO, buckets: list[np.n
 def _text_bytes(texts: Texts) -> np.ndarray:
     """Each text's bytes (its columns' bytes before normalisation)."""
     lengths = [pl.col(c).cast(pl.String).str.len_bytes().fill_null(0).cast(pl.Int64) for c in texts.columns]
-    return texts.frame.select(pl.sum_horizontal(lengths)).to_series().to_numpy()[texts.reps]
+
+    def fn(part: pl.DataFrame) -> np.ndarray:
+        return part.select(pl.sum_horizontal(lengths)).to_series().to_numpy()
+
+    if texts.store is None:
+        return fn(texts.frame)[texts.reps]
+    return np.concatenate([np.zeros(0, dtype=np.int64), *texts.store.by_slices(texts.columns, fn)])[
+        texts.reps
+    ]
 
 
 def chunks(texts: Texts, workers: int = 1, nbytes: np.ndarray | None = None) -> list[tuple[int, int]]:

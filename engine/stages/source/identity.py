@@ -5,7 +5,7 @@ split must respect."""
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from claimcheck.engine.audit.budget import Budget
 from claimcheck.engine.audit.onray import Cluster
@@ -22,9 +22,19 @@ from claimcheck.engine.stages.source.checks import (
 )
 from claimcheck.engine.stages.source.inputs import Inputs
 
+if TYPE_CHECKING:
+    from claimcheck.engine.audit.textstore import TextStore
 
-def duplicates(ds: Any, inp: Inputs, cov: str, on: tuple[Any, Cluster] | None = None) -> list[Check]:
-    """`on`: (ray, cluster) where the keys are grouped by Ray tasks (engine/audit/onray), else here."""
+
+def duplicates(
+    ds: Any,
+    inp: Inputs,
+    cov: str,
+    on: tuple[Any, Cluster] | None = None,
+    store: TextStore | None = None,
+) -> list[Check]:
+    """`on`: (ray, cluster) where the keys are grouped by Ray tasks (engine/audit/onray), else here;
+    `store`: the text columns stay on disk, `ds` holds stand-ins (engine/audit/textstore.py)."""
     from claimcheck.engine.audit.duplicates import candidate_rows, conflict_stats, duplicate_stats
     from claimcheck.engine.data.rows import model_inputs
 
@@ -35,9 +45,13 @@ def duplicates(ds: Any, inp: Inputs, cov: str, on: tuple[Any, Cluster] | None = 
         exact, norm, conf = identity_stats(*on, ds, cols, inp.normalisation)
         cov = on[1].covered(cov)
     else:
-        cand = candidate_rows(ds, cols, "none") if cols and ds.height else None
+        cand = candidate_rows(ds, cols, "none", store=store) if cols and ds.height else None
         exact = duplicate_stats(ds, cols, "none", cand)
-        norm = duplicate_stats(ds, cols, inp.normalisation) if inp.normalisation != "none" else exact
+        norm = (
+            duplicate_stats(ds, cols, inp.normalisation, _candidates(ds, cols, inp.normalisation, store))
+            if inp.normalisation != "none"
+            else exact
+        )
         conf = conflict_stats(ds, cols, cand)
     status = (
         "warn"
@@ -72,6 +86,15 @@ def duplicates(ds: Any, inp: Inputs, cov: str, on: tuple[Any, Cluster] | None = 
     return [dup, noise]
 
 
+def _candidates(ds: Any, cols: list[str], normalisation: str, store: TextStore | None) -> Any:
+    """The duplicate candidates after `normalisation` (None: duplicate_stats finds them in `ds`)."""
+    from claimcheck.engine.audit.duplicates import candidate_rows
+
+    if store is None or not cols or not ds.height:
+        return None
+    return candidate_rows(ds, cols, normalisation, store=store)
+
+
 def near_duplicates(
     ds: Any,
     inp: Inputs,
@@ -79,9 +102,10 @@ def near_duplicates(
     cov: str,
     budget: Budget | None = None,
     on: tuple[Any, Cluster] | None = None,
+    store: TextStore | None = None,
 ) -> Check:
     """`on`: (ray, cluster) where the search runs as Ray tasks (engine/audit/onray/neardup.py), else here
-    (in memory or bounded, as the budget chooses)."""
+    (in memory or bounded, as the budget chooses; bounded whenever the texts stay on disk in `store`)."""
     import hashlib
 
     import polars as pl
@@ -107,8 +131,11 @@ def near_duplicates(
     from claimcheck.engine.audit import budget as memory_budget
 
     budget = budget or memory_budget.resolve(inp.memory_budget)
+    # Texts left on disk (engine/audit/textstore.py) are searched on the bounded path.
     text_bytes = sum(int(ds.get_column(c).cast(pl.String).str.len_bytes().sum() or 0) for c in cols)
-    path = budget.choose(memory_budget.need_neardup(text_bytes))
+    path = (
+        memory_budget.BOUNDED if store is not None else budget.choose(memory_budget.need_neardup(text_bytes))
+    )
     if on is not None:
         from claimcheck.engine.audit.onray import neardup as on_ray
 
@@ -123,6 +150,7 @@ def near_duplicates(
             threshold=inp.near_dup_threshold,
             shingle_size=inp.shingle_size,
             bounded=path == memory_budget.BOUNDED,
+            store=store,
         )
         where = budget.covered(cov, path)
     if path == memory_budget.BOUNDED:
@@ -170,7 +198,8 @@ def families(ds: Any, inp: Inputs, ctx: StageContext, cov: str) -> Check:
 
     fam = compute_families(ds, inp.entity_columns)
     buf = io.BytesIO()
-    fam.write_parquet(buf, statistics=False)
+    # One chunk, so the file's row groups (and its sha256) do not follow the reader's chunks.
+    fam.rechunk().write_parquet(buf, statistics=False)
     payload = buf.getvalue()
     rel = f"data/{FAMILIES_FILE}"
     if not ctx.replay:

@@ -28,8 +28,6 @@ TITLE = "Source"
 
 
 def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> StageRecord:
-    import polars as pl
-
     from claimcheck.engine.data import rows as data
 
     _validate_fields(inputs)
@@ -46,7 +44,29 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     checks: list[Check] = [source_checks.checksum(inputs, paths)]
     budget = memory_budget.resolve(inputs.memory_budget)
     load_path = budget.choose(memory_budget.need_parse(paths))
-    raw, schema, malformed = _read(inputs, paths, ctx, load_path)
+    raw, schema, malformed, store = _read(inputs, paths, ctx, (load_path, claim))
+    try:
+        return _checked(inputs, upstream, ctx, (raw, schema, malformed, store), (checks, budget, load_path))
+    finally:
+        if store is not None:
+            store.close()
+
+
+def _checked(
+    inputs: Inputs,
+    upstream: dict[str, StageRecord],
+    ctx: StageContext,
+    read: tuple[Any, Any, list[dict[str, Any]], Any],
+    so_far: tuple[list[Check], memory_budget.Budget, str],
+) -> StageRecord:
+    """The checks after the read; `store`: the text columns left on disk (engine/audit/textstore.py)."""
+    import polars as pl
+
+    from claimcheck.engine.data import rows as data
+
+    raw, schema, malformed, store = read
+    checks, budget, load_path = so_far
+    claim = upstream["claim"].inputs if "claim" in upstream else {}
     cov = "full" if not inputs.preview_rows else f"preview: first {raw.height} rows"
     checks.append(source_checks.schema(raw, schema, malformed, budget.covered(cov, load_path)))
     ctx.check_cancelled()
@@ -70,7 +90,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     kind = target_type(claim)
     numeric = kind == "numeric"
     _refuse_subgroups(inputs, claim, raw)
-    audit = _audit(kept, dataset, inputs, ctx, cov, numeric=numeric, budget=budget, backend=backend)
+    audit = _audit(kept, dataset, inputs, ctx, cov, numeric=numeric, budget=(budget, store), backend=backend)
     checks += (
         [weights.on_duplicates(c, inputs.weight_column) for c in audit] if inputs.weight_column else audit
     )
@@ -137,13 +157,15 @@ def _label_lists_declared(inputs: Inputs, claim: dict[str, Any]) -> None:
 
 
 def _read(
-    inputs: Inputs, paths: list, ctx: StageContext, load_path: str
-) -> tuple[Any, Any, list[dict[str, Any]]]:
-    """The rows (after `preview_rows`), their schema and the per-file malformed-record counts; read in
-    memory or streamed through a temporary Parquet file (`load_path`, engine/audit/budget.py)."""
+    inputs: Inputs, paths: list, ctx: StageContext, how: tuple[str, dict[str, Any]]
+) -> tuple[Any, Any, list[dict[str, Any]], Any]:
+    """The rows (after `preview_rows`), their schema, the per-file malformed-record counts and the
+    store of the text columns left on disk (or None); read in memory or streamed through a temporary
+    Parquet file (`how`: the load path, engine/audit/budget.py, and the claim's inputs). On the bounded
+    path the text columns stay in that file where engine/audit/textstore.py allows it."""
     import polars as pl
 
-    from claimcheck.engine.audit import profile
+    from claimcheck.engine.audit import profile, textstore
     from claimcheck.engine.data import rows as data
 
     ctx.progress(0.05, "scanning records")
@@ -161,14 +183,23 @@ def _read(
     ctx.check_cancelled()
     if inputs.preview_rows:
         lf = lf.head(inputs.preview_rows)
+    load_path, claim = how
+    schema = lf.collect_schema()
+    on_disk = textstore.columns_on_disk(inputs.model_dump(mode="json"), schema, claim)
+    store = None
     try:
         lf_t = lf.with_columns(data.source_target_expr(inputs.model_dump()))
-        raw = memory_budget.collect(lf_t, load_path)
+        if load_path == memory_budget.BOUNDED:
+            memory_budget.release_free_memory()
+        if load_path == memory_budget.BOUNDED and on_disk:
+            raw, store = textstore.spill(lf_t, on_disk)
+        else:
+            raw = memory_budget.collect(lf_t, load_path)
     except pl.exceptions.PolarsError as exc:
         raise StageInputError(
             f"the data files cannot be read as one table: {data._first_line(exc)}"
         ) from None
-    return raw, lf.collect_schema(), malformed
+    return raw, schema, malformed, store
 
 
 def _audit(
@@ -179,13 +210,18 @@ def _audit(
     cov: str,
     *,
     numeric: bool,
-    budget: memory_budget.Budget,
+    budget: tuple[memory_budget.Budget, Any],
     backend: tuple[str, str] = (onray.LOCAL, ""),
 ) -> list[Check]:
     """The audit proper: profile, duplicates, near-duplicates, leakage, families, declarations.
-    `numeric`: the claim's target is a number (class coverage becomes the target's distribution).
+    `numeric`: the claim's target is a number (class coverage becomes the target's distribution);
+    `budget`: the memory budget and the store of the text columns left on disk (or None);
     `backend`: (local or ray, the cluster's address), onray.resolve: with ray, the duplicate keys and
     the near-duplicate search run as Ray tasks on that cluster (engine/audit/onray)."""
+    from claimcheck.engine.audit.textstore import restricted
+
+    budget, store = budget
+    store = restricted(store, dataset)
     ctx.progress(0.2, "missingness, time, classes")
     checks = [
         source_checks.missingness(kept, inputs, cov),
@@ -199,10 +235,10 @@ def _audit(
     ctx.check_cancelled()
     ctx.progress(0.35, "duplicates and conflicts")
     with onray.session(*backend) as on:
-        checks.extend(source_identity.duplicates(dataset, inputs, cov, on))
+        checks.extend(source_identity.duplicates(dataset, inputs, cov, on, store))
         ctx.check_cancelled()
         ctx.progress(0.5, "near-duplicates")
-        checks.append(source_identity.near_duplicates(dataset, inputs, ctx, cov, budget, on))
+        checks.append(source_identity.near_duplicates(dataset, inputs, ctx, cov, budget, on, store))
     ctx.check_cancelled()
     ctx.progress(0.7, "single-feature leakage")
     checks.extend(source_checks.leakage(dataset, inputs, numeric))

@@ -74,7 +74,8 @@ def prevalence(joined: Any, ds: Any, inp: Inputs) -> Check:
     per: dict[str, dict[str, float]] = {}
     sizes: dict[str, int] = {}
     worst = 0.0
-    for (s,), g in joined.group_by(["split"], maintain_order=True):
+    # The two columns read, not every column of each group (a copy of the frame).
+    for (s,), g in joined.select("split", TARGET).group_by(["split"], maintain_order=True):
         sizes[str(s)] = g.height
         counts = dict(g.group_by(TARGET).len().iter_rows())
         per[str(s)] = {k: round(counts.get(k, 0) / g.height, 6) for k in whole}
@@ -174,11 +175,12 @@ def chronology(joined: Any, time: tuple[str, str], inp: Inputs) -> Check:
     )
 
 
-def exact_overlap(joined: Any, source_inputs: dict[str, Any]) -> Check:
+def exact_overlap(joined: Any, source_inputs: dict[str, Any], store: Any = None) -> Check:
+    """`store`: the text columns stay on disk, `joined` holds stand-ins (engine/audit/textstore.py)."""
     import numpy as np
     import polars as pl
 
-    from claimcheck.engine.audit.duplicates import key_exprs, key_hashes
+    from claimcheck.engine.audit.duplicates import key_exprs, key_hashes, stored_key_hashes
     from claimcheck.engine.data.rows import model_inputs
 
     cols = model_inputs(source_inputs)
@@ -186,14 +188,18 @@ def exact_overlap(joined: Any, source_inputs: dict[str, Any]) -> Check:
     if not cols:
         return not_run("split.exact_overlap", "no model inputs declared")
     # Hash first, compare values only where a held-out row's hash occurs in train (exact, bounded memory).
-    hashed = pl.DataFrame({"h": key_hashes(joined, cols, norm), "split": joined.get_column("split")})
+    h = key_hashes(joined, cols, norm) if store is None else stored_key_hashes(joined, cols, norm, store)
+    hashed = pl.DataFrame({"h": h, "split": joined.get_column("split")})
     is_train = pl.col("split") == "train"
     indexed = hashed.with_row_index("i")
     train_h = hashed.filter(is_train).get_column("h").unique()
     held = indexed.filter(~is_train & pl.col("h").is_in(train_h.implode()))
     twins = indexed.filter(is_train & pl.col("h").is_in(held.get_column("h").unique().implode()))
     idx = np.sort(np.concatenate([held.get_column("i").to_numpy(), twins.get_column("i").to_numpy()]))
-    keyed = joined[idx].select(*key_exprs(joined.schema, cols, norm), "split")
+    held = (
+        joined[idx] if store is None else store.rows(idx, cols).with_columns(joined.get_column("split")[idx])
+    )
+    keyed = held.select(*key_exprs(joined.schema, cols, norm), "split")
     train_keys = keyed.filter(pl.col("split") == "train").select(cols).unique()
     per: dict[str, int] = {}
     share: dict[str, float] = {}
@@ -226,6 +232,21 @@ def exact_overlap(joined: Any, source_inputs: dict[str, Any]) -> Check:
     )
 
 
+def pairs_reusable(src: StageRecord, inp: Inputs) -> bool:
+    """The source stage's near-duplicate pairs answer this split's near-duplicate overlap: a full
+    pass with the same threshold and shingle size."""
+    from claimcheck.engine.shapes import data as shapes
+    from claimcheck.engine.shapes import parse
+
+    m = parse(src.check("source.near_duplicates"), shapes.NearDuplicates)
+    return not (
+        m is None
+        or src.inputs.get("preview_rows")
+        or m.threshold != inp.near_dup_threshold
+        or m.shingle_size != inp.shingle_size
+    )
+
+
 def source_pairs(joined: Any, src: StageRecord, inp: Inputs, ctx: StageContext) -> Any:
     """The source stage's verified pairs restricted to the split's rows, or None when they do not apply.
 
@@ -239,14 +260,10 @@ def source_pairs(joined: Any, src: StageRecord, inp: Inputs, ctx: StageContext) 
     from claimcheck.engine.shapes import data as shapes
     from claimcheck.engine.shapes import parse
 
-    m = parse(src.check("source.near_duplicates"), shapes.NearDuplicates)
-    if (
-        m is None
-        or src.inputs.get("preview_rows")
-        or m.threshold != inp.near_dup_threshold
-        or m.shingle_size != inp.shingle_size
-    ):
+    if not pairs_reusable(src, inp):
         return None
+    m = parse(src.check("source.near_duplicates"), shapes.NearDuplicates)
+    assert m is not None
     pairs = read_pairs(ctx.session_dir / m.pairs_path, m.pairs_sha256)
     ids = joined.get_column(ROW_ID)
     return pairs.filter(pl.col("row_a").is_in(ids) & pl.col("row_b").is_in(ids))
@@ -318,7 +335,7 @@ def train_classes(joined: Any, numeric: bool) -> Check:
     from claimcheck.engine.data.rows import TARGET
     from claimcheck.engine.textsafe import visible
 
-    train = joined.filter(pl.col("split") == "train").get_column(TARGET).drop_nulls()
+    train = joined.select("split", TARGET).filter(pl.col("split") == "train").get_column(TARGET).drop_nulls()
     values = sorted(str(v) for v in train.unique().to_list())
     noun = "distinct target value" if numeric else "class"
     counted = f"{len(values):,} {noun}" + ("" if len(values) == 1 else ("es" if noun == "class" else "s"))
@@ -346,10 +363,11 @@ def label_coverage(joined: Any) -> Check:
 
     from claimcheck.engine.data.rows import TARGET
 
-    train = set(joined.filter(pl.col("split") == "train").get_column(TARGET).unique().to_list())
+    pairs = joined.select("split", TARGET)
+    train = set(pairs.filter(pl.col("split") == "train").get_column(TARGET).unique().to_list())
     missing = {}
     for s in ("dev", "calibration", "test"):
-        labels = set(joined.filter(pl.col("split") == s).get_column(TARGET).unique().to_list())
+        labels = set(pairs.filter(pl.col("split") == s).get_column(TARGET).unique().to_list())
         if labels - train:
             missing[s] = sorted(labels - train)
     return Check(
@@ -398,7 +416,7 @@ def folds(joined: Any, inp: Inputs) -> Check:
 
     from claimcheck.engine.data.rows import FAMILY
 
-    tr = joined.filter(pl.col("fold") >= 0)
+    tr = joined.select("fold", FAMILY).filter(pl.col("fold") >= 0)
     sizes = {str(f): int(n) for f, n in tr.group_by("fold").len().sort("fold").iter_rows()}
     crossing = tr.group_by(FAMILY).agg(pl.col("fold").n_unique().alias("k")).filter(pl.col("k") > 1).height
     return Check(
@@ -440,7 +458,7 @@ def target_distribution(joined: Any, ds: Any) -> Check:
         (abs((p.p50 or 0.0) - (whole.p50 or 0.0)) / sd for p in parts.values() if p.count and sd > 0),
         default=0.0,
     )
-    sizes = {s: int(joined.filter(pl.col("split") == s).height) for s in parts}
+    sizes = {s: int(joined.select("split").filter(pl.col("split") == s).height) for s in parts}
     shape = SplitTargetDistribution(
         sizes=sizes, whole=whole, per_split=parts, max_median_shift_sd=round(shift, 6)
     )

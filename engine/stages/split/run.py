@@ -31,11 +31,7 @@ LISTS_REASON = "the claim's target is a set of labels per row — see split.labe
 
 
 def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> StageRecord:
-    import polars as pl
-
     from claimcheck.engine.audit import budget as memory_budget
-    from claimcheck.engine.data import rows as data
-    from claimcheck.engine.data import splits
 
     if "source" not in upstream:
         raise StageInputError("split: the source stage must be run and frozen first")
@@ -47,7 +43,50 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     load_path = budget.choose(memory_budget.need_parse(files))
     if load_path == memory_budget.BOUNDED:
         memory_budget.release_free_memory()
-    ds = memory_budget.collect(data.load_dataset(src.inputs, ctx), load_path)
+    claim = upstream["claim"].inputs if "claim" in upstream else {}
+    ds, store = _load(src, inputs, claim, ctx, load_path)
+    try:
+        return _split(inputs, upstream, ctx, (ds, store), (fractions, budget, load_path))
+    finally:
+        if store is not None:
+            store.close()
+
+
+def _load(src: StageRecord, inp: Inputs, claim: dict[str, Any], ctx: StageContext, load_path: str) -> Any:
+    """The rows with a target, and the store of the text columns left on disk (or None): on the
+    bounded path the text columns stay in the spill file (engine/audit/textstore.py) when no step
+    of this split reads them but the exact overlap (grouping by entities, the source's near-duplicate
+    pairs reused)."""
+    from claimcheck.engine.audit import budget as memory_budget
+    from claimcheck.engine.audit import textstore
+    from claimcheck.engine.data import rows as data
+
+    lf = data.load_dataset(src.inputs, ctx)
+    on_disk = textstore.columns_on_disk(src.inputs, lf.collect_schema(), claim)
+    if load_path == memory_budget.BOUNDED and on_disk and inp.grouping == "entities":
+        if split_checks.pairs_reusable(src, inp) or not data.text_inputs(src.inputs):
+            return textstore.spill(lf, on_disk)
+    return memory_budget.collect(lf, load_path), None
+
+
+def _split(
+    inputs: Inputs,
+    upstream: dict[str, StageRecord],
+    ctx: StageContext,
+    loaded: tuple[Any, Any],
+    plan: tuple[dict[str, float], Any, str],
+) -> StageRecord:
+    """The assignment and the checks on the loaded rows (`loaded`: the rows and the store of their
+    text columns left on disk, or None)."""
+    import polars as pl
+
+    from claimcheck.engine.audit.textstore import restricted
+    from claimcheck.engine.data import rows as data
+    from claimcheck.engine.data import splits
+
+    ds, store = loaded
+    fractions, budget, load_path = plan
+    src = upstream["source"]
     fam = data.families(src, ctx)
     ds = _attach(ds, fam, "left", load_path).with_columns(
         pl.col(data.FAMILY).fill_null(
@@ -86,7 +125,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     checks.append(split_checks.chronology(joined, (time_col, time_unit), inputs))
     ctx.check_cancelled()
     ctx.progress(0.55, "exact overlap")
-    checks.append(split_checks.exact_overlap(joined, src.inputs))
+    checks.append(split_checks.exact_overlap(joined, src.inputs, restricted(store, joined)))
     ctx.check_cancelled()
     ctx.progress(0.7, "near-duplicate overlap")
     checks.append(split_checks.near_overlap(joined, src, inputs, ctx))
@@ -205,7 +244,8 @@ def _membership(
     sizes = {s: int(mem.filter(pl.col("split") == s).height) for s in splits.SPLITS}
     realised = {s: round(n / max(mem.height, 1), 6) for s, n in sizes.items()}
     shift = round(max(abs(realised[s] - fractions[s]) for s in splits.SPLITS), 6)
-    kept = ds.join(mem.select(ROW_ID), on=ROW_ID, how="semi")
+    parted = [c for c in PARTS.values() if c in ds.columns]
+    kept = ds.select(ROW_ID, *parted).join(mem.select(ROW_ID), on=ROW_ID, how="semi")
     parts = {k: _kept(kept.get_column(c).to_numpy()) for k, c in PARTS.items() if c in kept.columns}
     unit = splits.UNIT_KINDS[inputs.grouping]
     shape = Membership(

@@ -1,0 +1,169 @@
+"""Text columns left on disk: the bounded path's frame without its free text.
+
+On the bounded path (engine/audit/budget.py) the source and split stages stream their rows into a
+temporary Parquet file. The frame they then load keeps every column but the declared text columns,
+which are replaced by a stand-in of the same name and type holding "" where the text is present and
+null where it is missing: the null counts every check reads stay exact, and the text itself, most of
+a corpus' bytes, stays in the file. The steps that read the text (row hashes, duplicate candidates,
+near-duplicate texts, exact overlap across splits) ask a `TextStore` for it: a slice of rows at a time
+in file order, or the rows of given positions, each a streaming scan of the file's needed columns. The
+figures do not change (tests/test_audit_memory.py); docs/audit-scale.md says when this path is taken.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+import polars as pl
+
+from claimcheck.engine.data.rows import ROW_ID
+from claimcheck.engine.pipeline.context import StageInputError
+
+T = TypeVar("T")
+
+ROW_GROUP = 8_192  # rows per row group of the spill: a read of a few rows decodes one group per hit
+SLICE_BYTES = 64 << 20  # decoded bytes of the file's row groups per slice handed to `by_slices`
+
+
+@dataclass(frozen=True)
+class TextStore:
+    """Columns of a frame's rows, read from the spill file on demand.
+
+    `ids`: the frame's row ids, in frame order (ascending: every frame here keeps the file's order, a
+    subset of its rows); position i of the frame is the file's row with id ids[i]."""
+
+    path: Path
+    ids: np.ndarray
+    schema: pl.Schema
+    # The temporary folder holding `path`; the store that made it removes it on close().
+    folder: tempfile.TemporaryDirectory[str] | None = field(default=None, compare=False, repr=False)
+
+    def restrict(self, ids: np.ndarray) -> TextStore:
+        """The same file for a frame holding the rows `ids` (a subset, in file order)."""
+        return TextStore(self.path, np.asarray(ids, dtype=np.int64), self.schema)
+
+    def close(self) -> None:
+        if self.folder is not None:
+            self.folder.cleanup()
+
+    def _scan(self, columns: list[str]) -> pl.LazyFrame:
+        return pl.scan_parquet(self.path).select(ROW_ID, *[c for c in columns if c != ROW_ID])
+
+    def by_slices(self, columns: list[str], fn: Callable[[pl.DataFrame], T]) -> list[T]:
+        """fn over the frame's rows (`columns` of them) a slice of the file at a time, in frame order:
+        whole row groups up to SLICE_BYTES decoded (one group where a group is larger)."""
+        out: list[T] = []
+        for off, n in self.slices():
+            part = self._mine(self._scan(columns).slice(off, n).collect())
+            if part.height:
+                out.append(fn(part.select(columns)))
+        return out
+
+    def slices(self) -> list[tuple[int, int]]:
+        """(first row, rows) of each slice of the file: consecutive row groups up to SLICE_BYTES."""
+        import pyarrow.parquet as pq
+
+        meta = pq.ParquetFile(self.path).metadata
+        out: list[tuple[int, int]] = []
+        start = rows = size = 0
+        for i in range(meta.num_row_groups):
+            g = meta.row_group(i)
+            if rows and size + g.total_byte_size > SLICE_BYTES:
+                out.append((start, rows))
+                start, rows, size = start + rows, 0, 0
+            rows += g.num_rows
+            size += g.total_byte_size
+        if rows:
+            out.append((start, rows))
+        return out
+
+    def _mine(self, batch: pl.DataFrame) -> pl.DataFrame:
+        """The batch's rows that belong to the frame."""
+        bid = batch.get_column(ROW_ID).to_numpy()
+        if not bid.size or not self.ids.size:
+            return batch.clear()
+        at = np.minimum(np.searchsorted(self.ids, bid), self.ids.size - 1)
+        keep = self.ids[at] == bid
+        return batch if keep.all() else batch.filter(pl.Series(keep))
+
+    def rows(self, positions: np.ndarray, columns: list[str]) -> pl.DataFrame:
+        """`columns` of the frame's rows at `positions` (any order, repeats allowed), in that order."""
+        wanted = self.ids[np.asarray(positions, dtype=np.int64)]
+        if not wanted.size:
+            return pl.DataFrame(schema={c: self.schema[c] for c in columns})
+        u = np.unique(wanted)
+        lo, hi = int(u[0]), int(u[-1])
+        got = (
+            self._scan(columns)
+            .filter(pl.col(ROW_ID).is_between(lo, hi) & pl.col(ROW_ID).is_in(pl.Series(u).implode()))
+            .collect(engine="streaming")
+        )
+        order = np.searchsorted(got.get_column(ROW_ID).to_numpy(), wanted)
+        return got.select(columns)[order]
+
+
+def stand_in(column: str) -> pl.Expr:
+    """A text column's stand-in in the frame: "" where the text is present, null where it is missing."""
+    return pl.when(pl.col(column).is_null()).then(pl.lit(None, pl.String)).otherwise(pl.lit("")).alias(column)
+
+
+def spill(lf: pl.LazyFrame, text_columns: list[str]) -> tuple[pl.DataFrame, TextStore]:
+    """`lf` streamed to a temporary Parquet file, and the frame read back with `text_columns` as
+    stand-ins, with the store that reads the real columns. The caller closes the store."""
+    folder = tempfile.TemporaryDirectory(prefix="claimcheck-spill-")
+    path = Path(folder.name) / "frame.parquet"
+    try:
+        lf.sink_parquet(path, compression="lz4", row_group_size=ROW_GROUP, engine="streaming")
+        scan = pl.scan_parquet(path)
+        frame = scan.with_columns(stand_in(c) for c in text_columns).collect(engine="streaming")
+        # One chunk per column now: the streaming engine's many chunks would be copied, every column,
+        # by the first with_columns of a later step (and that copy kept beside the next ones).
+        frame = frame.rechunk()
+    except OSError as exc:
+        folder.cleanup()
+        raise StageInputError(
+            f"the bounded-memory read could not write its temporary file in {folder.name}: "
+            f"{exc.strerror or exc}; free space there or set TMPDIR to a folder with room"
+        ) from exc
+    except BaseException:
+        folder.cleanup()
+        raise
+    ids = frame.get_column(ROW_ID).to_numpy().astype(np.int64)
+    return frame, TextStore(path, ids, scan.collect_schema(), folder)
+
+
+def restricted(store: TextStore | None, frame: pl.DataFrame) -> TextStore | None:
+    """The store for `frame` (rows of the store's frame, in its order), or None without a store."""
+    return None if store is None else store.restrict(frame.get_column(ROW_ID).to_numpy())
+
+
+def columns_on_disk(source_inputs: dict, schema: pl.Schema, claim: dict) -> list[str]:
+    """The text columns the bounded path leaves on disk: every declared text column of type String,
+    unless one of them is also read as something else (an id, entity, time, weight or subgroup
+    column, a filter's operand), the claim is a retrieval one (its checks read the texts whole) or the
+    audit runs on Ray (its tasks are sent the texts from the frame);
+    then none, and the frame holds the texts as on the in-memory path."""
+    from claimcheck.engine.data import weights
+
+    cols = [str(c) for c in source_inputs.get("text_columns") or []]
+    if not cols or claim.get("task_kind") == "retrieval" or source_inputs.get("audit_backend") == "ray":
+        return []
+    if any(c not in schema or schema[c] != pl.String for c in cols):
+        return []
+    other = {
+        str(source_inputs.get("id_column") or ""),
+        str(source_inputs.get("time_column") or ""),
+        str(source_inputs.get("label_column") or ""),
+        str(weights.column(source_inputs) or ""),
+        *[str(c) for c in source_inputs.get("entity_columns") or []],
+        *[str(c) for c in source_inputs.get("subgroup_columns") or []],
+    }
+    wheres = " ".join(str(f.get("where", "")) for f in source_inputs.get("filters") or [])
+    if any(c in other or c in wheres for c in cols):
+        return []
+    return cols
