@@ -12,7 +12,10 @@ from pathlib import Path
 from textual.widgets import Select, SelectionList
 
 from claimcheck.engine.data.peek import peek
-from claimcheck.engine.stages.own_data import ColumnChoice, suggest
+from claimcheck.engine.pipeline.recipes import load_recipe
+from claimcheck.engine.stages.own_data import ColumnChoice, own_data_recipe, suggest
+from claimcheck.engine.stages.own_sizing import CPU_TARGET_S, Machine, size_cpu
+from claimcheck.engine.training.schema import Inputs as ContractInputs
 from claimcheck.tui.app import SessionScreen, make_app
 from claimcheck.tui.data_screen import DataFileScreen, DataTree
 from claimcheck.tui.screens import StartScreen
@@ -51,14 +54,44 @@ def form_problem(app, stage: str) -> str:
 def test_suggestion_follows_the_label_and_the_machine(tmp_path: Path) -> None:
     write_panel(tmp_path / "panel.csv")
     p = peek(tmp_path, "panel.csv")
-    numeric = suggest(p, ColumnChoice(file="panel.csv", label="sales", inputs=["employees"]), cuda=False)
+    cpu, gpu = Machine(cuda=False, cores=2), Machine(cuda=True, cores=16, gpu="NVIDIA H100")
+    numeric = suggest(p, ColumnChoice(file="panel.csv", label="sales", inputs=["employees"]), cpu)
     assert (numeric.recipe, numeric.target_type, numeric.metric) == ("tabular-sklearn", "numeric", "mae")
     assert "numeric" in numeric.reason
     texts = ColumnChoice(file="panel.csv", label="region", inputs=["note", "employees"], text=["note"])
-    assert suggest(p, texts, cuda=False).recipe == "text-classification-lora"
-    assert suggest(p, texts, cuda=True).recipe == "text-classification-qlora"
-    assert "no GPU" in suggest(p, texts, cuda=False).reason
+    assert suggest(p, texts, cpu).recipe == "text-classification-lora"
+    on_gpu = suggest(p, texts, gpu)
+    assert on_gpu.recipe == "text-classification-qlora" and on_gpu.sizing is None
+    assert "NVIDIA H100" in on_gpu.reason and "QLoRA" in on_gpu.reason
+    assert "no GPU" in suggest(p, texts, cpu).reason
     assert ColumnChoice(file="panel.csv", label="queue", inputs=["note"]).problem(p).startswith("label:")
+
+
+def test_the_cpu_text_recipe_is_sized_to_finish_and_says_so(tmp_path: Path) -> None:
+    """On a CPU the text recipe's step budget, batch and input length come from the file's rows and the
+    cores, the reason names them and the target, and the contract the session starts from holds them."""
+    write_panel(tmp_path / "panel.csv", firms=40, years=50)  # 2,000 rows
+    p = peek(tmp_path, "panel.csv")
+    assert p.rows == 2000
+    texts = ColumnChoice(file="panel.csv", label="region", inputs=["note", "employees"], text=["note"])
+    idle, busy = Machine(cuda=False, cores=2), Machine(cuda=False, cores=2, load=18.0)
+    s = suggest(p, texts, idle)
+    z = s.sizing
+    assert z is not None and z == size_cpu(2000, idle)
+    # the whole train split once (1,400 rows / 16 a step) fits the 15 minutes on 2 idle cores
+    assert (z.max_length, z.micro_batch, z.max_steps, z.eval_every_steps) == (128, 16, 88, 22)
+    assert z.estimate_s <= CPU_TARGET_S
+    for said in ("max_steps 88", "micro_batch 16", "max_length 128", "target 15 min", "2 CPU cores"):
+        assert said in s.reason, said
+    # a busy machine gets shorter inputs so the budget still fits the target
+    b = size_cpu(2000, busy)
+    assert (b.max_length, b.max_steps) == (64, 88) and b.estimate_s <= CPU_TARGET_S
+    # a large file on one core: the budget, not the epoch, bounds the steps, within the target
+    big = size_cpu(200_000, Machine(cuda=False, cores=1))
+    assert 60 <= big.max_steps < 200_000 * 0.7 / 16 and big.estimate_s <= CPU_TARGET_S
+    contract = own_data_recipe(load_recipe(s.recipe), texts, s)["contract"]
+    assert {k: contract[k] for k in z.contract()} == z.contract()
+    ContractInputs.model_validate(contract)  # the sized contract is one the contract stage accepts
 
 
 async def test_enter_alone_creates_nothing_and_the_picker_stays_in_the_workspace(tmp_path: Path) -> None:

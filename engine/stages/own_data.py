@@ -6,7 +6,9 @@ Rules (each suggestion says which one applied, in `Suggestion.reason`):
 - the label column is numeric with more than `NUMERIC_DISTINCT` distinct values in the rows read:
   a regression on the tabular recipe, judged in the registry's default numeric metric;
 - otherwise classes: with free-text input columns, the text-classification recipe (QLoRA when a GPU
-  is visible, plain LoRA on a CPU, whose bounded budget finishes there); without text, the tabular one.
+  is visible, plain LoRA on a CPU with its step budget, batch and input length sized to the file's rows
+  and the cores so that the job finishes within a stated time: engine/stages/own_sizing.py); without
+  text, the tabular one.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from claimcheck.engine.data.peek import DataPeek
+from claimcheck.engine.stages.own_sizing import Machine, Sizing, size_cpu
 from claimcheck.engine.stats import registry as metrics
 
 # A numeric label with at most this many distinct values (in the rows read) is taken as classes.
@@ -108,10 +111,11 @@ class Suggestion(BaseModel):
     target_type: str  # categorical | numeric
     metric: str
     reason: str
+    sizing: Sizing | None = None  # the contract sized for this machine (the CPU text recipe)
 
 
-def suggest(peek: DataPeek, choice: ColumnChoice, cuda: bool) -> Suggestion:
-    """The recipe for the picked label and text columns on this machine (`cuda`: a GPU is visible)."""
+def suggest(peek: DataPeek, choice: ColumnChoice, machine: Machine) -> Suggestion:
+    """The recipe for the picked label and text columns on this machine."""
     label = peek.column(choice.label)
     if label is not None and label.kind == "number" and label.distinct > NUMERIC_DISTINCT:
         metric = metrics.DEFAULTS["numeric"]
@@ -130,15 +134,22 @@ def suggest(peek: DataPeek, choice: ColumnChoice, cuda: bool) -> Suggestion:
         return Suggestion(
             recipe=TABULAR_RECIPE, task_kind="tabular", target_type="categorical", metric=metric, reason=why
         )
-    if cuda:
+    sizing = None
+    if machine.cuda:
         recipe = TEXT_GPU_RECIPE
-        hw = "a GPU is visible: QLoRA (4-bit base + LoRA)"
+        hw = f"a GPU is visible ({machine.gpu or 'CUDA'}): QLoRA (4-bit base + LoRA) with the recipe's budget"
     else:
         recipe = TEXT_CPU_RECIPE
-        hw = "no GPU found: plain LoRA with the recipe's bounded step budget, which finishes on a CPU"
+        sizing = size_cpu(peek.rows or peek.rows_read, machine)
+        hw = f"no GPU found ({machine.words()}, {peek.rows or peek.rows_read} rows): plain LoRA {sizing.line()}"
     why = f"label '{choice.label}' holds {kind} and {', '.join(choice.text)} is free text: text classification; {hw}"
     return Suggestion(
-        recipe=recipe, task_kind="text_classification", target_type="categorical", metric=metric, reason=why
+        recipe=recipe,
+        task_kind="text_classification",
+        target_type="categorical",
+        metric=metric,
+        reason=why,
+        sizing=sizing,
     )
 
 
@@ -171,6 +182,8 @@ def own_data_recipe(
         claim["metric_averaging"] = ""
     if "contract" in out and "task_kind" in out["contract"]:
         out["contract"]["task_kind"] = s.task_kind
+    if s.sizing is not None:
+        out.setdefault("contract", {}).update(s.sizing.contract())
     return out
 
 

@@ -1,0 +1,146 @@
+"""The CPU text recipe sized so that its training job finishes within a stated time on this machine.
+
+The time model is tokens × seconds per token per core: a training step reads `micro_batch ×
+max_length` tokens, a dev evaluation `eval_rows × max_length` (forward only). The per-token seconds
+were measured here (2-core box, 1 thread, load ~4) for the CPU recipe's encoder, all-MiniLM-L6-v2 with
+LoRA r=8 on all linear layers: 0.75 ms per training token, 0.33 ms per evaluated token, the same at
+(16, 128), (16, 64) and (8, 64). `PLAN_SLACK` covers a machine shared with other work (the docs/tui.md
+walk ran 20 s/step at load 18), and a machine already busy gives the job only its share of the cores:
+`Machine.effective_cores` = cores / (load ÷ cores) once the 1-minute load exceeds the cores. The plan picks the longest inputs, then the largest batch, whose step
+budget still reaches `MIN_STEPS` (or one epoch, when that is fewer) inside `CPU_TARGET_S`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+from pydantic import BaseModel, ConfigDict
+
+CPU_TARGET_S = 15 * 60  # the training job's planned wall time on a CPU
+CPU_TRAIN_S_PER_TOKEN = 7.5e-4  # one core, forward + backward + optimizer step (measured, see above)
+CPU_EVAL_S_PER_TOKEN = 3.3e-4  # one core, forward only
+PLAN_SLACK = 2.0  # planned seconds = measured seconds × this
+# (max_length, micro_batch), most preferred first: longer inputs truncate less, larger batches step steadier
+CPU_SHAPES: tuple[tuple[int, int], ...] = ((128, 16), (64, 16), (64, 8), (32, 8))
+MIN_STEPS = 60  # fewer optimizer steps than this barely moves the adapters
+EVAL_ROWS_CAP = 200  # dev rows evaluated during training (the artifact stage evaluates the whole test)
+PERIODIC_EVALS = 3  # dev evaluations between the initial and the final one
+TRAIN_FRACTION = 0.7  # the CPU text recipe's split fractions (recipes/text-classification-lora.toml)
+DEV_FRACTION = 0.1
+
+
+class Machine(BaseModel):
+    """The hardware facts a suggestion rests on."""
+
+    model_config = ConfigDict(extra="forbid")
+    cuda: bool
+    cores: int  # cores this process may run on
+    gpu: str = ""  # the GPU's name ("" without one)
+    load: float = 0.0  # 1-minute load average when probed
+
+    @property
+    def effective_cores(self) -> float:
+        """The cores a new job can count on: all of them on an idle machine, its share on a busy one."""
+        cores = max(1, self.cores)
+        return cores / max(1.0, self.load / cores)
+
+    def words(self) -> str:
+        return f"{self.cores} CPU core{'s' if self.cores != 1 else ''}, load {self.load:.1f}"
+
+    @classmethod
+    def probe(cls) -> Machine:
+        """This machine's facts (no GPU when torch or its driver cannot say)."""
+        from claimcheck.engine.threads import usable_cores
+
+        try:
+            from claimcheck.engine.training.hardware import probe
+
+            cap = probe()
+            cuda, gpu = cap.cuda, cap.name
+        except Exception:  # noqa: BLE001 - no torch, or a broken driver: no usable GPU
+            cuda, gpu = False, ""
+        try:
+            load = float(os.getloadavg()[0])
+        except (AttributeError, OSError):
+            load = 0.0
+        return cls(cuda=cuda, cores=usable_cores(), gpu=gpu, load=load)
+
+
+class Sizing(BaseModel):
+    """The contract values of a CPU text job sized to finish within `target_s`, and its estimate."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_length: int
+    micro_batch: int
+    max_steps: int
+    eval_every_steps: int
+    checkpoint_every_steps: int
+    eval_rows: int
+    step_s: float  # planned seconds per optimizer step
+    eval_s: float  # planned seconds per dev evaluation
+    estimate_s: float  # steps × step_s + evaluations × eval_s
+    target_s: float
+    train_rows: int  # of the file's rows, those the split is expected to put in train
+
+    def contract(self) -> dict[str, int]:
+        """The values this sizing puts in the contract's inputs."""
+        keys = (
+            "max_length",
+            "micro_batch",
+            "max_steps",
+            "eval_every_steps",
+            "checkpoint_every_steps",
+            "eval_rows",
+        )
+        return {k: getattr(self, k) for k in keys}
+
+    def line(self) -> str:
+        return (
+            f"sized to finish in about {_minutes(self.estimate_s)} (target {_minutes(self.target_s)}): "
+            f"max_steps {self.max_steps} × micro_batch {self.micro_batch} at max_length {self.max_length} "
+            f"(~{self.step_s:.1f} s/step planned), dev evaluation on {self.eval_rows} rows every "
+            f"{self.eval_every_steps} steps"
+        )
+
+
+def _minutes(seconds: float) -> str:
+    return f"{max(1, round(seconds / 60))} min"
+
+
+def size_cpu(rows: int, machine: Machine, target_s: float = CPU_TARGET_S) -> Sizing:
+    """The CPU text job for a file of `rows` rows on `machine`: the first shape of `CPU_SHAPES` whose
+    budget reaches `MIN_STEPS` (or one epoch) inside `target_s`; the last shape when none does (its
+    estimate then says by how much the target is missed)."""
+    cores = machine.effective_cores
+    train_rows = max(1, int(rows * TRAIN_FRACTION))
+    eval_rows = max(1, min(EVAL_ROWS_CAP, int(rows * DEV_FRACTION)))
+    evals = PERIODIC_EVALS + 2
+    plan: Sizing | None = None
+    for length, batch in CPU_SHAPES:
+        step_s = batch * length * CPU_TRAIN_S_PER_TOKEN * PLAN_SLACK / cores
+        eval_s = eval_rows * length * CPU_EVAL_S_PER_TOKEN * PLAN_SLACK / cores
+        epoch = math.ceil(train_rows / batch)
+        fits = int((target_s - evals * eval_s) // step_s)
+        steps = max(1, min(fits, epoch))
+        every = max(1, steps // (PERIODIC_EVALS + 1))
+        plan = Sizing(
+            max_length=length,
+            micro_batch=batch,
+            max_steps=steps,
+            eval_every_steps=every,
+            checkpoint_every_steps=every,
+            eval_rows=eval_rows,
+            step_s=step_s,
+            eval_s=eval_s,
+            estimate_s=steps * step_s + evals * eval_s,
+            target_s=target_s,
+            train_rows=train_rows,
+        )
+        if steps >= min(MIN_STEPS, epoch):
+            return plan
+    assert plan is not None
+    return plan
+
+
+__all__ = ["CPU_TARGET_S", "Machine", "Sizing", "size_cpu"]
