@@ -65,6 +65,53 @@ SAMPLE_SPECIFIC: dict[str, tuple[str, ...]] = {
 }
 
 
+# Form fields whose model example (shown as the field's placeholder) is drawn from the sample's
+# support tickets; a session on the person's own file shows `own_examples` in their place.
+SAMPLE_EXAMPLES: dict[str, tuple[str, ...]] = {
+    "claim": (
+        "prediction_unit",
+        "target_meaning",
+        "inference_inputs",
+        "population",
+        "positive_class",
+        "class_order",
+    ),
+}
+FEW_EXAMPLES = 3  # label values / column names an example lists
+
+
+def on_own_data(files: list[str]) -> bool:
+    """Whether a source reads the person's own files (none of them the sample data)."""
+    from pathlib import PurePath
+
+    from claimcheck.engine.pipeline.examples import SAMPLE_FOLDER
+
+    return bool(files) and not any(PurePath(f).parts[:1] == (SAMPLE_FOLDER,) for f in files)
+
+
+def own_examples(stage: str, source: dict[str, Any], peek: DataPeek | None) -> dict[str, str]:
+    """The placeholders of a stage form on the person's own file, by field: drawn from the file (a few
+    of the label's values, the picked input columns) or neutral; {} for a session on the sample data."""
+    fields = SAMPLE_EXAMPLES.get(stage, ())
+    files = [str(f) for f in source.get("files") or []]
+    if not fields or not on_own_data(files):
+        return {}
+    label = str(source.get("label_column") or "")
+    inputs = [str(c) for c in source.get("input_columns") or []][:FEW_EXAMPLES]
+    column = peek.column(label) if peek is not None and label else None
+    classes = column.values[:FEW_EXAMPLES] if column is not None else []
+    what = f"'{label}'" if label else "the label column"
+    found = {
+        "prediction_unit": f"one row of {files[0]}, at the time it is predicted",
+        "target_meaning": f"what {what} records",
+        "inference_inputs": ", ".join(inputs) or "the input columns",
+        "population": f"the rows {files[0]} stands for",
+        "positive_class": classes[0] if classes else "one of the label's values",
+        "class_order": ", ".join(classes) or "the label's values, in report order",
+    }
+    return {f: f"e.g. {found[f]}" for f in fields}
+
+
 class ColumnChoice(BaseModel):
     """The columns a person picked from their file (each one of the file's own columns)."""
 
@@ -188,9 +235,12 @@ def own_data_recipe(
 
 
 __all__ = [
+    "SAMPLE_EXAMPLES",
     "SAMPLE_SPECIFIC",
     "ColumnChoice",
     "Suggestion",
+    "on_own_data",
     "own_data_recipe",
+    "own_examples",
     "suggest",
 ]
