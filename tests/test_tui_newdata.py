@@ -81,7 +81,15 @@ def test_the_cpu_text_recipe_is_sized_to_finish_and_says_so(tmp_path: Path) -> N
     # the whole train split once (1,400 rows / 16 a step) fits the 15 minutes on 2 idle cores
     assert (z.max_length, z.micro_batch, z.max_steps, z.eval_every_steps) == (128, 16, 88, 22)
     assert z.estimate_s <= CPU_TARGET_S
-    for said in ("max_steps 88", "micro_batch 16", "max_length 128", "target 15 min", "2 CPU cores"):
+    assert z.fit_check_s == 30 * z.step_s  # the recipe's 30 fitting-check steps, each one like a job step
+    for said in (
+        "max_steps 88",
+        "micro_batch 16",
+        "max_length 128",
+        "target 15 min",
+        "2 CPU cores",
+        "fitting check",
+    ):
         assert said in s.reason, said
     # a busy machine gets shorter inputs so the budget still fits the target
     b = size_cpu(2000, busy)

@@ -17,6 +17,8 @@ import os
 
 from pydantic import BaseModel, ConfigDict
 
+from claimcheck.engine.training.schema import FitCheck
+
 CPU_TARGET_S = 15 * 60  # the training job's planned wall time on a CPU
 CPU_TRAIN_S_PER_TOKEN = 7.5e-4  # one core, forward + backward + optimizer step (measured, see above)
 CPU_EVAL_S_PER_TOKEN = 3.3e-4  # one core, forward only
@@ -28,6 +30,8 @@ EVAL_ROWS_CAP = 200  # dev rows evaluated during training (the artifact stage ev
 PERIODIC_EVALS = 3  # dev evaluations between the initial and the final one
 TRAIN_FRACTION = 0.7  # the CPU text recipe's split fractions (recipes/text-classification-lora.toml)
 DEV_FRACTION = 0.1
+# The fitting check trains micro_batch rows a step, like the job: its time is its steps × step_s.
+FIT_CHECK_STEPS = FitCheck.model_fields["steps"].default
 
 
 class Machine(BaseModel):
@@ -82,6 +86,7 @@ class Sizing(BaseModel):
     estimate_s: float  # steps × step_s + evaluations × eval_s
     target_s: float
     train_rows: int  # of the file's rows, those the split is expected to put in train
+    fit_check_s: float  # planned seconds of the contract stage's fitting check (its steps × step_s)
 
     def contract(self) -> dict[str, int]:
         """The values this sizing puts in the contract's inputs."""
@@ -100,7 +105,7 @@ class Sizing(BaseModel):
             f"sized to finish in about {_minutes(self.estimate_s)} (target {_minutes(self.target_s)}): "
             f"max_steps {self.max_steps} × micro_batch {self.micro_batch} at max_length {self.max_length} "
             f"(~{self.step_s:.1f} s/step planned), dev evaluation on {self.eval_rows} rows every "
-            f"{self.eval_every_steps} steps"
+            f"{self.eval_every_steps} steps; the contract's fitting check about {_minutes(self.fit_check_s)}"
         )
 
 
@@ -136,6 +141,7 @@ def size_cpu(rows: int, machine: Machine, target_s: float = CPU_TARGET_S) -> Siz
             estimate_s=steps * step_s + evals * eval_s,
             target_s=target_s,
             train_rows=train_rows,
+            fit_check_s=FIT_CHECK_STEPS * step_s,
         )
         if steps >= min(MIN_STEPS, epoch):
             return plan
