@@ -97,6 +97,10 @@ def test_the_cpu_text_recipe_is_sized_to_finish_and_says_so(tmp_path: Path) -> N
     # a large file on one core: the budget, not the epoch, bounds the steps, within the target
     big = size_cpu(200_000, Machine(cuda=False, cores=1))
     assert 60 <= big.max_steps < 200_000 * 0.7 / 16 and big.estimate_s <= CPU_TARGET_S
+    # 16 cores but a job of 4 torch threads: planned on the 4 threads
+    wide = Machine(cuda=False, cores=16, threads=4)
+    assert size_cpu(200_000, wide) == size_cpu(200_000, Machine(cuda=False, cores=4))
+    assert "16 CPU cores, 4 training threads" in wide.words()
     contract = own_data_recipe(load_recipe(s.recipe), texts, s)["contract"]
     assert {k: contract[k] for k in z.contract()} == z.contract()
     ContractInputs.model_validate(contract)  # the sized contract is one the contract stage accepts

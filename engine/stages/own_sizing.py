@@ -6,7 +6,8 @@ were measured here (2-core box, 1 thread, load ~4) for the CPU recipe's encoder,
 LoRA r=8 on all linear layers: 0.75 ms per training token, 0.33 ms per evaluated token, the same at
 (16, 128), (16, 64) and (8, 64). `PLAN_SLACK` covers a machine shared with other work (the docs/tui.md
 walk ran 20 s/step at load 18), and a machine already busy gives the job only its share of the cores:
-`Machine.effective_cores` = cores / (load ÷ cores) once the 1-minute load exceeds the cores. The plan picks the longest inputs, then the largest batch, whose step
+`Machine.effective_cores` = the job's torch threads (engine/threads.py `job_threads`) / (load ÷ cores)
+once the 1-minute load exceeds the cores. The plan picks the longest inputs, then the largest batch, whose step
 budget still reaches `MIN_STEPS` (or one epoch, when that is fewer) inside `CPU_TARGET_S`.
 """
 
@@ -40,6 +41,7 @@ class Machine(BaseModel):
     model_config = ConfigDict(extra="forbid")
     cuda: bool
     cores: int  # cores this process may run on
+    threads: int = 0  # torch threads the training job runs (0: as many as `cores`)
     gpu: str = ""  # the GPU's name ("" without one)
     load: float = 0.0  # 1-minute load average when probed
 
@@ -47,15 +49,16 @@ class Machine(BaseModel):
     def effective_cores(self) -> float:
         """The cores a new job can count on: all of them on an idle machine, its share on a busy one."""
         cores = max(1, self.cores)
-        return cores / max(1.0, self.load / cores)
+        return (self.threads or cores) / max(1.0, self.load / cores)
 
     def words(self) -> str:
-        return f"{self.cores} CPU core{'s' if self.cores != 1 else ''}, load {self.load:.1f}"
+        threads = f", {self.threads} training threads" if self.threads and self.threads != self.cores else ""
+        return f"{self.cores} CPU core{'s' if self.cores != 1 else ''}{threads}, load {self.load:.1f}"
 
     @classmethod
     def probe(cls) -> Machine:
         """This machine's facts (no GPU when torch or its driver cannot say)."""
-        from claimcheck.engine.threads import usable_cores
+        from claimcheck.engine.threads import job_threads, usable_cores
 
         try:
             from claimcheck.engine.training.hardware import probe
@@ -68,7 +71,7 @@ class Machine(BaseModel):
             load = float(os.getloadavg()[0])
         except (AttributeError, OSError):
             load = 0.0
-        return cls(cuda=cuda, cores=usable_cores(), gpu=gpu, load=load)
+        return cls(cuda=cuda, cores=usable_cores(), threads=job_threads(), gpu=gpu, load=load)
 
 
 class Sizing(BaseModel):
