@@ -6,8 +6,8 @@ were measured here (2-core box, 1 thread, load ~4) for the CPU recipe's encoder,
 LoRA r=8 on all linear layers: 0.75 ms per training token, 0.33 ms per evaluated token, the same at
 (16, 128), (16, 64) and (8, 64). `PLAN_SLACK` covers a machine shared with other work (the docs/tui.md
 walk ran 20 s/step at load 18), and a machine already busy gives the job only its share of the cores:
-`Machine.effective_cores` = the job's torch threads (engine/threads.py `job_threads`) / (load ÷ cores)
-once the 1-minute load exceeds the cores. The plan picks the longest inputs, then the largest batch, whose step
+`Machine.effective_cores` = the job's torch threads (engine/threads.py `job_threads`) / (load ÷
+cores) ** `LOAD_EXPONENT` once the 1-minute load exceeds the cores. The plan picks the longest inputs, then the largest batch, whose step
 budget still reaches `MIN_STEPS` (or one epoch, when that is fewer) inside `CPU_TARGET_S`.
 """
 
@@ -24,6 +24,11 @@ CPU_TARGET_S = 15 * 60  # the training job's planned wall time on a CPU
 CPU_TRAIN_S_PER_TOKEN = 7.5e-4  # one core, forward + backward + optimizer step (measured, see above)
 CPU_EVAL_S_PER_TOKEN = 3.3e-4  # one core, forward only
 PLAN_SLACK = 2.0  # planned seconds = measured seconds × this
+# A busy machine slows a multi-threaded step more than its share of the cores says (threads wait for
+# each other): effective threads = threads / (load ÷ cores) ** this. Fitted to two observations here,
+# 2 threads on 2 cores: 5.2 s/step at (16, 128) under load 4.4 (planned 4.9 s), and the docs/tui.md
+# walk's 20 s/step at (16, 64) under load 18 (planned 20.7 s).
+LOAD_EXPONENT = 1.5
 # (max_length, micro_batch), most preferred first: longer inputs truncate less, larger batches step steadier
 CPU_SHAPES: tuple[tuple[int, int], ...] = ((128, 16), (64, 16), (64, 8), (32, 8))
 MIN_STEPS = 60  # fewer optimizer steps than this barely moves the adapters
@@ -49,7 +54,7 @@ class Machine(BaseModel):
     def effective_cores(self) -> float:
         """The cores a new job can count on: all of them on an idle machine, its share on a busy one."""
         cores = max(1, self.cores)
-        return (self.threads or cores) / max(1.0, self.load / cores)
+        return (self.threads or cores) / max(1.0, self.load / cores) ** LOAD_EXPONENT
 
     def words(self) -> str:
         threads = f", {self.threads} training threads" if self.threads and self.threads != self.cores else ""
