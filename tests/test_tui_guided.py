@@ -360,17 +360,20 @@ def _placeholders(view) -> dict[str, str]:
     return {w.id or "": str(w.placeholder) for w in view.query(Input) if w.placeholder}
 
 
-async def test_a_session_on_your_own_file_holds_no_sample_examples(tmp_path: Path) -> None:
+async def test_a_session_on_your_own_file_holds_no_sample_examples(tmp_path: Path, monkeypatch) -> None:
     """On a session made from a non-ticket CSV no form field's placeholder holds a ticket-sample word:
     the claim's examples come from the file (its label's values, the picked inputs) or are neutral.
     The CPU text suggestion's sized budget is what the contract form starts with."""
     from textual.widgets import Select, SelectionList
 
     from claimcheck.engine.stages.claim.inputs import Inputs as ClaimInputs
+    from claimcheck.engine.stages.own_sizing import Machine
     from claimcheck.tui.data_screen import DataFileScreen
     from claimcheck.tui.form_fields import field_specs, leaves
     from tests.test_tui_newdata import write_panel
 
+    # the hardware facts, not torch: a CPU box whatever this machine has
+    monkeypatch.setattr(Machine, "probe", classmethod(lambda cls: cls(cuda=False, cores=2, threads=2)))
     sample = " ".join(s.placeholder for s in leaves(field_specs(ClaimInputs))).lower()
     assert [w for w in TICKET_WORDS if w in sample]  # the model's own examples do hold them
     write_panel(tmp_path / "panel.csv")
