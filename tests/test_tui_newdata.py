@@ -14,7 +14,7 @@ from textual.widgets import Select, SelectionList
 from claimcheck.engine.data.peek import peek
 from claimcheck.engine.pipeline.recipes import load_recipe
 from claimcheck.engine.stages.own_data import ColumnChoice, own_data_recipe, suggest
-from claimcheck.engine.stages.own_sizing import CPU_TARGET_S, Machine, size_cpu
+from claimcheck.engine.stages.own_sizing import CPU_TARGET_S, FIT_CHECK_TARGET_S, Machine, size_cpu
 from claimcheck.engine.training.schema import Inputs as ContractInputs
 from claimcheck.tui.app import SessionScreen, make_app
 from claimcheck.tui.data_screen import DataFileScreen, DataTree
@@ -95,6 +95,10 @@ def test_the_cpu_text_recipe_is_sized_to_finish_and_says_so(tmp_path: Path) -> N
     b = size_cpu(2000, busy)
     assert (b.max_length, b.micro_batch) < (z.max_length, z.micro_batch) and b.estimate_s <= CPU_TARGET_S
     assert b.max_steps >= 60 and b.step_s > z.step_s
+    # a small file on a busy machine: one epoch is quick, but the fitting check (30 steps of the same
+    # size) must stay within its 5 minutes, so the inputs are shortened for it
+    small = size_cpu(189, busy)
+    assert small.max_length < 128 and small.fit_check_s <= FIT_CHECK_TARGET_S
     # a large file on one core: the budget, not the epoch, bounds the steps, within the target
     big = size_cpu(200_000, Machine(cuda=False, cores=1))
     assert 60 <= big.max_steps < 200_000 * 0.7 / 16 and big.estimate_s <= CPU_TARGET_S

@@ -8,7 +8,9 @@ LoRA r=8 on all linear layers: 0.75 ms per training token, 0.33 ms per evaluated
 walk ran 20 s/step at load 18), and a machine already busy gives the job only its share of the cores:
 `Machine.effective_cores` = the job's torch threads (engine/threads.py `job_threads`) / (load ÷
 cores) ** `LOAD_EXPONENT` once the 1-minute load exceeds the cores. The plan picks the longest inputs, then the largest batch, whose step
-budget still reaches `MIN_STEPS` (or one epoch, when that is fewer) inside `CPU_TARGET_S`.
+budget still reaches `MIN_STEPS` (or one epoch, when that is fewer) inside `CPU_TARGET_S`, and whose
+fitting check (the contract stage's, `FIT_CHECK_STEPS` steps of the same size) stays within
+`FIT_CHECK_TARGET_S`.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ TRAIN_FRACTION = 0.7  # the CPU text recipe's split fractions (recipes/text-clas
 DEV_FRACTION = 0.1
 # The fitting check trains micro_batch rows a step, like the job: its time is its steps × step_s.
 FIT_CHECK_STEPS = FitCheck.model_fields["steps"].default
+FIT_CHECK_TARGET_S = 5 * 60  # the fitting check (the contract stage, the person waits) within this
 
 
 class Machine(BaseModel):
@@ -123,8 +126,9 @@ def _minutes(seconds: float) -> str:
 
 def size_cpu(rows: int, machine: Machine, target_s: float = CPU_TARGET_S) -> Sizing:
     """The CPU text job for a file of `rows` rows on `machine`: the first shape of `CPU_SHAPES` whose
-    budget reaches `MIN_STEPS` (or one epoch) inside `target_s`; the last shape when none does (its
-    estimate then says by how much the target is missed)."""
+    budget reaches `MIN_STEPS` (or one epoch) inside `target_s` and whose fitting check stays within
+    `FIT_CHECK_TARGET_S`; the last shape when none does (its estimate then says by how much the target
+    is missed)."""
     cores = machine.effective_cores
     train_rows = max(1, int(rows * TRAIN_FRACTION))
     eval_rows = max(1, min(EVAL_ROWS_CAP, int(rows * DEV_FRACTION)))
@@ -151,7 +155,7 @@ def size_cpu(rows: int, machine: Machine, target_s: float = CPU_TARGET_S) -> Siz
             train_rows=train_rows,
             fit_check_s=FIT_CHECK_STEPS * step_s,
         )
-        if steps >= min(MIN_STEPS, epoch):
+        if steps >= min(MIN_STEPS, epoch) and plan.fit_check_s <= FIT_CHECK_TARGET_S:
             return plan
     assert plan is not None
     return plan
