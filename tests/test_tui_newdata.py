@@ -111,6 +111,36 @@ def test_the_cpu_text_recipe_is_sized_to_finish_and_says_so(tmp_path: Path) -> N
     ContractInputs.model_validate(contract)  # the sized contract is one the contract stage accepts
 
 
+def test_a_reopened_session_on_your_file_starts_from_the_sized_recipe(tmp_path: Path, monkeypatch) -> None:
+    """The app keeps a new session's start values in memory; reopened (a new app) once the claim and
+    source are recorded, the unrecorded stages start from the file's recipe again, the CPU text
+    contract sized for this machine, not from the recipe's sample values and 300 steps."""
+    from claimcheck.engine.ledger.session import Session
+
+    write_panel(tmp_path / "panel.csv")
+    p = peek(tmp_path, "panel.csv")
+    choice = ColumnChoice(file="panel.csv", label="region", inputs=["note", "employees"], text=["note"])
+    machine = Machine(cuda=False, cores=2, threads=2, load=1.0)
+    s = suggest(p, choice, machine)
+    own = own_data_recipe(load_recipe(s.recipe), choice, s)
+    session = Session.create(tmp_path / "runs" / "own", recipe=s.recipe, workspace=tmp_path)
+    said = {"prediction_unit": "one firm-year", "target_meaning": "the region", "population": "firms"}
+    session.run_stage("claim", own["claim"] | said)
+    session.freeze("claim")
+    session.run_stage("source", own["source"])
+    monkeypatch.setattr(Machine, "cpu", classmethod(lambda cls: machine))
+    app = make_app(session.path, workspace=tmp_path)
+    reopened = Session.open(session.path)
+    contract = app.initial_inputs(reopened, "contract")
+    assert s.sizing is not None and load_recipe(s.recipe)["contract"]["max_steps"] == 300
+    assert {k: contract[k] for k in s.sizing.contract()} == s.sizing.contract()
+    split = app.initial_inputs(reopened, "split")
+    assert not split.get("rationale")  # the recipe's ticket rationale stays out
+    # a session on the sample data still starts from its recipe as it is
+    sample = Session.create(tmp_path / "runs" / "sample", recipe=s.recipe, workspace=tmp_path)
+    assert app.initial_inputs(sample, "contract")["max_steps"] == 300
+
+
 async def test_enter_alone_creates_nothing_and_the_picker_stays_in_the_workspace(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()

@@ -200,6 +200,37 @@ def suggest(peek: DataPeek, choice: ColumnChoice, machine: Machine) -> Suggestio
     )
 
 
+def reopened(
+    recipe: str, claim: dict[str, Any], source: dict[str, Any], peek: DataPeek
+) -> tuple[ColumnChoice, Suggestion] | None:
+    """The column choice and suggestion of a session on the person's file, read back from its recorded
+    claim and source (the app keeps them in memory only): None for a session on the sample data. The
+    CPU text recipe is sized again for this machine as it is now."""
+    files = [str(f) for f in source.get("files") or []]
+    if not on_own_data(files):
+        return None
+    choice = ColumnChoice(
+        file=files[0],
+        label=str(source.get("label_column") or ""),
+        inputs=list(source.get("input_columns") or []),
+        text=list(source.get("text_columns") or []),
+        id=str(source.get("id_column") or ""),
+        entities=list(source.get("entity_columns") or []),
+        time=str(source.get("time_column") or ""),
+        weight=str(source.get("weight_column") or ""),
+    )
+    sizing = size_cpu(peek.rows or peek.rows_read, Machine.cpu()) if recipe == TEXT_CPU_RECIPE else None
+    s = Suggestion(
+        recipe=recipe,
+        task_kind=str(claim.get("task_kind") or "text_classification"),
+        target_type=str(claim.get("target_type") or "categorical"),
+        metric=str(claim.get("primary_metric") or metrics.DEFAULTS["categorical"]),
+        reason="read back from the recorded claim and source",
+        sizing=sizing,
+    )
+    return choice, s
+
+
 def _success(recipe_claim: dict[str, Any], metric: str) -> dict[str, Any]:
     """The success criterion in the suggested metric: better than the recipe's comparator, in the
     metric's own direction (from the metric registry)."""
@@ -242,5 +273,6 @@ __all__ = [
     "on_own_data",
     "own_data_recipe",
     "own_examples",
+    "reopened",
     "suggest",
 ]

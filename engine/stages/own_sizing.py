@@ -64,10 +64,19 @@ class Machine(BaseModel):
         return f"{self.cores} CPU core{'s' if self.cores != 1 else ''}{threads}, load {self.load:.1f}"
 
     @classmethod
-    def probe(cls) -> Machine:
-        """This machine's facts (no GPU when torch or its driver cannot say)."""
+    def cpu(cls) -> Machine:
+        """This machine's CPU facts, without asking for a GPU (no torch import)."""
         from claimcheck.engine.threads import job_threads, usable_cores
 
+        try:
+            load = float(os.getloadavg()[0])
+        except (AttributeError, OSError):
+            load = 0.0
+        return cls(cuda=False, cores=usable_cores(), threads=job_threads(), load=load)
+
+    @classmethod
+    def probe(cls) -> Machine:
+        """This machine's facts (no GPU when torch or its driver cannot say)."""
         try:
             from claimcheck.engine.training.hardware import probe
 
@@ -75,11 +84,7 @@ class Machine(BaseModel):
             cuda, gpu = cap.cuda, cap.name
         except Exception:  # noqa: BLE001 - no torch, or a broken driver: no usable GPU
             cuda, gpu = False, ""
-        try:
-            load = float(os.getloadavg()[0])
-        except (AttributeError, OSError):
-            load = 0.0
-        return cls(cuda=cuda, cores=usable_cores(), threads=job_threads(), gpu=gpu, load=load)
+        return cls.cpu().model_copy(update={"cuda": cuda, "gpu": gpu})
 
 
 class Sizing(BaseModel):
