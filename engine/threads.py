@@ -35,6 +35,16 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+# Torch threads a training job runs on when its runtime names none (engine/training/job.py).
+JOB_THREADS_MAX = 4
+
+
+def job_threads() -> int:
+    """Torch threads of a training job whose runtime names none: the machine's cores, at most
+    `JOB_THREADS_MAX`."""
+    return max(1, min(JOB_THREADS_MAX, os.cpu_count() or 1))
+
+
 def _load() -> float:
     try:
         return float(os.getloadavg()[0])

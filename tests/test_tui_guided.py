@@ -348,3 +348,66 @@ async def test_the_weight_column_is_picked_among_the_numeric_columns(tmp_path: P
         await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen))
         source = app.initial_inputs(app.session, "source")
         assert source["weight_column"] == "employees" and source["input_columns"] == ["year"]
+
+
+# Words of the sample's support tickets that its model examples (the forms' placeholders) use.
+TICKET_WORDS = ("ticket", "triage", "queue", "billing", "technical", "security", "subject", "channel", "body")
+
+
+def _placeholders(view) -> dict[str, str]:
+    from textual.widgets import Input
+
+    return {w.id or "": str(w.placeholder) for w in view.query(Input) if w.placeholder}
+
+
+async def test_a_session_on_your_own_file_holds_no_sample_examples(tmp_path: Path, monkeypatch) -> None:
+    """On a session made from a non-ticket CSV no form field's placeholder holds a ticket-sample word:
+    the claim's examples come from the file (its label's values, the picked inputs) or are neutral.
+    The CPU text suggestion's sized budget is what the contract form starts with."""
+    from textual.widgets import Select, SelectionList
+
+    from claimcheck.engine.stages.claim.inputs import Inputs as ClaimInputs
+    from claimcheck.engine.stages.own_sizing import Machine
+    from claimcheck.tui.data_screen import DataFileScreen
+    from claimcheck.tui.form_fields import field_specs, leaves
+    from tests.test_tui_newdata import write_panel
+
+    # the hardware facts, not torch: a CPU box whatever this machine has
+    monkeypatch.setattr(Machine, "probe", classmethod(lambda cls: cls(cuda=False, cores=2, threads=2)))
+    sample = " ".join(s.placeholder for s in leaves(field_specs(ClaimInputs))).lower()
+    assert [w for w in TICKET_WORDS if w in sample]  # the model's own examples do hold them
+    write_panel(tmp_path / "panel.csv")
+    app = make_app(workspace=tmp_path, session_id="s-ex", data_file="panel.csv")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, DataFileScreen) and app.screen.peek is not None)
+        screen = app.screen
+        screen.query_one("#pick-label", Select).value = "region"
+        inputs = screen.query_one("#pick-inputs", SelectionList)
+        inputs.select("note")
+        inputs.select("employees")
+        screen.query_one("#pick-text", SelectionList).select("note")
+        await wait_for(pilot, lambda: screen.suggestion is not None and screen.suggestion.sizing is not None)
+        sizing = screen.suggestion.sizing
+        assert f"max_steps {sizing.max_steps}" in str(screen.query_one("#data-suggestion").render())
+        screen.query_one("#own-create").press()
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen))
+        seen: dict[str, dict[str, str]] = {}
+        for stage in ("claim", "source", "split", "baseline", "contract", "dispatch", "artifact"):
+            app.screen.go(stage)
+            await wait_for(
+                pilot,
+                lambda s=stage: app.screen.view(s) is not None and app.screen.view(s).query(".stage-form"),
+            )
+            await pilot.pause()
+            seen[stage] = _placeholders(app.screen.view(stage))
+        said = {stage: [w for w in TICKET_WORDS if w in repr(p).lower()] for stage, p in seen.items()}
+        assert not any(said.values()), (said, seen)
+        claim = seen["claim"]
+        assert sorted(claim["f-class_order"].removeprefix("e.g. ").split(", ")) == ["north", "south"]
+        assert claim["f-positive_class"] in ("e.g. north", "e.g. south")
+        picked = app.initial_inputs(app.session, "source")["input_columns"]
+        assert claim["f-inference_inputs"] == "e.g. " + ", ".join(picked) and "note" in picked
+        assert "panel.csv" in claim["f-prediction_unit"]
+        contract = app.initial_inputs(app.session, "contract")
+        assert {k: contract[k] for k in sizing.contract()} == sizing.contract()

@@ -12,7 +12,10 @@ from pathlib import Path
 from textual.widgets import Select, SelectionList
 
 from claimcheck.engine.data.peek import peek
-from claimcheck.engine.stages.own_data import ColumnChoice, suggest
+from claimcheck.engine.pipeline.recipes import load_recipe
+from claimcheck.engine.stages.own_data import ColumnChoice, own_data_recipe, suggest
+from claimcheck.engine.stages.own_sizing import CPU_TARGET_S, FIT_CHECK_TARGET_S, Machine, size_cpu
+from claimcheck.engine.training.schema import Inputs as ContractInputs
 from claimcheck.tui.app import SessionScreen, make_app
 from claimcheck.tui.data_screen import DataFileScreen, DataTree
 from claimcheck.tui.screens import StartScreen
@@ -51,14 +54,91 @@ def form_problem(app, stage: str) -> str:
 def test_suggestion_follows_the_label_and_the_machine(tmp_path: Path) -> None:
     write_panel(tmp_path / "panel.csv")
     p = peek(tmp_path, "panel.csv")
-    numeric = suggest(p, ColumnChoice(file="panel.csv", label="sales", inputs=["employees"]), cuda=False)
+    cpu, gpu = Machine(cuda=False, cores=2), Machine(cuda=True, cores=16, gpu="NVIDIA H100")
+    numeric = suggest(p, ColumnChoice(file="panel.csv", label="sales", inputs=["employees"]), cpu)
     assert (numeric.recipe, numeric.target_type, numeric.metric) == ("tabular-sklearn", "numeric", "mae")
     assert "numeric" in numeric.reason
     texts = ColumnChoice(file="panel.csv", label="region", inputs=["note", "employees"], text=["note"])
-    assert suggest(p, texts, cuda=False).recipe == "text-classification-lora"
-    assert suggest(p, texts, cuda=True).recipe == "text-classification-qlora"
-    assert "no GPU" in suggest(p, texts, cuda=False).reason
+    assert suggest(p, texts, cpu).recipe == "text-classification-lora"
+    on_gpu = suggest(p, texts, gpu)
+    assert on_gpu.recipe == "text-classification-qlora" and on_gpu.sizing is None
+    assert "NVIDIA H100" in on_gpu.reason and "QLoRA" in on_gpu.reason
+    assert "no GPU" in suggest(p, texts, cpu).reason
     assert ColumnChoice(file="panel.csv", label="queue", inputs=["note"]).problem(p).startswith("label:")
+
+
+def test_the_cpu_text_recipe_is_sized_to_finish_and_says_so(tmp_path: Path) -> None:
+    """On a CPU the text recipe's step budget, batch and input length come from the file's rows and the
+    cores, the reason names them and the target, and the contract the session starts from holds them."""
+    write_panel(tmp_path / "panel.csv", firms=40, years=50)  # 2,000 rows
+    p = peek(tmp_path, "panel.csv")
+    assert p.rows == 2000
+    texts = ColumnChoice(file="panel.csv", label="region", inputs=["note", "employees"], text=["note"])
+    idle, busy = Machine(cuda=False, cores=2), Machine(cuda=False, cores=2, load=18.0)
+    s = suggest(p, texts, idle)
+    z = s.sizing
+    assert z is not None and z == size_cpu(2000, idle)
+    # the whole train split once (1,400 rows / 16 a step) fits the 15 minutes on 2 idle cores
+    assert (z.max_length, z.micro_batch, z.max_steps, z.eval_every_steps) == (128, 16, 88, 22)
+    assert z.estimate_s <= CPU_TARGET_S
+    assert z.fit_check_s == 30 * z.step_s  # the recipe's 30 fitting-check steps, each one like a job step
+    for said in (
+        "max_steps 88",
+        "micro_batch 16",
+        "max_length 128",
+        "target 15 min",
+        "2 CPU cores",
+        "fitting check",
+    ):
+        assert said in s.reason, said
+    # a busy machine gets shorter inputs so the budget still fits the target
+    b = size_cpu(2000, busy)
+    assert (b.max_length, b.micro_batch) < (z.max_length, z.micro_batch) and b.estimate_s <= CPU_TARGET_S
+    assert b.max_steps >= 60 and b.step_s > z.step_s
+    # a small file on a busy machine: one epoch is quick, but the fitting check (30 steps of the same
+    # size) must stay within its 5 minutes, so the inputs are shortened for it
+    small = size_cpu(189, busy)
+    assert small.max_length < 128 and small.fit_check_s <= FIT_CHECK_TARGET_S
+    # a large file on one core: the budget, not the epoch, bounds the steps, within the target
+    big = size_cpu(200_000, Machine(cuda=False, cores=1))
+    assert 60 <= big.max_steps < 200_000 * 0.7 / 16 and big.estimate_s <= CPU_TARGET_S
+    # 16 cores but a job of 4 torch threads: planned on the 4 threads
+    wide = Machine(cuda=False, cores=16, threads=4)
+    assert size_cpu(200_000, wide) == size_cpu(200_000, Machine(cuda=False, cores=4))
+    assert "16 CPU cores, 4 training threads" in wide.words()
+    contract = own_data_recipe(load_recipe(s.recipe), texts, s)["contract"]
+    assert {k: contract[k] for k in z.contract()} == z.contract()
+    ContractInputs.model_validate(contract)  # the sized contract is one the contract stage accepts
+
+
+def test_a_reopened_session_on_your_file_starts_from_the_sized_recipe(tmp_path: Path, monkeypatch) -> None:
+    """The app keeps a new session's start values in memory; reopened (a new app) once the claim and
+    source are recorded, the unrecorded stages start from the file's recipe again, the CPU text
+    contract sized for this machine, not from the recipe's sample values and 300 steps."""
+    from claimcheck.engine.ledger.session import Session
+
+    write_panel(tmp_path / "panel.csv")
+    p = peek(tmp_path, "panel.csv")
+    choice = ColumnChoice(file="panel.csv", label="region", inputs=["note", "employees"], text=["note"])
+    machine = Machine(cuda=False, cores=2, threads=2, load=1.0)
+    s = suggest(p, choice, machine)
+    own = own_data_recipe(load_recipe(s.recipe), choice, s)
+    session = Session.create(tmp_path / "runs" / "own", recipe=s.recipe, workspace=tmp_path)
+    said = {"prediction_unit": "one firm-year", "target_meaning": "the region", "population": "firms"}
+    session.run_stage("claim", own["claim"] | said)
+    session.freeze("claim")
+    session.run_stage("source", own["source"])
+    monkeypatch.setattr(Machine, "cpu", classmethod(lambda cls: machine))
+    app = make_app(session.path, workspace=tmp_path)
+    reopened = Session.open(session.path)
+    contract = app.initial_inputs(reopened, "contract")
+    assert s.sizing is not None and load_recipe(s.recipe)["contract"]["max_steps"] == 300
+    assert {k: contract[k] for k in s.sizing.contract()} == s.sizing.contract()
+    split = app.initial_inputs(reopened, "split")
+    assert not split.get("rationale")  # the recipe's ticket rationale stays out
+    # a session on the sample data still starts from its recipe as it is
+    sample = Session.create(tmp_path / "runs" / "sample", recipe=s.recipe, workspace=tmp_path)
+    assert app.initial_inputs(sample, "contract")["max_steps"] == 300
 
 
 async def test_enter_alone_creates_nothing_and_the_picker_stays_in_the_workspace(tmp_path: Path) -> None:

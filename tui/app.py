@@ -308,9 +308,38 @@ class ClaimcheckApp(App):
         base = _drop_none(module.Inputs().model_dump(mode="json"))
         return split_runtime(name, _merge(_merge(base, recipe), self.overrides.get(name, {})))[0]
 
+    def _own_recipe_again(self, session: Session) -> dict[str, dict[str, Any]] | None:
+        """A reopened session on the person's file: its start values rebuilt from the recorded claim
+        and source (None for a session on the sample data, or before both are recorded)."""
+        from claimcheck.engine.data.peek import peek
+        from claimcheck.engine.errors import ClaimcheckError
+        from claimcheck.engine.stages.own_data import on_own_data, own_data_recipe, reopened
+
+        try:
+            claim, source = session.record("claim"), session.record("source")
+        except EvidenceError:
+            return None
+        _, loader = _recipes()
+        if claim is None or source is None or loader is None or not session.meta.recipe:
+            return None
+        files = [str(f) for f in source.inputs.get("files") or []]
+        if not on_own_data(files):
+            return None
+        try:
+            seen = peek(session.workspace, files[0])
+            picked = reopened(session.meta.recipe, dict(claim.inputs), dict(source.inputs), seen)
+            recipe = loader(session.meta.recipe)
+        except (ClaimcheckError, OSError, ValueError):
+            return None  # the forms fall back to the recipe; the source check says what is wrong
+        if picked is None:
+            return None
+        own = own_data_recipe(recipe, *picked)
+        self.own_recipes[session.path.resolve()] = own
+        return own
+
     def recipe_inputs(self, session: Session, name: str) -> dict[str, Any]:
         """The values the session's recipe gives a stage ({} without a recipe): the form marks them."""
-        own = self.own_recipes.get(session.path.resolve())
+        own = self.own_recipes.get(session.path.resolve()) or self._own_recipe_again(session)
         if own is not None:
             stage = own.get(name, {})
             return split_runtime(name, stage)[0] if isinstance(stage, dict) else {}

@@ -26,6 +26,7 @@ from textual.widgets.selection_list import Selection
 from claimcheck.engine.data.peek import DATA_SUFFIXES, DataPeek, peek, workspace_file
 from claimcheck.engine.errors import ClaimcheckError
 from claimcheck.engine.stages.own_data import ColumnChoice, Suggestion, suggest
+from claimcheck.engine.stages.own_sizing import Machine
 from claimcheck.tui.safe import LiteralInput, clean, literal
 from claimcheck.tui.widgets import TickList
 
@@ -101,7 +102,7 @@ class DataFileScreen(Screen):
         self.workspace, self.runs = workspace.resolve(), runs
         self.first_file, self.title_text = first_file, title
         self.peek: DataPeek | None = None
-        self.cuda: bool | None = None  # None until the GPU probe answers
+        self.machine: Machine | None = None  # None until the hardware probe answers
         self.suggestion: Suggestion | None = None
 
     def compose(self) -> ComposeResult:
@@ -123,16 +124,10 @@ class DataFileScreen(Screen):
             self.load(self.first_file)
 
     def _probe(self) -> None:
-        try:
-            from claimcheck.engine.training.hardware import cuda_available
+        self.app.call_from_thread(self._probed, Machine.probe())
 
-            found = cuda_available()
-        except Exception:  # noqa: BLE001 - no torch, or a broken driver: no usable GPU
-            found = False
-        self.app.call_from_thread(self._probed, found)
-
-    def _probed(self, found: bool) -> None:
-        self.cuda = found
+    def _probed(self, machine: Machine) -> None:
+        self.machine = machine
         self._suggest()
 
     # ------------------------------------------------------------ the file
@@ -256,11 +251,11 @@ class DataFileScreen(Screen):
             self.suggestion = None
             box.update(literal("✖ " + problem, "bold"))
             return
-        if self.cuda is None:
+        if self.machine is None:
             self.suggestion = None
             box.update(Text("looking for a GPU …", "dim"))
             return
-        self.suggestion = suggest(self.peek, choice, self.cuda)  # type: ignore[arg-type]
+        self.suggestion = suggest(self.peek, choice, self.machine)  # type: ignore[arg-type]
         t = literal(f"✔ {self.suggestion.recipe}", "bold")
         t.append_text(literal(f" — {self.suggestion.reason}"))
         box.update(t)

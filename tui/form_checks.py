@@ -119,6 +119,23 @@ def column_choices(stage: str, workspace: Path, data: dict[str, Any]) -> dict[st
     return {f: ("", *have) for f in one} | {f: tuple(have) for f in many}
 
 
+def own_placeholders(stage: str, workspace: Path, source: dict[str, Any]) -> dict[str, str]:
+    """A stage form's placeholders on the person's own file, drawn from it, in place of the model's
+    examples from the sample tickets ({} for a session on the sample data; engine/stages/own_data.py)."""
+    from claimcheck.engine.data.peek import peek
+    from claimcheck.engine.errors import ClaimcheckError
+    from claimcheck.engine.stages.own_data import SAMPLE_EXAMPLES, on_own_data, own_examples
+
+    files = [str(f) for f in source.get("files") or []]
+    if stage not in SAMPLE_EXAMPLES or not on_own_data(files):
+        return {}
+    try:
+        seen = peek(workspace, files[0])
+    except (ClaimcheckError, OSError):
+        seen = None  # unreadable here: neutral placeholders (the source check says why)
+    return own_examples(stage, source, seen)
+
+
 def form_order(stage: str, claim: dict[str, Any]) -> tuple[tuple[str, ...], str]:
     """(the fields a stage form shows first, a line saying why) for the claim's task: a contract of a
     claim without fine-tuning leads with what its scikit-learn contract reads."""
@@ -159,4 +176,4 @@ def _numeric(claim: dict[str, Any]) -> bool:
     return target_type(claim) == "numeric"
 
 
-__all__ = ["NUMERIC_BASELINE_FIELDS", "FormCheck", "column_choices", "form_check", "form_order"]
+__all__ = ["NUMERIC_BASELINE_FIELDS", "FormCheck", "column_choices", "form_check", "form_order", "own_placeholders"]

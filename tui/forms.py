@@ -95,6 +95,7 @@ class StageForm(Vertical):
         check: FormCheck | None = None,
         first: tuple[str, ...] = (),
         choices: dict[str, tuple[Any, ...]] | None = None,
+        placeholders: dict[str, str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -106,6 +107,7 @@ class StageForm(Vertical):
         specs = field_specs(model)  # the fields named in `first` lead, in that order
         picks = choices or {}  # text fields chosen among given values (a data file's columns)
         specs = tuple(_picked(s, picks.get(s.path)) for s in specs)
+        specs = _placeholders(specs, placeholders or {})  # a session on the person's own file
         rank = {name: i for i, name in enumerate(first)}
         self.specs = tuple(sorted(specs, key=lambda s: rank.get(s.path, len(rank))))
         self.leaves = leaves(self.specs)
@@ -455,6 +457,15 @@ class StageForm(Vertical):
 
     def show_toml(self) -> None:
         self.query_one(".form-tabs", TabbedContent).active = "form-toml"
+
+
+def _placeholders(specs: tuple[FieldSpec, ...], given: dict[str, str]) -> tuple[FieldSpec, ...]:
+    """The specs with the given placeholders (by field path) in place of the model's examples."""
+    out = []
+    for s in specs:
+        s = replace(s, children=_placeholders(s.children, given)) if s.children else s
+        out.append(replace(s, placeholder=clean(given[s.path])) if s.path in given else s)
+    return tuple(out)
 
 
 def _picked(spec: FieldSpec, options: tuple[Any, ...] | None) -> FieldSpec:

@@ -183,7 +183,10 @@ class SessionScreen(Screen):
             spec = registry.get(name)
             recipe = self.recipe_inputs(self.session, name) if self.recipe_inputs else {}
             initial = self.initial_inputs(self.session, name)
-            switcher.mount(StageView(spec, self.session, initial, recipe=recipe, id=f"page-{name}"))
+            source = initial if name == "source" else self.initial_inputs(self.session, "source")
+            switcher.mount(
+                StageView(spec, self.session, initial, recipe=recipe, source=source, id=f"page-{name}")
+            )
         switcher.current = f"page-{name}"
         if name == "artifact":
             self._artifact_note()

@@ -31,7 +31,7 @@ from claimcheck.engine.ledger.drafts import draft_path, read_draft, remove_draft
 from claimcheck.engine.ledger.session import Session
 from claimcheck.engine.pipeline.context import Cancelled
 from claimcheck.engine.pipeline.registry import StageSpec
-from claimcheck.tui.form_checks import column_choices, form_check, form_order
+from claimcheck.tui.form_checks import column_choices, form_check, form_order, own_placeholders
 from claimcheck.tui.forms import StageForm
 from claimcheck.tui.panels import DispatchPanel, VisualPanel
 from claimcheck.tui.safe import clean, literal
@@ -88,6 +88,7 @@ class StageView(Vertical):
         initial: dict[str, Any],
         *,
         recipe: dict[str, Any] | None = None,
+        source: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -95,6 +96,7 @@ class StageView(Vertical):
         self.session = session
         self.initial = initial
         self.recipe = recipe or {}
+        self.source = source or {}  # the source stage's inputs: whose data the forms' examples speak of
         self.restored_draft = False
         self._order_note = ""  # why the form's first fields lead (form_order)
         self.form_on_pick = False  # set by the stage list: open_form shows the form unless f2..f6 came first
@@ -169,6 +171,7 @@ class StageView(Vertical):
             check=form_check(self.spec.name, self.session.workspace),
             first=first,
             choices=column_choices(self.spec.name, self.session.workspace, self.initial),
+            placeholders=own_placeholders(self.spec.name, self.session.workspace, self.source),
             classes="stage-form",
         )
 

@@ -48,6 +48,7 @@ class DataPeek(BaseModel):
     model_config = ConfigDict(extra="forbid")
     file: str  # as given, relative to the workspace
     rows_read: int  # rows the values, distinct and null counts cover (at most PEEK_ROWS)
+    rows: int = 0  # the file's rows, counted over the whole file (0: not counted)
     columns: list[ColumnPeek]
     preview: list[list[str]]  # the first PREVIEW_ROWS rows, one cell per column, as text
 
@@ -109,6 +110,7 @@ def peek(workspace: Path, name: str) -> DataPeek:
     cols = [c for c in schema.names() if c not in ENGINE_COLUMNS]
     try:
         head = lf.select(cols).head(PEEK_ROWS).collect()
+        rows = int(lf.select(pl.len()).collect().item())
     except pl.exceptions.PolarsError as exc:
         raise StageInputError(f"data file {name} cannot be read: {str(exc).splitlines()[0]}") from None
     columns = []
@@ -127,7 +129,7 @@ def peek(workspace: Path, name: str) -> DataPeek:
             )
         )
     preview = [[_cell(v) for v in row] for row in head.head(PREVIEW_ROWS).iter_rows()]
-    return DataPeek(file=name, rows_read=head.height, columns=columns, preview=preview)
+    return DataPeek(file=name, rows_read=head.height, rows=rows, columns=columns, preview=preview)
 
 
 def file_columns(workspace: Path, files: list[str]) -> list[str]:

@@ -6,7 +6,9 @@ Rules (each suggestion says which one applied, in `Suggestion.reason`):
 - the label column is numeric with more than `NUMERIC_DISTINCT` distinct values in the rows read:
   a regression on the tabular recipe, judged in the registry's default numeric metric;
 - otherwise classes: with free-text input columns, the text-classification recipe (QLoRA when a GPU
-  is visible, plain LoRA on a CPU, whose bounded budget finishes there); without text, the tabular one.
+  is visible, plain LoRA on a CPU with its step budget, batch and input length sized to the file's rows
+  and the cores so that the job finishes within a stated time: engine/stages/own_sizing.py); without
+  text, the tabular one.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from claimcheck.engine.data.peek import DataPeek
+from claimcheck.engine.stages.own_sizing import Machine, Sizing, size_cpu
 from claimcheck.engine.stats import registry as metrics
 
 # A numeric label with at most this many distinct values (in the rows read) is taken as classes.
@@ -60,6 +63,53 @@ SAMPLE_SPECIFIC: dict[str, tuple[str, ...]] = {
     # the recipe's learners are the sample's task's; empty = the defaults for the claim's task kind
     "baseline": ("learners",),
 }
+
+
+# Form fields whose model example (shown as the field's placeholder) is drawn from the sample's
+# support tickets; a session on the person's own file shows `own_examples` in their place.
+SAMPLE_EXAMPLES: dict[str, tuple[str, ...]] = {
+    "claim": (
+        "prediction_unit",
+        "target_meaning",
+        "inference_inputs",
+        "population",
+        "positive_class",
+        "class_order",
+    ),
+}
+FEW_EXAMPLES = 3  # label values / column names an example lists
+
+
+def on_own_data(files: list[str]) -> bool:
+    """Whether a source reads the person's own files (none of them the sample data)."""
+    from pathlib import PurePath
+
+    from claimcheck.engine.pipeline.examples import SAMPLE_FOLDER
+
+    return bool(files) and not any(PurePath(f).parts[:1] == (SAMPLE_FOLDER,) for f in files)
+
+
+def own_examples(stage: str, source: dict[str, Any], peek: DataPeek | None) -> dict[str, str]:
+    """The placeholders of a stage form on the person's own file, by field: drawn from the file (a few
+    of the label's values, the picked input columns) or neutral; {} for a session on the sample data."""
+    fields = SAMPLE_EXAMPLES.get(stage, ())
+    files = [str(f) for f in source.get("files") or []]
+    if not fields or not on_own_data(files):
+        return {}
+    label = str(source.get("label_column") or "")
+    inputs = [str(c) for c in source.get("input_columns") or []][:FEW_EXAMPLES]
+    column = peek.column(label) if peek is not None and label else None
+    classes = column.values[:FEW_EXAMPLES] if column is not None else []
+    what = f"'{label}'" if label else "the label column"
+    found = {
+        "prediction_unit": f"one row of {files[0]}, at the time it is predicted",
+        "target_meaning": f"what {what} records",
+        "inference_inputs": ", ".join(inputs) or "the input columns",
+        "population": f"the rows {files[0]} stands for",
+        "positive_class": classes[0] if classes else "one of the label's values",
+        "class_order": ", ".join(classes) or "the label's values, in report order",
+    }
+    return {f: f"e.g. {found[f]}" for f in fields}
 
 
 class ColumnChoice(BaseModel):
@@ -108,10 +158,11 @@ class Suggestion(BaseModel):
     target_type: str  # categorical | numeric
     metric: str
     reason: str
+    sizing: Sizing | None = None  # the contract sized for this machine (the CPU text recipe)
 
 
-def suggest(peek: DataPeek, choice: ColumnChoice, cuda: bool) -> Suggestion:
-    """The recipe for the picked label and text columns on this machine (`cuda`: a GPU is visible)."""
+def suggest(peek: DataPeek, choice: ColumnChoice, machine: Machine) -> Suggestion:
+    """The recipe for the picked label and text columns on this machine."""
     label = peek.column(choice.label)
     if label is not None and label.kind == "number" and label.distinct > NUMERIC_DISTINCT:
         metric = metrics.DEFAULTS["numeric"]
@@ -130,16 +181,54 @@ def suggest(peek: DataPeek, choice: ColumnChoice, cuda: bool) -> Suggestion:
         return Suggestion(
             recipe=TABULAR_RECIPE, task_kind="tabular", target_type="categorical", metric=metric, reason=why
         )
-    if cuda:
+    sizing = None
+    if machine.cuda:
         recipe = TEXT_GPU_RECIPE
-        hw = "a GPU is visible: QLoRA (4-bit base + LoRA)"
+        hw = f"a GPU is visible ({machine.gpu or 'CUDA'}): QLoRA (4-bit base + LoRA) with the recipe's budget"
     else:
         recipe = TEXT_CPU_RECIPE
-        hw = "no GPU found: plain LoRA with the recipe's bounded step budget, which finishes on a CPU"
+        sizing = size_cpu(peek.rows or peek.rows_read, machine)
+        hw = f"no GPU found ({machine.words()}, {peek.rows or peek.rows_read} rows): plain LoRA {sizing.line()}"
     why = f"label '{choice.label}' holds {kind} and {', '.join(choice.text)} is free text: text classification; {hw}"
     return Suggestion(
-        recipe=recipe, task_kind="text_classification", target_type="categorical", metric=metric, reason=why
+        recipe=recipe,
+        task_kind="text_classification",
+        target_type="categorical",
+        metric=metric,
+        reason=why,
+        sizing=sizing,
     )
+
+
+def reopened(
+    recipe: str, claim: dict[str, Any], source: dict[str, Any], peek: DataPeek
+) -> tuple[ColumnChoice, Suggestion] | None:
+    """The column choice and suggestion of a session on the person's file, read back from its recorded
+    claim and source (the app keeps them in memory only): None for a session on the sample data. The
+    CPU text recipe is sized again for this machine as it is now."""
+    files = [str(f) for f in source.get("files") or []]
+    if not on_own_data(files):
+        return None
+    choice = ColumnChoice(
+        file=files[0],
+        label=str(source.get("label_column") or ""),
+        inputs=list(source.get("input_columns") or []),
+        text=list(source.get("text_columns") or []),
+        id=str(source.get("id_column") or ""),
+        entities=list(source.get("entity_columns") or []),
+        time=str(source.get("time_column") or ""),
+        weight=str(source.get("weight_column") or ""),
+    )
+    sizing = size_cpu(peek.rows or peek.rows_read, Machine.cpu()) if recipe == TEXT_CPU_RECIPE else None
+    s = Suggestion(
+        recipe=recipe,
+        task_kind=str(claim.get("task_kind") or "text_classification"),
+        target_type=str(claim.get("target_type") or "categorical"),
+        metric=str(claim.get("primary_metric") or metrics.DEFAULTS["categorical"]),
+        reason="read back from the recorded claim and source",
+        sizing=sizing,
+    )
+    return choice, s
 
 
 def _success(recipe_claim: dict[str, Any], metric: str) -> dict[str, Any]:
@@ -171,13 +260,19 @@ def own_data_recipe(
         claim["metric_averaging"] = ""
     if "contract" in out and "task_kind" in out["contract"]:
         out["contract"]["task_kind"] = s.task_kind
+    if s.sizing is not None:
+        out.setdefault("contract", {}).update(s.sizing.contract())
     return out
 
 
 __all__ = [
+    "SAMPLE_EXAMPLES",
     "SAMPLE_SPECIFIC",
     "ColumnChoice",
     "Suggestion",
+    "on_own_data",
     "own_data_recipe",
+    "own_examples",
+    "reopened",
     "suggest",
 ]

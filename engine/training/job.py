@@ -27,6 +27,7 @@ from typing import Any
 
 from claimcheck.engine.evidence import now_iso
 from claimcheck.engine.stats import registry
+from claimcheck.engine.threads import job_threads
 from claimcheck.engine.training import jobfiles, stamp
 from claimcheck.engine.training.jobfiles import append_metric, read_contract, read_status, write_status
 from claimcheck.engine.training.jobrecords import (
@@ -226,7 +227,7 @@ class Job:
         from claimcheck.engine.training.evaluate import Batcher, evaluate, load_split, resolve_device
         from claimcheck.engine.training.models import build, make_optimizer
 
-        torch.set_num_threads(int(self.runtime.get("threads", 0)) or max(1, min(4, os.cpu_count() or 1)))
+        torch.set_num_threads(int(self.runtime.get("threads", 0)) or job_threads())
         device = resolve_device(c.device)
         if c.dp_replicas != 1:
             raise ValueError(
