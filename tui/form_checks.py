@@ -176,4 +176,11 @@ def _numeric(claim: dict[str, Any]) -> bool:
     return target_type(claim) == "numeric"
 
 
-__all__ = ["NUMERIC_BASELINE_FIELDS", "FormCheck", "column_choices", "form_check", "form_order", "own_placeholders"]
+__all__ = [
+    "NUMERIC_BASELINE_FIELDS",
+    "FormCheck",
+    "column_choices",
+    "form_check",
+    "form_order",
+    "own_placeholders",
+]

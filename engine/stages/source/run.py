@@ -46,7 +46,9 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     load_path = budget.choose(memory_budget.need_parse(paths))
     raw, schema, malformed, store = _read(inputs, paths, ctx, (load_path, claim))
     try:
-        return _checked(inputs, upstream, ctx, (raw, schema, malformed, store), (checks, budget, load_path))
+        return _checked(
+            inputs, upstream, ctx, (raw, schema, malformed, store), (checks, budget, load_path, backend)
+        )
     finally:
         if store is not None:
             store.close()
@@ -57,15 +59,16 @@ def _checked(
     upstream: dict[str, StageRecord],
     ctx: StageContext,
     read: tuple[Any, Any, list[dict[str, Any]], Any],
-    so_far: tuple[list[Check], memory_budget.Budget, str],
+    so_far: tuple[list[Check], memory_budget.Budget, str, tuple[str, str]],
 ) -> StageRecord:
-    """The checks after the read; `store`: the text columns left on disk (engine/audit/textstore.py)."""
+    """The checks after the read; `store`: the text columns left on disk (engine/audit/textstore.py);
+    `backend`: where the duplicate keys and the near-duplicate search run (onray.resolve)."""
     import polars as pl
 
     from claimcheck.engine.data import rows as data
 
     raw, schema, malformed, store = read
-    checks, budget, load_path = so_far
+    checks, budget, load_path, backend = so_far
     claim = upstream["claim"].inputs if "claim" in upstream else {}
     cov = "full" if not inputs.preview_rows else f"preview: first {raw.height} rows"
     checks.append(source_checks.schema(raw, schema, malformed, budget.covered(cov, load_path)))
