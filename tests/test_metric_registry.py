@@ -117,7 +117,8 @@ def _ranking_comparison(metric: str) -> list:
     }
     boot = Bootstrap(n=100, seed=1)
     values, intervals = retrieval._scored_arms(qs, scores, 5, boot)
-    return retrieval._compared(values, intervals, metric, qs, 40, 5, boot, "full")
+    what = {"candidate": retrieval.WHAT["unchanged"], retrieval.TRIVIAL: retrieval.WHAT[retrieval.TRIVIAL]}
+    return retrieval._compared((values, intervals, what), metric, qs, 40, 5, boot, "full")
 
 
 def _multilabel_comparison(metric: str, classes: list[str], rng: np.random.Generator, n: int):

@@ -1,6 +1,6 @@
 """A retrieval claim with a fine-tuned encoder (docs/answers-retrieval-ft.toml, generated query–passage
 pairs) runs all seven stages headless to a verdict: the contract pins a contrastive LoRA job, dispatch
-runs it as a job (engine/training/retrieval_job.py), and the artifact stage ranks the locked test with
+runs it as a job (engine/retrieval/job.py), and the artifact stage ranks the locked test with
 the fine-tuned encoder, the unchanged encoder, BM25 and a random ranking. The records are read back and
 checked against figures recomputed here from the data file, the split membership and the job's saved
 adapter alone; replay reproduces the session."""
@@ -264,13 +264,13 @@ def test_a_killed_retrieval_job_resumes_and_its_loss_curve_continues(tmp_path: P
 
     from claimcheck.engine.providers.local import LocalProvider
     from claimcheck.engine.retrieval import finetune
+    from claimcheck.engine.retrieval.job import RetrievalJob
     from claimcheck.engine.training import jobfiles
-    from claimcheck.engine.training.retrieval_job import RetrievalJob, job_class
     from tests import test_job_kit as kit
 
     model_dir = kit.make_model(tmp_path / "model")
     ref = _retrieval_job_dir(tmp_path / "ref", model_dir, "1111111111111111-a1")
-    assert job_class(jobfiles.read_contract(ref)) is RetrievalJob
+    assert jobfiles.job_module(ref) == jobfiles.RETRIEVAL_JOB_MODULE == RetrievalJob.__module__
     saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
         assert RetrievalJob(ref).run() == 0, jobfiles.read_status(ref)

@@ -27,7 +27,7 @@ from claimcheck.engine.data.peek import DATA_SUFFIXES, DataPeek, peek, workspace
 from claimcheck.engine.errors import ClaimcheckError
 from claimcheck.engine.stages.own_data import ColumnChoice, Suggestion, suggest
 from claimcheck.engine.stages.own_sizing import Machine
-from claimcheck.tui.safe import LiteralInput, clean, literal
+from claimcheck.tui.safe import LiteralInput, literal
 from claimcheck.tui.widgets import TickList
 
 NO_COLUMN = ""  # the Select value of "(none)"
@@ -66,10 +66,10 @@ class DataTree(DirectoryTree):
                 yield path
 
 
-def column_prompt(c: Any) -> str:
-    """One column as a picker shows it: name · type · a few values."""
+def column_prompt(c: Any) -> Text:
+    """One column as a picker shows it: name · type · a few values (literal: a name is never markup)."""
     values = ", ".join(c.values[:3])
-    return clean(f"{c.name} · {c.dtype} · {values}", limit=70)
+    return literal(f"{c.name} · {c.dtype} · {values}", limit=70)
 
 
 def schema_text(p: DataPeek) -> Text:

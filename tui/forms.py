@@ -219,7 +219,7 @@ class StageForm(Vertical):
         them, ticked (the form's check then says it is not in the file)."""
         chosen = [str(v) for v in value] if isinstance(value, list) else []
         names = [*spec.options, *(c for c in chosen if c not in spec.options)]
-        return [Selection(clean(c, limit=60), c, c in chosen) for c in names]
+        return [Selection(literal(c, limit=60), c, c in chosen) for c in names]
 
     @staticmethod
     def _ticked(spec: FieldSpec, widget: Any) -> list[str]:

@@ -54,7 +54,7 @@ def _runs_job(pid: int, job_dir: Path) -> bool:
     except OSError:
         return True  # no /proc: trust the signal probe
     args = [a.decode(errors="replace") for a in cmdline if a]
-    return "claimcheck.engine.training.job" in args and str(job_dir.resolve()) in args
+    return any(m in args for m in jobfiles.JOB_MODULES) and str(job_dir.resolve()) in args
 
 
 class LocalProvider:
@@ -134,7 +134,7 @@ class LocalProvider:
         log = open(job_dir / jobfiles.LOG, "ab")  # noqa: SIM115 - handed to the child
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "claimcheck.engine.training.job", str(job_dir.resolve())],
+                [sys.executable, "-m", jobfiles.job_module(job_dir), str(job_dir.resolve())],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

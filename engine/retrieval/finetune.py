@@ -1,6 +1,6 @@
 """The fine-tuned encoder of a retrieval claim: a contrastive LoRA fine-tune of the small encoder.
 
-The job (claimcheck.engine.training.retrieval_job) trains LoRA adapters (peft) on the encoder's linear
+The job (claimcheck.engine.retrieval.job) trains LoRA adapters (peft) on the encoder's linear
 layers with sentence-transformers' MultipleNegativesRankingLoss over the train split's (query,
 relevant document) pairs: each query's relevant document is its positive, the other documents of the
 micro-batch its negatives. Its dev metric is the claim's ranking metric on the dev queries, ranked over

@@ -522,10 +522,14 @@ class Job:
         return float(dev_r["value"])
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(
+    argv: list[str] | None = None, kind: type[Job] | None = None, module: str = jobfiles.JOB_MODULE
+) -> int:
+    """Run the job in JOB_DIR as `kind` from `module` (the classification job, unless a job kind's own
+    module passes its class and name; the launcher picks the module, jobfiles.job_module)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        print("usage: python -m claimcheck.engine.training.job JOB_DIR", file=sys.stderr)
+        print(f"usage: python -m {module} JOB_DIR", file=sys.stderr)
         return 2
     job_dir = Path(args[0])
     if job_dir.is_dir():
@@ -536,9 +540,11 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    from claimcheck.engine.training.retrieval_job import job_class
-
-    return job_class(read_contract(job_dir))(job_dir).run()
+    wanted = jobfiles.job_module(job_dir)
+    if wanted != module:
+        print(f"{job_dir} holds a job of another kind: run it with python -m {wanted}", file=sys.stderr)
+        return 2
+    return (kind or Job)(job_dir).run()
 
 
 if __name__ == "__main__":

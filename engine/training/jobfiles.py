@@ -252,6 +252,20 @@ def trivial(records: list[MetricLine]) -> TrivialLine | None:
     return next((r for r in records if isinstance(r, TrivialLine)), None)
 
 
+# The module each job kind runs as (`python -m MODULE JOB_DIR`): a retrieval contract's job, else the
+# classification job. Providers launch `job_module(job_dir)` and recognise a live job by JOB_MODULES.
+JOB_MODULE = "claimcheck.engine.training.job"
+RETRIEVAL_JOB_MODULE = "claimcheck.engine.retrieval.job"
+JOB_MODULES = (JOB_MODULE, RETRIEVAL_JOB_MODULE)
+
+
+def job_module(job_dir: Path) -> str:
+    """The module that runs the job whose frozen contract copy `job_dir` holds."""
+    from claimcheck.engine.training.schema import effective
+
+    return RETRIEVAL_JOB_MODULE if effective(read_contract(job_dir)).task_kind == "retrieval" else JOB_MODULE
+
+
 def read_contract(job_dir: Path) -> dict[str, Any]:
     with open(Path(job_dir) / CONTRACT, "rb") as fh:
         return tomllib.load(fh)

@@ -330,7 +330,7 @@ class EncoderCandidate(_M):
 
 
 class ContrastiveRetrieval(_M):
-    """A retrieval claim's fine-tuned encoder job (engine/training/retrieval_job.py): what it trains on
+    """A retrieval claim's fine-tuned encoder job (engine/retrieval/job.py): what it trains on
     and the dev metric it tracks."""
 
     loss: str  # the sentence-transformers loss (engine/retrieval/finetune.py LOSS)

@@ -1,7 +1,7 @@
 """The retrieval job kind: a contrastive LoRA fine-tune of a retrieval claim's encoder.
 
-`python -m claimcheck.engine.training.job JOB_DIR` runs this class when the contract's task kind is
-"retrieval". It is the classification job (claimcheck.engine.training.job.Job) with its own setup,
+`python -m claimcheck.engine.retrieval.job JOB_DIR` runs this class; the launchers choose this
+module for a contract whose task kind is "retrieval" (jobfiles.job_module). It is the classification job (claimcheck.engine.training.job.Job) with its own setup,
 step, evaluation and artifact: the same status file, heartbeats, signal handling, checkpoints
 (trainable tensors, optimizer, scheduler, RNG), resume from the last complete checkpoint, evaluation
 schedule, best-dev selection and early stopping. What differs (claimcheck.engine.retrieval.finetune):
@@ -18,6 +18,7 @@ schedule, best-dev selection and early stopping. What differs (claimcheck.engine
 from __future__ import annotations
 
 import math
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,7 @@ from claimcheck.engine.training import jobfiles, stamp
 from claimcheck.engine.training.job import Halt, Job
 from claimcheck.engine.training.jobfiles import append_metric
 from claimcheck.engine.training.jobrecords import EvalLine, StepLine, TrivialLine
-from claimcheck.engine.training.schema import Effective, effective
+from claimcheck.engine.training.schema import Effective
 
 
 @dataclass
@@ -212,6 +213,7 @@ class RetrievalJob(Job):
         finetune.save_final(self.dir / jobfiles.FINAL, run.model, self.eff, chosen, parity)
 
 
-def job_class(doc: dict[str, Any]) -> type[Job]:
-    """The job kind a contract copy names: the retrieval job for a retrieval contract, else the job."""
-    return RetrievalJob if effective(doc).task_kind == "retrieval" else Job
+if __name__ == "__main__":
+    from claimcheck.engine.training.job import main
+
+    sys.exit(main(kind=RetrievalJob, module=jobfiles.RETRIEVAL_JOB_MODULE))
