@@ -197,17 +197,7 @@ class RetrievalJob(Job):
 
     def _finish(self, run: RetrievalTraining) -> None:  # type: ignore[override]
         """Final dev evaluation, the checkpoint selection rule, and the adapter artifact."""
-        from claimcheck.engine.training import checkpoint
-
-        self.set_phase("final-eval")
-        value = self._eval(run)
-        selected = self.step
-        selection = run.contract.checkpoint_selection
-        saved_best = checkpoint.complete(self.dir / jobfiles.BEST)
-        if selection == "best_dev" and saved_best and not self._better(value, run.best["value"], run.metric):
-            checkpoint.load_trainable(run.model, saved_best[-1] / checkpoint.TRAINABLE)
-            selected = int(run.best["step"])
-            self._eval(run, selected=selected)
+        selected, selection = self._selected(run)
         parity = run.dev.query_texts[: finetune.PARITY_QUERIES]
         chosen = {"selected_step": selected, "checkpoint_selection": selection}
         finetune.save_final(self.dir / jobfiles.FINAL, run.model, self.eff, chosen, parity)

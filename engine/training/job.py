@@ -455,19 +455,9 @@ class Job:
 
     def _finish(self, run: Training) -> None:
         """Final dev evaluation, the checkpoint selection rule, and the artifact."""
-        from claimcheck.engine.training import checkpoint
         from claimcheck.engine.training.artifact_files import Trained, save_artifact
 
-        self.set_phase("final-eval")
-        value = self._eval(run)
-        selected = self.step
-        selection = run.contract.checkpoint_selection
-        saved_best = checkpoint.complete(self.dir / jobfiles.BEST)
-        if selection == "best_dev" and saved_best and not self._better(value, run.best["value"], run.metric):
-            # an earlier evaluation was better: the artifact is that state (ties keep the earlier one)
-            checkpoint.load_trainable(run.model, saved_best[-1] / checkpoint.TRAINABLE)
-            selected = int(run.best["step"])
-            self._eval(run, selected=selected)
+        selected, selection = self._selected(run)
         trained = Trained(
             model=run.model,
             tok=run.tok,
@@ -479,6 +469,22 @@ class Job:
             info=self.status.model_info,
         )
         save_artifact(self.dir / jobfiles.FINAL, trained)
+
+    def _selected(self, run: Any) -> tuple[int, str]:
+        """The final dev evaluation and the checkpoint selection rule: (the step whose state the model
+        now holds, the rule). An earlier evaluation that was better is loaded back (ties keep it)."""
+        from claimcheck.engine.training import checkpoint
+
+        self.set_phase("final-eval")
+        value = self._eval(run)
+        selected = self.step
+        selection = run.contract.checkpoint_selection
+        saved_best = checkpoint.complete(self.dir / jobfiles.BEST)
+        if selection == "best_dev" and saved_best and not self._better(value, run.best["value"], run.metric):
+            checkpoint.load_trainable(run.model, saved_best[-1] / checkpoint.TRAINABLE)
+            selected = int(run.best["step"])
+            self._eval(run, selected=selected)
+        return selected, selection
 
     def _better(self, value: float | None, than: float | None, metric: str) -> bool:
         if value is None or not math.isfinite(value):
