@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import tomllib
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -73,6 +73,30 @@ class FormScroll(VerticalScroll, can_focus=True):
     """The fields: focusable itself, so landing on a form never puts the cursor in a field."""
 
 
+@dataclass(frozen=True)
+class FormSetup:
+    """What a stage form is built from: the Inputs model, the values it opens with, and how the page
+    presents them (the recipe's values, an unsaved draft, a notice, the stage's own rules, the fields
+    that lead, the values a text field is chosen among, placeholders for a session on your own file)."""
+
+    model: type[BaseModel]
+    initial: dict[str, Any]
+    recipe: dict[str, Any] = field(default_factory=dict)
+    draft: str | None = None
+    notice: str = ""
+    check: FormCheck | None = None
+    first: tuple[str, ...] = ()
+    choices: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    placeholders: dict[str, str] = field(default_factory=dict)
+
+    def specs(self) -> tuple[FieldSpec, ...]:
+        """The model's fields with their choices and placeholders, those named in `first` leading."""
+        specs = tuple(_picked(s, self.choices.get(s.path)) for s in field_specs(self.model))
+        specs = _placeholders(specs, self.placeholders)
+        rank = {name: i for i, name in enumerate(self.first)}
+        return tuple(sorted(specs, key=lambda s: rank.get(s.path, len(rank))))
+
+
 class StageForm(Vertical):
     """A stage's inputs as fields and as TOML; `collect()` gives (inputs, problem)."""
 
@@ -84,42 +108,24 @@ class StageForm(Vertical):
     class Edited(Message):
         """The person changed the inputs (the page keeps a draft of them)."""
 
-    def __init__(
-        self,
-        model: type[BaseModel],
-        initial: dict[str, Any],
-        *,
-        recipe: dict[str, Any] | None = None,
-        draft: str | None = None,
-        notice: str = "",
-        check: FormCheck | None = None,
-        first: tuple[str, ...] = (),
-        choices: dict[str, tuple[Any, ...]] | None = None,
-        placeholders: dict[str, str] | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, setup: FormSetup, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.model = model
-        self.check = check  # the stage's own rules over valid inputs (tui/form_checks.py)
-        self.initial = copy.deepcopy(initial)
-        self.recipe = recipe or {}
-        self.notice = notice
-        specs = field_specs(model)  # the fields named in `first` lead, in that order
-        picks = choices or {}  # text fields chosen among given values (a data file's columns)
-        specs = tuple(_picked(s, picks.get(s.path)) for s in specs)
-        specs = _placeholders(specs, placeholders or {})  # a session on the person's own file
-        rank = {name: i for i, name in enumerate(first)}
-        self.specs = tuple(sorted(specs, key=lambda s: rank.get(s.path, len(rank))))
+        self.model = setup.model
+        self.check = setup.check  # the stage's own rules over valid inputs (tui/form_checks.py)
+        self.initial = copy.deepcopy(setup.initial)
+        self.recipe = setup.recipe
+        self.notice = setup.notice
+        self.specs = setup.specs()
         self.leaves = leaves(self.specs)
         self._by_wid = {s.wid: s for s in self.leaves}
         self._paths = sorted((s.path for s in self._all(self.specs)), key=len, reverse=True)
-        self.data: dict[str, Any] = copy.deepcopy(initial)
+        self.data: dict[str, Any] = copy.deepcopy(setup.initial)
         self.toml_text = dump_toml(self.data)
         self.toml_problem = ""
-        if draft is not None:
-            self.toml_text = draft
+        if setup.draft is not None:
+            self.toml_text = setup.draft
             try:
-                parsed = tomllib.loads(draft)
+                parsed = tomllib.loads(setup.draft)
             except tomllib.TOMLDecodeError as exc:
                 self.toml_problem = f"TOML syntax: {clean(exc)}"
             else:

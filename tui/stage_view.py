@@ -32,7 +32,7 @@ from claimcheck.engine.ledger.session import Session
 from claimcheck.engine.pipeline.context import Cancelled
 from claimcheck.engine.pipeline.registry import StageSpec
 from claimcheck.tui.form_checks import column_choices, form_check, form_order, own_placeholders
-from claimcheck.tui.forms import StageForm
+from claimcheck.tui.forms import FormSetup, StageForm
 from claimcheck.tui.panels import DispatchPanel, VisualPanel
 from claimcheck.tui.safe import clean, literal
 from claimcheck.tui.search_panel import ContractPanel
@@ -162,18 +162,18 @@ class StageView(Vertical):
         first, why = form_order(self.spec.name, self._claim_inputs())
         self._order_note = why
         notice = " ".join(n for n in (why, notice) if n)
-        yield StageForm(
+        setup = FormSetup(
             self.module.Inputs,
             self.initial,
-            recipe=self.recipe,
+            recipe=self.recipe or {},
             draft=draft,
             notice=notice,
             check=form_check(self.spec.name, self.session.workspace),
             first=first,
             choices=column_choices(self.spec.name, self.session.workspace, self.initial),
             placeholders=own_placeholders(self.spec.name, self.session.workspace, self.source),
-            classes="stage-form",
         )
+        yield StageForm(setup, classes="stage-form")
 
     def _claim_inputs(self) -> dict[str, Any]:
         """The claim as recorded ({} before the claim stage has run)."""
