@@ -134,11 +134,7 @@ class RetrievalJob(Job):
         if not torch.isfinite(loss):
             raise Halt(f"non-finite loss ({float(loss.detach())}) at step {self.step + 1}", self.step + 1)
         loss.backward()
-        gn = self._clip(run)  # type: ignore[arg-type]
-        lr_now = float(run.scheduler.get_last_lr()[0])
-        run.optimizer.step()
-        run.scheduler.step()
-        self.step += 1
+        gn, lr_now = self._advance(run)  # type: ignore[arg-type]
         rec = StepLine(
             kind="step",
             step=self.step,

@@ -357,15 +357,7 @@ class Job:
                 raise Halt(f"non-finite loss ({float(loss.detach())}) at step {self.step + 1}", self.step + 1)
             (run.scaler.scale(loss) if run.scaler else loss).backward()
             loss_sum += float(loss.detach())
-        gn = self._clip(run)
-        lr_now = float(run.scheduler.get_last_lr()[0])
-        if run.scaler:
-            run.scaler.step(run.optimizer)
-            run.scaler.update()
-        else:
-            run.optimizer.step()
-        run.scheduler.step()
-        self.step += 1
+        gn, lr_now = self._advance(run)
         rec = StepLine(
             kind="step",
             step=self.step,
@@ -378,6 +370,20 @@ class Job:
         )
         append_metric(self.dir, rec)
         self.status.step = self.step
+
+    def _advance(self, run: Training) -> tuple[float, float]:
+        """Clip, step the optimizer (through the AMP scaler when there is one) and the schedule, and
+        count the step: (the gradient norm, the learning rate the step used)."""
+        gn = self._clip(run)
+        lr_now = float(run.scheduler.get_last_lr()[0])
+        if run.scaler:
+            run.scaler.step(run.optimizer)
+            run.scaler.update()
+        else:
+            run.optimizer.step()
+        run.scheduler.step()
+        self.step += 1
+        return gn, lr_now
 
     def _clip(self, run: Training) -> float:
         import torch
