@@ -46,12 +46,13 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from claimcheck.engine.audit.neardup import sharded
 from claimcheck.engine.audit.neardup.arrays import ranges, small_pages, unique_inverse
 from claimcheck.engine.audit.neardup.candidates import find_candidates
 from claimcheck.engine.audit.neardup.hashing import normalised_row_hashes
 from claimcheck.engine.audit.neardup.shingles import build_prefixes
 from claimcheck.engine.audit.neardup.verify import verify_pairs
-from claimcheck.engine.audit.texts import distinct_texts
+from claimcheck.engine.audit.texts import Texts, distinct_texts
 from claimcheck.engine.audit.textstore import TextStore
 
 METHOD = "prefix filtering (exact)"
@@ -106,9 +107,7 @@ def _search(
     hashes = normalised_row_hashes(df, text_columns, store)
     texts, rows, text_of = distinct_texts(df, text_columns, row_id, hashes, store)
     try:
-        prefixes = build_prefixes(texts, k, threshold)
-        sizes = prefixes.sizes
-        codes = find_candidates(prefixes, threshold, bounded=bounded)
+        sizes, codes = _candidates(texts, k, threshold, bounded)
     except OSError as exc:
         from claimcheck.engine.pipeline.context import StageInputError
 
@@ -118,13 +117,25 @@ def _search(
             f"({texts.len():,} distinct texts). Free space there or set TMPDIR to a writable folder "
             "with room, then run the stage again."
         ) from exc
-    del prefixes
     a, b, jac = verify_pairs(texts, codes, sizes, k)
     hit = jac >= threshold - 1e-12
     a, b, jac = a[hit], b[hit], jac[hit]
     return NearDupResult(
         _expand(rows, text_of, a, b, jac), texts.len(), int(codes.size), int(a.size), int(sizes.sum())
     )
+
+
+def _candidates(texts: Texts, k: int, threshold: float, bounded: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Each text's set size and the candidate pairs: on the bounded path from the per-text arrays
+    written to disk (ondisk.py, sharded.py), else held in memory."""
+    if not bounded:
+        prefixes = build_prefixes(texts, k, threshold)
+        return prefixes.sizes, find_candidates(prefixes, threshold)
+    on_disk = build_prefixes(texts, k, threshold, on_disk=True)
+    try:
+        return on_disk.sizes, sharded.find_candidates(on_disk, threshold)
+    finally:
+        on_disk.close()
 
 
 def _expand(

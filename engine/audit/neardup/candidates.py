@@ -4,7 +4,7 @@ bounds allow the threshold. A superset of the true pairs; verify.py decides."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -13,6 +13,7 @@ import numpy as np
 from claimcheck.engine import threads
 from claimcheck.engine.audit.neardup import kernels
 from claimcheck.engine.audit.neardup.arrays import pair_codes, ranges, scratch, split_codes, unique
+from claimcheck.engine.audit.neardup.ondisk import DiskPrefixes
 from claimcheck.engine.audit.neardup.shingles import Prefixes
 from claimcheck.engine.threads import ordered_map
 
@@ -39,17 +40,17 @@ def _reaches(sa: np.ndarray, sb: np.ndarray, ub: np.ndarray, threshold: float) -
 
 
 def _wide_bound(
-    sa: np.ndarray, sb: np.ndarray, wa: np.ndarray, wb: np.ndarray, p: Prefixes, t: float
+    sa: np.ndarray, sb: np.ndarray, wa: np.ndarray, wb: np.ndarray, p: Prefixes | DiskPrefixes, t: float
 ) -> np.ndarray:
     """_bound on the wide sketches. The minima are summed 256 buckets at a time in uint16 (at most
     256 * 255 fits), and a pair whose texts both have a saturated bucket anywhere is not bounded."""
-    m = np.minimum(p.wide[wa], p.wide[wb])
+    m = np.minimum(*_rows(p, wa, wb, wide=True))
     ub = m.reshape(m.shape[0], -1, 256).sum(axis=2, dtype=np.uint16).sum(axis=1, dtype=np.int64)
     ub += (p.wide_full[wa] & p.wide_full[wb]) * (1 << 40)
     return _reaches(sa, sb, ub, t)
 
 
-def sketch_ok(codes: np.ndarray, p: Prefixes, threshold: float) -> np.ndarray:
+def sketch_ok(codes: np.ndarray, p: Prefixes | DiskPrefixes, threshold: float) -> np.ndarray:
     """Exact upper bound on the Jaccard from the bucket sketches (and, where both texts have one, the
     wide sketches): False for pairs that cannot reach t."""
     keep = np.ones(codes.size, dtype=bool)
@@ -57,7 +58,7 @@ def sketch_ok(codes: np.ndarray, p: Prefixes, threshold: float) -> np.ndarray:
         c = codes[lo : lo + SKETCH_CHUNK]
         a, b = split_codes(c)
         sa, sb = p.sizes[a], p.sizes[b]
-        ok = _bound(sa, sb, np.minimum(p.sketch[a], p.sketch[b]), threshold)
+        ok = _bound(sa, sb, np.minimum(*_rows(p, a, b, wide=False)), threshold)
         wa, wb = p.wide_of[a], p.wide_of[b]
         both = np.flatnonzero(ok & (wa >= 0) & (wb >= 0))
         for w in range(0, both.size, SKETCH_CHUNK // 32):  # 2 KB sketches: fewer pairs at a time
@@ -65,6 +66,16 @@ def sketch_ok(codes: np.ndarray, p: Prefixes, threshold: float) -> np.ndarray:
             ok[i] = _wide_bound(sa[i], sb[i], wa[i], wb[i], p, threshold)
         keep[lo : lo + c.size] = ok
     return keep
+
+
+def _rows(
+    p: Prefixes | DiskPrefixes, a: np.ndarray, b: np.ndarray, *, wide: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """The sketches (or wide sketches, by wide row) of texts a and b: held, or read from disk."""
+    if isinstance(p, DiskPrefixes):
+        return p.wide_pairs(a, b) if wide else p.sketch_pairs(a, b)
+    held = p.wide if wide else p.sketch
+    return held[a], held[b]
 
 
 def _length_ok(a: np.ndarray, b: np.ndarray, sizes: np.ndarray, threshold: float) -> np.ndarray:
@@ -283,8 +294,17 @@ def _signature_passes(
     # A second shingle's position is below its text's extended prefix length (<= LONG_PREFIX here).
     pack = Packing(max(int(p.sizes.size - 1).bit_length(), 1), max(int(p.ext[sel].max() - 1).bit_length(), 1))
     gen = (_pair_signatures(p, doc, sel[lo:hi], pack) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True))
+    yield from shard_passes(gen, passes, pack)
+
+
+def shard_passes(
+    gen: Iterable[tuple[np.ndarray, np.ndarray]], passes: int, pack: Packing
+) -> Iterator[tuple[np.ndarray, Packing]]:
+    """Generated blocks of (packed signatures, their hashes' high 32 bits) → the signatures of one pass
+    (a disjoint range of hashes) at a time: all at once where there is one pass, else each block split
+    into one temporary file per pass and the files read back in turn."""
     if passes == 1:
-        yield np.concatenate([sig for sig, _ in gen]), pack
+        yield np.concatenate([np.empty(0, dtype=np.uint64), *(sig for sig, _ in gen)]), pack
         return
     with scratch() as tmp:
         paths = [Path(tmp) / f"pass{r}.sig" for r in range(passes)]
@@ -311,9 +331,35 @@ def _single_pairs(
     p: Prefixes, doc: np.ndarray, single: np.ndarray, tiny: np.ndarray, big: np.ndarray, threshold: float
 ) -> np.ndarray:
     """The single-shingle path's pairs before the sketch bound (kernels.single_pairs is the same in C)."""
-    sizes = p.sizes
+    return _numpy_single_pairs(p.tok, doc, p.rank, single, (p.sizes, tiny, big), threshold)
+
+
+def single_pairs_of(
+    tok: np.ndarray,
+    doc: np.ndarray,
+    rank: np.ndarray,
+    single: np.ndarray,
+    texts: tuple[np.ndarray, np.ndarray, np.ndarray],
+    threshold: float,
+) -> np.ndarray:
+    """_single_pairs on prefix entries given apart (tok, doc, rank, single each) and per text
+    (sizes, tiny, big): in the compiled loops where they were built."""
+    if kernels.available():
+        return kernels.single_pairs(tok, doc, rank, single, *texts, threshold)
+    return _numpy_single_pairs(tok, doc, rank, single, texts, threshold)
+
+
+def _numpy_single_pairs(
+    tok: np.ndarray,
+    doc: np.ndarray,
+    rank: np.ndarray,
+    single: np.ndarray,
+    texts: tuple[np.ndarray, np.ndarray, np.ndarray],
+    threshold: float,
+) -> np.ndarray:
+    sizes, tiny, big = texts
     # Shared shingles that fail the positional filter are not counted (see find_candidates).
-    pairs = _run_pairs(_shared_with(p.tok, doc, p.rank, single, sizes), sizes, threshold)
+    pairs = _run_pairs(_shared_with(tok, doc, rank, single, sizes), sizes, threshold)
     # Keep only pairs where a side needs the single-shingle rule, and that share min(2, alpha) prefix
     # shingles (see find_candidates): one shared common shingle is not enough for long texts.
     codes, shared = _merge_counts(pairs)
@@ -321,6 +367,20 @@ def _single_pairs(
     alpha = np.ceil(threshold * (sizes[a] + sizes[b]) / (1 + threshold) - 1e-9).astype(np.int64)
     keep = ((tiny[a] & tiny[b]) | big[a] | big[b]) & (shared >= np.minimum(2, alpha))
     return codes[keep]
+
+
+def match_pass(
+    part: tuple[np.ndarray, Packing],
+    sizes: np.ndarray,
+    threshold: float,
+    bound: Callable[[np.ndarray], np.ndarray],
+) -> list[np.ndarray]:
+    """One pass of packed signatures: sorted, matched into text pairs, each block bounded by `bound`."""
+    packed, pack = part
+    kernels.sort(packed) if kernels.available() else packed.sort()
+    key, own, at = pack.unpack(packed)
+    del packed
+    return [bound(c) for c, _ in _positional_pairs(key, own, at, sizes, threshold)]
 
 
 def find_candidates(p: Prefixes, threshold: float, *, bounded: bool = False) -> np.ndarray:
@@ -366,11 +426,7 @@ def find_candidates(p: Prefixes, threshold: float, *, bounded: bool = False) -> 
     sel = np.flatnonzero(~big & (plen >= 2))
 
     def matched(part: tuple[np.ndarray, Packing]) -> list[np.ndarray]:
-        packed, pack = part
-        kernels.sort(packed) if kernels.available() else packed.sort()
-        key, own, at = pack.unpack(packed)
-        del packed
-        return [bound(c) for c, _ in _positional_pairs(key, own, at, sizes, threshold)]
+        return match_pass(part, sizes, threshold, bound)
 
     # Passes are matched in worker threads (claimcheck.engine.threads): w in flight and the next being read, each
     # pass SIG_BLOCK / (w + 1) signatures. On 1M tickets' prefix pairs, one 6 M pass at a time took

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -174,8 +174,9 @@ class Prefixes(NamedTuple):
     wide_full: np.ndarray  # per wide text, whether a bucket of its wide sketch saturated (at 255)
 
 
-def build_prefixes(texts: Texts, k: int, threshold: float) -> Prefixes:
-    """Each text's extended prefix (first |x| - ceil(t|x|) + 2 shingles, rarest first) and set sizes.
+def build_prefixes(texts: Texts, k: int, threshold: float, *, on_disk: bool = False) -> Any:
+    """Each text's extended prefix (first |x| - ceil(t|x|) + 2 shingles, rarest first) and set sizes:
+    a Prefixes, or with `on_disk` an ondisk.DiskPrefixes (the entries and sketches in files).
 
     A shingle counted once in the (over-counting) table occurs in one text only: no pair can share it,
     so it takes a prefix place (it counts for positions and lengths) but is not kept.
@@ -204,7 +205,8 @@ def build_prefixes(texts: Texts, k: int, threshold: float) -> Prefixes:
             if buckets:
                 counts += np.bincount(drain(buckets), minlength=counts.size).astype(np.uint32)
         with store.open("rb") as f:
-            return _prefixes_pass2(f, list(zip(bounds, held, strict=True)), counts, n, threshold, workers)
+            parts = list(zip(bounds, held, strict=True))
+            return _prefixes_pass2(f, parts, counts, (n, threshold, workers), on_disk)
 
 
 class _Hashed(NamedTuple):
@@ -302,12 +304,12 @@ def _prefixes_pass2(
     f: BinaryIO,
     parts: list[tuple[tuple[int, int], _Held]],
     counts: np.ndarray,
-    n: int,
-    threshold: float,
-    workers: int,
-) -> Prefixes:
-    """Pass 2 of build_prefixes over the shingle hashes of pass 1, read back chunk by chunk from `f`
-    and worked on by `workers` threads."""
+    how: tuple[int, float, int],
+    on_disk: bool,
+) -> Any:
+    """Pass 2 of build_prefixes for n texts over the shingle hashes of pass 1, read back chunk by chunk
+    from `f` and worked on by `workers` threads; each chunk's arrays assembled, or written to disk."""
+    n, threshold, workers = how
 
     def read() -> Iterator[tuple[int, _Held, np.ndarray, np.ndarray | None]]:
         for (lo, hi), held in parts:
@@ -326,7 +328,12 @@ def _prefixes_pass2(
 
     # Chunks are read in order here and worked on in worker threads (claimcheck.engine.threads), a few at a time.
     bounds = [b for b, _ in parts]
-    return assemble(zip(bounds, ordered_map(one, read(), workers), strict=True), n)
+    done = zip(bounds, ordered_map(one, read(), workers), strict=True)
+    if on_disk:
+        from claimcheck.engine.audit.neardup import ondisk
+
+        return ondisk.spill(done, n)
+    return assemble(done, n)
 
 
 def chunk_pass2(

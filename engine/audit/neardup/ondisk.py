@@ -1,0 +1,149 @@
+"""The bounded path's per-text arrays of the near-duplicate search, on disk (pass 2 writes them).
+
+In memory stay four int64 numbers a text (set size, extended prefix length, prefix offset, row in the
+wide sketches) and one flag a wide text. In temporary files (tempfile's folder, TMPDIR) go:
+- the prefix entries (each shingle hash and its position), text after text, in two files read back a
+  span of texts at a time (sharded.py partitions them by shingle or pair hash from there);
+- the 64-byte sketches and the 2 KB wide sketches, one row a text (a wide text), read back for the
+  candidate ids of a block only: sorted ids, and one read (os.pread) per run of nearby rows. The files
+  are read, not mapped: mapped pages would count in the process's resident memory.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from claimcheck.engine.audit.neardup.arrays import unique_inverse
+from claimcheck.engine.audit.neardup.shingles import SKETCH_BUCKETS, WIDE_BUCKETS, WIDE_MIN, Prefixes, _Chunk
+
+SPAN_ENTRIES = 2_000_000  # prefix entries read back at a time (10 bytes each, plus their text index)
+READ_GAP = 32 << 10  # rows nearer than this many bytes apart are read in one pread
+READ_SPAN = 4 << 20  # and no read spans more than this many bytes (unless one row is longer)
+
+
+@dataclass
+class DiskPrefixes:
+    """shingles.Prefixes with the prefix entries and the sketches in files under `folder`."""
+
+    folder: Path
+    sizes: np.ndarray  # each text's shingle set size
+    ext: np.ndarray  # each text's extended prefix length
+    offs: np.ndarray  # text i's entries are entries offs[i]:offs[i+1] of the entry files
+    wide_of: np.ndarray  # per text, its row in the wide sketch file, else -1
+    wide_full: np.ndarray  # per wide text, whether a bucket of its wide sketch saturated
+    _tmp: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)
+
+    def close(self) -> None:
+        """Removes the files."""
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def entries(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """The prefix entries (hashes, positions) of texts lo..hi-1."""
+        a, b = int(self.offs[lo]), int(self.offs[hi])
+        tok = np.fromfile(self.folder / "prefix.tok", dtype=np.uint64, count=b - a, offset=8 * a)
+        rank = np.fromfile(self.folder / "prefix.rank", dtype=np.uint16, count=b - a, offset=2 * a)
+        return tok, rank
+
+    def local(self, lo: int, hi: int) -> tuple[Prefixes, np.ndarray]:
+        """Texts lo..hi-1's entries as a Prefixes (offsets relative to entry offs[lo]; no sketches) and
+        each entry's text."""
+        tok, rank = self.entries(lo, hi)
+        doc = np.repeat(np.arange(lo, hi, dtype=np.int32), np.diff(self.offs[lo : hi + 1]))
+        none = np.zeros((0, 0), dtype=np.uint8)
+        offs = self.offs - self.offs[lo]
+        empty = np.zeros(0, dtype=bool)
+        return Prefixes(tok, rank, offs, self.ext, self.sizes, none, self.wide_of, none, empty), doc
+
+    def spans(self, weight: np.ndarray | None = None, most: int = SPAN_ENTRIES) -> Iterator[tuple[int, int]]:
+        """Text ranges [lo, hi) of at most `most` entries (or of `weight`, per text) each, one text at least."""
+        w = np.diff(self.offs) if weight is None else weight
+        cum = np.zeros(w.size + 1, dtype=np.int64)
+        np.cumsum(w, out=cum[1:])
+        lo, n = 0, w.size
+        while lo < n:
+            hi = int(np.searchsorted(cum, cum[lo] + most, side="right")) - 1
+            hi = min(max(hi, lo + 1), n)
+            yield lo, hi
+            lo = hi
+
+    def sketch_pairs(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The 64-bucket sketches of texts a and b (rows of the sketch file)."""
+        return _pair_rows(self.folder / "sketch", SKETCH_BUCKETS, a, b)
+
+    def wide_pairs(self, wa: np.ndarray, wb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The wide sketches of wide rows wa and wb."""
+        return _pair_rows(self.folder / "wide", WIDE_BUCKETS, wa, wb)
+
+
+def _pair_rows(path: Path, width: int, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    ids, inv = unique_inverse(np.concatenate([a, b]))
+    rows = read_rows(path, width, ids)
+    return rows[inv[: a.size]], rows[inv[a.size :]]
+
+
+def read_rows(path: Path, width: int, ids: np.ndarray) -> np.ndarray:
+    """Rows `ids` (sorted, distinct) of a file of `width`-byte rows: one pread per run of nearby rows."""
+    out = np.empty((ids.size, width), dtype=np.uint8)
+    if ids.size == 0:
+        return out
+    gap, span = max(1, READ_GAP // width), max(1, READ_SPAN // width)
+    starts = np.flatnonzero(np.diff(ids) > gap) + 1  # where a run must start (a gap before it)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        i = 0
+        while i < ids.size:
+            # The run: ids[i:j], up to the next gap, its rows spanning at most `span` rows.
+            k = int(np.searchsorted(starts, i, side="right"))
+            j = int(starts[k]) if k < starts.size else ids.size
+            j = max(i + 1, min(j, int(np.searchsorted(ids, ids[i] + span, side="left"))))
+            first, last = int(ids[i]), int(ids[j - 1])
+            buf = os.pread(fd, (last - first + 1) * width, first * width)
+            block = np.frombuffer(buf, dtype=np.uint8).reshape(-1, width)
+            out[i:j] = block[ids[i:j] - first]
+            i = j
+    finally:
+        os.close(fd)
+    return out
+
+
+def spill(done: Iterable[tuple[tuple[int, int], _Chunk]], n: int) -> DiskPrefixes:
+    """shingles.assemble's arrays with the entries and sketches written to a new temporary folder."""
+    tmp = tempfile.TemporaryDirectory(prefix="claimcheck-neardup-prefixes-")
+    folder = Path(tmp.name)
+    try:
+        sizes = np.zeros(n, dtype=np.int64)
+        ext = np.zeros(n, dtype=np.int64)
+        kept = np.zeros(n, dtype=np.int64)
+        full: list[np.ndarray] = []
+        with (
+            (folder / "prefix.tok").open("wb") as tok,
+            (folder / "prefix.rank").open("wb") as rank,
+            (folder / "sketch").open("wb") as sketch,
+            (folder / "wide").open("wb") as wide,
+        ):
+            for (lo, hi), c in done:
+                kept[lo:hi], sizes[lo:hi], ext[lo:hi] = c.kept, c.size, c.ext
+                np.ascontiguousarray(c.tok, dtype=np.uint64).tofile(tok)
+                np.ascontiguousarray(c.rank, dtype=np.uint16).tofile(rank)
+                np.ascontiguousarray(c.sketch, dtype=np.uint8).tofile(sketch)
+                if c.wide.shape[0]:
+                    np.ascontiguousarray(c.wide, dtype=np.uint8).tofile(wide)
+                    full.append((c.wide == 255).any(axis=1))
+        offs = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(kept, out=offs[1:])
+        wide_of = np.full(n, -1, dtype=np.int64)
+        is_wide = sizes >= WIDE_MIN
+        wide_of[is_wide] = np.arange(int(is_wide.sum()))
+        wide_full = np.concatenate(full) if full else np.zeros(0, dtype=bool)
+    except BaseException:
+        tmp.cleanup()
+        raise
+    return DiskPrefixes(folder, sizes, ext, offs, wide_of, wide_full, tmp)

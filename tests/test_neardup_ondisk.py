@@ -1,0 +1,95 @@
+"""The bounded near-duplicate search with its per-text arrays on disk (engine/audit/neardup/ondisk.py,
+sharded.py): with tiny shards and reads it gives the in-memory search's pairs, candidates and counts,
+on the compiled loops and on the numpy path."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from claimcheck.engine.audit import neardup
+from claimcheck.engine.audit.neardup import candidates, kernels, ondisk, sharded
+
+
+def _mixed(seed: int) -> pl.DataFrame:
+    """Tickets with planted near and exact copies, long texts (wide sketches) with near copies, texts
+    shorter than k words, empty and null texts, and one text copied many times."""
+    rng = np.random.default_rng(seed)
+    words = np.array([f"w{i}" for i in range(300)])
+    body: list[str | None] = [" ".join(rng.choice(words, size=int(rng.integers(6, 30)))) for _ in range(1500)]
+    for i in range(150, 1500, 7):
+        src = body[int(rng.integers(0, i))]
+        assert src is not None
+        body[i] = src if i % 2 else src.replace("w1 ", "w2 ", 1) + " w299"
+    for _ in range(60):  # long texts: 300 shingles and more get the wide sketch
+        doc = rng.choice(words, size=int(rng.integers(300, 420))).tolist()
+        body.append(" ".join(doc))
+        near = list(doc)
+        near[int(rng.integers(0, len(near)))] = "zz"
+        body.append(" ".join(near + ["tail"]))
+    body += [" ".join(rng.choice(words, size=int(rng.integers(1, 3)))) for _ in range(200)]  # < k words
+    body += ["w1 w2", "w1 w2", "w2 w1", "", "", None, None] + ["w5 w6 w7 w8 w9 w10 w11"] * 40
+    order = rng.permutation(len(body))
+    return pl.DataFrame({"row_id": np.arange(len(body), dtype=np.int64), "body": [body[i] for i in order]})
+
+
+@pytest.fixture(params=["compiled", "numpy"])
+def loops(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "compiled" and not kernels.available():
+        pytest.skip("the compiled loops were not built")
+    if request.param == "numpy":
+        monkeypatch.setattr(kernels, "available", lambda: False)
+    return str(request.param)
+
+
+def _tiny_shards(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(candidates, "BOUNDED_SIG_BLOCK", 500)
+    monkeypatch.setattr(sharded, "BOUNDED_SIG_BLOCK", 500)
+    monkeypatch.setattr(candidates, "SKETCH_CHUNK", 64)
+    monkeypatch.setattr(ondisk, "SPAN_ENTRIES", 300)
+    monkeypatch.setattr(ondisk, "READ_GAP", 256)
+    monkeypatch.setattr(ondisk, "READ_SPAN", 4096)
+
+
+@pytest.mark.parametrize(("t", "k"), [(0.8, 5), (0.7, 2), (0.5, 3)])
+def test_on_disk_search_gives_the_in_memory_pairs(
+    loops: str, t: float, k: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    df = _mixed(seed=int(t * 10) + k)
+    full = neardup.near_duplicates(df, ["body"], threshold=t, shingle_size=k)
+    _tiny_shards(monkeypatch)
+    disk = neardup.near_duplicates(df, ["body"], threshold=t, shingle_size=k, bounded=True)
+    assert full.pairs.height > 100
+    assert neardup.pairs_payload(full.pairs) == neardup.pairs_payload(disk.pairs)
+    got = (disk.texts, disk.candidates, disk.verified_text_pairs, disk.shingles)
+    assert got == (full.texts, full.candidates, full.verified_text_pairs, full.shingles)
+
+
+def test_long_documents_take_the_sharded_single_shingle_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where most prefix entries are single (long documents) the same pairs come from shingle shards."""
+    rng = np.random.default_rng(11)
+    words = np.array([f"v{i}" for i in range(2000)])
+    docs = [rng.choice(words, size=int(rng.integers(300, 600))).tolist() for _ in range(120)]
+    body = [" ".join(d) for d in docs] + [" ".join(d[5:] + ["x", "y"]) for d in docs[:40]]
+    df = pl.DataFrame({"row_id": np.arange(len(body), dtype=np.int64), "body": body})
+    full = neardup.near_duplicates(df, ["body"], threshold=0.8, shingle_size=5)
+    _tiny_shards(monkeypatch)
+    disk = neardup.near_duplicates(df, ["body"], threshold=0.8, shingle_size=5, bounded=True)
+    assert full.pairs.height >= 40
+    assert neardup.pairs_payload(full.pairs) == neardup.pairs_payload(disk.pairs)
+    assert (full.candidates, full.verified_text_pairs) == (disk.candidates, disk.verified_text_pairs)
+
+
+def test_rows_are_read_back_exactly(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = np.random.default_rng(0).integers(0, 256, size=(5000, 64), dtype=np.uint8)
+    rows.tofile(tmp_path / "r")
+    monkeypatch.setattr(ondisk, "READ_GAP", 64 * 3)
+    monkeypatch.setattr(ondisk, "READ_SPAN", 64 * 50)
+    for ids in (
+        np.array([0, 4999]),
+        np.arange(0, 5000, 2),
+        np.unique(np.random.default_rng(1).integers(0, 5000, 700)),
+    ):
+        assert (ondisk.read_rows(tmp_path / "r", 64, ids) == rows[ids]).all()
+    assert ondisk.read_rows(tmp_path / "r", 64, np.zeros(0, dtype=np.int64)).shape == (0, 64)
