@@ -93,3 +93,36 @@ def test_rows_are_read_back_exactly(tmp_path, monkeypatch: pytest.MonkeyPatch) -
     ):
         assert (ondisk.read_rows(tmp_path / "r", 64, ids) == rows[ids]).all()
     assert ondisk.read_rows(tmp_path / "r", 64, np.zeros(0, dtype=np.int64)).shape == (0, 64)
+
+
+@pytest.mark.parametrize("t", [0.5, 0.8])
+def test_sharded_single_shingle_pairs_equal_the_whole_search_before_bounds(
+    loops: str, t: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before the sketch bounds: shared counts summed over many shingle shards keep the same pairs
+    (pairs counted once in two shards included)."""
+    from claimcheck.engine.audit.neardup.hashing import normalised_row_hashes
+    from claimcheck.engine.audit.neardup.shingles import build_prefixes
+    from claimcheck.engine.audit.texts import distinct_texts
+
+    rng = np.random.default_rng(5)
+    words = np.array([f"v{i}" for i in range(25)])
+    body = [" ".join(rng.choice(words, size=int(rng.integers(280, 400)))) for _ in range(150)]
+    df = pl.DataFrame({"row_id": np.arange(len(body), dtype=np.int64), "body": body})
+    texts, _, _ = distinct_texts(df, ["body"], "row_id", normalised_row_hashes(df, ["body"], None), None)
+    held = build_prefixes(texts, 3, t)
+    plen = np.diff(held.offs)
+    doc = np.repeat(np.arange(plen.size, dtype=np.int32), plen)
+    tiny = held.sizes <= (1 + t) / t - 1 + 1e-9
+    big = held.ext > candidates.LONG_PREFIX
+    assert 2 * int((tiny | big)[doc].sum()) >= doc.size  # every entry takes part
+    whole = candidates._single_pairs(held, doc, (tiny | big)[doc], tiny, big, t)
+    monkeypatch.setattr(sharded, "BOUNDED_SIG_BLOCK", 97)
+    monkeypatch.setattr(ondisk, "SPAN_ENTRIES", 1000)
+    disk = build_prefixes(texts, 3, t, on_disk=True)
+    try:
+        parts = sharded._single(disk, (disk.sizes, tiny, big), t, lambda c: c)
+    finally:
+        disk.close()
+    assert whole.size > 20
+    assert np.array_equal(whole, np.unique(np.concatenate(parts)))

@@ -110,7 +110,12 @@ class Runs(NamedTuple):
 
 
 def _shared_with(
-    tok: np.ndarray, doc: np.ndarray, pos: np.ndarray, single: np.ndarray, sizes: np.ndarray
+    tok: np.ndarray,
+    doc: np.ndarray,
+    pos: np.ndarray,
+    single: np.ndarray,
+    sizes: np.ndarray,
+    shift: int | None = None,
 ) -> Runs:
     """The entries whose shingle is also held by a `single` entry, in runs of one shingle held by two
     entries or more, each run sorted by size (one sort of the packed (shingle, size) key).
@@ -119,15 +124,17 @@ def _shared_with(
     run and only add pairs (and shared counts), which the later filters or verification drop.
     Where most entries are single (long documents), every entry takes part and the runs without a
     single entry are dropped; otherwise (tickets: a few tiny texts) the few single shingles are looked
-    up in their sorted uniques by binary search first.
+    up in their sorted uniques by binary search first. A given `shift` (a shard of the entries, by
+    their shingle's high 32 bits: sharded.py) means every entry takes part, keyed with that shift.
     """
-    if 2 * int(single.sum()) < single.size:
+    if shift is None and 2 * int(single.sum()) < single.size:
         u = unique(tok[single])
         at = np.minimum(np.searchsorted(u, tok), u.size - 1)
         part = np.flatnonzero(u[at] == tok)
         tok, doc, pos, single = tok[part], doc[part], pos[part], single[part]
     s = sizes[doc]
-    shift = max(int(s.max()).bit_length(), 1) if s.size else 1
+    if shift is None:
+        shift = max(int(s.max()).bit_length(), 1) if s.size else 1
     combo = ((tok >> np.uint64(shift)) << np.uint64(shift)) | s.astype(np.uint64)
     order = np.argsort(combo)
     combo, own, at, mine = combo[order], doc[order], pos[order].astype(np.int64), single[order]

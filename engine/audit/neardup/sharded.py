@@ -11,22 +11,28 @@ same codes as candidates.find_candidates, found shard by shard.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import numpy as np
 
-from claimcheck.engine.audit.neardup.arrays import unique
+from claimcheck.engine.audit.neardup.arrays import scratch, split_codes, unique
 from claimcheck.engine.audit.neardup.candidates import (
     BOUNDED_SIG_BLOCK,
     LONG_PREFIX,
     Packing,
+    _merge_counts,
     _pair_signatures,
+    _run_pairs,
+    _shared_with,
     match_pass,
     shard_passes,
     single_pairs_of,
     sketch_ok,
 )
 from claimcheck.engine.audit.neardup.ondisk import DiskPrefixes
+
+Bound = Callable[[np.ndarray], np.ndarray]
 
 
 def find_candidates(p: DiskPrefixes, threshold: float) -> np.ndarray:
@@ -41,43 +47,117 @@ def find_candidates(p: DiskPrefixes, threshold: float) -> np.ndarray:
     big = p.ext > LONG_PREFIX
     out: list[np.ndarray] = []
     if (plen[tiny | big] > 0).any():
-        out.append(bound(_single(p, tiny, big, threshold)))
+        out.extend(_single(p, (sizes, tiny, big), threshold, bound))
     sel = np.flatnonzero(~big & (plen >= 2))
     for part in _passes(p, sel):
         out.extend(match_pass(part, sizes, threshold, bound))
     return unique(np.concatenate(out)) if out else np.empty(0, dtype=np.uint64)
 
 
-def _single(p: DiskPrefixes, tiny: np.ndarray, big: np.ndarray, threshold: float) -> np.ndarray:
-    """The single-shingle path's pairs before the sketch bound (candidates._single_pairs)."""
+def _single(
+    p: DiskPrefixes, texts: tuple[np.ndarray, np.ndarray, np.ndarray], threshold: float, bound: Bound
+) -> list[np.ndarray]:
+    """The single-shingle path's candidates (candidates._single_pairs, then `bound`)."""
+    _, tiny, big = texts
     single_text = tiny | big
     plen = np.diff(p.offs)
-    n_single = int(plen[single_text].sum())
-    held: np.ndarray | None = None
-    if 2 * n_single < int(p.offs[-1]):
-        # As candidates._shared_with does where single entries are the fewer: only the entries whose
-        # shingle a single entry holds take part.
-        parts = []
-        for lo, hi in p.spans(np.where(single_text, plen, 0)):
-            tok, _ = p.entries(lo, hi)
-            doc = np.repeat(np.arange(lo, hi), plen[lo:hi])
-            parts.append(tok[single_text[doc]])
-        held = unique(np.concatenate(parts))
-        del parts
+    if 2 * int(plen[single_text].sum()) >= int(p.offs[-1]):
+        return _single_shards(p, texts, threshold, bound)
+    # As candidates._shared_with does where single entries are the fewer: only the entries whose
+    # shingle a single entry holds take part.
+    parts = []
+    for lo, hi in p.spans(np.where(single_text, plen, 0)):
+        tok, _ = p.entries(lo, hi)
+        parts.append(tok[single_text[np.repeat(np.arange(lo, hi), plen[lo:hi])]])
+    held = unique(np.concatenate(parts))
+    del parts
     toks, docs, ranks = [], [], []
     for lo, hi in p.spans():
         local, doc = p.local(lo, hi)
-        tok, rank = local.tok, local.rank
-        if held is not None:
-            at = np.minimum(np.searchsorted(held, tok), held.size - 1)
-            keep = held[at] == tok
-            tok, rank, doc = tok[keep], rank[keep], doc[keep]
-        toks.append(tok)
-        docs.append(doc)
-        ranks.append(rank)
+        at = np.minimum(np.searchsorted(held, local.tok), held.size - 1)
+        keep = held[at] == local.tok
+        toks.append(local.tok[keep])
+        docs.append(doc[keep])
+        ranks.append(local.rank[keep])
     tok, doc, rank = np.concatenate(toks), np.concatenate(docs), np.concatenate(ranks)
     del toks, docs, ranks
-    return single_pairs_of(tok, doc, rank, single_text[doc], (p.sizes, tiny, big), threshold)
+    return [bound(single_pairs_of(tok, doc, rank, single_text[doc], texts, threshold))]
+
+
+def _single_shards(
+    p: DiskPrefixes, texts: tuple[np.ndarray, np.ndarray, np.ndarray], threshold: float, bound: Bound
+) -> list[np.ndarray]:
+    """The single-shingle path where every entry takes part (long documents), one shard of shingle
+    hashes at a time (by their high 32 bits, so entries whose keys collide share a shard), keyed with
+    the shift the whole search would use. A pair's shared count is summed over the shards: a pair
+    counted once in a shard where it needs two is written to a file by its own hash, and kept where
+    it was counted in two shards or more."""
+    sizes, tiny, big = texts
+    plen = np.diff(p.offs)
+    shards = max(1, -(-int(p.offs[-1]) // BOUNDED_SIG_BLOCK))
+    shift = max(int(sizes[plen > 0].max()).bit_length(), 1)
+    out: list[np.ndarray] = []
+    with scratch() as tmp:
+        entry_files = [Path(tmp) / f"entries{r}" for r in range(shards)]
+        once_files = [Path(tmp) / f"once{r}" for r in range(shards)]
+        _split_entries(p, entry_files)
+        for path in entry_files:
+            e = np.fromfile(path, dtype=_ENTRY)
+            path.unlink()
+            doc = e["doc"].astype(np.int64)
+            runs = _shared_with(e["tok"], doc, e["rank"], tiny[doc] | big[doc], sizes, shift)
+            del e, doc
+            codes, shared = _merge_counts(_run_pairs(runs, sizes, threshold))
+            del runs
+            a, b = split_codes(codes)
+            alpha = np.ceil(threshold * (sizes[a] + sizes[b]) / (1 + threshold) - 1e-9).astype(np.int64)
+            need = (tiny[a] & tiny[b]) | big[a] | big[b]
+            out.append(bound(codes[need & (shared >= np.minimum(2, alpha))]))
+            _append_by_hash(codes[need & (shared < 2) & (alpha >= 2)], once_files)
+        for path in once_files:
+            codes = np.fromfile(path, dtype=np.uint64) if path.exists() else np.empty(0, dtype=np.uint64)
+            codes.sort()
+            twice = codes[1:][codes[1:] == codes[:-1]]
+            out.append(bound(unique(twice)))
+    return out
+
+
+_ENTRY = np.dtype([("tok", "<u8"), ("doc", "<i4"), ("rank", "<u2")])
+_CODE_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _split_entries(p: DiskPrefixes, files: list[Path]) -> None:
+    """Every prefix entry (hash, text, position) into files[shard of its hash's high 32 bits]."""
+    shards = len(files)
+    handles = [f.open("wb") for f in files]
+    try:
+        for lo, hi in p.spans():
+            local, doc = p.local(lo, hi)
+            part = (((local.tok >> np.uint64(32)) * np.uint64(shards)) >> np.uint64(32)).astype(np.int64)
+            rec = np.empty(local.tok.size, dtype=_ENTRY)
+            rec["tok"], rec["doc"], rec["rank"] = local.tok, doc, local.rank
+            order = np.argsort(part, kind="stable")
+            cuts = np.cumsum(np.bincount(part, minlength=shards))[:-1]
+            for f, chunk in zip(handles, np.split(rec[order], cuts), strict=True):
+                chunk.tofile(f)
+    finally:
+        for f in handles:
+            f.close()
+
+
+def _append_by_hash(codes: np.ndarray, files: list[Path]) -> None:
+    """Pair codes appended to files[a partition of their hash] (every copy of a code in one file)."""
+    if codes.size == 0:
+        return
+    with np.errstate(over="ignore"):
+        mixed = codes * _CODE_MIX
+    part = (((mixed >> np.uint64(32)) * np.uint64(len(files))) >> np.uint64(32)).astype(np.int64)
+    order = np.argsort(part, kind="stable")
+    cuts = np.cumsum(np.bincount(part, minlength=len(files)))[:-1]
+    for path, chunk in zip(files, np.split(codes[order], cuts), strict=True):
+        if chunk.size:
+            with path.open("ab") as f:
+                chunk.tofile(f)
 
 
 def _passes(p: DiskPrefixes, sel: np.ndarray) -> Iterator[tuple[np.ndarray, Packing]]:
