@@ -46,6 +46,7 @@ def loops(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> st
 def _tiny_shards(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(candidates, "BOUNDED_SIG_BLOCK", 500)
     monkeypatch.setattr(sharded, "BOUNDED_SIG_BLOCK", 500)
+    monkeypatch.setattr(sharded, "BOUND_BATCH", 300)
     monkeypatch.setattr(candidates, "SKETCH_CHUNK", 64)
     monkeypatch.setattr(ondisk, "SPAN_ENTRIES", 300)
     monkeypatch.setattr(ondisk, "READ_GAP", 256)

@@ -19,10 +19,12 @@ bounded paths still hold: the loaded frame, the near-duplicate search's per-text
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from claimcheck.engine.pipeline.context import StageInputError
 
@@ -172,14 +174,20 @@ def release_free_memory() -> None:
     stay in this process, unusable by Polars, unless they are handed back. The bounded path calls this
     between its steps. (Fixing glibc's mmap threshold as well, so that every freed block returns at
     once, was measured and left out: bench/README.md, "bounded memory".)"""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Any:
+    """glibc's malloc_trim, looked up once (find_library runs ldconfig), or None."""
     import ctypes
     import ctypes.util
 
     name = ctypes.util.find_library("c")
     try:
         libc = ctypes.CDLL(name) if name else None
-        trim = getattr(libc, "malloc_trim", None)
     except OSError:
-        return
-    if trim is not None:
-        trim(0)
+        return None
+    return getattr(libc, "malloc_trim", None)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from claimcheck.engine.audit.budget import release_free_memory
 from claimcheck.engine.audit.neardup.arrays import unique_inverse
 from claimcheck.engine.audit.neardup.shingles import SKETCH_BUCKETS, WIDE_BUCKETS, WIDE_MIN, Prefixes, _Chunk
 
@@ -137,6 +138,8 @@ def spill(done: Iterable[tuple[tuple[int, int], _Chunk]], n: int) -> DiskPrefixe
                 if c.wide.shape[0]:
                     np.ascontiguousarray(c.wide, dtype=np.uint8).tofile(wide)
                     full.append((c.wide == 255).any(axis=1))
+                del c
+                release_free_memory()  # the chunk's temporaries, freed on the C heap, back to the system
         offs = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(kept, out=offs[1:])
         wide_of = np.full(n, -1, dtype=np.int64)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from claimcheck.engine.audit.budget import release_free_memory
 from claimcheck.engine.audit.neardup.arrays import scratch, split_codes, unique
 from claimcheck.engine.audit.neardup.candidates import (
     BOUNDED_SIG_BLOCK,
@@ -33,24 +34,39 @@ from claimcheck.engine.audit.neardup.candidates import (
 from claimcheck.engine.audit.neardup.ondisk import DiskPrefixes
 
 Bound = Callable[[np.ndarray], np.ndarray]
+BOUND_BATCH = 1_000_000  # candidate codes gathered before the sketch bounds read their sketches
 
 
 def find_candidates(p: DiskPrefixes, threshold: float) -> np.ndarray:
     """candidates.find_candidates(prefixes, threshold, bounded=True) on prefixes held on disk."""
     sizes = p.sizes
+    out: list[np.ndarray] = []
+    pending: list[np.ndarray] = []
+
+    def flush() -> None:
+        if pending:
+            c = unique(np.concatenate(pending))
+            pending.clear()
+            out.append(c[sketch_ok(c, p, threshold)])
 
     def bound(c: np.ndarray) -> np.ndarray:
-        return c[sketch_ok(c, p, threshold)]
+        # Blocks are bounded BOUND_BATCH codes at a time: each sketch read serves more pairs.
+        pending.append(c)
+        if sum(x.size for x in pending) >= BOUND_BATCH:
+            flush()
+        return c[:0]
 
     plen = np.diff(p.offs)
     tiny = sizes <= (1 + threshold) / threshold - 1 + 1e-9
     big = p.ext > LONG_PREFIX
-    out: list[np.ndarray] = []
     if (plen[tiny | big] > 0).any():
-        out.extend(_single(p, (sizes, tiny, big), threshold, bound))
+        _single(p, (sizes, tiny, big), threshold, bound)
     sel = np.flatnonzero(~big & (plen >= 2))
+    release_free_memory()
     for part in _passes(p, sel):
-        out.extend(match_pass(part, sizes, threshold, bound))
+        match_pass(part, sizes, threshold, bound)
+        release_free_memory()  # each pass's temporaries, freed on the C heap, back to the system
+    flush()
     return unique(np.concatenate(out)) if out else np.empty(0, dtype=np.uint64)
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 
 from claimcheck.engine import threads
+from claimcheck.engine.audit.budget import release_free_memory
 from claimcheck.engine.audit.neardup import kernels
 from claimcheck.engine.audit.neardup.arrays import drain, ranges, scratch
 from claimcheck.engine.audit.neardup.hashing import text_shingles
@@ -202,6 +203,8 @@ def build_prefixes(texts: Texts, k: int, threshold: float, *, on_disk: bool = Fa
 
             for x in ordered_map(hashed, bounds, workers):
                 held.append(_pass1_chunk(x, counts, f, buckets))
+                if on_disk:
+                    release_free_memory()
             if buckets:
                 counts += np.bincount(drain(buckets), minlength=counts.size).astype(np.uint32)
         with store.open("rb") as f:
