@@ -4,6 +4,7 @@ split stages on the bounded path read CSV files through it, never Polars' mappin
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -189,3 +190,43 @@ def test_the_bounded_stages_read_a_csv_in_blocks_to_the_in_memory_records(
     monkeypatch.setattr(pl, "scan_csv", refuse)
     again = _stages(tmp_path, "no-map", src, spl, TINY)
     assert again[0].check("source.schema").measured == small[0].check("source.schema").measured
+
+
+def _jsonl(tmp_path: Path, name: str, lines: list[str]) -> Path:
+    return _write(tmp_path, name, ("\n".join(lines) + "\n").encode())
+
+
+def test_jsonl_with_nested_values_and_one_schema_in_every_block(tmp_path: Path) -> None:
+    lines = [
+        json.dumps({"id": i, "text": f'line {i} "quoted" \\n', "msgs": [{"role": "user", "content": "a\nb"}]})
+        for i in range(60)
+    ]
+    frame = _same([_jsonl(tmp_path, "chat.jsonl", lines)], sizes=(1, 300, 1 << 20))
+    assert frame.schema["msgs"] == pl.List(pl.Struct({"role": pl.String, "content": pl.String}))
+
+
+def test_jsonl_with_a_late_new_key_and_a_late_type_change(tmp_path: Path) -> None:
+    lines = [json.dumps({"id": i, "v": i}) for i in range(50)]
+    lines += [json.dumps({"id": 50, "v": 1.5, "late": "x"}), "", json.dumps({"v": "text", "id": 51})]
+    frame = _same([_jsonl(tmp_path, "late.jsonl", lines)], sizes=(1, 64, 1 << 20))
+    assert frame.schema["v"] == pl.String and "late" in frame.columns
+
+
+def test_jsonl_and_csv_files_together(tmp_path: Path) -> None:
+    a = _jsonl(tmp_path, "a.jsonl", [json.dumps({"k": i, "t": None if i % 3 else "x"}) for i in range(20)])
+    b = _write(tmp_path, "b.csv", b"k,t\n1,y\n2,\n")
+    _same([a, b], sizes=(16, 1 << 20))
+
+
+def test_spill_read_back_keeps_row_order_and_nulls(tmp_path: Path) -> None:
+    """The spill's frame, read a column at a time, is the file with stand-ins (several row groups)."""
+    from claimcheck.engine.audit import textstore
+
+    rng = np.random.default_rng(1)
+    n = 50_000
+    body = [None if rng.random() < 0.1 else "x" * int(rng.integers(1, 50)) for _ in range(n)]
+    frame = pl.DataFrame({data.ROW_ID: np.arange(n), "body": body, "k": rng.integers(0, 5, n)})
+    frame.write_parquet(tmp_path / "s.parquet", row_group_size=textstore.ROW_GROUP)
+    got = textstore._read_back(pl.scan_parquet(tmp_path / "s.parquet"), ["body"])
+    assert_frame_equal(got, frame.with_columns(textstore.stand_in("body")))
+    assert got.n_chunks("all") == [1, 1, 1]

@@ -152,6 +152,8 @@ def _scan_one(path: Path, name: str, blocks: BlockFolder | None = None) -> pl.La
         )
     elif kind == "parquet":
         lf = pl.scan_parquet(path, row_index_name=SOURCE_LINE, row_index_offset=1, glob=False)
+    elif blocks is not None:
+        lf = blocks.scan_ndjson(path, name).with_row_index(SOURCE_LINE, offset=1)
     else:
         # scan_ndjson has no glob switch: a name with glob characters is read from its bytes.
         src: Any = path.read_bytes() if GLOB_CHARS & set(path.name) else path
@@ -187,9 +189,9 @@ def scan_files(
     """Lazy scan of CSV / Parquet / JSONL files, concatenated in order, with row_id, source_file, source_line.
 
     `names` (same length as paths) is what `source_file` records; the file name by default. With
-    `blocks` (the bounded path) CSV / TSV files are read in blocks into its folder (blockread.py), the
-    same frame without mapping the file; the scan reads that folder, so it is collected before the
-    folder is closed.
+    `blocks` (the bounded path) CSV / TSV / JSONL files are read in blocks into its folder
+    (blockread.py), the same frame without mapping the file; the scan reads that folder, so it is
+    collected before the folder is closed.
     """
     import polars as pl
 
