@@ -120,10 +120,7 @@ def spill(lf: pl.LazyFrame, text_columns: list[str]) -> tuple[pl.DataFrame, Text
     try:
         lf.sink_parquet(path, compression="lz4", row_group_size=ROW_GROUP, engine="streaming")
         scan = pl.scan_parquet(path)
-        frame = scan.with_columns(stand_in(c) for c in text_columns).collect(engine="streaming")
-        # One chunk per column now: the streaming engine's many chunks would be copied, every column,
-        # by the first with_columns of a later step (and that copy kept beside the next ones).
-        frame = frame.rechunk()
+        frame = _read_back(scan, text_columns)
     except OSError as exc:
         folder.cleanup()
         raise StageInputError(
@@ -135,6 +132,28 @@ def spill(lf: pl.LazyFrame, text_columns: list[str]) -> tuple[pl.DataFrame, Text
         raise
     ids = frame.get_column(ROW_ID).to_numpy().astype(np.int64)
     return frame, TextStore(path, ids, scan.collect_schema(), folder)
+
+
+def _read_back(scan: pl.LazyFrame, text_columns: list[str]) -> pl.DataFrame:
+    """The spill file as a frame with `text_columns` as stand-ins, in one chunk per column: the
+    streaming engine's many chunks would be copied, every column, by the first with_columns of a later
+    step (and that copy kept beside the next ones). Read a column at a time, so that only one column
+    is held twice while it is made one chunk (rechunking the whole frame held it all twice)."""
+    columns = []
+    for name in scan.collect_schema().names():
+        if name not in text_columns:
+            columns.append(scan.select(name).collect(engine="streaming").to_series().rechunk())
+            continue
+        # The stand-in is made from the null mask in memory: Polars (2.1) scanning several row groups
+        # returns a column of `stand_in` alone (its branches both literals) out of row order.
+        missing = scan.select(pl.col(name).is_null()).collect(engine="streaming").to_series().rechunk()
+        columns.append(pl.DataFrame({name: missing}).select(_from_mask(name)).to_series())
+    return pl.DataFrame(columns)
+
+
+def _from_mask(column: str) -> pl.Expr:
+    """`stand_in` from a boolean column `column` saying where the text is missing."""
+    return pl.when(pl.col(column)).then(pl.lit(None, pl.String)).otherwise(pl.lit("")).alias(column)
 
 
 def restricted(store: TextStore | None, frame: pl.DataFrame) -> TextStore | None:

@@ -21,6 +21,8 @@ from claimcheck.engine.pipeline.context import StageContext, StageInputError
 if TYPE_CHECKING:
     import polars as pl
 
+    from claimcheck.engine.data.blockread import BlockFolder
+
 ROW_ID = "row_id"
 TARGET = "target"
 FAMILY = "family_id"
@@ -120,7 +122,7 @@ def refuse_same_file(paths: list[Path], names: list[str]) -> None:
             )
 
 
-def _scan_one(path: Path, name: str) -> pl.LazyFrame:
+def _scan_one(path: Path, name: str, blocks: BlockFolder | None = None) -> pl.LazyFrame:
     import polars as pl
 
     if not path.is_file():
@@ -129,7 +131,11 @@ def _scan_one(path: Path, name: str) -> pl.LazyFrame:
         raise StageInputError(f"data file {name} is empty (0 bytes); give a file with a header and rows")
     kind = file_kind(path)
     check_text_file(path, name)
-    if kind == "csv":
+    if kind == "csv" and blocks is not None:
+        # The bounded path: the same frame, read in blocks without mapping the file (blockread.py).
+        separator = "\t" if path.suffix.lower() == ".tsv" else ","
+        lf = blocks.scan_csv(path, name, separator).with_row_index(SOURCE_LINE, offset=1)
+    elif kind == "csv":
         # Full-file schema inference: a column that turns from numbers to text late in the file
         # becomes a string column instead of failing mid-scan. Invalid UTF-8 is replaced here and
         # located, line by line, by the source.schema check. glob=False: a path is a path — the file
@@ -146,6 +152,8 @@ def _scan_one(path: Path, name: str) -> pl.LazyFrame:
         )
     elif kind == "parquet":
         lf = pl.scan_parquet(path, row_index_name=SOURCE_LINE, row_index_offset=1, glob=False)
+    elif blocks is not None:
+        lf = blocks.scan_ndjson(path, name).with_row_index(SOURCE_LINE, offset=1)
     else:
         # scan_ndjson has no glob switch: a name with glob characters is read from its bytes.
         src: Any = path.read_bytes() if GLOB_CHARS & set(path.name) else path
@@ -175,17 +183,22 @@ def _first_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
-def scan_files(paths: list[Path], names: list[str] | None = None) -> pl.LazyFrame:
+def scan_files(
+    paths: list[Path], names: list[str] | None = None, blocks: BlockFolder | None = None
+) -> pl.LazyFrame:
     """Lazy scan of CSV / Parquet / JSONL files, concatenated in order, with row_id, source_file, source_line.
 
-    `names` (same length as paths) is what `source_file` records; the file name by default.
+    `names` (same length as paths) is what `source_file` records; the file name by default. With
+    `blocks` (the bounded path) CSV / TSV / JSONL files are read in blocks into its folder
+    (blockread.py), the same frame without mapping the file; the scan reads that folder, so it is
+    collected before the folder is closed.
     """
     import polars as pl
 
     if not paths:
         raise StageInputError("no data files given; add at least one path to 'files'")
     names = names or [Path(p).name for p in paths]
-    frames = [_scan_one(Path(p), n) for p, n in zip(paths, names, strict=True)]
+    frames = [_scan_one(Path(p), n, blocks) for p, n in zip(paths, names, strict=True)]
     lf = frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
     return lf.with_row_index(ROW_ID).with_columns(pl.col(ROW_ID).cast(pl.Int64))
 
@@ -263,10 +276,12 @@ def require_columns(
             )
 
 
-def scan_source(source_inputs: dict[str, Any], ctx: StageContext) -> pl.LazyFrame:
-    """The recorded files, scanned, before any filter."""
+def scan_source(
+    source_inputs: dict[str, Any], ctx: StageContext, blocks: BlockFolder | None = None
+) -> pl.LazyFrame:
+    """The recorded files, scanned, before any filter (`blocks`: scan_files)."""
     files = list(source_inputs.get("files") or [])
-    return scan_files([ctx.resolve(f) for f in files], names=files)
+    return scan_files([ctx.resolve(f) for f in files], names=files, blocks=blocks)
 
 
 def apply_filters(lf: pl.LazyFrame, filters: list[dict[str, Any]]) -> pl.LazyFrame:
@@ -301,18 +316,20 @@ def non_finite_row(columns: list[str]) -> pl.Expr:
     )
 
 
-def load_dataset(source_inputs: dict[str, Any], ctx: StageContext) -> pl.LazyFrame:
+def load_dataset(
+    source_inputs: dict[str, Any], ctx: StageContext, blocks: BlockFolder | None = None
+) -> pl.LazyFrame:
     """Scanned files after the recorded filters, with `target` added; rows without a target are left out.
 
     Every original column is kept and `row_id` is unchanged by filtering. With non_finite =
     "exclude_rows", rows with NaN, inf or overflowing numbers in a numeric input are left out (the
     source stage counts them under NON_FINITE_REASON). Rows whose label is null or not covered by the
     mapping are excluded (the source stage counts them under
-    NO_TARGET_REASON), so later stages always see a target.
+    NO_TARGET_REASON), so later stages always see a target. `blocks`: scan_files.
     """
     import polars as pl
 
-    lf = scan_source(source_inputs, ctx)
+    lf = scan_source(source_inputs, ctx, blocks)
     label = str(source_inputs.get("label_column", ""))
     if not label:
         raise StageInputError("source input 'label_column' is empty; name the column holding the label")

@@ -165,17 +165,34 @@ def _read(
     """The rows (after `preview_rows`), their schema, the per-file malformed-record counts and the
     store of the text columns left on disk (or None); read in memory or streamed through a temporary
     Parquet file (`how`: the load path, engine/audit/budget.py, and the claim's inputs). On the bounded
-    path the text columns stay in that file where engine/audit/textstore.py allows it."""
-    import polars as pl
-
-    from claimcheck.engine.audit import profile, textstore
-    from claimcheck.engine.data import rows as data
+    path CSV / TSV files are read in blocks (engine/data/blockread.py) and the text columns stay in
+    that file where engine/audit/textstore.py allows it."""
+    from claimcheck.engine.audit import profile
+    from claimcheck.engine.data.blockread import BlockFolder
 
     ctx.progress(0.05, "scanning records")
     # Located first: a malformed JSONL line must be named by line, not by the reader's first complaint.
     malformed = [profile.malformed_records(p, n) for p, n in zip(paths, inputs.files, strict=True)]
     _refuse_bad_jsonl(malformed, inputs.files)
-    lf = data.scan_files(paths, names=list(inputs.files))
+    if how[0] != memory_budget.BOUNDED:
+        raw, schema, store = _loaded(inputs, paths, ctx, how, None)
+    else:
+        with BlockFolder() as blocks:
+            raw, schema, store = _loaded(inputs, paths, ctx, how, blocks)
+    return raw, schema, malformed, store
+
+
+def _loaded(
+    inputs: Inputs, paths: list, ctx: StageContext, how: tuple[str, dict[str, Any]], blocks: Any
+) -> tuple[Any, Any, Any]:
+    """The rows, their schema and the text store (or None), `_read`'s; `blocks`: the folder the
+    bounded path reads CSV / TSV files into (engine/data/rows.py scan_files), or None."""
+    import polars as pl
+
+    from claimcheck.engine.audit import textstore
+    from claimcheck.engine.data import rows as data
+
+    lf = data.scan_files(paths, names=list(inputs.files), blocks=blocks)
     data.require_columns(lf, inputs.named_columns(), text_columns=inputs.text_columns)
     if inputs.time_column:
         data.resolve_time_unit(inputs.time_column, lf.collect_schema()[inputs.time_column], inputs.time_unit)
@@ -202,7 +219,7 @@ def _read(
         raise StageInputError(
             f"the data files cannot be read as one table: {data._first_line(exc)}"
         ) from None
-    return raw, schema, malformed, store
+    return raw, schema, store
 
 
 def _audit(

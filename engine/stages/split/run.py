@@ -58,10 +58,23 @@ def _load(src: StageRecord, inp: Inputs, claim: dict[str, Any], ctx: StageContex
     of this split reads them but the exact overlap (grouping by entities, the source's near-duplicate
     pairs reused)."""
     from claimcheck.engine.audit import budget as memory_budget
+    from claimcheck.engine.data.blockread import BlockFolder
+
+    if load_path != memory_budget.BOUNDED:
+        return _loaded(src, inp, claim, ctx, (load_path, None))
+    # The bounded path reads CSV / TSV files in blocks (engine/data/blockread.py), not mapping them.
+    with BlockFolder() as blocks:
+        return _loaded(src, inp, claim, ctx, (load_path, blocks))
+
+
+def _loaded(src: StageRecord, inp: Inputs, claim: dict[str, Any], ctx: StageContext, how: tuple) -> Any:
+    """`_load`'s rows and store; `how`: the load path and the block folder (or None)."""
+    from claimcheck.engine.audit import budget as memory_budget
     from claimcheck.engine.audit import textstore
     from claimcheck.engine.data import rows as data
 
-    lf = data.load_dataset(src.inputs, ctx)
+    load_path, blocks = how
+    lf = data.load_dataset(src.inputs, ctx, blocks)
     on_disk = textstore.columns_on_disk(src.inputs, lf.collect_schema(), claim)
     if load_path == memory_budget.BOUNDED and on_disk and inp.grouping == "entities":
         if split_checks.pairs_reusable(src, inp) or not data.text_inputs(src.inputs):
