@@ -108,13 +108,13 @@ def family_intersection(joined: Any, inp: Inputs) -> Check:
 
     per_fam = joined.group_by(FAMILY).agg(pl.col("split").n_unique().alias("k"), pl.len().alias("n"))
     crossing = per_fam.filter(pl.col("k") > 1)
-    fams = joined.group_by("split").agg(pl.col(FAMILY).unique())
-    sets = {s: set(f) for s, f in fams.iter_rows()}
+    # Per family, whether it has rows in each split: memory by families, not by rows.
+    names = sorted(joined.get_column("split").unique().to_list())
+    present = per_fam_splits(joined, names)
     pairs = {}
-    names = sorted(sets)
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
-            pairs[f"{a}-{b}"] = len(sets[a] & sets[b])
+            pairs[f"{a}-{b}"] = int((present.get_column(a) & present.get_column(b)).sum())
     rows = int(crossing.get_column("n").sum()) if crossing.height else 0
     grouped = inp.strategy in GROUP_STRATEGIES
     status = ("fail" if grouped else "warn") if crossing.height else "pass"
@@ -126,6 +126,22 @@ def family_intersection(joined: Any, inp: Inputs) -> Check:
         measured={"families_crossing": crossing.height, "rows_in_crossing_families": rows, "pairs": pairs},
         why="Rows of one customer, thread or case on both sides let a model recognise the entity instead of generalising.",
         playbook=PB_VERIFY,
+    )
+
+
+def per_fam_splits(joined: Any, names: list[str]) -> Any:
+    """One row per family of `joined`: a Boolean column per split in `names`, true where the family
+    has a row in that split (a streaming aggregation over the distinct (split, family) pairs)."""
+    import polars as pl
+
+    from claimcheck.engine.data.rows import FAMILY
+
+    return (
+        joined.lazy()
+        .select("split", FAMILY)
+        .group_by(FAMILY)
+        .agg([(pl.col("split") == s).any().alias(s) for s in names])
+        .collect(engine="streaming")
     )
 
 

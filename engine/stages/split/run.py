@@ -62,11 +62,30 @@ def _load(src: StageRecord, inp: Inputs, claim: dict[str, Any], ctx: StageContex
     from claimcheck.engine.data import rows as data
 
     lf = data.load_dataset(src.inputs, ctx)
+    needed = read_columns(src.inputs, claim)
+    if needed is not None:
+        lf = lf.select(c for c in lf.collect_schema() if c in needed)
     on_disk = textstore.columns_on_disk(src.inputs, lf.collect_schema(), claim)
     if load_path == memory_budget.BOUNDED and on_disk and inp.grouping == "entities":
         if split_checks.pairs_reusable(src, inp) or not data.text_inputs(src.inputs):
             return textstore.spill(lf, on_disk)
     return memory_budget.collect(lf, load_path), None
+
+
+def read_columns(source_inputs: dict[str, Any], claim: dict[str, Any]) -> set[str] | None:
+    """The columns the split stage reads: row id, target, the model inputs (exact overlap, duplicate
+    families, near-duplicate texts), the time, weight and subgroup columns. None (every column) for a
+    retrieval claim, whose check reads its own columns (engine/retrieval/stages.py)."""
+    from claimcheck.engine.data import rows as data
+
+    if claim.get("task_kind") == "retrieval":
+        return None
+    named = [
+        str(source_inputs.get("time_column") or ""),
+        weights.column(source_inputs),
+        *(source_inputs.get("subgroup_columns") or []),
+    ]
+    return {data.ROW_ID, data.TARGET, *data.model_inputs(source_inputs), *(c for c in named if c)}
 
 
 def _split(
@@ -398,9 +417,10 @@ def _assign(
         in_gap = keep & ~_gap_mask(lab, times, keep, inp.gap_days)
         keep &= ~in_gap
         excluded["inside the gap before a later split"] = int(in_gap.sum())
-    names = np.asarray(splits.SPLITS, dtype=object)[lab]
+    # The split's name gathered by its index: no per-row Python or numpy string.
+    names = pl.Series("split", list(splits.SPLITS), dtype=pl.String).gather(lab[keep])
     mem = pl.DataFrame(
-        {ROW_ID: ids[keep], "split": names[keep].astype(str), "fold": fold[keep], FAMILY: fam[keep]},
+        {ROW_ID: ids[keep], "split": names, "fold": fold[keep], FAMILY: fam[keep]},
         schema={ROW_ID: pl.Int64, "split": pl.String, "fold": pl.Int64, FAMILY: pl.Int64},
     ).sort(ROW_ID)
     return mem, excluded
