@@ -149,7 +149,7 @@ def chronology(joined: Any, time: tuple[str, str], inp: Inputs) -> Check:
     """Test rows at or before the latest train time: earlier ones, and ties — one timestamp on both sides."""
     import polars as pl
 
-    from claimcheck.engine.data.rows import format_time
+    from claimcheck.engine.data.rows import format_time, time_expr
 
     time_col, unit = time
     if not time_col:
@@ -158,19 +158,35 @@ def chronology(joined: Any, time: tuple[str, str], inp: Inputs) -> Check:
             "no time column: chronology not checked",
             why="Without time, a split cannot show that test comes after train.",
         )
-    t = times_of(joined, time_col, unit)
-    frame = joined.select("split").with_columns(t.alias("t")).drop_nulls("t")
-    train = frame.filter(pl.col("split") == "train").get_column("t")
-    test = frame.filter(pl.col("split") == "test").get_column("t")
-    if train.len() == 0 or test.len() == 0:
+    # Streaming passes over the split and the parsed time: the bounds, then the test rows against the
+    # latest train time; the times are parsed a batch at a time, never held for every row.
+    timed_rows = joined.lazy().select(
+        "split", time_expr(time_col, joined.schema[time_col], unit).dt.epoch("us").alias("t")
+    )
+    train, test = (
+        pl.col("t").filter(pl.col("split") == "train"),
+        pl.col("t").filter(pl.col("split") == "test"),
+    )
+    bounds = timed_rows.select(
+        train.count().alias("n_train"),
+        test.count().alias("n_test"),
+        train.max().alias("max_train"),
+        test.min().alias("min_test"),
+    )
+    b = bounds.collect(engine="streaming").row(0, named=True)
+    if not b["n_train"] or not b["n_test"]:
         return not_run(
             "split.chronology",
             "train or test has no timestamps (k-fold or empty split): chronology not measured",
             why="Chronology compares train and locked test times.",
         )
-    max_train, min_test = int(train.max()), int(test.min())
-    earlier = float((test < max_train).mean())
-    tied = int((test == max_train).sum())
+    max_train, min_test = int(b["max_train"]), int(b["min_test"])
+    against = timed_rows.select(
+        (test < max_train).sum().alias("earlier"), (test == max_train).sum().alias("tied")
+    )
+    a = against.collect(engine="streaming").row(0, named=True)
+    earlier = int(a["earlier"]) / int(b["n_test"])
+    tied = int(a["tied"])
     timed = inp.strategy in TIME_STRATEGIES
     status = ("fail" if timed else "info") if earlier > 0 or tied else "pass"
     first, last = format_time(max_train, unit), format_time(min_test, unit)
@@ -401,8 +417,8 @@ def label_coverage(joined: Any) -> Check:
 def support(joined: Any, inp: Inputs) -> Check:
     from claimcheck.engine.data.rows import TARGET
 
-    counts = joined.group_by(["split", TARGET]).len()
-    labels = sorted(joined.get_column(TARGET).unique().to_list())
+    counts = joined.lazy().group_by(["split", TARGET]).len().collect(engine="streaming")
+    labels = sorted(counts.get_column(TARGET).unique().to_list())
     table: dict[str, dict[str, int]] = {}
     for s, t, n in counts.iter_rows():
         table.setdefault(str(s), {lab: 0 for lab in labels})[str(t)] = int(n)

@@ -422,7 +422,10 @@ def _assign(
     mem = pl.DataFrame(
         {ROW_ID: ids[keep], "split": names, "fold": fold[keep], FAMILY: fam[keep]},
         schema={ROW_ID: pl.Int64, "split": pl.String, "fold": pl.Int64, FAMILY: pl.Int64},
-    ).sort(ROW_ID)
+    )
+    # The rows keep the file's order, ascending row ids: sorted already, no copy of the membership.
+    in_order = mem.get_column(ROW_ID).is_sorted()
+    mem = mem.with_columns(pl.col(ROW_ID).set_sorted()) if in_order else mem.sort(ROW_ID)
     return mem, excluded
 
 
