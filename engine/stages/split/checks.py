@@ -70,16 +70,18 @@ def prevalence(joined: Any, ds: Any, inp: Inputs) -> Check:
     from claimcheck.engine.data.rows import TARGET
 
     n = ds.height
-    whole = {str(k): round(v / n, 6) for k, v in ds.group_by(TARGET).len().sort(TARGET).iter_rows()}
+    counted = ds.lazy().group_by(TARGET).len().collect(engine="streaming").sort(TARGET)
+    whole = {str(k): round(v / n, 6) for k, v in counted.iter_rows()}
     per: dict[str, dict[str, float]] = {}
     sizes: dict[str, int] = {}
     worst = 0.0
-    # The two columns read, not every column of each group (a copy of the frame).
-    for (s,), g in joined.select("split", TARGET).group_by(["split"], maintain_order=True):
-        sizes[str(s)] = g.height
-        counts = dict(g.group_by(TARGET).len().iter_rows())
-        per[str(s)] = {k: round(counts.get(k, 0) / g.height, 6) for k in whole}
-        worst = max(worst, *(abs(per[str(s)][k] - whole[k]) for k in whole))
+    # Streaming counts per (split, class), the splits in the order of their first row.
+    cells = joined.lazy().group_by("split", TARGET).len().collect(engine="streaming")
+    counts = {(str(s), str(t)): int(c) for s, t, c in cells.iter_rows()}
+    for s in split_order(joined):
+        sizes[s] = sum(c for (a, _), c in counts.items() if a == s)
+        per[s] = {k: round(counts.get((s, k), 0) / sizes[s], 6) for k in whole}
+        worst = max(worst, *(abs(per[s][k] - whole[k]) for k in whole))
     drift_expected = inp.strategy in TIME_STRATEGIES
     status = "warn" if worst > PREVALENCE_WARN and not drift_expected else "info"
     return Check(
@@ -96,6 +98,22 @@ def prevalence(joined: Any, ds: Any, inp: Inputs) -> Check:
         why="Held-out prevalence should be the deployment's, not rebalanced, unless the claim says otherwise.",
         playbook=PB_PREVALENCE,
     )
+
+
+def split_order(joined: Any) -> list[str]:
+    """The splits present in `joined`, in the order of their first row (a streaming aggregation)."""
+    import polars as pl
+
+    first = (
+        joined.lazy()
+        .select("split")
+        .with_row_index("i")
+        .group_by("split")
+        .agg(pl.col("i").min())
+        .collect(engine="streaming")
+        .sort("i")
+    )
+    return [str(s) for s in first.get_column("split").to_list()]
 
 
 def family_intersection(joined: Any, inp: Inputs) -> Check:

@@ -252,7 +252,6 @@ def _membership(
 ) -> Check:
     """split.membership: rows per split, rows left out, the saved file's hash, and the families kept
     together per grouping with the unit every later stage folds and resamples over."""
-    import polars as pl
 
     from claimcheck.engine.data import splits
     from claimcheck.engine.data.rows import FAMILY, ROW_ID
@@ -260,11 +259,14 @@ def _membership(
 
     inputs, fractions, excluded = assigned
     rel, payload = saved
-    sizes = {s: int(mem.filter(pl.col("split") == s).height) for s in splits.SPLITS}
+    per_split = dict(mem.lazy().group_by("split").len().collect(engine="streaming").iter_rows())
+    sizes = {s: int(per_split.get(s, 0)) for s in splits.SPLITS}
     realised = {s: round(n / max(mem.height, 1), 6) for s, n in sizes.items()}
     shift = round(max(abs(realised[s] - fractions[s]) for s in splits.SPLITS), 6)
     parted = [c for c in PARTS.values() if c in ds.columns]
-    kept = ds.select(ROW_ID, *parted).join(mem.select(ROW_ID), on=ROW_ID, how="semi")
+    kept = ds.select(ROW_ID, *parted)
+    if mem.height < ds.height:  # rows left out: the kept ones only
+        kept = kept.join(mem.select(ROW_ID), on=ROW_ID, how="semi")
     parts = {k: _kept(kept.get_column(c).to_numpy()) for k, c in PARTS.items() if c in kept.columns}
     unit = splits.UNIT_KINDS[inputs.grouping]
     shape = Membership(
