@@ -22,7 +22,7 @@ import polars as pl
 
 from claimcheck.engine.audit.texts import norm_text_expr, row_hashes
 from claimcheck.engine.audit.textstore import TextStore
-from claimcheck.engine.data.rows import TARGET
+from claimcheck.engine.data.rows import ROW_ID, TARGET
 
 
 def key_exprs(schema: pl.Schema, columns: list[str], normalisation: str) -> list[pl.Expr]:
@@ -41,8 +41,20 @@ def stored_key_hashes(
     df: pl.DataFrame, columns: list[str], normalisation: str, store: TextStore
 ) -> pl.Series:
     """key_hashes where the text columns stay on disk (engine/audit/textstore.py) and `df` holds
-    stand-ins for them: the rows are read from `store` a slice at a time."""
-    return row_hashes(df, key_exprs(df.schema, columns, normalisation), store)
+    stand-ins for them: one streaming scan of the file's compared columns, which holds the row ids and
+    hashes (16 bytes a row) and a few batches of rows, not a slice of decoded text. Equal inputs give
+    equal hashes within the scan; the hashes are compared only with each other."""
+    exprs = key_exprs(df.schema, columns, normalisation)
+    got = (
+        pl.scan_parquet(store.path)
+        .select(ROW_ID, pl.struct(exprs).hash(seed=0).alias("h"))
+        .collect(engine="streaming")
+    )
+    if not got.get_column(ROW_ID).is_sorted():
+        got = got.sort(ROW_ID)
+    ids = got.get_column(ROW_ID).to_numpy()
+    at = np.searchsorted(ids, store.ids)
+    return got.get_column("h").gather(pl.Series(at, dtype=pl.Int64))
 
 
 def candidate_rows(

@@ -101,26 +101,43 @@ def schema_of(lf_schema: pl.Schema) -> dict[str, str]:
     return {c: str(t) for c, t in lf_schema.items() if c not in ("row_id", SOURCE_FILE, SOURCE_LINE)}
 
 
-def missingness(df: pl.DataFrame, columns: list[str]) -> dict[str, Any]:
+Rows = pl.DataFrame | pl.LazyFrame
+
+
+def _streamed(frame: pl.LazyFrame) -> pl.DataFrame:
+    """A small aggregate of a scan, collected by Polars' streaming engine: its memory follows the
+    groups, not the rows."""
+    return frame.collect(engine="streaming")
+
+
+def missingness(rows: Rows, columns: list[str]) -> dict[str, Any]:
     """Null share per column overall and per target class (null target rows as their own class), and
-    the rows with a null in any of `columns` (count and share)."""
-    n = df.height
-    overall = {c: round(int(df.get_column(c).null_count()) / n, 6) if n else 0.0 for c in columns}
-    any_null = (
-        int(df.select(pl.any_horizontal(pl.col(c).is_null() for c in columns)).to_series().sum())
-        if n and columns
-        else 0
-    )
+    the rows with a null in any of `columns` (count and share). `rows`: a frame or a scan, aggregated
+    in one streaming pass (null counts) and one group-by of the classes."""
+    lf = rows.lazy()
+    total = "_" * (1 + max((len(c) for c in columns), default=0))  # a name no column has
+    anyn = total + "_"
+    counts = _streamed(
+        lf.select(
+            pl.len().alias(total),
+            (pl.any_horizontal(pl.col(c).is_null() for c in columns) if columns else pl.lit(False))
+            .sum()
+            .alias(anyn),
+            *[pl.col(c).null_count().alias(c) for c in columns],
+        )
+    ).row(0, named=True)
+    n = int(counts[total])
+    overall = {c: round(int(counts[c]) / n, 6) if n else 0.0 for c in columns}
+    any_null = int(counts[anyn]) if n and columns else 0
     per_class: dict[str, dict[str, float]] = {}
-    if n and TARGET in df.columns:
-        g = (
-            df.select(
+    if n and TARGET in lf.collect_schema():
+        g = _streamed(
+            lf.select(
                 pl.col(TARGET).fill_null("<no target>"), *[pl.col(c).is_null().alias(c) for c in columns]
             )
             .group_by(TARGET)
             .agg([pl.col(c).mean().round(6) for c in columns])
-            .sort(TARGET)
-        )
+        ).sort(TARGET)
         for row in g.iter_rows(named=True):
             cls = str(row.pop(TARGET))
             per_class[cls] = {c: float(v) for c, v in row.items() if v}
@@ -132,33 +149,47 @@ def missingness(df: pl.DataFrame, columns: list[str]) -> dict[str, Any]:
     }
 
 
-def time_profile(df: pl.DataFrame, column: str, unit: str, as_of: dt.datetime | None) -> dict[str, Any]:
+def time_profile(rows: Rows, column: str, unit: str, as_of: dt.datetime | None) -> dict[str, Any]:
     """Min / max in the column's unit, rows per month (per year for years; none for ordinals), empty
-    periods inside the range, unparseable and future timestamps (none for ordinals)."""
-    parsed = df.select(
-        time_expr(column, df.schema[column], unit).alias("t"), pl.col(column).is_not_null().alias("present")
-    )
-    t = parsed.get_column("t")
-    unparseable = int((parsed.get_column("present") & t.is_null()).sum())
-    missing = int((~parsed.get_column("present")).sum())
-    valid = t.drop_nulls()
+    periods inside the range, unparseable and future timestamps (none for ordinals). `rows`: a frame
+    or a scan, aggregated by streaming passes (the counts and bounds, then the rows per period)."""
+    lf = rows.lazy()
+    t = time_expr(column, lf.collect_schema()[column], unit).alias("t")
+    parsed = lf.select(t, pl.col(column).is_not_null().alias("present"))
+    future = (pl.col("t") > as_of).sum() if as_of is not None and unit != "ordinal" else pl.lit(0)
+    agg = _streamed(
+        parsed.select(
+            (pl.col("present") & pl.col("t").is_null()).sum().alias("unparseable"),
+            (~pl.col("present")).sum().alias("missing"),
+            pl.col("t").count().alias("parsed"),
+            pl.col("t").min().alias("lo"),
+            pl.col("t").max().alias("hi"),
+            future.alias("future"),
+        )
+    ).row(0, named=True)
     out: dict[str, Any] = {
         "unit": unit,
-        "unparseable": unparseable,
-        "missing": missing,
-        "parsed": valid.len(),
+        "unparseable": int(agg["unparseable"]),
+        "missing": int(agg["missing"]),
+        "parsed": int(agg["parsed"]),
     }
-    if valid.len() == 0:
+    if not out["parsed"]:
         return out
-    lo, hi = valid.min(), valid.max()
+    lo, hi = agg["lo"], agg["hi"]
     out.update({"min": format_time(lo, unit), "max": format_time(hi, unit)})
     if unit == "ordinal":
-        out["distinct_values"] = int(valid.n_unique())
+        out["distinct_values"] = int(
+            _streamed(parsed.select(pl.col("t").drop_nulls().n_unique().alias("k"))).item()
+        )
         return out
     yearly = unit == "year"
-    periods = valid.dt.strftime("%Y" if yearly else "%Y-%m").value_counts().sort(valid.name)
+    periods = _streamed(
+        parsed.select(pl.col("t").drop_nulls().dt.strftime("%Y" if yearly else "%Y-%m"))
+        .group_by("t")
+        .agg(pl.len().alias("count"))
+    ).sort("t")
     per_period = dict(
-        zip(periods.get_column(valid.name).to_list(), periods.get_column("count").to_list(), strict=True)
+        zip(periods.get_column("t").to_list(), periods.get_column("count").to_list(), strict=True)
     )
     gaps, y, m = [], lo.year, 1 if yearly else lo.month
     while (y, m) <= (hi.year, 1 if yearly else hi.month):
@@ -173,22 +204,23 @@ def time_profile(df: pl.DataFrame, column: str, unit: str, as_of: dt.datetime | 
         else {"rows_per_month": counts, "empty_months": gaps}
     )
     if as_of is not None:
-        out["future"] = int((valid > as_of).sum())
+        out["future"] = int(agg["future"])
     return out
 
 
 def class_coverage(
-    df: pl.DataFrame, label_column: str, mapping: dict[str, str], rare_share: float, rare_count: int
+    rows: Rows, label_column: str, mapping: dict[str, str], rare_share: float, rare_count: int
 ) -> dict[str, Any]:
-    """Counts per raw label and per mapped target; null labels; unmapped raw values; unused mapping keys; rare classes."""
-    n = df.height
-    raw = df.select(pl.col(label_column).cast(pl.String).alias("raw"), pl.col(TARGET))
-    raw_counts = raw.group_by("raw").len().sort("raw", nulls_last=True)
+    """Counts per raw label and per mapped target; null labels; unmapped raw values; unused mapping keys;
+    rare classes. `rows`: a frame or a scan, aggregated by two streaming group-bys (raw labels, targets)."""
+    raw = rows.lazy().select(pl.col(label_column).cast(pl.String).alias("raw"), pl.col(TARGET))
+    raw_counts = _streamed(raw.group_by("raw").agg(pl.len().alias("len"))).sort("raw", nulls_last=True)
+    n = int(raw_counts.get_column("len").sum()) if raw_counts.height else 0
     per_raw = {str(r): int(c) for r, c in raw_counts.iter_rows() if r is not None}
-    null_labels = int(raw.get_column("raw").null_count())
+    null_labels = sum(int(c) for r, c in raw_counts.iter_rows() if r is None)
     unmapped = {r: c for r, c in per_raw.items() if mapping and r not in mapping}
     unused = [k for k in mapping if k not in per_raw]
-    tc = raw.drop_nulls(TARGET).group_by(TARGET).len().sort(TARGET)
+    tc = _streamed(raw.drop_nulls(TARGET).group_by(TARGET).agg(pl.len().alias("len"))).sort(TARGET)
     per_target = {str(t): int(c) for t, c in tc.iter_rows()}
     k = max(len(per_target), 1)
     limit = max(rare_count, int(rare_share / k * n))

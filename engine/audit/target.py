@@ -24,7 +24,9 @@ def numeric_target(frame: pl.DataFrame) -> pl.Expr:
 
 def summary(values: pl.Series) -> dict[str, Any]:
     """count, min, p05 … p95 (linear interpolation), max, mean, std (n − 1) of the non-null values."""
-    v = values.drop_nulls().drop_nans()
+    # One chunk: Polars sums a float column chunk by chunk, so the mean and std would follow the
+    # reader's chunks (the bounded and in-memory reads chunk differently) in their last digits.
+    v = values.drop_nulls().drop_nans().rechunk()
     out: dict[str, Any] = {"count": int(v.len())}
     if v.len() == 0:
         return out

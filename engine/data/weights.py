@@ -173,19 +173,22 @@ def weight_mass_check(joined: pl.DataFrame, name: str) -> Check:
     from claimcheck.engine.shapes.data import SplitWeightMass, WeightPart
 
     w = pl.col(name).cast(pl.Float64)
+    # Each split's weights summed in ascending order, and the total in split order: float sums that
+    # do not follow the rows' order (the bounded and in-memory joins order the rows differently).
     per = {
         r[SPLIT]: r
-        for r in joined.group_by(SPLIT)
+        for r in joined.select(SPLIT, name)
+        .group_by(SPLIT)
         .agg(
             pl.len().alias("rows"),
-            w.sum().alias("mass"),
+            w.sort().sum().alias("mass"),
             (w == 0).sum().alias("zero"),
             w.min().alias("min"),
             w.max().alias("max"),
         )
         .iter_rows(named=True)
     }
-    total = float(sum(r["mass"] for r in per.values()))
+    total = float(sum(per[s]["mass"] for s in SPLITS if s in per))
     parts = {
         s: WeightPart(
             rows=int(r["rows"]),

@@ -194,10 +194,11 @@ def non_finite(kept: Any, inp: Inputs, cov: str) -> Check:
 
 
 def missingness(kept: Any, inp: Inputs, cov: str) -> Check:
+    """`kept`: the rows after the filters, a frame or a scan (engine/audit/profile.py streams it)."""
     from claimcheck.engine.audit.profile import missingness
     from claimcheck.engine.data.rows import ENGINE_COLUMNS
 
-    cols = [c for c in kept.columns if c not in ENGINE_COLUMNS]
+    cols = [c for c in kept.lazy().collect_schema() if c not in ENGINE_COLUMNS]
     m = missingness(kept, cols)
     high = sorted(c for c in inp.input_columns if m["overall"].get(c, 0.0) > MISSING_WARN)
     with_nulls = {c: v for c, v in m["overall"].items() if v > 0}
@@ -223,6 +224,7 @@ def missingness(kept: Any, inp: Inputs, cov: str) -> Check:
 
 
 def time(kept: Any, inp: Inputs, cov: str) -> list[Check]:
+    """`kept`: the rows after the filters, a frame or a scan (engine/audit/profile.py streams it)."""
     from claimcheck.engine.audit.profile import time_profile
 
     if not inp.time_column:
@@ -245,8 +247,9 @@ def time(kept: Any, inp: Inputs, cov: str) -> list[Check]:
     from claimcheck.engine.data.rows import resolve_time_unit
 
     now = as_of or dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)
-    unit = resolve_time_unit(inp.time_column, kept.schema[inp.time_column], inp.time_unit)
+    unit = resolve_time_unit(inp.time_column, kept.lazy().collect_schema()[inp.time_column], inp.time_unit)
     tp = time_profile(kept, inp.time_column, unit, now)
+    rows = tp["parsed"] + tp["unparseable"] + tp["missing"]
     future = tp.pop("future", 0)
     problems = []
     if tp["unparseable"]:
@@ -264,7 +267,7 @@ def time(kept: Any, inp: Inputs, cov: str) -> list[Check]:
     checks = [
         Check(
             id="source.time_range",
-            status="fail" if not tp["parsed"] and kept.height else ("warn" if problems else "pass"),
+            status="fail" if not tp["parsed"] and rows else ("warn" if problems else "pass"),
             summary=rng + ("; " + ", ".join(problems) if problems else ""),
             coverage=cov,
             measured=tp,
@@ -291,6 +294,7 @@ def time(kept: Any, inp: Inputs, cov: str) -> list[Check]:
 
 
 def class_coverage(kept: Any, inp: Inputs, cov: str) -> Check:
+    """`kept`: the rows after the filters, a frame or a scan (engine/audit/profile.py streams it)."""
     from claimcheck.engine.audit.profile import class_coverage
 
     c = class_coverage(kept, inp.label_column, inp.label_mapping, RARE_SHARE, RARE_COUNT)

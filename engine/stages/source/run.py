@@ -241,14 +241,15 @@ def _audit(
     from claimcheck.engine.audit.textstore import restricted
 
     budget, store = budget
+    rows = _scanned(kept, store)
     store = restricted(store, dataset)
     ctx.progress(0.2, "missingness, time, classes")
     checks = [
-        source_checks.missingness(kept, inputs, cov),
-        *source_checks.time(kept, inputs, cov),
+        source_checks.missingness(rows, inputs, cov),
+        *source_checks.time(rows, inputs, cov),
         source_checks.numeric_target_not_run("source.class_coverage", "source.target_distribution")
         if numeric
-        else source_checks.class_coverage(kept, inputs, cov),
+        else source_checks.class_coverage(rows, inputs, cov),
     ]
     if numeric:
         checks.append(source_checks.target_distribution(kept, inputs, cov))
@@ -269,6 +270,23 @@ def _audit(
     checks.append(source_checks.sensitive(inputs))
     checks.append(source_checks.provenance(inputs))
     return checks
+
+
+def _scanned(kept: Any, store: Any) -> Any:
+    """The kept rows as a scan for the streaming checks (missingness, time, classes): on the bounded
+    path with a spill file, a scan of that file (it holds every column, the texts too) restricted to the
+    kept rows' ids where filters left some out (the ids: 8 bytes a kept row); otherwise the frame's
+    own scan. Each check reads only its columns and holds its groups, not the rows."""
+    import polars as pl
+
+    from claimcheck.engine.data.rows import ROW_ID
+
+    if store is None:
+        return kept.lazy()
+    scan = pl.scan_parquet(store.path)
+    if kept.height == store.ids.size:
+        return scan
+    return scan.filter(pl.col(ROW_ID).is_in(kept.get_column(ROW_ID).implode()))
 
 
 # ---------------------------------------------------------------- validation

@@ -70,16 +70,18 @@ def prevalence(joined: Any, ds: Any, inp: Inputs) -> Check:
     from claimcheck.engine.data.rows import TARGET
 
     n = ds.height
-    whole = {str(k): round(v / n, 6) for k, v in ds.group_by(TARGET).len().sort(TARGET).iter_rows()}
+    counted = ds.lazy().group_by(TARGET).len().collect(engine="streaming").sort(TARGET)
+    whole = {str(k): round(v / n, 6) for k, v in counted.iter_rows()}
     per: dict[str, dict[str, float]] = {}
     sizes: dict[str, int] = {}
     worst = 0.0
-    # The two columns read, not every column of each group (a copy of the frame).
-    for (s,), g in joined.select("split", TARGET).group_by(["split"], maintain_order=True):
-        sizes[str(s)] = g.height
-        counts = dict(g.group_by(TARGET).len().iter_rows())
-        per[str(s)] = {k: round(counts.get(k, 0) / g.height, 6) for k in whole}
-        worst = max(worst, *(abs(per[str(s)][k] - whole[k]) for k in whole))
+    # Streaming counts per (split, class), the splits in the order of their first row.
+    cells = joined.lazy().group_by("split", TARGET).len().collect(engine="streaming")
+    counts = {(str(s), str(t)): int(c) for s, t, c in cells.iter_rows()}
+    for s in split_order(joined):
+        sizes[s] = sum(c for (a, _), c in counts.items() if a == s)
+        per[s] = {k: round(counts.get((s, k), 0) / sizes[s], 6) for k in whole}
+        worst = max(worst, *(abs(per[s][k] - whole[k]) for k in whole))
     drift_expected = inp.strategy in TIME_STRATEGIES
     status = "warn" if worst > PREVALENCE_WARN and not drift_expected else "info"
     return Check(
@@ -98,6 +100,22 @@ def prevalence(joined: Any, ds: Any, inp: Inputs) -> Check:
     )
 
 
+def split_order(joined: Any) -> list[str]:
+    """The splits present in `joined`, in the order of their first row (a streaming aggregation)."""
+    import polars as pl
+
+    first = (
+        joined.lazy()
+        .select("split")
+        .with_row_index("i")
+        .group_by("split")
+        .agg(pl.col("i").min())
+        .collect(engine="streaming")
+        .sort("i")
+    )
+    return [str(s) for s in first.get_column("split").to_list()]
+
+
 def family_intersection(joined: Any, inp: Inputs) -> Check:
     """Families of the split's unit (entity families, or those widened by duplicates) found in more
     than one split."""
@@ -108,13 +126,13 @@ def family_intersection(joined: Any, inp: Inputs) -> Check:
 
     per_fam = joined.group_by(FAMILY).agg(pl.col("split").n_unique().alias("k"), pl.len().alias("n"))
     crossing = per_fam.filter(pl.col("k") > 1)
-    fams = joined.group_by("split").agg(pl.col(FAMILY).unique())
-    sets = {s: set(f) for s, f in fams.iter_rows()}
+    # Per family, whether it has rows in each split: memory by families, not by rows.
+    names = sorted(joined.get_column("split").unique().to_list())
+    present = per_fam_splits(joined, names)
     pairs = {}
-    names = sorted(sets)
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
-            pairs[f"{a}-{b}"] = len(sets[a] & sets[b])
+            pairs[f"{a}-{b}"] = int((present.get_column(a) & present.get_column(b)).sum())
     rows = int(crossing.get_column("n").sum()) if crossing.height else 0
     grouped = inp.strategy in GROUP_STRATEGIES
     status = ("fail" if grouped else "warn") if crossing.height else "pass"
@@ -129,11 +147,27 @@ def family_intersection(joined: Any, inp: Inputs) -> Check:
     )
 
 
+def per_fam_splits(joined: Any, names: list[str]) -> Any:
+    """One row per family of `joined`: a Boolean column per split in `names`, true where the family
+    has a row in that split (a streaming aggregation over the distinct (split, family) pairs)."""
+    import polars as pl
+
+    from claimcheck.engine.data.rows import FAMILY
+
+    return (
+        joined.lazy()
+        .select("split", FAMILY)
+        .group_by(FAMILY)
+        .agg([(pl.col("split") == s).any().alias(s) for s in names])
+        .collect(engine="streaming")
+    )
+
+
 def chronology(joined: Any, time: tuple[str, str], inp: Inputs) -> Check:
     """Test rows at or before the latest train time: earlier ones, and ties — one timestamp on both sides."""
     import polars as pl
 
-    from claimcheck.engine.data.rows import format_time
+    from claimcheck.engine.data.rows import format_time, time_expr
 
     time_col, unit = time
     if not time_col:
@@ -142,19 +176,35 @@ def chronology(joined: Any, time: tuple[str, str], inp: Inputs) -> Check:
             "no time column: chronology not checked",
             why="Without time, a split cannot show that test comes after train.",
         )
-    t = times_of(joined, time_col, unit)
-    frame = joined.select("split").with_columns(t.alias("t")).drop_nulls("t")
-    train = frame.filter(pl.col("split") == "train").get_column("t")
-    test = frame.filter(pl.col("split") == "test").get_column("t")
-    if train.len() == 0 or test.len() == 0:
+    # Streaming passes over the split and the parsed time: the bounds, then the test rows against the
+    # latest train time; the times are parsed a batch at a time, never held for every row.
+    timed_rows = joined.lazy().select(
+        "split", time_expr(time_col, joined.schema[time_col], unit).dt.epoch("us").alias("t")
+    )
+    train, test = (
+        pl.col("t").filter(pl.col("split") == "train"),
+        pl.col("t").filter(pl.col("split") == "test"),
+    )
+    bounds = timed_rows.select(
+        train.count().alias("n_train"),
+        test.count().alias("n_test"),
+        train.max().alias("max_train"),
+        test.min().alias("min_test"),
+    )
+    b = bounds.collect(engine="streaming").row(0, named=True)
+    if not b["n_train"] or not b["n_test"]:
         return not_run(
             "split.chronology",
             "train or test has no timestamps (k-fold or empty split): chronology not measured",
             why="Chronology compares train and locked test times.",
         )
-    max_train, min_test = int(train.max()), int(test.min())
-    earlier = float((test < max_train).mean())
-    tied = int((test == max_train).sum())
+    max_train, min_test = int(b["max_train"]), int(b["min_test"])
+    against = timed_rows.select(
+        (test < max_train).sum().alias("earlier"), (test == max_train).sum().alias("tied")
+    )
+    a = against.collect(engine="streaming").row(0, named=True)
+    earlier = int(a["earlier"]) / int(b["n_test"])
+    tied = int(a["tied"])
     timed = inp.strategy in TIME_STRATEGIES
     status = ("fail" if timed else "info") if earlier > 0 or tied else "pass"
     first, last = format_time(max_train, unit), format_time(min_test, unit)
@@ -385,8 +435,8 @@ def label_coverage(joined: Any) -> Check:
 def support(joined: Any, inp: Inputs) -> Check:
     from claimcheck.engine.data.rows import TARGET
 
-    counts = joined.group_by(["split", TARGET]).len()
-    labels = sorted(joined.get_column(TARGET).unique().to_list())
+    counts = joined.lazy().group_by(["split", TARGET]).len().collect(engine="streaming")
+    labels = sorted(counts.get_column(TARGET).unique().to_list())
     table: dict[str, dict[str, int]] = {}
     for s, t, n in counts.iter_rows():
         table.setdefault(str(s), {lab: 0 for lab in labels})[str(t)] = int(n)

@@ -75,11 +75,30 @@ def _loaded(src: StageRecord, inp: Inputs, claim: dict[str, Any], ctx: StageCont
 
     load_path, blocks = how
     lf = data.load_dataset(src.inputs, ctx, blocks)
+    needed = read_columns(src.inputs, claim)
+    if needed is not None:
+        lf = lf.select(c for c in lf.collect_schema() if c in needed)
     on_disk = textstore.columns_on_disk(src.inputs, lf.collect_schema(), claim)
     if load_path == memory_budget.BOUNDED and on_disk and inp.grouping == "entities":
         if split_checks.pairs_reusable(src, inp) or not data.text_inputs(src.inputs):
             return textstore.spill(lf, on_disk)
     return memory_budget.collect(lf, load_path), None
+
+
+def read_columns(source_inputs: dict[str, Any], claim: dict[str, Any]) -> set[str] | None:
+    """The columns the split stage reads: row id, target, the model inputs (exact overlap, duplicate
+    families, near-duplicate texts), the time, weight and subgroup columns. None (every column) for a
+    retrieval claim, whose check reads its own columns (engine/retrieval/stages.py)."""
+    from claimcheck.engine.data import rows as data
+
+    if claim.get("task_kind") == "retrieval":
+        return None
+    named = [
+        str(source_inputs.get("time_column") or ""),
+        weights.column(source_inputs),
+        *(source_inputs.get("subgroup_columns") or []),
+    ]
+    return {data.ROW_ID, data.TARGET, *data.model_inputs(source_inputs), *(c for c in named if c)}
 
 
 def _split(
@@ -246,7 +265,6 @@ def _membership(
 ) -> Check:
     """split.membership: rows per split, rows left out, the saved file's hash, and the families kept
     together per grouping with the unit every later stage folds and resamples over."""
-    import polars as pl
 
     from claimcheck.engine.data import splits
     from claimcheck.engine.data.rows import FAMILY, ROW_ID
@@ -254,11 +272,14 @@ def _membership(
 
     inputs, fractions, excluded = assigned
     rel, payload = saved
-    sizes = {s: int(mem.filter(pl.col("split") == s).height) for s in splits.SPLITS}
+    per_split = dict(mem.lazy().group_by("split").len().collect(engine="streaming").iter_rows())
+    sizes = {s: int(per_split.get(s, 0)) for s in splits.SPLITS}
     realised = {s: round(n / max(mem.height, 1), 6) for s, n in sizes.items()}
     shift = round(max(abs(realised[s] - fractions[s]) for s in splits.SPLITS), 6)
     parted = [c for c in PARTS.values() if c in ds.columns]
-    kept = ds.select(ROW_ID, *parted).join(mem.select(ROW_ID), on=ROW_ID, how="semi")
+    kept = ds.select(ROW_ID, *parted)
+    if mem.height < ds.height:  # rows left out: the kept ones only
+        kept = kept.join(mem.select(ROW_ID), on=ROW_ID, how="semi")
     parts = {k: _kept(kept.get_column(c).to_numpy()) for k, c in PARTS.items() if c in kept.columns}
     unit = splits.UNIT_KINDS[inputs.grouping]
     shape = Membership(
@@ -411,11 +432,15 @@ def _assign(
         in_gap = keep & ~_gap_mask(lab, times, keep, inp.gap_days)
         keep &= ~in_gap
         excluded["inside the gap before a later split"] = int(in_gap.sum())
-    names = np.asarray(splits.SPLITS, dtype=object)[lab]
+    # The split's name gathered by its index: no per-row Python or numpy string.
+    names = pl.Series("split", list(splits.SPLITS), dtype=pl.String).gather(lab[keep])
     mem = pl.DataFrame(
-        {ROW_ID: ids[keep], "split": names[keep].astype(str), "fold": fold[keep], FAMILY: fam[keep]},
+        {ROW_ID: ids[keep], "split": names, "fold": fold[keep], FAMILY: fam[keep]},
         schema={ROW_ID: pl.Int64, "split": pl.String, "fold": pl.Int64, FAMILY: pl.Int64},
-    ).sort(ROW_ID)
+    )
+    # The rows keep the file's order, ascending row ids: sorted already, no copy of the membership.
+    in_order = mem.get_column(ROW_ID).is_sorted()
+    mem = mem.with_columns(pl.col(ROW_ID).set_sorted()) if in_order else mem.sort(ROW_ID)
     return mem, excluded
 
 
