@@ -3,12 +3,17 @@ limit (a cgroup, bench/cgroup_limit.py), against the same audit unlimited and in
 
     .venv/bin/python bench/limit.py --work /tmp/limit-w --target-mb 1700 --limit-mb 512
     .venv/bin/python bench/limit.py --work /tmp/limit-w --limit-mb 512 --runs limited   # one run
+    .venv/bin/python bench/limit.py --work /tmp/limit-w --data convs-parquet --limit-mb 512  # the same rows, Parquet
     .venv/bin/python bench/limit.py --work /tmp/t1m --data tickets --limit-mb 700        # bench/audit.py's tickets
 
 The corpus (`--data convs`, generated once into WORK/convs.csv): SFT-like conversations of about
 1-1.5 KB (user and assistant turns made of sentences drawn from a pool of pseudo-words), a source, a
 user (the entity column), a label; planted exact copies (2 %, a quarter of them relabelled: conflicts)
 and near copies (2 %, the last sentence replaced). Deterministic for a seed; chunks of CHUNK rows.
+
+`--data convs-parquet` audits the same rows from WORK/convs.parquet, written once from convs.csv by
+Polars' streaming engine (uncompressed, row groups of 8,192 rows, so that the file keeps the CSV's
+size); `--data tickets` audits WORK/tickets.csv (bench/memory.py --phase gen; link /work/data1m's).
 
 Runs, each a fresh process of this script (`--phase stages`), each in its own memory cgroup:
 - unlimited: `memory_budget = 1000G` (every check in memory), the cgroup limited to physical memory
@@ -50,6 +55,7 @@ CONV_INPUTS = dict(
     shingle_size=5,
     as_of="2026-01-01",
 )
+DATA_FILES = {"convs": "convs.csv", "convs-parquet": "convs.parquet", "tickets": "tickets.csv"}
 LABELS = ["helpful", "refusal", "unsafe", "off_topic"]
 SOURCES = ["forum", "docs", "chat", "synthetic"]
 POOL = 40_000  # sentences
@@ -126,6 +132,13 @@ def generate(path: Path, rows: int = 0, target_mb: float = 0.0, seed: int = 41) 
     return {"rows": written, "csv_mb": round(path.stat().st_size / 2**20, 1)}
 
 
+def to_parquet(csv: Path, out: Path) -> None:
+    import polars as pl
+
+    lf = pl.scan_csv(csv, infer_schema_length=None)
+    lf.sink_parquet(out, compression="uncompressed", row_group_size=8192, engine="streaming")
+
+
 def _sampler(state: dict) -> None:
     import psutil
 
@@ -149,7 +162,7 @@ def phase_stages(work: Path, data: str, budget: str, tag: str) -> dict:
 
         inputs = audit.INPUTS
     else:
-        inputs = CONV_INPUTS
+        inputs = {**CONV_INPUTS, "files": [DATA_FILES[data]]}
     t0 = time.perf_counter()
     state = {"step": "start", "peak": 0.0, "step_peak": 0.0}
     threading.Thread(target=_sampler, args=(state,), daemon=True).start()
@@ -219,7 +232,7 @@ def one_run(work: Path, data: str, tag: str, budget: str, limit: int) -> dict:
 
     # The source's pages leave the page cache first: the run reads them anew, into its own cgroup
     # (cached pages stay charged to the cgroup that read them, here an earlier run's).
-    evict(work / ("tickets.csv" if data == "tickets" else "convs.csv"))
+    evict(work / DATA_FILES[data])
     cmd = [sys.executable, __file__, "--phase", "stages", "--work", str(work), "--data", data]
     cmd += ["--budget", budget, "--tag", tag]
     env = {k: v for k, v in os.environ.items() if k != "CLAIMCHECK_MEMORY_BUDGET"}
@@ -247,7 +260,7 @@ def one_run(work: Path, data: str, tag: str, budget: str, limit: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", required=True)
-    ap.add_argument("--data", choices=["convs", "tickets"], default="convs")
+    ap.add_argument("--data", choices=list(DATA_FILES), default="convs")
     ap.add_argument("--rows", type=int, default=0, help="corpus rows (else --target-mb)")
     ap.add_argument("--target-mb", type=float, default=1700.0, help="corpus CSV size to generate")
     ap.add_argument("--limit-mb", type=int, default=512, help="the cgroup memory limit (MiB)")
@@ -267,10 +280,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{why}; use bench/memory.py --limit-mb (RLIMIT_DATA) instead", file=sys.stderr)
         return 3
     work.mkdir(parents=True, exist_ok=True)
-    csv = work / ("tickets.csv" if args.data == "tickets" else "convs.csv")
-    if not csv.exists():
+    csv = work / DATA_FILES[args.data]
+    if not csv.exists() and args.data != "tickets":
         t = time.perf_counter()
-        print(f"generate: {generate(csv, args.rows, args.target_mb)} in {time.perf_counter() - t:.0f} s")
+        if not (work / "convs.csv").exists():
+            print(f"generate: {generate(work / 'convs.csv', args.rows, args.target_mb)}")
+        if args.data == "convs-parquet":
+            to_parquet(work / "convs.csv", csv)
+        print(f"generated in {time.perf_counter() - t:.0f} s")
     size_mb = csv.stat().st_size / 2**20
     limit = args.limit_mb << 20
     print(f"source {csv} {size_mb:.0f} MB = {size_mb / args.limit_mb:.2f}x the {args.limit_mb} MB limit")
