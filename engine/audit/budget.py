@@ -67,17 +67,74 @@ def parse_size(text: str, where: str) -> int:
     return value
 
 
-def machine_memory() -> int:
-    """Bytes of memory this process may use: the cgroup's limit where one is set, else physical memory."""
+def machine_memory(root: Path = Path("/")) -> int:
+    """Bytes of memory this process may use: the tightest memory limit of its own cgroup and the
+    cgroups above it (cgroup v2 `memory.max`, v1 `memory.limit_in_bytes`), else physical memory.
+    `root` is where /proc and /sys are found (a test's fake tree)."""
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            raw = Path(path).read_text().strip()
-        except OSError:
+    limits = [int(raw) for raw in _cgroup_limits(root) if raw.isdigit()]
+    return min([total, *limits])
+
+
+def _cgroup_limits(root: Path) -> list[str]:
+    """The raw limit files' contents ("max", a number) from this process's memory cgroup up to the
+    top of its hierarchy, v2 and v1 alike."""
+    found = []
+    for top, own, name in _cgroup_dirs(root):
+        here = own
+        while True:
+            try:
+                found.append((here / name).read_text().strip())
+            except OSError:
+                pass
+            if here == top or top not in here.parents:
+                break
+            here = here.parent
+    return found
+
+
+def _cgroup_dirs(root: Path) -> list[tuple[Path, Path, str]]:
+    """(mount point, this process's cgroup folder, limit file) for each memory hierarchy: v2's unified
+    one and v1's `memory` controller, found from /proc/self/cgroup and /proc/self/mountinfo. Without
+    them (not Linux, or unreadable), the usual mount points with the process at their top."""
+    try:
+        groups = (root / "proc/self/cgroup").read_text().splitlines()
+        mounts = (root / "proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        groups, mounts = [], []
+    own = {}  # "v2" or "v1" -> the cgroup path /proc/self/cgroup gives
+    for line in groups:
+        parts = line.split(":", 2)
+        if len(parts) == 3 and parts[0] == "0" and parts[1] == "":
+            own["v2"] = parts[2]
+        elif len(parts) == 3 and "memory" in parts[1].split(","):
+            own["v1"] = parts[2]
+    out = []
+    for line in mounts:
+        # mountinfo: ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS... - FSTYPE SOURCE SUPER_OPTIONS
+        left, _, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(fields) < 5 or not tail:
             continue
-        if raw.isdigit():
-            total = min(total, int(raw))
-    return total
+        kind = {"cgroup2": "v2", "cgroup": "v1"}.get(tail[0])
+        if kind == "v1" and "memory" not in (tail[2] if len(tail) > 2 else "").split(","):
+            continue
+        if kind is None or kind not in own:
+            continue
+        # mountinfo writes a space, tab, newline or backslash in a path as an octal escape.
+        mount_root, at = (re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), f) for f in fields[3:5])
+        point = root / at.lstrip("/")
+        path = own[kind]
+        # Inside a cgroup namespace the mount's root is the process's own cgroup: the path is relative
+        # to it; a path outside the mount's root is not visible here, so the mount point stands for it.
+        rel = Path(path).relative_to(mount_root) if Path(path).is_relative_to(mount_root) else Path()
+        out.append((point, point / rel, "memory.max" if kind == "v2" else "memory.limit_in_bytes"))
+    if not out:
+        out = [
+            (root / "sys/fs/cgroup", root / "sys/fs/cgroup", "memory.max"),
+            (root / "sys/fs/cgroup/memory", root / "sys/fs/cgroup/memory", "memory.limit_in_bytes"),
+        ]
+    return out
 
 
 def human(n: int) -> str:
