@@ -19,6 +19,12 @@
    that block only: exact Jaccard (verify.verify_pairs).
 Distinct texts (the exact-duplicate grouping of rows by normalised text), the count-table sum, the
 prefix assembly and the expansion of text pairs to row pairs run on the driver, as in the local search.
+
+Where the text columns stay on disk (engine/audit/textstore.py; the frame holds stand-ins), the driver
+reads each task's texts from the store when it sends the task (a pass chunk's rows, a verification
+block's rows): it holds one task's texts at a time, never all of them, and each is released from the
+object store once its task has run. The row hashes and the duplicate rows' grouping read the store a
+slice at a time, as on the local bounded path.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ from claimcheck.engine.audit.neardup.shingles import (
 from claimcheck.engine.audit.neardup.verify import VERIFY_SHINGLES, verify_pairs
 from claimcheck.engine.audit.onray import Cluster, remote
 from claimcheck.engine.audit.texts import Texts, distinct_texts
+from claimcheck.engine.audit.textstore import TextStore
 
 _MASK = np.uint64((1 << COUNT_BITS) - 1)
 COUNT_RANGES = 16  # the count table is summed in this many bucket ranges, one reduce task each
@@ -157,14 +164,16 @@ def near_duplicates(
     row_id: str = "row_id",
     threshold: float = 0.8,
     shingle_size: int = 5,
+    store: TextStore | None = None,
 ) -> NearDupResult:
-    """engine.audit.neardup.near_duplicates with its steps as Ray tasks on `cluster` (module docstring)."""
+    """engine.audit.neardup.near_duplicates with its steps as Ray tasks on `cluster` (module docstring).
+    `store`: the text columns stay on disk and `df` holds stand-ins (engine/audit/textstore.py)."""
     if df.height == 0 or not text_columns:
         return NearDupResult(_no_pairs(), 0, 0, 0, 0)
     with small_pages():
-        texts, rows, text_of = distinct_texts(
-            df, text_columns, row_id, normalised_row_hashes(df, text_columns)
-        )
+        hashes = normalised_row_hashes(df, text_columns, store)
+        texts, rows, text_of = distinct_texts(df, text_columns, row_id, hashes, store)
+        del hashes
         p = _prefixes(ray, cluster, texts, shingle_size, threshold)
         codes = _candidates(ray, cluster, p, threshold)
         sizes = p.sizes
@@ -179,7 +188,8 @@ def near_duplicates(
 
 
 def _chunk_frame(texts: Texts, lo: int, hi: int) -> pl.DataFrame:
-    return texts.frame[texts.reps[lo:hi]]
+    """The text columns of texts lo..hi-1 (their first rows), read from the store where they stay on disk."""
+    return texts.rows(np.arange(lo, hi, dtype=np.int64))
 
 
 def pass_bounds(texts: Texts, cluster: Cluster) -> list[tuple[int, int]]:
@@ -258,6 +268,6 @@ def _verified(
         docs = unique(np.concatenate([pa, pb]))
         ia, ib = np.searchsorted(docs, pa), np.searchsorted(docs, pb)
         local = (ia.astype(np.uint64) << np.uint64(32)) | ib.astype(np.uint64)
-        refs.append(task.remote(texts.frame[texts.reps[docs]], texts.columns, local, sizes[docs], k))
+        refs.append(task.remote(texts.rows(docs), texts.columns, local, sizes[docs], k))
         lo = hi
     return np.concatenate(ray.get(refs))
