@@ -39,26 +39,50 @@ def _figures(rec: Any) -> str:
     )
 
 
-def _same_on_ray(ws: Path, inputs: dict[str, Any], address: str) -> Any:
+def _same_on_ray(ws: Path, inputs: dict[str, Any], address: str, budgets: tuple[str, ...] = ("",)) -> Any:
+    """The local in-memory run, then one Ray run per memory budget ("": the default, in memory; a
+    small one: the bounded path, the text columns left on disk): every Ray run gives its figures and
+    pairs bytes, and names the cluster and how its tasks got the texts."""
     here, here_dir = _source(ws, "local", inputs)
-    there, there_dir = _source(ws, "ray", {**inputs, "audit_backend": "ray", "audit_ray_address": address})
-    assert _figures(there) == _figures(here)
-    pairs = "data/near_duplicates.parquet"
-    assert (there_dir / pairs).read_bytes() == (here_dir / pairs).read_bytes()
-    for cid in RAY_IDS:
-        cov = there.check(cid).coverage
-        assert f" · ray: {address}, cluster session_" in cov, cov
-        assert "2 worker CPU(s) on 1 node(s), ray 2." in cov, cov
-        assert " · ray: " not in here.check(cid).coverage
+    assert "memory: bounded" not in here.check("source.near_duplicates").coverage
+    for budget in budgets:
+        ray_inputs = {**inputs, "audit_backend": "ray", "audit_ray_address": address}
+        there, there_dir = _source(
+            ws, f"ray{budget}", ray_inputs | ({"memory_budget": budget} if budget else {})
+        )
+        assert _figures(there) == _figures(here)
+        pairs = "data/near_duplicates.parquet"
+        assert (there_dir / pairs).read_bytes() == (here_dir / pairs).read_bytes()
+        texts = onray.TEXTS_ON_DISK if budget else onray.TEXTS_IN_FRAME
+        for cid in RAY_IDS:
+            cov = there.check(cid).coverage
+            assert f" · ray: {address}, cluster session_" in cov, cov
+            assert "2 worker CPU(s) on 1 node(s), ray 2." in cov, cov
+            assert cov.endswith(texts), cov
+            assert " · ray: " not in here.check(cid).coverage
     return there
 
 
 def test_planted_near_and_exact_copies_give_the_local_figures_on_ray(
     tmp_path: Path,
     ray_head: Any,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Planted exact and near copies, nulls in an input, conflicting labels, normalisation on: every
-    figure of the source stage equal, the pairs file identical, and there is something to find."""
+    figure of the source stage equal, the pairs file identical, and there is something to find — with
+    the texts in the driver's frame, and with them left on disk (a 1 MiB budget: the bounded path),
+    where the driver's frame holds only stand-ins and every task's texts come from the spill file."""
+    from claimcheck.engine.audit import textstore
+
+    spilled: list[Any] = []
+    spill = textstore.spill
+
+    def recorded(lf: Any, text_columns: list[str]) -> Any:
+        frame, store = spill(lf, text_columns)
+        spilled.append((text_columns, frame.get_column("body").drop_nulls().unique().to_list()))
+        return frame, store
+
+    monkeypatch.setattr(textstore, "spill", recorded)
     frame = _planted(4000)
     frame.write_csv(tmp_path / "d.csv")
     inputs = dict(
@@ -71,7 +95,9 @@ def test_planted_near_and_exact_copies_give_the_local_figures_on_ray(
         shingle_size=2,
         normalisation="lower_strip_ws",
     )
-    there = _same_on_ray(tmp_path, inputs, ray_head.client_address)
+    there = _same_on_ray(tmp_path, inputs, ray_head.client_address, ("", "1M"))
+    # Only the bounded Ray run spilled, and its frame held no text: the tasks had theirs from the store.
+    assert spilled == [(["body"], [""])]
     near = there.check("source.near_duplicates").measured
     assert near["pairs"] > 0 and near["candidates"] >= near["text_pairs"] > 0
     assert there.check("source.duplicate_inputs").measured["exact"]["groups"] > 0

@@ -164,13 +164,14 @@ def restricted(store: TextStore | None, frame: pl.DataFrame) -> TextStore | None
 def columns_on_disk(source_inputs: dict, schema: pl.Schema, claim: dict) -> list[str]:
     """The text columns the bounded path leaves on disk: every declared text column of type String,
     unless one of them is also read as something else (an id, entity, time, weight or subgroup
-    column, a filter's operand), the claim is a retrieval one (its checks read the texts whole) or the
-    audit runs on Ray (its tasks are sent the texts from the frame);
-    then none, and the frame holds the texts as on the in-memory path."""
+    column, a filter's operand) or the claim is a retrieval one (its checks read the texts whole);
+    then none, and the frame holds the texts as on the in-memory path. The Ray backend
+    (engine/audit/onray) leaves them on disk as the local one does: its tasks are sent their texts
+    read from the store a slice at a time."""
     from claimcheck.engine.data import weights
 
     cols = [str(c) for c in source_inputs.get("text_columns") or []]
-    if not cols or claim.get("task_kind") == "retrieval" or source_inputs.get("audit_backend") == "ray":
+    if not cols or claim.get("task_kind") == "retrieval":
         return []
     if any(c not in schema or schema[c] != pl.String for c in cols):
         return []

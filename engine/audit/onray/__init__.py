@@ -7,6 +7,11 @@ Setting (source inputs, engine/stages/source/inputs.py; one owner: `resolve` bel
 - `audit_backend = "ray"`: the near-duplicate search (neardup.py) and the duplicate / conflicting-label
   keys (duplicates.py) run as Ray tasks over shards of the source, the shuffle by key done by Ray (tasks
   return one object per hash partition; the reducers take theirs). The other checks stay local.
+  Where the bounded path leaves the text columns on disk (engine/audit/textstore.py: the same rule as
+  the local backend), the driver never holds every text: it reads each task's texts from the store,
+  a slice or a chunk at a time, and sends them (`ray.put`, released once the task has them). The
+  driver always sends them, rather than tasks reading the spill file: a cluster reached through
+  `ray://` cannot read the driver's temporary folder. The coverage's Ray part says which.
 - `audit_ray_address`: what `ray.init(address=...)` takes — `ray://host:10001` (Ray Client: a laptop
   driving a remote cluster), `host:6379` (the cluster's GCS, from a node of the cluster) or `auto`.
   Empty: the environment's RAY_ADDRESS (Ray's own variable, as for the Ray provider's jobs). Ray's own
@@ -38,6 +43,9 @@ RAY = "ray"
 ADDRESS_ENV = "RAY_ADDRESS"
 # Partitions per worker CPU for the shuffles (more partitions: smaller reducers, better balance).
 PARTITIONS_PER_WORKER = 2
+# How the tasks got their texts (the end of the coverage's Ray part).
+TEXTS_ON_DISK = "; texts sent from the driver's spill file a slice at a time"
+TEXTS_IN_FRAME = "; texts sent from the driver's frame"
 CONNECT_TRIES = 3  # ray.init attempts before the stage stops with the address in its message
 CONNECT_PAUSE_S = 3.0  # the pause after the first failed attempt (then twice that)
 
@@ -62,9 +70,11 @@ class Cluster:
             f"{self.nodes} node(s), ray {self.ray_version}"
         )
 
-    def covered(self, coverage: str) -> str:
-        """`coverage` with the Ray part added (alone when the check has no other coverage)."""
-        return coverage + self.note() if coverage else self.note()[len(" · ") :]
+    def covered(self, coverage: str, on_disk: bool = False) -> str:
+        """`coverage` with the Ray part added (alone when the check has no other coverage); `on_disk`:
+        the text columns stayed in the driver's spill file (engine/audit/textstore.py)."""
+        note = self.note() + (TEXTS_ON_DISK if on_disk else TEXTS_IN_FRAME)
+        return coverage + note if coverage else note[len(" · ") :]
 
     @property
     def partitions(self) -> int:

@@ -11,6 +11,11 @@ Two shuffles by Ray over row shards, partitioned by each row's 64-bit hash of it
    groups of the most frequent target's count.
 The driver adds the partitions' figures up; a row outside the candidates is alone in its group and
 counts one towards the ceiling, as in the local check.
+
+The shards are the frame's rows (compared inputs and target) put in the object store one at a time.
+Where the text columns stay on disk (engine/audit/textstore.py; the frame holds stand-ins), a shard is
+one slice of the store's file read by the driver (TextStore.by_slices) and put at once: the driver holds
+one slice's texts at a time, and the object store holds each shard until both shuffles' map tasks ran.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import polars as pl
 from claimcheck.engine.audit.duplicates import conflict_stats, duplicate_stats, key_exprs
 from claimcheck.engine.audit.onray import Cluster, remote
 from claimcheck.engine.audit.texts import row_hashes
+from claimcheck.engine.audit.textstore import TextStore
 from claimcheck.engine.data.rows import TARGET
 
 SHARD_ROWS = 500_000  # rows per map task at most
@@ -98,15 +104,26 @@ def _reduce(columns: list[str], exact: bool, *frames: pl.DataFrame) -> dict[str,
     return out
 
 
+def _shards(
+    ray: Any, cluster: Cluster, df: pl.DataFrame, columns: list[str], store: TextStore | None
+) -> list:
+    """The rows' compared inputs and target, one object-store shard at a time (module docstring)."""
+    if store is not None:
+        return store.by_slices([*columns, TARGET], ray.put)
+    step = max(1, min(SHARD_ROWS, -(-df.height // cluster.partitions)))
+    return [ray.put(df.select(*columns, TARGET).slice(lo, step)) for lo in range(0, df.height, step)]
+
+
 def _shuffled(
-    ray: Any, cluster: Cluster, df: pl.DataFrame, columns: list[str], normalisation: str, exact: bool
+    ray: Any, cluster: Cluster, df: pl.DataFrame, columns: list[str], how: tuple[str, bool, TextStore | None]
 ) -> dict[str, int]:
     """Two shuffles by hash: the hashes alone (8 bytes a row) to find those that repeat, then only the
-    rows that hold one (the local check's candidate rows), grouped on their real values."""
+    rows that hold one (the local check's candidate rows), grouped on their real values. `how`: the
+    normalisation, whether the exact figures (conflicts, ceiling) are wanted, and the store of the
+    text columns left on disk (or None)."""
+    normalisation, exact, store = how
     parts = cluster.partitions
-    step = max(1, min(SHARD_ROWS, -(-df.height // parts)))
-    shards = [df.select(*columns, TARGET).slice(lo, step) for lo in range(0, df.height, step)]
-    shard_refs = [ray.put(sh) for sh in shards]
+    shard_refs = _shards(ray, cluster, df, columns, store)
     hmap = remote(ray, _hash_map, num_returns=parts + 1)
     hashed = [hmap.remote(ref, columns, normalisation, parts) for ref in shard_refs]
     rep = remote(ray, _repeated)
@@ -117,6 +134,7 @@ def _shuffled(
         for ref, m in zip(shard_refs, hashed, strict=True)
     ]
     reducer = remote(ray, _reduce)
+    del shard_refs, hashed
     done = ray.get([reducer.remote(columns, exact, *[m[r] for m in rows]) for r in range(parts)])
     total = {key: sum(d[key] for d in done) for key in done[0]}
     total["largest"] = max(d["largest"] for d in done)
@@ -135,16 +153,22 @@ def _dup(t: dict[str, int], height: int) -> dict[str, Any]:
 
 
 def identity_stats(
-    ray: Any, cluster: Cluster, df: pl.DataFrame, columns: list[str], normalisation: str
+    ray: Any,
+    cluster: Cluster,
+    df: pl.DataFrame,
+    columns: list[str],
+    normalisation: str,
+    store: TextStore | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """(duplicate_stats exact, duplicate_stats after `normalisation`, conflict_stats), by Ray tasks."""
+    """(duplicate_stats exact, duplicate_stats after `normalisation`, conflict_stats), by Ray tasks.
+    `store`: the text columns stay on disk and `df` holds stand-ins (engine/audit/textstore.py)."""
     if df.height == 0 or not columns:
         exact = duplicate_stats(df, columns, "none")
         return exact, exact, conflict_stats(df, columns)
-    t = _shuffled(ray, cluster, df, columns, "none", exact=True)
+    t = _shuffled(ray, cluster, df, columns, ("none", True, store))
     exact = _dup(t, df.height)
     norm = (
-        _dup(_shuffled(ray, cluster, df, columns, normalisation, False), df.height)
+        _dup(_shuffled(ray, cluster, df, columns, (normalisation, False, store)), df.height)
         if normalisation != "none"
         else exact
     )

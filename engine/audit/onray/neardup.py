@@ -4,21 +4,33 @@
 1. Pass 1 — one task per chunk of distinct texts (shingles.chunks, at least two chunks per worker where
    the texts allow): hash the chunk's shingles; return its part of the shingle count table, (bucket,
    count) in COUNT_RANGES bucket ranges, and keep the hashed chunk in the object store. Reduce task r
-   sums range r over every chunk (a sum does not depend on the order: the local table); the driver
-   joins the ranges (32 MB).
+   sums range r over every chunk (a sum does not depend on the order: the local table); one task
+   joins the ranges (32 MB), kept in the object store.
 2. Pass 2 — one task per chunk, given its hashed chunk and the table: the chunk's extended prefixes
-   and sketches (shingles.chunk_pass2). The driver assembles them in text order (shingles.assemble).
+   and sketches (shingles.chunk_pass2). One task assembles them in text order (shingles.assemble):
+   the Prefixes (set sizes, sketches, prefixes) stay in the object store, never in the driver.
 3. Candidates, the shuffle by prefix-pair hash — map tasks over blocks of texts make their prefix-pair
    signatures and return one array per partition (the signature hash's high 32 bits scaled to the
    partition count, as the local search's passes); reduce task r takes partition r of every map task,
-   sorts and matches it (candidates._positional_pairs, the sketch bound). A signature's partition is
-   a function of its kept key bits (these are at least 32 while texts × prefix positions fit 2^32), so
-   equal keys meet in one reducer, as they meet in one local pass. The single-shingle path (tiny texts
-   and long prefixes) is one task. The candidates are the union of the reducers', made unique.
+   sorts and matches it (candidates._positional_pairs, the sketch bound). A planning task picks the
+   map blocks and the packing from the Prefixes (the driver gets the blocks' bounds only). A
+   signature's partition is a function of its kept key bits (these are at least 32 while texts ×
+   prefix positions fit 2^32), so equal keys meet in one reducer, as they meet in one local pass.
+   The single-shingle path (tiny texts and long prefixes) is one task. The candidates are the union
+   of the reducers', made unique.
 4. Verification — one task per block of candidates (about VERIFY_SHINGLES shingles), given the texts of
    that block only: exact Jaccard (verify.verify_pairs).
-Distinct texts (the exact-duplicate grouping of rows by normalised text), the count-table sum, the
-prefix assembly and the expansion of text pairs to row pairs run on the driver, as in the local search.
+Distinct texts (the exact-duplicate grouping of rows by normalised text) and the expansion of text
+pairs to row pairs run on the driver, as in the local search. What the driver holds, per row: its row
+id and text index (16 bytes) and the row hashes while the texts are grouped (8 bytes); per distinct
+text: its first row (8 bytes) and its set size (8 bytes, fetched for verification); per candidate pair
+its code and Jaccard (16 bytes).
+
+Where the text columns stay on disk (engine/audit/textstore.py; the frame holds stand-ins), the driver
+reads each task's texts from the store when it sends the task (a pass chunk's rows, a verification
+block's rows): it holds one task's texts at a time, never all of them, and each is released from the
+object store once its task has run. The row hashes and the duplicate rows' grouping read the store a
+slice at a time, as on the local bounded path.
 """
 
 from __future__ import annotations
@@ -53,6 +65,7 @@ from claimcheck.engine.audit.neardup.shingles import (
 from claimcheck.engine.audit.neardup.verify import VERIFY_SHINGLES, verify_pairs
 from claimcheck.engine.audit.onray import Cluster, remote
 from claimcheck.engine.audit.texts import Texts, distinct_texts
+from claimcheck.engine.audit.textstore import TextStore
 
 _MASK = np.uint64((1 << COUNT_BITS) - 1)
 COUNT_RANGES = 16  # the count table is summed in this many bucket ranges, one reduce task each
@@ -91,6 +104,45 @@ def _pass2(held: tuple, m: int, counts: np.ndarray, threshold: float) -> Any:
     return chunk_pass2(store, None if distinct else d, per, m, counts, threshold)
 
 
+def _join(*ranges: np.ndarray) -> np.ndarray:
+    """The count table from its bucket ranges."""
+    return np.concatenate(ranges)
+
+
+def _assembled(bounds: list[tuple[int, int]], n: int, *done: Any) -> Prefixes:
+    """The Prefixes of n texts from pass 2's chunks, in text order."""
+    return assemble(zip(bounds, done, strict=True), n)
+
+
+def _sizes(p: Prefixes) -> np.ndarray:
+    return p.sizes
+
+
+def _selected(p: Prefixes) -> np.ndarray:
+    """The texts whose prefix pairs make signatures: two prefix entries or more, not a long prefix
+    (those take the single-shingle path)."""
+    return np.flatnonzero(~(p.ext > LONG_PREFIX) & (np.diff(p.offs) >= 2))
+
+
+def _plan(p: Prefixes, partitions: int) -> tuple[np.ndarray, Packing, int] | None:
+    """The signature shuffle's map blocks (cuts into _selected(p)), packing and partition count; None
+    where no text makes a signature. Two partitions per worker CPU (`partitions`), more where a
+    partition would hold over SIG_BLOCK signatures; at least one map block per partition, at most
+    GEN_BLOCK signatures each."""
+    sel = _selected(p)
+    if not sel.size:
+        return None
+    plen = np.diff(p.offs)[sel]
+    n_sig = plen * (plen - 1) // 2
+    total = int(n_sig.sum())
+    parts = max(partitions, -(-total // SIG_BLOCK))
+    block = max(1, min(GEN_BLOCK, -(-total // parts)))
+    ends = np.searchsorted(np.cumsum(n_sig), np.arange(1, -(-total // block) + 1) * block, side="left")
+    cuts = np.unique(np.concatenate([[0], np.minimum(ends + 1, sel.size)]))
+    pack = Packing(max(int(p.sizes.size - 1).bit_length(), 1), max(int(p.ext[sel].max() - 1).bit_length(), 1))
+    return cuts, pack, parts
+
+
 def _bound(c: np.ndarray, p: Prefixes, threshold: float) -> np.ndarray:
     return c[sketch_ok(c, p, threshold)]
 
@@ -113,8 +165,9 @@ def _single(p: Prefixes, threshold: float) -> np.ndarray:
     return _bound(codes, p, threshold)
 
 
-def _sig_map(p: Prefixes, sel: np.ndarray, pack: Packing, parts: int) -> tuple[np.ndarray, ...]:
-    """The prefix-pair signatures of texts `sel` (ascending), one array per partition."""
+def _sig_map(p: Prefixes, lo: int, hi: int, pack: Packing, parts: int) -> tuple[np.ndarray, ...]:
+    """The prefix-pair signatures of texts _selected(p)[lo:hi], one array per partition."""
+    sel = _selected(p)[lo:hi]
     t0, t1 = int(sel[0]), int(sel[-1]) + 1
     lo_e, hi_e = int(p.offs[t0]), int(p.offs[t1])
     # The entries of texts t0..t1-1 only, with offsets made relative to them.
@@ -157,17 +210,19 @@ def near_duplicates(
     row_id: str = "row_id",
     threshold: float = 0.8,
     shingle_size: int = 5,
+    store: TextStore | None = None,
 ) -> NearDupResult:
-    """engine.audit.neardup.near_duplicates with its steps as Ray tasks on `cluster` (module docstring)."""
+    """engine.audit.neardup.near_duplicates with its steps as Ray tasks on `cluster` (module docstring).
+    `store`: the text columns stay on disk and `df` holds stand-ins (engine/audit/textstore.py)."""
     if df.height == 0 or not text_columns:
         return NearDupResult(_no_pairs(), 0, 0, 0, 0)
     with small_pages():
-        texts, rows, text_of = distinct_texts(
-            df, text_columns, row_id, normalised_row_hashes(df, text_columns)
-        )
+        hashes = normalised_row_hashes(df, text_columns, store)
+        texts, rows, text_of = distinct_texts(df, text_columns, row_id, hashes, store)
+        del hashes
         p = _prefixes(ray, cluster, texts, shingle_size, threshold)
         codes = _candidates(ray, cluster, p, threshold)
-        sizes = p.sizes
+        sizes = ray.get(remote(ray, _sizes).remote(p))
         del p
         a, b = split_codes(codes)
         jac = _verified(ray, cluster, texts, codes, sizes, shingle_size)
@@ -179,7 +234,8 @@ def near_duplicates(
 
 
 def _chunk_frame(texts: Texts, lo: int, hi: int) -> pl.DataFrame:
-    return texts.frame[texts.reps[lo:hi]]
+    """The text columns of texts lo..hi-1 (their first rows), read from the store where they stay on disk."""
+    return texts.rows(np.arange(lo, hi, dtype=np.int64))
 
 
 def pass_bounds(texts: Texts, cluster: Cluster) -> list[tuple[int, int]]:
@@ -189,52 +245,36 @@ def pass_bounds(texts: Texts, cluster: Cluster) -> list[tuple[int, int]]:
     return chunks(texts, split)
 
 
-def _prefixes(ray: Any, cluster: Cluster, texts: Texts, k: int, threshold: float) -> Prefixes:
-    """Passes 1 and 2 (module docstring, steps 1-2)."""
+def _prefixes(ray: Any, cluster: Cluster, texts: Texts, k: int, threshold: float) -> Any:
+    """Passes 1 and 2 (module docstring, steps 1-2): the object-store reference of the Prefixes."""
     n = texts.len()
     bounds = pass_bounds(texts, cluster)
     p1 = remote(ray, _pass1, num_returns=COUNT_RANGES + 1)
     outs = [p1.remote(_chunk_frame(texts, lo, hi), texts.columns, k, COUNT_RANGES) for lo, hi in bounds]
-    # The count table's shuffle: reducer r sums bucket range r of every chunk; the driver joins the ranges.
+    # The count table's shuffle: reducer r sums bucket range r of every chunk; one task joins the ranges.
     summed = remote(ray, _count_range)
-    slices = [summed.remote(r, *[o[r] for o in outs]) for r in range(COUNT_RANGES)]
-    table = ray.put(np.concatenate(ray.get(slices)))
-    del slices
+    table = remote(ray, _join).remote(*[summed.remote(r, *[o[r] for o in outs]) for r in range(COUNT_RANGES)])
     p2 = remote(ray, _pass2)
-    done = ray.get(
-        [p2.remote(o[-1], hi - lo, table, threshold) for (lo, hi), o in zip(bounds, outs, strict=True)]
-    )
-    del outs
-    return assemble(zip(bounds, done, strict=True), n)
+    done = [p2.remote(o[-1], hi - lo, table, threshold) for (lo, hi), o in zip(bounds, outs, strict=True)]
+    del outs, table
+    return remote(ray, _assembled).remote(bounds, n, *done)
 
 
-def _candidates(ray: Any, cluster: Cluster, p: Prefixes, threshold: float) -> np.ndarray:
-    """find_candidates with the signature shuffle done by Ray (module docstring, step 3)."""
-    plen = np.diff(p.offs)
-    big = p.ext > LONG_PREFIX
-    p_ref = ray.put(p)
+def _candidates(ray: Any, cluster: Cluster, p_ref: Any, threshold: float) -> np.ndarray:
+    """find_candidates with the signature shuffle done by Ray (module docstring, step 3); `p_ref`: the
+    object-store reference of the Prefixes."""
     refs = [remote(ray, _single).remote(p_ref, threshold)]
-    sel = np.flatnonzero(~big & (plen >= 2))
-    if sel.size:
-        n_sig = plen[sel] * (plen[sel] - 1) // 2
-        total = int(n_sig.sum())
-        # Two partitions per worker CPU, more where a partition would hold over SIG_BLOCK signatures; at
-        # least one map block per partition, at most GEN_BLOCK signatures each.
-        parts = max(cluster.partitions, -(-total // SIG_BLOCK))
-        block = max(1, min(GEN_BLOCK, -(-total // parts)))
-        ends = np.searchsorted(np.cumsum(n_sig), np.arange(1, -(-total // block) + 1) * block, side="left")
-        cuts = np.unique(np.concatenate([[0], np.minimum(ends + 1, sel.size)]))
-        pack = Packing(
-            max(int(p.sizes.size - 1).bit_length(), 1), max(int(p.ext[sel].max() - 1).bit_length(), 1)
-        )
+    plan = ray.get(remote(ray, _plan).remote(p_ref, cluster.partitions))
+    if plan is not None:
+        cuts, pack, parts = plan
         smap = remote(ray, _sig_map, num_returns=parts)
         maps = [
-            smap.remote(p_ref, sel[lo:hi], pack, parts) for lo, hi in zip(cuts[:-1], cuts[1:], strict=True)
+            smap.remote(p_ref, lo, hi, pack, parts)
+            for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True)
         ]
         sred = remote(ray, _sig_reduce)
         refs += [sred.remote(p_ref, pack, threshold, *[m[r] for m in maps]) for r in range(parts)]
     out = ray.get(refs)
-    del p_ref
     return unique(np.concatenate(out)) if out else np.empty(0, dtype=np.uint64)
 
 
@@ -258,6 +298,6 @@ def _verified(
         docs = unique(np.concatenate([pa, pb]))
         ia, ib = np.searchsorted(docs, pa), np.searchsorted(docs, pb)
         local = (ia.astype(np.uint64) << np.uint64(32)) | ib.astype(np.uint64)
-        refs.append(task.remote(texts.frame[texts.reps[docs]], texts.columns, local, sizes[docs], k))
+        refs.append(task.remote(texts.rows(docs), texts.columns, local, sizes[docs], k))
         lo = hi
     return np.concatenate(ray.get(refs))

@@ -42,8 +42,8 @@ def duplicates(
     if on is not None:
         from claimcheck.engine.audit.onray.duplicates import identity_stats
 
-        exact, norm, conf = identity_stats(*on, ds, cols, inp.normalisation)
-        cov = on[1].covered(cov)
+        exact, norm, conf = identity_stats(*on, ds, cols, inp.normalisation, store)
+        cov = on[1].covered(cov, store is not None)
     else:
         cand = candidate_rows(ds, cols, "none", store=store) if cols and ds.height else None
         exact = duplicate_stats(ds, cols, "none", cand)
@@ -140,9 +140,9 @@ def near_duplicates(
         from claimcheck.engine.audit.onray import neardup as on_ray
 
         res = on_ray.near_duplicates(
-            *on, ds, cols, threshold=inp.near_dup_threshold, shingle_size=inp.shingle_size
+            *on, ds, cols, threshold=inp.near_dup_threshold, shingle_size=inp.shingle_size, store=store
         )
-        where = on[1].covered(cov)
+        where = on[1].covered(cov, store is not None)
     else:
         res = near_duplicates(
             ds,
