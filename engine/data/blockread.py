@@ -14,10 +14,14 @@ Polars' own reader (`pl.scan_csv`, engine/data/rows.py) maps the file; the bound
    are all null is cast.
 
 The parts, scanned together in block order, are the frame Polars' reader gives (tests/test_blockread.py).
-Where a block infers a type outside Int64, Float64, Boolean and String (an integer past Int64 is
-Int128) and the blocks disagree, Polars' rule for mixing it is not a merge of block types: the file's
-schema then comes from Polars' inference over the whole file (the only case that maps it).
-JSONL files and Parquet files are not read here: JSONL by Polars' reader, Parquet lazily by row group.
+JSONL files are read the same way, cut at every newline (a JSON text holds none unescaped); their
+blocks must all infer one schema (Polars orders the keys of differing blocks in a way no merge of
+the blocks' schemas reproduces). Polars' reader maps the file only where the blocks cannot give its
+frame: for the schema, where CSV blocks that disagree include a type outside Int64, Float64, Boolean
+and String (an integer past Int64 is Int128: Polars' rule for mixing it is no merge of block types)
+or JSONL blocks differ; for the whole read, where a block does not parse (a stray quote outside
+quotes can put a cut where Polars' own reader does not: it then reads or refuses the file as on the
+in-memory path). Parquet files are not read here: they are read lazily by row group.
 """
 
 from __future__ import annotations
@@ -207,8 +211,11 @@ class BlockFolder:
             schema = fmt.merged(parts, path)
             for part in parts:
                 _conform(part, schema, path, header, fmt)
-        except pl.exceptions.PolarsError as exc:
-            raise StageInputError(f"data file {name} cannot be read: {_first_line(exc)}") from None
+        except pl.exceptions.PolarsError:
+            # A block Polars cannot parse (a stray quote outside a quoted field can make a cut that
+            # Polars' own reader does not): the file is read by that reader, which reads or refuses
+            # it as on the in-memory path.
+            return fmt.whole_file_scan(path)
         except OSError as exc:
             raise StageInputError(
                 f"the bounded-memory read could not write its temporary file in {where}: "
@@ -273,8 +280,3 @@ def _conform(part: _Part, schema: pl.Schema, path: Path, header: bytes, fmt: _Fo
         frame = pl.read_parquet(part.path).with_columns(pl.col(c).cast(schema[c]) for c in differ)
     _write(frame, part.path)
     part.schema = frame.schema
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
