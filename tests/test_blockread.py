@@ -239,6 +239,25 @@ def test_jsonl_with_a_late_new_key_and_a_late_type_change(tmp_path: Path) -> Non
     assert frame.schema["v"] == pl.String and "late" in frame.columns
 
 
+def test_jsonl_with_a_key_null_throughout_a_block_merges_without_polars_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines = [json.dumps({"id": i, "opt": None, "tags": None}) for i in range(40)]
+    lines += [json.dumps({"id": i, "opt": i / 2, "tags": ["a", "b"]}) for i in range(40, 50)]
+    path = _jsonl(tmp_path, "opt.jsonl", lines)
+    whole = _whole([path])
+    real = pl.scan_ndjson
+
+    def bytes_only(source: object, *args: object, **kwargs: object) -> pl.LazyFrame:
+        assert isinstance(source, bytes), "the blocks merge: Polars' whole-file reader is not needed"
+        return real(source, *args, **kwargs)
+
+    monkeypatch.setattr(pl, "scan_ndjson", bytes_only)
+    for size in (1, 100, 1 << 20):
+        assert_frame_equal(_blockwise([path], size), whole, check_exact=True)
+    assert whole.schema["opt"] == pl.Float64 and whole.schema["tags"] == pl.List(pl.String)
+
+
 def test_jsonl_and_csv_files_together(tmp_path: Path) -> None:
     a = _jsonl(tmp_path, "a.jsonl", [json.dumps({"k": i, "t": None if i % 3 else "x"}) for i in range(20)])
     b = _write(tmp_path, "b.csv", b"k,t\n1,y\n2,\n")

@@ -15,11 +15,12 @@ Polars' own reader (`pl.scan_csv`, engine/data/rows.py) maps the file; the bound
 
 The parts, scanned together in block order, are the frame Polars' reader gives (tests/test_blockread.py).
 JSONL files are read the same way, cut at every newline (a JSON text holds none unescaped); their
-blocks must all infer one schema (Polars orders the keys of differing blocks in a way no merge of
-the blocks' schemas reproduces). Polars' reader maps the file only where the blocks cannot give its
+blocks must all have the same keys in the same order, and each key one type wherever it is not null
+throughout a block (Polars orders the keys of blocks with other keys in a way no merge of the
+blocks' schemas reproduces). Polars' reader maps the file only where the blocks cannot give its
 frame: for the schema, where CSV blocks that disagree include a type outside Int64, Float64, Boolean
 and String (an integer past Int64 is Int128: Polars' rule for mixing it is no merge of block types)
-or JSONL blocks differ; for the whole read, where a block does not parse (a stray quote outside
+or JSONL blocks differ otherwise; for the whole read, where a block does not parse (a stray quote outside
 quotes can put a cut where Polars' own reader does not: it then reads or refuses the file as on the
 in-memory path). Parquet files are not read here: they are read lazily by row group.
 """
@@ -155,16 +156,20 @@ class _Format:
         return self.whole_file_scan(path).collect_schema()
 
     def merged(self, parts: list[_Part], path: Path) -> pl.Schema:
-        """The whole file's schema from its blocks'. CSV: per column, `merge_dtype`. JSONL: the blocks'
-        schema where they all have the same one (names, order, types); Polars orders the keys of
-        blocks that differ in a way no merge of the blocks' schemas reproduces. Otherwise Polars'
-        whole-file inference."""
-        if not self.csv:
-            same = all(p.schema == parts[0].schema for p in parts)
-            return parts[0].schema if same else self.whole_file_schema(path)
+        """The whole file's schema from its blocks'. CSV: per column, `merge_dtype`. JSONL: where every
+        block has the same keys in the same order, per key the one type of the blocks where it is not
+        Null (null throughout a block); Polars orders the keys of blocks with other keys in a way no
+        merge of the blocks' schemas reproduces. Otherwise Polars' whole-file inference."""
+        names = list(parts[0].schema.names())
+        if not self.csv and any(list(p.schema.names()) != names for p in parts):
+            return self.whole_file_schema(path)
         out: dict[str, pl.DataType] = {}
-        for name in parts[0].schema.names():
-            dtype = merge_dtype([p.schema[name] for p in parts if name in p.valued])
+        for name in names:
+            if self.csv:
+                dtype = merge_dtype([p.schema[name] for p in parts if name in p.valued])
+            else:
+                kinds = {p.schema[name] for p in parts} - {pl.Null}
+                dtype = (kinds.pop() if kinds else pl.Null()) if len(kinds) <= 1 else None
             if dtype is None:
                 return self.whole_file_schema(path)
             out[name] = dtype
@@ -266,12 +271,12 @@ def _header_end(data: bytes) -> int:
 
 
 def _conform(part: _Part, schema: pl.Schema, path: Path, header: bytes, fmt: _Format) -> None:
-    """Rewrite the part with the file's schema: cast where the differing columns hold no value (CSV),
+    """Rewrite the part with the file's schema: cast where the differing columns hold no value,
     parse the block's bytes again otherwise."""
     if part.schema == schema:
         return
     differ = [c for c in schema.names() if c not in part.schema or part.schema[c] != schema[c]]
-    if not fmt.csv or any(c in part.valued for c in differ):
+    if any(c not in part.schema or c in part.valued for c in differ):
         with open(path, "rb") as fh:
             fh.seek(part.offset)
             data = fh.read(part.size)
