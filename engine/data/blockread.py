@@ -1,7 +1,7 @@
-"""The bounded path's read of a CSV / TSV file: blocks of at most BLOCK_BYTES read with ordinary file
-reads, never a mapping of the whole file (mapped pages count in the process's memory).
+"""The bounded path's read of a CSV / TSV / JSONL file: blocks of about BLOCK_BYTES read with ordinary
+file reads, never a mapping of the whole file (mapped pages count in the process's memory).
 
-Polars' own reader (`pl.scan_csv`, engine/data/rows.py) maps the file; the bounded path
+Polars' own reader (`pl.scan_csv`, `pl.scan_ndjson`, engine/data/rows.py) maps the file; the bounded path
 (engine/audit/budget.py) reads it here instead, in two passes over the file:
 
 1. Each block, cut at a record boundary (a newline outside quotes: the count of quote characters
