@@ -15,7 +15,6 @@ from polars.testing import assert_frame_equal
 from claimcheck.engine.data import blockread
 from claimcheck.engine.data import rows as data
 from claimcheck.engine.data.blockread import BlockFolder, merge_dtype, record_end
-from claimcheck.engine.pipeline.context import StageInputError
 
 
 def _whole(paths: list[Path]) -> pl.DataFrame:
@@ -149,23 +148,51 @@ def test_an_integer_past_int64_falls_back_to_the_whole_file_schema(tmp_path: Pat
     assert _same([path], sizes=(8, 1 << 20)).schema["v"] == pl.String
 
 
-def test_a_file_polars_cannot_read_is_refused_by_name(tmp_path: Path) -> None:
+def _same_or_same_error(paths: list[Path], sizes: tuple[int, ...]) -> None:
+    """The block read gives the whole-file frame, or the error Polars' reader gives on the file."""
+    try:
+        whole = _whole(paths)
+    except pl.exceptions.PolarsError as exc:
+        for size in sizes:
+            with pytest.raises(type(exc)) as got:
+                _blockwise(paths, size)
+            assert str(got.value) == str(exc)
+        return
+    for size in sizes:
+        assert_frame_equal(_blockwise(paths, size), whole, check_exact=True)
+
+
+def test_a_file_polars_cannot_read_fails_as_polars_reader_fails(tmp_path: Path) -> None:
     path = _write(tmp_path, "bad.csv", b"k\n1\n999999999999999999999999999999999999999999\n")
-    with pytest.raises(StageInputError, match=r"data file bad.csv cannot be read"):
-        _blockwise([path], 4)
+    with pytest.raises(pl.exceptions.ComputeError):
+        _whole([path])
+    _same_or_same_error([path], (4, 1 << 20))
 
 
-def test_the_bounded_stages_read_a_csv_in_blocks_to_the_in_memory_records(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_stray_quotes_outside_quoted_fields(tmp_path: Path) -> None:
+    """A quote inside an unquoted field: Polars reads some such files and refuses others; the block
+    read gives the same frame or the same error."""
+    rng = np.random.default_rng(5)
+    pieces = ["1", "x", '"a,b"', 'st"ray', '"multi\nline"']
+    for trial in range(40):
+        rows = rng.integers(1, 12)
+        body = "a,b,c\n" + "".join(",".join(rng.choice(pieces, 3).tolist()) + "\n" for _ in range(rows))
+        _same_or_same_error([_write(tmp_path, f"s{trial}.csv", body.encode())], (3, 50))
+
+
+@pytest.mark.parametrize("kind", ["csv", "jsonl"])
+def test_the_bounded_stages_read_in_blocks_to_the_in_memory_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
-    """On the bounded path the source and split stages read a CSV in blocks and record what the
-    in-memory path records; Polars' mapping reader is not called on that path."""
+    """On the bounded path the source and split stages read a CSV / JSONL file in blocks and record
+    what the in-memory path records; Polars' mapping reader is not called on that path."""
     from tests.test_audit_memory import TINY, _assert_same, _planted, _stages
 
     monkeypatch.setattr(blockread, "BLOCK_BYTES", 4096)
-    _planted(6000).write_csv(tmp_path / "d.csv")  # past TINY / PARSE_FACTOR: the bounded path
+    planted = _planted(6000)  # past TINY / PARSE_FACTOR: the bounded path
+    planted.write_csv(tmp_path / "d.csv") if kind == "csv" else planted.write_ndjson(tmp_path / "d.jsonl")
     src = {
-        "files": ["d.csv"],
+        "files": [f"d.{kind}"],
         "label_column": "label",
         "label_mapping": {"x": "x", "y": "y", "z": "z"},
         "input_columns": ["body", "kind"],
@@ -182,12 +209,12 @@ def test_the_bounded_stages_read_a_csv_in_blocks_to_the_in_memory_records(
 
     def refuse(source: object, *args: object, **kwargs: object) -> pl.LazyFrame:
         if not isinstance(source, bytes):  # a block's bytes are parsed; a file is never mapped
-            raise AssertionError(f"pl.scan_csv called on a file on the bounded path: {source}")
+            raise AssertionError(f"pl.{reader} called on a file on the bounded path: {source}")
         return real(source, *args, **kwargs)
 
-    real = pl.scan_csv
-
-    monkeypatch.setattr(pl, "scan_csv", refuse)
+    reader = "scan_csv" if kind == "csv" else "scan_ndjson"
+    real = getattr(pl, reader)
+    monkeypatch.setattr(pl, reader, refuse)
     again = _stages(tmp_path, "no-map", src, spl, TINY)
     assert again[0].check("source.schema").measured == small[0].check("source.schema").measured
 
@@ -210,6 +237,25 @@ def test_jsonl_with_a_late_new_key_and_a_late_type_change(tmp_path: Path) -> Non
     lines += [json.dumps({"id": 50, "v": 1.5, "late": "x"}), "", json.dumps({"v": "text", "id": 51})]
     frame = _same([_jsonl(tmp_path, "late.jsonl", lines)], sizes=(1, 64, 1 << 20))
     assert frame.schema["v"] == pl.String and "late" in frame.columns
+
+
+def test_jsonl_with_a_key_null_throughout_a_block_merges_without_polars_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines = [json.dumps({"id": i, "opt": None, "tags": None}) for i in range(40)]
+    lines += [json.dumps({"id": i, "opt": i / 2, "tags": ["a", "b"]}) for i in range(40, 50)]
+    path = _jsonl(tmp_path, "opt.jsonl", lines)
+    whole = _whole([path])
+    real = pl.scan_ndjson
+
+    def bytes_only(source: object, *args: object, **kwargs: object) -> pl.LazyFrame:
+        assert isinstance(source, bytes), "the blocks merge: Polars' whole-file reader is not needed"
+        return real(source, *args, **kwargs)
+
+    monkeypatch.setattr(pl, "scan_ndjson", bytes_only)
+    for size in (1, 100, 1 << 20):
+        assert_frame_equal(_blockwise([path], size), whole, check_exact=True)
+    assert whole.schema["opt"] == pl.Float64 and whole.schema["tags"] == pl.List(pl.String)
 
 
 def test_jsonl_and_csv_files_together(tmp_path: Path) -> None:

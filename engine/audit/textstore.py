@@ -144,8 +144,8 @@ def _read_back(scan: pl.LazyFrame, text_columns: list[str]) -> pl.DataFrame:
         if name not in text_columns:
             columns.append(scan.select(name).collect(engine="streaming").to_series().rechunk())
             continue
-        # The stand-in is made from the null mask in memory: Polars (2.1) scanning several row groups
-        # returns a column of `stand_in` alone (its branches both literals) out of row order.
+        # The stand-in is made from the null mask in memory: Polars (2.1, either engine) scanning several
+        # row groups returned a column of `stand_in` alone (both branches literals) out of row order.
         missing = scan.select(pl.col(name).is_null()).collect(engine="streaming").to_series().rechunk()
         columns.append(pl.DataFrame({name: missing}).select(_from_mask(name)).to_series())
     return pl.DataFrame(columns)

@@ -1,7 +1,7 @@
-"""The bounded path's read of a CSV / TSV file: blocks of at most BLOCK_BYTES read with ordinary file
-reads, never a mapping of the whole file (mapped pages count in the process's memory).
+"""The bounded path's read of a CSV / TSV / JSONL file: blocks of about BLOCK_BYTES read with ordinary
+file reads, never a mapping of the whole file (mapped pages count in the process's memory).
 
-Polars' own reader (`pl.scan_csv`, engine/data/rows.py) maps the file; the bounded path
+Polars' own reader (`pl.scan_csv`, `pl.scan_ndjson`, engine/data/rows.py) maps the file; the bounded path
 (engine/audit/budget.py) reads it here instead, in two passes over the file:
 
 1. Each block, cut at a record boundary (a newline outside quotes: the count of quote characters
@@ -14,10 +14,15 @@ Polars' own reader (`pl.scan_csv`, engine/data/rows.py) maps the file; the bound
    are all null is cast.
 
 The parts, scanned together in block order, are the frame Polars' reader gives (tests/test_blockread.py).
-Where a block infers a type outside Int64, Float64, Boolean and String (an integer past Int64 is
-Int128) and the blocks disagree, Polars' rule for mixing it is not a merge of block types: the file's
-schema then comes from Polars' inference over the whole file (the only case that maps it).
-JSONL files and Parquet files are not read here: JSONL by Polars' reader, Parquet lazily by row group.
+JSONL files are read the same way, cut at every newline (a JSON text holds none unescaped); their
+blocks must all have the same keys in the same order, and each key one type wherever it is not null
+throughout a block (Polars orders the keys of blocks with other keys in a way no merge of the
+blocks' schemas reproduces). Polars' reader maps the file only where the blocks cannot give its
+frame: for the schema, where CSV blocks that disagree include a type outside Int64, Float64, Boolean
+and String (an integer past Int64 is Int128: Polars' rule for mixing it is no merge of block types)
+or JSONL blocks differ otherwise; for the whole read, where a block does not parse (a stray quote outside
+quotes can put a cut where Polars' own reader does not: it then reads or refuses the file as on the
+in-memory path). Parquet files are not read here: they are read lazily by row group.
 """
 
 from __future__ import annotations
@@ -151,16 +156,20 @@ class _Format:
         return self.whole_file_scan(path).collect_schema()
 
     def merged(self, parts: list[_Part], path: Path) -> pl.Schema:
-        """The whole file's schema from its blocks'. CSV: per column, `merge_dtype`. JSONL: the blocks'
-        schema where they all have the same one (names, order, types); Polars orders the keys of
-        blocks that differ in a way no merge of the blocks' schemas reproduces. Otherwise Polars'
-        whole-file inference."""
-        if not self.csv:
-            same = all(p.schema == parts[0].schema for p in parts)
-            return parts[0].schema if same else self.whole_file_schema(path)
+        """The whole file's schema from its blocks'. CSV: per column, `merge_dtype`. JSONL: where every
+        block has the same keys in the same order, per key the one type of the blocks where it is not
+        Null (null throughout a block); Polars orders the keys of blocks with other keys in a way no
+        merge of the blocks' schemas reproduces. Otherwise Polars' whole-file inference."""
+        names = list(parts[0].schema.names())
+        if not self.csv and any(list(p.schema.names()) != names for p in parts):
+            return self.whole_file_schema(path)
         out: dict[str, pl.DataType] = {}
-        for name in parts[0].schema.names():
-            dtype = merge_dtype([p.schema[name] for p in parts if name in p.valued])
+        for name in names:
+            if self.csv:
+                dtype = merge_dtype([p.schema[name] for p in parts if name in p.valued])
+            else:
+                kinds = {p.schema[name] for p in parts} - {pl.Null}
+                dtype = (kinds.pop() if kinds else pl.Null()) if len(kinds) <= 1 else None
             if dtype is None:
                 return self.whole_file_schema(path)
             out[name] = dtype
@@ -207,8 +216,11 @@ class BlockFolder:
             schema = fmt.merged(parts, path)
             for part in parts:
                 _conform(part, schema, path, header, fmt)
-        except pl.exceptions.PolarsError as exc:
-            raise StageInputError(f"data file {name} cannot be read: {_first_line(exc)}") from None
+        except pl.exceptions.PolarsError:
+            # A block Polars cannot parse (a stray quote outside a quoted field can make a cut that
+            # Polars' own reader does not): the file is read by that reader, which reads or refuses
+            # it as on the in-memory path.
+            return fmt.whole_file_scan(path)
         except OSError as exc:
             raise StageInputError(
                 f"the bounded-memory read could not write its temporary file in {where}: "
@@ -259,12 +271,12 @@ def _header_end(data: bytes) -> int:
 
 
 def _conform(part: _Part, schema: pl.Schema, path: Path, header: bytes, fmt: _Format) -> None:
-    """Rewrite the part with the file's schema: cast where the differing columns hold no value (CSV),
+    """Rewrite the part with the file's schema: cast where the differing columns hold no value,
     parse the block's bytes again otherwise."""
     if part.schema == schema:
         return
     differ = [c for c in schema.names() if c not in part.schema or part.schema[c] != schema[c]]
-    if not fmt.csv or any(c in part.valued for c in differ):
+    if any(c not in part.schema or c in part.valued for c in differ):
         with open(path, "rb") as fh:
             fh.seek(part.offset)
             data = fh.read(part.size)
@@ -273,8 +285,3 @@ def _conform(part: _Part, schema: pl.Schema, path: Path, header: bytes, fmt: _Fo
         frame = pl.read_parquet(part.path).with_columns(pl.col(c).cast(schema[c]) for c in differ)
     _write(frame, part.path)
     part.schema = frame.schema
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__

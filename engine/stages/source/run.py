@@ -165,7 +165,7 @@ def _read(
     """The rows (after `preview_rows`), their schema, the per-file malformed-record counts and the
     store of the text columns left on disk (or None); read in memory or streamed through a temporary
     Parquet file (`how`: the load path, engine/audit/budget.py, and the claim's inputs). On the bounded
-    path CSV / TSV files are read in blocks (engine/data/blockread.py) and the text columns stay in
+    path CSV / TSV / JSONL files are read in blocks (engine/data/blockread.py) and the text columns stay in
     that file where engine/audit/textstore.py allows it."""
     from claimcheck.engine.audit import profile
     from claimcheck.engine.data.blockread import BlockFolder
@@ -186,7 +186,7 @@ def _loaded(
     inputs: Inputs, paths: list, ctx: StageContext, how: tuple[str, dict[str, Any]], blocks: Any
 ) -> tuple[Any, Any, Any]:
     """The rows, their schema and the text store (or None), `_read`'s; `blocks`: the folder the
-    bounded path reads CSV / TSV files into (engine/data/rows.py scan_files), or None."""
+    bounded path reads CSV / TSV / JSONL files into (engine/data/rows.py scan_files), or None."""
     import polars as pl
 
     from claimcheck.engine.audit import textstore

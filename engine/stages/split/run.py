@@ -62,7 +62,7 @@ def _load(src: StageRecord, inp: Inputs, claim: dict[str, Any], ctx: StageContex
 
     if load_path != memory_budget.BOUNDED:
         return _loaded(src, inp, claim, ctx, (load_path, None))
-    # The bounded path reads CSV / TSV files in blocks (engine/data/blockread.py), not mapping them.
+    # The bounded path reads CSV / TSV / JSONL files in blocks (engine/data/blockread.py), unmapped.
     with BlockFolder() as blocks:
         return _loaded(src, inp, claim, ctx, (load_path, blocks))
 
