@@ -54,14 +54,14 @@ class DiskPrefixes:
         return tok, rank
 
     def local(self, lo: int, hi: int) -> tuple[Prefixes, np.ndarray]:
-        """Texts lo..hi-1's entries as a Prefixes (offsets relative to entry offs[lo]; no sketches) and
-        each entry's text."""
+        """Texts lo..hi-1's entries as a Prefixes of those texts only (text i there is text lo + i; no
+        sketches), and each entry's text (the whole search's index)."""
         tok, rank = self.entries(lo, hi)
-        doc = np.repeat(np.arange(lo, hi, dtype=np.int32), np.diff(self.offs[lo : hi + 1]))
+        offs = self.offs[lo : hi + 1] - self.offs[lo]
+        doc = np.repeat(np.arange(lo, hi, dtype=np.int32), np.diff(offs))
         none = np.zeros((0, 0), dtype=np.uint8)
-        offs = self.offs - self.offs[lo]
-        empty = np.zeros(0, dtype=bool)
-        return Prefixes(tok, rank, offs, self.ext, self.sizes, none, self.wide_of, none, empty), doc
+        ext, sizes, wide_of = self.ext[lo:hi], self.sizes[lo:hi], self.wide_of[lo:hi]
+        return Prefixes(tok, rank, offs, ext, sizes, none, wide_of, none, np.zeros(0, dtype=bool)), doc
 
     def spans(self, weight: np.ndarray | None = None, most: int = SPAN_ENTRIES) -> Iterator[tuple[int, int]]:
         """Text ranges [lo, hi) of at most `most` entries (or of `weight`, per text) each, one text at least."""

@@ -195,6 +195,6 @@ def _passes(p: DiskPrefixes, sel: np.ndarray) -> Iterator[tuple[np.ndarray, Pack
             mine = sel[np.searchsorted(sel, lo) : np.searchsorted(sel, hi)]
             if mine.size:
                 local, doc = p.local(lo, hi)
-                yield _pair_signatures(local, doc, mine, pack)
+                yield _pair_signatures(local, doc, mine - lo, pack)
 
     yield from shard_passes(gen(), passes, pack)
