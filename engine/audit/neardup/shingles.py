@@ -203,7 +203,7 @@ def build_prefixes(texts: Texts, k: int, threshold: float, *, on_disk: bool = Fa
 
             for x in ordered_map(hashed, bounds, workers):
                 held.append(_pass1_chunk(x, counts, f, buckets))
-                if on_disk and len(held) % 4 == 0:
+                if on_disk:
                     release_free_memory()  # the chunks' temporaries, freed on the C heap, back to the system
             if buckets:
                 counts += np.bincount(drain(buckets), minlength=counts.size).astype(np.uint32)
