@@ -21,7 +21,7 @@ from claimcheck.engine import threads
 from claimcheck.engine.audit.budget import release_free_memory
 from claimcheck.engine.audit.neardup import kernels
 from claimcheck.engine.audit.neardup.arrays import drain, ranges, scratch
-from claimcheck.engine.audit.neardup.hashing import text_shingles
+from claimcheck.engine.audit.neardup.hashing import STORE_SLICE_BYTES, text_shingles
 from claimcheck.engine.audit.texts import Texts
 from claimcheck.engine.threads import ordered_map
 
@@ -269,9 +269,8 @@ def _text_bytes(texts: Texts) -> np.ndarray:
 
     if texts.store is None:
         return fn(texts.frame)[texts.reps]
-    return np.concatenate([np.zeros(0, dtype=np.int64), *texts.store.by_slices(texts.columns, fn)])[
-        texts.reps
-    ]
+    parts = texts.store.by_slices(texts.columns, fn, STORE_SLICE_BYTES)
+    return np.concatenate([np.zeros(0, dtype=np.int64), *parts])[texts.reps]
 
 
 def chunks(texts: Texts, workers: int = 1, nbytes: np.ndarray | None = None) -> list[tuple[int, int]]:
