@@ -54,18 +54,20 @@ class TextStore:
     def _scan(self, columns: list[str]) -> pl.LazyFrame:
         return pl.scan_parquet(self.path).select(ROW_ID, *[c for c in columns if c != ROW_ID])
 
-    def by_slices(self, columns: list[str], fn: Callable[[pl.DataFrame], T]) -> list[T]:
+    def by_slices(
+        self, columns: list[str], fn: Callable[[pl.DataFrame], T], slice_bytes: int = SLICE_BYTES
+    ) -> list[T]:
         """fn over the frame's rows (`columns` of them) a slice of the file at a time, in frame order:
-        whole row groups up to SLICE_BYTES decoded (one group where a group is larger)."""
+        whole row groups up to `slice_bytes` decoded (one group where a group is larger)."""
         out: list[T] = []
-        for off, n in self.slices():
+        for off, n in self.slices(slice_bytes):
             part = self._mine(self._scan(columns).slice(off, n).collect())
             if part.height:
                 out.append(fn(part.select(columns)))
         return out
 
-    def slices(self) -> list[tuple[int, int]]:
-        """(first row, rows) of each slice of the file: consecutive row groups up to SLICE_BYTES."""
+    def slices(self, slice_bytes: int = SLICE_BYTES) -> list[tuple[int, int]]:
+        """(first row, rows) of each slice of the file: consecutive row groups up to `slice_bytes`."""
         import pyarrow.parquet as pq
 
         meta = pq.ParquetFile(self.path).metadata
@@ -73,7 +75,7 @@ class TextStore:
         start = rows = size = 0
         for i in range(meta.num_row_groups):
             g = meta.row_group(i)
-            if rows and size + g.total_byte_size > SLICE_BYTES:
+            if rows and size + g.total_byte_size > slice_bytes:
                 out.append((start, rows))
                 start, rows, size = start + rows, 0, 0
             rows += g.num_rows

@@ -27,10 +27,14 @@ table, pass 2 keeps only each text's prefix (a few shingles), verification re-ha
 appear in candidates. What would not fit that bound goes to temporary files (tempfile's folder, TMPDIR),
 removed as soon as they are read: pass 1's shingle hashes for pass 2 (8 bytes a shingle, 12 in chunks
 with texts shorter than k words) and the prefix-pair signatures, one file per matching pass (8 bytes a
-signature) — about 0.6 GB at most for a million ticket-length texts.
+signature) — about 0.6 GB at most for a million ticket-length texts. On the bounded path (`bounded`)
+pass 2 also writes each text's prefix entries and sketches to temporary files and keeps only four
+numbers a text (ondisk.py); candidates are then found shard by shard from those files and the sketch
+bounds read just the candidates' sketches (sharded.py): the same candidates and pairs.
 
 One module per step: hashing.py (word and shingle hashes), shingles.py (passes 1 and 2: prefixes), candidates.py (signatures and
-the length, positional and sketch bounds), verify.py (exact Jaccard); arrays.py holds their helpers.
+the length, positional and sketch bounds), verify.py (exact Jaccard); arrays.py holds their helpers;
+ondisk.py and sharded.py are the bounded path's per-text files and its shard-by-shard candidates.
 kernels.py loads the compiled loops (_kernels.c, built by `pip install`) that normalise ASCII rows, hash
 words and shingles, do passes 1 and 2 one text at a time and merge the verified pairs' sets; they give the
 numpy path's arrays value for value, and where they were not built the numpy path runs. numpy's huge

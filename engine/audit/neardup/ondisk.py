@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 
 from claimcheck.engine.audit.budget import release_free_memory
-from claimcheck.engine.audit.neardup.arrays import unique_inverse
 from claimcheck.engine.audit.neardup.shingles import SKETCH_BUCKETS, WIDE_BUCKETS, WIDE_MIN, Prefixes, _Chunk
 
 SPAN_ENTRIES = 2_000_000  # prefix entries read back at a time (10 bytes each, plus their text index)
 READ_GAP = 32 << 10  # rows nearer than this many bytes apart are read in one pread
+TRIM_EVERY = 4  # chunks or passes between two trims of the C heap (release_free_memory)
 READ_SPAN = 4 << 20  # and no read spans more than this many bytes (unless one row is longer)
 
 
@@ -54,14 +54,14 @@ class DiskPrefixes:
         return tok, rank
 
     def local(self, lo: int, hi: int) -> tuple[Prefixes, np.ndarray]:
-        """Texts lo..hi-1's entries as a Prefixes (offsets relative to entry offs[lo]; no sketches) and
-        each entry's text."""
+        """Texts lo..hi-1's entries as a Prefixes of those texts only (text i there is text lo + i; no
+        sketches), and each entry's text (the whole search's index)."""
         tok, rank = self.entries(lo, hi)
-        doc = np.repeat(np.arange(lo, hi, dtype=np.int32), np.diff(self.offs[lo : hi + 1]))
+        offs = self.offs[lo : hi + 1] - self.offs[lo]
+        doc = np.repeat(np.arange(lo, hi, dtype=np.int32), np.diff(offs))
         none = np.zeros((0, 0), dtype=np.uint8)
-        offs = self.offs - self.offs[lo]
-        empty = np.zeros(0, dtype=bool)
-        return Prefixes(tok, rank, offs, self.ext, self.sizes, none, self.wide_of, none, empty), doc
+        ext, sizes, wide_of = self.ext[lo:hi], self.sizes[lo:hi], self.wide_of[lo:hi]
+        return Prefixes(tok, rank, offs, ext, sizes, none, wide_of, none, np.zeros(0, dtype=bool)), doc
 
     def spans(self, weight: np.ndarray | None = None, most: int = SPAN_ENTRIES) -> Iterator[tuple[int, int]]:
         """Text ranges [lo, hi) of at most `most` entries (or of `weight`, per text) each, one text at least."""
@@ -77,17 +77,22 @@ class DiskPrefixes:
 
     def sketch_pairs(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The 64-bucket sketches of texts a and b (rows of the sketch file)."""
-        return _pair_rows(self.folder / "sketch", SKETCH_BUCKETS, a, b)
+        return _pair_rows(self.folder / "sketch", SKETCH_BUCKETS, self.sizes.size, a, b)
 
     def wide_pairs(self, wa: np.ndarray, wb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The wide sketches of wide rows wa and wb."""
-        return _pair_rows(self.folder / "wide", WIDE_BUCKETS, wa, wb)
+        return _pair_rows(self.folder / "wide", WIDE_BUCKETS, self.wide_full.size, wa, wb)
 
 
-def _pair_rows(path: Path, width: int, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    ids, inv = unique_inverse(np.concatenate([a, b]))
+def _pair_rows(path: Path, width: int, n: int, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows a and b of a file of n rows, each distinct row read once (a flag per row finds them)."""
+    need = np.zeros(n, dtype=bool)
+    need[a] = True
+    need[b] = True
+    ids = np.flatnonzero(need)
+    del need
     rows = read_rows(path, width, ids)
-    return rows[inv[: a.size]], rows[inv[a.size :]]
+    return rows[np.searchsorted(ids, a)], rows[np.searchsorted(ids, b)]
 
 
 def read_rows(path: Path, width: int, ids: np.ndarray) -> np.ndarray:
@@ -124,6 +129,7 @@ def spill(done: Iterable[tuple[tuple[int, int], _Chunk]], n: int) -> DiskPrefixe
         ext = np.zeros(n, dtype=np.int64)
         kept = np.zeros(n, dtype=np.int64)
         full: list[np.ndarray] = []
+        chunks = 0
         with (
             (folder / "prefix.tok").open("wb") as tok,
             (folder / "prefix.rank").open("wb") as rank,
@@ -139,7 +145,11 @@ def spill(done: Iterable[tuple[tuple[int, int], _Chunk]], n: int) -> DiskPrefixe
                     np.ascontiguousarray(c.wide, dtype=np.uint8).tofile(wide)
                     full.append((c.wide == 255).any(axis=1))
                 del c
-                release_free_memory()  # the chunk's temporaries, freed on the C heap, back to the system
+                chunks += 1
+                if (
+                    chunks % TRIM_EVERY == 0
+                ):  # the chunks' temporaries, freed on the C heap, back to the system
+                    release_free_memory()
         offs = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(kept, out=offs[1:])
         wide_of = np.full(n, -1, dtype=np.int64)

@@ -31,7 +31,7 @@ from claimcheck.engine.audit.neardup.candidates import (
     single_pairs_of,
     sketch_ok,
 )
-from claimcheck.engine.audit.neardup.ondisk import DiskPrefixes
+from claimcheck.engine.audit.neardup.ondisk import TRIM_EVERY, DiskPrefixes
 
 Bound = Callable[[np.ndarray], np.ndarray]
 BOUND_BATCH = 1_000_000  # candidate codes gathered before the sketch bounds read their sketches
@@ -63,9 +63,12 @@ def find_candidates(p: DiskPrefixes, threshold: float) -> np.ndarray:
         _single(p, (sizes, tiny, big), threshold, bound)
     sel = np.flatnonzero(~big & (plen >= 2))
     release_free_memory()
-    for part in _passes(p, sel):
+    for i, part in enumerate(_passes(p, sel)):
         match_pass(part, sizes, threshold, bound)
-        release_free_memory()  # each pass's temporaries, freed on the C heap, back to the system
+        if (
+            i % TRIM_EVERY == TRIM_EVERY - 1
+        ):  # the passes' temporaries, freed on the C heap, back to the system
+            release_free_memory()
     flush()
     return unique(np.concatenate(out)) if out else np.empty(0, dtype=np.uint64)
 
@@ -195,6 +198,6 @@ def _passes(p: DiskPrefixes, sel: np.ndarray) -> Iterator[tuple[np.ndarray, Pack
             mine = sel[np.searchsorted(sel, lo) : np.searchsorted(sel, hi)]
             if mine.size:
                 local, doc = p.local(lo, hi)
-                yield _pair_signatures(local, doc, mine, pack)
+                yield _pair_signatures(local, doc, mine - lo, pack)
 
     yield from shard_passes(gen(), passes, pack)

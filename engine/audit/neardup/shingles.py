@@ -21,7 +21,7 @@ from claimcheck.engine import threads
 from claimcheck.engine.audit.budget import release_free_memory
 from claimcheck.engine.audit.neardup import kernels
 from claimcheck.engine.audit.neardup.arrays import drain, ranges, scratch
-from claimcheck.engine.audit.neardup.hashing import text_shingles
+from claimcheck.engine.audit.neardup.hashing import STORE_SLICE_BYTES, text_shingles
 from claimcheck.engine.audit.texts import Texts
 from claimcheck.engine.threads import ordered_map
 
@@ -204,7 +204,7 @@ def build_prefixes(texts: Texts, k: int, threshold: float, *, on_disk: bool = Fa
             for x in ordered_map(hashed, bounds, workers):
                 held.append(_pass1_chunk(x, counts, f, buckets))
                 if on_disk:
-                    release_free_memory()
+                    release_free_memory()  # the chunks' temporaries, freed on the C heap, back to the system
             if buckets:
                 counts += np.bincount(drain(buckets), minlength=counts.size).astype(np.uint32)
         with store.open("rb") as f:
@@ -269,9 +269,8 @@ def _text_bytes(texts: Texts) -> np.ndarray:
 
     if texts.store is None:
         return fn(texts.frame)[texts.reps]
-    return np.concatenate([np.zeros(0, dtype=np.int64), *texts.store.by_slices(texts.columns, fn)])[
-        texts.reps
-    ]
+    parts = texts.store.by_slices(texts.columns, fn, STORE_SLICE_BYTES)
+    return np.concatenate([np.zeros(0, dtype=np.int64), *parts])[texts.reps]
 
 
 def chunks(texts: Texts, workers: int = 1, nbytes: np.ndarray | None = None) -> list[tuple[int, int]]:
