@@ -385,8 +385,10 @@ def train_classes(joined: Any, numeric: bool) -> Check:
     from claimcheck.engine.data.rows import TARGET
     from claimcheck.engine.textsafe import visible
 
-    train = joined.select("split", TARGET).filter(pl.col("split") == "train").get_column(TARGET).drop_nulls()
-    values = sorted(str(v) for v in train.unique().to_list())
+    in_train = joined.lazy().filter(pl.col("split") == "train").select(TARGET).drop_nulls()
+    counted = in_train.group_by(TARGET).len().collect(engine="streaming")
+    values = sorted(str(v) for v in counted.get_column(TARGET).to_list())
+    train_rows = int(counted.get_column("len").sum())
     noun = "distinct target value" if numeric else "class"
     counted = f"{len(values):,} {noun}" + ("" if len(values) == 1 else ("es" if noun == "class" else "s"))
     shown = ", ".join(repr(visible(v)) for v in values[:5])
@@ -402,7 +404,7 @@ def train_classes(joined: Any, numeric: bool) -> Check:
         id="split.train_classes",
         status="pass" if len(values) >= 2 else "fail",
         summary=summary,
-        measured={"train_rows": train.len(), "train_classes": len(values), "numeric_target": numeric},
+        measured={"train_rows": train_rows, "train_classes": len(values), "numeric_target": numeric},
         why="A learner fitted on one class cannot be fitted at all; later stages are not run on it.",
         playbook=PB_SEPARATE,
     )
@@ -413,7 +415,8 @@ def label_coverage(joined: Any) -> Check:
 
     from claimcheck.engine.data.rows import TARGET
 
-    pairs = joined.select("split", TARGET)
+    # The distinct (split, label) pairs, by a streaming aggregation.
+    pairs = joined.lazy().select("split", TARGET).unique().collect(engine="streaming")
     train = set(pairs.filter(pl.col("split") == "train").get_column(TARGET).unique().to_list())
     missing = {}
     for s in ("dev", "calibration", "test"):

@@ -265,7 +265,6 @@ def _membership(
 ) -> Check:
     """split.membership: rows per split, rows left out, the saved file's hash, and the families kept
     together per grouping with the unit every later stage folds and resamples over."""
-
     from claimcheck.engine.data import splits
     from claimcheck.engine.data.rows import FAMILY, ROW_ID
     from claimcheck.engine.shapes.data import Membership
