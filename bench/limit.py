@@ -160,7 +160,8 @@ def phase_stages(work: Path, data: str, budget: str, tag: str) -> dict:
     if data == "tickets":
         import audit
 
-        inputs = audit.INPUTS
+        # WORK/tickets.csv may be a link to a shared copy (/work/data1m): read where it lies.
+        inputs = {**audit.INPUTS, "allow_outside_workspace": True}
     else:
         inputs = {**CONV_INPUTS, "files": [DATA_FILES[data]]}
     t0 = time.perf_counter()
