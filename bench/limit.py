@@ -22,8 +22,8 @@ Runs, each a fresh process of this script (`--phase stages`), each in its own me
   limit, engine/audit/budget.py) sends the reads and the near-duplicate search down the bounded path;
 - limited-inmemory (`--runs …,limited-inmemory`): `memory_budget = 1000G` under the same limit,
   expected to be killed.
-Every run prints each progress step's peak RSS as it ends (stderr; the last line says where a killed
-run died). The measured values of every check are compared between runs, and the pairs files' sha256.
+Every run prints each progress step's peak RSS as it ends, and the step that starts next (stderr,
+kept in WORK/steps-TAG.txt); a killed run's result names the step it died in (`died_in`). The measured values of every check are compared between runs, and the pairs files' sha256.
 """
 
 # ruff: noqa: E402
@@ -243,7 +243,7 @@ def phase_stages(work: Path, data: str, budget: str, tag: str) -> dict:
         def f(_x, label):
             print(
                 f"{time.perf_counter() - t0:8.1f} s  {state['step']:44s} step peak "
-                f"{state['step_peak']:7.0f} MB (peak {state['peak']:.0f})",
+                f"{state['step_peak']:7.0f} MB (peak {state['peak']:.0f})  -> {stage}: {label}",
                 file=sys.stderr,
                 flush=True,
             )
@@ -325,6 +325,9 @@ def one_run(work: Path, data: str, tag: str, budget: str, limit: int) -> dict:
         out.update(json.loads(res.stdout.strip().splitlines()[-1]))
     else:
         out["last_steps"] = steps[-4:]
+        # Each step line ends with the step that starts next: a killed run died in the last one named.
+        named = [line.rsplit("  -> ", 1)[1] for line in steps if "  -> " in line]
+        out["died_in"] = named[-1] if named else "start"
     (work / f"steps-{tag}.txt").write_text(res.stderr)
     return out
 
