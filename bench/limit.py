@@ -22,8 +22,8 @@ Runs, each a fresh process of this script (`--phase stages`), each in its own me
   limit, engine/audit/budget.py) sends the reads and the near-duplicate search down the bounded path;
 - limited-inmemory (`--runs …,limited-inmemory`): `memory_budget = 1000G` under the same limit,
   expected to be killed.
-Every run prints each progress step's peak RSS as it ends (stderr; the last line says where a killed
-run died). The measured values of every check are compared between runs, and the pairs files' sha256.
+Every run prints each progress step's peak RSS as it ends, and the step that starts next (stderr,
+kept in WORK/steps-TAG.txt); a killed run's result names the step it died in (`died_in`). The measured values of every check are compared between runs, and the pairs files' sha256.
 """
 
 # ruff: noqa: E402
@@ -132,6 +132,77 @@ def generate(path: Path, rows: int = 0, target_mb: float = 0.0, seed: int = 41) 
     return {"rows": written, "csv_mb": round(path.stat().st_size / 2**20, 1)}
 
 
+def _anon_sampler(state: dict) -> None:
+    """The process's anonymous memory (what a cgroup cannot reclaim), peak per step."""
+    while True:
+        text = Path("/proc/self/smaps_rollup").read_text()
+        anon = int(text.split("Anonymous:")[1].split()[0]) >> 10
+        state["peak"] = max(state["peak"], anon)
+        time.sleep(0.05)
+
+
+def phase_probe(work: Path, data: str, what: str) -> None:
+    """One step alone, each part's peak anonymous memory printed as it ends: `read` (the source
+    file's scan streamed to Parquet as the bounded read does, then read back with stand-ins) or
+    `neardup` (the bounded near-duplicate search on the spilled texts, by step)."""
+    import claimcheck.tui.cli  # noqa: F401  (the app's Polars allocator option, before polars loads)
+
+    # isort: split
+    import polars as pl
+
+    import claimcheck.engine.audit.neardup as nd
+    from claimcheck.engine.audit import textstore
+
+    state, t0 = {"step": "scan", "peak": 0}, time.perf_counter()
+    threading.Thread(target=_anon_sampler, args=(state,), daemon=True).start()
+
+    def mark(name: str) -> None:
+        print(
+            f"{time.perf_counter() - t0:7.1f} s  {state['step']:28s} anon peak {state['peak']:6d} MB",
+            flush=True,
+        )
+        state["step"], state["peak"] = name, 0
+
+    path = work / DATA_FILES[data]
+    col = "body" if data == "tickets" else "conversation"
+    if path.suffix == ".csv":
+        lf = pl.scan_csv(path, infer_schema_length=None, encoding="utf8-lossy", glob=False)
+    else:
+        lf = pl.scan_parquet(path, glob=False)
+    lf.collect_schema()
+    lf = lf.with_row_index("row_id").with_columns(pl.col("row_id").cast(pl.Int64))
+    mark("spill (sink, read back)")
+    frame, store = textstore.spill(lf, [col])
+    if what == "read":
+        mark("end")
+        return
+    for name in (
+        "normalised_row_hashes",
+        "distinct_texts",
+        "build_prefixes",
+        "find_candidates",
+        "verify_pairs",
+    ):
+
+        def wrapped(*a, _f=getattr(nd, name), _n=name, **k):
+            mark(_n)
+            out = _f(*a, **k)
+            mark(f"after {_n}")
+            return out
+
+        setattr(nd, name, wrapped)
+    inp = CONV_INPUTS
+    nd.near_duplicates(
+        frame,
+        [col],
+        threshold=inp["near_dup_threshold"],
+        shingle_size=inp["shingle_size"],
+        bounded=True,
+        store=store,
+    )
+    mark("end")
+
+
 def to_parquet(csv: Path, out: Path) -> None:
     import polars as pl
 
@@ -160,7 +231,8 @@ def phase_stages(work: Path, data: str, budget: str, tag: str) -> dict:
     if data == "tickets":
         import audit
 
-        inputs = audit.INPUTS
+        # WORK/tickets.csv may be a link to a shared copy (/work/data1m): read where it lies.
+        inputs = {**audit.INPUTS, "allow_outside_workspace": True}
     else:
         inputs = {**CONV_INPUTS, "files": [DATA_FILES[data]]}
     t0 = time.perf_counter()
@@ -171,7 +243,7 @@ def phase_stages(work: Path, data: str, budget: str, tag: str) -> dict:
         def f(_x, label):
             print(
                 f"{time.perf_counter() - t0:8.1f} s  {state['step']:44s} step peak "
-                f"{state['step_peak']:7.0f} MB (peak {state['peak']:.0f})",
+                f"{state['step_peak']:7.0f} MB (peak {state['peak']:.0f})  -> {stage}: {label}",
                 file=sys.stderr,
                 flush=True,
             )
@@ -253,6 +325,9 @@ def one_run(work: Path, data: str, tag: str, budget: str, limit: int) -> dict:
         out.update(json.loads(res.stdout.strip().splitlines()[-1]))
     else:
         out["last_steps"] = steps[-4:]
+        # Each step line ends with the step that starts next: a killed run died in the last one named.
+        named = [line.rsplit("  -> ", 1)[1] for line in steps if "  -> " in line]
+        out["died_in"] = named[-1] if named else "start"
     (work / f"steps-{tag}.txt").write_text(res.stderr)
     return out
 
@@ -266,12 +341,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit-mb", type=int, default=512, help="the cgroup memory limit (MiB)")
     ap.add_argument("--runs", default="unlimited,limited", help="unlimited,limited,limited-inmemory")
     ap.add_argument("--phase", default="")
+    ap.add_argument("--probe", choices=["read", "neardup"], help="one step alone, under --limit-mb (0: none)")
     ap.add_argument("--budget", default="")
     ap.add_argument("--tag", default="")
     args = ap.parse_args(argv)
     work = Path(args.work)
     if args.phase == "stages":
         print(json.dumps(phase_stages(work, args.data, args.budget, args.tag), default=str))
+        return 0
+    if args.phase.startswith("probe-"):
+        phase_probe(work, args.data, args.phase.removeprefix("probe-"))
+        return 0
+    if args.probe:
+        from cgroup_limit import evict, run_limited
+
+        evict(work / DATA_FILES[args.data])
+        cmd = [
+            sys.executable,
+            __file__,
+            "--phase",
+            f"probe-{args.probe}",
+            "--work",
+            str(work),
+            "--data",
+            args.data,
+        ]
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        res = run_limited(cmd, (args.limit_mb << 20) or physical, echo=True)
+        print(f"exit {res.returncode}, OOM-killed {res.oom_killed}, peak RSS {res.maxrss_bytes >> 20} MB")
         return 0
     from cgroup_limit import unavailable
 

@@ -6,7 +6,8 @@ Where the budget comes from, first found wins:
    source stage's inputs;
 2. the environment variable CLAIMCHECK_MEMORY_BUDGET (`claimcheck run --memory-budget`,
    `claimcheck --replay … --memory-budget` and `claimcheck --memory-budget` set it), the same syntax;
-3. DEFAULT_FRACTION of the machine's memory (cgroup limit or physical memory, the smaller).
+3. DEFAULT_FRACTION of the machine's memory: physical memory, or the tightest memory limit of this
+   process's own cgroup and those above it where that is smaller (machine_memory).
 
 Each check that has two paths estimates what its in-memory path needs (`need_*` below, measured
 factors: bench/README.md "bounded memory") and takes the bounded path when that exceeds the budget.
