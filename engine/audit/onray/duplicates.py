@@ -12,10 +12,11 @@ Two shuffles by Ray over row shards, partitioned by each row's 64-bit hash of it
 The driver adds the partitions' figures up; a row outside the candidates is alone in its group and
 counts one towards the ceiling, as in the local check.
 
-The shards are the frame's rows (compared inputs and target) put in the object store one at a time.
-Where the text columns stay on disk (engine/audit/textstore.py; the frame holds stand-ins), a shard is
-one slice of the store's file read by the driver (TextStore.by_slices) and put at once: the driver holds
-one slice's texts at a time, and the object store holds each shard until both shuffles' map tasks ran.
+The shards are the frame's rows (compared inputs and target), SHARD_BYTES at most, put in the object
+store one at a time. Where the text columns stay on disk (engine/audit/textstore.py; the frame holds
+stand-ins), the driver reads the store's file a slice at a time (TextStore.by_slices) and puts each
+slice as shards: it holds one slice's texts at a time, and the object store holds each shard until both
+shuffles' map tasks ran.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ from claimcheck.engine.audit.textstore import TextStore
 from claimcheck.engine.data.rows import TARGET
 
 SHARD_ROWS = 500_000  # rows per map task at most
+# And about this many bytes at most: `ray.put` pickles a shard in the driver's memory before it copies
+# it to the object store, so a shard's bytes are what the driver holds twice while it sends one.
+SHARD_BYTES = 16 << 20
 
 
 def _hash_map(
@@ -109,9 +113,20 @@ def _shards(
 ) -> list:
     """The rows' compared inputs and target, one object-store shard at a time (module docstring)."""
     if store is not None:
-        return store.by_slices([*columns, TARGET], ray.put)
-    step = max(1, min(SHARD_ROWS, -(-df.height // cluster.partitions)))
-    return [ray.put(df.select(*columns, TARGET).slice(lo, step)) for lo in range(0, df.height, step)]
+
+        def put(part: pl.DataFrame) -> list:
+            step = min(SHARD_ROWS, _shard_rows(part))
+            return [ray.put(part.slice(lo, step)) for lo in range(0, part.height, step)]
+
+        return [ref for refs in store.by_slices([*columns, TARGET], put) for ref in refs]
+    keyed = df.select(*columns, TARGET)
+    step = max(1, min(SHARD_ROWS, -(-df.height // cluster.partitions), _shard_rows(keyed)))
+    return [ray.put(keyed.slice(lo, step)) for lo in range(0, df.height, step)]
+
+
+def _shard_rows(frame: pl.DataFrame) -> int:
+    """Rows of `frame` in SHARD_BYTES (its mean bytes a row)."""
+    return max(1, int(SHARD_BYTES * max(frame.height, 1) // max(frame.estimated_size(), 1)))
 
 
 def _shuffled(
