@@ -6,9 +6,12 @@ on it rather than on hand-made records.
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from claimcheck.engine.threads import usable_cores
 from tests import real_session as rs
@@ -19,7 +22,8 @@ os.environ.setdefault("CLAIMCHECK_MEMORY_BUDGET", "4G")
 
 # `-n auto` (pyproject.toml) runs the suite on this many worker processes: one a core, at most two.
 # Each test here trains, fits or drives a TUI on up to two threads, so more workers than that on a
-# bigger machine would only crowd one another; each worker builds its own real session.
+# bigger machine would only crowd one another. The sessions below are built once per run and shared
+# by the workers (built_once).
 MAX_WORKERS = 2
 
 
@@ -29,16 +33,25 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 # The longest files (measured with --durations on a 2-core box, about a minute or more each) are
 # handed out first, so that the two workers finish together rather than one waiting on the other's
-# last long file. Only the order changes: each file's tests keep theirs.
+# last long file. Only the order changes: each file's tests keep theirs. The tuned session's builder
+# (test_tuning.py) comes first, and its other reader (test_tui_tuning.py) late enough to find it built.
 LONGEST_FIRST = (
+    "test_tuning.py",
     "test_crash.py",
+    "test_tuning_runs.py",
     "test_kill_chain.py",
+    "test_weighted_finetune.py",
     "test_sft_end_to_end.py",
+    "test_retrieval_finetune.py",
+    "test_packaging.py",
+    "test_multilabel_ft.py",
+    "test_integrity.py",
     "test_end_to_end.py",
+    "test_untrusted_text.py",
     "test_tui_walk.py",
     "test_tui_snapshots.py",
     "test_tui.py",
-    "test_integrity.py",
+    "test_tui_tuning.py",
     "test_tui_forms.py",
     "test_contract_stage.py",
     "test_answers.py",
@@ -50,11 +63,30 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], Path]) -> Path:
+    """build(folder) once per test run, in a folder all xdist workers share: the first worker that
+    needs it builds it under a file lock, a worker that comes later waits for that lock and reads
+    the same folder. Without xdist, a folder of this process's own. A build that failed (no
+    `.built` marker beside it) is removed and made again by the next worker, which fails the same way."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return build(tmp_path_factory.mktemp(name))
+    shared = tmp_path_factory.getbasetemp().parent  # this run's folder, above each worker's own
+    folder, done = shared / name, shared / f"{name}.built"
+    with FileLock(shared / f"{name}.lock"):
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def real_workspace(tmp_path_factory) -> Path:
+    """The workspace of the real session (tests/real_session.py), built once per test run."""
     if not rs.SAMPLE.exists():
         pytest.skip("sample_data/tickets.csv is not generated")
-    return rs.build(tmp_path_factory.mktemp("real"))
+    return built_once(tmp_path_factory, "real", rs.build)
 
 
 @pytest.fixture(scope="session")
@@ -69,4 +101,4 @@ def tuned_workspace(tmp_path_factory) -> Path:
     read only: copy it with rs.copy_tuned to edit or to open in the app."""
     if not rs.SAMPLE.exists():
         pytest.skip("sample_data/tickets.csv is not generated")
-    return rs.build_tuned(tmp_path_factory.mktemp("tuned"))
+    return built_once(tmp_path_factory, "tuned", rs.build_tuned)
