@@ -127,3 +127,26 @@ def test_sharded_single_shingle_pairs_equal_the_whole_search_before_bounds(
         disk.close()
     assert whole.size > 20
     assert np.array_equal(whole, np.unique(np.concatenate(parts)))
+
+
+def test_row_hash_pass_gives_each_texts_bytes(tmp_path) -> None:
+    """The text bytes read with the row hashes (in memory and from a text store) are _text_bytes'."""
+    from claimcheck.engine.audit.neardup import hashing, shingles
+    from claimcheck.engine.audit.texts import distinct_texts
+    from claimcheck.engine.audit.textstore import spill
+
+    df = _mixed(seed=3)
+    titles = ["Ünïcode  Title", None, "", "x", "same"]
+    df = df.with_columns(pl.Series("title", [titles[i % 5] for i in range(df.height)]))
+    cols = ["body", "title"]
+    h, nbytes = hashing.row_hashes_and_bytes(df, cols)
+    texts, _, _ = distinct_texts(df, cols, "row_id", h, None)
+    assert np.array_equal(nbytes[texts.reps], shingles._text_bytes(texts))
+    frame, store = spill(df.lazy(), cols)
+    try:
+        h2, nbytes2 = hashing.row_hashes_and_bytes(frame, cols, store)
+        texts2, _, _ = distinct_texts(frame, cols, "row_id", h2, store)
+        assert np.array_equal(nbytes2[texts2.reps], shingles._text_bytes(texts2))
+        assert np.array_equal(nbytes2, nbytes) and h2.equals(h)
+    finally:
+        store.close()

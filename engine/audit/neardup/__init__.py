@@ -53,7 +53,7 @@ import polars as pl
 from claimcheck.engine.audit.neardup import sharded
 from claimcheck.engine.audit.neardup.arrays import ranges, small_pages, unique_inverse
 from claimcheck.engine.audit.neardup.candidates import find_candidates
-from claimcheck.engine.audit.neardup.hashing import normalised_row_hashes
+from claimcheck.engine.audit.neardup.hashing import row_hashes_and_bytes
 from claimcheck.engine.audit.neardup.shingles import build_prefixes
 from claimcheck.engine.audit.neardup.verify import verify_pairs
 from claimcheck.engine.audit.texts import Texts, distinct_texts
@@ -108,10 +108,14 @@ def _search(
     how: tuple[bool, TextStore | None],
 ) -> NearDupResult:
     bounded, store = how
-    hashes = normalised_row_hashes(df, text_columns, store)
+    got = row_hashes_and_bytes(df, text_columns, store)
+    hashes = None if got is None else got[0]
     texts, rows, text_of = distinct_texts(df, text_columns, row_id, hashes, store)
+    # Each text's bytes, from the row hashes' read of the texts (not a second read of the store).
+    nbytes = None if got is None else got[1][texts.reps]
+    del got
     try:
-        sizes, codes = _candidates(texts, k, threshold, bounded)
+        sizes, codes = _candidates(texts, k, threshold, (bounded, nbytes))
     except OSError as exc:
         from claimcheck.engine.pipeline.context import StageInputError
 
@@ -129,13 +133,16 @@ def _search(
     )
 
 
-def _candidates(texts: Texts, k: int, threshold: float, bounded: bool) -> tuple[np.ndarray, np.ndarray]:
+def _candidates(
+    texts: Texts, k: int, threshold: float, how: tuple[bool, np.ndarray | None]
+) -> tuple[np.ndarray, np.ndarray]:
     """Each text's set size and the candidate pairs: on the bounded path from the per-text arrays
-    written to disk (ondisk.py, sharded.py), else held in memory."""
+    written to disk (ondisk.py, sharded.py), else held in memory. `how`: (bounded, each text's bytes)."""
+    bounded, nbytes = how
     if not bounded:
-        prefixes = build_prefixes(texts, k, threshold)
+        prefixes = build_prefixes(texts, k, threshold, nbytes=nbytes)
         return prefixes.sizes, find_candidates(prefixes, threshold)
-    on_disk = build_prefixes(texts, k, threshold, on_disk=True)
+    on_disk = build_prefixes(texts, k, threshold, on_disk=True, nbytes=nbytes)
     try:
         return on_disk.sizes, sharded.find_candidates(on_disk, threshold)
     finally:

@@ -98,6 +98,15 @@ def normalised_row_hashes(
     it but without Polars' regex for the rows whose columns are all ASCII. A slice of rows at a time
     (texts.by_slices, or read from `store` where the text stays on disk); None without the compiled
     loops, or for a column that is not text."""
+    got = row_hashes_and_bytes(df, columns, store)
+    return None if got is None else got[0]
+
+
+def row_hashes_and_bytes(
+    df: pl.DataFrame, columns: list[str], store: TextStore | None = None
+) -> tuple[pl.Series, np.ndarray] | None:
+    """normalised_row_hashes, and each row's text bytes (its columns' bytes before normalisation, as
+    shingles.build_prefixes sizes its chunks by), read in the same pass over the texts."""
     from claimcheck.engine.audit.texts import by_slices
 
     if not kernels.available() or any(df.schema[c] != pl.String for c in columns):
@@ -106,16 +115,20 @@ def normalised_row_hashes(
         parts = store.by_slices(columns, lambda part: _row_hashes(part, columns), STORE_SLICE_BYTES)
     else:
         parts = by_slices(df, lambda part: _row_hashes(part, columns))
-    return pl.Series("h", np.concatenate([np.zeros(0, dtype=np.uint64), *parts]))
+    h = np.concatenate([np.zeros(0, dtype=np.uint64), *(x for x, _ in parts)])
+    nbytes = np.concatenate([np.zeros(0, dtype=np.int64), *(b for _, b in parts)])
+    return pl.Series("h", h), nbytes
 
 
-def _row_hashes(part: pl.DataFrame, columns: list[str]) -> np.ndarray:
+def _row_hashes(part: pl.DataFrame, columns: list[str]) -> tuple[np.ndarray, np.ndarray]:
     from claimcheck.engine.audit.texts import norm_text_expr
 
     h = np.zeros(part.height, dtype=np.uint64)
+    nbytes = np.zeros(part.height, dtype=np.int64)
     with np.errstate(over="ignore"):
         for c in columns:
             col = part.get_column(c)
+            nbytes += col.str.len_bytes().fill_null(0).cast(pl.Int64).to_numpy()
             out, offs, ok = kernels.normalise([utf8(col)])
             hc = kernels.bytes_hashes(out, offs)
             if not ok.all():
@@ -124,7 +137,7 @@ def _row_hashes(part: pl.DataFrame, columns: list[str]) -> np.ndarray:
             if col.null_count():
                 hc[col.is_null().to_numpy()] = _NULL_VALUE
             h = splitmix64(h * _ROW_MIX + hc)
-    return h
+    return h, nbytes
 
 
 def text_shingles(texts: Texts, idx: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

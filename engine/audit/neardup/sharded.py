@@ -3,10 +3,10 @@ same codes as candidates.find_candidates, found shard by shard.
 
 - Single-shingle path: where single entries (tiny or long-prefix texts) are the fewer, their shingles
   are gathered first, then only the entries holding one of them are read back (tickets: a few); else
-  (long documents) the entries are read back one shard of shingle hashes at a time (shingle_shards).
+  (long documents) the entries are read back one shard of shingle hashes at a time (_single_shards).
 - Ordered pairs of prefix shingles: generated a span of texts at a time from the entry files and
   written to one file per pass of pair hashes (candidates.shard_passes), each pass matched in turn.
-- The sketch bounds read the sketches of each block's candidate ids only.
+- The sketch bounds read the sketches of a batch's candidate ids only (BOUND_BATCH codes at a time).
 """
 
 from __future__ import annotations

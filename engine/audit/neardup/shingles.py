@@ -175,15 +175,18 @@ class Prefixes(NamedTuple):
     wide_full: np.ndarray  # per wide text, whether a bucket of its wide sketch saturated (at 255)
 
 
-def build_prefixes(texts: Texts, k: int, threshold: float, *, on_disk: bool = False) -> Any:
+def build_prefixes(
+    texts: Texts, k: int, threshold: float, *, on_disk: bool = False, nbytes: np.ndarray | None = None
+) -> Any:
     """Each text's extended prefix (first |x| - ceil(t|x|) + 2 shingles, rarest first) and set sizes:
     a Prefixes, or with `on_disk` an ondisk.DiskPrefixes (the entries and sketches in files).
+    `nbytes`: each text's bytes where the caller has them (_text_bytes, else).
 
     A shingle counted once in the (over-counting) table occurs in one text only: no pair can share it,
     so it takes a prefix place (it counts for positions and lengths) but is not kept.
     """
     n = texts.len()
-    nbytes = _text_bytes(texts)
+    nbytes = _text_bytes(texts) if nbytes is None else nbytes
     # Worker threads for long documents only: there they halve the time; on a million tickets they
     # saved ~4 s of a 30 s source stage but lifted its peak ~105 MB, past 3x the data (bench/HISTORY.md, audit round 7).
     workers = threads.thread_cap() if n and nbytes.mean() >= THREADED_MIN_BYTES else 1
