@@ -1,7 +1,8 @@
 """The audit on a Ray cluster (engine/audit/onray): on the loopback Ray head the tests start (two worker
-CPUs: two worker processes), the near-duplicate search and the duplicate / conflict keys run as Ray tasks
-and give the local run's figures — the same pairs file byte for byte, the same measured values — with
-the cluster named in the coverage line; a session audited on Ray replays locally."""
+CPUs: two worker processes), the near-duplicate search, the duplicate / conflict keys and the entity
+families run as Ray tasks and give the local run's figures — the same pairs and families files byte for
+byte, the same measured values — with the cluster named in the coverage line; a session audited on Ray
+replays locally."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ pytestmark = pytest.mark.ray
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_data" / "tickets.csv"
 RAY_IDS = ("source.near_duplicates", "source.duplicate_inputs", "source.conflicting_labels")
+FAMILIES_ID = "source.entity_families"  # its tasks are sent entity ids, not texts
 
 
 def _source(ws: Path, tag: str, inputs: dict[str, Any]) -> tuple[Any, Path]:
@@ -51,14 +53,14 @@ def _same_on_ray(ws: Path, inputs: dict[str, Any], address: str, budgets: tuple[
             ws, f"ray{budget}", ray_inputs | ({"memory_budget": budget} if budget else {})
         )
         assert _figures(there) == _figures(here)
-        pairs = "data/near_duplicates.parquet"
-        assert (there_dir / pairs).read_bytes() == (here_dir / pairs).read_bytes()
+        for name in ("near_duplicates.parquet", "families.parquet"):
+            assert (there_dir / "data" / name).read_bytes() == (here_dir / "data" / name).read_bytes()
         texts = onray.TEXTS_ON_DISK if budget else onray.TEXTS_IN_FRAME
-        for cid in RAY_IDS:
+        for cid in (*RAY_IDS, FAMILIES_ID):
             cov = there.check(cid).coverage
             assert f" · ray: {address}, cluster session_" in cov, cov
             assert "2 worker CPU(s) on 1 node(s), ray 2." in cov, cov
-            assert cov.endswith(texts), cov
+            assert cov.endswith(onray.ENTITY_IDS_IN_FRAME if cid == FAMILIES_ID else texts), cov
             assert " · ray: " not in here.check(cid).coverage
     return there
 
@@ -83,7 +85,14 @@ def test_planted_near_and_exact_copies_give_the_local_figures_on_ray(
         return frame, store
 
     monkeypatch.setattr(textstore, "spill", recorded)
-    frame = _planted(4000)
+    import numpy as np
+    import polars as pl
+
+    # A second entity column: nulls, and the same strings as `cust` (case "17" must not link to
+    # customer "17"), so the families join rows through both columns.
+    case = np.random.default_rng(5).integers(0, 1500, size=4000).astype(str).astype(object)
+    case[::3] = None
+    frame = _planted(4000).with_columns(pl.Series("case", case.tolist(), dtype=pl.String))
     frame.write_csv(tmp_path / "d.csv")
     inputs = dict(
         files=["d.csv"],
@@ -94,6 +103,7 @@ def test_planted_near_and_exact_copies_give_the_local_figures_on_ray(
         near_dup_threshold=0.7,
         shingle_size=2,
         normalisation="lower_strip_ws",
+        entity_columns=["cust", "case"],
     )
     there = _same_on_ray(tmp_path, inputs, ray_head.client_address, ("", "1M"))
     # Only the bounded Ray run spilled, and its frame held no text: the tasks had theirs from the store.
@@ -102,6 +112,9 @@ def test_planted_near_and_exact_copies_give_the_local_figures_on_ray(
     assert near["pairs"] > 0 and near["candidates"] >= near["text_pairs"] > 0
     assert there.check("source.duplicate_inputs").measured["exact"]["groups"] > 0
     assert there.check("source.conflicting_labels").measured["groups"] > 0
+    fam = there.check(FAMILIES_ID).measured
+    assert fam["multi_row_families"] > 0 and fam["families_linking_several_ids"]["case"] > 0
+    assert fam["singleton_families"] > 0
 
 
 def test_session_audited_on_ray_replays_locally(
@@ -131,15 +144,15 @@ def test_session_audited_on_ray_replays_locally(
         assert made.exit_code == 0, made.render_table()
     rec = {t: tomllib.loads((tmp_path / t / "02-source.toml").read_text()) for t in ("local", "ray")}
     checks = {t: {c["id"]: c for c in rec[t]["checks"]} for t in rec}
-    for cid in RAY_IDS:
+    for cid in (*RAY_IDS, FAMILIES_ID):
         assert checks["ray"][cid]["measured"] == checks["local"][cid]["measured"], cid
         assert " · ray: " in checks["ray"][cid]["coverage"]
-    pairs = "data/near_duplicates.parquet"
-    assert (tmp_path / "ray" / pairs).read_bytes() == (tmp_path / "local" / pairs).read_bytes()
+    for rel in ("data/near_duplicates.parquet", "data/families.parquet"):
+        assert (tmp_path / "ray" / rel).read_bytes() == (tmp_path / "local" / rel).read_bytes()
     result = replay(tmp_path / "ray")
     assert result.exit_code == 0, result.render_table()
     rows = {(r.stage, r.check): r.outcome for r in result.rows}
-    for cid in RAY_IDS:
+    for cid in (*RAY_IDS, FAMILIES_ID):
         assert rows[("source", cid)] == "reproduced", cid
 
 

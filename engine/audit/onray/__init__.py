@@ -4,8 +4,8 @@ they run on.
 Setting (source inputs, engine/stages/source/inputs.py; one owner: `resolve` below):
 - `audit_backend = "local"` (default): every check runs in this process (engine/audit/budget.py picks
   in memory or bounded);
-- `audit_backend = "ray"`: the near-duplicate search (neardup.py) and the duplicate / conflicting-label
-  keys (duplicates.py) run as Ray tasks over shards of the source, the shuffle by key done by Ray (tasks
+- `audit_backend = "ray"`: the near-duplicate search (neardup.py), the duplicate / conflicting-label
+  keys (duplicates.py) and the grouping of entity ids into families (families.py) run as Ray tasks over shards of the source, the shuffle by key done by Ray (tasks
   return one object per hash partition; the reducers take theirs). The other checks stay local.
   Where the bounded path leaves the text columns on disk (engine/audit/textstore.py: the same rule as
   the local backend), the driver never holds every text: it reads each task's texts from the store,
@@ -46,6 +46,8 @@ PARTITIONS_PER_WORKER = 2
 # How the tasks got their texts (the end of the coverage's Ray part).
 TEXTS_ON_DISK = "; texts sent from the driver's spill file a slice at a time"
 TEXTS_IN_FRAME = "; texts sent from the driver's frame"
+# The entity families' tasks are sent entity ids, never texts (entity columns stay in the frame).
+ENTITY_IDS_IN_FRAME = "; entity ids sent from the driver's frame"
 CONNECT_TRIES = 3  # ray.init attempts before the stage stops with the address in its message
 CONNECT_PAUSE_S = 3.0  # the pause after the first failed attempt (then twice that)
 
@@ -70,10 +72,11 @@ class Cluster:
             f"{self.nodes} node(s), ray {self.ray_version}"
         )
 
-    def covered(self, coverage: str, on_disk: bool = False) -> str:
+    def covered(self, coverage: str, on_disk: bool = False, sent: str = "") -> str:
         """`coverage` with the Ray part added (alone when the check has no other coverage); `on_disk`:
-        the text columns stayed in the driver's spill file (engine/audit/textstore.py)."""
-        note = self.note() + (TEXTS_ON_DISK if on_disk else TEXTS_IN_FRAME)
+        the text columns stayed in the driver's spill file (engine/audit/textstore.py); `sent`: what
+        the tasks were sent, where it is not the texts (ENTITY_IDS_IN_FRAME)."""
+        note = self.note() + (sent or (TEXTS_ON_DISK if on_disk else TEXTS_IN_FRAME))
         return coverage + note if coverage else note[len(" · ") :]
 
     @property

@@ -189,14 +189,25 @@ def near_duplicates(
     )
 
 
-def families(ds: Any, inp: Inputs, ctx: StageContext, cov: str) -> Check:
+def families(
+    ds: Any, inp: Inputs, ctx: StageContext, cov: str, on: tuple[Any, Cluster] | None = None
+) -> Check:
+    """`on`: (ray, cluster) where each entity column's values are grouped by Ray tasks
+    (engine/audit/onray/families.py), else here."""
     import hashlib
 
     from claimcheck.engine.audit.families import compute_families, family_summary
     from claimcheck.engine.data.rows import FAMILIES_FILE
     from claimcheck.engine.textsafe import visible
 
-    fam = compute_families(ds, inp.entity_columns)
+    if on is not None:
+        from claimcheck.engine.audit.onray import ENTITY_IDS_IN_FRAME
+        from claimcheck.engine.audit.onray.families import compute_families as on_ray
+
+        fam = on_ray(*on, ds, inp.entity_columns)
+        cov = on[1].covered(cov, sent=ENTITY_IDS_IN_FRAME)
+    else:
+        fam = compute_families(ds, inp.entity_columns)
     buf = io.BytesIO()
     # One chunk, so the file's row groups (and its sha256) do not follow the reader's chunks.
     fam.rechunk().write_parquet(buf, statistics=False)

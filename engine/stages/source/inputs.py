@@ -284,7 +284,7 @@ class Inputs(BaseModel):
     # cluster (engine/audit/onray; docs/audit-scale.md). The figures are the same either way.
     audit_backend: Literal["local", "ray"] = Field(
         default="local",
-        description="Where the near-duplicate search and the duplicate keys run: local (this process) or ray (tasks on a Ray cluster; the same figures).",
+        description="Where the near-duplicate search, the duplicate keys and the entity families run: local (this process) or ray (tasks on a Ray cluster; the same figures).",
     )
     audit_ray_address: str = Field(
         default="",

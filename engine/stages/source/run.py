@@ -62,7 +62,7 @@ def _checked(
     so_far: tuple[list[Check], memory_budget.Budget, str, tuple[str, str]],
 ) -> StageRecord:
     """The checks after the read; `store`: the text columns left on disk (engine/audit/textstore.py);
-    `backend`: where the duplicate keys and the near-duplicate search run (onray.resolve)."""
+    `backend`: where the duplicate keys, the near-duplicate search and the families run (onray.resolve)."""
     import polars as pl
 
     from claimcheck.engine.data import rows as data
@@ -236,8 +236,9 @@ def _audit(
     """The audit proper: profile, duplicates, near-duplicates, leakage, families, declarations.
     `numeric`: the claim's target is a number (class coverage becomes the target's distribution);
     `budget`: the memory budget and the store of the text columns left on disk (or None);
-    `backend`: (local or ray, the cluster's address), onray.resolve: with ray, the duplicate keys and
-    the near-duplicate search run as Ray tasks on that cluster (engine/audit/onray)."""
+    `backend`: (local or ray, the cluster's address), onray.resolve: with ray, the duplicate keys, the
+    near-duplicate search and the entity families' grouping run as Ray tasks on that cluster
+    (engine/audit/onray)."""
     from claimcheck.engine.audit.textstore import restricted
 
     budget, store = budget
@@ -260,13 +261,13 @@ def _audit(
         ctx.check_cancelled()
         ctx.progress(0.5, "near-duplicates")
         checks.append(source_identity.near_duplicates(dataset, inputs, ctx, cov, budget, on, store))
-    ctx.check_cancelled()
-    ctx.progress(0.7, "single-feature leakage")
-    checks.extend(source_checks.leakage(dataset, inputs, numeric))
-    checks.append(source_checks.availability(inputs))
-    ctx.check_cancelled()
-    ctx.progress(0.85, "entity families")
-    checks.append(source_identity.families(dataset, inputs, ctx, cov))
+        ctx.check_cancelled()
+        ctx.progress(0.7, "single-feature leakage")
+        checks.extend(source_checks.leakage(dataset, inputs, numeric))
+        checks.append(source_checks.availability(inputs))
+        ctx.check_cancelled()
+        ctx.progress(0.85, "entity families")
+        checks.append(source_identity.families(dataset, inputs, ctx, cov, on))
     checks.append(source_checks.sensitive(inputs))
     checks.append(source_checks.provenance(inputs))
     return checks
