@@ -12,6 +12,7 @@ figures do not change (tests/test_audit_memory.py); docs/audit-scale.md says whe
 
 from __future__ import annotations
 
+import functools
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -74,27 +75,20 @@ class TextStore:
     def _id_slices(self, slice_bytes: int) -> list[tuple[int, int, int, int]]:
         """`slices`, each with the least and greatest row id its row groups hold (the file's
         statistics; the widest range where a group has none)."""
-        import pyarrow.parquet as pq
-
-        meta = pq.ParquetFile(self.path).metadata
-        col = meta.schema.names.index(ROW_ID)
+        st = self.path.stat()
+        groups = _row_groups(self.path, st.st_size, st.st_mtime_ns)
         none = (np.iinfo(np.int64).max, np.iinfo(np.int64).min)
         out: list[tuple[int, int, int, int]] = []
         start = rows = size = 0
         lo, hi = none
-        for i in range(meta.num_row_groups):
-            g = meta.row_group(i)
-            if rows and size + g.total_byte_size > slice_bytes:
+        for g_rows, g_bytes, g_lo, g_hi in groups:
+            if rows and size + g_bytes > slice_bytes:
                 out.append((start, rows, lo, hi))
                 start, rows, size = start + rows, 0, 0
                 lo, hi = none
-            rows += g.num_rows
-            size += g.total_byte_size
-            stats = g.column(col).statistics
-            if stats is None or not stats.has_min_max:
-                lo, hi = none[1], none[0]
-            else:
-                lo, hi = min(lo, int(stats.min)), max(hi, int(stats.max))
+            rows += g_rows
+            size += g_bytes
+            lo, hi = min(lo, g_lo), max(hi, g_hi)
         if rows:
             out.append((start, rows, lo, hi))
         return out
@@ -127,6 +121,27 @@ class TextStore:
         if order.size == got.height and (order == np.arange(order.size)).all():
             return got.select(columns)  # the rows in file order, each once: no gathered copy
         return got.select(columns)[order]
+
+
+@functools.lru_cache(maxsize=8)
+def _row_groups(path: Path, size: int, mtime_ns: int) -> tuple[tuple[int, int, int, int], ...]:
+    """(rows, decoded bytes, least row id, greatest row id) of each row group of the file at `path`
+    (of that size and time: a file written anew is read anew). Read once per file: each read of the
+    footer leaves about 1.4 MB in pyarrow's memory pool (60 reads: +83 MB)."""
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(path).metadata
+    col = meta.schema.names.index(ROW_ID)
+    out = []
+    for i in range(meta.num_row_groups):
+        g = meta.row_group(i)
+        stats = g.column(col).statistics
+        if stats is None or not stats.has_min_max:
+            lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+        else:
+            lo, hi = int(stats.min), int(stats.max)
+        out.append((g.num_rows, g.total_byte_size, lo, hi))
+    return tuple(out)
 
 
 def stand_in(column: str) -> pl.Expr:
