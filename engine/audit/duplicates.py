@@ -22,7 +22,7 @@ import polars as pl
 
 from claimcheck.engine.audit.texts import norm_text_expr, row_hashes
 from claimcheck.engine.audit.textstore import TextStore
-from claimcheck.engine.data.rows import ROW_ID, TARGET
+from claimcheck.engine.data.rows import TARGET
 
 
 def key_exprs(schema: pl.Schema, columns: list[str], normalisation: str) -> list[pl.Expr]:
@@ -41,20 +41,17 @@ def stored_key_hashes(
     df: pl.DataFrame, columns: list[str], normalisation: str, store: TextStore
 ) -> pl.Series:
     """key_hashes where the text columns stay on disk (engine/audit/textstore.py) and `df` holds
-    stand-ins for them: one streaming scan of the file's compared columns, which holds the row ids and
-    hashes (16 bytes a row) and a few batches of rows, not a slice of decoded text. Equal inputs give
-    equal hashes within the scan; the hashes are compared only with each other."""
+    stand-ins for them: the file's compared columns read a slice of row groups (STORE_SLICE_BYTES of
+    decoded text) at a time, the hashes (8 bytes a row) kept (a streaming scan of the whole file holds
+    several row groups per thread in flight: +270 MB on conversations of 1.3 KB, against +60 MB).
+    Equal inputs give equal hashes; the hashes are compared only with each other."""
+    from claimcheck.engine.audit.neardup.hashing import STORE_SLICE_BYTES
+
     exprs = key_exprs(df.schema, columns, normalisation)
-    got = (
-        pl.scan_parquet(store.path)
-        .select(ROW_ID, pl.struct(exprs).hash(seed=0).alias("h"))
-        .collect(engine="streaming")
+    parts = store.by_slices(
+        columns, lambda part: part.select(pl.struct(exprs).hash(seed=0)).to_series(), STORE_SLICE_BYTES
     )
-    if not got.get_column(ROW_ID).is_sorted():
-        got = got.sort(ROW_ID)
-    ids = got.get_column(ROW_ID).to_numpy()
-    at = np.searchsorted(ids, store.ids)
-    return got.get_column("h").gather(pl.Series(at, dtype=pl.Int64))
+    return pl.concat(parts) if parts else pl.Series("h", [], dtype=pl.UInt64)
 
 
 def candidate_rows(

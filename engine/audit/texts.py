@@ -123,8 +123,9 @@ def distinct_texts(
     rep_of = np.arange(n, dtype=np.int64)
     dup = np.flatnonzero(h.is_duplicated().to_numpy())
     if dup.size:
-        held = store.rows(dup, text_columns) if store is not None else df[dup]
-        keyed = held.select(*exprs).with_columns(pl.Series("h", h.gather(dup)), pl.Series("i", dup))
+        # The rows read are dropped as soon as their normalised values are made: one copy held, not two.
+        keyed = (store.rows(dup, text_columns) if store is not None else df[dup]).select(*exprs)
+        keyed = keyed.with_columns(pl.Series("h", h.gather(dup)), pl.Series("i", dup))
         rep_of[dup] = keyed.select(pl.col("i").min().over(["h", *keys])).to_series().to_numpy()
     reps = np.flatnonzero(rep_of == np.arange(n, dtype=np.int64))
     text_id = np.searchsorted(reps, rep_of)

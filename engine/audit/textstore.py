@@ -12,6 +12,7 @@ figures do not change (tests/test_audit_memory.py); docs/audit-scale.md says whe
 
 from __future__ import annotations
 
+import functools
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ T = TypeVar("T")
 
 ROW_GROUP = 8_192  # rows per row group of the spill: a read of a few rows decodes one group per hit
 SLICE_BYTES = 64 << 20  # decoded bytes of the file's row groups per slice handed to `by_slices`
+ROWS_SLICE_BYTES = 16 << 20  # and per slice that `rows` reads its rows from
 
 
 @dataclass(frozen=True)
@@ -68,20 +70,27 @@ class TextStore:
 
     def slices(self, slice_bytes: int = SLICE_BYTES) -> list[tuple[int, int]]:
         """(first row, rows) of each slice of the file: consecutive row groups up to `slice_bytes`."""
-        import pyarrow.parquet as pq
+        return [(start, rows) for start, rows, _, _ in self._id_slices(slice_bytes)]
 
-        meta = pq.ParquetFile(self.path).metadata
-        out: list[tuple[int, int]] = []
+    def _id_slices(self, slice_bytes: int) -> list[tuple[int, int, int, int]]:
+        """`slices`, each with the least and greatest row id its row groups hold (the file's
+        statistics; the widest range where a group has none)."""
+        st = self.path.stat()
+        groups = _row_groups(self.path, st.st_size, st.st_mtime_ns)
+        none = (np.iinfo(np.int64).max, np.iinfo(np.int64).min)
+        out: list[tuple[int, int, int, int]] = []
         start = rows = size = 0
-        for i in range(meta.num_row_groups):
-            g = meta.row_group(i)
-            if rows and size + g.total_byte_size > slice_bytes:
-                out.append((start, rows))
+        lo, hi = none
+        for g_rows, g_bytes, g_lo, g_hi in groups:
+            if rows and size + g_bytes > slice_bytes:
+                out.append((start, rows, lo, hi))
                 start, rows, size = start + rows, 0, 0
-            rows += g.num_rows
-            size += g.total_byte_size
+                lo, hi = none
+            rows += g_rows
+            size += g_bytes
+            lo, hi = min(lo, g_lo), max(hi, g_hi)
         if rows:
-            out.append((start, rows))
+            out.append((start, rows, lo, hi))
         return out
 
     def _mine(self, batch: pl.DataFrame) -> pl.DataFrame:
@@ -99,14 +108,40 @@ class TextStore:
         if not wanted.size:
             return pl.DataFrame(schema={c: self.schema[c] for c in columns})
         u = np.unique(wanted)
-        lo, hi = int(u[0]), int(u[-1])
-        got = (
-            self._scan(columns)
-            .filter(pl.col(ROW_ID).is_between(lo, hi) & pl.col(ROW_ID).is_in(pl.Series(u).implode()))
-            .collect(engine="streaming")
-        )
+        keep = pl.col(ROW_ID).is_in(pl.Series(u).implode())
+        # A slice of the file at a time, only the slices whose ids can hold wanted ones: a streaming
+        # scan of the whole file holds several row groups per thread in flight (+170 MB for 28,000
+        # rows of 1.3 KB conversations, against +35 MB).
+        got = self._scan(columns).clear().collect()
+        for off, n, lo, hi in self._id_slices(ROWS_SLICE_BYTES):
+            at = int(np.searchsorted(u, lo))
+            if at < u.size and u[at] <= hi:
+                got.vstack(self._scan(columns).slice(off, n).filter(keep).collect(), in_place=True)
         order = np.searchsorted(got.get_column(ROW_ID).to_numpy(), wanted)
+        if order.size == got.height and (order == np.arange(order.size)).all():
+            return got.select(columns)  # the rows in file order, each once: no gathered copy
         return got.select(columns)[order]
+
+
+@functools.lru_cache(maxsize=8)
+def _row_groups(path: Path, size: int, mtime_ns: int) -> tuple[tuple[int, int, int, int], ...]:
+    """(rows, decoded bytes, least row id, greatest row id) of each row group of the file at `path`
+    (of that size and time: a file written anew is read anew). Read once per file: each read of the
+    footer leaves about 1.4 MB in pyarrow's memory pool (60 reads: +83 MB)."""
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(path).metadata
+    col = meta.schema.names.index(ROW_ID)
+    out = []
+    for i in range(meta.num_row_groups):
+        g = meta.row_group(i)
+        stats = g.column(col).statistics
+        if stats is None or not stats.has_min_max:
+            lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+        else:
+            lo, hi = int(stats.min), int(stats.max)
+        out.append((g.num_rows, g.total_byte_size, lo, hi))
+    return tuple(out)
 
 
 def stand_in(column: str) -> pl.Expr:

@@ -55,7 +55,7 @@ from claimcheck.engine.audit.neardup.arrays import ranges, small_pages, unique_i
 from claimcheck.engine.audit.neardup.candidates import find_candidates
 from claimcheck.engine.audit.neardup.hashing import row_hashes_and_bytes
 from claimcheck.engine.audit.neardup.shingles import build_prefixes
-from claimcheck.engine.audit.neardup.verify import verify_pairs
+from claimcheck.engine.audit.neardup.verify import BOUNDED_VERIFY_SHINGLES, VERIFY_SHINGLES, verify_pairs
 from claimcheck.engine.audit.texts import Texts, distinct_texts
 from claimcheck.engine.audit.textstore import TextStore
 
@@ -125,7 +125,7 @@ def _search(
             f"({texts.len():,} distinct texts). Free space there or set TMPDIR to a writable folder "
             "with room, then run the stage again."
         ) from exc
-    a, b, jac = verify_pairs(texts, codes, sizes, k)
+    a, b, jac = verify_pairs(texts, codes, sizes, k, BOUNDED_VERIFY_SHINGLES if bounded else VERIFY_SHINGLES)
     hit = jac >= threshold - 1e-12
     a, b, jac = a[hit], b[hit], jac[hit]
     return NearDupResult(

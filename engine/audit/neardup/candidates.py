@@ -147,21 +147,19 @@ def _shared_with(
     return Runs(combo[keep], own[keep], at[keep], shift)
 
 
-def _block_pairs(later: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+def _block_pairs(later: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Entry pairs (i, i+1 .. i+later[i]) of the sorted entries, as (left, right) index blocks of about
-    PAIR_BLOCK pairs each, so that no more than a block of pairs is ever held."""
+    PAIR_BLOCK pairs each, made one at a time, so that no more than a block of pairs is ever held."""
     n = later.size
     cum = np.cumsum(later)
-    blocks = []
     start = int(np.searchsorted(cum, 0, side="right"))
     while start < n:
         base = cum[start - 1] if start else 0
         stop = max(start + 1, int(np.searchsorted(cum, base + PAIR_BLOCK, side="right")))
         lat = later[start:stop]
         left = np.repeat(np.arange(start, stop, dtype=np.int64), lat)
-        blocks.append((left, left + 1 + ranges(np.zeros(lat.size, dtype=np.int64), lat)))
+        yield left, left + 1 + ranges(np.zeros(lat.size, dtype=np.int64), lat)
         start = stop
-    return blocks
 
 
 def _merge_counts(blocks: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:

@@ -35,6 +35,7 @@ from claimcheck.engine.audit.neardup.ondisk import TRIM_EVERY, DiskPrefixes
 
 Bound = Callable[[np.ndarray], np.ndarray]
 BOUND_BATCH = 1_000_000  # candidate codes gathered before the sketch bounds read their sketches
+SPLIT_ENTRIES = 500_000  # prefix entries split into the shard files at a time (~100 bytes each meanwhile)
 
 
 def find_candidates(p: DiskPrefixes, threshold: float) -> np.ndarray:
@@ -150,7 +151,7 @@ def _split_entries(p: DiskPrefixes, files: list[Path]) -> None:
     shards = len(files)
     handles = [f.open("wb") for f in files]
     try:
-        for lo, hi in p.spans():
+        for lo, hi in p.spans(most=SPLIT_ENTRIES):
             local, doc = p.local(lo, hi)
             part = (((local.tok >> np.uint64(32)) * np.uint64(shards)) >> np.uint64(32)).astype(np.int64)
             rec = np.empty(local.tok.size, dtype=_ENTRY)

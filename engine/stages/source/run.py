@@ -274,20 +274,13 @@ def _audit(
 
 
 def _scanned(kept: Any, store: Any) -> Any:
-    """The kept rows as a scan for the streaming checks (missingness, time, classes): on the bounded
-    path with a spill file, a scan of that file (it holds every column, the texts too) restricted to the
-    kept rows' ids where filters left some out (the ids: 8 bytes a kept row); otherwise the frame's
-    own scan. Each check reads only its columns and holds its groups, not the rows."""
-    import polars as pl
-
-    from claimcheck.engine.data.rows import ROW_ID
-
-    if store is None:
-        return kept.lazy()
-    scan = pl.scan_parquet(store.path)
-    if kept.height == store.ids.size:
-        return scan
-    return scan.filter(pl.col(ROW_ID).is_in(kept.get_column(ROW_ID).implode()))
+    """The kept rows as a scan for the streaming checks (missingness, time, classes): the frame's own
+    scan, also on the bounded path with a spill file. Those checks read the null-ness of the text
+    columns, which the frame's stand-ins keep exactly (engine/audit/textstore.py), and no text; a scan
+    of the spill file decodes every text to count its nulls (+220 MB and 12 s on 1.4 M conversations
+    of 1.3 KB, against +5 MB and 0.1 s on the frame). Each check reads only its columns and holds its
+    groups, not the rows."""
+    return kept.lazy()
 
 
 # ---------------------------------------------------------------- validation

@@ -246,10 +246,10 @@ def exact_overlap(joined: Any, source_inputs: dict[str, Any], store: Any = None)
     held = indexed.filter(~is_train & pl.col("h").is_in(train_h.implode()))
     twins = indexed.filter(is_train & pl.col("h").is_in(held.get_column("h").unique().implode()))
     idx = np.sort(np.concatenate([held.get_column("i").to_numpy(), twins.get_column("i").to_numpy()]))
-    held = (
+    # The rows read are dropped as soon as their compared values are made: one copy of their texts held.
+    keyed = (
         joined[idx] if store is None else store.rows(idx, cols).with_columns(joined.get_column("split")[idx])
-    )
-    keyed = held.select(*key_exprs(joined.schema, cols, norm), "split")
+    ).select(*key_exprs(joined.schema, cols, norm), "split")
     train_keys = keyed.filter(pl.col("split") == "train").select(cols).unique()
     per: dict[str, int] = {}
     share: dict[str, float] = {}
