@@ -120,7 +120,7 @@ def test_sharded_single_shingle_pairs_equal_the_whole_search_before_bounds(
     whole = candidates._single_pairs(held, doc, (tiny | big)[doc], tiny, big, t)
     monkeypatch.setattr(sharded, "BOUNDED_SIG_BLOCK", 97)
     monkeypatch.setattr(ondisk, "SPAN_ENTRIES", 1000)
-    disk = build_prefixes(texts, 3, t, on_disk=True)
+    disk = build_prefixes(texts, 3, t, gather=ondisk.spill)
     try:
         parts = sharded._single(disk, (disk.sizes, tiny, big), t, lambda c: c)
     finally:

@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from claimcheck.engine.audit.neardup import sharded
+from claimcheck.engine.audit.neardup import ondisk, sharded
 from claimcheck.engine.audit.neardup.arrays import ranges, small_pages, unique_inverse
 from claimcheck.engine.audit.neardup.candidates import find_candidates
 from claimcheck.engine.audit.neardup.hashing import row_hashes_and_bytes
@@ -142,7 +142,7 @@ def _candidates(
     if not bounded:
         prefixes = build_prefixes(texts, k, threshold, nbytes=nbytes)
         return prefixes.sizes, find_candidates(prefixes, threshold)
-    on_disk = build_prefixes(texts, k, threshold, on_disk=True, nbytes=nbytes)
+    on_disk = build_prefixes(texts, k, threshold, gather=ondisk.spill, nbytes=nbytes)
     try:
         return on_disk.sizes, sharded.find_candidates(on_disk, threshold)
     finally:

@@ -176,10 +176,12 @@ class Prefixes(NamedTuple):
 
 
 def build_prefixes(
-    texts: Texts, k: int, threshold: float, *, on_disk: bool = False, nbytes: np.ndarray | None = None
+    texts: Texts, k: int, threshold: float, *, gather: Gather | None = None, nbytes: np.ndarray | None = None
 ) -> Any:
     """Each text's extended prefix (first |x| - ceil(t|x|) + 2 shingles, rarest first) and set sizes:
-    a Prefixes, or with `on_disk` an ondisk.DiskPrefixes (the entries and sketches in files).
+    what `gather` makes of pass 2's chunks — a Prefixes by default (`assemble`); the bounded path passes
+    ondisk.spill, which writes the entries and sketches to files (and the C heap is then trimmed as
+    pass 1 goes).
     `nbytes`: each text's bytes where the caller has them (_text_bytes, else).
 
     A shingle counted once in the (over-counting) table occurs in one text only: no pair can share it,
@@ -206,13 +208,13 @@ def build_prefixes(
 
             for x in ordered_map(hashed, bounds, workers):
                 held.append(_pass1_chunk(x, counts, f, buckets))
-                if on_disk:
+                if gather is not None:
                     release_free_memory()  # the chunks' temporaries, freed on the C heap, back to the system
             if buckets:
                 counts += np.bincount(drain(buckets), minlength=counts.size).astype(np.uint32)
         with store.open("rb") as f:
             parts = list(zip(bounds, held, strict=True))
-            return _prefixes_pass2(f, parts, counts, (n, threshold, workers), on_disk)
+            return _prefixes_pass2(f, parts, counts, (n, threshold, workers), gather or assemble)
 
 
 class _Hashed(NamedTuple):
@@ -305,15 +307,19 @@ class _Chunk(NamedTuple):
     wide: np.ndarray  # the chunk's wide texts' sketches, in text order
 
 
+# What build_prefixes makes of pass 2's chunks ((lo, hi), chunk), in text order, for n texts.
+Gather = Callable[[Iterable[tuple[tuple[int, int], "_Chunk"]], int], Any]
+
+
 def _prefixes_pass2(
     f: BinaryIO,
     parts: list[tuple[tuple[int, int], _Held]],
     counts: np.ndarray,
     how: tuple[int, float, int],
-    on_disk: bool,
+    gather: Gather,
 ) -> Any:
     """Pass 2 of build_prefixes for n texts over the shingle hashes of pass 1, read back chunk by chunk
-    from `f` and worked on by `workers` threads; each chunk's arrays assembled, or written to disk."""
+    from `f` and worked on by `workers` threads; the chunks' arrays handed, in text order, to `gather`."""
     n, threshold, workers = how
 
     def read() -> Iterator[tuple[int, _Held, np.ndarray, np.ndarray | None]]:
@@ -334,11 +340,7 @@ def _prefixes_pass2(
     # Chunks are read in order here and worked on in worker threads (claimcheck.engine.threads), a few at a time.
     bounds = [b for b, _ in parts]
     done = zip(bounds, ordered_map(one, read(), workers), strict=True)
-    if on_disk:
-        from claimcheck.engine.audit.neardup import ondisk
-
-        return ondisk.spill(done, n)
-    return assemble(done, n)
+    return gather(done, n)
 
 
 def chunk_pass2(
