@@ -168,8 +168,10 @@ def test_a_real_trial_behind_the_median_is_pruned_while_it_trains(
     ws = session.parents[1]
     answers_path = _crash_answers(ws)
     answers = tomllib.loads(answers_path.read_text())
-    # long enough (many dev evaluations) that the poll sees the bad trial behind while it still trains
-    answers["contract"].update(max_steps=60, eval_every_steps=6, checkpoint_every_steps=30)
+    # Long enough that the poll (every 0.5 s) sees the bad trial behind while it still trains, however
+    # fast the machine: on an idle box 60 steps with their evaluations took 0.9 s, and the bad trial
+    # ended before a poll found it behind.
+    answers["contract"].update(max_steps=600, eval_every_steps=6, checkpoint_every_steps=300)
     space = [{"name": "optimizer.lr", "choices": [1e-2, 1e-7]}]
     declared = {"sampler": "grid", "space": space, "pruning": "median", "pruning_startup_trials": 1}
     declared.update(n_trials=2, concurrency=1, finalists=1, seed_repeats=0)
@@ -187,7 +189,7 @@ def test_a_real_trial_behind_the_median_is_pruned_while_it_trains(
     # the pruned trial's job really stopped early: cancelled, short of its steps
     job = rdir / "jobs" / bad.op_id
     steps = [s.step for s in jobfiles.latest_steps(jobfiles.read_metrics(job))]
-    assert steps and max(steps) < 60
+    assert steps and max(steps) < 600
     evals = [e for e in jobfiles.dev_evals(jobfiles.read_metrics(job)) if e.kind == "eval" and e.step > 0]
     assert evals, "pruned before any dev evaluation"
     study = optuna.load_study(
