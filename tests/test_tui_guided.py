@@ -18,6 +18,15 @@ from tests.test_tui_support import screen_text, wait_for
 SIZE = (80, 24)
 
 
+async def _open_page(pilot, app, key: str, stage: str, *, wait_screen: bool = False) -> None:
+    """Waits for the session screen (with `wait_screen`), then opens stage page `key` by ctrl+l and waits
+    until the page `stage` is built."""
+    if wait_screen:
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.view() is not None)
+    await pilot.press("ctrl+l", key)
+    await wait_for(pilot, lambda: app.screen.view(stage) is not None and app.screen.view(stage)._ready)
+
+
 @pytest.fixture
 def sample_session(tmp_path: Path) -> Session:
     from claimcheck.engine.pipeline.examples import copy_sample_data
@@ -145,11 +154,7 @@ async def test_the_source_forms_column_lists_are_ticked_among_the_files_columns(
 
     app = make_app(sample_session.path, workspace=sample_session.workspace)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.view() is not None)
-        await pilot.press("ctrl+l", "2")
-        await wait_for(
-            pilot, lambda: app.screen.view("source") is not None and app.screen.view("source")._ready
-        )
+        await _open_page(pilot, app, "2", "source", wait_screen=True)
         view = app.screen.view("source")
         files = view.form_values()[0]["files"]
         have = file_columns(sample_session.workspace, files)
@@ -222,10 +227,7 @@ async def test_the_checks_tab_shows_seven_checks_at_80x24(real_workspace: Path, 
     app = make_app(path, workspace=path.parents[1])
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen), timeout=60)
-        await pilot.press("ctrl+l", "2")
-        await wait_for(
-            pilot, lambda: app.screen.view("source") is not None and app.screen.view("source")._ready
-        )
+        await _open_page(pilot, app, "2", "source")
         await pilot.press("f3")
         table = app.screen.view("source").query_one(ChecksTable)
         await wait_for(pilot, lambda: table.row_count > 7 and table.size.height > 0)
@@ -248,11 +250,7 @@ async def test_a_column_list_says_ticked_or_not_in_glyphs_under_no_color(
     monkeypatch.setenv("NO_COLOR", "1")
     app = make_app(sample_session.path, workspace=sample_session.workspace)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.view() is not None)
-        await pilot.press("ctrl+l", "2")
-        await wait_for(
-            pilot, lambda: app.screen.view("source") is not None and app.screen.view("source")._ready
-        )
+        await _open_page(pilot, app, "2", "source", wait_screen=True)
         picker = app.screen.view("source").query_one("#f-input_columns", SelectionList)
         picker.focus()
         await pilot.pause()
@@ -273,11 +271,7 @@ async def test_an_emptied_toml_value_field_falls_back_to_its_default(sample_sess
     key leaves the inputs and the stage's default (no filter) applies."""
     app = make_app(sample_session.path, workspace=sample_session.workspace)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.view() is not None)
-        await pilot.press("ctrl+l", "2")
-        await wait_for(
-            pilot, lambda: app.screen.view("source") is not None and app.screen.view("source")._ready
-        )
+        await _open_page(pilot, app, "2", "source", wait_screen=True)
         view = app.screen.view("source")
         field = view.query_one("#f-filters")
         field.focus()
@@ -297,11 +291,7 @@ async def test_the_toml_editor_goes_to_its_first_and_last_line(sample_session: S
 
     app = make_app(sample_session.path, workspace=sample_session.workspace)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.view() is not None)
-        await pilot.press("ctrl+l", "5")
-        await wait_for(
-            pilot, lambda: app.screen.view("contract") is not None and app.screen.view("contract")._ready
-        )
+        await _open_page(pilot, app, "5", "contract", wait_screen=True)
         editor = app.screen.view("contract").query_one("#toml-editor", TomlArea)
         app.screen.view("contract").query_one(".stage-form").show_toml()
         await pilot.pause()

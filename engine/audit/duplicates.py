@@ -47,11 +47,7 @@ def stored_key_hashes(
     Equal inputs give equal hashes; the hashes are compared only with each other."""
     from claimcheck.engine.audit.neardup.hashing import STORE_SLICE_BYTES
 
-    exprs = key_exprs(df.schema, columns, normalisation)
-    parts = store.by_slices(
-        columns, lambda part: part.select(pl.struct(exprs).hash(seed=0)).to_series(), STORE_SLICE_BYTES
-    )
-    return pl.concat(parts) if parts else pl.Series("h", [], dtype=pl.UInt64)
+    return row_hashes(df, key_exprs(df.schema, columns, normalisation), store, STORE_SLICE_BYTES)
 
 
 def candidate_rows(

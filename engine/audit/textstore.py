@@ -146,7 +146,12 @@ def _row_groups(path: Path, size: int, mtime_ns: int) -> tuple[tuple[int, int, i
 
 def stand_in(column: str) -> pl.Expr:
     """A text column's stand-in in the frame: "" where the text is present, null where it is missing."""
-    return pl.when(pl.col(column).is_null()).then(pl.lit(None, pl.String)).otherwise(pl.lit("")).alias(column)
+    return _stand_in_where(pl.col(column).is_null(), column)
+
+
+def _stand_in_where(missing: pl.Expr, column: str) -> pl.Expr:
+    """The stand-in named `column`, null where `missing` holds and "" elsewhere."""
+    return pl.when(missing).then(pl.lit(None, pl.String)).otherwise(pl.lit("")).alias(column)
 
 
 def spill(lf: pl.LazyFrame, text_columns: list[str]) -> tuple[pl.DataFrame, TextStore]:
@@ -184,13 +189,8 @@ def _read_back(scan: pl.LazyFrame, text_columns: list[str]) -> pl.DataFrame:
         # The stand-in is made from the null mask in memory: Polars (2.1, either engine) scanning several
         # row groups returned a column of `stand_in` alone (both branches literals) out of row order.
         missing = scan.select(pl.col(name).is_null()).collect(engine="streaming").to_series().rechunk()
-        columns.append(pl.DataFrame({name: missing}).select(_from_mask(name)).to_series())
+        columns.append(pl.DataFrame({name: missing}).select(_stand_in_where(pl.col(name), name)).to_series())
     return pl.DataFrame(columns)
-
-
-def _from_mask(column: str) -> pl.Expr:
-    """`stand_in` from a boolean column `column` saying where the text is missing."""
-    return pl.when(pl.col(column)).then(pl.lit(None, pl.String)).otherwise(pl.lit("")).alias(column)
 
 
 def restricted(store: TextStore | None, frame: pl.DataFrame) -> TextStore | None:

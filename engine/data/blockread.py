@@ -27,6 +27,7 @@ in-memory path). Parquet files are not read here: they are read lazily by row gr
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -174,6 +175,12 @@ class _Format:
                 return self.whole_file_schema(path)
             out[name] = dtype
         return pl.Schema(out)
+
+
+def folder_for(bounded: bool) -> contextlib.AbstractContextManager[BlockFolder | None]:
+    """The folder a read puts its blocks in: a BlockFolder on the bounded path, None (Polars' own
+    reader) otherwise."""
+    return BlockFolder() if bounded else contextlib.nullcontext()
 
 
 @dataclass

@@ -119,9 +119,14 @@ def _shards(
             return [ray.put(part.slice(lo, step)) for lo in range(0, part.height, step)]
 
         return [ref for refs in store.by_slices([*columns, TARGET], put) for ref in refs]
-    keyed = df.select(*columns, TARGET)
-    step = max(1, min(SHARD_ROWS, -(-df.height // cluster.partitions), _shard_rows(keyed)))
-    return [ray.put(keyed.slice(lo, step)) for lo in range(0, df.height, step)]
+    return [ref for ref, _ in put_shards(ray, cluster, df.select(*columns, TARGET))]
+
+
+def put_shards(ray: Any, cluster: Cluster, keyed: pl.DataFrame) -> list[tuple[Any, int]]:
+    """`keyed` in object-store shards of SHARD_ROWS rows and SHARD_BYTES at most, at least one per
+    partition where the rows allow: each shard's reference and its first row position."""
+    step = max(1, min(SHARD_ROWS, -(-keyed.height // cluster.partitions), _shard_rows(keyed)))
+    return [(ray.put(keyed.slice(lo, step)), lo) for lo in range(0, keyed.height, step)]
 
 
 def _shard_rows(frame: pl.DataFrame) -> int:

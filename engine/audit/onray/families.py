@@ -23,7 +23,7 @@ import polars as pl
 
 from claimcheck.engine.audit.families import _components
 from claimcheck.engine.audit.onray import Cluster, remote
-from claimcheck.engine.audit.onray.duplicates import SHARD_ROWS, _shard_rows
+from claimcheck.engine.audit.onray.duplicates import put_shards
 from claimcheck.engine.data.rows import FAMILY, ROW_ID
 
 _COL, _POS, _VAL = "__col", "__pos", "__val"
@@ -62,9 +62,7 @@ def _reduce(*frames: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 def _shards(ray: Any, cluster: Cluster, df: pl.DataFrame, columns: list[str]) -> list[tuple[Any, int]]:
     """The entity columns as strings, one object-store shard (and its first row position) at a time."""
-    keyed = df.select(pl.col(c).cast(pl.String) for c in columns)
-    step = max(1, min(SHARD_ROWS, -(-df.height // cluster.partitions), _shard_rows(keyed)))
-    return [(ray.put(keyed.slice(lo, step)), lo) for lo in range(0, df.height, step)]
+    return put_shards(ray, cluster, df.select(pl.col(c).cast(pl.String) for c in columns))
 
 
 def compute_families(ray: Any, cluster: Cluster, df: pl.DataFrame, entity_columns: list[str]) -> pl.DataFrame:

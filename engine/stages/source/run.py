@@ -168,17 +168,14 @@ def _read(
     path CSV / TSV / JSONL files are read in blocks (engine/data/blockread.py) and the text columns stay in
     that file where engine/audit/textstore.py allows it."""
     from claimcheck.engine.audit import profile
-    from claimcheck.engine.data.blockread import BlockFolder
+    from claimcheck.engine.data.blockread import folder_for
 
     ctx.progress(0.05, "scanning records")
     # Located first: a malformed JSONL line must be named by line, not by the reader's first complaint.
     malformed = [profile.malformed_records(p, n) for p, n in zip(paths, inputs.files, strict=True)]
     _refuse_bad_jsonl(malformed, inputs.files)
-    if how[0] != memory_budget.BOUNDED:
-        raw, schema, store = _loaded(inputs, paths, ctx, how, None)
-    else:
-        with BlockFolder() as blocks:
-            raw, schema, store = _loaded(inputs, paths, ctx, how, blocks)
+    with folder_for(how[0] == memory_budget.BOUNDED) as blocks:
+        raw, schema, store = _loaded(inputs, paths, ctx, how, blocks)
     return raw, schema, malformed, store
 
 

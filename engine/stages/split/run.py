@@ -58,12 +58,10 @@ def _load(src: StageRecord, inp: Inputs, claim: dict[str, Any], ctx: StageContex
     of this split reads them but the exact overlap (grouping by entities, the source's near-duplicate
     pairs reused)."""
     from claimcheck.engine.audit import budget as memory_budget
-    from claimcheck.engine.data.blockread import BlockFolder
+    from claimcheck.engine.data.blockread import folder_for
 
-    if load_path != memory_budget.BOUNDED:
-        return _loaded(src, inp, claim, ctx, (load_path, None))
     # The bounded path reads CSV / TSV / JSONL files in blocks (engine/data/blockread.py), unmapped.
-    with BlockFolder() as blocks:
+    with folder_for(load_path == memory_budget.BOUNDED) as blocks:
         return _loaded(src, inp, claim, ctx, (load_path, blocks))
 
 
