@@ -3,6 +3,10 @@ keeps them: wall and CPU time, each phase's peak RSS (a psutil sampler at 5 ms),
 
     .venv/bin/python bench/neardup_store.py PARQUET [CHUNK_TEXTS CHUNK_BYTES]
 
+It also prints the bytes the process read (/proc/self/io: rchar through read calls, read_bytes from
+the disk) and, where the sketch bounds are a block join (blockjoin.py), its ranges, filled cells and
+candidate codes written before the bounds.
+
 PARQUET has `row_id` (Int64) and `body` columns (e.g. the `body` of bench/audit.py's tickets.csv).
 Run it from two checkouts in turn (A/B, fresh processes) to compare them: it wraps the phases that
 exist in either (bench/README.md, "Bounded memory, round 3").
@@ -43,6 +47,15 @@ mods = [
     (sg, "_prefixes_pass2"),
 ]
 mods.append((nd.sharded, "find_candidates") if hasattr(nd, "sharded") else (nd, "find_candidates"))
+if hasattr(nd, "sharded") and hasattr(nd.sharded, "bound_cells"):
+    _cells = nd.sharded.bound_cells
+
+    def _bound_cells(cells, *a, **k):
+        print(f"      [cells: {cells.m} ranges of {cells.span} texts, {len(cells.filled)} filled, {cells.codes:,} codes = {cells.codes * 8 / 2**20:.1f} MB before the bounds]", flush=True)
+        return _cells(cells, *a, **k)
+
+    nd.sharded.bound_cells = _bound_cells
+    mods.append((nd.sharded, "bound_cells"))
 for mod, name in mods:
     if not hasattr(mod, name):
         continue
@@ -73,3 +86,5 @@ print(
     f"time {time.perf_counter() - t:.2f} s cpu {time.process_time() - c0:.2f} s base {base:.0f} peak {st['peak']:.0f} (+{st['peak'] - base:.0f}) pairs {res.pairs.height} cand {res.candidates} sha {hashlib.sha256(neardup.pairs_payload(res.pairs)).hexdigest()[:12]}"
 )
 store.close()
+io = dict(line.split(": ") for line in open("/proc/self/io").read().split("\n") if line)
+print(f"read: rchar {int(io['rchar']) / 2**20:,.0f} MB, read_bytes {int(io['read_bytes']) / 2**20:,.0f} MB")

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from claimcheck.engine.audit import neardup
-from claimcheck.engine.audit.neardup import candidates, kernels, ondisk, sharded
+from claimcheck.engine.audit.neardup import blockjoin, candidates, kernels, ondisk, sharded
 
 
 def _mixed(seed: int) -> pl.DataFrame:
@@ -51,6 +51,8 @@ def _tiny_shards(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ondisk, "SPAN_ENTRIES", 300)
     monkeypatch.setattr(ondisk, "READ_GAP", 256)
     monkeypatch.setattr(ondisk, "READ_SPAN", 4096)
+    monkeypatch.setattr(blockjoin, "RANGE_BYTES", 64 * 37)  # ranges of 37 texts: many cells
+    monkeypatch.setattr(blockjoin, "CELL_CODES", 50)
 
 
 @pytest.mark.parametrize(("t", "k"), [(0.8, 5), (0.7, 2), (0.5, 3)])
@@ -150,3 +152,41 @@ def test_row_hash_pass_gives_each_texts_bytes(tmp_path) -> None:
         assert np.array_equal(nbytes2, nbytes) and h2.equals(h)
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("span", [1, 37, 256])
+def test_block_join_bounds_every_pair_as_the_held_sketches_do(
+    span: int, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every pair of 300 texts (long ones with wide sketches among them), through the cell files and
+    ranges of `span` texts (one text, a prime cut, more than all): the same verdicts as sketch_ok on the
+    sketches held in memory, so no cell, range boundary or chunk of a cell is skipped or misaligned."""
+    from claimcheck.engine.audit.neardup.arrays import pair_codes
+    from claimcheck.engine.audit.neardup.hashing import normalised_row_hashes
+    from claimcheck.engine.audit.neardup.shingles import build_prefixes
+    from claimcheck.engine.audit.texts import distinct_texts
+
+    df = _mixed(seed=9).head(300)
+    texts, _, _ = distinct_texts(df, ["body"], "row_id", normalised_row_hashes(df, ["body"], None), None)
+    held = build_prefixes(texts, 2, 0.5)
+    n = held.sizes.size
+    a, b = np.triu_indices(n, k=1)
+    codes = pair_codes(a, b)
+    want = np.sort(codes[candidates.sketch_ok(codes, held, 0.5)])
+    assert 0 < want.size < codes.size and (held.wide_of >= 0).sum() > 5
+    monkeypatch.setattr(blockjoin, "RANGE_BYTES", 64 * span)
+    monkeypatch.setattr(blockjoin, "CELL_CODES", 997)
+    disk = build_prefixes(texts, 2, 0.5, gather=ondisk.spill)
+    try:
+        cells = blockjoin.Cells(tmp_path, n)
+        rng = np.random.default_rng(span)
+        for part in np.array_split(rng.permutation(codes), 7):  # in batches, in no order
+            cells.add(part)
+        assert cells.codes == codes.size
+        assert cells.filled == set(zip((a // span).tolist(), (b // span).tolist(), strict=True))
+        assert cells.m == -(-n // span)
+        got = np.sort(np.concatenate(blockjoin.bound_cells(cells, disk, 0.5)))
+    finally:
+        disk.close()
+    assert np.array_equal(got, want)
+    assert not list(tmp_path.iterdir())  # each cell's file removed once bounded

@@ -50,15 +50,23 @@ def _wide_bound(
     return _reaches(sa, sb, ub, t)
 
 
-def sketch_ok(codes: np.ndarray, p: Prefixes | DiskPrefixes, threshold: float) -> np.ndarray:
+def sketch_ok(
+    codes: np.ndarray,
+    p: Prefixes | DiskPrefixes,
+    threshold: float,
+    rows: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None,
+) -> np.ndarray:
     """Exact upper bound on the Jaccard from the bucket sketches (and, where both texts have one, the
-    wide sketches): False for pairs that cannot reach t."""
+    wide sketches): False for pairs that cannot reach t. `rows(a, b)` gives texts a and b's 64-byte
+    sketches where the caller holds them (blockjoin.py), else they come from `p`."""
     keep = np.ones(codes.size, dtype=bool)
     for lo in range(0, codes.size, SKETCH_CHUNK):
         c = codes[lo : lo + SKETCH_CHUNK]
         a, b = split_codes(c)
         sa, sb = p.sizes[a], p.sizes[b]
-        ok = _bound(sa, sb, np.minimum(*_rows(p, a, b, wide=False)), threshold)
+        held = rows(a, b) if rows is not None else _rows(p, a, b, wide=False)
+        ok = _bound(sa, sb, np.minimum(*held), threshold)
+        del held
         wa, wb = p.wide_of[a], p.wide_of[b]
         both = np.flatnonzero(ok & (wa >= 0) & (wb >= 0))
         for w in range(0, both.size, SKETCH_CHUNK // 32):  # 2 KB sketches: fewer pairs at a time

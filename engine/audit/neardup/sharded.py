@@ -6,7 +6,8 @@ same codes as candidates.find_candidates, found shard by shard.
   (long documents) the entries are read back one shard of shingle hashes at a time (_single_shards).
 - Ordered pairs of prefix shingles: generated a span of texts at a time from the entry files and
   written to one file per pass of pair hashes (candidates.shard_passes), each pass matched in turn.
-- The sketch bounds read the sketches of a batch's candidate ids only (BOUND_BATCH codes at a time).
+- The candidates are written to cell files by ranges of their two texts, and the sketch bounds then
+  read each range's sketches once per filled cell (blockjoin.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 
 from claimcheck.engine.audit.budget import release_free_memory
 from claimcheck.engine.audit.neardup.arrays import scratch, split_codes, unique
+from claimcheck.engine.audit.neardup.blockjoin import Cells, bound_cells
 from claimcheck.engine.audit.neardup.candidates import (
     BOUNDED_SIG_BLOCK,
     LONG_PREFIX,
@@ -29,34 +31,43 @@ from claimcheck.engine.audit.neardup.candidates import (
     match_pass,
     shard_passes,
     single_pairs_of,
-    sketch_ok,
 )
 from claimcheck.engine.audit.neardup.ondisk import TRIM_EVERY, DiskPrefixes
 
 Bound = Callable[[np.ndarray], np.ndarray]
-BOUND_BATCH = 1_000_000  # candidate codes gathered before the sketch bounds read their sketches
+BOUND_BATCH = 1_000_000  # candidate codes gathered before they are written to their cells (blockjoin.py)
 SPLIT_ENTRIES = 500_000  # prefix entries split into the shard files at a time (~100 bytes each meanwhile)
 
 
 def find_candidates(p: DiskPrefixes, threshold: float) -> np.ndarray:
-    """candidates.find_candidates(prefixes, threshold, bounded=True) on prefixes held on disk."""
+    """candidates.find_candidates(prefixes, threshold, bounded=True) on prefixes held on disk: the
+    candidates are gathered in cell files and the sketch bounds run after the passes (blockjoin.py)."""
+    with scratch() as tmp:
+        cells = Cells(Path(tmp), p.sizes.size)
+        pending: list[np.ndarray] = []
+
+        def flush() -> None:
+            if pending:
+                cells.add(unique(np.concatenate(pending)))
+                pending.clear()
+
+        def gather(c: np.ndarray) -> np.ndarray:
+            # Codes are written BOUND_BATCH at a time, each batch once (fewer, larger appends).
+            pending.append(c)
+            if sum(x.size for x in pending) >= BOUND_BATCH:
+                flush()
+            return c[:0]
+
+        _gather(p, threshold, gather)
+        flush()
+        release_free_memory()
+        out = bound_cells(cells, p, threshold)
+    return unique(np.concatenate(out)) if out else np.empty(0, dtype=np.uint64)
+
+
+def _gather(p: DiskPrefixes, threshold: float, bound: Bound) -> None:
+    """Every candidate code before the sketch bounds, a block at a time into `bound`."""
     sizes = p.sizes
-    out: list[np.ndarray] = []
-    pending: list[np.ndarray] = []
-
-    def flush() -> None:
-        if pending:
-            c = unique(np.concatenate(pending))
-            pending.clear()
-            out.append(c[sketch_ok(c, p, threshold)])
-
-    def bound(c: np.ndarray) -> np.ndarray:
-        # Blocks are bounded BOUND_BATCH codes at a time: each sketch read serves more pairs.
-        pending.append(c)
-        if sum(x.size for x in pending) >= BOUND_BATCH:
-            flush()
-        return c[:0]
-
     plen = np.diff(p.offs)
     tiny = sizes <= (1 + threshold) / threshold - 1 + 1e-9
     big = p.ext > LONG_PREFIX
@@ -70,8 +81,6 @@ def find_candidates(p: DiskPrefixes, threshold: float) -> np.ndarray:
             i % TRIM_EVERY == TRIM_EVERY - 1
         ):  # the passes' temporaries, freed on the C heap, back to the system
             release_free_memory()
-    flush()
-    return unique(np.concatenate(out)) if out else np.empty(0, dtype=np.uint64)
 
 
 def _single(
