@@ -5,7 +5,7 @@ keeps them: wall and CPU time, each phase's peak RSS (a psutil sampler at 5 ms),
 
 It also prints the bytes the process read (/proc/self/io: rchar through read calls, read_bytes from
 the disk) and, where the sketch bounds are a block join (blockjoin.py), its ranges, filled cells and
-candidate codes written before the bounds.
+candidate codes written before the bounds (and offered to the coarse bound, where it exists).
 
 PARQUET has `row_id` (Int64) and `body` columns (e.g. the `body` of bench/audit.py's tickets.csv).
 Run it from two checkouts in turn (A/B, fresh processes) to compare them: it wraps the phases that
@@ -51,10 +51,17 @@ if hasattr(nd, "sharded") and hasattr(nd.sharded, "bound_cells"):
     _cells = nd.sharded.bound_cells
 
     def _bound_cells(cells, *a, **k):
-        print(f"      [cells: {cells.m} ranges of {cells.span} texts, {len(cells.filled)} filled, {cells.codes:,} codes = {cells.codes * 8 / 2**20:.1f} MB before the bounds]", flush=True)
+        print(f"      [cells: {cells.m} ranges of {cells.span} texts, {len(cells.filled)} filled, {cells.codes:,} codes = {cells.codes * 8 / 2**20:.1f} MB before the bounds, of {_offered[0]:,} before the coarse bound]", flush=True)
         return _cells(cells, *a, **k)
 
     nd.sharded.bound_cells = _bound_cells
+    _coarse, _offered = nd.sharded.coarse_ok, [0]
+
+    def _coarse_ok(codes, *a, **k):
+        _offered[0] += codes.size
+        return _coarse(codes, *a, **k)
+
+    nd.sharded.coarse_ok = _coarse_ok
     mods.append((nd.sharded, "bound_cells"))
 for mod, name in mods:
     if not hasattr(mod, name):

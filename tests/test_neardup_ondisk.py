@@ -190,3 +190,30 @@ def test_block_join_bounds_every_pair_as_the_held_sketches_do(
         disk.close()
     assert np.array_equal(got, want)
     assert not list(tmp_path.iterdir())  # each cell's file removed once bounded
+
+
+@pytest.mark.parametrize("t", [0.5, 0.8])
+def test_coarse_bound_keeps_every_pair_the_sketch_bound_keeps(t: float) -> None:
+    """The coarse sketches' bound (blockjoin.coarse_ok, before the cells are written) is looser than the
+    64-bucket bound: on sketches with small, large and saturated counts it never drops a pair that
+    candidates._bound keeps, and it does drop pairs."""
+    from types import SimpleNamespace
+
+    from claimcheck.engine.audit.neardup.arrays import pair_codes
+
+    rng = np.random.default_rng(int(t * 10))
+    n = 400
+    base = rng.integers(0, 4, size=(n, 64))
+    base[::7] = rng.integers(0, 40, size=(len(base[::7]), 64))  # sums past the coarse saturation
+    base[::11, rng.integers(0, 64)] = 255  # a saturated fine bucket
+    copies = np.maximum(base[: n // 2] - rng.integers(0, 2, size=(n // 2, 64)), 0)  # near copies
+    sketch = np.minimum(np.concatenate([base, copies]), 255).astype(np.uint8)
+    sizes = sketch.sum(axis=1, dtype=np.int64)
+    a, b = np.triu_indices(sketch.shape[0], k=1)
+    fine = candidates._bound(sizes[a], sizes[b], np.minimum(sketch[a], sketch[b]), t)
+    p = SimpleNamespace(coarse=ondisk.coarse_sketch(sketch), sizes=sizes)
+    coarse = blockjoin.coarse_ok(pair_codes(a, b), p, t)  # type: ignore[arg-type]
+    assert fine.sum() > 100 and not (fine & ~coarse).any()
+    assert (~coarse).sum() > 1000
+    both = np.flatnonzero((sketch == 255).any(axis=1))
+    assert (fine & np.isin(a, both) & np.isin(b, both)).any()  # saturated pairs among those kept

@@ -1,7 +1,7 @@
 """The bounded path's per-text arrays of the near-duplicate search, on disk (pass 2 writes them).
 
 In memory stay four int64 numbers a text (set size, extended prefix length, prefix offset, row in the
-wide sketches) and one flag a wide text. In temporary files (tempfile's folder, TMPDIR) go:
+wide sketches), its coarse sketch (8 bytes: see coarse_sketch) and one flag a wide text. In temporary files (tempfile's folder, TMPDIR) go:
 - the prefix entries (each shingle hash and its position), text after text, in two files read back a
   span of texts at a time (sharded.py partitions them by shingle or pair hash from there);
 - the 64-byte sketches and the 2 KB wide sketches, one row a text (a wide text), read back for the
@@ -26,6 +26,8 @@ SPAN_ENTRIES = 2_000_000  # prefix entries read back at a time (10 bytes each, p
 READ_GAP = 32 << 10  # rows nearer than this many bytes apart are read in one pread
 TRIM_EVERY = 4  # chunks or passes between two trims of the C heap (release_free_memory)
 READ_SPAN = 4 << 20  # and no read spans more than this many bytes (unless one row is longer)
+COARSE_BUCKETS = 16  # a coarse sketch's buckets, each the sum of SKETCH_BUCKETS / 16 buckets, in 4 bits
+COARSE_FULL = 15  # a coarse bucket's saturated value (its sum is 15 or more)
 
 
 @dataclass
@@ -38,6 +40,7 @@ class DiskPrefixes:
     offs: np.ndarray  # text i's entries are entries offs[i]:offs[i+1] of the entry files
     wide_of: np.ndarray  # per text, its row in the wide sketch file, else -1
     wide_full: np.ndarray  # per wide text, whether a bucket of its wide sketch saturated
+    coarse: np.ndarray  # per text, its coarse sketch (coarse_sketch)
     _tmp: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)
 
     def close(self) -> None:
@@ -120,6 +123,15 @@ def read_rows(path: Path, width: int, ids: np.ndarray) -> np.ndarray:
     return out
 
 
+def coarse_sketch(sketch: np.ndarray) -> np.ndarray:
+    """64-bucket sketches → COARSE_BUCKETS buckets, each the sum of 4 adjacent buckets saturating at
+    COARSE_FULL, two buckets a byte (bucket 2k in byte k's low 4 bits, 2k + 1 in its high 4 bits).
+    A sum of minima over them is at least the sum over the 64 buckets' minima (a looser bound)."""
+    sums = sketch.reshape(sketch.shape[0], COARSE_BUCKETS, -1).sum(axis=2, dtype=np.uint16)
+    nib = np.minimum(sums, COARSE_FULL).astype(np.uint8)
+    return nib[:, 0::2] | (nib[:, 1::2] << np.uint8(4))
+
+
 def spill(done: Iterable[tuple[tuple[int, int], _Chunk]], n: int) -> DiskPrefixes:
     """shingles.assemble's arrays with the entries and sketches written to a new temporary folder."""
     tmp = tempfile.TemporaryDirectory(prefix="claimcheck-neardup-prefixes-")
@@ -128,6 +140,7 @@ def spill(done: Iterable[tuple[tuple[int, int], _Chunk]], n: int) -> DiskPrefixe
         sizes = np.zeros(n, dtype=np.int64)
         ext = np.zeros(n, dtype=np.int64)
         kept = np.zeros(n, dtype=np.int64)
+        coarse = np.zeros((n, COARSE_BUCKETS // 2), dtype=np.uint8)
         full: list[np.ndarray] = []
         chunks = 0
         with (
@@ -138,6 +151,7 @@ def spill(done: Iterable[tuple[tuple[int, int], _Chunk]], n: int) -> DiskPrefixe
         ):
             for (lo, hi), c in done:
                 kept[lo:hi], sizes[lo:hi], ext[lo:hi] = c.kept, c.size, c.ext
+                coarse[lo:hi] = coarse_sketch(c.sketch)
                 np.ascontiguousarray(c.tok, dtype=np.uint64).tofile(tok)
                 np.ascontiguousarray(c.rank, dtype=np.uint16).tofile(rank)
                 np.ascontiguousarray(c.sketch, dtype=np.uint8).tofile(sketch)
@@ -159,4 +173,4 @@ def spill(done: Iterable[tuple[tuple[int, int], _Chunk]], n: int) -> DiskPrefixe
     except BaseException:
         tmp.cleanup()
         raise
-    return DiskPrefixes(folder, sizes, ext, offs, wide_of, wide_full, tmp)
+    return DiskPrefixes(folder, sizes, ext, offs, wide_of, wide_full, coarse, tmp)

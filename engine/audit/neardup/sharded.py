@@ -19,7 +19,7 @@ import numpy as np
 
 from claimcheck.engine.audit.budget import release_free_memory
 from claimcheck.engine.audit.neardup.arrays import scratch, split_codes, unique
-from claimcheck.engine.audit.neardup.blockjoin import Cells, bound_cells
+from claimcheck.engine.audit.neardup.blockjoin import Cells, bound_cells, coarse_ok
 from claimcheck.engine.audit.neardup.candidates import (
     BOUNDED_SIG_BLOCK,
     LONG_PREFIX,
@@ -41,15 +41,17 @@ SPLIT_ENTRIES = 500_000  # prefix entries split into the shard files at a time (
 
 def find_candidates(p: DiskPrefixes, threshold: float) -> np.ndarray:
     """candidates.find_candidates(prefixes, threshold, bounded=True) on prefixes held on disk: the
-    candidates are gathered in cell files and the sketch bounds run after the passes (blockjoin.py)."""
+    candidates that pass the coarse bound are gathered in cell files, and the sketch bounds run after
+    the passes (blockjoin.py)."""
     with scratch() as tmp:
         cells = Cells(Path(tmp), p.sizes.size)
         pending: list[np.ndarray] = []
 
         def flush() -> None:
             if pending:
-                cells.add(unique(np.concatenate(pending)))
+                c = unique(np.concatenate(pending))
                 pending.clear()
+                cells.add(c[coarse_ok(c, p, threshold)])
 
         def gather(c: np.ndarray) -> np.ndarray:
             # Codes are written BOUND_BATCH at a time, each batch once (fewer, larger appends).
