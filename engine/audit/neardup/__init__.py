@@ -29,12 +29,15 @@ removed as soon as they are read: pass 1's shingle hashes for pass 2 (8 bytes a 
 with texts shorter than k words) and the prefix-pair signatures, one file per matching pass (8 bytes a
 signature) — about 0.6 GB at most for a million ticket-length texts. On the bounded path (`bounded`)
 pass 2 also writes each text's prefix entries and sketches to temporary files and keeps only four
-numbers a text (ondisk.py); candidates are then found shard by shard from those files and the sketch
-bounds read just the candidates' sketches (sharded.py): the same candidates and pairs.
+numbers a text and an 8-byte coarse sketch (ondisk.py); candidates are then found shard by shard from
+those files (sharded.py), those the coarse sketches allow are written to cell files by the ranges of
+their two texts, and the sketch bounds read each range's sketches once per cell (blockjoin.py): the
+same candidates and pairs.
 
 One module per step: hashing.py (word and shingle hashes), shingles.py (passes 1 and 2: prefixes), candidates.py (signatures and
 the length, positional and sketch bounds), verify.py (exact Jaccard); arrays.py holds their helpers;
-ondisk.py and sharded.py are the bounded path's per-text files and its shard-by-shard candidates.
+ondisk.py, sharded.py and blockjoin.py are the bounded path's per-text files, its shard-by-shard
+candidates and its sketch bounds by ranges of texts.
 kernels.py loads the compiled loops (_kernels.c, built by `pip install`) that normalise ASCII rows, hash
 words and shingles, do passes 1 and 2 one text at a time and merge the verified pairs' sets; they give the
 numpy path's arrays value for value, and where they were not built the numpy path runs. numpy's huge

@@ -4,9 +4,10 @@ In memory stay four int64 numbers a text (set size, extended prefix length, pref
 wide sketches), its coarse sketch (8 bytes: see coarse_sketch) and one flag a wide text. In temporary files (tempfile's folder, TMPDIR) go:
 - the prefix entries (each shingle hash and its position), text after text, in two files read back a
   span of texts at a time (sharded.py partitions them by shingle or pair hash from there);
-- the 64-byte sketches and the 2 KB wide sketches, one row a text (a wide text), read back for the
-  candidate ids of a block only: sorted ids, and one read (os.pread) per run of nearby rows. The files
-  are read, not mapped: mapped pages would count in the process's resident memory.
+- the 64-byte sketches and the 2 KB wide sketches, one row a text (a wide text): the sketches read
+  back a range of texts at a time (blockjoin.py), the wide sketches for the candidate ids of a block
+  only: sorted ids, and one read (os.pread) per run of nearby rows. The files are read, not mapped:
+  mapped pages would count in the process's resident memory.
 """
 
 from __future__ import annotations
