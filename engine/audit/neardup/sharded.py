@@ -49,9 +49,9 @@ def find_candidates(p: DiskPrefixes, threshold: float) -> np.ndarray:
 
         def flush() -> None:
             if pending:
-                c = unique(np.concatenate(pending))
+                c = np.concatenate(pending)
                 pending.clear()
-                cells.add(c[coarse_ok(c, p, threshold)])
+                cells.add(unique(c[coarse_ok(c, p, threshold)]))  # the few kept, then sorted
 
         def gather(c: np.ndarray) -> np.ndarray:
             # Codes are written BOUND_BATCH at a time, each batch once (fewer, larger appends).
