@@ -217,3 +217,25 @@ def test_coarse_bound_keeps_every_pair_the_sketch_bound_keeps(t: float) -> None:
     assert (~coarse).sum() > 1000
     both = np.flatnonzero((sketch == 255).any(axis=1))
     assert (fine & np.isin(a, both) & np.isin(b, both)).any()  # saturated pairs among those kept
+
+
+def test_cell_files_are_removed_when_the_bounds_fail(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cell files (and the per-text files) live in the search's temporary folders, removed on error
+    (an OSError there is the stage's clear error about its temporary folder)."""
+    import tempfile
+
+    from claimcheck.engine.pipeline.context import StageInputError
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    _tiny_shards(monkeypatch)
+    seen: list[int] = []
+
+    def fail(cells: blockjoin.Cells, p: ondisk.DiskPrefixes, threshold: float) -> list[np.ndarray]:
+        seen.append(len(list(cells.folder.iterdir())))
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(sharded, "bound_cells", fail)
+    with pytest.raises(StageInputError, match="disk gone"):
+        neardup.near_duplicates(_mixed(seed=4), ["body"], threshold=0.7, shingle_size=3, bounded=True)
+    assert seen and seen[0] > 10  # many cell files were written
+    assert not list(tmp_path.iterdir())
