@@ -54,7 +54,7 @@ def find_candidates(p: DiskPrefixes, threshold: float) -> np.ndarray:
                 cells.add(unique(c[coarse_ok(c, p, threshold)]))  # the few kept, then sorted
 
         def gather(c: np.ndarray) -> np.ndarray:
-            # Codes are written BOUND_BATCH at a time, each batch once (fewer, larger appends).
+            # Codes meet the coarse bound and are written BOUND_BATCH at a time (fewer, larger appends).
             pending.append(c)
             if sum(x.size for x in pending) >= BOUND_BATCH:
                 flush()
