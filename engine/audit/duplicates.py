@@ -50,6 +50,25 @@ def stored_key_hashes(
     return row_hashes(df, key_exprs(df.schema, columns, normalisation), store, STORE_SLICE_BYTES)
 
 
+def stored_key_hashes_each(
+    df: pl.DataFrame, columns: list[str], normalisations: list[str], store: TextStore
+) -> list[pl.Series]:
+    """stored_key_hashes for each of `normalisations`, the same hashes, from one read of the file: each
+    slice's compared columns are decoded once and hashed under every normalisation."""
+    from claimcheck.engine.audit.neardup.hashing import STORE_SLICE_BYTES
+
+    exprs = [
+        pl.struct(key_exprs(df.schema, columns, n)).hash(seed=0).alias(f"h{i}")
+        for i, n in enumerate(normalisations)
+    ]
+    names = sorted({n for e in exprs for n in e.meta.root_names()})
+    parts = store.by_slices(names, lambda part: part.select(exprs), STORE_SLICE_BYTES)
+    if not parts:
+        return [pl.Series("h", [], dtype=pl.UInt64) for _ in normalisations]
+    both = pl.concat(parts)
+    return [both.get_column(f"h{i}").alias("h") for i in range(len(normalisations))]
+
+
 def candidate_rows(
     df: pl.DataFrame,
     columns: list[str],
