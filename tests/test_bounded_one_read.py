@@ -55,3 +55,29 @@ def test_one_read_gives_each_pass_hashes(stored: tuple[pl.DataFrame, textstore.T
     assert norm.n_unique() < exact.n_unique()
     (only,) = stored_key_hashes_each(ds, cols, ["none"], store)
     assert_series_equal(only, exact)
+
+
+def test_store_slices_on_threads_keep_frame_order(stored: tuple[pl.DataFrame, textstore.TextStore]) -> None:
+    """by_slices on several threads: the slices' results in frame order, each row once, also for a
+    store restricted to some rows; the same as one slice at a time."""
+    import threading
+    import time
+
+    ds, store = stored
+    sub = store.restrict(ds.get_column(ROW_ID).to_numpy()[::3])
+    seen: set[int] = set()
+
+    def fn(part: pl.DataFrame) -> pl.DataFrame:
+        seen.add(threading.get_ident())
+        if part.get_column(ROW_ID)[0] % 2 == 0:  # some slices finish after the next one
+            time.sleep(0.01)
+        return part
+
+    for s in (store, sub):
+        one = pl.concat(s.by_slices([ROW_ID, "body"], fn, 1024))
+        many = s.by_slices([ROW_ID, "body"], fn, 1024, workers=3)
+        assert len(many) > 3
+        got = pl.concat(many)
+        assert got.equals(one)
+        assert got.get_column(ROW_ID).to_list() == s.ids.tolist()
+    assert len(seen) > 1
