@@ -346,3 +346,43 @@ def test_the_record_scan_beside_the_bounded_read_refuses_first(tmp_path: Path, b
         assert err.value.__suppress_context__ or err.value.__context__ is None
         said.append(str(err.value))
     assert said[0] == said[1]
+
+
+def test_a_cancelled_bounded_read_stops_the_record_scan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancelled (or stopped by anything but a refusal), the bounded read stops the record scan beside
+    it within a few lines instead of waiting for it to reach the end of the file."""
+    import threading
+
+    from claimcheck.engine.audit import profile
+    from claimcheck.engine.pipeline.context import Cancelled, StageContext
+    from claimcheck.engine.stages.source import run as source
+    from tests.test_audit_memory import TINY
+
+    lines = ["id,text,label", *(f"{i},some words {i},{'ab'[i % 2]}" for i in range(400_000))]
+    _write(tmp_path, "d.csv", ("\n".join(lines) + "\n").encode())
+    monkeypatch.setattr(profile, "STOP_EVERY", 50)
+    scanned: list[dict] = []
+    real_scan = profile.malformed_records
+
+    started = threading.Event()
+
+    def spied(*args: object) -> dict:
+        started.set()
+        scanned.append(real_scan(*args))  # type: ignore[arg-type]
+        return scanned[-1]
+
+    def cancelled(*args: object) -> None:
+        started.wait(timeout=10)
+        raise Cancelled("source cancelled")
+
+    monkeypatch.setattr(profile, "malformed_records", spied)
+    monkeypatch.setattr(source, "_loaded", cancelled)
+    ctx = StageContext(session_dir=tmp_path / "s", workspace=tmp_path)
+    inputs = source.Inputs(files=["d.csv"], label_column="label", input_columns=["text"], memory_budget=TINY)
+    with pytest.raises(Cancelled):
+        source.run(inputs, {}, ctx)
+    assert scanned and scanned[0]["records"] < 400_000
+    full = real_scan(tmp_path / "d.csv", "d.csv")
+    assert full["records"] == 400_000 and full["malformed"] == 0

@@ -176,16 +176,22 @@ def _read(
         raw, schema, store = _loaded(inputs, paths, ctx, how, None)
         return raw, schema, malformed, store
     # The bounded path: the record scan (Python, one core) runs on a thread beside the block read, which
-    # leaves a core free between its Polars calls; the scan's refusal still comes before any the read makes.
+    # leaves a core free between its Polars calls; the scan's refusal still comes before any the read
+    # makes. Cancelled, or stopped by anything but a refusal, the read stops the scan.
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
+    stop = threading.Event()
     with ThreadPoolExecutor(1, thread_name_prefix="claimcheck-records") as pool:
-        scan = pool.submit(_malformed, inputs, paths)
+        scan = pool.submit(_malformed, inputs, paths, stop)
         try:
             with folder_for(True) as blocks:
                 raw, schema, store = _loaded(inputs, paths, ctx, how, blocks)
-        except BaseException:
+        except StageInputError:
             _scan_result(scan)
+            raise
+        except BaseException:
+            stop.set()
             raise
         try:
             malformed = _scan_result(scan)
@@ -196,12 +202,12 @@ def _read(
     return raw, schema, malformed, store
 
 
-def _malformed(inputs: Inputs, paths: list) -> list[dict[str, Any]]:
+def _malformed(inputs: Inputs, paths: list, stop: Any = None) -> list[dict[str, Any]]:
     """Each file's malformed-record counts (engine/audit/profile.py); refused where a JSONL line is not
-    JSON."""
+    JSON. `stop`: set, the scan ends early (profile.malformed_records)."""
     from claimcheck.engine.audit import profile
 
-    malformed = [profile.malformed_records(p, n) for p, n in zip(paths, inputs.files, strict=True)]
+    malformed = [profile.malformed_records(p, n, stop) for p, n in zip(paths, inputs.files, strict=True)]
     _refuse_bad_jsonl(malformed, inputs.files)
     return malformed
 
