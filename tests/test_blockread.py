@@ -276,3 +276,113 @@ def test_spill_read_back_keeps_row_order_and_nulls(tmp_path: Path) -> None:
     got = textstore._read_back(pl.scan_parquet(tmp_path / "s.parquet"), ["body"])
     assert_frame_equal(got, frame.with_columns(textstore.stand_in("body")))
     assert got.n_chunks("all") == [1, 1, 1]
+
+
+def test_blocks_in_flight_finish_out_of_order_and_keep_file_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The blocks are parsed and written on several threads: a block that finishes before an earlier
+    one still takes its place, and the schemas merge as in one pass (ints, then floats, then text in a
+    late block; a column null throughout the early blocks)."""
+    import threading
+    import time
+
+    lines = [f"{i},{i},," for i in range(400)] + [f"{i},{i}.5,x,{i}" for i in range(400, 500)]
+    lines += ["500,7,seven,1", "501,,true,"]
+    path = _write(tmp_path, "order.csv", ("k,f,s,late\n" + "\n".join(lines) + "\n").encode())
+    parse = blockread._Format.parse
+    first = threading.Event()
+
+    def slow_first(self: blockread._Format, data: bytes, schema: pl.Schema | None) -> pl.DataFrame:
+        if schema is None and data.startswith(b"k,f,s,late\n0,"):  # the first block waits for another
+            first.wait(timeout=5)
+            time.sleep(0.05)
+        else:
+            first.set()
+        return parse(self, data, schema)
+
+    monkeypatch.setattr(blockread._Format, "parse", slow_first)
+    monkeypatch.setattr(blockread, "BLOCKS_IN_FLIGHT", 4)
+    monkeypatch.setattr("claimcheck.engine.threads.usable_cores", lambda: 4)
+    frame = _same([path], sizes=(9, 300, 4000))
+    assert first.is_set()
+    assert frame["k"].to_list() == list(range(502))
+    assert frame.schema["f"] == pl.Float64 and frame.schema["s"] == pl.String
+    assert frame.schema["late"] == pl.Int64 and frame["late"][0] is None
+
+
+@pytest.mark.parametrize("bad", ["jsonl", "nul"])
+def test_the_record_scan_beside_the_bounded_read_refuses_first(tmp_path: Path, bad: str) -> None:
+    """On the bounded path the record scan (malformed JSONL lines, NUL bytes) runs on a thread beside
+    the block read; its refusal, naming the line, is the one raised, as on the in-memory path, not the
+    reader's complaint about the same line."""
+    from claimcheck.engine.pipeline.context import StageContext, StageInputError
+    from claimcheck.engine.stages.source import run as source
+    from tests.test_audit_memory import HUGE, TINY
+
+    pad = "word " * 40
+    if bad == "jsonl":
+        lines = [json.dumps({"id": i, "text": f"{pad}{i}", "label": "ab"[i % 2]}) for i in range(6000)]
+        lines[4321] = "{oops"
+        name, expect = "d.jsonl", "line 4322"
+        _jsonl(tmp_path, name, lines)
+    else:
+        lines = ["id,text,label", *(f"{i},{pad}{i},{'ab'[i % 2]}" for i in range(6000))]
+        lines[4321] = lines[4321].replace("word", "wo\0rd", 1)
+        name, expect = "d.csv", "line 4322"
+        _write(tmp_path, name, ("\n".join(lines) + "\n").encode())
+    said = []
+    for budget in (HUGE, TINY):
+        ctx = StageContext(session_dir=tmp_path / f"s-{budget}", workspace=tmp_path)
+        inputs = source.Inputs(
+            files=[name],
+            label_column="label",
+            input_columns=["text"],
+            text_columns=["text"],
+            memory_budget=budget,
+        )
+        with pytest.raises(StageInputError, match=expect) as err:
+            source.run(inputs, {}, ctx)
+        assert err.value.__suppress_context__ or err.value.__context__ is None
+        said.append(str(err.value))
+    assert said[0] == said[1]
+
+
+def test_a_cancelled_bounded_read_stops_the_record_scan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancelled (or stopped by anything but a refusal), the bounded read stops the record scan beside
+    it within a few lines instead of waiting for it to reach the end of the file."""
+    import threading
+
+    from claimcheck.engine.audit import profile
+    from claimcheck.engine.pipeline.context import Cancelled, StageContext
+    from claimcheck.engine.stages.source import run as source
+    from tests.test_audit_memory import TINY
+
+    lines = ["id,text,label", *(f"{i},some words {i},{'ab'[i % 2]}" for i in range(400_000))]
+    _write(tmp_path, "d.csv", ("\n".join(lines) + "\n").encode())
+    monkeypatch.setattr(profile, "STOP_EVERY", 50)
+    scanned: list[dict] = []
+    real_scan = profile.malformed_records
+
+    started = threading.Event()
+
+    def spied(*args: object) -> dict:
+        started.set()
+        scanned.append(real_scan(*args))  # type: ignore[arg-type]
+        return scanned[-1]
+
+    def cancelled(*args: object) -> None:
+        started.wait(timeout=10)
+        raise Cancelled("source cancelled")
+
+    monkeypatch.setattr(profile, "malformed_records", spied)
+    monkeypatch.setattr(source, "_loaded", cancelled)
+    ctx = StageContext(session_dir=tmp_path / "s", workspace=tmp_path)
+    inputs = source.Inputs(files=["d.csv"], label_column="label", input_columns=["text"], memory_budget=TINY)
+    with pytest.raises(Cancelled):
+        source.run(inputs, {}, ctx)
+    assert scanned and scanned[0]["records"] < 400_000
+    full = real_scan(tmp_path / "d.csv", "d.csv")
+    assert full["records"] == 400_000 and full["malformed"] == 0

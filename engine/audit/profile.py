@@ -6,6 +6,7 @@ import csv
 import datetime as dt
 import json
 from pathlib import Path
+from threading import Event
 from typing import Any
 
 import polars as pl
@@ -14,13 +15,16 @@ from claimcheck.engine.data.rows import SOURCE_FILE, SOURCE_LINE, TARGET, file_k
 from claimcheck.engine.pipeline.context import StageInputError
 
 MAX_LOCATIONS = 20
+STOP_EVERY = 4096  # lines between two looks at malformed_records' `stop`
 
 
-def malformed_records(path: Path, name: str) -> dict[str, Any]:
+def malformed_records(path: Path, name: str, stop: Event | None = None) -> dict[str, Any]:
     """Records whose field count differs from the header, and lines that are not valid UTF-8 (CSV / JSONL).
 
     Polars reads such records (ragged ones truncated or padded with nulls, bad bytes replaced); this
-    scan says which ones, by file and physical line, so nothing is silently altered.
+    scan says which ones, by file and physical line, so nothing is silently altered. `stop` (a scan
+    running beside the read): once it is set the scan ends within a few thousand lines, its counts
+    partial, for a caller that discards them.
     """
     kind = file_kind(path)
     bad_utf8: list[int] = []
@@ -30,6 +34,8 @@ def malformed_records(path: Path, name: str) -> dict[str, Any]:
     def lines():
         with open(path, "rb") as fh:
             for no, raw in enumerate(fh, start=1):
+                if stop is not None and no % STOP_EVERY == 0 and stop.is_set():
+                    return
                 if b"\0" in raw:
                     raise StageInputError(
                         f"data file {name}: line {no} holds a NUL byte — a binary file, UTF-16 text or a "

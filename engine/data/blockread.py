@@ -43,6 +43,10 @@ GLOB_CHARS = frozenset("*?[]{}")
 
 # Bytes of file per block: the read holds one block, its parsed frame and the part being written.
 BLOCK_BYTES = 16 << 20
+# Blocks parsed and written at once, each on its own thread (at most the usable cores, engine/threads.py;
+# not lowered under load, so that the read's memory does not move with it): the read holds that many
+# blocks with their frames.
+BLOCKS_IN_FLIGHT = 2
 # Rows per row group of a part: the scan of the parts decodes a group at a time.
 PART_ROWS = 8_192
 NEWLINE, QUOTE = 10, 34
@@ -236,27 +240,46 @@ class BlockFolder:
         return pl.scan_parquet([p.path for p in parts])
 
     def _first_pass(self, path: Path, where: Path, fmt: _Format) -> tuple[list[_Part], bytes]:
-        """Every block parsed with its own inferred schema and written to its part."""
-        parts: list[_Part] = []
-        header = b""
-        for offset, view in blocks(path, self.block_bytes or BLOCK_BYTES, fmt.csv):
-            if not parts and fmt.csv:
-                header = bytes(view[: _header_end(view.obj)])
-            data = b"".join((header if parts else b"", view))
-            size = len(view)
-            del view
-            if not fmt.csv and not data.strip():  # blank lines only: no records (Polars skips them)
-                continue
-            frame = fmt.parse(data, None)
-            del data
-            part = where / f"{len(parts):06d}.parquet"
-            _write(frame, part)
-            valued = frozenset(
-                c for c, s in zip(frame.columns, frame.null_count().row(0), strict=True) if s < frame.height
-            )
-            parts.append(_Part(part, offset, size, frame.schema, valued))
-            del frame
-        return parts, header
+        """Every block parsed with its own inferred schema and written to its part: two blocks in
+        flight on two threads (engine/threads.py `ordered_map`; Polars' parse and write release the
+        GIL), the file read in this one; the parts in block order."""
+        from claimcheck.engine.threads import ordered_map, usable_cores
+
+        header = [b""]
+
+        def numbered() -> Iterator[tuple[int, int, int, bytes]]:
+            for i, (offset, view) in enumerate(blocks(path, self.block_bytes or BLOCK_BYTES, fmt.csv)):
+                if i == 0 and fmt.csv:
+                    header[0] = bytes(view[: _header_end(view.obj)])
+                # A copy: the view is valid until the next block is read, which happens while this
+                # one is parsed.
+                data = b"".join((header[0] if i else b"", view))
+                yield i, offset, len(view), data
+
+        def part_of(item: tuple[int, int, int, bytes]) -> _Part | None:
+            i, offset, size, data = item
+            return _parsed_part(data, where / f"{i:06d}.parquet", (offset, size), fmt)
+
+        parts = [
+            p
+            for p in ordered_map(part_of, numbered(), min(BLOCKS_IN_FLIGHT, usable_cores()))
+            if p is not None
+        ]
+        return parts, header[0]
+
+
+def _parsed_part(data: bytes, part: Path, at: tuple[int, int], fmt: _Format) -> _Part | None:
+    """One block (`at`: its offset and size in the file) parsed and written to `part`; None for a
+    JSONL block of blank lines only (no records: Polars skips them)."""
+    if not fmt.csv and not data.strip():
+        return None
+    frame = fmt.parse(data, None)
+    del data
+    _write(frame, part)
+    valued = frozenset(
+        c for c, s in zip(frame.columns, frame.null_count().row(0), strict=True) if s < frame.height
+    )
+    return _Part(part, at[0], at[1], frame.schema, valued)
 
 
 def _write(frame: pl.DataFrame, part: Path) -> None:

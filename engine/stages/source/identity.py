@@ -45,10 +45,13 @@ def duplicates(
         exact, norm, conf = identity_stats(*on, ds, cols, inp.normalisation, store)
         cov = on[1].covered(cov, store is not None)
     else:
-        cand = candidate_rows(ds, cols, "none", store=store) if cols and ds.height else None
+        hashes = _stored_hashes(ds, cols, inp.normalisation, store)
+        cand = candidate_rows(ds, cols, "none", hashes[0], store) if cols and ds.height else None
         exact = duplicate_stats(ds, cols, "none", cand)
         norm = (
-            duplicate_stats(ds, cols, inp.normalisation, _candidates(ds, cols, inp.normalisation, store))
+            duplicate_stats(
+                ds, cols, inp.normalisation, _candidates(ds, cols, inp.normalisation, store, hashes[1])
+            )
             if inp.normalisation != "none"
             else exact
         )
@@ -86,13 +89,28 @@ def duplicates(
     return [dup, noise]
 
 
-def _candidates(ds: Any, cols: list[str], normalisation: str, store: TextStore | None) -> Any:
-    """The duplicate candidates after `normalisation` (None: duplicate_stats finds them in `ds`)."""
+def _stored_hashes(ds: Any, cols: list[str], normalisation: str, store: TextStore | None) -> list[Any]:
+    """Where the texts stay on disk: the rows' key hashes as compared exactly and after
+    `normalisation`, from one read of the store; [None, None] elsewhere (candidate_rows hashes)."""
+    from claimcheck.engine.audit.duplicates import stored_key_hashes_each
+
+    if store is None or not cols or not ds.height:
+        return [None, None]
+    if normalisation == "none":
+        return [*stored_key_hashes_each(ds, cols, ["none"], store), None]
+    return stored_key_hashes_each(ds, cols, ["none", normalisation], store)
+
+
+def _candidates(
+    ds: Any, cols: list[str], normalisation: str, store: TextStore | None, hashes: Any = None
+) -> Any:
+    """The duplicate candidates after `normalisation` (None: duplicate_stats finds them in `ds`);
+    `hashes`: the rows' key hashes after it, where the caller has them."""
     from claimcheck.engine.audit.duplicates import candidate_rows
 
     if store is None or not cols or not ds.height:
         return None
-    return candidate_rows(ds, cols, normalisation, store=store)
+    return candidate_rows(ds, cols, normalisation, hashes, store)
 
 
 def near_duplicates(

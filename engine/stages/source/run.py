@@ -167,16 +167,57 @@ def _read(
     Parquet file (`how`: the load path, engine/audit/budget.py, and the claim's inputs). On the bounded
     path CSV / TSV / JSONL files are read in blocks (engine/data/blockread.py) and the text columns stay in
     that file where engine/audit/textstore.py allows it."""
-    from claimcheck.engine.audit import profile
     from claimcheck.engine.data.blockread import folder_for
 
     ctx.progress(0.05, "scanning records")
-    # Located first: a malformed JSONL line must be named by line, not by the reader's first complaint.
-    malformed = [profile.malformed_records(p, n) for p, n in zip(paths, inputs.files, strict=True)]
-    _refuse_bad_jsonl(malformed, inputs.files)
-    with folder_for(how[0] == memory_budget.BOUNDED) as blocks:
-        raw, schema, store = _loaded(inputs, paths, ctx, how, blocks)
+    if how[0] != memory_budget.BOUNDED:
+        # Located first: a malformed JSONL line must be named by line, not by the reader's first complaint.
+        malformed = _malformed(inputs, paths)
+        raw, schema, store = _loaded(inputs, paths, ctx, how, None)
+        return raw, schema, malformed, store
+    # The bounded path: the record scan (Python, one core) runs on a thread beside the block read, which
+    # leaves a core free between its Polars calls; the scan's refusal still comes before any the read
+    # makes. Cancelled, or stopped by anything but a refusal, the read stops the scan.
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    stop = threading.Event()
+    with ThreadPoolExecutor(1, thread_name_prefix="claimcheck-records") as pool:
+        scan = pool.submit(_malformed, inputs, paths, stop)
+        try:
+            with folder_for(True) as blocks:
+                raw, schema, store = _loaded(inputs, paths, ctx, how, blocks)
+        except StageInputError:
+            _scan_result(scan)
+            raise
+        except BaseException:
+            stop.set()
+            raise
+        try:
+            malformed = _scan_result(scan)
+        except BaseException:
+            if store is not None:
+                store.close()
+            raise
     return raw, schema, malformed, store
+
+
+def _malformed(inputs: Inputs, paths: list, stop: Any = None) -> list[dict[str, Any]]:
+    """Each file's malformed-record counts (engine/audit/profile.py); refused where a JSONL line is not
+    JSON. `stop`: set, the scan ends early (profile.malformed_records)."""
+    from claimcheck.engine.audit import profile
+
+    malformed = [profile.malformed_records(p, n, stop) for p, n in zip(paths, inputs.files, strict=True)]
+    _refuse_bad_jsonl(malformed, inputs.files)
+    return malformed
+
+
+def _scan_result(scan: Any) -> list[dict[str, Any]]:
+    """The record scan's counts, or its refusal raised here (without the read's error as context)."""
+    try:
+        return scan.result()
+    except StageInputError as refusal:
+        raise refusal from None
 
 
 def _loaded(
