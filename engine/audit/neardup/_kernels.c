@@ -637,6 +637,74 @@ int64_t cc_single_pairs(const uint64_t *tok, const int32_t *doc, const uint16_t 
     return w;
 }
 
+/* ---- the prefix-pair path's runs, paired and bounded in one loop --------------------------------- */
+
+/* Whether texts of sizes sa, sb whose sketch rows are ra, rb (width bytes each) can reach t: the sum of
+ * the buckets' minima bounds the overlap, and a saturated minimum (255; with nibbles, two 4-bit buckets
+ * a byte, 15) bounds nothing (candidates._bound and blockjoin.coarse_ok, the same float expression). */
+static inline int sketch_reaches(const uint8_t *ra, const uint8_t *rb, int64_t width, int nibbles, int64_t sa,
+                                 int64_t sb, double t) {
+    int64_t ub = 0;
+    int full = 0;
+    if (nibbles) {
+        for (int64_t k = 0; k < width; k++) {
+            const uint8_t lo_a = ra[k] & 15, lo_b = rb[k] & 15, hi_a = ra[k] >> 4, hi_b = rb[k] >> 4;
+            const uint8_t lo = lo_a < lo_b ? lo_a : lo_b, hi = hi_a < hi_b ? hi_a : hi_b;
+            ub += lo + hi;
+            full |= (lo == 15) | (hi == 15);
+        }
+    } else {
+        for (int64_t k = 0; k < width; k++) {
+            const uint8_t m = ra[k] < rb[k] ? ra[k] : rb[k];
+            ub += m;
+            full |= m == 255;
+        }
+    }
+    if (full) return 1;
+    int64_t inter = sa < sb ? sa : sb;
+    if (ub < inter) inter = ub;
+    return (double)inter >= t * (double)(sa + sb - inter) - 1e-9;
+}
+
+/* candidates._run_pairs' pairs with the sketch bound fused in: entries in runs sorted by size (text doc,
+ * position pos), entry i paired with the entries i + 1 .. end[i] - 1; a pair is kept where its texts
+ * differ and pass the length and positional filters (the numpy path's float expressions) and, where
+ * sketch is not NULL, the sketch bound of their rows (sketch_reaches). The kept codes (lo << 32 | hi,
+ * unsorted, repeats possible) go to out, at most cap of them; the walk starts at entry resume[0] and
+ * partner resume[1] (0: the first) and, where out fills, stops there and stores where to go on
+ * (resume[0] = n when done). Returns the number written. */
+int64_t cc_run_pairs(const int64_t *doc, const int64_t *pos, const int64_t *end, int64_t n, const int64_t *sizes,
+                     double t, const uint8_t *sketch, int64_t width, int nibbles, int64_t *resume, uint64_t *out,
+                     int64_t cap) {
+    int64_t w = 0;
+    int64_t i = resume[0], j0 = resume[1];
+    for (; i < n; i++, j0 = 0) {
+        const int64_t da = doc[i], pa = pos[i], sa = sizes[da];
+        int64_t j = j0 > i + 1 ? j0 : i + 1;
+        for (; j < end[i]; j++) {
+            const int64_t db = doc[j];
+            if (da == db) continue;
+            const int64_t sb = sizes[db];
+            const int64_t mn = sa < sb ? sa : sb, mx = sa < sb ? sb : sa;
+            if (!((double)mn >= t * (double)mx - 1e-9)) continue;
+            const int64_t alpha = (int64_t)ceil(t * (double)(sa + sb) / (1.0 + t) - 1e-9);
+            if (!(pa <= sa + 1 - alpha && pos[j] <= sb + 1 - alpha)) continue;
+            if (sketch && !sketch_reaches(sketch + da * width, sketch + db * width, width, nibbles, sa, sb, t))
+                continue;
+            if (w == cap) {
+                resume[0] = i;
+                resume[1] = j;
+                return w;
+            }
+            const uint64_t lo = (uint64_t)(da < db ? da : db), hi = (uint64_t)(da < db ? db : da);
+            out[w++] = (lo << 32) | hi;
+        }
+    }
+    resume[0] = n;
+    resume[1] = 0;
+    return w;
+}
+
 /* ---- normalised text (engine/audit/texts.py: lower_strip_ws, columns joined) for ASCII rows ------- */
 
 /* Unicode White_Space among ASCII bytes: what Polars' strip_chars and the regex \s match there. */

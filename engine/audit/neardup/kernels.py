@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -75,6 +76,11 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.cc_jaccard.argtypes = [_P, _P, _P, _P, _I64, _P]
     lib.cc_sort_u64.restype = None
     lib.cc_sort_u64.argtypes = [_P, _P, _I64, _P]
+    lib.cc_run_pairs.restype = _I64
+    lib.cc_run_pairs.argtypes = [
+        *(_P, _P, _P, _I64, _P, ctypes.c_double),
+        *(_P, _I64, ctypes.c_int, _P, _P, _I64),
+    ]
     lib.cc_free.restype = None
     lib.cc_free.argtypes = [_P]
     return lib
@@ -226,6 +232,39 @@ def single_pairs(
         return np.ctypeslib.as_array(out, shape=(n,)).copy() if n else np.empty(0, dtype=np.uint64)
     finally:
         lib.cc_free(ctypes.cast(out, _P))
+
+
+def run_pairs(
+    runs: tuple[np.ndarray, np.ndarray, np.ndarray],
+    sizes: np.ndarray,
+    t: float,
+    sketch: tuple[np.ndarray, bool] | None,
+    block: int,
+) -> Iterator[np.ndarray]:
+    """candidates._run_pairs' pair codes (doc, pos, end: each entry paired with the entries up to end),
+    with the sketch bound of `sketch` (rows per text, and whether they hold two 4-bit buckets a byte)
+    applied in the same loop: blocks of at most `block` kept codes, unsorted, repeats possible."""
+    doc, pos, end = (np.ascontiguousarray(a, dtype=np.int64) for a in runs)
+    sizes = np.ascontiguousarray(sizes, dtype=np.int64)
+    assert doc.size == pos.size == end.size and block > 0
+    assert doc.size == 0 or (int(end.max()) <= doc.size and int(doc.max()) < sizes.size)
+    rows, width, nibbles = 0, 0, 0
+    if sketch is not None:
+        held = sketch[0]  # held as it is (the in-memory sketches are large): rows in C order
+        assert held.dtype == np.uint8 and held.flags.c_contiguous and held.ndim == 2
+        assert held.shape[0] == sizes.size
+        rows, width, nibbles = _ptr(held), held.shape[1], int(sketch[1])
+    lib = _lib_or_fail()
+    resume = np.zeros(2, dtype=np.int64)
+    while int(resume[0]) < doc.size:
+        out = np.empty(block, dtype=np.uint64)
+        w = lib.cc_run_pairs(
+            *(_ptr(doc), _ptr(pos), _ptr(end), doc.size, _ptr(sizes), float(t)),
+            *(rows or None, width, nibbles, _ptr(resume), _ptr(out), block),
+        )
+        if w:
+            yield out[:w]
+        del out
 
 
 def normalise(columns: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
