@@ -917,6 +917,8 @@ def test_fused_pair_loop_gives_the_numpy_candidates(
     monkeypatch.setattr(kernels, "run_pairs", fused)
     monkeypatch.setattr(candidates, "_positional_pairs", numpy_pairs)
     monkeypatch.setattr(candidates, "PAIR_BLOCK", 97)  # many output blocks of the loop
+    if t == 0.7:  # the sketch rows read by text, not gathered per entry
+        monkeypatch.setattr(candidates, "ENTRY_ROW_BYTES", 0)
     got = candidates.find_candidates(pre, t)
     assert made["numpy"] == 0 and made["fused"] > 0
     with monkeypatch.context() as m:
@@ -961,11 +963,12 @@ def test_fused_sketch_bound_is_the_numpy_bound_saturation_included(nibbles: bool
     else:
         keep = candidates._bound(sizes[a], sizes[b], np.minimum(fine[a], fine[b]), t)
     want = made[keep]
-    ends = candidates._run_ends(runs, sizes, t)
-    blocks = list(kernels.run_pairs((runs.doc, runs.pos, ends), sizes, t, (rows, nibbles), 7))
-    assert len(blocks) > 3 and all(c.size <= 7 for c in blocks)
-    assert np.array_equal(unique(np.concatenate(blocks)), want)
-    plain = list(kernels.run_pairs((runs.doc, runs.pos, ends), sizes, t, None, 1000))
+    for per_entry in (False, True):  # rows by text, or gathered in the entries' order
+        held = rows[runs.doc] if per_entry else rows
+        blocks = list(kernels.run_pairs(runs, t, (held, nibbles, per_entry), 7))
+        assert len(blocks) > 3 and all(c.size <= 7 for c in blocks)
+        assert np.array_equal(unique(np.concatenate(blocks)), want)
+    plain = list(kernels.run_pairs(runs, t, None, 1000))
     assert np.array_equal(unique(np.concatenate(plain)), made)  # no sketch: _run_pairs' pairs
     # Pairs that only a saturated bucket keeps: a sum of the minima alone would drop them.
     full = 15 if nibbles else 255

@@ -666,31 +666,42 @@ static inline int sketch_reaches(const uint8_t *ra, const uint8_t *rb, int64_t w
     return (double)inter >= t * (double)(sa + sb - inter) - 1e-9;
 }
 
-/* candidates._run_pairs' pairs with the sketch bound fused in: entries in runs sorted by size (text doc,
- * position pos), entry i paired with the entries i + 1 .. end[i] - 1; a pair is kept where its texts
- * differ and pass the length and positional filters (the numpy path's float expressions) and, where
- * sketch is not NULL, the sketch bound of their rows (sketch_reaches). The kept codes (lo << 32 | hi,
- * unsorted, repeats possible) go to out, at most cap of them; the walk starts at entry resume[0] and
- * partner resume[1] (0: the first) and, where out fills, stops there and stores where to go on
- * (resume[0] = n when done). Returns the number written. */
-int64_t cc_run_pairs(const int64_t *doc, const int64_t *pos, const int64_t *end, int64_t n, const int64_t *sizes,
-                     double t, const uint8_t *sketch, int64_t width, int nibbles, int64_t *resume, uint64_t *out,
-                     int64_t cap) {
+/* candidates._run_pairs' pairs with the sketch bound fused in. Entries in runs of one key, each run
+ * sorted by text size: combo[i] = key << shift | size (candidates.Runs), entry i's text doc[i] and
+ * position pos[i]. Entry i is paired with the later entries of its run up to its size bound (the numpy
+ * path's float expression; its searchsorted end); a pair is kept where its texts differ and pass the
+ * length and positional filters and, where rows is not NULL, the sketch bound of their rows
+ * (sketch_reaches; row of entry j at rows + j * width where per_entry, else of text doc[j]). The kept
+ * codes (lo << 32 | hi, unsorted, repeats possible) go to out, at most cap of them; the walk starts at
+ * entry resume[0] and partner resume[1] (0: the first) and, where out fills, stops there and stores
+ * where to go on (resume[0] = n when done). Returns the number written. */
+int64_t cc_run_pairs(const uint64_t *combo, int shift, const int64_t *doc, const int64_t *pos, int64_t n, double t,
+                     const uint8_t *rows, int64_t width, int nibbles, int per_entry, int64_t *resume,
+                     uint64_t *out, int64_t cap) {
+    const uint64_t size_mask = ((uint64_t)1 << shift) - 1;
     int64_t w = 0;
     int64_t i = resume[0], j0 = resume[1];
     for (; i < n; i++, j0 = 0) {
-        const int64_t da = doc[i], pa = pos[i], sa = sizes[da];
-        int64_t j = j0 > i + 1 ? j0 : i + 1;
-        for (; j < end[i]; j++) {
+        const uint64_t key = combo[i] >> shift;
+        const int64_t da = doc[i], pa = pos[i], sa = (int64_t)(combo[i] & size_mask);
+        double bound = ((double)(sa + 1 - pa) * (1.0 + t)) / t - (double)sa;
+        const double by_len = (double)sa / t;
+        if (by_len < bound) bound = by_len;
+        bound = floor(bound + 1e-3);
+        if (bound < 0) bound = 0;
+        if (bound > (double)size_mask) bound = (double)size_mask;
+        const uint64_t hi_size = (uint64_t)bound;
+        const uint8_t *ra = rows ? rows + (per_entry ? i : da) * width : NULL;
+        for (int64_t j = j0 > i + 1 ? j0 : i + 1; j < n; j++) {
+            const uint64_t c = combo[j];
+            if ((c >> shift) != key || (c & size_mask) > hi_size) break;
             const int64_t db = doc[j];
             if (da == db) continue;
-            const int64_t sb = sizes[db];
-            const int64_t mn = sa < sb ? sa : sb, mx = sa < sb ? sb : sa;
-            if (!((double)mn >= t * (double)mx - 1e-9)) continue;
+            const int64_t sb = (int64_t)(c & size_mask); /* sa <= sb: the run is sorted by size */
+            if (!((double)sa >= t * (double)sb - 1e-9)) continue;
             const int64_t alpha = (int64_t)ceil(t * (double)(sa + sb) / (1.0 + t) - 1e-9);
             if (!(pa <= sa + 1 - alpha && pos[j] <= sb + 1 - alpha)) continue;
-            if (sketch && !sketch_reaches(sketch + da * width, sketch + db * width, width, nibbles, sa, sb, t))
-                continue;
+            if (ra && !sketch_reaches(ra, rows + (per_entry ? j : db) * width, width, nibbles, sa, sb, t)) continue;
             if (w == cap) {
                 resume[0] = i;
                 resume[1] = j;

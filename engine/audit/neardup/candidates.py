@@ -19,6 +19,7 @@ from claimcheck.engine.threads import ordered_map
 
 PAIR_BLOCK = 1_000_000  # candidate pairs generated at a time
 SKETCH_CHUNK = 100_000  # candidate pairs bounded at a time (two 64-byte sketches each)
+ENTRY_ROW_BYTES = 16 << 20  # a pass's sketch rows gathered per entry for the compiled pair loop, at most
 SIG_BLOCK = 3_000_000  # prefix-pair signatures held for matching at a time (over all worker threads)
 GEN_BLOCK = 2_000_000  # prefix-pair signatures generated at a time (bounds the temporaries)
 BOUNDED_SIG_BLOCK = 500_000  # signatures per shard (pass), and generated at a time, on the bounded path
@@ -335,8 +336,10 @@ def shard_passes(
                 part = ((high * np.uint64(passes)) >> np.uint64(32)).astype(np.int64)
                 order = np.argsort(part.astype(np.uint16 if passes <= 1 << 16 else np.uint32), kind="stable")
                 cuts = np.cumsum(np.bincount(part, minlength=passes))[:-1]
+                # A pass's chunk is small where the passes are many: the files' buffers gather
+                # them (ndarray.tofile would make several system calls for each).
                 for f, chunk in zip(files, np.split(sig[order], cuts), strict=True):
-                    chunk.tofile(f)
+                    f.write(chunk)
                 del sig, high, part, order
         finally:
             for f in files:
@@ -421,8 +424,10 @@ def match_pass(
         return []
     r = _size_runs(key, own, at, sizes)
     del key, own, at
-    ends = _run_ends(r, sizes, threshold)
-    made = kernels.run_pairs((r.doc, r.pos, ends), sizes, threshold, sketches, PAIR_BLOCK)
+    rows, per_entry = sketches.rows, r.doc.size * sketches.rows.shape[1] <= ENTRY_ROW_BYTES
+    if per_entry:  # the entries' rows in their order: the loop reads them in sequence
+        rows = rows[r.doc]
+    made = kernels.run_pairs(r, threshold, (rows, sketches.nibbles, per_entry), PAIR_BLOCK)
     return [bound(unique(c)) for c in made]
 
 
