@@ -161,13 +161,13 @@ def test_signature_key_collisions_only_add_candidates(monkeypatch: pytest.Monkey
     # filters and exact verification must still give the same pairs.
     df = _templated(15, 200)
     shared: list[int] = []
-    real_pairs = candidates._positional_pairs
+    real_runs = candidates._size_runs  # both the fused and the numpy pair paths group their runs here
 
     def counting(key, *rest):
         shared.append(key.size)
-        return real_pairs(key, *rest)
+        return real_runs(key, *rest)
 
-    monkeypatch.setattr(candidates, "_positional_pairs", counting)
+    monkeypatch.setattr(candidates, "_size_runs", counting)
     full = neardup.near_duplicates(df, ["body"], threshold=0.7, shingle_size=3)
     shared_full = sum(shared)
     shared.clear()
@@ -862,3 +862,120 @@ def test_compiled_sort_is_numpys_sort() -> None:
         got = keys.copy()
         kernels.sort(got)
         assert np.array_equal(got, np.sort(keys))
+
+
+def _sentence_tickets(seed: int, n: int) -> pl.DataFrame:
+    """Tickets of 2-4 sentences from a pool of 20 and a unique order number: many texts share a
+    sentence or two (so a prefix pair: long runs) without being near copies."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    pool = [" ".join(f"s{j}w{i}" for i in range(int(rng.integers(5, 10)))) for j in range(20)]
+    body = [
+        " ".join(pool[int(s)] for s in rng.choice(20, size=int(rng.integers(2, 5)), replace=False))
+        + f" order{i}"
+        for i in range(n)
+    ]
+    return pl.DataFrame({"row_id": list(range(n)), "body": body})
+
+
+def _fused_frames(kind: str) -> pl.DataFrame:
+    """Sentence tickets (long runs of one prefix pair), templated texts (near copies) or random texts."""
+    if kind == "tickets":
+        return _sentence_tickets(21, 900)
+    return _templated(21, 700) if kind == "templated" else _frame(22, 400)
+
+
+@pytest.mark.parametrize("kind", ["tickets", "templated", "random"])
+@pytest.mark.parametrize("t", [0.5, 0.7, 0.9])
+def test_fused_pair_loop_gives_the_numpy_candidates(
+    kind: str, t: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The prefix-pair path's compiled loop (pairs, filters and the held sketches' bound at once) gives
+    the numpy path's final candidates, and on sentence tickets hands on far fewer codes than it makes."""
+    import numpy as np
+
+    from claimcheck.engine.audit.neardup.arrays import unique
+
+    if not kernels.available():
+        pytest.skip("the compiled loops were not built")
+    texts, _, _ = texts_mod.distinct_texts(_fused_frames(kind), ["body"], "row_id")
+    pre = shingles.build_prefixes(texts, 2, t)
+    made = {"fused": 0, "numpy": 0}
+    real_run, real_pos = kernels.run_pairs, candidates._positional_pairs
+
+    def fused(*a, **k):  # distinct codes a pass hands on
+        blocks = list(real_run(*a, **k))
+        made["fused"] += unique(np.concatenate(blocks)).size if blocks else 0
+        yield from blocks
+
+    def numpy_pairs(*a, **k):
+        out = real_pos(*a, **k)
+        made["numpy"] += unique(np.concatenate([c for c, _ in out])).size if out else 0
+        return out
+
+    monkeypatch.setattr(kernels, "run_pairs", fused)
+    monkeypatch.setattr(candidates, "_positional_pairs", numpy_pairs)
+    monkeypatch.setattr(candidates, "PAIR_BLOCK", 97)  # many output blocks of the loop
+    if t == 0.7:  # the sketch rows read by text, not gathered per entry
+        monkeypatch.setattr(candidates, "ENTRY_ROW_BYTES", 0)
+    got = candidates.find_candidates(pre, t)
+    assert made["numpy"] == 0 and made["fused"] > 0
+    with monkeypatch.context() as m:
+        m.setattr(kernels, "available", lambda: False)
+        want = candidates.find_candidates(pre, t)
+    assert want.size > 0 and np.array_equal(got, want)
+    assert made["fused"] <= made["numpy"]
+    if kind == "tickets" and t < 0.9:
+        assert 2 * made["fused"] < made["numpy"]  # the sketch bound ran in the loop
+
+
+@pytest.mark.parametrize("nibbles", [False, True])
+@pytest.mark.parametrize("t", [0.4, 0.6, 0.85])
+def test_fused_sketch_bound_is_the_numpy_bound_saturation_included(nibbles: bool, t: float) -> None:
+    """kernels.run_pairs' fused bound keeps exactly the pairs of _run_pairs that candidates._bound
+    (64 one-byte buckets) or blockjoin.coarse_ok (4-bit buckets) keeps, on sketches with saturated
+    buckets (pairs kept only because a bucket saturated are among them), output cut in tiny blocks."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from claimcheck.engine.audit.neardup import blockjoin, ondisk
+    from claimcheck.engine.audit.neardup.arrays import split_codes, unique
+
+    if not kernels.available():
+        pytest.skip("the compiled loops were not built")
+    rng = np.random.default_rng(int(t * 100) + nibbles)
+    n_text, n_entry = 300, 3000
+    sizes = rng.integers(20, 1500, size=n_text).astype(np.int64)  # past a saturated bucket's 255
+    fine = rng.integers(0, 4, size=(n_text, 64)).astype(np.uint8)
+    fine[::3] = rng.integers(0, 12, size=(len(fine[::3]), 64))  # sums past the coarse saturation
+    fine[::5, rng.integers(0, 64)] = 255  # a saturated bucket in every fifth text
+    rows = ondisk.coarse_sketch(fine) if nibbles else fine
+    key = np.sort(rng.integers(0, 40, size=n_entry)).astype(np.uint64)  # runs of ~75 entries
+    doc = rng.integers(0, n_text, size=n_entry).astype(np.int64)
+    pos = rng.integers(0, 12, size=n_entry).astype(np.int64)
+    runs = candidates._size_runs(key, doc, pos, sizes)
+    made = unique(np.concatenate([c for c, _ in candidates._run_pairs(runs, sizes, t)]))
+    a, b = split_codes(made)
+    if nibbles:
+        keep = blockjoin.coarse_ok(made, SimpleNamespace(coarse=rows, sizes=sizes), t)  # type: ignore[arg-type]
+    else:
+        keep = candidates._bound(sizes[a], sizes[b], np.minimum(fine[a], fine[b]), t)
+    want = made[keep]
+    for per_entry in (False, True):  # rows by text, or gathered in the entries' order
+        held = rows[runs.doc] if per_entry else rows
+        blocks = list(kernels.run_pairs(runs, t, (held, nibbles, per_entry), 7))
+        assert len(blocks) > 3 and all(c.size <= 7 for c in blocks)
+        assert np.array_equal(unique(np.concatenate(blocks)), want)
+    plain = list(kernels.run_pairs(runs, t, None, 1000))
+    assert np.array_equal(unique(np.concatenate(plain)), made)  # no sketch: _run_pairs' pairs
+    # Pairs that only a saturated bucket keeps: a sum of the minima alone would drop them.
+    full = 15 if nibbles else 255
+    lo, hi = (rows[a] & 15, rows[b] & 15) if nibbles else (rows[a], rows[b])
+    m = np.minimum(lo, hi)
+    if nibbles:
+        m = np.concatenate([m, np.minimum(rows[a] >> 4, rows[b] >> 4)], axis=1)
+    saturated = (m == full).any(axis=1)
+    by_sum = candidates._reaches(sizes[a], sizes[b], m.sum(axis=1, dtype=np.int64), t)
+    assert (keep & saturated & ~by_sum).sum() > 0 and (~keep).sum() > 0

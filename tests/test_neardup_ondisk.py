@@ -10,6 +10,7 @@ import pytest
 
 from claimcheck.engine.audit import neardup
 from claimcheck.engine.audit.neardup import blockjoin, candidates, kernels, ondisk, sharded
+from tests.test_audit_perf import _sentence_tickets
 
 
 def _mixed(seed: int) -> pl.DataFrame:
@@ -239,3 +240,53 @@ def test_cell_files_are_removed_when_the_bounds_fail(tmp_path, monkeypatch: pyte
         neardup.near_duplicates(_mixed(seed=4), ["body"], threshold=0.7, shingle_size=3, bounded=True)
     assert seen and seen[0] > 10  # many cell files were written
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(("seed", "t"), [(31, 0.5), (32, 0.7), (33, 0.9)])
+def test_fused_pair_loop_gives_the_numpy_candidates_on_the_bounded_path(
+    seed: int, t: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the bounded path the compiled pair loop bounds its pairs by the coarse sketches: the final
+    candidates (after the cells' sketch bounds) are the numpy path's, with many passes and cells, on
+    mixed texts and sentence tickets (long runs of one prefix pair)."""
+    from claimcheck.engine.audit.neardup.arrays import unique
+    from claimcheck.engine.audit.neardup.hashing import normalised_row_hashes
+    from claimcheck.engine.audit.neardup.shingles import build_prefixes
+    from claimcheck.engine.audit.texts import distinct_texts
+
+    if not kernels.available():
+        pytest.skip("the compiled loops were not built")
+    tickets = _sentence_tickets(seed, 900)["body"].to_list()
+    mixed = _mixed(seed)
+    df = pl.DataFrame(
+        {"row_id": np.arange(mixed.height + 900, dtype=np.int64), "body": mixed["body"].to_list() + tickets}
+    )
+    texts, _, _ = distinct_texts(df, ["body"], "row_id", normalised_row_hashes(df, ["body"], None), None)
+    _tiny_shards(monkeypatch)
+    monkeypatch.setattr(candidates, "PAIR_BLOCK", 101)
+    made = {"fused": 0, "numpy": 0}
+    real_run, real_pos = kernels.run_pairs, candidates._positional_pairs
+
+    def fused(*a, **k):  # distinct codes a pass hands on
+        blocks = list(real_run(*a, **k))
+        made["fused"] += unique(np.concatenate(blocks)).size if blocks else 0
+        yield from blocks
+
+    def numpy_pairs(*a, **k):
+        out = real_pos(*a, **k)
+        made["numpy"] += unique(np.concatenate([c for c, _ in out])).size if out else 0
+        return out
+
+    monkeypatch.setattr(kernels, "run_pairs", fused)
+    monkeypatch.setattr(candidates, "_positional_pairs", numpy_pairs)
+    disk = build_prefixes(texts, 3, t, gather=ondisk.spill)
+    try:
+        got = sharded.find_candidates(disk, t)
+        assert made["fused"] > 0 and made["numpy"] == 0
+        with monkeypatch.context() as m:
+            m.setattr(kernels, "available", lambda: False)
+            want = sharded.find_candidates(disk, t)
+    finally:
+        disk.close()
+    assert want.size > 100 and np.array_equal(got, want)
+    assert made["fused"] < made["numpy"]  # the loop's coarse bound dropped pairs it made

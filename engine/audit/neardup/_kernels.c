@@ -637,6 +637,85 @@ int64_t cc_single_pairs(const uint64_t *tok, const int32_t *doc, const uint16_t 
     return w;
 }
 
+/* ---- the prefix-pair path's runs, paired and bounded in one loop --------------------------------- */
+
+/* Whether texts of sizes sa, sb whose sketch rows are ra, rb (width bytes each) can reach t: the sum of
+ * the buckets' minima bounds the overlap, and a saturated minimum (255; with nibbles, two 4-bit buckets
+ * a byte, 15) bounds nothing (candidates._bound and blockjoin.coarse_ok, the same float expression). */
+static inline int sketch_reaches(const uint8_t *ra, const uint8_t *rb, int64_t width, int nibbles, int64_t sa,
+                                 int64_t sb, double t) {
+    int64_t ub = 0;
+    int full = 0;
+    if (nibbles) {
+        for (int64_t k = 0; k < width; k++) {
+            const uint8_t lo_a = ra[k] & 15, lo_b = rb[k] & 15, hi_a = ra[k] >> 4, hi_b = rb[k] >> 4;
+            const uint8_t lo = lo_a < lo_b ? lo_a : lo_b, hi = hi_a < hi_b ? hi_a : hi_b;
+            ub += lo + hi;
+            full |= (lo == 15) | (hi == 15);
+        }
+    } else {
+        for (int64_t k = 0; k < width; k++) {
+            const uint8_t m = ra[k] < rb[k] ? ra[k] : rb[k];
+            ub += m;
+            full |= m == 255;
+        }
+    }
+    if (full) return 1;
+    int64_t inter = sa < sb ? sa : sb;
+    if (ub < inter) inter = ub;
+    return (double)inter >= t * (double)(sa + sb - inter) - 1e-9;
+}
+
+/* candidates._run_pairs' pairs with the sketch bound fused in. Entries in runs of one key, each run
+ * sorted by text size: combo[i] = key << shift | size (candidates.Runs), entry i's text doc[i] and
+ * position pos[i]. Entry i is paired with the later entries of its run up to its size bound (the numpy
+ * path's float expression; its searchsorted end); a pair is kept where its texts differ and pass the
+ * length and positional filters and, where rows is not NULL, the sketch bound of their rows
+ * (sketch_reaches; row of entry j at rows + j * width where per_entry, else of text doc[j]). The kept
+ * codes (lo << 32 | hi, unsorted, repeats possible) go to out, at most cap of them; the walk starts at
+ * entry resume[0] and partner resume[1] (0: the first) and, where out fills, stops there and stores
+ * where to go on (resume[0] = n when done). Returns the number written. */
+int64_t cc_run_pairs(const uint64_t *combo, int shift, const int64_t *doc, const int64_t *pos, int64_t n, double t,
+                     const uint8_t *rows, int64_t width, int nibbles, int per_entry, int64_t *resume,
+                     uint64_t *out, int64_t cap) {
+    const uint64_t size_mask = ((uint64_t)1 << shift) - 1;
+    int64_t w = 0;
+    int64_t i = resume[0], j0 = resume[1];
+    for (; i < n; i++, j0 = 0) {
+        const uint64_t key = combo[i] >> shift;
+        const int64_t da = doc[i], pa = pos[i], sa = (int64_t)(combo[i] & size_mask);
+        double bound = ((double)(sa + 1 - pa) * (1.0 + t)) / t - (double)sa;
+        const double by_len = (double)sa / t;
+        if (by_len < bound) bound = by_len;
+        bound = floor(bound + 1e-3);
+        if (bound < 0) bound = 0;
+        if (bound > (double)size_mask) bound = (double)size_mask;
+        const uint64_t hi_size = (uint64_t)bound;
+        const uint8_t *ra = rows ? rows + (per_entry ? i : da) * width : NULL;
+        for (int64_t j = j0 > i + 1 ? j0 : i + 1; j < n; j++) {
+            const uint64_t c = combo[j];
+            if ((c >> shift) != key || (c & size_mask) > hi_size) break;
+            const int64_t db = doc[j];
+            if (da == db) continue;
+            const int64_t sb = (int64_t)(c & size_mask); /* sa <= sb: the run is sorted by size */
+            if (!((double)sa >= t * (double)sb - 1e-9)) continue;
+            const int64_t alpha = (int64_t)ceil(t * (double)(sa + sb) / (1.0 + t) - 1e-9);
+            if (!(pa <= sa + 1 - alpha && pos[j] <= sb + 1 - alpha)) continue;
+            if (ra && !sketch_reaches(ra, rows + (per_entry ? j : db) * width, width, nibbles, sa, sb, t)) continue;
+            if (w == cap) {
+                resume[0] = i;
+                resume[1] = j;
+                return w;
+            }
+            const uint64_t lo = (uint64_t)(da < db ? da : db), hi = (uint64_t)(da < db ? db : da);
+            out[w++] = (lo << 32) | hi;
+        }
+    }
+    resume[0] = n;
+    resume[1] = 0;
+    return w;
+}
+
 /* ---- normalised text (engine/audit/texts.py: lower_strip_ws, columns joined) for ASCII rows ------- */
 
 /* Unicode White_Space among ASCII bytes: what Polars' strip_chars and the regex \s match there. */

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -75,6 +76,11 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.cc_jaccard.argtypes = [_P, _P, _P, _P, _I64, _P]
     lib.cc_sort_u64.restype = None
     lib.cc_sort_u64.argtypes = [_P, _P, _I64, _P]
+    lib.cc_run_pairs.restype = _I64
+    lib.cc_run_pairs.argtypes = [
+        *(_P, ctypes.c_int, _P, _P, _I64, ctypes.c_double),
+        *(_P, _I64, ctypes.c_int, ctypes.c_int, _P, _P, _I64),
+    ]
     lib.cc_free.restype = None
     lib.cc_free.argtypes = [_P]
     return lib
@@ -226,6 +232,41 @@ def single_pairs(
         return np.ctypeslib.as_array(out, shape=(n,)).copy() if n else np.empty(0, dtype=np.uint64)
     finally:
         lib.cc_free(ctypes.cast(out, _P))
+
+
+def run_pairs(
+    runs: tuple[np.ndarray, np.ndarray, np.ndarray, int],
+    t: float,
+    sketch: tuple[np.ndarray, bool, bool] | None,
+    block: int,
+) -> Iterator[np.ndarray]:
+    """candidates._run_pairs' pair codes of `runs` (candidates.Runs: combo, doc, pos, shift), with the
+    sketch bound applied in the same loop where `sketch` is given (its rows; whether they hold two
+    4-bit buckets a byte; whether row i is entry i's, else text i's): blocks of at most `block` kept
+    codes, unsorted, repeats possible."""
+    combo, doc, pos, shift = runs
+    combo = combo.view(np.uint64) if combo.dtype == np.int64 else combo  # keys and sizes are >= 0
+    assert combo.dtype == np.uint64 and combo.flags.c_contiguous and 1 <= shift < 64
+    doc, pos = np.ascontiguousarray(doc, dtype=np.int64), np.ascontiguousarray(pos, dtype=np.int64)
+    assert combo.size == doc.size == pos.size and block > 0
+    rows, width, nibbles, per_entry = 0, 0, 0, 0
+    if sketch is not None:
+        held = sketch[0]  # held as it is (the in-memory sketches are large): rows in C order
+        assert held.dtype == np.uint8 and held.flags.c_contiguous and held.ndim == 2
+        per_entry = int(sketch[2])
+        assert held.shape[0] > (doc.size - 1 if per_entry else int(doc.max(initial=0)))
+        rows, width, nibbles = _ptr(held), held.shape[1], int(sketch[1])
+    lib = _lib_or_fail()
+    resume = np.zeros(2, dtype=np.int64)
+    while int(resume[0]) < doc.size:
+        out = np.empty(block, dtype=np.uint64)
+        w = lib.cc_run_pairs(
+            *(_ptr(combo), shift, _ptr(doc), _ptr(pos), doc.size, float(t)),
+            *(rows or None, width, nibbles, per_entry, _ptr(resume), _ptr(out), block),
+        )
+        if w:
+            yield out[:w]
+        del out
 
 
 def normalise(columns: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

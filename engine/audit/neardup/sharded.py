@@ -24,6 +24,7 @@ from claimcheck.engine.audit.neardup.candidates import (
     BOUNDED_SIG_BLOCK,
     LONG_PREFIX,
     Packing,
+    Sketches,
     _merge_counts,
     _pair_signatures,
     _run_pairs,
@@ -78,7 +79,7 @@ def _gather(p: DiskPrefixes, threshold: float, bound: Bound) -> None:
     sel = np.flatnonzero(~big & (plen >= 2))
     release_free_memory()
     for i, part in enumerate(_passes(p, sel)):
-        match_pass(part, sizes, threshold, bound)
+        match_pass(part, sizes, threshold, bound, Sketches(p.coarse, nibbles=True))
         if (
             i % TRIM_EVERY == TRIM_EVERY - 1
         ):  # the passes' temporaries, freed on the C heap, back to the system
