@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,36 +32,60 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return min(MAX_WORKERS, usable_cores())
 
 
-# The longest files (measured with --durations on a 2-core box, about a minute or more each) are
-# handed out first, so that the two workers finish together rather than one waiting on the other's
-# last long file. Only the order changes: each file's tests keep theirs. The tuned session's builder
-# (test_tuning.py) comes first, and its other reader (test_tui_tuning.py) late enough to find it built.
+# The longest files (per-file totals from --durations on this 2-core box, about a minute or more
+# each on an idle one) are handed out first, so that the two workers finish together rather than one
+# waiting on the other's last long file. Only the order changes: each file's tests keep theirs. The
+# tuned session's builder (test_tuning.py) comes first and the real session's (test_tuning_runs.py)
+# third, with files that need neither beside them, and the tuned session's other reader
+# (test_tui_tuning.py) late enough to find it built.
 LONGEST_FIRST = (
     "test_tuning.py",
     "test_crash.py",
     "test_tuning_runs.py",
+    "test_tui.py",
+    "test_tui_walk.py",
     "test_kill_chain.py",
     "test_weighted_finetune.py",
-    "test_sft_end_to_end.py",
-    "test_retrieval_finetune.py",
-    "test_packaging.py",
-    "test_multilabel_ft.py",
     "test_integrity.py",
     "test_end_to_end.py",
     "test_untrusted_text.py",
-    "test_tui_walk.py",
+    "test_tabular_end_to_end.py",
+    "test_tui_guided.py",
     "test_tui_snapshots.py",
-    "test_tui.py",
-    "test_tui_tuning.py",
+    "test_provenance.py",
+    "test_retrieval_finetune.py",
+    "test_sft_end_to_end.py",
+    "test_packaging.py",
+    "test_dispatch.py",
     "test_tui_forms.py",
     "test_contract_stage.py",
-    "test_answers.py",
+    "test_tui_tuning.py",
+    "test_provider_local.py",
+    "test_upgrades.py",
+    "test_retrieval_end_to_end.py",
+    "test_tui_panels.py",
+    "test_provider_ray.py",
+    "test_coverage.py",
+    "test_multilabel_ft.py",
 )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+@pytest.fixture(autouse=True)
+def _torch_on_one_thread() -> None:
+    """Every test starts with torch (where this process has imported it) on one thread. Two workers
+    share two cores, and torch's threads spin while they wait for each other: a replay of the real
+    session took 36.8 / 38.2 s of CPU with torch on two threads and 26.7 s on one (the same replay,
+    one after the other, 1-minute load 15-16). The real session's builders and the fitting fixtures
+    set one thread themselves; this puts it back after a stage that set more (the artifact stage sets
+    two and keeps them)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
 
 
 def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], Path]) -> Path:

@@ -295,6 +295,24 @@ def run_drivers(module: str, lane_args: list[list[str]], env: dict[str, str]) ->
     return out
 
 
+def kill_processes(answers: Path, dirs: list[Path], after_s: list[float], env: dict[str, str]) -> list[int]:
+    """`claimcheck run --answers` into each folder, as real processes all started together, each
+    SIGKILLed `after_s` seconds after its start (or left to finish first); their exit codes."""
+    cmd = [sys.executable, "-m", "claimcheck.tui.cli", "run", "--answers", str(answers)]
+    procs = []
+    for session_dir, after in zip(dirs, after_s, strict=True):
+        proc = subprocess.Popen(
+            [*cmd, str(session_dir)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT
+        )
+        procs.append((time.monotonic() + after, proc))
+    exits = []
+    for deadline, proc in procs:
+        time.sleep(max(0.0, deadline - time.monotonic()))
+        proc.send_signal(signal.SIGKILL)
+        exits.append(proc.wait(timeout=CHILD_TIMEOUT_S))
+    return exits
+
+
 @pytest.mark.slow
 def test_killing_run_answers_anywhere_leaves_a_session_that_continues(tmp_path: Path) -> None:
     answers = write_workspace(tmp_path)
@@ -321,22 +339,17 @@ def test_killing_run_answers_anywhere_leaves_a_session_that_continues(tmp_path: 
         (str(tmp_path / r["dir"]), str(answers), f"random {r['dir']} at {r['after_s']}s")
         for r in kills["random"]
     ]
-    # A few real claimcheck processes, SIGKILLed at random times.
+    # A few real claimcheck processes, SIGKILLed at random times; all started at once, each killed
+    # at its own time after its own start.
     rng = random.Random(15)
     exits = [r["exit"] for r in kills["random"]]
-    for i in range(RANDOM_PROCESSES):
-        session_dir = tmp_path / f"k{i:03d}"
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "claimcheck.tui.cli", "run", "--answers", str(answers), str(session_dir)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env=env,
-            cwd=ROOT,
-        )
-        time.sleep(rng.uniform(0.3, 0.3 + 2 * kills["full_s"]))
-        proc.send_signal(signal.SIGKILL)
-        exits.append(proc.wait())
-        jobs.append((str(session_dir), str(answers), f"process {i} (exit {exits[-1]})"))
+    dirs = [tmp_path / f"k{i:03d}" for i in range(RANDOM_PROCESSES)]
+    after_s = [rng.uniform(0.3, 0.3 + 2 * kills["full_s"]) for _ in dirs]
+    for i, (session_dir, code) in enumerate(
+        zip(dirs, kill_processes(answers, dirs, after_s, env), strict=True)
+    ):
+        exits.append(code)
+        jobs.append((str(session_dir), str(answers), f"process {i} (exit {code})"))
     kill_s = time.monotonic() - t0
     # The checks run in fresh (spawned) processes, two at a time.
     with ProcessPoolExecutor(LANES, mp_context=multiprocessing.get_context("spawn")) as pool:
