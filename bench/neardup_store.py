@@ -51,7 +51,10 @@ if hasattr(nd, "sharded") and hasattr(nd.sharded, "bound_cells"):
     _cells = nd.sharded.bound_cells
 
     def _bound_cells(cells, *a, **k):
-        print(f"      [cells: {cells.m} ranges of {cells.span} texts, {len(cells.filled)} filled, {cells.codes:,} codes = {cells.codes * 8 / 2**20:.1f} MB before the bounds, of {_offered[0]:,} before the coarse bound]", flush=True)
+        print(
+            f"      [cells: {cells.m} ranges of {cells.span} texts, {len(cells.filled)} filled, {cells.codes:,} codes = {cells.codes * 8 / 2**20:.1f} MB before the bounds, of {_offered[0]:,} before the coarse bound]",
+            flush=True,
+        )
         return _cells(cells, *a, **k)
 
     nd.sharded.bound_cells = _bound_cells
