@@ -3,7 +3,7 @@
 #   bench/round31.sh OUT_DIR W1M W10M WLIMIT
 # W1M / W10M: folders holding tickets.csv of `bench/memory.py --phase gen` (1M and 10M rows; a hard link
 # or a copy, not a symlink); WLIMIT: bench/limit.py's work folder (its convs.csv is generated on first use).
-# About 40 minutes on an idle 2-core box with 23 GiB (the 10M in-memory run holds ~12 GB); nothing else
+# About 16 minutes on an idle 2-core box with 23 GiB (the 10M in-memory run holds ~8.5 GB); nothing else
 # should run.
 set -u
 cd "$(dirname "$0")/.."

@@ -879,6 +879,31 @@ def _sentence_tickets(seed: int, n: int) -> pl.DataFrame:
     return pl.DataFrame({"row_id": list(range(n)), "body": body})
 
 
+def count_handed_on(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Counts, while the test runs, the distinct codes each pass hands on: by the fused loop
+    (kernels.run_pairs) under "fused", by the numpy pairs (candidates._positional_pairs) under "numpy"."""
+    import numpy as np
+
+    from claimcheck.engine.audit.neardup.arrays import unique
+
+    made = {"fused": 0, "numpy": 0}
+    real_run, real_pos = kernels.run_pairs, candidates._positional_pairs
+
+    def fused(*a, **k):
+        blocks = list(real_run(*a, **k))
+        made["fused"] += unique(np.concatenate(blocks)).size if blocks else 0
+        yield from blocks
+
+    def numpy_pairs(*a, **k):
+        out = real_pos(*a, **k)
+        made["numpy"] += unique(np.concatenate([c for c, _ in out])).size if out else 0
+        return out
+
+    monkeypatch.setattr(kernels, "run_pairs", fused)
+    monkeypatch.setattr(candidates, "_positional_pairs", numpy_pairs)
+    return made
+
+
 def _fused_frames(kind: str) -> pl.DataFrame:
     """Sentence tickets (long runs of one prefix pair), templated texts (near copies) or random texts."""
     if kind == "tickets":
@@ -895,27 +920,11 @@ def test_fused_pair_loop_gives_the_numpy_candidates(
     the numpy path's final candidates, and on sentence tickets hands on far fewer codes than it makes."""
     import numpy as np
 
-    from claimcheck.engine.audit.neardup.arrays import unique
-
     if not kernels.available():
         pytest.skip("the compiled loops were not built")
     texts, _, _ = texts_mod.distinct_texts(_fused_frames(kind), ["body"], "row_id")
     pre = shingles.build_prefixes(texts, 2, t)
-    made = {"fused": 0, "numpy": 0}
-    real_run, real_pos = kernels.run_pairs, candidates._positional_pairs
-
-    def fused(*a, **k):  # distinct codes a pass hands on
-        blocks = list(real_run(*a, **k))
-        made["fused"] += unique(np.concatenate(blocks)).size if blocks else 0
-        yield from blocks
-
-    def numpy_pairs(*a, **k):
-        out = real_pos(*a, **k)
-        made["numpy"] += unique(np.concatenate([c for c, _ in out])).size if out else 0
-        return out
-
-    monkeypatch.setattr(kernels, "run_pairs", fused)
-    monkeypatch.setattr(candidates, "_positional_pairs", numpy_pairs)
+    made = count_handed_on(monkeypatch)
     monkeypatch.setattr(candidates, "PAIR_BLOCK", 97)  # many output blocks of the loop
     if t == 0.7:  # the sketch rows read by text, not gathered per entry
         monkeypatch.setattr(candidates, "ENTRY_ROW_BYTES", 0)

@@ -10,7 +10,7 @@ import pytest
 
 from claimcheck.engine.audit import neardup
 from claimcheck.engine.audit.neardup import blockjoin, candidates, kernels, ondisk, sharded
-from tests.test_audit_perf import _sentence_tickets
+from tests.test_audit_perf import _sentence_tickets, count_handed_on
 
 
 def _mixed(seed: int) -> pl.DataFrame:
@@ -249,7 +249,6 @@ def test_fused_pair_loop_gives_the_numpy_candidates_on_the_bounded_path(
     """On the bounded path the compiled pair loop bounds its pairs by the coarse sketches: the final
     candidates (after the cells' sketch bounds) are the numpy path's, with many passes and cells, on
     mixed texts and sentence tickets (long runs of one prefix pair)."""
-    from claimcheck.engine.audit.neardup.arrays import unique
     from claimcheck.engine.audit.neardup.hashing import normalised_row_hashes
     from claimcheck.engine.audit.neardup.shingles import build_prefixes
     from claimcheck.engine.audit.texts import distinct_texts
@@ -264,21 +263,7 @@ def test_fused_pair_loop_gives_the_numpy_candidates_on_the_bounded_path(
     texts, _, _ = distinct_texts(df, ["body"], "row_id", normalised_row_hashes(df, ["body"], None), None)
     _tiny_shards(monkeypatch)
     monkeypatch.setattr(candidates, "PAIR_BLOCK", 101)
-    made = {"fused": 0, "numpy": 0}
-    real_run, real_pos = kernels.run_pairs, candidates._positional_pairs
-
-    def fused(*a, **k):  # distinct codes a pass hands on
-        blocks = list(real_run(*a, **k))
-        made["fused"] += unique(np.concatenate(blocks)).size if blocks else 0
-        yield from blocks
-
-    def numpy_pairs(*a, **k):
-        out = real_pos(*a, **k)
-        made["numpy"] += unique(np.concatenate([c for c, _ in out])).size if out else 0
-        return out
-
-    monkeypatch.setattr(kernels, "run_pairs", fused)
-    monkeypatch.setattr(candidates, "_positional_pairs", numpy_pairs)
+    made = count_handed_on(monkeypatch)
     disk = build_prefixes(texts, 3, t, gather=ondisk.spill)
     try:
         got = sharded.find_candidates(disk, t)

@@ -504,6 +504,19 @@ static int push_code(codes_buf *b, uint64_t code) {
     return 0;
 }
 
+/* The largest partner size an entry of size s whose shingle sits at position p may pair with
+ * (candidates._run_pairs' float expression, generous by 1e-3): the positional bound
+ * (s + 1 - p)(1 + t)/t - s and the length bound s/t, clamped to [0, size_mask]. */
+static inline uint64_t size_bound(int64_t s, int64_t p, double t, uint64_t size_mask) {
+    double bound = ((double)(s + 1 - p) * (1.0 + t)) / t - (double)s;
+    const double by_len = (double)s / t;
+    if (by_len < bound) bound = by_len;
+    bound = floor(bound + 1e-3);
+    if (bound < 0) bound = 0;
+    if (bound > (double)size_mask) bound = (double)size_mask;
+    return (uint64_t)bound;
+}
+
 /* The single-shingle path of candidates.find_candidates, from the prefix entries (tok, doc, pos; single:
  * the entry's text takes this path): entries grouped by the hash's high bits (tok >> shift) and sorted by
  * text size, runs kept that hold a single entry and two entries or more (where fewer than half the
@@ -580,14 +593,8 @@ int64_t cc_single_pairs(const uint64_t *tok, const int32_t *doc, const uint16_t 
         while (b < m && (e[b].combo >> shift) == key) any_single |= sing[b++];
         if (b - a >= 2 && any_single) {
             for (int64_t i = a; i < b && !failed; i++) {
-                const int64_t s = (int64_t)(e[i].combo & size_mask), p = e[i].pos;
-                double bound = ((double)(s + 1 - p) * (1.0 + t)) / t - (double)s;
-                const double by_len = (double)s / t;
-                if (by_len < bound) bound = by_len;
-                bound = floor(bound + 1e-3);
-                if (bound < 0) bound = 0;
-                if (bound > (double)size_mask) bound = (double)size_mask;
-                const uint64_t hi = (uint64_t)bound;
+                const int64_t p = e[i].pos;
+                const uint64_t hi = size_bound((int64_t)(e[i].combo & size_mask), p, t, size_mask);
                 for (int64_t j = i + 1; j < b && (e[j].combo & size_mask) <= hi; j++) {
                     const int64_t da = e[i].doc, db = e[j].doc;
                     if (da == db) continue;
@@ -684,13 +691,7 @@ int64_t cc_run_pairs(const uint64_t *combo, int shift, const int64_t *doc, const
     for (; i < n; i++, j0 = 0) {
         const uint64_t key = combo[i] >> shift;
         const int64_t da = doc[i], pa = pos[i], sa = (int64_t)(combo[i] & size_mask);
-        double bound = ((double)(sa + 1 - pa) * (1.0 + t)) / t - (double)sa;
-        const double by_len = (double)sa / t;
-        if (by_len < bound) bound = by_len;
-        bound = floor(bound + 1e-3);
-        if (bound < 0) bound = 0;
-        if (bound > (double)size_mask) bound = (double)size_mask;
-        const uint64_t hi_size = (uint64_t)bound;
+        const uint64_t hi_size = size_bound(sa, pa, t, size_mask);
         const uint8_t *ra = rows ? rows + (per_entry ? i : da) * width : NULL;
         for (int64_t j = j0 > i + 1 ? j0 : i + 1; j < n; j++) {
             const uint64_t c = combo[j];
