@@ -45,36 +45,25 @@ def stored_key_hashes(
     decoded text) at a time, the hashes (8 bytes a row) kept (a streaming scan of the whole file holds
     several row groups per thread in flight: +270 MB on conversations of 1.3 KB, against +60 MB).
     Equal inputs give equal hashes; the hashes are compared only with each other."""
-    from claimcheck.engine.audit.neardup.hashing import STORE_SLICE_BYTES
-
-    return _stored_hashes(_hash_exprs(df.schema, columns, [normalisation]), store, STORE_SLICE_BYTES)[0]
+    return stored_key_hashes_each(df, columns, [normalisation], store)[0]
 
 
 def stored_key_hashes_each(
     df: pl.DataFrame, columns: list[str], normalisations: list[str], store: TextStore
 ) -> list[pl.Series]:
     """stored_key_hashes for each of `normalisations`, the same hashes, from one read of the file: each
-    slice's compared columns are decoded once and hashed under every normalisation."""
+    slice's compared columns are decoded once and hashed under every normalisation, the slices on up to
+    thread_cap() threads (Polars' hashing and the Parquet decode release the GIL) with STORE_SLICE_BYTES
+    decoded in all."""
     from claimcheck.engine.audit.neardup.hashing import STORE_SLICE_BYTES
-
-    return _stored_hashes(_hash_exprs(df.schema, columns, normalisations), store, STORE_SLICE_BYTES)
-
-
-def _hash_exprs(schema: pl.Schema, columns: list[str], normalisations: list[str]) -> list[pl.Expr]:
-    """Per normalisation, the 64-bit hash of a row's compared inputs (texts.row_hashes' expression)."""
-    return [
-        pl.struct(key_exprs(schema, columns, n)).hash(seed=0).alias(f"h{i}")
-        for i, n in enumerate(normalisations)
-    ]
-
-
-def _stored_hashes(exprs: list[pl.Expr], store: TextStore, slice_bytes: int) -> list[pl.Series]:
-    """`exprs` over the store's rows, a slice at a time on up to thread_cap() threads (Polars'
-    hashing and the Parquet decode release the GIL) with `slice_bytes` decoded in all."""
     from claimcheck.engine.threads import thread_cap
 
+    exprs = [  # texts.row_hashes' expression, one a normalisation
+        pl.struct(key_exprs(df.schema, columns, n)).hash(seed=0).alias(f"h{i}")
+        for i, n in enumerate(normalisations)
+    ]
     names = sorted({n for e in exprs for n in e.meta.root_names()})
-    parts = store.by_slices(names, lambda part: part.select(exprs), slice_bytes, thread_cap())
+    parts = store.by_slices(names, lambda part: part.select(exprs), STORE_SLICE_BYTES, thread_cap())
     if not parts:
         return [pl.Series("h", [], dtype=pl.UInt64) for _ in exprs]
     both = pl.concat(parts)

@@ -46,19 +46,16 @@ def by_slices(df: pl.DataFrame, fn: Callable[[pl.DataFrame], T]) -> list[T]:
     return list(ordered_map(lambda off: fn(df.slice(off, step)), range(0, df.height, step), workers))
 
 
-def row_hashes(
-    df: pl.DataFrame, exprs: list[pl.Expr], store: TextStore | None = None, slice_bytes: int | None = None
-) -> pl.Series:
+def row_hashes(df: pl.DataFrame, exprs: list[pl.Expr], store: TextStore | None = None) -> pl.Series:
     """A 64-bit hash of each row's values of `exprs` (equal values → equal hash), a slice at a time
-    (by_slices); with `store`, the rows' slices are read from it (engine/audit/textstore.py), of
-    `slice_bytes` decoded at most (the store's default where None)."""
+    (by_slices); with `store`, the rows' slices are read from it (engine/audit/textstore.py)."""
 
     def fn(part: pl.DataFrame) -> pl.Series:
         return part.select(pl.struct(exprs).hash(seed=0).alias("h")).to_series()
 
     if store is not None:
         names = sorted({n for e in exprs for n in e.meta.root_names()})
-        parts = store.by_slices(names, fn) if slice_bytes is None else store.by_slices(names, fn, slice_bytes)
+        parts = store.by_slices(names, fn)
     else:
         parts = by_slices(df, fn)
     return pl.concat(parts) if parts else pl.Series("h", [], dtype=pl.UInt64)

@@ -80,9 +80,10 @@ def sketch_ok(
 def _rows(
     p: Prefixes | DiskPrefixes, a: np.ndarray, b: np.ndarray, *, wide: bool
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The sketches (or wide sketches, by wide row) of texts a and b: held, or read from disk."""
+    """The sketches (or wide sketches, by wide row) of texts a and b: held, or the wide ones read from
+    disk (a DiskPrefixes' 64-byte sketches come through sketch_ok's `rows`, blockjoin.py)."""
     if isinstance(p, DiskPrefixes):
-        return p.wide_pairs(a, b) if wide else p.sketch_pairs(a, b)
+        return p.wide_pairs(a, b)
     held = p.wide if wide else p.sketch
     return np.take(held, a, axis=0), np.take(held, b, axis=0)  # row gathers: faster than held[a]
 
@@ -431,7 +432,7 @@ def match_pass(
     return [bound(unique(c)) for c in made]
 
 
-def find_candidates(p: Prefixes, threshold: float, *, bounded: bool = False) -> np.ndarray:
+def find_candidates(p: Prefixes, threshold: float) -> np.ndarray:
     """Text pairs that may reach the threshold, as codes lo*2^32+hi (a superset of the true pairs).
 
     Extended-prefix rule: if J(x, y) >= t, x and y share at least min(2, alpha) shingles among their
@@ -480,12 +481,9 @@ def find_candidates(p: Prefixes, threshold: float, *, bounded: bool = False) -> 
     # pass SIG_BLOCK / (w + 1) signatures. On 1M tickets' prefix pairs, one 6 M pass at a time took
     # 9.0 s (the search alone peaking +298 MB); two threads on 1 M passes took 5.2 s (+195 MB). The
     # source + split stages then peaked at 1,173 MB against 1,155 MB, 3.09x the data (bench/HISTORY.md,
-    # audit round 10).
-    # `bounded` (a memory budget the in-memory search would pass, engine/audit/budget.py): one pass of
-    # BOUNDED_SIG_BLOCK signatures in memory at a time, the rest in their shard files, matched in turn.
-    workers = 1 if bounded else threads.thread_cap()
-    block = BOUNDED_SIG_BLOCK if bounded else max(1, SIG_BLOCK // (workers + 1))
-    gen = BOUNDED_SIG_BLOCK if bounded else GEN_BLOCK
-    for res in ordered_map(matched, _signature_passes(p, doc, sel, block, gen), workers):
+    # audit round 10). The bounded path's passes are sharded.py's.
+    workers = threads.thread_cap()
+    block = max(1, SIG_BLOCK // (workers + 1))
+    for res in ordered_map(matched, _signature_passes(p, doc, sel, block, GEN_BLOCK), workers):
         out.extend(res)
     return unique(np.concatenate(out)) if out else np.empty(0, dtype=np.uint64)

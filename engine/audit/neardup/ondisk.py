@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from claimcheck.engine.audit.budget import release_free_memory
-from claimcheck.engine.audit.neardup.shingles import SKETCH_BUCKETS, WIDE_BUCKETS, WIDE_MIN, Prefixes, _Chunk
+from claimcheck.engine.audit.neardup.shingles import WIDE_BUCKETS, WIDE_MIN, Prefixes, _Chunk
 
 SPAN_ENTRIES = 2_000_000  # prefix entries read back at a time (10 bytes each, plus their text index)
 READ_GAP = 32 << 10  # rows nearer than this many bytes apart are read in one pread
@@ -78,10 +78,6 @@ class DiskPrefixes:
             hi = min(max(hi, lo + 1), n)
             yield lo, hi
             lo = hi
-
-    def sketch_pairs(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The 64-bucket sketches of texts a and b (rows of the sketch file)."""
-        return _pair_rows(self.folder / "sketch", SKETCH_BUCKETS, self.sizes.size, a, b)
 
     def wide_pairs(self, wa: np.ndarray, wb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The wide sketches of wide rows wa and wb."""

@@ -41,7 +41,7 @@ SPLIT_ENTRIES = 500_000  # prefix entries split into the shard files at a time (
 
 
 def find_candidates(p: DiskPrefixes, threshold: float) -> np.ndarray:
-    """candidates.find_candidates(prefixes, threshold, bounded=True) on prefixes held on disk: the
+    """candidates.find_candidates' codes on prefixes held on disk, in passes of BOUNDED_SIG_BLOCK: the
     candidates that pass the coarse bound are gathered in cell files, and the sketch bounds run after
     the passes (blockjoin.py)."""
     with scratch() as tmp:

@@ -7,7 +7,7 @@ reason, malformed records are located by file and line, duplicates are reported,
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from claimcheck.engine.audit import budget as memory_budget
 from claimcheck.engine.audit import onray
@@ -23,6 +23,10 @@ from claimcheck.engine.stages.source import provenance
 from claimcheck.engine.stages.source.checks import PB_PREVIEW
 from claimcheck.engine.stages.source.inputs import Inputs
 from claimcheck.engine.stats.names import target_type
+
+if TYPE_CHECKING:
+    import threading
+    from concurrent.futures import Future
 
 TITLE = "Source"
 
@@ -202,7 +206,7 @@ def _read(
     return raw, schema, malformed, store
 
 
-def _malformed(inputs: Inputs, paths: list, stop: Any = None) -> list[dict[str, Any]]:
+def _malformed(inputs: Inputs, paths: list, stop: threading.Event | None = None) -> list[dict[str, Any]]:
     """Each file's malformed-record counts (engine/audit/profile.py); refused where a JSONL line is not
     JSON. `stop`: set, the scan ends early (profile.malformed_records)."""
     from claimcheck.engine.audit import profile
@@ -212,7 +216,7 @@ def _malformed(inputs: Inputs, paths: list, stop: Any = None) -> list[dict[str, 
     return malformed
 
 
-def _scan_result(scan: Any) -> list[dict[str, Any]]:
+def _scan_result(scan: Future[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """The record scan's counts, or its refusal raised here (without the read's error as context)."""
     try:
         return scan.result()
