@@ -370,6 +370,11 @@ def test_a_cancelled_bounded_read_stops_the_record_scan(
 
     def spied(*args: object) -> dict:
         started.set()
+        # The scan goes on once the read has set its stop (or after 30 s, when it never does): on an
+        # idle box a thread woken by `started` may get the interpreter only after a short file's scan.
+        stop = args[2]
+        assert isinstance(stop, threading.Event)
+        stop.wait(timeout=30)
         scanned.append(real_scan(*args))  # type: ignore[arg-type]
         return scanned[-1]
 
