@@ -149,13 +149,35 @@ def _grid_order(search: Search) -> list[dict]:
     return points
 
 
+# The pruning test's trials: a dozen steps, a dev evaluation every three. The trial that cannot learn is
+# paced (its job's runtime step delay, a knob every job honours) so that it would need minutes to end:
+# the search, polling every tuning.POLL_SECONDS, finds it behind at its first evaluations whatever the
+# load, and its fate rests on the step-indexed reports, not on how fast the machine trains.
+PRUNE_STEPS, PRUNE_EVAL_EVERY, SLOW_STEP_SECONDS = 12, 3, 5.0
+
+
+def _pace_the_slow_trial(monkeypatch: pytest.MonkeyPatch, lr: float) -> None:
+    """Every trial job of learning rate `lr` gets SLOW_STEP_SECONDS between its optimizer steps."""
+    from claimcheck.engine.stages.dispatch import run as dispatch_run
+
+    real = dispatch_run.export_job
+
+    def export_job(job_dir, op, upstream, ctx, extra_runtime=None):  # type: ignore[no-untyped-def]
+        if op.eff["optimizer"]["lr"] == lr:
+            extra_runtime = {**(extra_runtime or {}), "step_delay_seconds": SLOW_STEP_SECONDS}
+        return real(job_dir, op, upstream, ctx, extra_runtime)
+
+    monkeypatch.setattr(dispatch_run, "export_job", export_job)
+
+
 @pytest.mark.slow
 def test_a_real_trial_behind_the_median_is_pruned_while_it_trains(
-    real_workspace: Path, tmp_path: Path
+    real_workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two trials one after the other: a learning rate that learns, then one that cannot (1e-7). The
     second's job is cancelled by Optuna's MedianPruner at a dev evaluation, while it trains, and kept
-    in the ledger as pruned."""
+    in the ledger as pruned. The first trial's whole curve reaches the pruner when it ends (however
+    few polls saw it run), so the second is judged step for step against it."""
     import optuna
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
@@ -168,10 +190,9 @@ def test_a_real_trial_behind_the_median_is_pruned_while_it_trains(
     ws = session.parents[1]
     answers_path = _crash_answers(ws)
     answers = tomllib.loads(answers_path.read_text())
-    # Long enough that the poll (every 0.5 s) sees the bad trial behind while it still trains, however
-    # fast the machine: on an idle box 60 steps with their evaluations took 0.9 s, and the bad trial
-    # ended before a poll found it behind.
-    answers["contract"].update(max_steps=600, eval_every_steps=6, checkpoint_every_steps=300)
+    answers["contract"].update(
+        max_steps=PRUNE_STEPS, eval_every_steps=PRUNE_EVAL_EVERY, checkpoint_every_steps=PRUNE_STEPS
+    )
     space = [{"name": "optimizer.lr", "choices": [1e-2, 1e-7]}]
     declared = {"sampler": "grid", "space": space, "pruning": "median", "pruning_startup_trials": 1}
     declared.update(n_trials=2, concurrency=1, finalists=1, seed_repeats=0)
@@ -180,16 +201,24 @@ def test_a_real_trial_behind_the_median_is_pruned_while_it_trains(
     )
     answers["contract"]["search"].update(declared, sampler_seed=seed)
     answers_path.write_text(tomlkit.dumps(answers))
+    _pace_the_slow_trial(monkeypatch, 1e-7)
     assert main(["run", "--answers", str(answers_path), str(session)]) == 0
     rdir = session / "search" / "r1"
     good, bad = tuning.read_ledger(rdir)
     assert (good.settings["optimizer.lr"], good.state) == (1e-2, "complete")
     assert (bad.settings["optimizer.lr"], bad.state, bad.value) == (1e-7, "pruned", None)
     assert "median" in bad.reason
-    # the pruned trial's job really stopped early: cancelled, short of its steps
+    # the good trial ran all its steps, the pruned one really stopped early: cancelled, short of its steps
+    assert max(s.step for s in jobfiles.latest_steps(jobfiles.read_metrics(rdir / "jobs" / good.op_id))) == (
+        PRUNE_STEPS
+    )
     job = rdir / "jobs" / bad.op_id
     steps = [s.step for s in jobfiles.latest_steps(jobfiles.read_metrics(job))]
-    assert steps and max(steps) < 600
+    assert steps and max(steps) < PRUNE_STEPS
+    end = time.time() + 60  # the job writes "cancelled" from its own SIGTERM handler
+    while getattr(jobfiles.read_status(job), "phase", "") != "cancelled" and time.time() < end:
+        time.sleep(0.1)
+    assert jobfiles.read_status(job).phase == "cancelled"
     evals = [e for e in jobfiles.dev_evals(jobfiles.read_metrics(job)) if e.kind == "eval" and e.step > 0]
     assert evals, "pruned before any dev evaluation"
     study = optuna.load_study(
@@ -199,4 +228,9 @@ def test_a_real_trial_behind_the_median_is_pruned_while_it_trains(
         optuna.trial.TrialState.COMPLETE,
         optuna.trial.TrialState.PRUNED,
     ]
+    # the first trial's intermediate values are its every dev evaluation, step for step
+    good_evals = [
+        e for e in jobfiles.dev_evals(jobfiles.read_metrics(rdir / "jobs" / good.op_id)) if e.kind == "eval"
+    ]
+    assert sorted(study.trials[0].intermediate_values) == [e.step for e in good_evals if e.step > 0]
     assert _contract_at(session).check("contract.search_trials").status == "pass"

@@ -341,6 +341,8 @@ def _poll(st: Study, provider: Any, pending: dict[str, Pending], study: Any) -> 
         if status.phase == "done":
             provider.fetch(p.handle)  # local: nothing to copy; ray: logs and artifact home, verified
         value = dev_value(p.handle.job_dir) if status.phase == "done" else None
+        if p.trial is not None:
+            _report(p)  # its whole curve, however few polls saw it running: later trials are judged on it
         if value is None or not math.isfinite(value):
             why = status.reason or f"job ended {status.phase}"
             state = "cancelled" if status.phase == "cancelled" else "failed"
@@ -352,6 +354,12 @@ def _poll(st: Study, provider: Any, pending: dict[str, Pending], study: Any) -> 
 
 
 def _should_prune(p: Pending) -> bool:
+    _report(p)
+    return p.reported > 0 and p.trial.should_prune()
+
+
+def _report(p: Pending) -> None:
+    """Tell the trial the job's dev evaluations not yet told, each at its optimizer step."""
     from claimcheck.engine.training import jobfiles
 
     evals = [e for e in jobfiles.dev_evals(jobfiles.read_metrics(p.handle.job_dir)) if e.kind == "eval"]
@@ -359,7 +367,6 @@ def _should_prune(p: Pending) -> bool:
         if e.step > p.reported and e.step > 0 and math.isfinite(e.value):
             p.trial.report(e.value, e.step)
             p.reported = e.step
-    return p.reported > 0 and p.trial.should_prune()
 
 
 def _end(st: Study, p: Pending, state: str, reason: str, study: Any, value: float | None = None) -> None:
