@@ -9,6 +9,13 @@ Kill points: CLAIMCHECK_CRASH_AFTER_WRITES=N makes the run end itself with os._e
 write or rename point (claimcheck.engine.evidence.crash_point), as SIGKILL would: no finally, no cleanup.
 The run is forked from this (already warm) process so a point costs no interpreter start; a few
 runs are real `python -m claimcheck.tui.cli run --answers` processes SIGKILLed at random times.
+
+The points killed are one of each class (point_classes): a complete run traces its points, and a
+point's class is the stage whose transaction it falls in (transactions end at the session's commit
+point; the session's creation is one of its own), its call site (temp file made, written, renamed;
+lock created; commit) and the file it writes. A stage's later transactions repeat its first one's
+classes, so each class is killed at one of its occurrences, drawn with a fixed seed: every class,
+about half the points of a run.
 """
 
 from __future__ import annotations
@@ -18,7 +25,6 @@ import json
 import multiprocessing
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -39,10 +45,11 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "docs" / "answers-example.toml"
 SAMPLE = ROOT / "sample_data" / "tickets.csv"
 ROWS = 60
-# Kill attempts in all: every write/rename point, then random times to make up the rest (a few
-# random runs finish before their time; at least 200 must be killed).
-KILLS = 222
-RANDOM_FORKED_MIN = 40
+# A complete run passes at least this many write / rename points (every one is traced and classed).
+MIN_POINTS = 100
+# Forked runs SIGKILLed at random times (a few random runs finish before their time and are not counted).
+RANDOM_FORKED = 40
+POINT_SEED = 14
 RANDOM_PROCESSES = 4
 LANES = 2
 CHILD_TIMEOUT_S = 120.0
@@ -134,41 +141,84 @@ def _warm_imports(modules_file: Path) -> None:
             continue
 
 
-def drive(root: Path, lane: int, lanes: int, kills: int, seed: int) -> dict:
-    """Kill `run --answers` at every write/rename point n with (n - 1) % lanes == lane (until a run
-    ends before its point), then at random times; one folder each."""
+def _trace_points(root: Path, name: str) -> list[list]:
+    """In a forked child before its run: record every write / rename point instead of counting it,
+    as [function, line, file relative to the session (or "")]."""
+    from claimcheck.engine import evidence
+    from claimcheck.engine.ledger import lock, session
+
+    session_dir, trace = root / name, []
+
+    def record() -> None:
+        frame = sys._getframe(1)
+        path = frame.f_locals.get("path")
+        inside = isinstance(path, Path) and path.is_relative_to(session_dir)
+        rel = path.relative_to(session_dir).as_posix() if inside else ""
+        trace.append([frame.f_code.co_name, frame.f_lineno, rel])
+
+    for module in (evidence, lock, session):  # each calls crash_point through its own global name
+        module.crash_point = record
+    return trace
+
+
+def point_classes(trace: list[list]) -> dict[tuple, list[int]]:
+    """Each class of the traced points -> its points (1-based), in order. A transaction ends at the
+    session's commit point (the session's creation, at the lock's); its stage is the stage record it
+    writes; a class is (stage, function, line, file, the how-many-th such point in its transaction)."""
+    classes: dict[tuple, list[int]] = {}
+    start = 0
+    for end, (func, _, _) in enumerate(trace):
+        if func not in ("_commit", "_create") and end < len(trace) - 1:
+            continue
+        tx = trace[start : end + 1]
+        records = [f for _, _, f in tx if f.endswith(".toml") and f[:2].isdigit()]
+        stage = records[0] if records else ""
+        seen: dict[tuple, int] = {}
+        for i, (func, line, rel) in enumerate(tx, start + 1):
+            k = (func, line, rel)
+            seen[k] = seen.get(k, -1) + 1
+            classes.setdefault((stage, *k, seen[k]), []).append(i)
+        start = end + 1
+    return classes
+
+
+def chosen_points(trace: list[list], seed: int = POINT_SEED) -> list[int]:
+    """One point of each class, the occurrence drawn with `seed`; sorted."""
+    rng = random.Random(seed)
+    return sorted(rng.choice(points) for points in point_classes(trace).values())
+
+
+def drive(root: Path, lane: int, lanes: int, seed: int) -> dict:
+    """Kill `run --answers` at this lane's share of the chosen write/rename points (every lanes-th
+    of chosen_points, from the lane-th), then at random times; one folder each."""
     answers = root / "answers.toml"
     modules = root / f"modules{lane}.txt"
     pid = os.fork()
-    if pid == 0:  # a complete run, which also lists what it imported
+    if pid == 0:  # a complete run, which also lists what it imported and traces its points
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)
         from claimcheck.tui.cli import main
 
+        trace = _trace_points(root, f"full{lane}")
         rc = main(["run", "--answers", str(answers), str(root / f"full{lane}")])
         modules.write_text("\n".join(sorted(sys.modules)))
+        (root / f"trace{lane}.json").write_text(json.dumps(trace))
         os._exit(rc)
     assert _wait(pid, CHILD_TIMEOUT_S) == 0, "the complete run failed"
+    trace = json.loads((root / f"trace{lane}.json").read_text())
     _warm_imports(modules)
     t0 = time.monotonic()
     assert run_forked(answers, root / f"full{lane}b") == 0
     full_s = time.monotonic() - t0
-    out: dict = {"full_s": full_s, "points": [], "random": []}
-    n = lane + 1 - lanes  # this lane's points: lane + 1, lane + 1 + lanes, ...
-    while True:
-        n += lanes
+    out: dict = {"full_s": full_s, "trace": trace, "points": [], "random": []}
+    for n in chosen_points(trace)[lane::lanes]:
         session_dir = root / f"p{n:04d}"
         rc = run_forked(answers, session_dir, crash_after=n)
-        if rc == 0:
-            shutil.rmtree(session_dir)
-            break
         out["points"].append({"dir": session_dir.name, "exit": rc, "point": n})
-    # The lanes' point counts differ by at most one: make up the kills to `kills` with random times.
-    to_kill = max(RANDOM_FORKED_MIN, kills - RANDOM_PROCESSES - lanes * len(out["points"]))
     dirs = (root / f"r{i:03d}" for i in itertools.count(lane, lanes))
     rng = random.Random(seed * lanes + lane)
-    out["random"] = random_kills(answers, dirs, len(range(lane, to_kill, lanes)), full_s, rng)
+    out["random"] = random_kills(answers, dirs, len(range(lane, RANDOM_FORKED, lanes)), full_s, rng)
     return out
 
 
@@ -321,7 +371,7 @@ def test_killing_run_answers_anywhere_leaves_a_session_that_continues(tmp_path: 
     t0 = time.monotonic()
     lanes = run_drivers(
         "tests.test_crash",
-        [[str(tmp_path), str(lane), str(LANES), str(KILLS), "14"] for lane in range(LANES)],
+        [[str(tmp_path), str(lane), str(LANES), "14"] for lane in range(LANES)],
         env,
     )
     kills: dict = {"full_s": 0.0, "points": [], "random": []}
@@ -329,8 +379,14 @@ def test_killing_run_answers_anywhere_leaves_a_session_that_continues(tmp_path: 
         kills["full_s"] = max(kills["full_s"], lane["full_s"])
         kills["points"] += lane["points"]
         kills["random"] += lane["random"]
+    trace = lanes[0]["trace"]
+    assert all(lane["trace"] == trace for lane in lanes), "two complete runs passed different points"
+    assert len(trace) >= MIN_POINTS, f"only {len(trace)} write/rename points in a run"
+    classes = point_classes(trace)
     points = sorted(p["point"] for p in kills["points"])
-    assert points == list(range(1, len(points) + 1)), "the lanes left a gap in the write points"
+    assert points == chosen_points(trace), "the lanes left a chosen point out"
+    missed = [c for c, at in classes.items() if not set(at) & set(points)]
+    assert not missed, f"classes of write points never killed: {missed[:5]}"
     jobs = []
     for p in kills["points"]:
         assert p["exit"] == CRASH_EXIT, f"{p['dir']}: the run exited {p['exit']}, not at its crash point"
@@ -357,7 +413,8 @@ def test_killing_run_answers_anywhere_leaves_a_session_that_continues(tmp_path: 
     merged = {k: [x for f in found for x in f[k]] for k in FINDINGS}
     write_points = len(kills["points"])
     print(
-        f"\ncrash test: {len(jobs)} kills = {write_points} write/rename points + {len(exits)} random times "
+        f"\ncrash test: {len(jobs)} kills = {write_points} write/rename points (one of each of "
+        f"{len(classes)} classes, of {len(trace)} points in a run) + {len(exits)} random times "
         f"({sum(e == 0 for e in exits)} of those finished first); kills {kill_s:.0f}s, checks "
         f"{time.monotonic() - t0 - kill_s:.0f}s: "
         + ", ".join(f"{len(merged[k])} {k}" for k in FINDINGS)
@@ -368,10 +425,9 @@ def test_killing_run_answers_anywhere_leaves_a_session_that_continues(tmp_path: 
         for line in merged[k][:10]:
             print(f"  {k}: {line}")
     assert not any(merged.values()), {k: v[:3] for k, v in merged.items() if v}
-    assert write_points >= 100, f"only {write_points} write/rename points in a run"
-    killed = write_points + sum(e != 0 for e in exits)
-    assert killed >= 200, f"only {killed} runs were killed before they finished"
+    random_killed = sum(r["exit"] != 0 for r in kills["random"])
+    assert random_killed >= RANDOM_FORKED, f"only {random_killed} random runs were killed before they ended"
 
 
-if __name__ == "__main__":  # the driver: python -m tests.test_crash DIR LANE LANES KILLS SEED
-    print(json.dumps(drive(Path(sys.argv[1]), *(int(a) for a in sys.argv[2:6]))))
+if __name__ == "__main__":  # the driver: python -m tests.test_crash DIR LANE LANES SEED
+    print(json.dumps(drive(Path(sys.argv[1]), *(int(a) for a in sys.argv[2:5]))))
