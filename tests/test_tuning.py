@@ -221,6 +221,58 @@ def test_a_trial_behind_the_median_is_cancelled_and_kept_as_pruned(tmp_path: Pat
     assert (kept.state, kept.value) == ("pruned", None) and "median" in kept.reason
 
 
+class _Done(_Running):
+    """A provider whose job has ended on its own; nothing to fetch."""
+
+    def status(self, handle):
+        from claimcheck.engine.providers.base import JobStatus
+
+        return JobStatus(op_id=handle.op_id, phase="done")
+
+    def fetch(self, handle, dest=None):
+        return handle.job_dir
+
+
+def test_a_trial_that_ended_between_polls_is_told_its_whole_curve(tmp_path: Path) -> None:
+    """A trial first seen ended still gives the pruner every dev evaluation at its step, so a later
+    trial is judged against it step for step (the median pruner finds no value at a step a
+    completed trial did not report)."""
+    import optuna
+
+    from claimcheck.engine.pipeline.context import StageContext
+    from claimcheck.engine.providers.base import Handle
+    from claimcheck.engine.training import jobfiles
+    from claimcheck.engine.training.jobrecords import EvalLine
+
+    search = _search(pruning="median", pruning_startup_trials=1)
+    study = optuna.create_study(direction="maximize", pruner=optuna.pruners.MedianPruner(n_startup_trials=1))
+    trial = study.ask()
+    job = tmp_path / "job"
+    job.mkdir()
+    line = dict(split="dev", time=0.0, metric="macro_f1", loss=1.0, train_value=0.0, train_rows=1, rows=1)
+    for step, value in ((0, 0.1), (3, 0.4), (6, 0.7)):
+        phase = "initial-eval" if step == 0 else "training"
+        ev = EvalLine(kind="eval", step=step, value=value, phase=phase, selected_step=-1, **line)
+        jobfiles.append_metric(job, ev)
+    frozen = tuning.Frozen(1, "sha256:d", "sha256:b", "2026-01-01T00:00:00+00:00")
+    st = tuning.Study(
+        search, BASE, {}, StageContext(tmp_path, tmp_path), tmp_path / "r1", frozen, False, "macro_f1"
+    )
+    rec = TrialRecord(
+        number=trial.number, kind="trial", settings={"optimizer.lr": 1e-3}, seed=3, digest="sha256:x",
+        op_id="x-a1", state="running", metric="macro_f1", started_at=tuning.now_iso(),
+    )  # fmt: skip
+    pending = {"x": tuning.Pending(rec, Handle("x-a1", job, "fake"), trial)}
+    tuning._poll(st, _Done(), pending, study)
+    assert pending == {}
+    assert study.trials[0].state == optuna.trial.TrialState.COMPLETE
+    assert study.trials[0].intermediate_values == {3: 0.4, 6: 0.7}
+    # a second trial behind it at step 3 is pruned there
+    second = study.ask()
+    second.report(0.1, 3)
+    assert second.should_prune()
+
+
 # ---------------------------------------------------------------- the documented search, run for real
 
 
