@@ -35,14 +35,15 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 # The longest files (per-file totals from --durations on this 2-core box, about a minute or more
 # each on an idle one) are handed out first, so that the two workers finish together rather than one
 # waiting on the other's last long file. Only the order changes: each file's tests keep theirs. The
-# tuned session's builder (test_tuning.py) comes first and the real session's (test_tuning_runs.py)
-# third, with files that need neither beside them, and the tuned session's other reader
-# (test_tui_tuning.py) late enough to find it built.
+# first worker gets the first and third files, the second the second and fourth: the tuned
+# session's builder (test_tuning.py) then the real session's (test_tuning_runs.py) on one, files that
+# need neither session (test_tui.py, test_crash.py) on the other; the tuned session's other reader
+# (test_tui_tuning.py) comes late enough to find it built.
 LONGEST_FIRST = (
     "test_tuning.py",
-    "test_crash.py",
-    "test_tuning_runs.py",
     "test_tui.py",
+    "test_tuning_runs.py",
+    "test_crash.py",
     "test_tui_walk.py",
     "test_kill_chain.py",
     "test_weighted_finetune.py",
