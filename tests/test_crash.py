@@ -1,5 +1,5 @@
-"""Crash consistency of the ledger: kill `claimcheck run --answers` at every write / rename point
-and at random times, then check what it left.
+"""Crash consistency of the ledger: kill `claimcheck run --answers` at every class of write / rename
+point and at random times, then check what it left.
 
 Each kill leaves a session folder that must satisfy: every TOML parses; replay never says
 `tampered` (claimcheck wrote every byte); reopening it (taking the stale lock over) leaves no
