@@ -296,7 +296,9 @@ def hand_over(store: TextStore, source_inputs: dict, marks: tuple | None, paths:
     spill = _spill_mark(store.path)
     if marks is None or spill is None or file_marks(paths) != marks or store.folder is None:
         return False
-    entry = _Handed(store, _inputs_key(source_inputs), marks, spill)
+    # Without the source frame's row ids (8 bytes a row): the split gives the store its own.
+    kept = TextStore(store.path, np.zeros(0, dtype=np.int64), store.schema, store.folder)
+    entry = _Handed(kept, _inputs_key(source_inputs), marks, spill)
     with _handed_lock:
         old, _handed[:] = list(_handed), [entry]
     for e in old:
@@ -306,8 +308,8 @@ def hand_over(store: TextStore, source_inputs: dict, marks: tuple | None, paths:
 
 def take_over(source_inputs: dict, paths: list[Path]) -> TextStore | None:
     """The spill a source stage handed over for these source inputs and files, still as it was
-    written, or None. The caller owns (and closes) the store; a handed spill that does not match is
-    removed."""
+    written, or None: a store of no rows yet (`restrict` it, or make one with its path, schema and
+    folder). The caller owns (and closes) it; a handed spill that does not match is removed."""
     with _handed_lock:
         old, _handed[:] = list(_handed), []
     found = None
