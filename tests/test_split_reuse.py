@@ -66,6 +66,7 @@ def bounded(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     row groups; counts each spill written and each spill taken over."""
     monkeypatch.setattr(B, "PARSE_FACTOR", 1000.0)
     monkeypatch.setattr(textstore, "ROW_GROUP", 256)
+    textstore.drop_handed()  # what an earlier test's source run left
     counts = {"spills": 0, "taken": 0}
     real_spill, real_take = textstore.spill, textstore.take_over
 
@@ -103,22 +104,16 @@ def _same(a, b) -> None:
     assert a[1] == b[1]
 
 
-def _spill_folders() -> set[str]:
-    import tempfile
-
-    return {p.name for p in Path(tempfile.gettempdir()).glob("claimcheck-spill-*")}
-
-
 def test_split_on_the_source_spill_is_the_split_on_the_files(tmp_path: Path, bounded: dict) -> None:
     """Bounded, the split reads the source's spill (no second read or spill) and writes the record and
     membership its own read of the files writes; their figures are the in-memory path's."""
     _data(3000).write_csv(tmp_path / "d.csv")
-    before = _spill_folders()
     rec, ctx = _source(tmp_path, "reuse", "1M")
     assert bounded == {"spills": 1, "taken": 0}
+    folder = textstore._handed[0].store.path.parent
     reused = _split(rec, ctx)
     assert bounded == {"spills": 1, "taken": 1}
-    assert _spill_folders() == before  # the split removed the spill it took
+    assert not folder.exists() and textstore._handed == []  # the split removed the spill it took
     # The same split on its own read of the files: nothing handed over any more.
     again = _split(rec, ctx)
     assert bounded == {"spills": 2, "taken": 1}
