@@ -180,3 +180,43 @@ def test_a_preview_hands_nothing_over_and_a_new_source_replaces_the_spill(
     assert not old.exists() and len(textstore._handed) == 1
     textstore.drop_handed()
     assert textstore._handed == []
+
+
+def test_headless_run_and_replay_read_the_spill_and_reproduce(
+    tmp_path: Path, bounded: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`claimcheck run --answers` on the bounded path: the split reads the source's spill; the replay
+    (source and split again, one process) does too, and every check reproduces."""
+    import tomllib
+
+    import tomlkit
+
+    from claimcheck.engine.headless.answers import run_answers
+    from claimcheck.engine.headless.replay import replay
+
+    root = Path(__file__).resolve().parents[1]
+    sample = root / "sample_data" / "tickets.csv"
+    if not sample.exists():
+        pytest.skip("sample_data/tickets.csv is not generated")
+    (tmp_path / "sample_data").mkdir()
+    (tmp_path / "sample_data" / "tickets.csv").write_bytes(sample.read_bytes())
+    example = tomllib.loads((root / "docs" / "answers-example.toml").read_text())
+    answers = {k: example[k] for k in ("session", "claim", "source", "split")}
+    for rel in filter(None, [answers["source"].get("label_provenance", {}).get("script", "")]):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes((root / rel).read_bytes())
+    for p in answers["source"].get("preprocessing", []):
+        (tmp_path / p["script"]).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / p["script"]).write_bytes((root / p["script"]).read_bytes())
+    answers["session"]["workspace"] = "."
+    (tmp_path / "answers.toml").write_text(tomlkit.dumps(answers))
+    monkeypatch.setenv(B.ENV, "1M")
+    made = run_answers(tmp_path / "answers.toml", tmp_path / "s")
+    assert made.exit_code == 0, made.render_table()
+    assert bounded["taken"] == 1
+    result = replay(tmp_path / "s")
+    assert result.exit_code == 0, result.render_table()
+    assert bounded["taken"] == 2
+    rows = {(r.stage, r.check): r.outcome for r in result.rows}
+    assert rows[("split", "split.membership")] == "reproduced"
+    assert rows[("split", "split.exact_overlap")] == "reproduced"
