@@ -37,6 +37,12 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def cpu_s() -> float:
+    """This process's user + system CPU seconds, all its threads."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 GEN_CHUNK = 1_000_000  # rows generated at a time (a 10M frame is ~3.8 GB: never whole in memory)
 
 
@@ -76,12 +82,12 @@ def phase_stages(work: Path, budget: str, tag: str, limit_mb: int) -> dict:
     base = rss_mb()
     sess = work / f"session-{tag}"
     ctx = StageContext(session_dir=sess, workspace=work)
-    t = time.perf_counter()
+    t, c = time.perf_counter(), cpu_s()
     rec = source.run(source.Inputs(**audit.INPUTS, memory_budget=budget), {}, ctx)
-    t_source = time.perf_counter() - t
-    t = time.perf_counter()
+    t_source, c_source = time.perf_counter() - t, cpu_s() - c
+    t, c = time.perf_counter(), cpu_s()
     sp = split.run(split.Inputs(strategy="random", rationale="bench"), {"source": rec}, ctx)
-    t_split = time.perf_counter() - t
+    t_split, c_split = time.perf_counter() - t, cpu_s() - c
     peak = rss_mb()
     status = Path("/proc/self/status").read_text()
     vmdata = int(status.split("VmData:")[1].split()[0]) / 1024 if "VmData:" in status else 0.0
@@ -91,6 +97,8 @@ def phase_stages(work: Path, budget: str, tag: str, limit_mb: int) -> dict:
     return {
         "source_s": round(t_source, 2),
         "split_s": round(t_split, 2),
+        "source_cpu_s": round(c_source, 2),
+        "split_cpu_s": round(c_split, 2),
         "rss_before_mb": round(base, 1),
         "rss_peak_mb": round(peak, 1),
         "vmdata_end_mb": round(vmdata, 1),

@@ -273,7 +273,7 @@ def test_spill_read_back_keeps_row_order_and_nulls(tmp_path: Path) -> None:
     body = [None if rng.random() < 0.1 else "x" * int(rng.integers(1, 50)) for _ in range(n)]
     frame = pl.DataFrame({data.ROW_ID: np.arange(n), "body": body, "k": rng.integers(0, 5, n)})
     frame.write_parquet(tmp_path / "s.parquet", row_group_size=textstore.ROW_GROUP)
-    got = textstore._read_back(pl.scan_parquet(tmp_path / "s.parquet"), ["body"])
+    got = textstore.read_back(pl.scan_parquet(tmp_path / "s.parquet"), ["body"])
     assert_frame_equal(got, frame.with_columns(textstore.stand_in("body")))
     assert got.n_chunks("all") == [1, 1, 1]
 

@@ -1,7 +1,8 @@
 """Text columns left on disk: the bounded path's frame without its free text.
 
 On the bounded path (engine/audit/budget.py) the source and split stages stream their rows into a
-temporary Parquet file. The frame they then load keeps every column but the declared text columns,
+temporary Parquet file (the split stage, run right after the source stage in the same process, reads
+the source's file where it is handed over: `hand_over`, `take_over`). The frame they then load keeps every column but the declared text columns,
 which are replaced by a stand-in of the same name and type holding "" where the text is present and
 null where it is missing: the null counts every check reads stay exact, and the text itself, most of
 a corpus' bytes, stays in the file. The steps that read the text (row hashes, duplicate candidates,
@@ -13,7 +14,9 @@ figures do not change (tests/test_audit_memory.py); docs/audit-scale.md says whe
 from __future__ import annotations
 
 import functools
+import json
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -172,7 +175,7 @@ def spill(lf: pl.LazyFrame, text_columns: list[str]) -> tuple[pl.DataFrame, Text
     try:
         lf.sink_parquet(path, compression="lz4", row_group_size=ROW_GROUP, engine="streaming")
         scan = pl.scan_parquet(path)
-        frame = _read_back(scan, text_columns)
+        frame = read_back(scan, text_columns)
     except OSError as exc:
         folder.cleanup()
         raise StageInputError(
@@ -186,7 +189,7 @@ def spill(lf: pl.LazyFrame, text_columns: list[str]) -> tuple[pl.DataFrame, Text
     return frame, TextStore(path, ids, scan.collect_schema(), folder)
 
 
-def _read_back(scan: pl.LazyFrame, text_columns: list[str]) -> pl.DataFrame:
+def read_back(scan: pl.LazyFrame, text_columns: list[str]) -> pl.DataFrame:
     """The spill file as a frame with `text_columns` as stand-ins, in one chunk per column: the
     streaming engine's many chunks would be copied, every column, by the first with_columns of a later
     step (and that copy kept beside the next ones). Read a column at a time, so that only one column
@@ -234,3 +237,99 @@ def columns_on_disk(source_inputs: dict, schema: pl.Schema, claim: dict) -> list
     if any(c in other or c in wheres for c in cols):
         return []
     return cols
+
+
+# ---------------------------------------------------------------- the source's spill, handed to the split
+#
+# The source stage's spill holds every column of the file's rows (row id and target added, before any
+# filter). The split stage, run next in the same process on the same files and source inputs, reads
+# its rows from that file instead of reading and spilling the files again: the same rows and values as
+# its own read (tests/test_split_reuse.py). The file is trusted only while nothing it rests on moved:
+# the source inputs (equal), each data file (path, device, inode, size, modification and change
+# times as when the source read it, before and after that read) and the spill file itself (size and
+# modification time as written). Anything else, a missing file or another process (the hand-over is
+# held in memory only): the split reads the files itself.
+
+
+@dataclass(frozen=True)
+class _Handed:
+    store: TextStore  # owns the spill folder
+    inputs: str  # the source inputs, JSON with sorted keys
+    files: tuple[tuple[int | str, ...], ...]  # file_marks of the data files at the source's read
+    spill: tuple[int, int]  # the spill file's size and modification time as written
+
+
+_handed: list[_Handed] = []  # at most one: the latest source stage's spill
+_handed_lock = threading.Lock()
+
+
+def file_marks(paths: list[Path]) -> tuple[tuple[int | str, ...], ...] | None:
+    """Each file's resolved path, device, inode, size, modification and change times; None when one
+    cannot be read."""
+    try:
+        out = []
+        for p in paths:
+            st = Path(p).stat()
+            out.append(
+                (str(Path(p).resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            )
+        return tuple(out)
+    except OSError:
+        return None
+
+
+def _inputs_key(source_inputs: dict) -> str:
+    return json.dumps(source_inputs, sort_keys=True, default=str)
+
+
+def _spill_mark(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
+def hand_over(store: TextStore, source_inputs: dict, marks: tuple | None, paths: list[Path]) -> bool:
+    """Keep the source stage's spill (`store`, read from `paths` whose file_marks were `marks` before
+    the read) for the split stage; False (the caller closes the store) when the files moved since,
+    or the spill is unreadable. Replaces (and removes) any spill handed over before."""
+    spill = _spill_mark(store.path)
+    if marks is None or spill is None or file_marks(paths) != marks or store.folder is None:
+        return False
+    # Without the source frame's row ids (8 bytes a row): the split gives the store its own.
+    kept = TextStore(store.path, np.zeros(0, dtype=np.int64), store.schema, store.folder)
+    entry = _Handed(kept, _inputs_key(source_inputs), marks, spill)
+    with _handed_lock:
+        old, _handed[:] = list(_handed), [entry]
+    for e in old:
+        e.store.close()
+    return True
+
+
+def take_over(source_inputs: dict, paths: list[Path]) -> TextStore | None:
+    """The spill a source stage handed over for these source inputs and files, still as it was
+    written, or None: a store of no rows yet (`restrict` it, or make one with its path, schema and
+    folder). The caller owns (and closes) it; a handed spill that does not match is removed."""
+    with _handed_lock:
+        old, _handed[:] = list(_handed), []
+    found = None
+    for e in old:
+        if (
+            found is None
+            and e.inputs == _inputs_key(source_inputs)
+            and file_marks(paths) == e.files
+            and _spill_mark(e.store.path) == e.spill
+        ):
+            found = e.store
+        else:
+            e.store.close()
+    return found
+
+
+def drop_handed() -> None:
+    """Remove any spill handed over and not taken."""
+    with _handed_lock:
+        old, _handed[:] = list(_handed), []
+    for e in old:
+        e.store.close()

@@ -327,9 +327,14 @@ def load_dataset(
     mapping are excluded (the source stage counts them under
     NO_TARGET_REASON), so later stages always see a target. `blocks`: scan_files.
     """
+    return refined(scan_source(source_inputs, ctx, blocks), source_inputs)
+
+
+def refined(lf: pl.LazyFrame, source_inputs: dict[str, Any]) -> pl.LazyFrame:
+    """`load_dataset`'s rows from `lf`, a scan of the recorded files before any filter (`scan_source`'s
+    frame, or the bounded path's spill of it, engine/audit/textstore.py)."""
     import polars as pl
 
-    lf = scan_source(source_inputs, ctx, blocks)
     label = str(source_inputs.get("label_column", ""))
     if not label:
         raise StageInputError("source input 'label_column' is empty; name the column holding the label")

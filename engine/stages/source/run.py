@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from claimcheck.engine.audit import budget as memory_budget
-from claimcheck.engine.audit import onray
+from claimcheck.engine.audit import onray, textstore
 from claimcheck.engine.data import weights
 from claimcheck.engine.evidence import Check, Note, StageRecord
 from claimcheck.engine.pipeline.checks import not_applicable
@@ -48,13 +48,20 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     checks: list[Check] = [source_checks.checksum(inputs, paths)]
     budget = memory_budget.resolve(inputs.memory_budget)
     load_path = budget.choose(memory_budget.need_parse(paths))
+    textstore.drop_handed()
+    marks = textstore.file_marks(paths)
     raw, schema, malformed, store = _read(inputs, paths, ctx, (load_path, claim))
+    handed = False
     try:
-        return _checked(
+        record = _checked(
             inputs, upstream, ctx, (raw, schema, malformed, store), (checks, budget, load_path, backend)
         )
+        # The spill of every row, kept for the split stage's read (engine/audit/textstore.py hand_over).
+        if store is not None and not inputs.preview_rows:
+            handed = textstore.hand_over(store, record.inputs, marks, paths)
+        return record
     finally:
-        if store is not None:
+        if store is not None and not handed:
             store.close()
 
 

@@ -44,7 +44,7 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
     if load_path == memory_budget.BOUNDED:
         memory_budget.release_free_memory()
     claim = upstream["claim"].inputs if "claim" in upstream else {}
-    ds, store = _load(src, inputs, claim, ctx, load_path)
+    ds, store = _load(src, inputs, claim, ctx, (load_path, files))
     try:
         return _split(inputs, upstream, ctx, (ds, store), (fractions, budget, load_path))
     finally:
@@ -52,17 +52,56 @@ def run(inputs: Inputs, upstream: dict[str, StageRecord], ctx: StageContext) -> 
             store.close()
 
 
-def _load(src: StageRecord, inp: Inputs, claim: dict[str, Any], ctx: StageContext, load_path: str) -> Any:
+def _load(src: StageRecord, inp: Inputs, claim: dict[str, Any], ctx: StageContext, where: tuple) -> Any:
     """The rows with a target, and the store of the text columns left on disk (or None): on the
     bounded path the text columns stay in the spill file (engine/audit/textstore.py) when no step
     of this split reads them but the exact overlap (grouping by entities, the source's near-duplicate
-    pairs reused)."""
+    pairs reused). `where`: the load path and the data files. On the bounded path the rows come from
+    the source stage's spill where it handed one over for these inputs and files (textstore.take_over),
+    else from the files."""
     from claimcheck.engine.audit import budget as memory_budget
+    from claimcheck.engine.audit import textstore
     from claimcheck.engine.data.blockread import folder_for
 
+    load_path, files = where
+    spill = textstore.take_over(src.inputs, files)
+    if spill is not None and load_path != memory_budget.BOUNDED:
+        spill.close()
+        spill = None
+    if spill is not None:
+        return _from_spill(spill, src, inp, claim)
     # The bounded path reads CSV / TSV / JSONL files in blocks (engine/data/blockread.py), unmapped.
     with folder_for(load_path == memory_budget.BOUNDED) as blocks:
         return _loaded(src, inp, claim, ctx, (load_path, blocks))
+
+
+def _from_spill(spill: Any, src: StageRecord, inp: Inputs, claim: dict[str, Any]) -> Any:
+    """`_loaded`'s rows and store on the bounded path, read from the source stage's spill (every
+    column of the files' rows, row id and target added, no filter applied): its target is made again
+    after the recorded filters, as `load_dataset` makes it. The store, where one is kept, reads that
+    file and removes it on close; otherwise the file is removed here."""
+    import polars as pl
+
+    from claimcheck.engine.audit import textstore
+    from claimcheck.engine.data import rows as data
+
+    try:
+        lf = data.refined(pl.scan_parquet(spill.path).drop(data.TARGET), src.inputs)
+        needed = read_columns(src.inputs, claim)
+        if needed is not None:
+            lf = lf.select(c for c in lf.collect_schema() if c in needed)
+        on_disk = textstore.columns_on_disk(src.inputs, lf.collect_schema(), claim)
+        keep = bool(on_disk) and inp.grouping == "entities"
+        if keep and (split_checks.pairs_reusable(src, inp) or not data.text_inputs(src.inputs)):
+            frame = textstore.read_back(lf, on_disk)
+            ids = frame.get_column(data.ROW_ID).to_numpy().astype("int64")
+            return frame, textstore.TextStore(spill.path, ids, spill.schema, spill.folder)
+        frame = textstore.read_back(lf, [])
+    except BaseException:
+        spill.close()
+        raise
+    spill.close()
+    return frame, None
 
 
 def _loaded(src: StageRecord, inp: Inputs, claim: dict[str, Any], ctx: StageContext, how: tuple) -> Any:
