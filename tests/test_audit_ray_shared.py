@@ -91,3 +91,49 @@ def test_a_spill_file_the_workers_cannot_read_is_refused_with_its_path(
     with pytest.raises(onray.RayAuditError, match="'audit_ray_texts' = 'both'"):
         with onray.connect(ray_head.client_address, "both"):
             pass
+
+
+def test_one_worker_runs_the_candidates_and_keys_in_one_task_with_the_same_figures(
+    tmp_path: Path,
+    ray_head: Any,  # noqa: F811
+) -> None:
+    """A cluster of one worker CPU: the candidates (the local passes in one task) and the duplicate keys
+    (the local check in one task, the texts in the frame or read from the spill file) give the
+    shuffles' and the local run's figures, pairs byte for byte."""
+    import dataclasses
+
+    from claimcheck.engine.audit import duplicates as local_dup
+    from claimcheck.engine.audit.neardup import near_duplicates, pairs_payload
+    from claimcheck.engine.audit.onray import duplicates as ray_dup
+    from claimcheck.engine.audit.onray import neardup as ray_near
+    from claimcheck.engine.data.rows import TARGET
+
+    planted = _planted(6000).rename({"label": TARGET})
+    frame, store = _spilled(planted)
+    held = planted.with_row_index("row_id").with_columns(pl.col("row_id").cast(pl.Int64))
+    cols = ["body", "kind"]
+    try:
+        here = near_duplicates(held, ["body"], threshold=0.7, shingle_size=2)
+        cand = local_dup.candidate_rows(held, cols, "none")
+        want = (
+            local_dup.duplicate_stats(held, cols, "none", cand),
+            local_dup.duplicate_stats(held, cols, "lower_strip_ws"),
+            local_dup.conflict_stats(held, cols, cand),
+        )
+        assert here.pairs.height > 0 and want[0]["groups"] > 0 and want[2]["groups"] > 0
+        with onray.connect(ray_head.client_address, onray.SHARED) as (ray, two):
+            one = dataclasses.replace(two, workers=1)
+            for cluster in (two, one):
+                for df, st in ((held, None), (frame, store)):
+                    got = ray_near.near_duplicates(
+                        ray, cluster, df, ["body"], threshold=0.7, shingle_size=2, store=st
+                    )
+                    assert pairs_payload(got.pairs) == pairs_payload(here.pairs)
+                    assert (got.candidates, got.texts, got.shingles) == (
+                        here.candidates,
+                        here.texts,
+                        here.shingles,
+                    )
+                    assert ray_dup.identity_stats(ray, cluster, df, cols, "lower_strip_ws", st) == want
+    finally:
+        store.close()

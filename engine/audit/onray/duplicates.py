@@ -18,6 +18,10 @@ stand-ins), the driver reads the store's file a slice at a time (TextStore.by_sl
 slice as shards: it holds one slice's texts at a time, and the object store holds each shard until both
 shuffles' map tasks ran. With `audit_ray_texts = "shared"` a shard is a slice of the spill file's
 row groups that both map tasks read themselves (shared.py): the driver sends its row ids only.
+
+On a cluster of one worker CPU, where the texts are in the frame or the tasks read the spill file
+themselves, the shuffles can only add work: one task computes the local check's figures
+(engine/audit/duplicates.py, reading the texts from the file where they stay on disk).
 """
 
 from __future__ import annotations
@@ -170,6 +174,27 @@ def _shuffled(
     return total
 
 
+def _one_task(
+    keyed: pl.DataFrame, columns: list[str], normalisation: str, store: TextStore | None
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The local check's figures in one task (a cluster of one worker CPU, module docstring): its
+    candidate rows and groups, the texts read from the spill file where `store` is given."""
+    from claimcheck.engine.audit.duplicates import candidate_rows, stored_key_hashes_each
+
+    hashes: list[Any] = [None, None]
+    if store is not None:
+        shared.readable(store)
+        ways = ["none"] if normalisation == "none" else ["none", normalisation]
+        hashes = [*stored_key_hashes_each(keyed, columns, ways, store), None][:2]
+    cand = candidate_rows(keyed, columns, "none", hashes[0], store)
+    exact = duplicate_stats(keyed, columns, "none", cand)
+    norm = exact
+    if normalisation != "none":
+        after = candidate_rows(keyed, columns, normalisation, hashes[1], store) if store is not None else None
+        norm = duplicate_stats(keyed, columns, normalisation, after)
+    return exact, norm, conflict_stats(keyed, columns, cand)
+
+
 def _dup(t: dict[str, int], height: int) -> dict[str, Any]:
     return {
         "groups": t["groups"],
@@ -194,6 +219,10 @@ def identity_stats(
         return exact, exact, conflict_stats(df, columns)
     if shared.wanted(cluster, store):
         shared.check(ray, store)  # type: ignore[arg-type]
+    if cluster.workers == 1 and (store is None or shared.wanted(cluster, store)):
+        task = store if store is None else shared.whole(store)
+        one = remote(ray, _one_task).remote(df.select(*columns, TARGET), columns, normalisation, task)
+        return ray.get(one)
     t = _shuffled(ray, cluster, df, columns, ("none", True, store))
     exact = _dup(t, df.height)
     norm = (

@@ -17,7 +17,8 @@
    signature's partition is a function of its kept key bits (these are at least 32 while texts ×
    prefix positions fit 2^32), so equal keys meet in one reducer, as they meet in one local pass.
    The single-shingle path (tiny texts and long prefixes) is one task. The candidates are the union
-   of the reducers', made unique.
+   of the reducers', made unique. On a cluster of one worker CPU a shuffle can only add work: one
+   task runs the local search's passes one at a time instead (_one_task: the same candidates).
 4. Verification — one task per block of candidates (about VERIFY_SHINGLES shingles), given the texts of
    that block only: exact Jaccard (verify.verify_pairs).
 Distinct texts (the exact-duplicate grouping of rows by normalised text) and the expansion of text
@@ -50,6 +51,7 @@ from claimcheck.engine.audit.neardup.candidates import (
     Packing,
     Sketches,
     _pair_signatures,
+    _signature_passes,
     _single_pairs,
     match_pass,
     sketch_ok,
@@ -197,6 +199,24 @@ def _sig_reduce(p: Prefixes, pack: Packing, threshold: float, *parts: np.ndarray
     return unique(np.concatenate(out)) if out else np.empty(0, dtype=np.uint64)
 
 
+def _one_task(p: Prefixes, threshold: float) -> np.ndarray:
+    """Every candidate in one task (a cluster of one worker CPU): the local search's passes
+    (candidates._signature_passes, match_pass), one at a time in this task, and the single-shingle
+    path; the same set as the shuffle's, without moving the signatures through the object store."""
+    sel = _selected(p)
+    out = [_single(p, threshold)]
+    if sel.size:
+        doc = np.repeat(np.arange(p.sizes.size, dtype=np.int32), np.diff(p.offs))
+        sketches = Sketches(p.sketch, nibbles=False)
+
+        def bound(c: np.ndarray) -> np.ndarray:
+            return _bound(c, p, threshold)
+
+        for part in _signature_passes(p, doc, sel, SIG_BLOCK, GEN_BLOCK):
+            out.extend(match_pass(part, p.sizes, threshold, bound, sketches))
+    return unique(np.concatenate(out))
+
+
 def _verify(
     frame: pl.DataFrame | TextStore, columns: list[str], codes: np.ndarray, sizes: np.ndarray, k: int
 ) -> np.ndarray:
@@ -290,6 +310,8 @@ def _prefixes(
 def _candidates(ray: Any, cluster: Cluster, p_ref: Any, threshold: float) -> np.ndarray:
     """find_candidates with the signature shuffle done by Ray (module docstring, step 3); `p_ref`: the
     object-store reference of the Prefixes."""
+    if cluster.workers == 1:
+        return ray.get(remote(ray, _one_task).remote(p_ref, threshold))
     refs = [remote(ray, _single).remote(p_ref, threshold)]
     plan = ray.get(remote(ray, _plan).remote(p_ref, cluster.partitions))
     if plan is not None:

@@ -36,6 +36,11 @@ def wanted(cluster: Cluster, store: TextStore | None) -> bool:
     return store is not None and cluster.texts == SHARED
 
 
+def whole(store: TextStore) -> TextStore:
+    """What a task is sent to read every row of the frame (the file's path, schema and row ids)."""
+    return TextStore(store.path, store.ids, store.schema)
+
+
 def rows_of(store: TextStore, positions: np.ndarray) -> TextStore:
     """What a task is sent to read the frame's rows at `positions` (ascending, distinct): the file's
     path and schema and those rows' ids."""
@@ -59,13 +64,14 @@ def frame_of(part: pl.DataFrame | TextStore | FileSlice, columns: list[str]) -> 
         return part
     if isinstance(part, FileSlice):
         s = part.store
-        _readable(s)
+        readable(s)
         return s._mine(s._scan(columns).slice(part.offset, part.rows).collect()).select(columns)
-    _readable(part)
+    readable(part)
     return part.rows(np.arange(part.ids.size, dtype=np.int64), columns)
 
 
-def _readable(store: TextStore) -> None:
+def readable(store: TextStore) -> None:
+    """In a task: stops naming the spill file where this worker cannot read it."""
     if not os.access(store.path, os.R_OK):
         raise RayAuditError(_unreachable(str(store.path), socket.gethostname()))
 
