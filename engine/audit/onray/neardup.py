@@ -5,7 +5,9 @@
    the texts allow): hash the chunk's shingles; return its part of the shingle count table, (bucket,
    count) in COUNT_RANGES bucket ranges, and keep the hashed chunk in the object store. Reduce task r
    sums range r over every chunk (a sum does not depend on the order: the local table); one task
-   joins the ranges (32 MB), kept in the object store.
+   joins the ranges (32 MB), kept in the object store. On a cluster of one worker CPU, where the texts
+   are in the frame or the tasks read the spill file, one task runs passes 1 and 2 as the local
+   search does (_built: shingles.build_prefixes, the same Prefixes).
 2. Pass 2 — one task per chunk, given its hashed chunk and the table: the chunk's extended prefixes
    and sketches (shingles.chunk_pass2). One task assembles them in text order (shingles.assemble):
    the Prefixes (set sizes, sketches, prefixes) stay in the object store, never in the driver.
@@ -63,6 +65,7 @@ from claimcheck.engine.audit.neardup.shingles import (
     Prefixes,
     _hash_chunk,
     assemble,
+    build_prefixes,
     chunk_pass2,
     chunks,
 )
@@ -93,6 +96,14 @@ def _pass1(frame: pl.DataFrame | TextStore, columns: list[str], k: int, parts: i
     ]
     held = (x.store, None if x.distinct or x.d is None else x.d.astype(np.int64), x.per, x.distinct)
     return (*ranges, held)
+
+
+def _built(texts: Texts, k: int, threshold: float, nbytes: np.ndarray | None) -> Prefixes:
+    """Passes 1 and 2 in one task (a cluster of one worker CPU): the local search's build_prefixes over
+    every text, read from the spill file where they stay on disk (shared.py) — the same Prefixes."""
+    if texts.store is not None:
+        shared.readable(texts.store)
+    return build_prefixes(texts, k, threshold, nbytes=nbytes)
 
 
 def _count_range(r: int, *parts: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
@@ -289,6 +300,13 @@ def _prefixes(
     ray: Any, cluster: Cluster, texts: Texts, k: int, threshold: float, nbytes: np.ndarray | None = None
 ) -> Any:
     """Passes 1 and 2 (module docstring, steps 1-2): the object-store reference of the Prefixes."""
+    if cluster.workers == 1 and (texts.store is None or shared.wanted(cluster, texts.store)):
+        # One worker: the passes' chunks would run one after another anyway; one task runs them as the
+        # local search does, its hashed shingles in a temporary file, not moved through the object store.
+        store = None if texts.store is None else shared.whole(texts.store)
+        return remote(ray, _built).remote(
+            Texts(texts.frame, texts.columns, texts.reps, store), k, threshold, nbytes
+        )
     n = texts.len()
     bounds = pass_bounds(texts, cluster, nbytes)
     p1 = remote(ray, _pass1, num_returns=COUNT_RANGES + 1)
