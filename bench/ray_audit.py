@@ -15,13 +15,17 @@ near-duplicate search and the duplicate / conflict keys on the same rows:
   before the texts stayed on disk with it);
 - rayW-disk: the bounded path's spill, the Ray tasks sent their texts read from the store a slice at a
   time (the source stage's Ray path whenever the budget picks the bounded path);
+- rayW-shared: the bounded path's spill, the Ray tasks reading their texts from the spill file
+  themselves (`audit_ray_texts = "shared"`, engine/audit/onray/shared.py): the driver sends row ids;
 - PATH@before: PATH run by the code of `--before REV` (default main): `git archive` of that revision
   laid out as the package under a temporary folder put first on PYTHONPATH (the Ray head and its
   workers inherit it), so that one run times the change against what it changed.
 The driver's memory is sampled every 20 ms from /proc/self/status while the audit runs (after the
 read): VmRSS (everything resident, including the object store's shared pages the driver wrote or
 read through a `--driver gcs` connection) and RssAnon (the driver's own heap); ru_maxrss is the whole
-process, read included. Every path's pairs (as the source stage writes them) and counts are compared
+process, read included. `near_cpu_s` / `dup_cpu_s`: the CPU seconds (user + system) each step took,
+the driver's and, on Ray, every process of the loopback head's tree (GCS, raylet, workers) from /proc:
+on a shared box, the overhead that does not move with the load. Every path's pairs (as the source stage writes them) and counts are compared
 with the local path's: the script exits 1 on any difference. Prints one JSON document.
 """
 
@@ -78,6 +82,30 @@ class Sampler:
         return {f"driver_peak_{k}_mb": round(v / 1024, 1) for k, v in self.peak.items()}
 
 
+def _cpu_s(root: int | None = None) -> dict[int, float]:
+    """CPU seconds (user + system) of this process (key 0) and of each process below `root` (the
+    loopback head's tree: GCS, raylet, the Ray workers), with their waited-for children, from /proc."""
+    from claimcheck.engine.providers.ray_testhead import _descendants
+
+    t = os.times()
+    out = {0: t.user + t.system}
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in _descendants(root) if root is not None else ():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # ended since it was listed: its CPU is not counted
+        out[pid] = sum(int(x) for x in fields[11:15]) / tick  # utime, stime, cutime, cstime
+    return out
+
+
+def _cpu_since(before: dict[int, float], root: int | None = None) -> float:
+    """CPU seconds spent since `before` (_cpu_s) by this process and the processes below `root`
+    (those started since counted whole)."""
+    now = _cpu_s(root)
+    return sum(v - before.get(pid, 0.0) for pid, v in now.items())
+
+
 def _warm() -> int:
     import claimcheck.engine.audit.onray.duplicates  # noqa: F401
     import claimcheck.engine.audit.onray.neardup  # noqa: F401
@@ -119,20 +147,24 @@ def _local(df: Any, store: Any) -> dict[str, Any]:
     from claimcheck.engine.audit.neardup import near_duplicates
 
     with Sampler() as s:
-        t = time.perf_counter()
+        t, c = time.perf_counter(), _cpu_s()
         res = near_duplicates(df, COLS, bounded=store is not None, store=store)
-        near_s = time.perf_counter() - t
-        t = time.perf_counter()
+        near_s, near_cpu = time.perf_counter() - t, _cpu_since(c)
+        t, c = time.perf_counter(), _cpu_s()
         cand = candidate_rows(df, COLS, "none", store=store)
         dup = duplicate_stats(df, COLS, "none", cand)
         conf = conflict_stats(df, COLS, cand)
-        dup_s = time.perf_counter() - t
-    return {"near_s": round(near_s, 2), "dup_s": round(dup_s, 2), **s.mb(), **_figures(res, dup, conf)}
+        dup_s, dup_cpu = time.perf_counter() - t, _cpu_since(c)
+    return {"near_s": round(near_s, 2), "dup_s": round(dup_s, 2), "near_cpu_s": round(near_cpu, 2),
+            "dup_cpu_s": round(dup_cpu, 2), **s.mb(), **_figures(res, dup, conf)}  # fmt: skip
 
 
-def _on_ray(df: Any, store: Any, workers: int, store_mb: int, driver: str) -> dict[str, Any]:
+def _on_ray(df: Any, store: Any, workers: int, store_mb: int, how: tuple[str, str]) -> dict[str, Any]:
     """The search and the keys on a loopback head with `workers` CPUs; with `store`, the texts on disk
-    (the keyword is left out without one: a `@before` revision may not take it)."""
+    (the keyword is left out without one: a `@before` revision may not take it). `how`: the driver's
+    connection (client or gcs) and how the tasks get the texts on disk (sent, or shared: left out
+    where sent, as the keyword is)."""
+    driver, texts = how
     import numpy as np
 
     from claimcheck.engine.audit.onray import connect
@@ -157,20 +189,25 @@ def _on_ray(df: Any, store: Any, workers: int, store_mb: int, driver: str) -> di
     steps: dict[str, float] = {}
     try:
         t0 = time.perf_counter()
-        with connect(head.client_address if driver == "client" else head.gcs_address) as (ray, cluster):
+        shared = {"texts": texts} if texts != "sent" else {}
+        with connect(head.client_address if driver == "client" else head.gcs_address, **shared) as (
+            ray,
+            cluster,
+        ):
             steps["connect_s"] = time.perf_counter() - t0
             # Start the workers and import the search there (paid once per source stage, like the connection).
             t = time.perf_counter()
             ray.get([ray.remote(_warm).remote() for _ in range(2 * workers)])
             steps["workers_start_s"] = time.perf_counter() - t
+            tree = head.proc.pid if head.proc is not None else None
             with Sampler() as s:
-                t = time.perf_counter()
+                t, c = time.perf_counter(), _cpu_s(tree)
                 on_disk = {} if store is None else {"store": store}
                 res = rn.near_duplicates(ray, cluster, df, COLS, **on_disk)
-                steps["near_s"] = time.perf_counter() - t
-                t = time.perf_counter()
+                steps["near_s"], steps["near_cpu_s"] = time.perf_counter() - t, _cpu_since(c, tree)
+                t, c = time.perf_counter(), _cpu_s(tree)
                 dup, _, conf = identity_stats(ray, cluster, df, COLS, "none", **on_disk)
-                steps["dup_s"] = time.perf_counter() - t
+                steps["dup_s"], steps["dup_cpu_s"] = time.perf_counter() - t, _cpu_since(c, tree)
             ident = cluster.note()
     finally:
         head.stop()
@@ -185,7 +222,7 @@ def one(path: str, data: Path, store_mb: int, driver: str) -> dict[str, Any]:
         # not listen) unless it is told this node is not part of a multi-machine cluster.
         os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     path = path.split("@")[0]
-    on_disk = path == "bounded" or path.endswith("-disk")
+    on_disk = path == "bounded" or path.endswith(("-disk", "-shared"))
     t = time.perf_counter()
     df, store = _load(data, on_disk)
     out: dict[str, Any] = {"read_s": round(time.perf_counter() - t, 2)}
@@ -193,7 +230,8 @@ def one(path: str, data: Path, store_mb: int, driver: str) -> dict[str, Any]:
         if path in ("local", "bounded"):
             out |= _local(df, store)
         else:
-            out |= _on_ray(df, store, int(path[3:].split("-")[0]), store_mb, driver)
+            texts = "shared" if path.endswith("-shared") else "sent"
+            out |= _on_ray(df, store, int(path[3:].split("-")[0]), store_mb, (driver, texts))
     finally:
         if store is not None:
             store.close()
@@ -290,6 +328,8 @@ def main(argv: list[str] | None = None) -> int:
             r["same_as_local"] = all(r[k] == out["local"][k] for k in ("counts", "dup", "pairs_sha256"))
             same &= r["same_as_local"]
             r["near_vs_local"] = round(r["near_s"] / max(out["local"]["near_s"], 1e-9), 2)
+            if "near_cpu_s" in r and "near_cpu_s" in out["local"]:
+                r["near_cpu_vs_local"] = round(r["near_cpu_s"] / max(out["local"]["near_cpu_s"], 1e-9), 2)
             if "bounded" in out and path != "bounded":
                 r["near_vs_bounded"] = round(r["near_s"] / max(out["bounded"]["near_s"], 1e-9), 2)
         out[path] = r

@@ -9,9 +9,14 @@ Setting (source inputs, engine/stages/source/inputs.py; one owner: `resolve` bel
   return one object per hash partition; the reducers take theirs). The other checks stay local.
   Where the bounded path leaves the text columns on disk (engine/audit/textstore.py: the same rule as
   the local backend), the driver never holds every text: it reads each task's texts from the store,
-  a slice or a chunk at a time, and sends them (`ray.put`, released once the task has them). The
-  driver always sends them, rather than tasks reading the spill file: a cluster reached through
-  `ray://` cannot read the driver's temporary folder. The coverage's Ray part says which.
+  a slice or a chunk at a time, and sends them (`ray.put`, released once the task has them).
+- `audit_ray_texts` (where the text columns stay on disk): `sent` (default), the driver sends each
+  task its texts as above — a cluster reached through `ray://` cannot read the driver's temporary
+  folder; `shared`, the spill file's folder (tempfile's, TMPDIR) is on a filesystem every node
+  mounts at the same path: the driver sends each task only the file's path and the row ids it reads
+  (a slice of the file, or the rows of a chunk of texts) and the task reads them itself (shared.py).
+  The driver checks on a worker that the file is there before the first task, and stops with its
+  path otherwise. The coverage's Ray part says which way the tasks got their texts.
 - `audit_ray_address`: what `ray.init(address=...)` takes — `ray://host:10001` (Ray Client: a laptop
   driving a remote cluster), `host:6379` (the cluster's GCS, from a node of the cluster) or `auto`.
   Empty: the environment's RAY_ADDRESS (Ray's own variable, as for the Ray provider's jobs). Ray's own
@@ -46,6 +51,11 @@ PARTITIONS_PER_WORKER = 2
 # How the tasks got their texts (the end of the coverage's Ray part).
 TEXTS_ON_DISK = "; texts sent from the driver's spill file a slice at a time"
 TEXTS_IN_FRAME = "; texts sent from the driver's frame"
+TEXTS_ON_SHARED_PATH = "; tasks read their texts from the spill file at a shared path"
+# audit_ray_texts: how tasks get the texts left on disk (module docstring).
+SENT = "sent"
+SHARED = "shared"
+TEXTS_MODES = (SENT, SHARED)
 # The entity families' tasks are sent entity ids, never texts (entity columns stay in the frame).
 ENTITY_IDS_IN_FRAME = "; entity ids sent from the driver's frame"
 CONNECT_TRIES = 3  # ray.init attempts before the stage stops with the address in its message
@@ -65,6 +75,7 @@ class Cluster:
     workers: int  # worker CPUs (Ray runs one task per CPU)
     nodes: int
     ray_version: str
+    texts: str = SENT  # audit_ray_texts: how tasks get the texts left on disk (SENT or SHARED)
 
     def note(self) -> str:
         return (
@@ -76,7 +87,8 @@ class Cluster:
         """`coverage` with the Ray part added (alone when the check has no other coverage); `on_disk`:
         the text columns stayed in the driver's spill file (engine/audit/textstore.py); `sent`: what
         the tasks were sent, where it is not the texts (ENTITY_IDS_IN_FRAME)."""
-        note = self.note() + (sent or (TEXTS_ON_DISK if on_disk else TEXTS_IN_FRAME))
+        on_disk_note = TEXTS_ON_SHARED_PATH if self.texts == SHARED else TEXTS_ON_DISK
+        note = self.note() + (sent or (on_disk_note if on_disk else TEXTS_IN_FRAME))
         return coverage + note if coverage else note[len(" · ") :]
 
     @property
@@ -104,12 +116,12 @@ def resolve(backend: str, address: str, *, replay: bool = False) -> tuple[str, s
 
 
 @contextmanager
-def session(backend: str, address: str) -> Iterator[tuple[Any, Cluster] | None]:
-    """connect(address) for the Ray backend; None for the local one."""
+def session(backend: str, address: str, texts: str = SENT) -> Iterator[tuple[Any, Cluster] | None]:
+    """connect(address, texts) for the Ray backend; None for the local one."""
     if backend != RAY:
         yield None
         return
-    with connect(address) as on:
+    with connect(address, texts) as on:
         yield on
 
 
@@ -125,15 +137,20 @@ def _import_ray() -> Any:
 
 
 @contextmanager
-def connect(address: str) -> Iterator[tuple[Any, Cluster]]:
-    """A driver connection to the cluster at `address` for one audit: (the ray module, its identity).
+def connect(address: str, texts: str = SENT) -> Iterator[tuple[Any, Cluster]]:
+    """A driver connection to the cluster at `address` for one audit: (the ray module, its identity);
+    `texts`: how its tasks get the texts left on disk (SENT or SHARED, module docstring).
     Disconnects afterwards (a connection made before is left as it was)."""
+    if texts not in TEXTS_MODES:
+        raise RayAuditError(
+            f"source input 'audit_ray_texts' = {texts!r}; choose one of {', '.join(TEXTS_MODES)}"
+        )
     ray = _import_ray()
     ours = not ray.is_initialized()
     if ours:
         _init(ray, address)
     try:
-        yield ray, identity(ray, address)
+        yield ray, identity(ray, address, texts)
     finally:
         if ours:
             ray.shutdown()
@@ -166,12 +183,12 @@ def _init(ray: Any, address: str) -> None:
     )
 
 
-def identity(ray: Any, address: str) -> Cluster:
+def identity(ray: Any, address: str, texts: str = SENT) -> Cluster:
     ctx = ray.get_runtime_context()
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     cpus = int(ray.cluster_resources().get("CPU", 0))
     return Cluster(address, str(ctx.get_session_name() if hasattr(ctx, "get_session_name") else ""),
-                   max(1, cpus), len(nodes), str(ray.__version__))  # fmt: skip
+                   max(1, cpus), len(nodes), str(ray.__version__), texts)  # fmt: skip
 
 
 def remote(ray: Any, fn: Any, **options: Any) -> Any:

@@ -16,7 +16,12 @@ The shards are the frame's rows (compared inputs and target), SHARD_BYTES at mos
 store one at a time. Where the text columns stay on disk (engine/audit/textstore.py; the frame holds
 stand-ins), the driver reads the store's file a slice at a time (TextStore.by_slices) and puts each
 slice as shards: it holds one slice's texts at a time, and the object store holds each shard until both
-shuffles' map tasks ran.
+shuffles' map tasks ran. With `audit_ray_texts = "shared"` a shard is a slice of the spill file's
+row groups that both map tasks read themselves (shared.py): the driver sends its row ids only.
+
+On a cluster of one worker CPU, where the texts are in the frame or the tasks read the spill file
+themselves, the shuffles can only add work: one task computes the local check's figures
+(engine/audit/duplicates.py, reading the texts from the file where they stay on disk).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import numpy as np
 import polars as pl
 
 from claimcheck.engine.audit.duplicates import conflict_stats, duplicate_stats, key_exprs
-from claimcheck.engine.audit.onray import Cluster, remote
+from claimcheck.engine.audit.onray import Cluster, remote, shared
 from claimcheck.engine.audit.texts import row_hashes
 from claimcheck.engine.audit.textstore import TextStore
 from claimcheck.engine.data.rows import TARGET
@@ -39,10 +44,12 @@ SHARD_BYTES = 16 << 20
 
 
 def _hash_map(
-    part: pl.DataFrame, columns: list[str], normalisation: str, parts: int
+    part: pl.DataFrame | shared.FileSlice, columns: list[str], normalisation: str, parts: int
 ) -> tuple[np.ndarray, ...]:
     """A shard's rows' 64-bit hashes of their compared inputs, split by hash into `parts` arrays, then
-    the hashes in row order (kept in the object store for _rows_map)."""
+    the hashes in row order (kept in the object store for _rows_map). `part`: the shard's rows, or the
+    slice of the spill file to read them from (shared.py)."""
+    part = shared.frame_of(part, [*columns, TARGET])
     h = row_hashes(part, key_exprs(part.schema, columns, normalisation)).to_numpy()
     which = (h % np.uint64(parts)).astype(np.int64)
     order = np.argsort(which, kind="stable")
@@ -58,7 +65,7 @@ def _repeated(*hashes: np.ndarray) -> np.ndarray:
 
 
 def _rows_map(
-    part: pl.DataFrame,
+    part: pl.DataFrame | shared.FileSlice,
     h: np.ndarray,
     columns: list[str],
     normalisation: str,
@@ -67,6 +74,7 @@ def _rows_map(
 ) -> tuple[pl.DataFrame, ...]:
     """A shard's rows whose hash repeats anywhere (the only rows a group can hold): their compared
     inputs and target, split by hash into `parts` frames (partition r holds only hashes of repeated[r])."""
+    part = shared.frame_of(part, [*columns, TARGET])
     rep = np.concatenate(repeated) if repeated else np.empty(0, dtype=np.uint64)
     rep.sort()
     at = np.minimum(np.searchsorted(rep, h), max(rep.size - 1, 0))
@@ -111,7 +119,10 @@ def _reduce(columns: list[str], exact: bool, *frames: pl.DataFrame) -> dict[str,
 def _shards(
     ray: Any, cluster: Cluster, df: pl.DataFrame, columns: list[str], store: TextStore | None
 ) -> list:
-    """The rows' compared inputs and target, one object-store shard at a time (module docstring)."""
+    """The rows' compared inputs and target, one object-store shard at a time (module docstring); where
+    the tasks read the spill file themselves (shared.py), its slices of SHARD_BYTES."""
+    if shared.wanted(cluster, store):
+        return shared.slices(store, SHARD_BYTES)  # type: ignore[arg-type]
     if store is not None:
 
         def put(part: pl.DataFrame) -> list:
@@ -163,6 +174,27 @@ def _shuffled(
     return total
 
 
+def _one_task(
+    keyed: pl.DataFrame, columns: list[str], normalisation: str, store: TextStore | None
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The local check's figures in one task (a cluster of one worker CPU, module docstring): its
+    candidate rows and groups, the texts read from the spill file where `store` is given."""
+    from claimcheck.engine.audit.duplicates import candidate_rows, stored_key_hashes_each
+
+    hashes: list[Any] = [None, None]
+    if store is not None:
+        shared.readable(store)
+        ways = ["none"] if normalisation == "none" else ["none", normalisation]
+        hashes = [*stored_key_hashes_each(keyed, columns, ways, store), None][:2]
+    cand = candidate_rows(keyed, columns, "none", hashes[0], store)
+    exact = duplicate_stats(keyed, columns, "none", cand)
+    norm = exact
+    if normalisation != "none":
+        after = candidate_rows(keyed, columns, normalisation, hashes[1], store) if store is not None else None
+        norm = duplicate_stats(keyed, columns, normalisation, after)
+    return exact, norm, conflict_stats(keyed, columns, cand)
+
+
 def _dup(t: dict[str, int], height: int) -> dict[str, Any]:
     return {
         "groups": t["groups"],
@@ -185,6 +217,12 @@ def identity_stats(
     if df.height == 0 or not columns:
         exact = duplicate_stats(df, columns, "none")
         return exact, exact, conflict_stats(df, columns)
+    if shared.wanted(cluster, store):
+        shared.check(ray, store)  # type: ignore[arg-type]
+    if cluster.workers == 1 and (store is None or shared.wanted(cluster, store)):
+        task = store if store is None else shared.whole(store)
+        one = remote(ray, _one_task).remote(df.select(*columns, TARGET), columns, normalisation, task)
+        return ray.get(one)
     t = _shuffled(ray, cluster, df, columns, ("none", True, store))
     exact = _dup(t, df.height)
     norm = (

@@ -5,7 +5,9 @@
    the texts allow): hash the chunk's shingles; return its part of the shingle count table, (bucket,
    count) in COUNT_RANGES bucket ranges, and keep the hashed chunk in the object store. Reduce task r
    sums range r over every chunk (a sum does not depend on the order: the local table); one task
-   joins the ranges (32 MB), kept in the object store.
+   joins the ranges (32 MB), kept in the object store. On a cluster of one worker CPU, where the texts
+   are in the frame or the tasks read the spill file, one task runs passes 1 and 2 as the local
+   search does (_built: shingles.build_prefixes, the same Prefixes).
 2. Pass 2 — one task per chunk, given its hashed chunk and the table: the chunk's extended prefixes
    and sketches (shingles.chunk_pass2). One task assembles them in text order (shingles.assemble):
    the Prefixes (set sizes, sketches, prefixes) stay in the object store, never in the driver.
@@ -17,7 +19,8 @@
    signature's partition is a function of its kept key bits (these are at least 32 while texts ×
    prefix positions fit 2^32), so equal keys meet in one reducer, as they meet in one local pass.
    The single-shingle path (tiny texts and long prefixes) is one task. The candidates are the union
-   of the reducers', made unique.
+   of the reducers', made unique. On a cluster of one worker CPU a shuffle can only add work: one
+   task runs the local search's passes one at a time instead (_one_task: the same candidates).
 4. Verification — one task per block of candidates (about VERIFY_SHINGLES shingles), given the texts of
    that block only: exact Jaccard (verify.verify_pairs).
 Distinct texts (the exact-duplicate grouping of rows by normalised text) and the expansion of text
@@ -29,7 +32,8 @@ its code and Jaccard (16 bytes).
 Where the text columns stay on disk (engine/audit/textstore.py; the frame holds stand-ins), the driver
 reads each task's texts from the store when it sends the task (a pass chunk's rows, a verification
 block's rows): it holds one task's texts at a time, never all of them, and each is released from the
-object store once its task has run. The row hashes and the duplicate rows' grouping read the store a
+object store once its task has run. With `audit_ray_texts = "shared"` the driver sends those rows'
+ids instead and each task reads its texts from the spill file (shared.py). The row hashes and the duplicate rows' grouping read the store a
 slice at a time, as on the local bounded path.
 """
 
@@ -47,23 +51,26 @@ from claimcheck.engine.audit.neardup.candidates import (
     LONG_PREFIX,
     SIG_BLOCK,
     Packing,
+    Sketches,
     _pair_signatures,
-    _positional_pairs,
+    _signature_passes,
     _single_pairs,
+    match_pass,
     sketch_ok,
 )
-from claimcheck.engine.audit.neardup.hashing import normalised_row_hashes
+from claimcheck.engine.audit.neardup.hashing import row_hashes_and_bytes
 from claimcheck.engine.audit.neardup.shingles import (
     CHUNK_TEXTS,
     COUNT_BITS,
     Prefixes,
     _hash_chunk,
     assemble,
+    build_prefixes,
     chunk_pass2,
     chunks,
 )
 from claimcheck.engine.audit.neardup.verify import VERIFY_SHINGLES, verify_pairs
-from claimcheck.engine.audit.onray import Cluster, remote
+from claimcheck.engine.audit.onray import Cluster, remote, shared
 from claimcheck.engine.audit.texts import Texts, distinct_texts
 from claimcheck.engine.audit.textstore import TextStore
 
@@ -75,9 +82,11 @@ _RANGE = (1 << COUNT_BITS) // COUNT_RANGES
 # ---------------------------------------------------------------- tasks (run on the workers)
 
 
-def _pass1(frame: pl.DataFrame, columns: list[str], k: int, parts: int) -> tuple[Any, ...]:
+def _pass1(frame: pl.DataFrame | TextStore, columns: list[str], k: int, parts: int) -> tuple[Any, ...]:
     """A chunk's shingles hashed: its count-table part split into `parts` bucket ranges ((bucket,
-    count) each), then the hashed chunk for pass 2."""
+    count) each), then the hashed chunk for pass 2. `frame`: the chunk's texts, or what to read them
+    from (shared.rows_of)."""
+    frame = shared.frame_of(frame, columns)
     x = _hash_chunk(Texts(frame, columns, np.arange(frame.height, dtype=np.int64)), 0, frame.height, k)
     buckets, counts = np.unique(x.h & _MASK, return_counts=True)
     cuts = np.searchsorted(buckets, np.arange(1, parts, dtype=np.uint64) * np.uint64(_RANGE))
@@ -87,6 +96,14 @@ def _pass1(frame: pl.DataFrame, columns: list[str], k: int, parts: int) -> tuple
     ]
     held = (x.store, None if x.distinct or x.d is None else x.d.astype(np.int64), x.per, x.distinct)
     return (*ranges, held)
+
+
+def _built(texts: Texts, k: int, threshold: float, nbytes: np.ndarray | None) -> Prefixes:
+    """Passes 1 and 2 in one task (a cluster of one worker CPU): the local search's build_prefixes over
+    every text, read from the spill file where they stay on disk (shared.py) — the same Prefixes."""
+    if texts.store is not None:
+        shared.readable(texts.store)
+    return build_prefixes(texts, k, threshold, nbytes=nbytes)
 
 
 def _count_range(r: int, *parts: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
@@ -175,25 +192,48 @@ def _sig_map(p: Prefixes, lo: int, hi: int, pack: Packing, parts: int) -> tuple[
     doc = np.repeat(np.arange(t0, t1, dtype=np.int32), np.diff(p.offs[t0 : t1 + 1]))
     sig, high = _pair_signatures(local, doc, sel, pack)
     part = ((high * np.uint64(parts)) >> np.uint64(32)).astype(np.int64)
-    order = np.argsort(part, kind="stable")
+    # A stable sort of 16-bit keys is numpy's radix sort (as candidates.shard_passes sorts its passes).
+    order = np.argsort(part.astype(np.uint16 if parts <= 1 << 16 else np.uint32), kind="stable")
     cuts = np.cumsum(np.bincount(part, minlength=parts))[:-1]
     return tuple(np.split(sig[order], cuts))
 
 
 def _sig_reduce(p: Prefixes, pack: Packing, threshold: float, *parts: np.ndarray) -> np.ndarray:
     """One partition of signatures from every map task: sorted, matched, bounded."""
-    packed = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
-    packed.sort()
-    key, own, at = pack.unpack(packed)
-    del packed
-    out = [_bound(c, p, threshold) for c, _ in _positional_pairs(key, own, at, p.sizes, threshold)]
+    packed = np.concatenate([np.empty(0, dtype=np.uint64), *parts])
+
+    def bound(c: np.ndarray) -> np.ndarray:
+        return _bound(c, p, threshold)
+
+    # The local search's matching of one pass (the compiled pair loop bounded by the sketches where built).
+    out = match_pass((packed, pack), p.sizes, threshold, bound, Sketches(p.sketch, nibbles=False))
     return unique(np.concatenate(out)) if out else np.empty(0, dtype=np.uint64)
 
 
+def _one_task(p: Prefixes, threshold: float) -> np.ndarray:
+    """Every candidate in one task (a cluster of one worker CPU): the local search's passes
+    (candidates._signature_passes, match_pass), one at a time in this task, and the single-shingle
+    path; the same set as the shuffle's, without moving the signatures through the object store."""
+    sel = _selected(p)
+    out = [_single(p, threshold)]
+    if sel.size:
+        doc = np.repeat(np.arange(p.sizes.size, dtype=np.int32), np.diff(p.offs))
+        sketches = Sketches(p.sketch, nibbles=False)
+
+        def bound(c: np.ndarray) -> np.ndarray:
+            return _bound(c, p, threshold)
+
+        for part in _signature_passes(p, doc, sel, SIG_BLOCK, GEN_BLOCK):
+            out.extend(match_pass(part, p.sizes, threshold, bound, sketches))
+    return unique(np.concatenate(out))
+
+
 def _verify(
-    frame: pl.DataFrame, columns: list[str], codes: np.ndarray, sizes: np.ndarray, k: int
+    frame: pl.DataFrame | TextStore, columns: list[str], codes: np.ndarray, sizes: np.ndarray, k: int
 ) -> np.ndarray:
-    """Exact Jaccard of a block's candidate pairs (codes over the block's own texts, `frame`'s rows)."""
+    """Exact Jaccard of a block's candidate pairs (codes over the block's own texts, `frame`'s rows;
+    or the rows to read, shared.rows_of)."""
+    frame = shared.frame_of(frame, columns)
     texts = Texts(frame, columns, np.arange(frame.height, dtype=np.int64))
     return verify_pairs(texts, codes, sizes, k)[2]
 
@@ -216,11 +256,17 @@ def near_duplicates(
     `store`: the text columns stay on disk and `df` holds stand-ins (engine/audit/textstore.py)."""
     if df.height == 0 or not text_columns:
         return NearDupResult(_no_pairs(), 0, 0, 0, 0)
+    if shared.wanted(cluster, store):
+        shared.check(ray, store)  # type: ignore[arg-type]
     with small_pages():
-        hashes = normalised_row_hashes(df, text_columns, store)
-        texts, rows, text_of = distinct_texts(df, text_columns, row_id, hashes, store)
-        del hashes
-        p = _prefixes(ray, cluster, texts, shingle_size, threshold)
+        got = row_hashes_and_bytes(df, text_columns, store)
+        texts, rows, text_of = distinct_texts(
+            df, text_columns, row_id, None if got is None else got[0], store
+        )
+        # Each text's bytes, from the row hashes' read of the texts (not a second read of the store).
+        nbytes = None if got is None else got[1][texts.reps]
+        del got
+        p = _prefixes(ray, cluster, texts, shingle_size, threshold, nbytes)
         codes = _candidates(ray, cluster, p, threshold)
         sizes = ray.get(remote(ray, _sizes).remote(p))
         del p
@@ -233,24 +279,43 @@ def near_duplicates(
     )
 
 
-def _chunk_frame(texts: Texts, lo: int, hi: int) -> pl.DataFrame:
-    """The text columns of texts lo..hi-1 (their first rows), read from the store where they stay on disk."""
-    return texts.rows(np.arange(lo, hi, dtype=np.int64))
+def _task_texts(cluster: Cluster, texts: Texts, idx: np.ndarray) -> pl.DataFrame | TextStore:
+    """What a task is sent for the text columns of texts `idx` (ascending; their first rows): the rows,
+    read from the store where they stay on disk, or where the tasks read the spill file themselves
+    (shared.py) the rows' ids."""
+    if shared.wanted(cluster, texts.store):
+        return shared.rows_of(texts.store, texts.reps[idx])  # type: ignore[arg-type]
+    return texts.rows(idx)
 
 
-def pass_bounds(texts: Texts, cluster: Cluster) -> list[tuple[int, int]]:
+def pass_bounds(texts: Texts, cluster: Cluster, nbytes: np.ndarray | None = None) -> list[tuple[int, int]]:
     """The chunks of passes 1 and 2: at least two per worker where the texts allow (1,000 texts at the
-    least), at most the local search's CHUNK_TEXTS."""
+    least), at most the local search's CHUNK_TEXTS. `nbytes`: each text's bytes where the caller has
+    them (else read from the texts)."""
     split = max(1, min(CHUNK_TEXTS // 1000, -(-2 * cluster.workers * CHUNK_TEXTS // max(texts.len(), 1))))
-    return chunks(texts, split)
+    return chunks(texts, split, nbytes)
 
 
-def _prefixes(ray: Any, cluster: Cluster, texts: Texts, k: int, threshold: float) -> Any:
+def _prefixes(
+    ray: Any, cluster: Cluster, texts: Texts, k: int, threshold: float, nbytes: np.ndarray | None = None
+) -> Any:
     """Passes 1 and 2 (module docstring, steps 1-2): the object-store reference of the Prefixes."""
+    if cluster.workers == 1 and (texts.store is None or shared.wanted(cluster, texts.store)):
+        # One worker: the passes' chunks would run one after another anyway; one task runs them as the
+        # local search does, its hashed shingles in a temporary file, not moved through the object store.
+        store = None if texts.store is None else shared.whole(texts.store)
+        return remote(ray, _built).remote(
+            Texts(texts.frame, texts.columns, texts.reps, store), k, threshold, nbytes
+        )
     n = texts.len()
-    bounds = pass_bounds(texts, cluster)
+    bounds = pass_bounds(texts, cluster, nbytes)
     p1 = remote(ray, _pass1, num_returns=COUNT_RANGES + 1)
-    outs = [p1.remote(_chunk_frame(texts, lo, hi), texts.columns, k, COUNT_RANGES) for lo, hi in bounds]
+    outs = [
+        p1.remote(
+            _task_texts(cluster, texts, np.arange(lo, hi, dtype=np.int64)), texts.columns, k, COUNT_RANGES
+        )
+        for lo, hi in bounds
+    ]
     # The count table's shuffle: reducer r sums bucket range r of every chunk; one task joins the ranges.
     summed = remote(ray, _count_range)
     table = remote(ray, _join).remote(*[summed.remote(r, *[o[r] for o in outs]) for r in range(COUNT_RANGES)])
@@ -263,6 +328,8 @@ def _prefixes(ray: Any, cluster: Cluster, texts: Texts, k: int, threshold: float
 def _candidates(ray: Any, cluster: Cluster, p_ref: Any, threshold: float) -> np.ndarray:
     """find_candidates with the signature shuffle done by Ray (module docstring, step 3); `p_ref`: the
     object-store reference of the Prefixes."""
+    if cluster.workers == 1:
+        return ray.get(remote(ray, _one_task).remote(p_ref, threshold))
     refs = [remote(ray, _single).remote(p_ref, threshold)]
     plan = ray.get(remote(ray, _plan).remote(p_ref, cluster.partitions))
     if plan is not None:
@@ -298,6 +365,6 @@ def _verified(
         docs = unique(np.concatenate([pa, pb]))
         ia, ib = np.searchsorted(docs, pa), np.searchsorted(docs, pb)
         local = (ia.astype(np.uint64) << np.uint64(32)) | ib.astype(np.uint64)
-        refs.append(task.remote(texts.rows(docs), texts.columns, local, sizes[docs], k))
+        refs.append(task.remote(_task_texts(cluster, texts, docs), texts.columns, local, sizes[docs], k))
         lo = hi
     return np.concatenate(ray.get(refs))

@@ -290,6 +290,11 @@ class Inputs(BaseModel):
         default="",
         description="The Ray cluster for audit_backend = ray: ray://host:10001 (Ray Client), host:6379 (on a cluster node) or auto; empty: RAY_ADDRESS.",
     )
+    # How the Ray tasks get the texts the bounded path leaves on disk (engine/audit/onray/shared.py).
+    audit_ray_texts: Literal["sent", "shared"] = Field(
+        default="sent",
+        description="With audit_backend = ray and the texts left on disk: sent (the driver sends each task its texts) or shared (the tasks read the spill file; TMPDIR must be a folder every node mounts at the same path).",
+    )
 
     # Checked before any data is read (empty 'files' / 'label_column' only when the stage runs: a
     # form starts empty), so an answers file is refused before a stage runs.

@@ -305,7 +305,7 @@ def _audit(
         checks.append(source_checks.target_distribution(kept, inputs, cov))
     ctx.check_cancelled()
     ctx.progress(0.35, "duplicates and conflicts")
-    with onray.session(*backend) as on:
+    with onray.session(*backend, inputs.audit_ray_texts) as on:
         checks.extend(source_identity.duplicates(dataset, inputs, cov, on, store))
         ctx.check_cancelled()
         ctx.progress(0.5, "near-duplicates")
