@@ -137,3 +137,15 @@ def test_one_worker_runs_the_candidates_and_keys_in_one_task_with_the_same_figur
                     assert ray_dup.identity_stats(ray, cluster, df, cols, "lower_strip_ws", st) == want
     finally:
         store.close()
+
+
+def test_shared_texts_without_the_ray_backend_are_refused_up_front() -> None:
+    """Only Ray tasks read the spill file themselves: `shared` with the local backend would be accepted and
+    not honoured, so the source's inputs refuse it, naming the field and the way out."""
+    from pydantic import ValidationError
+
+    from claimcheck.engine.stages.source.inputs import Inputs
+
+    with pytest.raises(ValidationError, match="audit_ray_texts(.|\n)*set audit_backend = ray"):
+        Inputs(files=["x.csv"], label_column="y", audit_ray_texts="shared")
+    assert Inputs(files=["x.csv"], label_column="y", audit_backend="ray", audit_ray_texts="shared")

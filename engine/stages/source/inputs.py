@@ -458,6 +458,15 @@ class Inputs(BaseModel):
                 raise ValueError(f"{value!r} is not an ISO date (e.g. 2025-09-01)") from None
         return value
 
+    @field_validator("audit_ray_texts")
+    @classmethod
+    def _ray_texts(cls, value: str, info: ValidationInfo) -> str:
+        if value == "shared" and info.data.get("audit_backend") != "ray":
+            raise ValueError(
+                "shared texts are read by Ray tasks: set audit_backend = ray, or leave audit_ray_texts = sent"
+            )
+        return value
+
     @field_validator("memory_budget")
     @classmethod
     def _memory_budget(cls, value: str) -> str:
