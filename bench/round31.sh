@@ -22,7 +22,7 @@ $PY bench/memory_steps.py "$W1M" 1000G 6000 2>&1
 stamp "10M: source + split, in memory and bounded"
 $PY bench/memory.py --rows 10000000 --work "$W10M" --rss-cap-mb 18000 2>&1 | grep -v '^{'
 stamp "Ray: local, bounded, 1, 2 and 4 workers (texts on disk)"
-$PY bench/ray_audit.py --data "$W1M/tickets.csv" --paths local,bounded,ray1-disk,ray2-disk,ray4-disk > "$OUT/ray.json" 2> "$OUT/ray.err"; echo "exit $?"; tail -5 "$OUT/ray.err"
+$PY bench/ray_audit.py --data "$W1M/tickets.csv" --paths local,bounded,ray1-disk,ray1-shared,ray2-disk,ray2-shared,ray4-disk,ray4-shared > "$OUT/ray.json" 2> "$OUT/ray.err"; echo "exit $?"; tail -5 "$OUT/ray.err"
 stamp "a source 3x a cgroup limit"
 $PY bench/limit.py --work "$WLIM" --limit-mb 512 --runs unlimited,limited,limited-inmemory 2>&1 | grep -v '^{"step'
 stamp end
