@@ -4,6 +4,8 @@ on the compiled loops and on the numpy path."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 import pytest
@@ -275,3 +277,46 @@ def test_fused_pair_loop_gives_the_numpy_candidates_on_the_bounded_path(
         disk.close()
     assert want.size > 100 and np.array_equal(got, want)
     assert made["fused"] < made["numpy"]  # the loop's coarse bound dropped pairs it made
+
+
+@pytest.mark.parametrize(
+    ("passes", "n", "budget"), [(2, 5000, 8 * 2 * 512), (97, 40_000, 4096), (1236, 90_000, 1 << 20)]
+)
+def test_compiled_pass_split_writes_the_numpy_split_files(
+    passes: int, n: int, budget: int, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kernels.scatter (one compiled loop a block, a buffer a pass) writes each pass file byte for byte
+    as the numpy split does (every signature of a pass, in the order generated), with buffers that fill
+    many times and a pass's hashes at the ends of its range (high bits 0 and 2^32 - 1)."""
+    if not kernels.available():
+        pytest.skip("the compiled loops were not built")
+    monkeypatch.setattr(kernels, "SCATTER_BYTES", budget)
+    monkeypatch.setattr(kernels, "SCATTER_MIN", 3)
+    rng = np.random.default_rng(passes)
+    blocks = []
+    for size in (n // 3, 0, n - n // 3, 1):
+        sig = rng.integers(0, 2**64, size=size, dtype=np.uint64)
+        high = rng.integers(0, 2**32, size=size, dtype=np.uint64)
+        high[: min(size, 4)] = np.array([0, 2**32 - 1, 2**31, 1], dtype=np.uint64)[: min(size, 4)]
+        blocks.append((sig, high))
+    want, got = tmp_path / "numpy", tmp_path / "compiled"
+    want.mkdir(), got.mkdir()
+    candidates._split_to_files(iter(blocks), [want / str(r) for r in range(passes)])
+    kernels.scatter(iter(blocks), [got / str(r) for r in range(passes)])
+    total = 0
+    for r in range(passes):
+        a, b = (want / str(r)).read_bytes(), (got / str(r)).read_bytes()
+        assert a == b
+        total += len(a) // 8
+    assert total == sum(s.size for s, _ in blocks)
+    assert (want / "0").stat().st_size > 0 and (want / str(passes - 1)).stat().st_size > 0
+
+
+def test_compiled_pass_split_reports_a_failed_write(tmp_path) -> None:
+    """A write that fails (a full disk: /dev/full) is an OSError naming it, and every file is closed."""
+    if not kernels.available():
+        pytest.skip("the compiled loops were not built")
+    sig = np.arange(100_000, dtype=np.uint64)
+    high = (sig & np.uint64(1)) << np.uint64(31)  # every other signature in the second pass
+    with pytest.raises(OSError, match="No space left"):
+        kernels.scatter(iter([(sig, high)]), [tmp_path / "a", Path("/dev/full")])

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <unistd.h>
 
 /* ---- 1. each text's distinct shingles, and the shingle count table -------------------------------- */
 
@@ -715,6 +717,48 @@ int64_t cc_run_pairs(const uint64_t *combo, int shift, const int64_t *doc, const
     resume[0] = n;
     resume[1] = 0;
     return w;
+}
+
+/* ---- the bounded path's signature passes, each appended to its own file -------------------------- */
+
+/* Writes all n bytes of p to fd; 0, or -errno. */
+static int64_t write_all(int fd, const uint8_t *p, int64_t n) {
+    while (n > 0) {
+        const ssize_t w = write(fd, p, (size_t)n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -(int64_t)errno;
+        }
+        p += w;
+        n -= w;
+    }
+    return 0;
+}
+
+/* candidates.shard_passes' split of generated signatures by pass: sig[i] goes to pass
+ * (high[i] * passes) >> 32 (high[i] < 2^32: its pair hash's high 32 bits), gathered in that pass's
+ * buffer (buf + pass * cap, fill[pass] of cap held) and written to fds[pass] when the buffer is full;
+ * with flush (n = 0 then), every buffer's rest is written. Each file gets its pass's signatures in the
+ * order they came. Returns 0, or -errno where a write failed. */
+int64_t cc_scatter(const uint64_t *sig, const uint64_t *high, int64_t n, int64_t passes, const int32_t *fds,
+                   uint64_t *buf, int64_t *fill, int64_t cap, int flush) {
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t r = (int64_t)((high[i] * (uint64_t)passes) >> 32);
+        uint64_t *b = buf + r * cap;
+        b[fill[r]++] = sig[i];
+        if (fill[r] == cap) {
+            const int64_t e = write_all(fds[r], (const uint8_t *)b, cap * 8);
+            if (e) return e;
+            fill[r] = 0;
+        }
+    }
+    if (flush)
+        for (int64_t r = 0; r < passes; r++) {
+            const int64_t e = fill[r] ? write_all(fds[r], (const uint8_t *)(buf + r * cap), fill[r] * 8) : 0;
+            if (e) return e;
+            fill[r] = 0;
+        }
+    return 0;
 }
 
 /* ---- normalised text (engine/audit/texts.py: lower_strip_ws, columns joined) for ASCII rows ------- */

@@ -330,25 +330,34 @@ def shard_passes(
         return
     with scratch() as tmp:
         paths = [Path(tmp) / f"pass{r}.sig" for r in range(passes)]
-        files = [path.open("wb") for path in paths]
-        try:
-            for sig, high in gen:
-                # The pass: the hash's high bits scaled to [0, passes) (multiply-shift, no division).
-                part = ((high * np.uint64(passes)) >> np.uint64(32)).astype(np.int64)
-                order = np.argsort(part.astype(np.uint16 if passes <= 1 << 16 else np.uint32), kind="stable")
-                cuts = np.cumsum(np.bincount(part, minlength=passes))[:-1]
-                # A pass's chunk is small where the passes are many: the files' buffers gather
-                # them (ndarray.tofile would make several system calls for each).
-                for f, chunk in zip(files, np.split(sig[order], cuts), strict=True):
-                    f.write(chunk)
-                del sig, high, part, order
-        finally:
-            for f in files:
-                f.close()
+        if kernels.available():
+            kernels.scatter(gen, paths)  # one compiled loop a block, not a write per pass and block
+        else:
+            _split_to_files(gen, paths)
         for path in paths:
             packed = np.fromfile(path, dtype=np.uint64)
             path.unlink()
             yield packed, pack
+
+
+def _split_to_files(gen: Iterable[tuple[np.ndarray, np.ndarray]], paths: list[Path]) -> None:
+    """kernels.scatter in numpy: each block sorted by pass and split, a write per pass and block."""
+    passes = len(paths)
+    files = [path.open("wb") for path in paths]
+    try:
+        for sig, high in gen:
+            # The pass: the hash's high bits scaled to [0, passes) (multiply-shift, no division).
+            part = ((high * np.uint64(passes)) >> np.uint64(32)).astype(np.int64)
+            order = np.argsort(part.astype(np.uint16 if passes <= 1 << 16 else np.uint32), kind="stable")
+            cuts = np.cumsum(np.bincount(part, minlength=passes))[:-1]
+            # A pass's chunk is small where the passes are many: the files' buffers gather
+            # them (ndarray.tofile would make several system calls for each).
+            for f, chunk in zip(files, np.split(sig[order], cuts), strict=True):
+                f.write(chunk)
+            del sig, high, part, order
+    finally:
+        for f in files:
+            f.close()
 
 
 def _single_pairs(

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from collections.abc import Iterator
+import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -25,6 +26,8 @@ _HERE = Path(__file__).resolve().parent
 _I64 = ctypes.c_int64
 _U64 = ctypes.c_uint64
 _P = ctypes.c_void_p
+SCATTER_BYTES = 8 << 20  # scatter's pass buffers, all together (each at least SCATTER_MIN signatures)
+SCATTER_MIN = 512
 
 
 @functools.cache
@@ -81,6 +84,8 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
         *(_P, ctypes.c_int, _P, _P, _I64, ctypes.c_double),
         *(_P, _I64, ctypes.c_int, ctypes.c_int, _P, _P, _I64),
     ]
+    lib.cc_scatter.restype = _I64
+    lib.cc_scatter.argtypes = [_P, _P, _I64, _I64, _P, _P, _P, _I64, ctypes.c_int]
     lib.cc_free.restype = None
     lib.cc_free.argtypes = [_P]
     return lib
@@ -336,3 +341,35 @@ def sort(a: np.ndarray) -> None:
     tmp = np.empty_like(a)
     count = np.empty(1 << 16, dtype=np.int64)
     _lib_or_fail().cc_sort_u64(_ptr(a), _ptr(tmp), a.size, _ptr(count))
+
+
+def scatter(blocks: Iterable[tuple[np.ndarray, np.ndarray]], paths: list[Path]) -> None:
+    """Generated blocks of (signatures, their hashes' high 32 bits) → each signature appended to the
+    file of its pass, paths[(high * passes) >> 32] (candidates.shard_passes' split), through one buffer
+    a pass (SCATTER_BYTES in all): one loop over a block, and one write a full buffer."""
+    passes = len(paths)
+    cap = max(SCATTER_MIN, SCATTER_BYTES // (8 * passes))
+    buf = np.empty(passes * cap, dtype=np.uint64)
+    fill = np.zeros(passes, dtype=np.int64)
+    fds = np.full(passes, -1, dtype=np.int32)
+    lib = _lib_or_fail()
+
+    def done(err: int) -> None:
+        if err:
+            raise OSError(-err, os.strerror(-err))
+
+    try:
+        for r, path in enumerate(paths):
+            fds[r] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        for sig, high in blocks:
+            assert sig.dtype == high.dtype == np.uint64 and sig.size == high.size
+            sig, high = np.ascontiguousarray(sig), np.ascontiguousarray(high)
+            done(
+                lib.cc_scatter(
+                    _ptr(sig), _ptr(high), sig.size, passes, _ptr(fds), _ptr(buf), _ptr(fill), cap, 0
+                )
+            )
+        done(lib.cc_scatter(None, None, 0, passes, _ptr(fds), _ptr(buf), _ptr(fill), cap, 1))
+    finally:
+        for fd in fds[fds >= 0].tolist():
+            os.close(fd)
