@@ -26,7 +26,7 @@ _HERE = Path(__file__).resolve().parent
 _I64 = ctypes.c_int64
 _U64 = ctypes.c_uint64
 _P = ctypes.c_void_p
-SCATTER_BYTES = 8 << 20  # scatter's pass buffers, all together (each at least SCATTER_MIN signatures)
+SCATTER_BYTES = 4 << 20  # scatter's pass buffers, all together (each at least SCATTER_MIN signatures)
 SCATTER_MIN = 512
 
 
