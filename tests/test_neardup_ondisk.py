@@ -320,3 +320,47 @@ def test_compiled_pass_split_reports_a_failed_write(tmp_path) -> None:
     high = (sig & np.uint64(1)) << np.uint64(31)  # every other signature in the second pass
     with pytest.raises(OSError, match="No space left"):
         kernels.scatter(iter([(sig, high)]), [tmp_path / "a", Path("/dev/full")])
+
+
+@pytest.mark.parametrize("case", ["mixed", "long runs", "one size", "all distinct", "empty", "one"])
+def test_compiled_unpack_gives_the_numpy_runs(case: str) -> None:
+    """kernels.unpack_runs (Packing.unpack then _size_runs in one loop) keeps the same entries in the
+    same runs, each run sorted by size: runs short (insertion sort) and long (over 32 entries: qsort),
+    ties in size, a text twice in one run, keys held once (dropped), no signatures and one."""
+    if not kernels.available():
+        pytest.skip("the compiled loops were not built")
+    rng = np.random.default_rng(len(case))
+    pack = candidates.Packing(12, 5)
+    n = {"empty": 0, "one": 1}.get(case, 20_000)
+    keys = {"long runs": 40, "all distinct": 1 << 40}.get(case, 3000)
+    key = rng.integers(0, keys, size=n, dtype=np.uint64)
+    if case == "all distinct":
+        key = np.arange(n, dtype=np.uint64)
+    doc = rng.integers(0, 1 << 12, size=n, dtype=np.uint64)
+    pos = rng.integers(0, 32, size=n, dtype=np.uint64)
+    packed = (key << np.uint64(pack.low)) | (doc << np.uint64(pack.pos_bits)) | pos
+    packed.sort()
+    sizes = np.full(1 << 12, 7, dtype=np.int64) if case == "one size" else rng.integers(2, 300, size=1 << 12)
+    combo, cdoc, cpos, shift = kernels.unpack_runs(packed, pack.low, pack.pos_bits, sizes)
+    k, own, at = pack.unpack(packed)
+    want = candidates._size_runs(k, own, at, sizes) if k.size else None
+    assert combo.size == k.size
+    if want is None:
+        return
+    assert shift == want.shift and np.all(combo[1:] >= combo[:-1])  # runs in order, each by size
+    mask = np.uint64((1 << shift) - 1)
+    assert np.array_equal(combo & mask, sizes[cdoc].astype(np.uint64))
+
+    def rows(c: np.ndarray, d: np.ndarray, p: np.ndarray) -> np.ndarray:
+        return np.sort(
+            np.stack([c.astype(np.uint64), d.astype(np.uint64), p.astype(np.uint64)])
+            .T.copy()
+            .view("u8,u8,u8"),
+            axis=0,
+        )
+
+    assert np.array_equal(rows(combo, cdoc, cpos), rows(want.combo, want.doc, want.pos))
+    if case == "long runs":
+        assert np.bincount((combo >> np.uint64(shift)).astype(np.int64)).max() > 32
+    if case == "all distinct":
+        assert combo.size == 0

@@ -719,6 +719,84 @@ int64_t cc_run_pairs(const uint64_t *combo, int shift, const int64_t *doc, const
     return w;
 }
 
+/* ---- a pass's sorted signatures unpacked into runs sorted by size --------------------------------- */
+
+typedef struct {
+    uint64_t combo;
+    int64_t doc, pos;
+} run_entry;
+
+static int run_entry_cmp(const void *x, const void *y) {
+    const run_entry *a = (const run_entry *)x, *b = (const run_entry *)y;
+    if (a->combo != b->combo) return a->combo < b->combo ? -1 : 1;
+    if (a->doc != b->doc) return a->doc < b->doc ? -1 : 1;
+    return (a->pos > b->pos) - (a->pos < b->pos);
+}
+
+/* candidates.Packing.unpack, then candidates._size_runs, in one loop: of the sorted packed signatures
+ * (key << low | doc << pos_bits | pos), those whose key two or more hold, in runs of one key, each run
+ * sorted by its texts' sizes (then text, position): combo[k] = run << shift | sizes[doc], doc[k], pos[k].
+ * With combo NULL, returns only how many there are, and their largest size in *most; else writes them
+ * (shift: at least the bits of that size) and returns that number, or -1 where memory for a long run's
+ * sort was lacking. */
+int64_t cc_unpack_runs(const uint64_t *packed, int64_t n, int low, int pos_bits, const int64_t *sizes, int shift,
+                       uint64_t *combo, int64_t *doc, int64_t *pos, int64_t *most) {
+    const uint64_t doc_mask = ((uint64_t)1 << (low - pos_bits)) - 1, pos_mask = ((uint64_t)1 << pos_bits) - 1;
+    int64_t w = 0, run = 0;
+    for (int64_t i = 0; i < n;) {
+        const uint64_t key = packed[i] >> low;
+        int64_t j = i + 1;
+        while (j < n && (packed[j] >> low) == key) j++;
+        if (j - i >= 2) {
+            if (combo) {
+                const int64_t m = j - i;
+                for (int64_t k = 0; k < m; k++) {
+                    const uint64_t x = packed[i + k];
+                    const int64_t d = (int64_t)((x >> pos_bits) & doc_mask);
+                    combo[w + k] = ((uint64_t)run << shift) | (uint64_t)sizes[d];
+                    doc[w + k] = d;
+                    pos[w + k] = (int64_t)(x & pos_mask);
+                }
+                if (m <= 32) { /* insertion sort by size: stable, so then by (text, position) as packed */
+                    for (int64_t a = w + 1; a < w + m; a++) {
+                        const uint64_t c = combo[a];
+                        const int64_t d = doc[a], q = pos[a];
+                        int64_t b = a;
+                        for (; b > w && combo[b - 1] > c; b--) {
+                            combo[b] = combo[b - 1];
+                            doc[b] = doc[b - 1];
+                            pos[b] = pos[b - 1];
+                        }
+                        combo[b] = c;
+                        doc[b] = d;
+                        pos[b] = q;
+                    }
+                } else {
+                    run_entry *e = malloc((size_t)m * sizeof(run_entry));
+                    if (!e) return -1;
+                    for (int64_t k = 0; k < m; k++) e[k] = (run_entry){combo[w + k], doc[w + k], pos[w + k]};
+                    qsort(e, (size_t)m, sizeof(run_entry), run_entry_cmp);
+                    for (int64_t k = 0; k < m; k++) {
+                        combo[w + k] = e[k].combo;
+                        doc[w + k] = e[k].doc;
+                        pos[w + k] = e[k].pos;
+                    }
+                    free(e);
+                }
+            } else {
+                for (int64_t k = i; k < j; k++) {
+                    const int64_t s = sizes[(packed[k] >> pos_bits) & doc_mask];
+                    if (s > *most) *most = s;
+                }
+            }
+            w += j - i;
+            run++;
+        }
+        i = j;
+    }
+    return w;
+}
+
 /* ---- the bounded path's signature passes, each appended to its own file -------------------------- */
 
 /* Writes all n bytes of p to fd; 0, or -errno. */

@@ -426,14 +426,15 @@ def match_pass(
     of a block, and `bound` alone drops them (the same pairs in the end)."""
     packed, pack = part
     kernels.sort(packed) if kernels.available() else packed.sort()
-    key, own, at = pack.unpack(packed)
-    del packed
     if sketches is None or not kernels.available():
+        key, own, at = pack.unpack(packed)
+        del packed
         return [bound(c) for c, _ in _positional_pairs(key, own, at, sizes, threshold)]
-    if key.size < 2:
+    # Packing.unpack and _size_runs in one compiled loop (the same runs; ties in size by text, position).
+    r = Runs(*kernels.unpack_runs(packed, pack.low, pack.pos_bits, sizes))
+    del packed
+    if r.doc.size < 2:
         return []
-    r = _size_runs(key, own, at, sizes)
-    del key, own, at
     rows, per_entry = sketches.rows, r.doc.size * sketches.rows.shape[1] <= ENTRY_ROW_BYTES
     if per_entry:  # the entries' rows in their order: the loop reads them in sequence
         rows = np.take(rows, r.doc, axis=0)  # (np.take: ~7x faster than rows[r.doc] on 8-byte rows)

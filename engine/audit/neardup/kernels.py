@@ -84,6 +84,8 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
         *(_P, ctypes.c_int, _P, _P, _I64, ctypes.c_double),
         *(_P, _I64, ctypes.c_int, ctypes.c_int, _P, _P, _I64),
     ]
+    lib.cc_unpack_runs.restype = _I64
+    lib.cc_unpack_runs.argtypes = [_P, _I64, ctypes.c_int, ctypes.c_int, _P, ctypes.c_int, _P, _P, _P, _P]
     lib.cc_scatter.restype = _I64
     lib.cc_scatter.argtypes = [_P, _P, _I64, _I64, _P, _P, _P, _I64, ctypes.c_int]
     lib.cc_free.restype = None
@@ -373,3 +375,24 @@ def scatter(blocks: Iterable[tuple[np.ndarray, np.ndarray]], paths: list[Path]) 
     finally:
         for fd in fds[fds >= 0].tolist():
             os.close(fd)
+
+
+def unpack_runs(
+    packed: np.ndarray, low: int, pos_bits: int, sizes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """candidates.Packing.unpack then candidates._size_runs on sorted packed signatures, in one loop:
+    (combo, doc, pos, shift) of the entries whose key two or more hold, each run sorted by size (ties
+    by text, then position), combo = run << shift | size and shift the bits of the largest size."""
+    assert packed.dtype == np.uint64 and packed.flags.c_contiguous and sizes.dtype == np.int64
+    assert 0 < pos_bits < low < 64 and sizes.flags.c_contiguous
+    lib = _lib_or_fail()
+    most = np.zeros(1, dtype=np.int64)
+    m = lib.cc_unpack_runs(
+        _ptr(packed), packed.size, low, pos_bits, _ptr(sizes), 1, None, None, None, _ptr(most)
+    )
+    shift = max(int(most[0]).bit_length(), 1)  # the largest size of the entries kept (as _size_runs)
+    combo, doc, pos = np.empty(m, dtype=np.uint64), np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64)
+    args = (_ptr(packed), packed.size, low, pos_bits, _ptr(sizes), shift, _ptr(combo), _ptr(doc), _ptr(pos))
+    if m and lib.cc_unpack_runs(*args, _ptr(most)) < 0:
+        raise MemoryError("near-duplicate search: no memory to sort a run of prefix-pair entries")
+    return combo, doc, pos, shift
