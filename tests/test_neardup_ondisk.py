@@ -364,3 +364,41 @@ def test_compiled_unpack_gives_the_numpy_runs(case: str) -> None:
         assert np.bincount((combo >> np.uint64(shift)).astype(np.int64)).max() > 32
     if case == "all distinct":
         assert combo.size == 0
+
+
+@pytest.mark.parametrize("t", [0.5, 0.8, 0.9])
+def test_coarse_sketch_word_bound_is_the_bucket_loop(t: float) -> None:
+    """The pair loop bounds coarse sketches (8 bytes, 16 nibbles) a word at a time: the same codes as
+    its bucket-by-bucket loop (the same rows with 8 empty bytes more), with saturated buckets (15),
+    equal texts' sizes and rows, and sizes where the bound is hit exactly."""
+    if not kernels.available():
+        pytest.skip("the compiled loops were not built")
+    rng = np.random.default_rng(int(t * 10))
+    n = 3000
+    rows = rng.integers(0, 16, size=(n, 16), dtype=np.uint8)
+    rows[rng.random((n, 16)) < 0.3] = 0
+    rows[rng.random((n, 16)) < 0.02] = 15
+    rows[n // 2 : n // 2 + 50] = rows[n // 2]  # equal rows
+    word = (rows[:, 0::2] | (rows[:, 1::2] << np.uint8(4))).astype(np.uint8)
+    wider = np.ascontiguousarray(np.concatenate([word, np.zeros((n, 8), dtype=np.uint8)], axis=1))
+    doc = rng.permutation(n).astype(np.int64)
+    sizes = np.where(rows.sum(axis=1) > 0, rows.sum(axis=1), 1).astype(np.int64)[doc]
+    sizes[: n // 3] = 40  # ties in size
+    key = np.repeat(np.arange(n // 100, dtype=np.uint64), 100)  # runs of 100 entries
+    shift = 8
+    order = np.lexsort((sizes, key))
+    combo = (key << np.uint64(shift)) | sizes[order].astype(np.uint64)
+    runs = candidates.Runs(combo, doc[order], np.zeros(n, dtype=np.int64), shift)
+    for per_entry in (False, True):
+        got, want = (
+            np.sort(
+                np.concatenate(
+                    [np.zeros(0, np.uint64), *kernels.run_pairs(runs, t, (r, True, per_entry), 997)]
+                )
+            )
+            for r in ((word, wider) if not per_entry else (word[runs.doc], wider[runs.doc]))
+        )
+        assert got.size > 100 and np.array_equal(got, want)
+    unbounded = sum(c.size for c in kernels.run_pairs(runs, t, None, 997))
+    assert unbounded > got.size  # the sketches did drop pairs
+    assert (np.minimum(rows[:, None, :], rows[None, :5, :]) == 15).any()  # saturated minima were met

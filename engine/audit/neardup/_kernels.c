@@ -648,6 +648,19 @@ int64_t cc_single_pairs(const uint64_t *tok, const int32_t *doc, const uint16_t 
 
 /* ---- the prefix-pair path's runs, paired and bounded in one loop --------------------------------- */
 
+/* Per byte lane (each below 128), the smaller of x's and y's: (x | 0x80) - y keeps a lane's top bit
+ * exactly where x >= y, and borrows from no other lane. */
+static inline uint64_t min_lanes(uint64_t x, uint64_t y) {
+    const uint64_t H = 0x8080808080808080ULL;
+    const uint64_t ge = (((x | H) - y) & H) >> 7, m = ge * 0xFF; /* 0xFF in the lanes where x >= y */
+    return (y & m) | (x & ~m);
+}
+
+/* Whether a byte lane of v is 0 (exact for any v). */
+static inline int zero_lane(uint64_t v) {
+    return ((v - 0x0101010101010101ULL) & ~v & 0x8080808080808080ULL) != 0;
+}
+
 /* Whether texts of sizes sa, sb whose sketch rows are ra, rb (width bytes each) can reach t: the sum of
  * the buckets' minima bounds the overlap, and a saturated minimum (255; with nibbles, two 4-bit buckets
  * a byte, 15) bounds nothing (candidates._bound and blockjoin.coarse_ok, the same float expression). */
@@ -655,7 +668,15 @@ static inline int sketch_reaches(const uint8_t *ra, const uint8_t *rb, int64_t w
                                  int64_t sb, double t) {
     int64_t ub = 0;
     int full = 0;
-    if (nibbles) {
+    if (nibbles && width == 8) { /* the coarse sketches (ondisk.coarse_sketch): 16 buckets in one word */
+        const uint64_t L = 0x0F0F0F0F0F0F0F0FULL;
+        uint64_t a, b;
+        memcpy(&a, ra, 8);
+        memcpy(&b, rb, 8);
+        const uint64_t lo = min_lanes(a & L, b & L), hi = min_lanes((a >> 4) & L, (b >> 4) & L);
+        ub = (int64_t)(((lo + hi) * 0x0101010101010101ULL) >> 56); /* 16 minima of at most 15: < 256 */
+        full = zero_lane(lo ^ L) || zero_lane(hi ^ L);            /* a minimum of 15 */
+    } else if (nibbles) {
         for (int64_t k = 0; k < width; k++) {
             const uint8_t lo_a = ra[k] & 15, lo_b = rb[k] & 15, hi_a = ra[k] >> 4, hi_b = rb[k] >> 4;
             const uint8_t lo = lo_a < lo_b ? lo_a : lo_b, hi = hi_a < hi_b ? hi_a : hi_b;
@@ -695,6 +716,7 @@ int64_t cc_run_pairs(const uint64_t *combo, int shift, const int64_t *doc, const
         const int64_t da = doc[i], pa = pos[i], sa = (int64_t)(combo[i] & size_mask);
         const uint64_t hi_size = size_bound(sa, pa, t, size_mask);
         const uint8_t *ra = rows ? rows + (per_entry ? i : da) * width : NULL;
+        int64_t last_sb = -1, alpha = 0; /* alpha for partners of size last_sb (sizes come in order) */
         for (int64_t j = j0 > i + 1 ? j0 : i + 1; j < n; j++) {
             const uint64_t c = combo[j];
             if ((c >> shift) != key || (c & size_mask) > hi_size) break;
@@ -702,7 +724,10 @@ int64_t cc_run_pairs(const uint64_t *combo, int shift, const int64_t *doc, const
             if (da == db) continue;
             const int64_t sb = (int64_t)(c & size_mask); /* sa <= sb: the run is sorted by size */
             if (!((double)sa >= t * (double)sb - 1e-9)) continue;
-            const int64_t alpha = (int64_t)ceil(t * (double)(sa + sb) / (1.0 + t) - 1e-9);
+            if (sb != last_sb) {
+                last_sb = sb;
+                alpha = (int64_t)ceil(t * (double)(sa + sb) / (1.0 + t) - 1e-9);
+            }
             if (!(pa <= sa + 1 - alpha && pos[j] <= sb + 1 - alpha)) continue;
             if (ra && !sketch_reaches(ra, rows + (per_entry ? j : db) * width, width, nibbles, sa, sb, t)) continue;
             if (w == cap) {
