@@ -864,6 +864,23 @@ int64_t cc_scatter(const uint64_t *sig, const uint64_t *high, int64_t n, int64_t
     return 0;
 }
 
+/* ---- a bitmap of signature keys (sharded.py: the late signatures kept) --------------------------- */
+
+/* Sets bit idx[i] of bits (idx below the bitmap's size). */
+void cc_bits_set(const uint64_t *idx, int64_t n, uint64_t *bits) {
+    for (int64_t i = 0; i < n; i++) bits[idx[i] >> 6] |= (uint64_t)1 << (idx[i] & 63);
+}
+
+/* keep[i] = whether bit idx[i] of bits is set; returns how many are. */
+int64_t cc_bits_test(const uint64_t *idx, int64_t n, const uint64_t *bits, uint8_t *keep) {
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        keep[i] = (uint8_t)((bits[idx[i] >> 6] >> (idx[i] & 63)) & 1);
+        k += keep[i];
+    }
+    return k;
+}
+
 /* ---- normalised text (engine/audit/texts.py: lower_strip_ws, columns joined) for ASCII rows ------- */
 
 /* Unicode White_Space among ASCII bytes: what Polars' strip_chars and the regex \s match there. */

@@ -86,6 +86,10 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     ]
     lib.cc_unpack_runs.restype = _I64
     lib.cc_unpack_runs.argtypes = [_P, _I64, ctypes.c_int, ctypes.c_int, _P, ctypes.c_int, _P, _P, _P, _P]
+    lib.cc_bits_set.restype = None
+    lib.cc_bits_set.argtypes = [_P, _I64, _P]
+    lib.cc_bits_test.restype = _I64
+    lib.cc_bits_test.argtypes = [_P, _I64, _P, _P]
     lib.cc_scatter.restype = _I64
     lib.cc_scatter.argtypes = [_P, _P, _I64, _I64, _P, _P, _P, _I64, ctypes.c_int]
     lib.cc_free.restype = None
@@ -396,3 +400,21 @@ def unpack_runs(
     if m and lib.cc_unpack_runs(*args, _ptr(most)) < 0:
         raise MemoryError("near-duplicate search: no memory to sort a run of prefix-pair entries")
     return combo, doc, pos, shift
+
+
+def bits_set(bits: np.ndarray, idx: np.ndarray) -> None:
+    """Sets bits idx of a bitmap held in uint64 words."""
+    assert bits.dtype == idx.dtype == np.uint64 and bits.flags.c_contiguous and bits.flags.writeable
+    assert idx.size == 0 or int(idx.max()) < 64 * bits.size
+    idx = np.ascontiguousarray(idx)
+    _lib_or_fail().cc_bits_set(_ptr(idx), idx.size, _ptr(bits))
+
+
+def bits_test(bits: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Whether bits idx of a bitmap held in uint64 words are set."""
+    assert bits.dtype == idx.dtype == np.uint64 and bits.flags.c_contiguous
+    assert idx.size == 0 or int(idx.max()) < 64 * bits.size
+    idx = np.ascontiguousarray(idx)
+    keep = np.empty(idx.size, dtype=np.uint8)
+    _lib_or_fail().cc_bits_test(_ptr(idx), idx.size, _ptr(bits), _ptr(keep))
+    return keep.view(bool)
