@@ -402,3 +402,71 @@ def test_coarse_sketch_word_bound_is_the_bucket_loop(t: float) -> None:
     unbounded = sum(c.size for c in kernels.run_pairs(runs, t, None, 997))
     assert unbounded > got.size  # the sketches did drop pairs
     assert (np.minimum(rows[:, None, :], rows[None, :5, :]) == 15).any()  # saturated minima were met
+
+
+def _threshold_families(seed: int, t: float) -> pl.DataFrame:
+    """Texts of single-word shingles whose pairs sit exactly at the threshold: equal sizes (x and y
+    sharing all but one word each), a smaller and a larger text (y = x plus words), ties in length, and
+    very short texts (two and three words), among unrelated texts of the same words."""
+    rng = np.random.default_rng(seed)
+    vocab = np.array([f"v{i}" for i in range(4000)])
+    body: list[str] = []
+    for _ in range(120):
+        m = int(rng.integers(4, 24))
+        words = rng.choice(vocab, size=m + 6, replace=False).tolist()
+        x = words[:m]
+        # |x & y| / |x | y| = t exactly: y drops d of x's words and adds a, with (m - d) / (m + a) = t.
+        for a in range(0, 6):
+            d = m - t * (m + a)
+            if abs(d - round(d)) < 1e-9 and 0 <= round(d) < m and (a or round(d)):
+                d = int(round(d))
+                body += [" ".join(x), " ".join(x[d:] + words[m : m + a])]
+    body += [
+        " ".join(rng.choice(vocab[:50], size=int(rng.integers(2, 4)), replace=False)) for _ in range(300)
+    ]
+    body += [" ".join(rng.choice(vocab, size=int(rng.integers(4, 24)), replace=False)) for _ in range(600)]
+    order = rng.permutation(len(body))
+    return pl.DataFrame({"row_id": np.arange(len(body), dtype=np.int64), "body": [body[i] for i in order]})
+
+
+@pytest.mark.parametrize(("t", "seed"), [(0.5, 1), (0.6, 2), (0.75, 3), (0.8, 4), (0.9, 5)])
+def test_early_signature_filter_keeps_pairs_at_the_threshold(
+    loops: str, t: float, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bounded path writes late signatures only where an early one holds their key: pairs exactly
+    at the threshold (equal sizes, and a smaller text inside a larger one), ties in size and very short
+    texts give the in-memory search's pairs and candidates, with the least bitmap (2^16 bits: keys share
+    bits) and a large one; and fewer signatures were written than the texts make."""
+    df = _threshold_families(seed, t)
+    full = neardup.near_duplicates(df, ["body"], threshold=t, shingle_size=1)
+    at_t = full.pairs.filter((pl.col("jaccard") - t).abs() < 1e-12).height
+    assert at_t > 20
+    written: list[int] = []
+    real = sharded.match_pass
+
+    def counting(part, *rest):
+        written.append(part[0].size)
+        return real(part, *rest)
+
+    monkeypatch.setattr(sharded, "match_pass", counting)
+    _tiny_shards(monkeypatch)
+    for bits, per_text in ((1, 1 / 8), (64, 64)):
+        monkeypatch.setattr(sharded, "EARLY_KEY_BITS", bits)
+        monkeypatch.setattr(sharded, "EARLY_KEY_BYTES", per_text)
+        written.clear()
+        disk = neardup.near_duplicates(df, ["body"], threshold=t, shingle_size=1, bounded=True)
+        assert neardup.pairs_payload(disk.pairs) == neardup.pairs_payload(full.pairs)
+        assert (disk.candidates, disk.verified_text_pairs) == (full.candidates, full.verified_text_pairs)
+    prefixes = shingles_build(df, t)
+    sel = np.flatnonzero((prefixes.ext <= candidates.LONG_PREFIX) & (np.diff(prefixes.offs) >= 2))
+    plen = np.diff(prefixes.offs)[sel]
+    assert sum(written) < int((plen * (plen - 1) // 2).sum())
+
+
+def shingles_build(df: pl.DataFrame, t: float):
+    from claimcheck.engine.audit.neardup.hashing import normalised_row_hashes
+    from claimcheck.engine.audit.neardup.shingles import build_prefixes
+    from claimcheck.engine.audit.texts import distinct_texts
+
+    texts, _, _ = distinct_texts(df, ["body"], "row_id", normalised_row_hashes(df, ["body"], None), None)
+    return build_prefixes(texts, 1, t)
