@@ -229,7 +229,7 @@ def _passes(p: DiskPrefixes, sel: np.ndarray, threshold: float) -> Iterator[tupl
                     else:
                         keys.add(sig, high)
                     yield sig, high
-        keys.words = keys.words[:0]  # the bitmap is not needed while the passes are matched
+        keys.words = np.zeros(0, dtype=np.uint64)  # freed: not needed while the passes are matched
 
     yield from shard_passes(gen(), passes, pack)
 
