@@ -360,6 +360,9 @@ def test_compiled_unpack_gives_the_numpy_runs(case: str) -> None:
         )
 
     assert np.array_equal(rows(combo, cdoc, cpos), rows(want.combo, want.doc, want.pos))
+    wider, wdoc, wpos, wshift = kernels.unpack_runs(packed, pack.low, pack.pos_bits, sizes, shift + 3)
+    assert wshift == shift + 3 and np.array_equal(wdoc, cdoc) and np.array_equal(wpos, cpos)
+    assert np.array_equal(wider >> np.uint64(wshift), combo >> np.uint64(shift))  # a given shift: the same
     if case == "long runs":
         assert np.bincount((combo >> np.uint64(shift)).astype(np.int64)).max() > 32
     if case == "all distinct":

@@ -761,9 +761,9 @@ static int run_entry_cmp(const void *x, const void *y) {
 /* candidates.Packing.unpack, then candidates._size_runs, in one loop: of the sorted packed signatures
  * (key << low | doc << pos_bits | pos), those whose key two or more hold, in runs of one key, each run
  * sorted by its texts' sizes (then text, position): combo[k] = run << shift | sizes[doc], doc[k], pos[k].
- * With combo NULL, returns only how many there are, and their largest size in *most; else writes them
- * (shift: at least the bits of that size) and returns that number, or -1 where memory for a long run's
- * sort was lacking. */
+ * With combo NULL, returns only how many there are, and (most not NULL) their largest size in *most;
+ * else writes them (shift: at least the bits of that size) and returns that number, or -1 where memory
+ * for a long run's sort was lacking. */
 int64_t cc_unpack_runs(const uint64_t *packed, int64_t n, int low, int pos_bits, const int64_t *sizes, int shift,
                        uint64_t *combo, int64_t *doc, int64_t *pos, int64_t *most) {
     const uint64_t doc_mask = ((uint64_t)1 << (low - pos_bits)) - 1, pos_mask = ((uint64_t)1 << pos_bits) - 1;
@@ -808,7 +808,7 @@ int64_t cc_unpack_runs(const uint64_t *packed, int64_t n, int low, int pos_bits,
                     }
                     free(e);
                 }
-            } else {
+            } else if (most) {
                 for (int64_t k = i; k < j; k++) {
                     const int64_t s = sizes[(packed[k] >> pos_bits) & doc_mask];
                     if (s > *most) *most = s;
@@ -868,13 +868,17 @@ int64_t cc_scatter(const uint64_t *sig, const uint64_t *high, int64_t n, int64_t
 
 /* Sets bit idx[i] of bits (idx below the bitmap's size). */
 void cc_bits_set(const uint64_t *idx, int64_t n, uint64_t *bits) {
-    for (int64_t i = 0; i < n; i++) bits[idx[i] >> 6] |= (uint64_t)1 << (idx[i] & 63);
+    for (int64_t i = 0; i < n; i++) {
+        if (i + PREFETCH < n) __builtin_prefetch(bits + (idx[i + PREFETCH] >> 6), 1);
+        bits[idx[i] >> 6] |= (uint64_t)1 << (idx[i] & 63);
+    }
 }
 
 /* keep[i] = whether bit idx[i] of bits is set; returns how many are. */
 int64_t cc_bits_test(const uint64_t *idx, int64_t n, const uint64_t *bits, uint8_t *keep) {
     int64_t k = 0;
     for (int64_t i = 0; i < n; i++) {
+        if (i + PREFETCH < n) __builtin_prefetch(bits + (idx[i + PREFETCH] >> 6));
         keep[i] = (uint8_t)((bits[idx[i] >> 6] >> (idx[i] & 63)) & 1);
         k += keep[i];
     }

@@ -418,12 +418,14 @@ def match_pass(
     threshold: float,
     bound: Callable[[np.ndarray], np.ndarray],
     sketches: Sketches | None = None,
+    size_bits: int | None = None,
 ) -> list[np.ndarray]:
     """One pass of packed signatures: sorted, matched into text pairs, each block bounded by `bound`.
 
     With the compiled loops and `sketches`, the pairs are made, filtered and bounded by the sketches in
     one loop (kernels.run_pairs), so only the few that pass are held; the numpy path makes every pair
-    of a block, and `bound` alone drops them (the same pairs in the end)."""
+    of a block, and `bound` alone drops them (the same pairs in the end). `size_bits`: at least the bits
+    of any text's size, where the caller has them (else each pass finds its own)."""
     packed, pack = part
     kernels.sort(packed) if kernels.available() else packed.sort()
     if sketches is None or not kernels.available():
@@ -431,7 +433,7 @@ def match_pass(
         del packed
         return [bound(c) for c, _ in _positional_pairs(key, own, at, sizes, threshold)]
     # Packing.unpack and _size_runs in one compiled loop (the same runs; ties in size by text, position).
-    r = Runs(*kernels.unpack_runs(packed, pack.low, pack.pos_bits, sizes))
+    r = Runs(*kernels.unpack_runs(packed, pack.low, pack.pos_bits, sizes, size_bits))
     del packed
     if r.doc.size < 2:
         return []

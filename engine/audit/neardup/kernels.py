@@ -382,19 +382,21 @@ def scatter(blocks: Iterable[tuple[np.ndarray, np.ndarray]], paths: list[Path]) 
 
 
 def unpack_runs(
-    packed: np.ndarray, low: int, pos_bits: int, sizes: np.ndarray
+    packed: np.ndarray, low: int, pos_bits: int, sizes: np.ndarray, shift: int | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """candidates.Packing.unpack then candidates._size_runs on sorted packed signatures, in one loop:
     (combo, doc, pos, shift) of the entries whose key two or more hold, each run sorted by size (ties
-    by text, then position), combo = run << shift | size and shift the bits of the largest size."""
+    by text, then position), combo = run << shift | size and shift the bits of the largest size (or the
+    given `shift`, at least the bits of any size: the caller's, once for every pass)."""
     assert packed.dtype == np.uint64 and packed.flags.c_contiguous and sizes.dtype == np.int64
     assert 0 < pos_bits < low < 64 and sizes.flags.c_contiguous
     lib = _lib_or_fail()
     most = np.zeros(1, dtype=np.int64)
-    m = lib.cc_unpack_runs(
-        _ptr(packed), packed.size, low, pos_bits, _ptr(sizes), 1, None, None, None, _ptr(most)
-    )
-    shift = max(int(most[0]).bit_length(), 1)  # the largest size of the entries kept (as _size_runs)
+    asked = None if shift is not None else _ptr(most)
+    m = lib.cc_unpack_runs(_ptr(packed), packed.size, low, pos_bits, _ptr(sizes), 1, None, None, None, asked)
+    if shift is None:
+        shift = max(int(most[0]).bit_length(), 1)  # the largest size of the entries kept (as _size_runs)
+    assert 1 <= shift < 40
     combo, doc, pos = np.empty(m, dtype=np.uint64), np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64)
     args = (_ptr(packed), packed.size, low, pos_bits, _ptr(sizes), shift, _ptr(combo), _ptr(doc), _ptr(pos))
     if m and lib.cc_unpack_runs(*args, _ptr(most)) < 0:

@@ -82,9 +82,10 @@ def _gather(p: DiskPrefixes, threshold: float, bound: Bound) -> None:
     if (plen[tiny | big] > 0).any():
         _single(p, (sizes, tiny, big), threshold, bound)
     sel = np.flatnonzero(~big & (plen >= 2))
+    size_bits = max(int(sizes[sel].max(initial=0)).bit_length(), 1)  # once, not a scan of sizes a pass
     release_free_memory()
     for i, part in enumerate(_passes(p, sel, threshold)):
-        match_pass(part, sizes, threshold, bound, Sketches(p.coarse, nibbles=True))
+        match_pass(part, sizes, threshold, bound, Sketches(p.coarse, nibbles=True), size_bits)
         if (
             i % TRIM_EVERY == TRIM_EVERY - 1
         ):  # the passes' temporaries, freed on the C heap, back to the system
