@@ -5,7 +5,9 @@ same codes as candidates.find_candidates, found shard by shard.
   are gathered first, then only the entries holding one of them are read back (tickets: a few); else
   (long documents) the entries are read back one shard of shingle hashes at a time (_single_shards).
 - Ordered pairs of prefix shingles: generated a span of texts at a time from the entry files and
-  written to one file per pass of pair hashes (candidates.shard_passes), each pass matched in turn.
+  written to one file per pass of pair hashes (candidates.shard_passes: kernels.scatter), each pass
+  matched in turn; the early signatures first, then only the late ones whose key an early one holds
+  (_split_signatures, _EarlyKeys).
 - The candidates are written to cell files by ranges of their two texts, and the sketch bounds then
   read each range's sketches once per filled cell (blockjoin.py).
 """
