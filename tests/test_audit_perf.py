@@ -161,13 +161,20 @@ def test_signature_key_collisions_only_add_candidates(monkeypatch: pytest.Monkey
     # filters and exact verification must still give the same pairs.
     df = _templated(15, 200)
     shared: list[int] = []
-    real_runs = candidates._size_runs  # both the fused and the numpy pair paths group their runs here
+    real_runs = candidates._size_runs  # the numpy pair path groups its runs here
+    real_unpack = kernels.unpack_runs  # the fused pair path, here
 
     def counting(key, *rest):
         shared.append(key.size)
         return real_runs(key, *rest)
 
+    def counting_unpack(*args):
+        got = real_unpack(*args)
+        shared.append(got[0].size)
+        return got
+
     monkeypatch.setattr(candidates, "_size_runs", counting)
+    monkeypatch.setattr(kernels, "unpack_runs", counting_unpack)
     full = neardup.near_duplicates(df, ["body"], threshold=0.7, shingle_size=3)
     shared_full = sum(shared)
     shared.clear()

@@ -4,6 +4,8 @@ on the compiled loops and on the numpy path."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 import pytest
@@ -275,3 +277,199 @@ def test_fused_pair_loop_gives_the_numpy_candidates_on_the_bounded_path(
         disk.close()
     assert want.size > 100 and np.array_equal(got, want)
     assert made["fused"] < made["numpy"]  # the loop's coarse bound dropped pairs it made
+
+
+@pytest.mark.parametrize(
+    ("passes", "n", "budget"), [(2, 5000, 8 * 2 * 512), (97, 40_000, 4096), (1236, 90_000, 1 << 20)]
+)
+def test_compiled_pass_split_writes_the_numpy_split_files(
+    passes: int, n: int, budget: int, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kernels.scatter (one compiled loop a block, a buffer a pass) writes each pass file byte for byte
+    as the numpy split does (every signature of a pass, in the order generated), with buffers that fill
+    many times and a pass's hashes at the ends of its range (high bits 0 and 2^32 - 1)."""
+    if not kernels.available():
+        pytest.skip("the compiled loops were not built")
+    monkeypatch.setattr(kernels, "SCATTER_BYTES", budget)
+    monkeypatch.setattr(kernels, "SCATTER_MIN", 3)
+    rng = np.random.default_rng(passes)
+    blocks = []
+    for size in (n // 3, 0, n - n // 3, 1):
+        sig = rng.integers(0, 2**64, size=size, dtype=np.uint64)
+        high = rng.integers(0, 2**32, size=size, dtype=np.uint64)
+        high[: min(size, 4)] = np.array([0, 2**32 - 1, 2**31, 1], dtype=np.uint64)[: min(size, 4)]
+        blocks.append((sig, high))
+    want, got = tmp_path / "numpy", tmp_path / "compiled"
+    want.mkdir(), got.mkdir()
+    candidates._split_to_files(iter(blocks), [want / str(r) for r in range(passes)])
+    kernels.scatter(iter(blocks), [got / str(r) for r in range(passes)])
+    total = 0
+    for r in range(passes):
+        a, b = (want / str(r)).read_bytes(), (got / str(r)).read_bytes()
+        assert a == b
+        total += len(a) // 8
+    assert total == sum(s.size for s, _ in blocks)
+    assert (want / "0").stat().st_size > 0 and (want / str(passes - 1)).stat().st_size > 0
+
+
+def test_compiled_pass_split_reports_a_failed_write(tmp_path) -> None:
+    """A write that fails (a full disk: /dev/full) is an OSError naming it, and every file is closed."""
+    if not kernels.available():
+        pytest.skip("the compiled loops were not built")
+    sig = np.arange(100_000, dtype=np.uint64)
+    high = (sig & np.uint64(1)) << np.uint64(31)  # every other signature in the second pass
+    with pytest.raises(OSError, match="No space left"):
+        kernels.scatter(iter([(sig, high)]), [tmp_path / "a", Path("/dev/full")])
+
+
+@pytest.mark.parametrize("case", ["mixed", "long runs", "one size", "all distinct", "empty", "one"])
+def test_compiled_unpack_gives_the_numpy_runs(case: str) -> None:
+    """kernels.unpack_runs (Packing.unpack then _size_runs in one loop) keeps the same entries in the
+    same runs, each run sorted by size: runs short (insertion sort) and long (over 32 entries: qsort),
+    ties in size, a text twice in one run, keys held once (dropped), no signatures and one."""
+    if not kernels.available():
+        pytest.skip("the compiled loops were not built")
+    rng = np.random.default_rng(len(case))
+    pack = candidates.Packing(12, 5)
+    n = {"empty": 0, "one": 1}.get(case, 20_000)
+    keys = {"long runs": 40, "all distinct": 1 << 40}.get(case, 3000)
+    key = rng.integers(0, keys, size=n, dtype=np.uint64)
+    if case == "all distinct":
+        key = np.arange(n, dtype=np.uint64)
+    doc = rng.integers(0, 1 << 12, size=n, dtype=np.uint64)
+    pos = rng.integers(0, 32, size=n, dtype=np.uint64)
+    packed = (key << np.uint64(pack.low)) | (doc << np.uint64(pack.pos_bits)) | pos
+    packed.sort()
+    sizes = np.full(1 << 12, 7, dtype=np.int64) if case == "one size" else rng.integers(2, 300, size=1 << 12)
+    combo, cdoc, cpos, shift = kernels.unpack_runs(packed, pack.low, pack.pos_bits, sizes)
+    k, own, at = pack.unpack(packed)
+    want = candidates._size_runs(k, own, at, sizes) if k.size else None
+    assert combo.size == k.size
+    if want is None:
+        return
+    assert shift == want.shift and np.all(combo[1:] >= combo[:-1])  # runs in order, each by size
+    mask = np.uint64((1 << shift) - 1)
+    assert np.array_equal(combo & mask, sizes[cdoc].astype(np.uint64))
+
+    def rows(c: np.ndarray, d: np.ndarray, p: np.ndarray) -> np.ndarray:
+        return np.sort(
+            np.stack([c.astype(np.uint64), d.astype(np.uint64), p.astype(np.uint64)])
+            .T.copy()
+            .view("u8,u8,u8"),
+            axis=0,
+        )
+
+    assert np.array_equal(rows(combo, cdoc, cpos), rows(want.combo, want.doc, want.pos))
+    wider, wdoc, wpos, wshift = kernels.unpack_runs(packed, pack.low, pack.pos_bits, sizes, shift + 3)
+    assert wshift == shift + 3 and np.array_equal(wdoc, cdoc) and np.array_equal(wpos, cpos)
+    assert np.array_equal(wider >> np.uint64(wshift), combo >> np.uint64(shift))  # a given shift: the same
+    if case == "long runs":
+        assert np.bincount((combo >> np.uint64(shift)).astype(np.int64)).max() > 32
+    if case == "all distinct":
+        assert combo.size == 0
+
+
+@pytest.mark.parametrize("t", [0.5, 0.8, 0.9])
+def test_coarse_sketch_word_bound_is_the_bucket_loop(t: float) -> None:
+    """The pair loop bounds coarse sketches (8 bytes, 16 nibbles) a word at a time: the same codes as
+    its bucket-by-bucket loop (the same rows with 8 empty bytes more), with saturated buckets (15),
+    equal texts' sizes and rows, and sizes where the bound is hit exactly."""
+    if not kernels.available():
+        pytest.skip("the compiled loops were not built")
+    rng = np.random.default_rng(int(t * 10))
+    n = 3000
+    rows = rng.integers(0, 16, size=(n, 16), dtype=np.uint8)
+    rows[rng.random((n, 16)) < 0.3] = 0
+    rows[rng.random((n, 16)) < 0.02] = 15
+    rows[n // 2 : n // 2 + 50] = rows[n // 2]  # equal rows
+    word = (rows[:, 0::2] | (rows[:, 1::2] << np.uint8(4))).astype(np.uint8)
+    wider = np.ascontiguousarray(np.concatenate([word, np.zeros((n, 8), dtype=np.uint8)], axis=1))
+    doc = rng.permutation(n).astype(np.int64)
+    sizes = np.where(rows.sum(axis=1) > 0, rows.sum(axis=1), 1).astype(np.int64)[doc]
+    sizes[: n // 3] = 40  # ties in size
+    key = np.repeat(np.arange(n // 100, dtype=np.uint64), 100)  # runs of 100 entries
+    shift = 8
+    order = np.lexsort((sizes, key))
+    combo = (key << np.uint64(shift)) | sizes[order].astype(np.uint64)
+    runs = candidates.Runs(combo, doc[order], np.zeros(n, dtype=np.int64), shift)
+    for per_entry in (False, True):
+        got, want = (
+            np.sort(
+                np.concatenate(
+                    [np.zeros(0, np.uint64), *kernels.run_pairs(runs, t, (r, True, per_entry), 997)]
+                )
+            )
+            for r in ((word, wider) if not per_entry else (word[runs.doc], wider[runs.doc]))
+        )
+        assert got.size > 100 and np.array_equal(got, want)
+    unbounded = sum(c.size for c in kernels.run_pairs(runs, t, None, 997))
+    assert unbounded > got.size  # the sketches did drop pairs
+    assert (np.minimum(rows[:, None, :], rows[None, :5, :]) == 15).any()  # saturated minima were met
+
+
+def _threshold_families(seed: int, t: float) -> pl.DataFrame:
+    """Texts of single-word shingles whose pairs sit exactly at the threshold: equal sizes (x and y
+    sharing all but one word each), a smaller and a larger text (y = x plus words), ties in length, and
+    very short texts (two and three words), among unrelated texts of the same words."""
+    rng = np.random.default_rng(seed)
+    vocab = np.array([f"v{i}" for i in range(4000)])
+    body: list[str] = []
+    for _ in range(120):
+        m = int(rng.integers(4, 24))
+        words = rng.choice(vocab, size=m + 6, replace=False).tolist()
+        x = words[:m]
+        # |x & y| / |x | y| = t exactly: y drops d of x's words and adds a, with (m - d) / (m + a) = t.
+        for a in range(0, 6):
+            d = m - t * (m + a)
+            if abs(d - round(d)) < 1e-9 and 0 <= round(d) < m and (a or round(d)):
+                d = int(round(d))
+                body += [" ".join(x), " ".join(x[d:] + words[m : m + a])]
+    body += [
+        " ".join(rng.choice(vocab[:50], size=int(rng.integers(2, 4)), replace=False)) for _ in range(300)
+    ]
+    body += [" ".join(rng.choice(vocab, size=int(rng.integers(4, 24)), replace=False)) for _ in range(600)]
+    order = rng.permutation(len(body))
+    return pl.DataFrame({"row_id": np.arange(len(body), dtype=np.int64), "body": [body[i] for i in order]})
+
+
+@pytest.mark.parametrize(("t", "seed"), [(0.5, 1), (0.6, 2), (0.75, 3), (0.8, 4), (0.9, 5)])
+def test_early_signature_filter_keeps_pairs_at_the_threshold(
+    loops: str, t: float, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bounded path writes late signatures only where an early one holds their key: pairs exactly
+    at the threshold (equal sizes, and a smaller text inside a larger one), ties in size and very short
+    texts give the in-memory search's pairs and candidates, with the least bitmap (2^16 bits: keys share
+    bits) and a large one; and fewer signatures were written than the texts make."""
+    df = _threshold_families(seed, t)
+    full = neardup.near_duplicates(df, ["body"], threshold=t, shingle_size=1)
+    at_t = full.pairs.filter((pl.col("jaccard") - t).abs() < 1e-12).height
+    assert at_t > 20
+    written: list[int] = []
+    real = sharded.match_pass
+
+    def counting(part, *rest):
+        written.append(part[0].size)
+        return real(part, *rest)
+
+    monkeypatch.setattr(sharded, "match_pass", counting)
+    _tiny_shards(monkeypatch)
+    for bits, per_text in ((1, 1 / 8), (64, 64)):
+        monkeypatch.setattr(sharded, "EARLY_KEY_BITS", bits)
+        monkeypatch.setattr(sharded, "EARLY_KEY_BYTES", per_text)
+        written.clear()
+        disk = neardup.near_duplicates(df, ["body"], threshold=t, shingle_size=1, bounded=True)
+        assert neardup.pairs_payload(disk.pairs) == neardup.pairs_payload(full.pairs)
+        assert (disk.candidates, disk.verified_text_pairs) == (full.candidates, full.verified_text_pairs)
+    prefixes = shingles_build(df, t)
+    sel = np.flatnonzero((prefixes.ext <= candidates.LONG_PREFIX) & (np.diff(prefixes.offs) >= 2))
+    plen = np.diff(prefixes.offs)[sel]
+    assert sum(written) < int((plen * (plen - 1) // 2).sum())
+
+
+def shingles_build(df: pl.DataFrame, t: float):
+    from claimcheck.engine.audit.neardup.hashing import normalised_row_hashes
+    from claimcheck.engine.audit.neardup.shingles import build_prefixes
+    from claimcheck.engine.audit.texts import distinct_texts
+
+    texts, _, _ = distinct_texts(df, ["body"], "row_id", normalised_row_hashes(df, ["body"], None), None)
+    return build_prefixes(texts, 1, t)

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <unistd.h>
 
 /* ---- 1. each text's distinct shingles, and the shingle count table -------------------------------- */
 
@@ -646,6 +648,19 @@ int64_t cc_single_pairs(const uint64_t *tok, const int32_t *doc, const uint16_t 
 
 /* ---- the prefix-pair path's runs, paired and bounded in one loop --------------------------------- */
 
+/* Per byte lane (each below 128), the smaller of x's and y's: (x | 0x80) - y keeps a lane's top bit
+ * exactly where x >= y, and borrows from no other lane. */
+static inline uint64_t min_lanes(uint64_t x, uint64_t y) {
+    const uint64_t H = 0x8080808080808080ULL;
+    const uint64_t ge = (((x | H) - y) & H) >> 7, m = ge * 0xFF; /* 0xFF in the lanes where x >= y */
+    return (y & m) | (x & ~m);
+}
+
+/* Whether a byte lane of v is 0 (exact for any v). */
+static inline int zero_lane(uint64_t v) {
+    return ((v - 0x0101010101010101ULL) & ~v & 0x8080808080808080ULL) != 0;
+}
+
 /* Whether texts of sizes sa, sb whose sketch rows are ra, rb (width bytes each) can reach t: the sum of
  * the buckets' minima bounds the overlap, and a saturated minimum (255; with nibbles, two 4-bit buckets
  * a byte, 15) bounds nothing (candidates._bound and blockjoin.coarse_ok, the same float expression). */
@@ -653,7 +668,15 @@ static inline int sketch_reaches(const uint8_t *ra, const uint8_t *rb, int64_t w
                                  int64_t sb, double t) {
     int64_t ub = 0;
     int full = 0;
-    if (nibbles) {
+    if (nibbles && width == 8) { /* the coarse sketches (ondisk.coarse_sketch): 16 buckets in one word */
+        const uint64_t L = 0x0F0F0F0F0F0F0F0FULL;
+        uint64_t a, b;
+        memcpy(&a, ra, 8);
+        memcpy(&b, rb, 8);
+        const uint64_t lo = min_lanes(a & L, b & L), hi = min_lanes((a >> 4) & L, (b >> 4) & L);
+        ub = (int64_t)(((lo + hi) * 0x0101010101010101ULL) >> 56); /* 16 minima of at most 15: < 256 */
+        full = zero_lane(lo ^ L) || zero_lane(hi ^ L);            /* a minimum of 15 */
+    } else if (nibbles) {
         for (int64_t k = 0; k < width; k++) {
             const uint8_t lo_a = ra[k] & 15, lo_b = rb[k] & 15, hi_a = ra[k] >> 4, hi_b = rb[k] >> 4;
             const uint8_t lo = lo_a < lo_b ? lo_a : lo_b, hi = hi_a < hi_b ? hi_a : hi_b;
@@ -693,6 +716,7 @@ int64_t cc_run_pairs(const uint64_t *combo, int shift, const int64_t *doc, const
         const int64_t da = doc[i], pa = pos[i], sa = (int64_t)(combo[i] & size_mask);
         const uint64_t hi_size = size_bound(sa, pa, t, size_mask);
         const uint8_t *ra = rows ? rows + (per_entry ? i : da) * width : NULL;
+        int64_t last_sb = -1, alpha = 0; /* alpha for partners of size last_sb (sizes come in order) */
         for (int64_t j = j0 > i + 1 ? j0 : i + 1; j < n; j++) {
             const uint64_t c = combo[j];
             if ((c >> shift) != key || (c & size_mask) > hi_size) break;
@@ -700,7 +724,10 @@ int64_t cc_run_pairs(const uint64_t *combo, int shift, const int64_t *doc, const
             if (da == db) continue;
             const int64_t sb = (int64_t)(c & size_mask); /* sa <= sb: the run is sorted by size */
             if (!((double)sa >= t * (double)sb - 1e-9)) continue;
-            const int64_t alpha = (int64_t)ceil(t * (double)(sa + sb) / (1.0 + t) - 1e-9);
+            if (sb != last_sb) {
+                last_sb = sb;
+                alpha = (int64_t)ceil(t * (double)(sa + sb) / (1.0 + t) - 1e-9);
+            }
             if (!(pa <= sa + 1 - alpha && pos[j] <= sb + 1 - alpha)) continue;
             if (ra && !sketch_reaches(ra, rows + (per_entry ? j : db) * width, width, nibbles, sa, sb, t)) continue;
             if (w == cap) {
@@ -715,6 +742,147 @@ int64_t cc_run_pairs(const uint64_t *combo, int shift, const int64_t *doc, const
     resume[0] = n;
     resume[1] = 0;
     return w;
+}
+
+/* ---- a pass's sorted signatures unpacked into runs sorted by size --------------------------------- */
+
+typedef struct {
+    uint64_t combo;
+    int64_t doc, pos;
+} run_entry;
+
+static int run_entry_cmp(const void *x, const void *y) {
+    const run_entry *a = (const run_entry *)x, *b = (const run_entry *)y;
+    if (a->combo != b->combo) return a->combo < b->combo ? -1 : 1;
+    if (a->doc != b->doc) return a->doc < b->doc ? -1 : 1;
+    return (a->pos > b->pos) - (a->pos < b->pos);
+}
+
+/* candidates.Packing.unpack, then candidates._size_runs, in one loop: of the sorted packed signatures
+ * (key << low | doc << pos_bits | pos), those whose key two or more hold, in runs of one key, each run
+ * sorted by its texts' sizes (then text, position): combo[k] = run << shift | sizes[doc], doc[k], pos[k].
+ * With combo NULL, returns only how many there are, and (most not NULL) their largest size in *most;
+ * else writes them (shift: at least the bits of that size) and returns that number, or -1 where memory
+ * for a long run's sort was lacking. */
+int64_t cc_unpack_runs(const uint64_t *packed, int64_t n, int low, int pos_bits, const int64_t *sizes, int shift,
+                       uint64_t *combo, int64_t *doc, int64_t *pos, int64_t *most) {
+    const uint64_t doc_mask = ((uint64_t)1 << (low - pos_bits)) - 1, pos_mask = ((uint64_t)1 << pos_bits) - 1;
+    int64_t w = 0, run = 0;
+    for (int64_t i = 0; i < n;) {
+        const uint64_t key = packed[i] >> low;
+        int64_t j = i + 1;
+        while (j < n && (packed[j] >> low) == key) j++;
+        if (j - i >= 2) {
+            if (combo) {
+                const int64_t m = j - i;
+                for (int64_t k = 0; k < m; k++) {
+                    const uint64_t x = packed[i + k];
+                    const int64_t d = (int64_t)((x >> pos_bits) & doc_mask);
+                    combo[w + k] = ((uint64_t)run << shift) | (uint64_t)sizes[d];
+                    doc[w + k] = d;
+                    pos[w + k] = (int64_t)(x & pos_mask);
+                }
+                if (m <= 32) { /* insertion sort by size: stable, so then by (text, position) as packed */
+                    for (int64_t a = w + 1; a < w + m; a++) {
+                        const uint64_t c = combo[a];
+                        const int64_t d = doc[a], q = pos[a];
+                        int64_t b = a;
+                        for (; b > w && combo[b - 1] > c; b--) {
+                            combo[b] = combo[b - 1];
+                            doc[b] = doc[b - 1];
+                            pos[b] = pos[b - 1];
+                        }
+                        combo[b] = c;
+                        doc[b] = d;
+                        pos[b] = q;
+                    }
+                } else {
+                    run_entry *e = malloc((size_t)m * sizeof(run_entry));
+                    if (!e) return -1;
+                    for (int64_t k = 0; k < m; k++) e[k] = (run_entry){combo[w + k], doc[w + k], pos[w + k]};
+                    qsort(e, (size_t)m, sizeof(run_entry), run_entry_cmp);
+                    for (int64_t k = 0; k < m; k++) {
+                        combo[w + k] = e[k].combo;
+                        doc[w + k] = e[k].doc;
+                        pos[w + k] = e[k].pos;
+                    }
+                    free(e);
+                }
+            } else if (most) {
+                for (int64_t k = i; k < j; k++) {
+                    const int64_t s = sizes[(packed[k] >> pos_bits) & doc_mask];
+                    if (s > *most) *most = s;
+                }
+            }
+            w += j - i;
+            run++;
+        }
+        i = j;
+    }
+    return w;
+}
+
+/* ---- the bounded path's signature passes, each appended to its own file -------------------------- */
+
+/* Writes all n bytes of p to fd; 0, or -errno. */
+static int64_t write_all(int fd, const uint8_t *p, int64_t n) {
+    while (n > 0) {
+        const ssize_t w = write(fd, p, (size_t)n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -(int64_t)errno;
+        }
+        p += w;
+        n -= w;
+    }
+    return 0;
+}
+
+/* candidates.shard_passes' split of generated signatures by pass: sig[i] goes to pass
+ * (high[i] * passes) >> 32 (high[i] < 2^32: its pair hash's high 32 bits), gathered in that pass's
+ * buffer (buf + pass * cap, fill[pass] of cap held) and written to fds[pass] when the buffer is full;
+ * with flush (n = 0 then), every buffer's rest is written. Each file gets its pass's signatures in the
+ * order they came. Returns 0, or -errno where a write failed. */
+int64_t cc_scatter(const uint64_t *sig, const uint64_t *high, int64_t n, int64_t passes, const int32_t *fds,
+                   uint64_t *buf, int64_t *fill, int64_t cap, int flush) {
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t r = (int64_t)((high[i] * (uint64_t)passes) >> 32);
+        uint64_t *b = buf + r * cap;
+        b[fill[r]++] = sig[i];
+        if (fill[r] == cap) {
+            const int64_t e = write_all(fds[r], (const uint8_t *)b, cap * 8);
+            if (e) return e;
+            fill[r] = 0;
+        }
+    }
+    if (flush)
+        for (int64_t r = 0; r < passes; r++) {
+            const int64_t e = fill[r] ? write_all(fds[r], (const uint8_t *)(buf + r * cap), fill[r] * 8) : 0;
+            if (e) return e;
+            fill[r] = 0;
+        }
+    return 0;
+}
+
+/* ---- a bitmap of signature keys (sharded.py: the late signatures kept) --------------------------- */
+
+/* Sets bit idx[i] of bits (idx below the bitmap's size). */
+void cc_bits_set(const uint64_t *idx, int64_t n, uint64_t *bits) {
+    for (int64_t i = 0; i < n; i++) {
+        if (i + PREFETCH < n) __builtin_prefetch(bits + (idx[i + PREFETCH] >> 6), 1);
+        bits[idx[i] >> 6] |= (uint64_t)1 << (idx[i] & 63);
+    }
+}
+
+/* keep[i] = whether bit idx[i] of bits is set; returns how many are. */
+int64_t cc_bits_test(const uint64_t *idx, int64_t n, const uint64_t *bits, uint8_t *keep) {
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (i + PREFETCH < n) __builtin_prefetch(bits + (idx[i + PREFETCH] >> 6));
+        keep[i] = (uint8_t)((bits[idx[i] >> 6] >> (idx[i] & 63)) & 1);
+        k += keep[i];
+    }
+    return k;
 }
 
 /* ---- normalised text (engine/audit/texts.py: lower_strip_ws, columns joined) for ASCII rows ------- */

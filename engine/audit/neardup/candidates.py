@@ -330,25 +330,34 @@ def shard_passes(
         return
     with scratch() as tmp:
         paths = [Path(tmp) / f"pass{r}.sig" for r in range(passes)]
-        files = [path.open("wb") for path in paths]
-        try:
-            for sig, high in gen:
-                # The pass: the hash's high bits scaled to [0, passes) (multiply-shift, no division).
-                part = ((high * np.uint64(passes)) >> np.uint64(32)).astype(np.int64)
-                order = np.argsort(part.astype(np.uint16 if passes <= 1 << 16 else np.uint32), kind="stable")
-                cuts = np.cumsum(np.bincount(part, minlength=passes))[:-1]
-                # A pass's chunk is small where the passes are many: the files' buffers gather
-                # them (ndarray.tofile would make several system calls for each).
-                for f, chunk in zip(files, np.split(sig[order], cuts), strict=True):
-                    f.write(chunk)
-                del sig, high, part, order
-        finally:
-            for f in files:
-                f.close()
+        if kernels.available():
+            kernels.scatter(gen, paths)  # one compiled loop a block, not a write per pass and block
+        else:
+            _split_to_files(gen, paths)
         for path in paths:
             packed = np.fromfile(path, dtype=np.uint64)
             path.unlink()
             yield packed, pack
+
+
+def _split_to_files(gen: Iterable[tuple[np.ndarray, np.ndarray]], paths: list[Path]) -> None:
+    """kernels.scatter in numpy: each block sorted by pass and split, a write per pass and block."""
+    passes = len(paths)
+    files = [path.open("wb") for path in paths]
+    try:
+        for sig, high in gen:
+            # The pass: the hash's high bits scaled to [0, passes) (multiply-shift, no division).
+            part = ((high * np.uint64(passes)) >> np.uint64(32)).astype(np.int64)
+            order = np.argsort(part.astype(np.uint16 if passes <= 1 << 16 else np.uint32), kind="stable")
+            cuts = np.cumsum(np.bincount(part, minlength=passes))[:-1]
+            # A pass's chunk is small where the passes are many: the files' buffers gather
+            # them (ndarray.tofile would make several system calls for each).
+            for f, chunk in zip(files, np.split(sig[order], cuts), strict=True):
+                f.write(chunk)
+            del sig, high, part, order
+    finally:
+        for f in files:
+            f.close()
 
 
 def _single_pairs(
@@ -409,22 +418,25 @@ def match_pass(
     threshold: float,
     bound: Callable[[np.ndarray], np.ndarray],
     sketches: Sketches | None = None,
+    size_bits: int | None = None,
 ) -> list[np.ndarray]:
     """One pass of packed signatures: sorted, matched into text pairs, each block bounded by `bound`.
 
     With the compiled loops and `sketches`, the pairs are made, filtered and bounded by the sketches in
     one loop (kernels.run_pairs), so only the few that pass are held; the numpy path makes every pair
-    of a block, and `bound` alone drops them (the same pairs in the end)."""
+    of a block, and `bound` alone drops them (the same pairs in the end). `size_bits`: at least the bits
+    of any text's size, where the caller has them (else each pass finds its own)."""
     packed, pack = part
     kernels.sort(packed) if kernels.available() else packed.sort()
-    key, own, at = pack.unpack(packed)
-    del packed
     if sketches is None or not kernels.available():
+        key, own, at = pack.unpack(packed)
+        del packed
         return [bound(c) for c, _ in _positional_pairs(key, own, at, sizes, threshold)]
-    if key.size < 2:
+    # Packing.unpack and _size_runs in one compiled loop (the same runs; ties in size by text, position).
+    r = Runs(*kernels.unpack_runs(packed, pack.low, pack.pos_bits, sizes, size_bits))
+    del packed
+    if r.doc.size < 2:
         return []
-    r = _size_runs(key, own, at, sizes)
-    del key, own, at
     rows, per_entry = sketches.rows, r.doc.size * sketches.rows.shape[1] <= ENTRY_ROW_BYTES
     if per_entry:  # the entries' rows in their order: the loop reads them in sequence
         rows = np.take(rows, r.doc, axis=0)  # (np.take: ~7x faster than rows[r.doc] on 8-byte rows)

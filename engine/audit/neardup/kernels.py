@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from collections.abc import Iterator
+import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -25,6 +26,8 @@ _HERE = Path(__file__).resolve().parent
 _I64 = ctypes.c_int64
 _U64 = ctypes.c_uint64
 _P = ctypes.c_void_p
+SCATTER_BYTES = 4 << 20  # scatter's pass buffers, all together (each at least SCATTER_MIN signatures)
+SCATTER_MIN = 512
 
 
 @functools.cache
@@ -81,6 +84,14 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
         *(_P, ctypes.c_int, _P, _P, _I64, ctypes.c_double),
         *(_P, _I64, ctypes.c_int, ctypes.c_int, _P, _P, _I64),
     ]
+    lib.cc_unpack_runs.restype = _I64
+    lib.cc_unpack_runs.argtypes = [_P, _I64, ctypes.c_int, ctypes.c_int, _P, ctypes.c_int, _P, _P, _P, _P]
+    lib.cc_bits_set.restype = None
+    lib.cc_bits_set.argtypes = [_P, _I64, _P]
+    lib.cc_bits_test.restype = _I64
+    lib.cc_bits_test.argtypes = [_P, _I64, _P, _P]
+    lib.cc_scatter.restype = _I64
+    lib.cc_scatter.argtypes = [_P, _P, _I64, _I64, _P, _P, _P, _I64, ctypes.c_int]
     lib.cc_free.restype = None
     lib.cc_free.argtypes = [_P]
     return lib
@@ -336,3 +347,76 @@ def sort(a: np.ndarray) -> None:
     tmp = np.empty_like(a)
     count = np.empty(1 << 16, dtype=np.int64)
     _lib_or_fail().cc_sort_u64(_ptr(a), _ptr(tmp), a.size, _ptr(count))
+
+
+def scatter(blocks: Iterable[tuple[np.ndarray, np.ndarray]], paths: list[Path]) -> None:
+    """Generated blocks of (signatures, their hashes' high 32 bits) → each signature appended to the
+    file of its pass, paths[(high * passes) >> 32] (candidates.shard_passes' split), through one buffer
+    a pass (SCATTER_BYTES in all): one loop over a block, and one write a full buffer."""
+    passes = len(paths)
+    cap = max(SCATTER_MIN, SCATTER_BYTES // (8 * passes))
+    buf = np.empty(passes * cap, dtype=np.uint64)
+    fill = np.zeros(passes, dtype=np.int64)
+    fds = np.full(passes, -1, dtype=np.int32)
+    lib = _lib_or_fail()
+
+    def done(err: int) -> None:
+        if err:
+            raise OSError(-err, os.strerror(-err))
+
+    try:
+        for r, path in enumerate(paths):
+            fds[r] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        for sig, high in blocks:
+            assert sig.dtype == high.dtype == np.uint64 and sig.size == high.size
+            sig, high = np.ascontiguousarray(sig), np.ascontiguousarray(high)
+            done(
+                lib.cc_scatter(
+                    _ptr(sig), _ptr(high), sig.size, passes, _ptr(fds), _ptr(buf), _ptr(fill), cap, 0
+                )
+            )
+        done(lib.cc_scatter(None, None, 0, passes, _ptr(fds), _ptr(buf), _ptr(fill), cap, 1))
+    finally:
+        for fd in fds[fds >= 0].tolist():
+            os.close(fd)
+
+
+def unpack_runs(
+    packed: np.ndarray, low: int, pos_bits: int, sizes: np.ndarray, shift: int | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """candidates.Packing.unpack then candidates._size_runs on sorted packed signatures, in one loop:
+    (combo, doc, pos, shift) of the entries whose key two or more hold, each run sorted by size (ties
+    by text, then position), combo = run << shift | size and shift the bits of the largest size (or the
+    given `shift`, at least the bits of any size: the caller's, once for every pass)."""
+    assert packed.dtype == np.uint64 and packed.flags.c_contiguous and sizes.dtype == np.int64
+    assert 0 < pos_bits < low < 64 and sizes.flags.c_contiguous
+    lib = _lib_or_fail()
+    most = np.zeros(1, dtype=np.int64)
+    asked = None if shift is not None else _ptr(most)
+    m = lib.cc_unpack_runs(_ptr(packed), packed.size, low, pos_bits, _ptr(sizes), 1, None, None, None, asked)
+    if shift is None:
+        shift = max(int(most[0]).bit_length(), 1)  # the largest size of the entries kept (as _size_runs)
+    assert 1 <= shift < 40
+    combo, doc, pos = np.empty(m, dtype=np.uint64), np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64)
+    args = (_ptr(packed), packed.size, low, pos_bits, _ptr(sizes), shift, _ptr(combo), _ptr(doc), _ptr(pos))
+    if m and lib.cc_unpack_runs(*args, _ptr(most)) < 0:
+        raise MemoryError("near-duplicate search: no memory to sort a run of prefix-pair entries")
+    return combo, doc, pos, shift
+
+
+def bits_set(bits: np.ndarray, idx: np.ndarray) -> None:
+    """Sets bits idx of a bitmap held in uint64 words."""
+    assert bits.dtype == idx.dtype == np.uint64 and bits.flags.c_contiguous and bits.flags.writeable
+    assert idx.size == 0 or int(idx.max()) < 64 * bits.size
+    idx = np.ascontiguousarray(idx)
+    _lib_or_fail().cc_bits_set(_ptr(idx), idx.size, _ptr(bits))
+
+
+def bits_test(bits: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Whether bits idx of a bitmap held in uint64 words are set."""
+    assert bits.dtype == idx.dtype == np.uint64 and bits.flags.c_contiguous
+    assert idx.size == 0 or int(idx.max()) < 64 * bits.size
+    idx = np.ascontiguousarray(idx)
+    keep = np.empty(idx.size, dtype=np.uint8)
+    _lib_or_fail().cc_bits_test(_ptr(idx), idx.size, _ptr(bits), _ptr(keep))
+    return keep.view(bool)

@@ -5,7 +5,9 @@ same codes as candidates.find_candidates, found shard by shard.
   are gathered first, then only the entries holding one of them are read back (tickets: a few); else
   (long documents) the entries are read back one shard of shingle hashes at a time (_single_shards).
 - Ordered pairs of prefix shingles: generated a span of texts at a time from the entry files and
-  written to one file per pass of pair hashes (candidates.shard_passes), each pass matched in turn.
+  written to one file per pass of pair hashes (candidates.shard_passes: kernels.scatter), each pass
+  matched in turn; the early signatures first, then only the late ones whose key an early one holds
+  (_split_signatures, _EarlyKeys).
 - The candidates are written to cell files by ranges of their two texts, and the sketch bounds then
   read each range's sketches once per filled cell (blockjoin.py).
 """
@@ -18,15 +20,16 @@ from pathlib import Path
 import numpy as np
 
 from claimcheck.engine.audit.budget import release_free_memory
-from claimcheck.engine.audit.neardup.arrays import scratch, split_codes, unique
+from claimcheck.engine.audit.neardup import kernels
+from claimcheck.engine.audit.neardup.arrays import ranges, scratch, split_codes, unique
 from claimcheck.engine.audit.neardup.blockjoin import Cells, bound_cells, coarse_ok
 from claimcheck.engine.audit.neardup.candidates import (
+    _PAIR_MIX,
     BOUNDED_SIG_BLOCK,
     LONG_PREFIX,
     Packing,
     Sketches,
     _merge_counts,
-    _pair_signatures,
     _run_pairs,
     _shared_with,
     match_pass,
@@ -34,9 +37,13 @@ from claimcheck.engine.audit.neardup.candidates import (
     single_pairs_of,
 )
 from claimcheck.engine.audit.neardup.ondisk import TRIM_EVERY, DiskPrefixes
+from claimcheck.engine.audit.neardup.shingles import Prefixes
 
 Bound = Callable[[np.ndarray], np.ndarray]
 BOUND_BATCH = 1_000_000  # candidate codes gathered before they are written to their cells (blockjoin.py)
+EARLY_KEY_BITS = 4  # bits of the early signatures' bitmap per early signature (_EarlyKeys)
+EARLY_KEY_BYTES = 16  # and at most this many bytes of it per text
+_KEY_MIX = np.uint64(0x94D049BB133111EB)  # odd: a pass index times it, xor a packed key (_EarlyKeys)
 SPLIT_ENTRIES = 500_000  # prefix entries split into the shard files at a time (~100 bytes each meanwhile)
 
 
@@ -77,9 +84,10 @@ def _gather(p: DiskPrefixes, threshold: float, bound: Bound) -> None:
     if (plen[tiny | big] > 0).any():
         _single(p, (sizes, tiny, big), threshold, bound)
     sel = np.flatnonzero(~big & (plen >= 2))
+    size_bits = max(int(sizes[sel].max(initial=0)).bit_length(), 1)  # once, not a scan of sizes a pass
     release_free_memory()
-    for i, part in enumerate(_passes(p, sel)):
-        match_pass(part, sizes, threshold, bound, Sketches(p.coarse, nibbles=True))
+    for i, part in enumerate(_passes(p, sel, threshold)):
+        match_pass(part, sizes, threshold, bound, Sketches(p.coarse, nibbles=True), size_bits)
         if (
             i % TRIM_EVERY == TRIM_EVERY - 1
         ):  # the passes' temporaries, freed on the C heap, back to the system
@@ -192,9 +200,11 @@ def _append_by_hash(codes: np.ndarray, files: list[Path]) -> None:
                 chunk.tofile(f)
 
 
-def _passes(p: DiskPrefixes, sel: np.ndarray) -> Iterator[tuple[np.ndarray, Packing]]:
-    """The prefix-pair signatures of the texts `sel` (candidates._signature_passes on the bounded path:
-    the same passes), generated from the entry files a span of texts at a time."""
+def _passes(p: DiskPrefixes, sel: np.ndarray, threshold: float) -> Iterator[tuple[np.ndarray, Packing]]:
+    """The prefix-pair signatures of the texts `sel` that can make a candidate (candidates.
+    _signature_passes on the bounded path: the same passes), generated from the entry files a span of
+    texts at a time: first every early signature, then the late ones whose key an early one holds
+    (_EarlyKeys: a late one whose key no early one holds makes no candidate)."""
     if sel.size == 0:
         return
     n = p.sizes.size
@@ -204,13 +214,111 @@ def _passes(p: DiskPrefixes, sel: np.ndarray) -> Iterator[tuple[np.ndarray, Pack
     passes = max(1, -(-int(n_sig.sum()) // BOUNDED_SIG_BLOCK))
     # A second shingle's position is below its text's extended prefix length (<= LONG_PREFIX here).
     pack = Packing(max(int(n - 1).bit_length(), 1), max(int(p.ext[sel].max() - 1).bit_length(), 1))
+    s = p.sizes[sel]
+    early_most = np.minimum(plen[sel], np.maximum(_early_bound(s, threshold) + 1, 0))
+    keys = _EarlyKeys(int((early_most * (early_most - 1) // 2).sum()), n, passes, pack)
 
     def gen() -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        # Spans weighed by their signatures and entries (long-prefix texts' entries are read too).
-        for lo, hi in p.spans(n_sig + plen, BOUNDED_SIG_BLOCK):
-            mine = sel[np.searchsorted(sel, lo) : np.searchsorted(sel, hi)]
-            if mine.size:
-                local, doc = p.local(lo, hi)
-                yield _pair_signatures(local, doc, mine - lo, pack)
+        for late in (False, True):
+            # Spans weighed by their signatures and entries (long-prefix texts' entries are read too).
+            for lo, hi in p.spans(n_sig + plen, BOUNDED_SIG_BLOCK):
+                mine = sel[np.searchsorted(sel, lo) : np.searchsorted(sel, hi)]
+                if mine.size:
+                    local, doc = p.local(lo, hi)
+                    sig, high = _split_signatures(local, doc, mine - lo, (pack, threshold, late))
+                    if late:
+                        keep = keys.held(sig, high)
+                        sig, high = sig[keep], high[keep]
+                    else:
+                        keys.add(sig, high)
+                    yield sig, high
+        keys.words = np.zeros(0, dtype=np.uint64)  # freed: not needed while the passes are matched
 
     yield from shard_passes(gen(), passes, pack)
+
+
+def _early_bound(s: np.ndarray, t: float) -> np.ndarray:
+    """The last position (0-based) of an early signature's second shingle in texts of sizes s: that of
+    a true pair's second common shingle where the partner is no smaller (alpha >= ceil(2ts/(1+t)))."""
+    return s + 1 - np.ceil(t * (2 * s) / (1 + t) - 1e-9).astype(np.int64)
+
+
+def _split_signatures(
+    p: Prefixes, doc: np.ndarray, sel: np.ndarray, how: tuple[Packing, float, bool]
+) -> tuple[np.ndarray, np.ndarray]:
+    """candidates._pair_signatures' signatures of the texts `sel`, the early or the late ones only.
+
+    A signature (i < j) is early where its second shingle's position is at most _early_bound of its
+    text. A candidate of texts x, y (|x| <= |y|) comes from signatures whose second shingles pass the
+    positional filter, pos <= |.| + 1 - alpha with alpha = ceil(t(|x|+|y|)/(1+t)) >= ceil(2t|x|/(1+t))
+    (the same float expression, monotone): x's signature is early. So a late signature makes a
+    candidate only with an early one of the same key (the same run of a pass), and positions grow
+    along a text's entries: its early signatures are those whose second entry is among its first e."""
+    pack, t, late = how
+    start, plen = p.offs[sel], p.offs[sel + 1] - p.offs[sel]
+    entry = ranges(start, plen)
+    early = p.rank[entry].astype(np.int64) <= np.repeat(_early_bound(p.sizes[sel], t), plen)
+    cum = np.zeros(entry.size + 1, dtype=np.int64)
+    np.cumsum(early, out=cum[1:])
+    ends = np.cumsum(plen)
+    e = cum[ends] - cum[ends - plen]  # early entries per text: its first e
+    jlo, jhi = (np.maximum(e, 1), plen) if late else (np.ones_like(e), np.maximum(e, 1))
+    cnt = jhi - jlo
+    first = np.repeat(start, cnt)
+    right = first + ranges(jlo, cnt)
+    nl = right - first  # the right entry pairs with every entry before it in its text
+    left = np.repeat(first, nl) + ranges(np.zeros(nl.size, dtype=np.int64), nl)
+    right = np.repeat(right, nl)
+    del entry, early, cum, first, nl
+    return _packed(p, doc, left, right, pack)
+
+
+def _packed(
+    p: Prefixes, doc: np.ndarray, left: np.ndarray, right: np.ndarray, pack: Packing
+) -> tuple[np.ndarray, np.ndarray]:
+    """Entry pairs (left before right in one text) packed as candidates._pair_signatures packs them."""
+    with np.errstate(over="ignore"):
+        sig = p.tok[right] * _PAIR_MIX
+    sig ^= p.tok[left]
+    high = sig >> np.uint64(32)
+    sig <<= np.uint64(pack.low)
+    sig |= doc[left].astype(np.uint64) << np.uint64(pack.pos_bits)
+    sig |= p.rank[right].astype(np.uint64)
+    return sig, high
+
+
+class _EarlyKeys:
+    """A bitmap of the early signatures' keys, by (pass, packed key): the run a signature joins, so a
+    late signature joins a run with an early one only where its bit is set (other keys setting it only
+    keep more). About EARLY_KEY_BITS bits an early signature (bounded above by the texts' count: at most
+    EARLY_KEY_BYTES a text)."""
+
+    def __init__(self, early: int, n: int, passes: int, pack: Packing) -> None:
+        most = max(1 << 16, EARLY_KEY_BYTES * 8 * n)
+        want = max(1 << 16, EARLY_KEY_BITS * early)
+        bits = min(1 << (want - 1).bit_length(), 1 << (most.bit_length() - 1))
+        self.shift = np.uint64(64 - (bits.bit_length() - 1))
+        self.words = np.zeros(bits // 64, dtype=np.uint64)
+        self.passes, self.pack = np.uint64(passes), pack
+
+    def _index(self, sig: np.ndarray, high: np.ndarray) -> np.ndarray:
+        key = sig >> np.uint64(self.pack.low)
+        part = (high * self.passes) >> np.uint64(32)
+        with np.errstate(over="ignore"):
+            return ((key ^ (part * _KEY_MIX)) * _PAIR_MIX) >> self.shift
+
+    def add(self, sig: np.ndarray, high: np.ndarray) -> None:
+        idx = self._index(sig, high)
+        if kernels.available():
+            kernels.bits_set(self.words, idx)
+        else:
+            np.bitwise_or.at(
+                self.words, (idx >> np.uint64(6)).astype(np.int64), np.uint64(1) << (idx & np.uint64(63))
+            )
+
+    def held(self, sig: np.ndarray, high: np.ndarray) -> np.ndarray:
+        idx = self._index(sig, high)
+        if kernels.available():
+            return kernels.bits_test(self.words, idx)
+        word = self.words[(idx >> np.uint64(6)).astype(np.int64)]
+        return ((word >> (idx & np.uint64(63))) & np.uint64(1)).astype(bool)
