@@ -283,6 +283,14 @@ def _pair_signatures(
     left = np.repeat(entry, later)
     right = left + 1 + ranges(np.zeros(later.size, dtype=np.int64), later)
     del entry, later
+    return packed_pairs(p, doc, left, right, pack)
+
+
+def packed_pairs(
+    p: Prefixes, doc: np.ndarray, left: np.ndarray, right: np.ndarray, pack: Packing
+) -> tuple[np.ndarray, np.ndarray]:
+    """Entry pairs (left before right in one text) as signatures packed (see Packing), and the pass
+    each hash falls in as a fraction of 2^32 (its high 32 bits)."""
     # Shingle hashes are already well mixed; a collision only adds a candidate, which verification drops.
     with np.errstate(over="ignore"):
         sig = p.tok[right] * _PAIR_MIX

@@ -33,6 +33,7 @@ from claimcheck.engine.audit.neardup.candidates import (
     _run_pairs,
     _shared_with,
     match_pass,
+    packed_pairs,
     shard_passes,
     single_pairs_of,
 )
@@ -270,21 +271,7 @@ def _split_signatures(
     left = np.repeat(first, nl) + ranges(np.zeros(nl.size, dtype=np.int64), nl)
     right = np.repeat(right, nl)
     del entry, early, cum, first, nl
-    return _packed(p, doc, left, right, pack)
-
-
-def _packed(
-    p: Prefixes, doc: np.ndarray, left: np.ndarray, right: np.ndarray, pack: Packing
-) -> tuple[np.ndarray, np.ndarray]:
-    """Entry pairs (left before right in one text) packed as candidates._pair_signatures packs them."""
-    with np.errstate(over="ignore"):
-        sig = p.tok[right] * _PAIR_MIX
-    sig ^= p.tok[left]
-    high = sig >> np.uint64(32)
-    sig <<= np.uint64(pack.low)
-    sig |= doc[left].astype(np.uint64) << np.uint64(pack.pos_bits)
-    sig |= p.rank[right].astype(np.uint64)
-    return sig, high
+    return packed_pairs(p, doc, left, right, pack)
 
 
 class _EarlyKeys:
