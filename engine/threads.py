@@ -45,6 +45,18 @@ def job_threads() -> int:
     return max(1, min(JOB_THREADS_MAX, os.cpu_count() or 1))
 
 
+# Torch intra-op threads an in-process prediction (the artifact stage's arms) runs on, at most.
+PREDICT_TORCH_THREADS_MAX = 2
+
+
+def predict_torch_threads() -> int:
+    """Torch threads for in-process prediction: `thread_cap()`, at most `PREDICT_TORCH_THREADS_MAX`.
+    Torch's threads spin while they wait for each other as OpenMP's do: with the other core busy, a
+    replay of the real session (tests/real_session.py) spent 17.4 s in its artifact stage on 2 threads
+    and 8.9 s on 1, and reproduced every figure on either."""
+    return max(1, min(PREDICT_TORCH_THREADS_MAX, thread_cap()))
+
+
 def _load() -> float:
     try:
         return float(os.getloadavg()[0])

@@ -83,7 +83,8 @@ def _torch_on_one_thread() -> None:
     session took 36.8 / 38.2 s of CPU with torch on two threads and 26.7 s on one (the same replay,
     one after the other, 1-minute load 15-16). The real session's builders and the fitting fixtures
     set one thread themselves; this puts it back after a stage that set more (the artifact stage sets
-    two and keeps them)."""
+    engine/threads.py's predict_torch_threads(), two on a 2-core machine that is not saturated, and
+    keeps them)."""
     torch = sys.modules.get("torch")
     if torch is not None and torch.get_num_threads() != 1:
         torch.set_num_threads(1)

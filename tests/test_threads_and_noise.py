@@ -155,3 +155,16 @@ def test_ordered_map_keeps_order_bounds_what_is_in_flight_and_raises(workers: in
 
     with pytest.raises(ValueError, match="row 5"):
         list(threads.ordered_map(fails, range(20), workers))
+
+
+def test_prediction_torch_threads_follow_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The artifact stage's torch threads: the native-thread cap, at most two; one as soon as other
+    work saturates the cores (torch's threads spin, as OpenMP's do)."""
+    monkeypatch.setattr(threads, "_load", lambda: 0.0)
+    monkeypatch.setattr(threads, "usable_cores", lambda: 8)
+    assert threads.predict_torch_threads() == threads.PREDICT_TORCH_THREADS_MAX == 2
+    monkeypatch.setattr(threads, "usable_cores", lambda: 1)
+    assert threads.predict_torch_threads() == 1
+    monkeypatch.setattr(threads, "usable_cores", lambda: 2)
+    monkeypatch.setattr(threads, "_load", lambda: 2.0)  # the two cores already busy
+    assert threads.predict_torch_threads() == 1

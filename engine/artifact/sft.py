@@ -98,9 +98,10 @@ def compare(
     import numpy as np
     import torch
 
+    from claimcheck.engine import threads
     from claimcheck.engine.training.artifact_files import build_base, load_artifact
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(threads.predict_torch_threads())
     lt = locked_test(inputs.max_test_rows, inputs.seed, upstream, ctx)
     test, reads, total, coverage, units = lt.rows, lt.reads, lt.total, lt.coverage, lt.units
     convs = _conversations(eff, test)

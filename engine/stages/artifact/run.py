@@ -246,9 +246,10 @@ def compare(
 ) -> dict[str, Any]:
     import torch
 
+    from claimcheck.engine import threads
     from claimcheck.engine.training.artifact_files import build_base, load_artifact, recorded_mode
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(threads.predict_torch_threads())
     classes = [str(c) for c in eff["label_classes"]]
     fns: dict[str, Any] = {}
     notes: dict[str, str] = {}
