@@ -2,9 +2,9 @@
 
 On the bounded path (engine/audit/budget.py) the source and split stages stream their rows into a
 temporary Parquet file (the split stage, run right after the source stage in the same process, reads
-the source's file where it is handed over: `hand_over`, `take_over`). The frame they then load keeps every column but the declared text columns,
-which are replaced by a stand-in of the same name and type holding "" where the text is present and
-null where it is missing: the null counts every check reads stay exact, and the text itself, most of
+the source's file where it is handed over: `hand_over`, `take_over`). The frame they then load keeps
+every column but the declared text columns, which are replaced by a stand-in of the same name and
+type holding "" where the text is present and null where it is missing: the null counts every check reads stay exact, and the text itself, most of
 a corpus' bytes, stays in the file. The steps that read the text (row hashes, duplicate candidates,
 near-duplicate texts, exact overlap across splits) ask a `TextStore` for it: a slice of rows at a time
 in file order, or the rows of given positions, each a streaming scan of the file's needed columns. The
