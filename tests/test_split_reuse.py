@@ -17,6 +17,7 @@ from claimcheck.engine.audit import textstore
 from claimcheck.engine.pipeline.context import StageContext
 from claimcheck.engine.stages.source import run as source
 from claimcheck.engine.stages.split import run as split
+from tests.test_audit_memory import _planted
 
 SRC = dict(
     files=["d.csv"],
@@ -36,28 +37,15 @@ SPLIT = dict(strategy="random", rationale="test", near_dup_threshold=0.7, shingl
 
 
 def _data(n: int, seed: int = 5) -> pl.DataFrame:
-    """Texts with exact and near copies and gaps, families, labels the mapping leaves out, a NaN score."""
-    rng = np.random.default_rng(seed)
-    words = np.array([f"w{i}" for i in range(300)])
-    body: list[str | None] = [" ".join(rng.choice(words, size=int(rng.integers(5, 25)))) for _ in range(n)]
-    for i in range(n // 10, n, 7):
-        src = body[int(rng.integers(0, i))] or "w1"
-        body[i] = src if i % 2 else src.replace("w1 ", "w2 ", 1) + " w299"
+    """test_audit_memory's planted texts (exact and near copies, families, labels the mapping leaves
+    out) with gaps in the text and a 0/1 score holding NaNs (non_finite = exclude_rows)."""
+    frame = _planted(n, seed)
+    body = frame.get_column("body").to_list()
     for i in range(0, n, 41):
         body[i] = None
-    score = rng.integers(0, 2, size=n).astype(float)
+    score = np.random.default_rng(seed).integers(0, 2, size=n).astype(float)
     score[::53] = np.nan
-    return pl.DataFrame(
-        {
-            "id": np.arange(n),
-            "body": body,
-            "kind": rng.choice(["a", "b", None], size=n).tolist(),
-            "label": rng.choice(["x", "y", "z", "unmapped"], size=n, p=[0.5, 0.3, 0.15, 0.05]).tolist(),
-            "cust": rng.integers(0, n // 4, size=n).astype(str).tolist(),
-            "score": score,
-            "when": (np.datetime64("2024-01-01") + rng.integers(0, 400, size=n)).astype(str).tolist(),
-        }
-    )
+    return frame.with_columns(pl.Series("body", body), pl.Series("score", score))
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -187,8 +188,6 @@ class _Running:
 def test_a_trial_behind_the_median_is_cancelled_and_kept_as_pruned(tmp_path: Path) -> None:
     import optuna
 
-    from claimcheck.engine.pipeline.context import StageContext
-    from claimcheck.engine.providers.base import Handle
     from claimcheck.engine.training import jobfiles
     from claimcheck.engine.training.jobrecords import EvalLine
 
@@ -204,6 +203,20 @@ def test_a_trial_behind_the_median_is_cancelled_and_kept_as_pruned(tmp_path: Pat
         split="dev", step=6, time=0.0, metric="macro_f1", loss=1.0, train_value=0.0, train_rows=1, rows=1
     )
     jobfiles.append_metric(job, EvalLine(kind="eval", value=0.1, phase="training", selected_step=6, **line))
+    st, pending = _running_trial(tmp_path, search, trial, job)
+    provider = _Running()
+    tuning._poll(st, provider, pending, study)
+    assert pending == {} and provider.cancelled == ["x-a1"]
+    assert study.trials[1].state == optuna.trial.TrialState.PRUNED
+    (kept,) = tuning.read_ledger(st.rdir)
+    assert (kept.state, kept.value) == ("pruned", None) and "median" in kept.reason
+
+
+def _running_trial(tmp_path: Path, search: Any, trial: Any, job: Path) -> tuple[Any, dict[str, Any]]:
+    """A study of `search` and the one running trial it waits on (job folder `job`), as _poll sees them."""
+    from claimcheck.engine.pipeline.context import StageContext
+    from claimcheck.engine.providers.base import Handle
+
     frozen = tuning.Frozen(1, "sha256:d", "sha256:b", "2026-01-01T00:00:00+00:00")
     st = tuning.Study(
         search, BASE, {}, StageContext(tmp_path, tmp_path), tmp_path / "r1", frozen, False, "macro_f1"
@@ -212,13 +225,7 @@ def test_a_trial_behind_the_median_is_cancelled_and_kept_as_pruned(tmp_path: Pat
         number=trial.number, kind="trial", settings={"optimizer.lr": 1e-3}, seed=3, digest="sha256:x",
         op_id="x-a1", state="running", metric="macro_f1", started_at=tuning.now_iso(),
     )  # fmt: skip
-    provider = _Running()
-    pending = {"x": tuning.Pending(rec, Handle("x-a1", job, "fake"), trial)}
-    tuning._poll(st, provider, pending, study)
-    assert pending == {} and provider.cancelled == ["x-a1"]
-    assert study.trials[1].state == optuna.trial.TrialState.PRUNED
-    (kept,) = tuning.read_ledger(st.rdir)
-    assert (kept.state, kept.value) == ("pruned", None) and "median" in kept.reason
+    return st, {"x": tuning.Pending(rec, Handle("x-a1", job, "fake"), trial)}
 
 
 class _Done(_Running):
@@ -239,8 +246,6 @@ def test_a_trial_that_ended_between_polls_is_told_its_whole_curve(tmp_path: Path
     completed trial did not report)."""
     import optuna
 
-    from claimcheck.engine.pipeline.context import StageContext
-    from claimcheck.engine.providers.base import Handle
     from claimcheck.engine.training import jobfiles
     from claimcheck.engine.training.jobrecords import EvalLine
 
@@ -254,15 +259,7 @@ def test_a_trial_that_ended_between_polls_is_told_its_whole_curve(tmp_path: Path
         phase = "initial-eval" if step == 0 else "training"
         ev = EvalLine(kind="eval", step=step, value=value, phase=phase, selected_step=-1, **line)
         jobfiles.append_metric(job, ev)
-    frozen = tuning.Frozen(1, "sha256:d", "sha256:b", "2026-01-01T00:00:00+00:00")
-    st = tuning.Study(
-        search, BASE, {}, StageContext(tmp_path, tmp_path), tmp_path / "r1", frozen, False, "macro_f1"
-    )
-    rec = TrialRecord(
-        number=trial.number, kind="trial", settings={"optimizer.lr": 1e-3}, seed=3, digest="sha256:x",
-        op_id="x-a1", state="running", metric="macro_f1", started_at=tuning.now_iso(),
-    )  # fmt: skip
-    pending = {"x": tuning.Pending(rec, Handle("x-a1", job, "fake"), trial)}
+    st, pending = _running_trial(tmp_path, search, trial, job)
     tuning._poll(st, _Done(), pending, study)
     assert pending == {}
     assert study.trials[0].state == optuna.trial.TrialState.COMPLETE

@@ -219,7 +219,7 @@ def identity_stats(
         return exact, exact, conflict_stats(df, columns)
     if shared.wanted(cluster, store):
         shared.check(ray, store)  # type: ignore[arg-type]
-    if cluster.workers == 1 and (store is None or shared.wanted(cluster, store)):
+    if shared.one_task(cluster, store):
         task = store if store is None else shared.whole(store)
         one = remote(ray, _one_task).remote(df.select(*columns, TARGET), columns, normalisation, task)
         return ray.get(one)

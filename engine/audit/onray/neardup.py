@@ -39,6 +39,7 @@ slice at a time, as on the local bounded path.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -201,10 +202,7 @@ def _sig_map(p: Prefixes, lo: int, hi: int, pack: Packing, parts: int) -> tuple[
 def _sig_reduce(p: Prefixes, pack: Packing, threshold: float, *parts: np.ndarray) -> np.ndarray:
     """One partition of signatures from every map task: sorted, matched, bounded."""
     packed = np.concatenate([np.empty(0, dtype=np.uint64), *parts])
-
-    def bound(c: np.ndarray) -> np.ndarray:
-        return _bound(c, p, threshold)
-
+    bound = functools.partial(_bound, p=p, threshold=threshold)
     # The local search's matching of one pass (the compiled pair loop bounded by the sketches where built).
     out = match_pass((packed, pack), p.sizes, threshold, bound, Sketches(p.sketch, nibbles=False))
     return unique(np.concatenate(out)) if out else np.empty(0, dtype=np.uint64)
@@ -219,10 +217,7 @@ def _one_task(p: Prefixes, threshold: float) -> np.ndarray:
     if sel.size:
         doc = np.repeat(np.arange(p.sizes.size, dtype=np.int32), np.diff(p.offs))
         sketches = Sketches(p.sketch, nibbles=False)
-
-        def bound(c: np.ndarray) -> np.ndarray:
-            return _bound(c, p, threshold)
-
+        bound = functools.partial(_bound, p=p, threshold=threshold)
         for part in _signature_passes(p, doc, sel, SIG_BLOCK, GEN_BLOCK):
             out.extend(match_pass(part, p.sizes, threshold, bound, sketches))
     return unique(np.concatenate(out))
@@ -300,7 +295,7 @@ def _prefixes(
     ray: Any, cluster: Cluster, texts: Texts, k: int, threshold: float, nbytes: np.ndarray | None = None
 ) -> Any:
     """Passes 1 and 2 (module docstring, steps 1-2): the object-store reference of the Prefixes."""
-    if cluster.workers == 1 and (texts.store is None or shared.wanted(cluster, texts.store)):
+    if shared.one_task(cluster, texts.store):
         # One worker: the passes' chunks would run one after another anyway; one task runs them as the
         # local search does, its hashed shingles in a temporary file, not moved through the object store.
         store = None if texts.store is None else shared.whole(texts.store)

@@ -36,6 +36,13 @@ def wanted(cluster: Cluster, store: TextStore | None) -> bool:
     return store is not None and cluster.texts == SHARED
 
 
+def one_task(cluster: Cluster, store: TextStore | None) -> bool:
+    """Whether a step runs as one task doing the local check's work: a cluster of one worker CPU (a
+    shuffle can only add work there) whose task can reach every text itself, in the frame it is sent
+    or in the shared spill file."""
+    return cluster.workers == 1 and (store is None or wanted(cluster, store))
+
+
 def whole(store: TextStore) -> TextStore:
     """What a task is sent to read every row of the frame (the file's path, schema and row ids)."""
     return TextStore(store.path, store.ids, store.schema)

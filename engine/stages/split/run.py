@@ -87,12 +87,8 @@ def _from_spill(spill: Any, src: StageRecord, inp: Inputs, claim: dict[str, Any]
 
     try:
         lf = data.refined(pl.scan_parquet(spill.path).drop(data.TARGET), src.inputs)
-        needed = read_columns(src.inputs, claim)
-        if needed is not None:
-            lf = lf.select(c for c in lf.collect_schema() if c in needed)
-        on_disk = textstore.columns_on_disk(src.inputs, lf.collect_schema(), claim)
-        keep = bool(on_disk) and inp.grouping == "entities"
-        if keep and (split_checks.pairs_reusable(src, inp) or not data.text_inputs(src.inputs)):
+        lf, on_disk = _narrowed(lf, src, inp, claim, bounded=True)
+        if on_disk:
             frame = textstore.read_back(lf, on_disk)
             ids = frame.get_column(data.ROW_ID).to_numpy().astype("int64")
             return frame, textstore.TextStore(spill.path, ids, spill.schema, spill.folder)
@@ -112,14 +108,28 @@ def _loaded(src: StageRecord, inp: Inputs, claim: dict[str, Any], ctx: StageCont
 
     load_path, blocks = how
     lf = data.load_dataset(src.inputs, ctx, blocks)
+    lf, on_disk = _narrowed(lf, src, inp, claim, bounded=load_path == memory_budget.BOUNDED)
+    if on_disk:
+        return textstore.spill(lf, on_disk)
+    return memory_budget.collect(lf, load_path), None
+
+
+def _narrowed(lf: Any, src: StageRecord, inp: Inputs, claim: dict[str, Any], bounded: bool) -> tuple:
+    """`lf` with only the columns this split reads, and the text columns that stay on disk: on the
+    bounded path, where no step of this split reads them but the exact overlap (grouping by entities,
+    the source's near-duplicate pairs reused, or no text inputs); else none."""
+    from claimcheck.engine.audit import textstore
+    from claimcheck.engine.data import rows as data
+
     needed = read_columns(src.inputs, claim)
     if needed is not None:
         lf = lf.select(c for c in lf.collect_schema() if c in needed)
+    if not bounded or inp.grouping != "entities":
+        return lf, []
     on_disk = textstore.columns_on_disk(src.inputs, lf.collect_schema(), claim)
-    if load_path == memory_budget.BOUNDED and on_disk and inp.grouping == "entities":
-        if split_checks.pairs_reusable(src, inp) or not data.text_inputs(src.inputs):
-            return textstore.spill(lf, on_disk)
-    return memory_budget.collect(lf, load_path), None
+    if on_disk and (split_checks.pairs_reusable(src, inp) or not data.text_inputs(src.inputs)):
+        return lf, on_disk
+    return lf, []
 
 
 def read_columns(source_inputs: dict[str, Any], claim: dict[str, Any]) -> set[str] | None:
