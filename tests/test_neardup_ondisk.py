@@ -10,6 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from claimcheck.engine import threads
 from claimcheck.engine.audit import neardup
 from claimcheck.engine.audit.neardup import blockjoin, candidates, kernels, ondisk, sharded
 from tests.test_audit_perf import _sentence_tickets, count_handed_on
@@ -58,13 +59,15 @@ def _tiny_shards(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(blockjoin, "CELL_CODES", 50)
 
 
+@pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.parametrize(("t", "k"), [(0.8, 5), (0.7, 2), (0.5, 3)])
 def test_on_disk_search_gives_the_in_memory_pairs(
-    loops: str, t: float, k: int, monkeypatch: pytest.MonkeyPatch
+    loops: str, t: float, k: int, workers: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     df = _mixed(seed=int(t * 10) + k)
     full = neardup.near_duplicates(df, ["body"], threshold=t, shingle_size=k)
     _tiny_shards(monkeypatch)
+    monkeypatch.setattr(threads, "thread_cap", lambda: workers)  # the passes matched inline or on threads
     disk = neardup.near_duplicates(df, ["body"], threshold=t, shingle_size=k, bounded=True)
     assert full.pairs.height > 100
     assert neardup.pairs_payload(full.pairs) == neardup.pairs_payload(disk.pairs)

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from claimcheck.engine.audit.budget import release_free_memory
-from claimcheck.engine.audit.neardup.shingles import WIDE_BUCKETS, WIDE_MIN, Prefixes, _Chunk
+from claimcheck.engine.audit.neardup.shingles import WIDE_BUCKETS, WIDE_MIN, Prefixes, Shared, _Chunk
 
 SPAN_ENTRIES = 2_000_000  # prefix entries read back at a time (10 bytes each, plus their text index)
 READ_GAP = 32 << 10  # rows nearer than this many bytes apart are read in one pread
@@ -69,19 +69,22 @@ class DiskPrefixes:
 
     def spans(self, weight: np.ndarray | None = None, most: int = SPAN_ENTRIES) -> Iterator[tuple[int, int]]:
         """Text ranges [lo, hi) of at most `most` entries (or of `weight`, per text) each, one text at least."""
-        w = np.diff(self.offs) if weight is None else weight
-        cum = np.zeros(w.size + 1, dtype=np.int64)
-        np.cumsum(w, out=cum[1:])
-        lo, n = 0, w.size
-        while lo < n:
-            hi = int(np.searchsorted(cum, cum[lo] + most, side="right")) - 1
-            hi = min(max(hi, lo + 1), n)
-            yield lo, hi
-            lo = hi
+        return _spans(np.diff(self.offs) if weight is None else weight, most)
 
     def wide_pairs(self, wa: np.ndarray, wb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The wide sketches of wide rows wa and wb."""
         return _pair_rows(self.folder / "wide", WIDE_BUCKETS, self.wide_full.size, wa, wb)
+
+
+def _spans(w: np.ndarray, most: int) -> Iterator[tuple[int, int]]:
+    cum = np.zeros(w.size + 1, dtype=np.int64)
+    np.cumsum(w, out=cum[1:])
+    lo, n = 0, w.size
+    while lo < n:
+        hi = int(np.searchsorted(cum, cum[lo] + most, side="right")) - 1
+        hi = min(max(hi, lo + 1), n)
+        yield lo, hi
+        lo = hi
 
 
 def _pair_rows(path: Path, width: int, n: int, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -163,6 +166,8 @@ def spill(done: Iterable[tuple[tuple[int, int], _Chunk]], n: int) -> DiskPrefixe
                     release_free_memory()
         offs = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(kept, out=offs[1:])
+        del kept
+        offs = _keep_shared(folder, offs)
         wide_of = np.full(n, -1, dtype=np.int64)
         is_wide = sizes >= WIDE_MIN
         wide_of[is_wide] = np.arange(int(is_wide.sum()))
@@ -171,3 +176,26 @@ def spill(done: Iterable[tuple[tuple[int, int], _Chunk]], n: int) -> DiskPrefixe
         tmp.cleanup()
         raise
     return DiskPrefixes(folder, sizes, ext, offs, wide_of, wide_full, coarse, tmp)
+
+
+def _keep_shared(folder: Path, offs: np.ndarray) -> np.ndarray:
+    """The entry files without the entries whose shingle no other prefix holds (shingles.Shared, filled
+    from every entry as shingles.assemble fills it), rewritten a span of texts at a time; their offsets."""
+    tok_path, rank_path = folder / "prefix.tok", folder / "prefix.rank"
+    total = int(offs[-1])
+    shared = Shared(total)
+    for a in range(0, total, SPAN_ENTRIES):
+        shared.add(np.fromfile(tok_path, dtype=np.uint64, count=min(SPAN_ENTRIES, total - a), offset=8 * a))
+    kept = np.zeros_like(offs)
+    with (folder / "shared.tok").open("wb") as tok_out, (folder / "shared.rank").open("wb") as rank_out:
+        for lo, hi in _spans(np.diff(offs), SPAN_ENTRIES):
+            a, b = int(offs[lo]), int(offs[hi])
+            tok = np.fromfile(tok_path, dtype=np.uint64, count=b - a, offset=8 * a)
+            rank = np.fromfile(rank_path, dtype=np.uint16, count=b - a, offset=2 * a)
+            tok, rank, part = shared.only(tok, rank, offs[lo : hi + 1])
+            tok.tofile(tok_out)
+            rank.tofile(rank_out)
+            kept[lo + 1 : hi + 1] = kept[lo] + part[1:]
+    os.replace(folder / "shared.tok", tok_path)
+    os.replace(folder / "shared.rank", rank_path)
+    return kept

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from claimcheck.engine import threads
 from claimcheck.engine.audit.budget import release_free_memory
 from claimcheck.engine.audit.neardup import kernels
 from claimcheck.engine.audit.neardup.arrays import ranges, scratch, split_codes, unique
@@ -39,6 +40,7 @@ from claimcheck.engine.audit.neardup.candidates import (
 )
 from claimcheck.engine.audit.neardup.ondisk import TRIM_EVERY, DiskPrefixes
 from claimcheck.engine.audit.neardup.shingles import Prefixes
+from claimcheck.engine.threads import ordered_map
 
 Bound = Callable[[np.ndarray], np.ndarray]
 BOUND_BATCH = 1_000_000  # candidate codes gathered before they are written to their cells (blockjoin.py)
@@ -87,12 +89,25 @@ def _gather(p: DiskPrefixes, threshold: float, bound: Bound) -> None:
     sel = np.flatnonzero(~big & (plen >= 2))
     size_bits = max(int(sizes[sel].max(initial=0)).bit_length(), 1)  # once, not a scan of sizes a pass
     release_free_memory()
-    for i, part in enumerate(_passes(p, sel, threshold)):
-        match_pass(part, sizes, threshold, bound, Sketches(p.coarse, nibbles=True), size_bits)
+    sketches = Sketches(p.coarse, nibbles=True)
+
+    def matched(part: tuple[np.ndarray, Packing]) -> list[np.ndarray]:
+        return match_pass(part, sizes, threshold, _as_made, sketches, size_bits)
+
+    # Passes are matched in worker threads (claimcheck.engine.threads: the sort, the runs and the pair loop
+    # are compiled and release the GIL) while the next pass file is read; their codes are bounded here,
+    # in order, as each pass ends.
+    for i, made in enumerate(ordered_map(matched, _passes(p, sel, threshold), threads.thread_cap())):
+        for codes in made:
+            bound(codes)
         if (
             i % TRIM_EVERY == TRIM_EVERY - 1
         ):  # the passes' temporaries, freed on the C heap, back to the system
             release_free_memory()
+
+
+def _as_made(codes: np.ndarray) -> np.ndarray:
+    return codes
 
 
 def _single(
