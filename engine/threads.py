@@ -6,7 +6,8 @@ threads spin while they wait for each other. On a loaded machine that is ruinous
 baseline took 450 s instead of 26 s (same figures), and a 50-round fit measured here took 73 s with
 2 threads and 1.8 s with 1 while other work kept the 2-core machine at load 13. So every engine fit
 runs inside `capped()`, whose cap is the cores this process may run on (`os.sched_getaffinity`),
-lowered to 1 when the machine is already saturated (1-minute load average at or above those cores).
+lowered to 1 when other work already keeps all of those cores but one busy (the 1-minute load average
+less this process's own part: `_load`).
 The results do not depend on the cap (HistGradientBoosting and the linear models are deterministic
 across thread counts); the cap is recorded in the environment check (`contract.environment`) and
 the baseline's timing check.
@@ -17,7 +18,10 @@ from __future__ import annotations
 import collections
 import contextlib
 import itertools
+import math
 import os
+import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
@@ -57,17 +61,46 @@ def predict_torch_threads() -> int:
     return max(1, min(PREDICT_TORCH_THREADS_MAX, thread_cap()))
 
 
-def _load() -> float:
+def _load_average() -> float:
     try:
         return float(os.getloadavg()[0])
     except (AttributeError, OSError):
         return 0.0
 
 
+LOAD_WINDOW_S = 60.0  # the 1-minute load average's time constant (the kernel decays it exponentially)
+_own = [
+    time.monotonic(),
+    time.process_time(),
+    0.0,
+]  # (when, this process's CPU seconds, its load) at the last look
+_own_lock = threading.Lock()
+
+
+def _own_load() -> float:
+    """This process's part of the 1-minute load average, estimated: the cores its threads kept busy
+    since the last look (its CPU seconds over the seconds elapsed), averaged as the kernel averages
+    the load. Without it a long audit on an idle machine sees its own threads as other work and drops
+    to one thread after a minute or two."""
+    with _own_lock:
+        now, cpu = time.monotonic(), time.process_time()
+        then, cpu_then, own = _own
+        if now > then:
+            decay = math.exp(-(now - then) / LOAD_WINDOW_S)
+            own = own * decay + (cpu - cpu_then) / (now - then) * (1 - decay)
+            _own[:] = [now, cpu, own]
+        return own
+
+
+def _load() -> float:
+    """The other work's load: the 1-minute load average less this process's own part."""
+    return max(0.0, _load_average() - _own_load())
+
+
 def thread_cap() -> int:
-    """The usable cores, or 1 when other work already keeps them all busy."""
+    """The usable cores, or 1 when other work already keeps all of them but one busy."""
     cores = usable_cores()
-    return 1 if _load() >= cores else cores
+    return 1 if _load() >= max(1, cores - 1) else cores
 
 
 @contextlib.contextmanager
@@ -112,7 +145,7 @@ def record(cap: int | None = None) -> dict[str, int | float]:
     return {
         "native_thread_cap": thread_cap() if cap is None else cap,
         "usable_cores": usable_cores(),
-        "load_average_1m": round(_load(), 2),
+        "load_average_1m": round(_load_average(), 2),
         "cpu_count": os.cpu_count() or 0,
     }
 

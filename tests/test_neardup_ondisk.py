@@ -325,17 +325,20 @@ def test_compiled_pass_split_reports_a_failed_write(tmp_path) -> None:
         kernels.scatter(iter([(sig, high)]), [tmp_path / "a", Path("/dev/full")])
 
 
-@pytest.mark.parametrize("case", ["mixed", "long runs", "one size", "all distinct", "empty", "one"])
+@pytest.mark.parametrize(
+    "case", ["mixed", "long runs", "long runs, wide words", "one size", "all distinct", "empty", "one"]
+)
 def test_compiled_unpack_gives_the_numpy_runs(case: str) -> None:
     """kernels.unpack_runs (Packing.unpack then _size_runs in one loop) keeps the same entries in the
-    same runs, each run sorted by size: runs short (insertion sort) and long (over 32 entries: qsort),
-    ties in size, a text twice in one run, keys held once (dropped), no signatures and one."""
+    same runs, each run sorted by size, then text and position: runs short (insertion sort) and long
+    (over 32 entries: size, text and position sorted as one word, or where they do not fit in one,
+    qsort), ties in size, a text twice in one run, keys held once (dropped), no signatures and one."""
     if not kernels.available():
         pytest.skip("the compiled loops were not built")
     rng = np.random.default_rng(len(case))
-    pack = candidates.Packing(12, 5)
+    pack = candidates.Packing(50 if "wide" in case else 12, 5)
     n = {"empty": 0, "one": 1}.get(case, 20_000)
-    keys = {"long runs": 40, "all distinct": 1 << 40}.get(case, 3000)
+    keys = {"long runs": 40, "long runs, wide words": 40, "all distinct": 1 << 40}.get(case, 3000)
     key = rng.integers(0, keys, size=n, dtype=np.uint64)
     if case == "all distinct":
         key = np.arange(n, dtype=np.uint64)
@@ -343,7 +346,8 @@ def test_compiled_unpack_gives_the_numpy_runs(case: str) -> None:
     pos = rng.integers(0, 32, size=n, dtype=np.uint64)
     packed = (key << np.uint64(pack.low)) | (doc << np.uint64(pack.pos_bits)) | pos
     packed.sort()
-    sizes = np.full(1 << 12, 7, dtype=np.int64) if case == "one size" else rng.integers(2, 300, size=1 << 12)
+    most = 1 << 20 if "wide" in case else 300
+    sizes = np.full(1 << 12, 7, dtype=np.int64) if case == "one size" else rng.integers(2, most, size=1 << 12)
     combo, cdoc, cpos, shift = kernels.unpack_runs(packed, pack.low, pack.pos_bits, sizes)
     k, own, at = pack.unpack(packed)
     want = candidates._size_runs(k, own, at, sizes) if k.size else None
@@ -363,10 +367,13 @@ def test_compiled_unpack_gives_the_numpy_runs(case: str) -> None:
         )
 
     assert np.array_equal(rows(combo, cdoc, cpos), rows(want.combo, want.doc, want.pos))
+    at = cdoc * 32 + cpos  # ties in size by text, then position (the packed order)
+    assert np.all((combo[1:] != combo[:-1]) | (at[1:] >= at[:-1]))
     wider, wdoc, wpos, wshift = kernels.unpack_runs(packed, pack.low, pack.pos_bits, sizes, shift + 3)
     assert wshift == shift + 3 and np.array_equal(wdoc, cdoc) and np.array_equal(wpos, cpos)
     assert np.array_equal(wider >> np.uint64(wshift), combo >> np.uint64(shift))  # a given shift: the same
-    if case == "long runs":
+    if case.startswith("long runs"):
+        assert pack.low + shift > 64 if "wide" in case else pack.low + shift <= 64
         assert np.bincount((combo >> np.uint64(shift)).astype(np.int64)).max() > 32
     if case == "all distinct":
         assert combo.size == 0

@@ -746,6 +746,59 @@ int64_t cc_run_pairs(const uint64_t *combo, int shift, const int64_t *doc, const
 
 /* ---- a pass's sorted signatures unpacked into runs sorted by size --------------------------------- */
 
+static int u64_cmp(const void *x, const void *y) {
+    const uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* Sorts a[0..n) ascending: quicksort (median of three, Hoare's partition) down to runs of 24, then
+ * insertion sort; qsort below a depth of 2 log2(n) (no quadratic case). */
+static void u64_sort(uint64_t *a, int64_t n, int depth) {
+    while (n > 24) {
+        if (depth-- <= 0) {
+            qsort(a, (size_t)n, sizeof(uint64_t), u64_cmp);
+            return;
+        }
+        const uint64_t x = a[0], y = a[n / 2], z = a[n - 1];
+        const uint64_t p = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
+        int64_t i = -1, j = n;
+        for (;;) {
+            do i++;
+            while (a[i] < p);
+            do j--;
+            while (a[j] > p);
+            if (i >= j) break;
+            const uint64_t t = a[i];
+            a[i] = a[j];
+            a[j] = t;
+        }
+        /* a[0..j] <= p <= a[j+1..n), both parts non-empty: the smaller sorted first, the larger looped */
+        if (j + 1 < n - j - 1) {
+            u64_sort(a, j + 1, depth);
+            a += j + 1;
+            n -= j + 1;
+        } else {
+            u64_sort(a + j + 1, n - j - 1, depth);
+            n = j + 1;
+        }
+    }
+    for (int64_t k = 1; k < n; k++) {
+        const uint64_t v = a[k];
+        int64_t b = k;
+        for (; b > 0 && a[b - 1] > v; b--) a[b] = a[b - 1];
+        a[b] = v;
+    }
+}
+
+static int depth_of(int64_t n) {
+    int d = 0;
+    while (n > 1) {
+        n >>= 1;
+        d += 2;
+    }
+    return d;
+}
+
 typedef struct {
     uint64_t combo;
     int64_t doc, pos;
@@ -796,6 +849,19 @@ int64_t cc_unpack_runs(const uint64_t *packed, int64_t n, int low, int pos_bits,
                         doc[b] = d;
                         pos[b] = q;
                     }
+                } else if (shift + low <= 64) { /* (size, text, position) packed in one word and sorted */
+                    uint64_t *e = malloc((size_t)m * sizeof(uint64_t));
+                    if (!e) return -1;
+                    const uint64_t low_mask = ((uint64_t)1 << low) - 1;
+                    for (int64_t k = 0; k < m; k++)
+                        e[k] = (uint64_t)sizes[doc[w + k]] << low | (packed[i + k] & low_mask);
+                    u64_sort(e, m, depth_of(m));
+                    for (int64_t k = 0; k < m; k++) {
+                        combo[w + k] = ((uint64_t)run << shift) | (e[k] >> low);
+                        doc[w + k] = (int64_t)((e[k] >> pos_bits) & doc_mask);
+                        pos[w + k] = (int64_t)(e[k] & pos_mask);
+                    }
+                    free(e);
                 } else {
                     run_entry *e = malloc((size_t)m * sizeof(run_entry));
                     if (!e) return -1;
