@@ -364,21 +364,30 @@ def assemble(done: Iterable[tuple[tuple[int, int], _Chunk]], n: int) -> Prefixes
     ext_all = np.zeros(n, dtype=np.int64)
     kept = np.zeros(n, dtype=np.int64)
     sketch = np.zeros((n, SKETCH_BUCKETS), dtype=np.uint8)
-    toks, ranks = [], []
+    toks, ranks, bounds = [], [], []
     wides: list[np.ndarray] = []
     for (lo, hi), c in done:
         toks.append(c.tok)
         ranks.append(c.rank)
+        bounds.append((lo, hi))
         kept[lo:hi], sizes[lo:hi], ext_all[lo:hi], sketch[lo:hi] = c.kept, c.size, c.ext, c.sketch
         if c.wide.shape[0]:
             wides.append(c.wide)
+    shared = Shared(sum(t.size for t in toks))
+    for t in toks:
+        shared.add(t)
+    for i, (lo, hi) in enumerate(bounds):  # a chunk at a time: its temporaries stay small
+        local = np.zeros(hi - lo + 1, dtype=np.int64)
+        np.cumsum(kept[lo:hi], out=local[1:])
+        toks[i], ranks[i], local = shared.only(toks[i], ranks[i], local)
+        kept[lo:hi] = np.diff(local)
     offs = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(kept, out=offs[1:])
-    tok, rank = np.concatenate(toks), np.concatenate(ranks)
+    tok, rank = (
+        np.concatenate([np.empty(0, dtype=np.uint64), *toks]),
+        np.concatenate([np.empty(0, dtype=np.uint16), *ranks]),
+    )
     del toks, ranks
-    shared = Shared(tok.size)
-    shared.add(tok)
-    tok, rank, offs = shared.only(tok, rank, offs)
     wide_of = np.full(n, -1, dtype=np.int64)
     is_wide = sizes >= WIDE_MIN
     wide_of[is_wide] = np.arange(int(is_wide.sum()))
