@@ -177,3 +177,64 @@ def test_eval_rows_evaluates_a_fixed_dev_subset_and_the_artifact_keeps_every_dev
     assert read_rows(jd / "final" / jobfiles.DEV_PREDICTIONS).height == 24
     st = jobfiles.read_status(jd)
     assert st is not None and st.phase == "done" and st.step == 4  # the last step's status is always written
+
+
+# A job process (python -m claimcheck.engine.training.job JOB_DIR) that reports, after its job ran,
+# whether bitsandbytes was imported and which peft layer wraps an adapted linear layer.
+_JOB_PROCESS = """
+import sys
+from claimcheck.engine.training.job import main
+rc = main([sys.argv[1]])
+bnb = sys.modules.get("bitsandbytes")
+print("rc", rc, "bitsandbytes", "imported" if bnb is not None else "not imported")
+"""
+
+
+def _job_process(jd: Path) -> str:
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _JOB_PROCESS, str(jd)], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_a_lora_job_process_trains_without_importing_bitsandbytes(tmp_path: Path, model_dir: Path) -> None:
+    """peft imports bitsandbytes eagerly when it is installed; a LoRA job's process keeps it out
+    (models.keep_bitsandbytes_out) and still trains its adapters to a verified artifact."""
+    from claimcheck.engine.training import jobfiles
+    from claimcheck.engine.training.artifact_files import verify_artifact
+
+    jd = kit.job_dir(tmp_path, model_dir, max_steps=4, eval_every_steps=2, checkpoint_every_steps=0)
+    assert _job_process(jd) == "rc 0 bitsandbytes not imported"
+    st = jobfiles.read_status(jd)
+    assert st is not None and st.phase == "done" and st.step == 4
+    assert verify_artifact(jd / "final") is not None
+    trained = [s for s in jobfiles.latest_steps(jobfiles.read_metrics(jd)) if s.grad_norm > 0]
+    assert trained, "the adapters got no gradient"
+
+
+@pytest.mark.parametrize(
+    ("over", "needs"),
+    [
+        ({}, False),
+        ({"adapter_mode": "full"}, False),
+        ({"adapter_mode": "qlora"}, True),
+        ({"quant": {"load_in_4bit": True}}, True),
+        ({"optimizer": {"name": "paged_adamw_8bit"}}, True),
+    ],
+)
+def test_only_a_contract_that_needs_bitsandbytes_keeps_it_visible(over: dict, needs: bool) -> None:
+    import sys
+
+    from claimcheck.engine.training.models import keep_bitsandbytes_out, needs_bitsandbytes
+    from claimcheck.engine.training.schema import Effective
+
+    eff = Effective(**over)
+    assert needs_bitsandbytes(eff) is needs
+    if needs:  # nothing is hidden in this (test) process: it returns before touching sys.modules
+        before = sys.modules.get("bitsandbytes", "absent")
+        assert keep_bitsandbytes_out(eff) is False
+        assert sys.modules.get("bitsandbytes", "absent") is before

@@ -556,6 +556,10 @@ def main(
     if wanted != module:
         print(f"{job_dir} holds a job of another kind: run it with python -m {wanted}", file=sys.stderr)
         return 2
+    from claimcheck.engine.training.models import keep_bitsandbytes_out
+    from claimcheck.engine.training.schema import effective
+
+    keep_bitsandbytes_out(effective(jobfiles.read_contract(job_dir)))
     return (kind or Job)(job_dir).run()
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -332,6 +333,28 @@ class _DropBnbKernelNotice(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return "gemm_4bit_forward" not in record.getMessage()
+
+
+def needs_bitsandbytes(eff: Any) -> bool:
+    """Whether a job with this effective contract uses bitsandbytes: 4-bit weights (QLoRA) or the
+    8-bit paged optimizer."""
+    return eff.adapter_mode == "qlora" or eff.quant.load_in_4bit or eff.optimizer.name == "paged_adamw_8bit"
+
+
+def keep_bitsandbytes_out(eff: Any) -> bool:
+    """In a job process whose contract needs no bitsandbytes, keep it unimported for the process's
+    life: peft imports it eagerly when it is installed (peft.helpers at import, LoRA's layer
+    dispatch in get_peft_model), and its import pulls in torch's inductor compiler, about 1.2 CPU-s
+    a process (1-minute load 3.5 on this 2-core box: `import peft` 3.1-3.4 CPU-s with it, 2.0-2.1
+    without). A None entry in sys.modules makes `import bitsandbytes` raise ImportError and
+    `importlib.util.find_spec` answer None, which is how peft and transformers see a machine
+    without it; a LoRA, head or full model has no bitsandbytes layer either way. Only for a process
+    that runs that one job (engine/training/job.py's main): a process that may later load a QLoRA
+    model keeps bitsandbytes visible. Returns whether it was kept out."""
+    if needs_bitsandbytes(eff) or "bitsandbytes" in sys.modules:
+        return False
+    sys.modules["bitsandbytes"] = None  # type: ignore[assignment]
+    return True
 
 
 def _import_peft() -> Any:
