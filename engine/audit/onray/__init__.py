@@ -60,6 +60,12 @@ TEXTS_MODES = (SENT, SHARED)
 ENTITY_IDS_IN_FRAME = "; entity ids sent from the driver's frame"
 CONNECT_TRIES = 3  # ray.init attempts before the stage stops with the address in its message
 CONNECT_PAUSE_S = 3.0  # the pause after the first failed attempt (then twice that)
+# A Ray Client connection whose server has not answered the driver's probes for this long is lost: the
+# audit stops with RayAuditError instead of waiting on (watch.py). Generous: a loaded head answers a
+# probe within seconds. LOST_ENV (seconds) overrides it.
+LOST_AFTER_S = 120.0
+LOST_ENV = "CLAIMCHECK_RAY_LOST_S"
+PROBE_EVERY_S = 5.0  # the pause between two probes of the connection's server
 
 
 class RayAuditError(StageInputError):
@@ -140,20 +146,38 @@ def _import_ray() -> Any:
 def connect(address: str, texts: str = SENT) -> Iterator[tuple[Any, Cluster]]:
     """A driver connection to the cluster at `address` for one audit: (the ray module, its identity);
     `texts`: how its tasks get the texts left on disk (SENT or SHARED, module docstring).
-    Disconnects afterwards (a connection made before is left as it was)."""
+    Disconnects afterwards (a connection made before is left as it was). A Ray Client connection this
+    makes is watched (watch.py): lost, the audit stops with RayAuditError naming `address`."""
     if texts not in TEXTS_MODES:
         raise RayAuditError(
             f"source input 'audit_ray_texts' = {texts!r}; choose one of {', '.join(TEXTS_MODES)}"
         )
+    from claimcheck.engine.audit.onray import watch as watching
+
     ray = _import_ray()
+    bound_s = watching.lost_after()  # a bad override is refused before connecting
     ours = not ray.is_initialized()
     if ours:
         _init(ray, address)
+    watch = watching.Watch.of(bound_s) if ours else None
     try:
         yield ray, identity(ray, address, texts)
+    except Exception as exc:
+        # Lost (the watch gave the connection up), or Ray Client gave its session up itself.
+        if watch is not None and (watch.lost or isinstance(exc, ConnectionError)):
+            why = watch.lost or f"Ray Client ended the session ({_first_line(exc)[:200]})"
+            raise RayAuditError(watching.lost_message(address, why)) from None
+        raise
     finally:
+        if watch is not None:
+            watch.stop()
         if ours:
             ray.shutdown()
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return lines[0] if lines else type(exc).__name__
 
 
 def _init(ray: Any, address: str) -> None:
