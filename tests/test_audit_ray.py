@@ -174,6 +174,22 @@ def test_ray_backend_without_a_cluster_is_refused_up_front(monkeypatch: pytest.M
     assert onray.resolve("local", "") == ("local", "")
 
 
+def test_the_bound_on_a_lost_connection_is_the_default_or_a_number_of_seconds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from claimcheck.engine.audit.onray.watch import lost_after
+
+    monkeypatch.delenv(onray.LOST_ENV, raising=False)
+    assert lost_after() == onray.LOST_AFTER_S
+    monkeypatch.setenv(onray.LOST_ENV, " 600 ")
+    assert lost_after() == 600.0
+    for bad in ("0", "-5", "two minutes", "nan", "inf"):
+        monkeypatch.setenv(onray.LOST_ENV, bad)
+        with pytest.raises(onray.RayAuditError, match=f"{onray.LOST_ENV} = '{bad}': give seconds"):
+            onray.resolve("ray", "host:6379")  # refused before any data is read
+    assert onray.resolve("local", "") == ("local", "")
+
+
 def test_replay_ignores_the_ray_part_of_coverage() -> None:
     note = onray.Cluster("ray://h:10001", "session_x", 8, 2, "2.60.0").note()
     assert B.strip_note("full" + note) == "full"

@@ -21,7 +21,9 @@ Setting (source inputs, engine/stages/source/inputs.py; one owner: `resolve` bel
   driving a remote cluster), `host:6379` (the cluster's GCS, from a node of the cluster) or `auto`.
   Empty: the environment's RAY_ADDRESS (Ray's own variable, as for the Ray provider's jobs). Ray's own
   authentication settings (RAY_AUTH_MODE / RAY_AUTH_TOKEN, TLS variables) are read by Ray from the
-  environment, as they are for `ray` itself: nothing here stores a credential.
+  environment, as they are for `ray` itself: nothing here stores a credential. A Ray Client
+  connection is watched while the audit runs (watch.py): where its server on the head dies, the
+  stage stops with RayAuditError naming the address within LOST_AFTER_S, never waits on.
 
 The figures do not depend on the backend (tests/test_audit_ray.py: the same pairs file byte for byte, the
 same measured values). The coverage line records where the check ran: the cluster's address, its
@@ -118,6 +120,9 @@ def resolve(backend: str, address: str, *, replay: bool = False) -> tuple[str, s
             f"from a laptop, host:6379 on a cluster node) or the environment variable {ADDRESS_ENV}"
         )
     _import_ray()  # refused here, before any data is read, where Ray is not installed
+    from claimcheck.engine.audit.onray.watch import lost_after
+
+    lost_after()  # and a bad LOST_ENV
     return RAY, addr
 
 

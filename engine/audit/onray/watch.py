@@ -21,6 +21,7 @@ call the driver waits in ends, and `connect` (the package) stops the audit with 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import threading
 import time
@@ -30,7 +31,7 @@ from claimcheck.engine.audit.onray import LOST_AFTER_S, LOST_ENV, PROBE_EVERY_S,
 
 
 def lost_after() -> float:
-    """The bound in force: LOST_ENV where set (seconds above 0), else LOST_AFTER_S."""
+    """The bound in force: LOST_ENV where set (seconds, finite and above 0), else LOST_AFTER_S."""
     raw = os.environ.get(LOST_ENV, "").strip()
     if not raw:
         return LOST_AFTER_S
@@ -38,7 +39,7 @@ def lost_after() -> float:
         value = float(raw)
     except ValueError:
         value = 0.0
-    if not value > 0:
+    if not (value > 0 and math.isfinite(value)):
         raise RayAuditError(f"environment variable {LOST_ENV} = {raw!r}: give seconds, a number above 0")
     return value
 
