@@ -170,7 +170,7 @@ def connect(address: str, texts: str = SENT) -> Iterator[tuple[Any, Cluster]]:
     except Exception as exc:
         # Lost (the watch gave the connection up), or Ray Client gave its session up itself.
         if watch is not None and (watch.lost or isinstance(exc, ConnectionError)):
-            why = watch.lost or f"Ray Client ended the session ({_first_line(exc)[:200]})"
+            why = watch.lost or f"Ray Client ended the session ({_first_line(exc)})"
             raise RayAuditError(watching.lost_message(address, why)) from None
         raise
     finally:
@@ -181,8 +181,9 @@ def connect(address: str, texts: str = SENT) -> Iterator[tuple[Any, Cluster]]:
 
 
 def _first_line(exc: BaseException) -> str:
+    """The error's first line, without the gRPC call Ray Client appends ("Last exception: <…")."""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    return lines[0] if lines else type(exc).__name__
+    return lines[0].split(" Last exception:")[0][:200] if lines else type(exc).__name__
 
 
 def _init(ray: Any, address: str) -> None:

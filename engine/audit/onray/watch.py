@@ -96,7 +96,7 @@ class Watch:
         except grpc.RpcError as exc:
             code = exc.code() if hasattr(exc, "code") else None
             if code == grpc.StatusCode.NOT_FOUND:
-                return "gone: the cluster's head no longer has the server of this connection"
+                return "gone: the cluster's head no longer reaches the server of this connection"
             return f"no answer for {self.bound_s:.0f} s ({code.name if code else type(exc).__name__})"
         except Exception as exc:  # the channel closed under the probe (the driver disconnecting)
             return f"no answer for {self.bound_s:.0f} s ({type(exc).__name__})"
