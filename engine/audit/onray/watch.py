@@ -7,7 +7,9 @@ without a deadline (`ray.put`, a task's submission, `ray.get`): they return when
 answers, or when Ray Client gives the session up. Where the specific server dies, the proxy still
 answers the driver's reconnect pings, and the driver can wait on, for as long as the proxy keeps the
 session (a known gap: ray-project/ray#60600). Measured with Ray 2.60 on the loopback head: a killed
-server, a ConnectionError after about 30 s; a stopped (wedged) one, about 90 s; a suite run saw a
+server, a ConnectionError after about 30 s (the proxy drops the session after the driver's reconnect
+grace period, RAY_CLIENT_RECONNECT_GRACE_PERIOD, 30 s by default; set to 100000, a `ray.put` still
+waited in PutObject 150 s after the kill); a stopped (wedged) one, about 90 s; a suite run saw a
 `PutObject` wait forever after the server crashed.
 
 The watch: a thread that asks the specific server, through the proxy, every PROBE_EVERY_S whether Ray is
