@@ -174,8 +174,115 @@ def test_ray_backend_without_a_cluster_is_refused_up_front(monkeypatch: pytest.M
     assert onray.resolve("local", "") == ("local", "")
 
 
+def test_the_bound_on_a_lost_connection_is_the_default_or_a_number_of_seconds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from claimcheck.engine.audit.onray.watch import lost_after
+
+    monkeypatch.delenv(onray.LOST_ENV, raising=False)
+    assert lost_after() == onray.LOST_AFTER_S
+    monkeypatch.setenv(onray.LOST_ENV, " 600 ")
+    assert lost_after() == 600.0
+    for bad in ("0", "-5", "two minutes", "nan", "inf"):
+        monkeypatch.setenv(onray.LOST_ENV, bad)
+        with pytest.raises(onray.RayAuditError, match=f"{onray.LOST_ENV} = '{bad}': give seconds"):
+            onray.resolve("ray", "host:6379")  # refused before any data is read
+    assert onray.resolve("local", "") == ("local", "")
+
+
 def test_replay_ignores_the_ray_part_of_coverage() -> None:
     note = onray.Cluster("ray://h:10001", "session_x", 8, 2, "2.60.0").note()
     assert B.strip_note("full" + note) == "full"
     assert B.strip_note("full · memory: bounded (budget 1.0 MiB, setting)" + note) == "full"
     assert B.strip_note(note[len(" · ") :]) == ""
+
+
+LOST_S = 20  # the test's bound on a lost connection (onray.LOST_ENV); the default is onray.LOST_AFTER_S
+STOPS_WITHIN_S = LOST_S + 60  # from the server's end to the audit's error, at the most (generous)
+AUDIT_LIMIT_S = 240  # the audit's process, start to end, before the test calls it hung and ends it
+
+
+def _audit_losing_its_server(ws: str, address: str, head_pid: int, how: str, out: Any) -> None:
+    """In a process of its own (a hang cannot outlive the test): the source stage on Ray, whose
+    connection's specific server gets `how` (SIGKILL: dead; SIGSTOP: wedged, neither answering nor
+    closing its connections) just before the first shard is put. Reports ("server", pid), then
+    ("raised", type, message, seconds from the signal to the error) or ("returned",)."""
+    import os
+    import signal
+    import time
+
+    from claimcheck.engine.audit.onray import duplicates as ray_dup
+    from claimcheck.engine.providers.ray_testhead import client_servers, proc_state
+
+    os.environ[onray.LOST_ENV] = str(LOST_S)
+    before, put_shards, at = client_servers(head_pid), ray_dup.put_shards, []
+
+    def losing(*args: Any) -> Any:
+        if not at:
+            (pid,) = client_servers(head_pid) - before  # this audit's connection's server
+            out.put(("server", pid))
+            os.kill(pid, getattr(signal, how))
+            deadline = time.monotonic() + 60
+            while proc_state(pid) not in ("T", "Z", "X", "") and time.monotonic() < deadline:
+                time.sleep(0.05)
+            at.append(time.monotonic())
+        return put_shards(*args)
+
+    ray_dup.put_shards = losing
+    inputs = dict(
+        files=["d.csv"], label_column="label", label_mapping={"x": "x", "y": "y", "z": "z"},
+        input_columns=["body", "kind"], text_columns=["body"], near_dup_threshold=0.7, shingle_size=2,
+        audit_backend="ray", audit_ray_address=address,
+    )  # fmt: skip
+    try:
+        _source(Path(ws), "lost", inputs)
+        out.put(("returned",))
+    except Exception as exc:
+        out.put(("raised", type(exc).__name__, str(exc), time.monotonic() - at[0] if at else -1.0))
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGSTOP"])
+def test_a_lost_client_server_stops_the_audit_with_the_address_not_a_hang(
+    tmp_path: Path,
+    ray_head: Any,  # noqa: F811
+    how: str,
+) -> None:
+    """The connection's Ray Client server killed (a crash) or stopped (wedged) during the audit: the
+    source stage stops within the bound with RayAuditError naming the cluster's address and what to do,
+    and writes none of its files; the cluster serves the next audit."""
+    import multiprocessing
+    import os
+    import queue
+    import signal
+
+    from claimcheck.engine.providers.ray_testhead import _proc_alive
+
+    _planted(1500).write_csv(tmp_path / "d.csv")
+    spawn = multiprocessing.get_context("spawn")
+    out = spawn.Queue()
+    args = (str(tmp_path), ray_head.client_address, ray_head.proc.pid, how, out)
+    child = spawn.Process(target=_audit_losing_its_server, args=args)
+    child.start()
+    got: list[Any] = []
+    try:
+        child.join(AUDIT_LIMIT_S)
+        hung = child.is_alive()
+        while not got or got[-1][0] == "server":  # the server's pid, then how the audit ended
+            got.append(out.get(timeout=0.1 if hung else 60))
+    except queue.Empty:
+        pass
+    finally:
+        if child.is_alive():
+            child.kill()
+        for msg in got:  # the server, stopped or dead, ended for good (our head started it)
+            if msg[0] == "server" and _proc_alive(msg[1]):
+                os.kill(msg[1], signal.SIGKILL)
+    assert not hung, f"the audit still waited {AUDIT_LIMIT_S} s after its server was lost: {got}"
+    assert [m[0] for m in got] == ["server", "raised"] and got[1][1] == "RayAuditError", got
+    message, seconds = got[1][2], got[1][3]
+    assert f"lost the connection to the Ray cluster at {ray_head.client_address!r}" in message
+    assert "run it again" in message and "cluster's logs" in message
+    assert 0 <= seconds < STOPS_WITHIN_S, got
+    assert not list((tmp_path / "s-lost").rglob("*.parquet"))  # none of the stage's files
+    with onray.connect(ray_head.client_address) as (ray, cluster):
+        assert ray.get(ray.put(41)) + 1 == 42 and cluster.workers == 2

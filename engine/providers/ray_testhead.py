@@ -162,13 +162,22 @@ class LoopbackHead:
         if self.temp_dir is not None:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
 
+    def client_servers(self) -> set[int]:
+        """The pids of the Ray Client servers this head runs, one per connected `ray://` driver (Linux)."""
+        return set() if self.proc is None else client_servers(self.proc.pid)
+
     def _stop_jobs(self, wait_s: float = 15.0) -> None:
-        """Stop jobs still running: their entrypoints run in sessions of their own, outside our group."""
+        """Stop submitted jobs still running: their entrypoints run in sessions of their own, outside our
+        group. A Ray Client driver's job (no submission id) ends with its server, below the head."""
         if not self.address or self.proc is None or self.proc.poll() is not None:
             return
         client = RayJobsClient(self.address, timeout=5.0, retries=1)
         try:
-            live = [j["submission_id"] for j in client.list() if j.get("status") not in RAY_TERMINAL]
+            live = [
+                j["submission_id"]
+                for j in client.list()
+                if j.get("submission_id") and j.get("status") not in RAY_TERMINAL
+            ]
             for sid in live:
                 client.stop(sid)
             deadline = time.monotonic() + wait_s
@@ -198,13 +207,30 @@ def _descendants(root: int) -> set[int]:
     return out
 
 
+def client_servers(head_pid: int) -> set[int]:
+    """The pids of the Ray Client servers running below the head `head_pid` (LoopbackHead.client_servers)."""
+    out = set()
+    for pid in _descendants(head_pid):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"--mode=specific-server" in cmd and _proc_alive(pid):
+            out.add(pid)
+    return out
+
+
 def _proc_alive(pid: int) -> bool:
     """Alive and not a zombie."""
+    return proc_state(pid) not in ("Z", "X", "")
+
+
+def proc_state(pid: int) -> str:
+    """The process's state letter (R, S, T: stopped, Z: zombie…; Linux /proc), "" where it is gone."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
+        return ""
 
 
 def _group_alive(pgid: int) -> bool:

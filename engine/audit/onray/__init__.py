@@ -21,7 +21,9 @@ Setting (source inputs, engine/stages/source/inputs.py; one owner: `resolve` bel
   driving a remote cluster), `host:6379` (the cluster's GCS, from a node of the cluster) or `auto`.
   Empty: the environment's RAY_ADDRESS (Ray's own variable, as for the Ray provider's jobs). Ray's own
   authentication settings (RAY_AUTH_MODE / RAY_AUTH_TOKEN, TLS variables) are read by Ray from the
-  environment, as they are for `ray` itself: nothing here stores a credential.
+  environment, as they are for `ray` itself: nothing here stores a credential. A Ray Client
+  connection is watched while the audit runs (watch.py): where its server on the head dies, the
+  stage stops with RayAuditError naming the address within LOST_AFTER_S, never waits on.
 
 The figures do not depend on the backend (tests/test_audit_ray.py: the same pairs file byte for byte, the
 same measured values). The coverage line records where the check ran: the cluster's address, its
@@ -60,6 +62,12 @@ TEXTS_MODES = (SENT, SHARED)
 ENTITY_IDS_IN_FRAME = "; entity ids sent from the driver's frame"
 CONNECT_TRIES = 3  # ray.init attempts before the stage stops with the address in its message
 CONNECT_PAUSE_S = 3.0  # the pause after the first failed attempt (then twice that)
+# A Ray Client connection whose server has not answered the driver's probes for this long is lost: the
+# audit stops with RayAuditError instead of waiting on (watch.py). Generous: a loaded head answers a
+# probe within seconds. LOST_ENV (seconds) overrides it.
+LOST_AFTER_S = 120.0
+LOST_ENV = "CLAIMCHECK_RAY_LOST_S"
+PROBE_EVERY_S = 5.0  # the pause between two probes of the connection's server
 
 
 class RayAuditError(StageInputError):
@@ -112,6 +120,9 @@ def resolve(backend: str, address: str, *, replay: bool = False) -> tuple[str, s
             f"from a laptop, host:6379 on a cluster node) or the environment variable {ADDRESS_ENV}"
         )
     _import_ray()  # refused here, before any data is read, where Ray is not installed
+    from claimcheck.engine.audit.onray.watch import lost_after
+
+    lost_after()  # and a bad LOST_ENV
     return RAY, addr
 
 
@@ -140,20 +151,39 @@ def _import_ray() -> Any:
 def connect(address: str, texts: str = SENT) -> Iterator[tuple[Any, Cluster]]:
     """A driver connection to the cluster at `address` for one audit: (the ray module, its identity);
     `texts`: how its tasks get the texts left on disk (SENT or SHARED, module docstring).
-    Disconnects afterwards (a connection made before is left as it was)."""
+    Disconnects afterwards (a connection made before is left as it was). A Ray Client connection this
+    makes is watched (watch.py): lost, the audit stops with RayAuditError naming `address`."""
     if texts not in TEXTS_MODES:
         raise RayAuditError(
             f"source input 'audit_ray_texts' = {texts!r}; choose one of {', '.join(TEXTS_MODES)}"
         )
+    from claimcheck.engine.audit.onray import watch as watching
+
     ray = _import_ray()
+    bound_s = watching.lost_after()  # a bad override is refused before connecting
     ours = not ray.is_initialized()
     if ours:
         _init(ray, address)
+    watch = watching.Watch.of(bound_s) if ours else None
     try:
         yield ray, identity(ray, address, texts)
+    except Exception as exc:
+        # Lost (the watch gave the connection up), or Ray Client gave its session up itself.
+        if watch is not None and (watch.lost or isinstance(exc, ConnectionError)):
+            why = watch.lost or f"Ray Client ended the session ({_first_line(exc)})"
+            raise RayAuditError(watching.lost_message(address, why)) from None
+        raise
     finally:
+        if watch is not None:
+            watch.stop()
         if ours:
             ray.shutdown()
+
+
+def _first_line(exc: BaseException) -> str:
+    """The error's first line, without the gRPC call Ray Client appends ("Last exception: <…")."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return lines[0].split(" Last exception:")[0][:200] if lines else type(exc).__name__
 
 
 def _init(ray: Any, address: str) -> None:
