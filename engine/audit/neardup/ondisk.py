@@ -38,10 +38,12 @@ class DiskPrefixes:
     folder: Path
     sizes: np.ndarray  # each text's shingle set size
     ext: np.ndarray  # each text's extended prefix length
-    offs: np.ndarray  # text i's entries are entries offs[i]:offs[i+1] of the entry files
+    offs: np.ndarray  # text i's kept entries are offs[i]:offs[i+1] (those another prefix may hold)
     wide_of: np.ndarray  # per text, its row in the wide sketch file, else -1
     wide_full: np.ndarray  # per wide text, whether a bucket of its wide sketch saturated
     coarse: np.ndarray  # per text, its coarse sketch (coarse_sketch)
+    stored: np.ndarray  # text i's entries in the entry files: stored[i]:stored[i+1], before `shared`
+    shared: Shared  # which entries are kept: read back, the others are dropped (shingles.Shared)
     _tmp: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)
 
     def close(self) -> None:
@@ -51,10 +53,9 @@ class DiskPrefixes:
             self._tmp = None
 
     def entries(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-        """The prefix entries (hashes, positions) of texts lo..hi-1."""
-        a, b = int(self.offs[lo]), int(self.offs[hi])
-        tok = np.fromfile(self.folder / "prefix.tok", dtype=np.uint64, count=b - a, offset=8 * a)
-        rank = np.fromfile(self.folder / "prefix.rank", dtype=np.uint16, count=b - a, offset=2 * a)
+        """The kept prefix entries (hashes, positions) of texts lo..hi-1."""
+        tok, rank = _stored(self.folder, int(self.stored[lo]), int(self.stored[hi]))
+        tok, rank, _ = self.shared.only(tok, rank, self.stored[lo : hi + 1])
         return tok, rank
 
     def local(self, lo: int, hi: int) -> tuple[Prefixes, np.ndarray]:
@@ -167,7 +168,8 @@ def spill(done: Iterable[tuple[tuple[int, int], _Chunk]], n: int) -> DiskPrefixe
         offs = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(kept, out=offs[1:])
         del kept
-        offs = _keep_shared(folder, offs)
+        shared, stored = _shared(folder, offs), offs
+        offs = _kept_offsets(folder, stored, shared)
         wide_of = np.full(n, -1, dtype=np.int64)
         is_wide = sizes >= WIDE_MIN
         wide_of[is_wide] = np.arange(int(is_wide.sum()))
@@ -175,27 +177,39 @@ def spill(done: Iterable[tuple[tuple[int, int], _Chunk]], n: int) -> DiskPrefixe
     except BaseException:
         tmp.cleanup()
         raise
-    return DiskPrefixes(folder, sizes, ext, offs, wide_of, wide_full, coarse, tmp)
+    return DiskPrefixes(folder, sizes, ext, offs, wide_of, wide_full, coarse, stored, shared, tmp)
 
 
-def _keep_shared(folder: Path, offs: np.ndarray) -> np.ndarray:
-    """The entry files without the entries whose shingle no other prefix holds (shingles.Shared, filled
-    from every entry as shingles.assemble fills it), rewritten a span of texts at a time; their offsets."""
-    tok_path, rank_path = folder / "prefix.tok", folder / "prefix.rank"
-    total = int(offs[-1])
+def _stored(folder: Path, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+    """Entries a..b-1 of the entry files (hashes, positions)."""
+    tok = np.fromfile(folder / "prefix.tok", dtype=np.uint64, count=b - a, offset=8 * a)
+    rank = np.fromfile(folder / "prefix.rank", dtype=np.uint16, count=b - a, offset=2 * a)
+    return tok, rank
+
+
+def _shared(folder: Path, stored: np.ndarray) -> Shared:
+    """shingles.Shared filled from every entry of the entry files (as shingles.assemble fills it)."""
+    total = int(stored[-1])
     shared = Shared(total)
     for a in range(0, total, SPAN_ENTRIES):
-        shared.add(np.fromfile(tok_path, dtype=np.uint64, count=min(SPAN_ENTRIES, total - a), offset=8 * a))
-    kept = np.zeros_like(offs)
-    with (folder / "shared.tok").open("wb") as tok_out, (folder / "shared.rank").open("wb") as rank_out:
-        for lo, hi in _spans(np.diff(offs), SPAN_ENTRIES):
-            a, b = int(offs[lo]), int(offs[hi])
-            tok = np.fromfile(tok_path, dtype=np.uint64, count=b - a, offset=8 * a)
-            rank = np.fromfile(rank_path, dtype=np.uint16, count=b - a, offset=2 * a)
-            tok, rank, part = shared.only(tok, rank, offs[lo : hi + 1])
-            tok.tofile(tok_out)
-            rank.tofile(rank_out)
-            kept[lo + 1 : hi + 1] = kept[lo] + part[1:]
-    os.replace(folder / "shared.tok", tok_path)
-    os.replace(folder / "shared.rank", rank_path)
+        count = min(SPAN_ENTRIES, total - a)
+        shared.add(np.fromfile(folder / "prefix.tok", dtype=np.uint64, count=count, offset=8 * a))
+    return shared
+
+
+def _kept_offsets(folder: Path, stored: np.ndarray, shared: Shared) -> np.ndarray:
+    """The kept entries' offsets, from one more read of the hashes a span of texts at a time. The files
+    stay as written (a second, filtered copy would double their dirty pages: under a 512 MB cgroup that
+    alone killed the search), and DiskPrefixes.entries drops the others as it reads."""
+    kept = np.zeros_like(stored)
+    for lo, hi in _spans(np.diff(stored), SPAN_ENTRIES):
+        tok = np.fromfile(
+            folder / "prefix.tok",
+            dtype=np.uint64,
+            count=int(stored[hi] - stored[lo]),
+            offset=8 * int(stored[lo]),
+        )
+        held = np.zeros(tok.size + 1, dtype=np.int64)
+        np.cumsum(shared.held(tok), out=held[1:])
+        kept[lo + 1 : hi + 1] = kept[lo] + held[stored[lo + 1 : hi + 1] - stored[lo]]
     return kept
