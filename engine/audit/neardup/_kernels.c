@@ -951,22 +951,6 @@ int64_t cc_bits_test(const uint64_t *idx, int64_t n, const uint64_t *bits, uint8
     return k;
 }
 
-/* Bucket idx[i] seen again: its bit in twice set where once holds it, else its bit in once set
- * (shingles.Shared: which prefix shingles two entries or more hold). */
-void cc_bits_twice(const uint64_t *idx, int64_t n, uint64_t *once, uint64_t *twice) {
-    for (int64_t i = 0; i < n; i++) {
-        if (i + PREFETCH < n) {
-            __builtin_prefetch(once + (idx[i + PREFETCH] >> 6), 1);
-            __builtin_prefetch(twice + (idx[i + PREFETCH] >> 6), 1);
-        }
-        const uint64_t w = idx[i] >> 6, b = (uint64_t)1 << (idx[i] & 63);
-        if (once[w] & b)
-            twice[w] |= b;
-        else
-            once[w] |= b;
-    }
-}
-
 /* ---- normalised text (engine/audit/texts.py: lower_strip_ws, columns joined) for ASCII rows ------- */
 
 /* Unicode White_Space among ASCII bytes: what Polars' strip_chars and the regex \s match there. */

@@ -90,8 +90,6 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.cc_bits_set.argtypes = [_P, _I64, _P]
     lib.cc_bits_test.restype = _I64
     lib.cc_bits_test.argtypes = [_P, _I64, _P, _P]
-    lib.cc_bits_twice.restype = None
-    lib.cc_bits_twice.argtypes = [_P, _I64, _P, _P]
     lib.cc_scatter.restype = _I64
     lib.cc_scatter.argtypes = [_P, _P, _I64, _I64, _P, _P, _P, _I64, ctypes.c_int]
     lib.cc_free.restype = None
@@ -412,16 +410,6 @@ def bits_set(bits: np.ndarray, idx: np.ndarray) -> None:
     assert idx.size == 0 or int(idx.max()) < 64 * bits.size
     idx = np.ascontiguousarray(idx)
     _lib_or_fail().cc_bits_set(_ptr(idx), idx.size, _ptr(bits))
-
-
-def bits_twice(once: np.ndarray, twice: np.ndarray, idx: np.ndarray) -> None:
-    """Bits idx seen (again): set in `twice` where `once` holds them, else set in `once`."""
-    for bits in (once, twice):
-        assert bits.dtype == np.uint64 and bits.flags.c_contiguous and bits.flags.writeable
-    assert idx.dtype == np.uint64 and once.size == twice.size
-    assert idx.size == 0 or int(idx.max()) < 64 * once.size
-    idx = np.ascontiguousarray(idx)
-    _lib_or_fail().cc_bits_twice(_ptr(idx), idx.size, _ptr(once), _ptr(twice))
 
 
 def bits_test(bits: np.ndarray, idx: np.ndarray) -> np.ndarray:

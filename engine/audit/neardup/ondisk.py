@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from claimcheck.engine.audit.budget import release_free_memory
-from claimcheck.engine.audit.neardup.shingles import WIDE_BUCKETS, WIDE_MIN, Prefixes, Shared, _Chunk
+from claimcheck.engine.audit.neardup.shingles import WIDE_BUCKETS, WIDE_MIN, Prefixes, _Chunk
 
 SPAN_ENTRIES = 2_000_000  # prefix entries read back at a time (10 bytes each, plus their text index)
 READ_GAP = 32 << 10  # rows nearer than this many bytes apart are read in one pread
@@ -38,12 +38,10 @@ class DiskPrefixes:
     folder: Path
     sizes: np.ndarray  # each text's shingle set size
     ext: np.ndarray  # each text's extended prefix length
-    offs: np.ndarray  # text i's kept entries are offs[i]:offs[i+1] (those another prefix may hold)
+    offs: np.ndarray  # text i's entries are entries offs[i]:offs[i+1] of the entry files
     wide_of: np.ndarray  # per text, its row in the wide sketch file, else -1
     wide_full: np.ndarray  # per wide text, whether a bucket of its wide sketch saturated
     coarse: np.ndarray  # per text, its coarse sketch (coarse_sketch)
-    stored: np.ndarray  # text i's entries in the entry files: stored[i]:stored[i+1], before `shared`
-    shared: Shared  # which entries are kept: read back, the others are dropped (shingles.Shared)
     _tmp: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)
 
     def close(self) -> None:
@@ -53,9 +51,10 @@ class DiskPrefixes:
             self._tmp = None
 
     def entries(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-        """The kept prefix entries (hashes, positions) of texts lo..hi-1."""
-        tok, rank = _stored(self.folder, int(self.stored[lo]), int(self.stored[hi]))
-        tok, rank, _ = self.shared.only(tok, rank, self.stored[lo : hi + 1])
+        """The prefix entries (hashes, positions) of texts lo..hi-1."""
+        a, b = int(self.offs[lo]), int(self.offs[hi])
+        tok = np.fromfile(self.folder / "prefix.tok", dtype=np.uint64, count=b - a, offset=8 * a)
+        rank = np.fromfile(self.folder / "prefix.rank", dtype=np.uint16, count=b - a, offset=2 * a)
         return tok, rank
 
     def local(self, lo: int, hi: int) -> tuple[Prefixes, np.ndarray]:
@@ -70,22 +69,19 @@ class DiskPrefixes:
 
     def spans(self, weight: np.ndarray | None = None, most: int = SPAN_ENTRIES) -> Iterator[tuple[int, int]]:
         """Text ranges [lo, hi) of at most `most` entries (or of `weight`, per text) each, one text at least."""
-        return _spans(np.diff(self.offs) if weight is None else weight, most)
+        w = np.diff(self.offs) if weight is None else weight
+        cum = np.zeros(w.size + 1, dtype=np.int64)
+        np.cumsum(w, out=cum[1:])
+        lo, n = 0, w.size
+        while lo < n:
+            hi = int(np.searchsorted(cum, cum[lo] + most, side="right")) - 1
+            hi = min(max(hi, lo + 1), n)
+            yield lo, hi
+            lo = hi
 
     def wide_pairs(self, wa: np.ndarray, wb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The wide sketches of wide rows wa and wb."""
         return _pair_rows(self.folder / "wide", WIDE_BUCKETS, self.wide_full.size, wa, wb)
-
-
-def _spans(w: np.ndarray, most: int) -> Iterator[tuple[int, int]]:
-    cum = np.zeros(w.size + 1, dtype=np.int64)
-    np.cumsum(w, out=cum[1:])
-    lo, n = 0, w.size
-    while lo < n:
-        hi = int(np.searchsorted(cum, cum[lo] + most, side="right")) - 1
-        hi = min(max(hi, lo + 1), n)
-        yield lo, hi
-        lo = hi
 
 
 def _pair_rows(path: Path, width: int, n: int, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -167,9 +163,6 @@ def spill(done: Iterable[tuple[tuple[int, int], _Chunk]], n: int) -> DiskPrefixe
                     release_free_memory()
         offs = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(kept, out=offs[1:])
-        del kept
-        shared, stored = _shared(folder, offs), offs
-        offs = _kept_offsets(folder, stored, shared)
         wide_of = np.full(n, -1, dtype=np.int64)
         is_wide = sizes >= WIDE_MIN
         wide_of[is_wide] = np.arange(int(is_wide.sum()))
@@ -177,39 +170,4 @@ def spill(done: Iterable[tuple[tuple[int, int], _Chunk]], n: int) -> DiskPrefixe
     except BaseException:
         tmp.cleanup()
         raise
-    return DiskPrefixes(folder, sizes, ext, offs, wide_of, wide_full, coarse, stored, shared, tmp)
-
-
-def _stored(folder: Path, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
-    """Entries a..b-1 of the entry files (hashes, positions)."""
-    tok = np.fromfile(folder / "prefix.tok", dtype=np.uint64, count=b - a, offset=8 * a)
-    rank = np.fromfile(folder / "prefix.rank", dtype=np.uint16, count=b - a, offset=2 * a)
-    return tok, rank
-
-
-def _shared(folder: Path, stored: np.ndarray) -> Shared:
-    """shingles.Shared filled from every entry of the entry files (as shingles.assemble fills it)."""
-    total = int(stored[-1])
-    shared = Shared(total)
-    for a in range(0, total, SPAN_ENTRIES):
-        count = min(SPAN_ENTRIES, total - a)
-        shared.add(np.fromfile(folder / "prefix.tok", dtype=np.uint64, count=count, offset=8 * a))
-    return shared
-
-
-def _kept_offsets(folder: Path, stored: np.ndarray, shared: Shared) -> np.ndarray:
-    """The kept entries' offsets, from one more read of the hashes a span of texts at a time. The files
-    stay as written (a second, filtered copy would double their dirty pages: under a 512 MB cgroup that
-    alone killed the search), and DiskPrefixes.entries drops the others as it reads."""
-    kept = np.zeros_like(stored)
-    for lo, hi in _spans(np.diff(stored), SPAN_ENTRIES):
-        tok = np.fromfile(
-            folder / "prefix.tok",
-            dtype=np.uint64,
-            count=int(stored[hi] - stored[lo]),
-            offset=8 * int(stored[lo]),
-        )
-        held = np.zeros(tok.size + 1, dtype=np.int64)
-        np.cumsum(shared.held(tok), out=held[1:])
-        kept[lo + 1 : hi + 1] = kept[lo] + held[stored[lo + 1 : hi + 1] - stored[lo]]
-    return kept
+    return DiskPrefixes(folder, sizes, ext, offs, wide_of, wide_full, coarse, tmp)

@@ -39,8 +39,6 @@ WIDE_BATCH = 4096  # wide texts counted at a time (bounds the bincount's tempora
 RANK_BITS = 16  # a shingle's count in the order key, clamped to 2^16 - 1
 LONG_TEXT = 256  # chunks of texts this many shingles long on average are deduplicated text by text
 MIN_HASH_BITS = 16  # fewer hash bits left in the packed key: sort on the columns instead
-SHARED_MIN_BITS = 16  # Shared's table: at least 2^16 buckets
-_SHARED_MIX = np.uint64(0xD6E8FEB86659FD93)  # odd: a prefix shingle's hash times it, its top bits the bucket
 
 
 class _Sorted(NamedTuple):
@@ -364,86 +362,24 @@ def assemble(done: Iterable[tuple[tuple[int, int], _Chunk]], n: int) -> Prefixes
     ext_all = np.zeros(n, dtype=np.int64)
     kept = np.zeros(n, dtype=np.int64)
     sketch = np.zeros((n, SKETCH_BUCKETS), dtype=np.uint8)
-    toks, ranks, bounds = [], [], []
+    toks, ranks = [], []
     wides: list[np.ndarray] = []
     for (lo, hi), c in done:
         toks.append(c.tok)
         ranks.append(c.rank)
-        bounds.append((lo, hi))
         kept[lo:hi], sizes[lo:hi], ext_all[lo:hi], sketch[lo:hi] = c.kept, c.size, c.ext, c.sketch
         if c.wide.shape[0]:
             wides.append(c.wide)
-    shared = Shared(sum(t.size for t in toks))
-    for t in toks:
-        shared.add(t)
-    for i, (lo, hi) in enumerate(bounds):  # a chunk at a time: its temporaries stay small
-        local = np.zeros(hi - lo + 1, dtype=np.int64)
-        np.cumsum(kept[lo:hi], out=local[1:])
-        toks[i], ranks[i], local = shared.only(toks[i], ranks[i], local)
-        kept[lo:hi] = np.diff(local)
     offs = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(kept, out=offs[1:])
-    tok, rank = (
-        np.concatenate([np.empty(0, dtype=np.uint64), *toks]),
-        np.concatenate([np.empty(0, dtype=np.uint16), *ranks]),
-    )
-    del toks, ranks
     wide_of = np.full(n, -1, dtype=np.int64)
     is_wide = sizes >= WIDE_MIN
     wide_of[is_wide] = np.arange(int(is_wide.sum()))
     wide = np.concatenate(wides) if wides else np.zeros((0, WIDE_BUCKETS), dtype=np.uint8)
     full = (wide == 255).any(axis=1)
-    return Prefixes(tok, rank, offs, ext_all, sizes, sketch, wide_of, wide, full)
-
-
-class Shared:
-    """Which prefix shingles the prefix entries of two texts or more hold (a text's entries are distinct
-    shingles), over-approximated: a table of 2^b buckets, b the bits of the entries' count (about a
-    bucket an entry, two bits a bucket), a bucket seen twice or more holding one. Every candidate comes
-    from a shingle two prefixes hold (an ordered pair of them, or a single one), so an entry whose
-    shingle no other prefix holds is dropped (Shared.only): the same candidates from fewer entries and
-    far fewer signatures. Pass 2 keeps a shingle that two texts hold anywhere (the count table); this
-    asks it of their prefixes. Both paths fill it from the same entries: the same entries kept."""
-
-    def __init__(self, entries: int) -> None:
-        bits = max(SHARED_MIN_BITS, (max(entries, 1) - 1).bit_length())
-        self.shift = np.uint64(64 - bits)
-        self.once = np.zeros((1 << bits) // 64, dtype=np.uint64)
-        self.twice = np.zeros_like(self.once)
-
-    def _bucket(self, tok: np.ndarray) -> np.ndarray:
-        with np.errstate(over="ignore"):
-            return (tok.astype(np.uint64, copy=False) * _SHARED_MIX) >> self.shift
-
-    def add(self, tok: np.ndarray) -> None:
-        """Counts prefix entries' shingles (any number of calls, in any order)."""
-        idx = self._bucket(tok)
-        if kernels.available():
-            kernels.bits_twice(self.once, self.twice, idx)
-            return
-        u, c = np.unique(idx, return_counts=True)
-        word, bit = (u >> np.uint64(6)).astype(np.int64), np.uint64(1) << (u & np.uint64(63))
-        again = ((self.once[word] & bit) != 0) | (c > 1)
-        np.bitwise_or.at(self.twice, word[again], bit[again])
-        np.bitwise_or.at(self.once, word, bit)
-
-    def held(self, tok: np.ndarray) -> np.ndarray:
-        """Whether another prefix may hold each shingle (after every entry was added)."""
-        idx = self._bucket(tok)
-        if kernels.available():
-            return kernels.bits_test(self.twice, idx)
-        return (
-            (self.twice[(idx >> np.uint64(6)).astype(np.int64)] >> (idx & np.uint64(63))) & np.uint64(1)
-        ).astype(bool)
-
-    def only(
-        self, tok: np.ndarray, rank: np.ndarray, offs: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Texts' entries (CSR: offs, from 0) with those no other prefix holds dropped, and their offsets."""
-        keep = self.held(tok)
-        cum = np.zeros(keep.size + 1, dtype=np.int64)
-        np.cumsum(keep, out=cum[1:])
-        return tok[keep], rank[keep], cum[offs - offs[0]]
+    return Prefixes(
+        np.concatenate(toks), np.concatenate(ranks), offs, ext_all, sizes, sketch, wide_of, wide, full
+    )
 
 
 def _chunk_prefixes(h: np.ndarray, d: np.ndarray, n: int, counts: np.ndarray, threshold: float) -> _Chunk:
