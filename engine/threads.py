@@ -69,11 +69,8 @@ def _load_average() -> float:
 
 
 LOAD_WINDOW_S = 60.0  # the 1-minute load average's time constant (the kernel decays it exponentially)
-_own = [
-    time.monotonic(),
-    time.process_time(),
-    0.0,
-]  # (when, this process's CPU seconds, its load) at the last look
+# (when, this process's CPU seconds, its load) at the last look (_own_load)
+_own = [time.monotonic(), time.process_time(), 0.0]
 _own_lock = threading.Lock()
 
 

@@ -180,7 +180,7 @@ def test_eval_rows_evaluates_a_fixed_dev_subset_and_the_artifact_keeps_every_dev
 
 
 # A job process (python -m claimcheck.engine.training.job JOB_DIR) that reports, after its job ran,
-# whether bitsandbytes was imported and which peft layer wraps an adapted linear layer.
+# whether bitsandbytes was imported.
 _JOB_PROCESS = """
 import sys
 from claimcheck.engine.training.job import main

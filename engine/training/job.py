@@ -557,10 +557,10 @@ def main(
         print(f"{job_dir} holds a job of another kind: run it with python -m {wanted}", file=sys.stderr)
         return 2
     from claimcheck.engine.training.models import keep_bitsandbytes_out
-    from claimcheck.engine.training.schema import effective
 
-    keep_bitsandbytes_out(effective(jobfiles.read_contract(job_dir)))
-    return (kind or Job)(job_dir).run()
+    job = (kind or Job)(job_dir)
+    keep_bitsandbytes_out(effective(job.doc))  # before the job imports peft (its run does)
+    return job.run()
 
 
 if __name__ == "__main__":
