@@ -10,12 +10,14 @@ import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from filelock import FileLock
 
 from claimcheck.engine.threads import usable_cores
 from tests import real_session as rs
+from tests.loopback_ray import started_head
 
 # The audit's memory budget (engine/audit/budget.py) is written in coverage lines; the suite pins it,
 # so that reports and snapshots do not depend on the memory of the machine that runs them.
@@ -129,3 +131,10 @@ def tuned_workspace(tmp_path_factory) -> Path:
     if not rs.SAMPLE.exists():
         pytest.skip("sample_data/tickets.csv is not generated")
     return built_once(tmp_path_factory, "tuned", rs.build_tuned)
+
+
+@pytest.fixture(scope="session")
+def ray_head() -> Any:
+    """The loopback Ray head (tests/loopback_ray.py), one per worker process: the Ray tests of every
+    file this worker runs share it."""
+    yield from started_head()

@@ -18,7 +18,6 @@ from claimcheck.engine.audit import onray
 from claimcheck.engine.pipeline.context import StageContext
 from claimcheck.engine.stages.source import run as source
 from tests.test_audit_memory import _bring_scripts, _planted
-from tests.test_provider_ray import ray_head  # noqa: F401  (the loopback head, one per test run)
 
 pytestmark = pytest.mark.ray
 
@@ -67,7 +66,7 @@ def _same_on_ray(ws: Path, inputs: dict[str, Any], address: str, budgets: tuple[
 
 def test_planted_near_and_exact_copies_give_the_local_figures_on_ray(
     tmp_path: Path,
-    ray_head: Any,  # noqa: F811
+    ray_head: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Planted exact and near copies, nulls in an input, conflicting labels, normalisation on: every
@@ -119,7 +118,7 @@ def test_planted_near_and_exact_copies_give_the_local_figures_on_ray(
 
 def test_session_audited_on_ray_replays_locally(
     tmp_path: Path,
-    ray_head: Any,  # noqa: F811
+    ray_head: Any,
 ) -> None:
     """The documented tickets example through `run --answers` with audit_backend = "ray": its figures are
     the local run's, and `--replay` (local: no cluster needed) reproduces every check."""
@@ -213,8 +212,10 @@ def _audit_losing_its_server(ws: str, address: str, head_pid: int, how: str, out
 
     from claimcheck.engine.audit.onray import duplicates as ray_dup
     from claimcheck.engine.providers.ray_testhead import client_servers, proc_state
+    from tests.loopback_ray import serialise_connects
 
     os.environ[onray.LOST_ENV] = str(LOST_S)
+    serialise_connects()
     before, put_shards, at = client_servers(head_pid), ray_dup.put_shards, []
 
     def losing(*args: Any) -> Any:
@@ -244,7 +245,7 @@ def _audit_losing_its_server(ws: str, address: str, head_pid: int, how: str, out
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGSTOP"])
 def test_a_lost_client_server_stops_the_audit_with_the_address_not_a_hang(
     tmp_path: Path,
-    ray_head: Any,  # noqa: F811
+    ray_head: Any,
     how: str,
 ) -> None:
     """The connection's Ray Client server killed (a crash) or stopped (wedged) during the audit: the

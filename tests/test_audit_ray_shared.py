@@ -17,7 +17,6 @@ from claimcheck.engine.audit import onray, textstore
 from claimcheck.engine.audit.onray import shared
 from tests.test_audit_memory import _planted
 from tests.test_audit_ray import RAY_IDS, _figures, _source
-from tests.test_provider_ray import ray_head  # noqa: F401  (the loopback head, one per test run)
 
 pytestmark = pytest.mark.ray
 
@@ -47,7 +46,7 @@ def test_a_tasks_reads_are_the_rows_the_driver_would_send(tmp_path: Path) -> Non
         store.close()
 
 
-def test_shared_reads_give_the_sent_figures_on_ray(tmp_path: Path, ray_head: Any) -> None:  # noqa: F811
+def test_shared_reads_give_the_sent_figures_on_ray(tmp_path: Path, ray_head: Any) -> None:
     """The bounded path (a 1 MiB budget) on Ray, the tasks sent their texts and reading them: every
     figure and the pairs file identical, something found, and the coverage names the way."""
     _planted(4000).write_csv(tmp_path / "d.csv")
@@ -78,7 +77,7 @@ def test_shared_reads_give_the_sent_figures_on_ray(tmp_path: Path, ray_head: Any
 
 def test_a_spill_file_the_workers_cannot_read_is_refused_with_its_path(
     tmp_path: Path,
-    ray_head: Any,  # noqa: F811
+    ray_head: Any,
 ) -> None:
     """shared.check on the cluster, and the reads in a task, name the file and the way out."""
     gone = textstore.TextStore(tmp_path / "gone.parquet", np.arange(3, dtype=np.int64), pl.Schema())
@@ -95,7 +94,7 @@ def test_a_spill_file_the_workers_cannot_read_is_refused_with_its_path(
 
 def test_one_worker_runs_the_candidates_and_keys_in_one_task_with_the_same_figures(
     tmp_path: Path,
-    ray_head: Any,  # noqa: F811
+    ray_head: Any,
 ) -> None:
     """A cluster of one worker CPU: the candidates (the local passes in one task) and the duplicate keys
     (the local check in one task, the texts in the frame or read from the spill file) give the

@@ -1,4 +1,4 @@
-"""The Ray provider against a real Ray head on 127.0.0.1 (one head for the whole session).
+"""The Ray provider against a real Ray head on 127.0.0.1 (conftest.py's `ray_head`, one per worker process).
 
 Proves: a tiny training job runs through Ray's Job Submission API end to end to a verified
 artifact; a relaunch with the same identity adopts the job; a POST whose reply is dropped on the
@@ -25,35 +25,13 @@ from claimcheck.engine.evidence import digest_of
 from claimcheck.engine.providers.base import operation_id
 from claimcheck.engine.providers.ray_http import RayJobsError
 from claimcheck.engine.providers.ray_jobs import RECORD, RayJobsProvider
-from claimcheck.engine.providers.ray_testhead import LoopbackHead, _find_ray_cli
+from claimcheck.engine.providers.ray_testhead import LoopbackHead
 from claimcheck.engine.training import jobfiles
 
 pytestmark = pytest.mark.ray
 
 CLASSES = ["billing", "login"]
 WORDS = {"billing": "refund invoice charge card payment", "login": "password login reset account locked"}
-
-
-@pytest.fixture(scope="session")
-def ray_head() -> Any:
-    if not _find_ray_cli():
-        pytest.skip(
-            "Ray is not installed (the `ray` CLI is missing): pip install -c constraints.txt '.[ray]'"
-        )
-    errors = []
-    for _ in range(2):  # one retry: a port picked free can be taken before Ray binds it
-        head = LoopbackHead(num_cpus=2)
-        try:
-            head.start()
-        except RuntimeError as exc:
-            errors.append(str(exc)[-400:])
-            continue
-        try:
-            yield head
-        finally:
-            head.stop()
-        return
-    pytest.skip(f"a Ray head could not start on 127.0.0.1: {errors[-1]}")
 
 
 @pytest.fixture(scope="module")
@@ -260,3 +238,29 @@ def test_lost_reply_adopts_and_stop_ends_only_that_job(
         except RayJobsError:
             pass
     shutil.rmtree(tmp_path / "jobs", ignore_errors=True)
+
+
+def test_heads_on_one_machine_keep_off_the_ray_client_server_ports_and_connect_one_at_a_time() -> None:
+    """Workers' ports stay out of the range Ray's proxy gives its Ray Client servers, and a driver
+    connecting holds a lock another process waits for (ray_testhead.CLIENT_SERVER_PORTS' comment)."""
+    import subprocess
+    import sys
+
+    from claimcheck.engine.providers import ray_testhead as H
+
+    for _ in range(20):
+        base = H._free_range()
+        assert not set(range(base, base + 100)) & set(H.CLIENT_SERVER_PORTS)
+    probe = (
+        "import sys; from claimcheck.engine.providers.ray_testhead import connecting\n"
+        "try:\n    with connecting(timeout_s=float(sys.argv[1])): print('took it')\n"
+        "except TimeoutError as exc: print('waited:', exc)"
+    )
+
+    def other(timeout_s: float) -> str:
+        run = subprocess.run([sys.executable, "-c", probe, str(timeout_s)], capture_output=True, text=True)
+        return run.stdout.strip() + run.stderr.strip()
+
+    with H.connecting():
+        assert other(1.0).startswith("waited:")
+    assert other(60.0) == "took it"

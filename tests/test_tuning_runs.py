@@ -99,15 +99,13 @@ def test_killing_the_search_mid_trial_and_rerunning_finishes_without_running_a_t
 
 # ---------------------------------------------------------------- trials as Ray jobs
 
-from tests.test_provider_ray import ray_head  # noqa: E402,F401  (the loopback head, one per test run)
-
 
 @pytest.mark.slow
 @pytest.mark.ray
 def test_the_search_runs_each_trial_as_its_own_ray_job(
     real_workspace: Path,
     tmp_path: Path,
-    ray_head,  # noqa: F811
+    ray_head,
 ) -> None:
     from claimcheck.engine.providers.ray_jobs import RECORD
     from claimcheck.tui.cli import main

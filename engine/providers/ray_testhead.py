@@ -5,6 +5,8 @@ Needs the `ray` CLI (ray[default]); the app itself never does.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import signal
@@ -13,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from claimcheck.engine.providers.ray_http import RAY_TERMINAL, RayJobsClient, RayJobsError
@@ -32,13 +35,47 @@ def _free_ports(names: tuple[str, ...]) -> dict[str, int]:
             s.close()
 
 
+# Ray's Ray Client proxy gives each `ray://` driver a server of its own on a port of this range (fixed in
+# ray.util.client.server.proxier), checked free by binding it. gRPC servers bind with SO_REUSEPORT, so
+# a port two heads on one machine pick at once is bound by both servers, and a driver's calls can then
+# reach the other head's server ("ClientObjectRef … is not found for client …", seen in CI with one
+# head per test worker). Workers' ports stay out of the range, and drivers connect one at a time
+# (connecting()).
+CLIENT_SERVER_PORTS = range(23000, 24000)
+CONNECT_LOCK = Path(tempfile.gettempdir()) / "claimcheck-ray-client-connect.lock"
+
+
+@contextlib.contextmanager
+def connecting(timeout_s: float = 600.0) -> Iterator[None]:
+    """Held by a driver while it connects to a loopback head through Ray Client, until its server
+    answers: every loopback head on this machine, in any process, picks that server's port from the
+    same CLIENT_SERVER_PORTS, so the picks must not overlap."""
+    deadline = time.monotonic() + timeout_s
+    with open(CONNECT_LOCK, "a") as held:
+        while True:
+            try:
+                fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"{CONNECT_LOCK} held for {timeout_s:.0f} s by another driver"
+                    ) from None
+                time.sleep(0.1)
+        try:
+            yield
+        finally:
+            fcntl.flock(held, fcntl.LOCK_UN)
+
+
 def _free_range(width: int = 100, tries: int = 50) -> int:
-    """A start port with `width` free ports above it on 127.0.0.1 (workers bind there)."""
+    """A start port with `width` free ports above it on 127.0.0.1 (workers bind there), outside
+    CLIENT_SERVER_PORTS."""
     import random
 
     rng = random.Random(os.getpid() ^ int(time.time()))
     for _ in range(tries):
-        base = rng.randrange(20000, 30000 - width)
+        base = rng.randrange(CLIENT_SERVER_PORTS.stop, 30000 - width)
         ok = True
         for p in range(base, base + width, 10):
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
