@@ -211,7 +211,8 @@ def _audit_losing_its_server(ws: str, address: str, head_pid: int, how: str, out
     import time
 
     from claimcheck.engine.audit.onray import duplicates as ray_dup
-    from claimcheck.engine.providers.ray_testhead import client_servers, proc_state
+    from claimcheck.engine.providers.local import proc_state
+    from claimcheck.engine.providers.ray_testhead import client_servers
     from tests.loopback_ray import serialise_connects
 
     os.environ[onray.LOST_ENV] = str(LOST_S)

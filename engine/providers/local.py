@@ -27,8 +27,9 @@ PID_FILE = jobfiles.PID_FILE
 LAUNCH_LOCK = jobfiles.LAUNCH_LOCK
 
 
-def _proc_state(pid: int) -> str:
-    """'' when no such process, else its /proc state letter ('Z' = zombie), '?' when unknown."""
+def proc_state(pid: int) -> str:
+    """'' when no such process, else its /proc state letter (R, S, T: stopped, 'Z' = zombie…), '?' when
+    unknown."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -46,7 +47,7 @@ def _runs_job(pid: int, job_dir: Path) -> bool:
     """The pid is alive and (where /proc exists) really runs this job directory."""
     if pid <= 0:
         return False
-    state = _proc_state(pid)
+    state = proc_state(pid)
     if state in ("", "Z", "X"):
         return False
     try:

@@ -5,8 +5,6 @@ Needs the `ray` CLI (ray[default]); the app itself never does.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import shutil
 import signal
@@ -15,9 +13,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+from filelock import FileLock
+
+from claimcheck.engine.providers.local import proc_state
 from claimcheck.engine.providers.ray_http import RAY_TERMINAL, RayJobsClient, RayJobsError
 
 
@@ -45,27 +46,16 @@ CLIENT_SERVER_PORTS = range(23000, 24000)
 CONNECT_LOCK = Path(tempfile.gettempdir()) / "claimcheck-ray-client-connect.lock"
 
 
-@contextlib.contextmanager
-def connecting(timeout_s: float = 600.0) -> Iterator[None]:
+# One lock object a process: taken again in the process (the same thread), it is held once.
+_CONNECT = FileLock(CONNECT_LOCK, preserve_lock_file=True)
+
+
+def connecting(timeout_s: float = 600.0) -> Any:
     """Held by a driver while it connects to a loopback head through Ray Client, until its server
     answers: every loopback head on this machine, in any process, picks that server's port from the
-    same CLIENT_SERVER_PORTS, so the picks must not overlap."""
-    deadline = time.monotonic() + timeout_s
-    with open(CONNECT_LOCK, "a") as held:
-        while True:
-            try:
-                fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(
-                        f"{CONNECT_LOCK} held for {timeout_s:.0f} s by another driver"
-                    ) from None
-                time.sleep(0.1)
-        try:
-            yield
-        finally:
-            fcntl.flock(held, fcntl.LOCK_UN)
+    same CLIENT_SERVER_PORTS, so the picks must not overlap. A context manager; filelock.Timeout (a
+    TimeoutError) where another process holds it for `timeout_s`."""
+    return _CONNECT.acquire(timeout=timeout_s)
 
 
 def _free_range(width: int = 100, tries: int = 50) -> int:
@@ -199,10 +189,6 @@ class LoopbackHead:
         if self.temp_dir is not None:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
 
-    def client_servers(self) -> set[int]:
-        """The pids of the Ray Client servers this head runs, one per connected `ray://` driver (Linux)."""
-        return set() if self.proc is None else client_servers(self.proc.pid)
-
     def _stop_jobs(self, wait_s: float = 15.0) -> None:
         """Stop submitted jobs still running: their entrypoints run in sessions of their own, outside our
         group. A Ray Client driver's job (no submission id) ends with its server, below the head."""
@@ -245,7 +231,8 @@ def _descendants(root: int) -> set[int]:
 
 
 def client_servers(head_pid: int) -> set[int]:
-    """The pids of the Ray Client servers running below the head `head_pid` (LoopbackHead.client_servers)."""
+    """The pids of the Ray Client servers running below the head `head_pid`, one per connected `ray://`
+    driver (Linux)."""
     out = set()
     for pid in _descendants(head_pid):
         try:
@@ -258,16 +245,8 @@ def client_servers(head_pid: int) -> set[int]:
 
 
 def _proc_alive(pid: int) -> bool:
-    """Alive and not a zombie."""
-    return proc_state(pid) not in ("Z", "X", "")
-
-
-def proc_state(pid: int) -> str:
-    """The process's state letter (R, S, T: stopped, Z: zombie…; Linux /proc), "" where it is gone."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return ""
+    """Alive and not a zombie (a state that cannot be read counts as gone)."""
+    return proc_state(pid) not in ("Z", "X", "", "?")
 
 
 def _group_alive(pgid: int) -> bool:

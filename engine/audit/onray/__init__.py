@@ -180,9 +180,14 @@ def connect(address: str, texts: str = SENT) -> Iterator[tuple[Any, Cluster]]:
             ray.shutdown()
 
 
+def _lines(exc: BaseException) -> list[str]:
+    """The error's message, its non-empty lines stripped."""
+    return [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+
+
 def _first_line(exc: BaseException) -> str:
     """The error's first line, without the gRPC call Ray Client appends ("Last exception: <…")."""
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    lines = _lines(exc)
     return lines[0].split(" Last exception:")[0][:200] if lines else type(exc).__name__
 
 
@@ -201,7 +206,7 @@ def _init(ray: Any, address: str) -> None:
             )
             return
         except Exception as exc:  # ray raises ConnectionError, RuntimeError, ValueError…
-            lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+            lines = _lines(exc)
             last = " … ".join(dict.fromkeys([lines[0], lines[-1]])) if lines else type(exc).__name__
             if ray.is_initialized():
                 ray.shutdown()
