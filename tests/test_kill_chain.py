@@ -315,3 +315,19 @@ def test_ctrl_c_and_sigterm_end_with_one_line_and_the_same_command_continues(
     out, err = again.communicate(timeout=300)
     assert again.returncode == 0, err
     assert "claim: kept" in err and "took over" not in err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("wrap", [True, False], ids=["wrapped", "reported"])
+def test_a_stop_signal_that_comes_back_as_another_error_still_ends_with_its_line(
+    sig: int, wrap: bool
+) -> None:
+    code = f"from tests.stop_signals import check_stop; check_stop({int(sig)}, {wrap})"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = "terminated" if sig == signal.SIGTERM else "interrupted"
+    assert done.stderr.splitlines()[-1] == f"{said}; run the same command to continue", done.stderr
+    assert done.stdout.strip() == f"said {said}" and "Traceback" not in done.stderr

@@ -72,29 +72,66 @@ class Terminated(BaseException):
     the session's lock is released and every write is either whole or left for the next run."""
 
 
-def _on_sigterm(signum: int, frame: object) -> None:
+# The signal that asked this process to stop, once one has. A native library that was calling Python
+# when the handler raised (Polars turns it into a Rust panic, pydantic-core into a SchemaError while
+# a model class is built) hands back an exception of its own; this record still says what happened.
+_stop_signals: list[int] = []
+
+
+def _on_stop_signal(signum: int, frame: object) -> None:
+    _stop_signals.append(signum)
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
     raise Terminated
 
 
+def _stopped_by(exc: BaseException) -> int | None:
+    """The signal `exc` came from: its own kind, else the signal received while it was raised."""
+    if isinstance(exc, KeyboardInterrupt):
+        return signal.SIGINT
+    if isinstance(exc, Terminated):
+        return signal.SIGTERM
+    return _stop_signals[-1] if _stop_signals else None
+
+
+def _stop_signals_to_handle() -> list[int]:
+    """SIGTERM; and SIGINT while it has Python's default handler (not ignored, as under nohup) and
+    Polars has not yet put its own in front of it (it forwards to the one set before it loads)."""
+    default_int = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    return [signal.SIGTERM] + ([signal.SIGINT] if default_int and "polars" not in sys.modules else [])
+
+
+def _say_stopped(signum: int) -> int:
+    if signum == signal.SIGINT:
+        _say("interrupted; run the same command to continue", err=True)
+        return EXIT_INTERRUPTED
+    _say("terminated; run the same command to continue", err=True)
+    return EXIT_TERMINATED
+
+
 def _interruptible(command: Callable[[], int]) -> int:
-    """Run a headless command with SIGTERM handled; Ctrl-C or SIGTERM end it with one line, no
-    traceback, exit 130 / 143. What was written stays continuable: run the same command again."""
+    """Run a headless command with SIGTERM and Ctrl-C handled; either ends it with one line, no
+    traceback, exit 143 / 130. What was written stays continuable: run the same command again.
+    A command that failed after a stop signal arrived (the signal's exception came back as a
+    library's error and was reported as one) ends the same way."""
     import threading
 
     main_thread = threading.current_thread() is threading.main_thread()  # where handlers can be set
-    previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
+    _stop_signals.clear()
+    handled = _stop_signals_to_handle() if main_thread else []
+    previous = {s: signal.signal(s, _on_stop_signal) for s in handled}
     try:
-        return command()
-    except KeyboardInterrupt:
-        _say("interrupted; run the same command to continue", err=True)
-        return EXIT_INTERRUPTED
-    except Terminated:
-        _say("terminated; run the same command to continue", err=True)
-        return EXIT_TERMINATED
+        rc = command()
+    except BaseException as exc:
+        stopped = _stopped_by(exc)
+        if stopped is None:
+            raise
+        return _say_stopped(stopped)
     finally:
-        if main_thread:
-            signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    return _say_stopped(_stop_signals[-1]) if rc != EXIT_OK and _stop_signals else rc
 
 
 def _progress(message: str) -> None:
