@@ -8,38 +8,60 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable
 
 
-def _signalled(sig: int, wrap: bool) -> Callable[[], int]:
-    """A command that sends itself `sig` and hands the exception its handler raised on as a native
-    library does when the handler ran while it was calling Python (Polars turns it into a Rust
-    panic, pydantic-core into a SchemaError): `wrap` raises an error of its own around it, else
-    the command reports it as an error and returns 2."""
+def _signal_self(sig: int) -> None:
+    os.kill(os.getpid(), sig)
+    for _ in range(1000):  # Python runs a pending handler between bytecodes
+        time.sleep(0.001)
+    raise AssertionError("the handler never ran")
+
+
+class _Dropped:
+    """Sends the signal from __del__: Python reports what the handler raised there as unraisable
+    ("Exception ignored in") and goes on, as Polars did with one raised in its dtype conversion."""
+
+    def __init__(self, sig: int) -> None:
+        self.sig = sig
+
+    def __del__(self) -> None:
+        _signal_self(self.sig)
+
+
+def _signalled(sig: int, how: str) -> Callable[[], int]:
+    """A command that sends itself `sig` where a native library would hand the handler's exception on
+    as something else: `wrapped` raises an error of its own around it (Polars turns it into a Rust
+    panic or a TypeError, pydantic-core into a SchemaError), `reported` reports it as a failure and
+    returns 2, `swallowed` loses it (unraisable) and returns 2."""
 
     def command() -> int:
+        if how == "swallowed":
+            _Dropped(sig)  # dropped at once: __del__ runs here
+            return 2
         try:
-            os.kill(os.getpid(), sig)
-            for _ in range(1000):  # Python runs a pending handler between bytecodes
-                time.sleep(0.001)
+            _signal_self(sig)
         except BaseException as exc:  # noqa: BLE001 - what the library does with it is the point
-            if wrap:
+            if how == "wrapped":
                 raise RuntimeError(f"a library's own error around {type(exc).__name__}") from None
             return 2
-        raise AssertionError("the handler never ran")
+        raise AssertionError("unreachable")
 
     return command
 
 
-def check_stop(sig: int, wrap: bool) -> None:
+def check_stop(sig: int, how: str) -> None:
     """Check that _interruptible ends a command stopped by `sig` with its line, whatever came back."""
     from claimcheck.tui import cli
 
     before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    hook = sys.unraisablehook
     code, said = (143, "terminated") if sig == signal.SIGTERM else (130, "interrupted")
-    assert cli._interruptible(_signalled(sig, wrap)) == code
+    assert cli._interruptible(_signalled(sig, how)) == code
     assert {s: signal.getsignal(s) for s in before} == before  # the handlers it replaced are back
+    assert sys.unraisablehook is hook
     # Without a signal a failure is the command's own: raised or returned as it is.
     assert cli._interruptible(lambda: 2) == 2
     try:

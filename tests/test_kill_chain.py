@@ -318,11 +318,9 @@ def test_ctrl_c_and_sigterm_end_with_one_line_and_the_same_command_continues(
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-@pytest.mark.parametrize("wrap", [True, False], ids=["wrapped", "reported"])
-def test_a_stop_signal_that_comes_back_as_another_error_still_ends_with_its_line(
-    sig: int, wrap: bool
-) -> None:
-    code = f"from tests.stop_signals import check_stop; check_stop({int(sig)}, {wrap})"
+@pytest.mark.parametrize("how", ["wrapped", "reported", "swallowed"])
+def test_a_stop_signal_that_comes_back_as_another_error_still_ends_with_its_line(sig: int, how: str) -> None:
+    code = f"from tests.stop_signals import check_stop; check_stop({int(sig)}, {how!r})"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300
@@ -331,3 +329,37 @@ def test_a_stop_signal_that_comes_back_as_another_error_still_ends_with_its_line
     said = "terminated" if sig == signal.SIGTERM else "interrupted"
     assert done.stderr.splitlines()[-1] == f"{said}; run the same command to continue", done.stderr
     assert done.stdout.strip() == f"said {said}" and "Traceback" not in done.stderr
+    assert "Exception ignored" not in done.stderr
+
+
+def test_nothing_measured_after_a_stop_signal_is_committed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stop signal whose exception a library swallowed (Polars printed "Exception ignored in:
+    'DataTypeClass'" for one, then went on) must not let the run commit what it measured after it."""
+    from claimcheck.engine import stops
+    from claimcheck.engine.headless.replay import replay
+    from claimcheck.engine.ledger.session import Session
+    from claimcheck.engine.pipeline import core
+    from claimcheck.tui.cli import main
+
+    answers = write_workspace(tmp_path)
+    session_dir = tmp_path / "s"
+    compute = core.compute
+
+    def swallowed(stage: str, *args: object) -> object:
+        if stage == "split":  # the handler ran here and its exception went no further
+            stops.received(signal.SIGTERM)
+        return compute(stage, *args)
+
+    monkeypatch.setattr(core, "compute", swallowed)
+    assert main(["run", "--answers", str(answers), str(session_dir)]) == 143
+    assert capsys.readouterr().err.splitlines()[-1] == "terminated; run the same command to continue"
+    assert Session.open(session_dir).states() == {
+        **dict.fromkeys(["claim", "source"], "frozen"),
+        **dict.fromkeys(["split", "baseline", "contract", "dispatch", "artifact"], "not_run"),
+    }
+    assert stops.last() is None  # forgotten when the command ended: this process commits again
+    monkeypatch.setattr(core, "compute", compute)
+    assert main(["run", "--answers", str(answers), str(session_dir)]) == 0
+    assert replay(session_dir).exit_code == 0

@@ -22,12 +22,14 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 # Polars' allocator (jemalloc) keeps freed pages for seconds by default: at a 1M-row audit's peak it
 # held ~400 MB it no longer used. Returning them at once costs little time (bench/HISTORY.md, audit round 4). It only
 # takes effect before polars loads, and a value the user set wins.
 os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
 
+from claimcheck.engine import stops  # noqa: E402  (imports nothing)
 from claimcheck.engine.errors import (  # noqa: E402  (light: no pydantic, no torch)
     EXIT_DIFFERS,
     EXIT_INTERRUPTED,
@@ -72,14 +74,10 @@ class Terminated(BaseException):
     the session's lock is released and every write is either whole or left for the next run."""
 
 
-# The signal that asked this process to stop, once one has. A native library that was calling Python
-# when the handler raised (Polars turns it into a Rust panic, pydantic-core into a SchemaError while
-# a model class is built) hands back an exception of its own; this record still says what happened.
-_stop_signals: list[int] = []
-
-
 def _on_stop_signal(signum: int, frame: object) -> None:
-    _stop_signals.append(signum)
+    """Raise in the main thread, after recording the signal (claimcheck.engine.stops): a native
+    library that was calling Python when this ran may hand back an error of its own instead."""
+    stops.received(signum)
     if signum == signal.SIGINT:
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
@@ -92,7 +90,7 @@ def _stopped_by(exc: BaseException) -> int | None:
         return signal.SIGINT
     if isinstance(exc, Terminated):
         return signal.SIGTERM
-    return _stop_signals[-1] if _stop_signals else None
+    return exc.signum if isinstance(exc, stops.Stopped) else stops.last()
 
 
 def _stop_signals_to_handle() -> list[int]:
@@ -100,6 +98,19 @@ def _stop_signals_to_handle() -> list[int]:
     Polars has not yet put its own in front of it (it forwards to the one set before it loads)."""
     default_int = signal.getsignal(signal.SIGINT) is signal.default_int_handler
     return [signal.SIGTERM] + ([signal.SIGINT] if default_int and "polars" not in sys.modules else [])
+
+
+def _quiet_stops(hook: Callable[[Any], object]) -> Callable[[Any], object]:
+    """`hook` for every unraisable exception but a stop signal's, which a library swallowed (Polars
+    prints "Exception ignored in: 'DataTypeClass'" with its traceback): it is recorded, and the run
+    ends with the signal's one line."""
+
+    def quiet(unraisable: Any) -> object:
+        if unraisable.exc_type in (Terminated, KeyboardInterrupt):
+            return None
+        return hook(unraisable)
+
+    return quiet
 
 
 def _say_stopped(signum: int) -> int:
@@ -114,13 +125,16 @@ def _interruptible(command: Callable[[], int]) -> int:
     """Run a headless command with SIGTERM and Ctrl-C handled; either ends it with one line, no
     traceback, exit 143 / 130. What was written stays continuable: run the same command again.
     A command that failed after a stop signal arrived (the signal's exception came back as a
-    library's error and was reported as one) ends the same way."""
+    library's error and was reported as one, or the session refused to commit after it:
+    claimcheck.engine.stops) ends the same way."""
     import threading
 
     main_thread = threading.current_thread() is threading.main_thread()  # where handlers can be set
-    _stop_signals.clear()
+    stops.forget()
     handled = _stop_signals_to_handle() if main_thread else []
     previous = {s: signal.signal(s, _on_stop_signal) for s in handled}
+    unraisable = sys.unraisablehook
+    sys.unraisablehook = _quiet_stops(unraisable)
     try:
         rc = command()
     except BaseException as exc:
@@ -128,10 +142,14 @@ def _interruptible(command: Callable[[], int]) -> int:
         if stopped is None:
             raise
         return _say_stopped(stopped)
+    else:
+        stopped = stops.last()
+        return _say_stopped(stopped) if rc != EXIT_OK and stopped is not None else rc
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-    return _say_stopped(_stop_signals[-1]) if rc != EXIT_OK and _stop_signals else rc
+        sys.unraisablehook = unraisable
+        stops.forget()  # this process may go on (a test, the app): later commits are not refused
 
 
 def _progress(message: str) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from claimcheck.engine import stops
 from claimcheck.engine.errors import ClaimcheckError
 from claimcheck.engine.evidence import (
     EvidenceError,
@@ -290,7 +291,9 @@ class Session:
     def _commit(self, rec: StageRecord, archive: StageRecord | None = None) -> None:
         """Save a sealed record: journal the intent with its pre-image (what session.toml records for
         the stage now), archive the frozen revision it replaces, write the record (the commit point),
-        update session.toml, drop the journal."""
+        update session.toml, drop the journal. Nothing is written after a stop signal (engine.stops):
+        what was measured since may carry the signal's exception as a library's error."""
+        stops.refuse_after_stop()
         entry = self.meta.stages.get(rec.stage) or StageEntry()
         intent: dict[str, Any] = {
             "stage": rec.stage,
