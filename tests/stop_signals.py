@@ -71,3 +71,28 @@ def check_stop(sig: int, how: str) -> None:
     else:
         raise AssertionError("the command's own error was not raised")
     print(f"said {said}", flush=True)
+
+
+def check_ctrl_c_in_a_query() -> None:
+    """Ctrl-C while Polars runs a query: Polars ends the query with a KeyboardInterrupt of its own and
+    then passes the signal on to the handler set before it loaded (claimcheck's), which must not
+    raise a second one into the first one's handling (a traceback)."""
+    import threading
+
+    from claimcheck.tui import cli
+
+    def command() -> int:
+        import polars as pl  # loaded after the handler is set, as in a `claimcheck run`
+
+        rows = pl.LazyFrame({"a": pl.int_range(0, 20_000_000, eager=True)})
+        query = rows.group_by((pl.col("a") % 1_000_003).alias("b")).agg(pl.col("a").sum()).sort("b")
+        timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:  # queries until the signal ends one (most of the time is in them)
+            if not timer.is_alive() and not timer.finished.is_set():
+                timer.start()
+            query.collect()
+        return 0
+
+    assert cli._interruptible(command) == 130
+    print("said interrupted", flush=True)

@@ -363,3 +363,14 @@ def test_nothing_measured_after_a_stop_signal_is_committed(
     monkeypatch.setattr(core, "compute", compute)
     assert main(["run", "--answers", str(answers), str(session_dir)]) == 0
     assert replay(session_dir).exit_code == 0
+
+
+def test_ctrl_c_inside_a_polars_query_ends_with_one_line() -> None:
+    code = "from tests.stop_signals import check_ctrl_c_in_a_query; check_ctrl_c_in_a_query()"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=400
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr.splitlines()[-1] == "interrupted; run the same command to continue", done.stderr
+    assert "Traceback" not in done.stderr and done.stdout.strip() == "said interrupted"

@@ -76,12 +76,15 @@ class Terminated(BaseException):
 
 def _on_stop_signal(signum: int, frame: object) -> None:
     """Raise in the main thread, after recording the signal (claimcheck.engine.stops): a native
-    library that was calling Python when this ran may hand back an error of its own instead."""
+    library that was calling Python when this ran may hand back an error of its own instead.
+    Nothing is raised while a stop is already on its way up: Polars ends its query on Ctrl-C with a
+    KeyboardInterrupt of its own and then passes the signal on to this handler."""
     stops.received(signum)
-    if signum == signal.SIGINT:
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
-    raise Terminated
+    if signum == signal.SIGTERM:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+    if isinstance(sys.exc_info()[1], (KeyboardInterrupt, Terminated, stops.Stopped)):
+        return
+    raise KeyboardInterrupt if signum == signal.SIGINT else Terminated
 
 
 def _stopped_by(exc: BaseException) -> int | None:
