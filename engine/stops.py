@@ -15,8 +15,9 @@ _received: list[int] = []
 
 
 class Stopped(BaseException):
-    """A stop signal arrived during this command; raised where evidence would have been committed.
-    A BaseException, as KeyboardInterrupt: `except Exception` blocks let it pass."""
+    """A stop signal arrived during this command: raised by the CLI's SIGTERM handler, and where evidence
+    would have been committed after any stop signal. A BaseException, as KeyboardInterrupt: `except
+    Exception` blocks let it pass."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(f"signal {signum} received")
@@ -34,7 +35,7 @@ def last() -> int | None:
 
 
 def forget() -> None:
-    """A new command starts: no stop received yet."""
+    """The command ended: this process commits again."""
     _received.clear()
 
 

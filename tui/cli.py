@@ -69,31 +69,25 @@ def _safe_excepthook(kind: type[BaseException], value: BaseException, tb: object
     _say("".join(traceback.format_exception(kind, value, tb)).rstrip("\n"), err=True)
 
 
-class Terminated(BaseException):
-    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt: `finally` blocks run, so
-    the session's lock is released and every write is either whole or left for the next run."""
-
-
 def _on_stop_signal(signum: int, frame: object) -> None:
-    """Raise in the main thread, after recording the signal (claimcheck.engine.stops): a native
-    library that was calling Python when this ran may hand back an error of its own instead.
-    Nothing is raised while a stop is already on its way up: Polars ends its query on Ctrl-C with a
-    KeyboardInterrupt of its own and then passes the signal on to this handler."""
+    """Raise in the main thread (KeyboardInterrupt for Ctrl-C, engine.stops.Stopped for SIGTERM: `finally`
+    blocks run, so the session's lock is released and every write is whole or left for the next run),
+    after recording the signal: a native library that was calling Python when this ran may hand back
+    an error of its own instead. Nothing is raised while a stop is already on its way up: Polars ends
+    its query on Ctrl-C with a KeyboardInterrupt of its own and then passes the signal on to this handler."""
     stops.received(signum)
     if signum == signal.SIGTERM:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
-    if isinstance(sys.exc_info()[1], (KeyboardInterrupt, Terminated, stops.Stopped)):
-        return
-    raise KeyboardInterrupt if signum == signal.SIGINT else Terminated
+    if _signal_of(sys.exc_info()[1]) is None:
+        raise KeyboardInterrupt if signum == signal.SIGINT else stops.Stopped(signum)
 
 
-def _stopped_by(exc: BaseException) -> int | None:
-    """The signal `exc` came from: its own kind, else the signal received while it was raised."""
+def _signal_of(exc: BaseException | None) -> int | None:
+    """The stop signal an exception stands for (Ctrl-C's KeyboardInterrupt, claimcheck's or Polars';
+    engine.stops.Stopped), else None."""
     if isinstance(exc, KeyboardInterrupt):
         return signal.SIGINT
-    if isinstance(exc, Terminated):
-        return signal.SIGTERM
-    return exc.signum if isinstance(exc, stops.Stopped) else stops.last()
+    return exc.signum if isinstance(exc, stops.Stopped) else None
 
 
 def _stop_signals_to_handle() -> list[int]:
@@ -109,9 +103,7 @@ def _quiet_stops(hook: Callable[[Any], object]) -> Callable[[Any], object]:
     ends with the signal's one line."""
 
     def quiet(unraisable: Any) -> object:
-        if unraisable.exc_type in (Terminated, KeyboardInterrupt):
-            return None
-        return hook(unraisable)
+        return None if _signal_of(unraisable.exc_value) is not None else hook(unraisable)
 
     return quiet
 
@@ -133,7 +125,6 @@ def _interruptible(command: Callable[[], int]) -> int:
     import threading
 
     main_thread = threading.current_thread() is threading.main_thread()  # where handlers can be set
-    stops.forget()
     handled = _stop_signals_to_handle() if main_thread else []
     previous = {s: signal.signal(s, _on_stop_signal) for s in handled}
     unraisable = sys.unraisablehook
@@ -141,7 +132,7 @@ def _interruptible(command: Callable[[], int]) -> int:
     try:
         rc = command()
     except BaseException as exc:
-        stopped = _stopped_by(exc)
+        stopped = _signal_of(exc) or stops.last()  # the signal's own exception, else one it turned into
         if stopped is None:
             raise
         return _say_stopped(stopped)
