@@ -41,5 +41,6 @@ def forget() -> None:
 
 def refuse_after_stop() -> None:
     """Raise Stopped where a stop signal arrived: nothing measured since is committed."""
-    if _received:
-        raise Stopped(_received[-1])
+    signum = last()
+    if signum is not None:
+        raise Stopped(signum)

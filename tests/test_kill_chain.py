@@ -317,14 +317,18 @@ def test_ctrl_c_and_sigterm_end_with_one_line_and_the_same_command_continues(
     assert "claim: kept" in err and "took over" not in err
 
 
+def _fresh_python(code: str, timeout: int) -> subprocess.CompletedProcess[str]:
+    """`python -c code` in a fresh process importing this checkout (tests/stop_signals.py's checks)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout
+    )
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 @pytest.mark.parametrize("how", ["wrapped", "reported", "swallowed"])
 def test_a_stop_signal_that_comes_back_as_another_error_still_ends_with_its_line(sig: int, how: str) -> None:
-    code = f"from tests.stop_signals import check_stop; check_stop({int(sig)}, {how!r})"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300
-    )
+    done = _fresh_python(f"from tests.stop_signals import check_stop; check_stop({int(sig)}, {how!r})", 300)
     assert done.returncode == 0, done.stderr[-3000:]
     said = "terminated" if sig == signal.SIGTERM else "interrupted"
     assert done.stderr.splitlines()[-1] == f"{said}; run the same command to continue", done.stderr
@@ -366,10 +370,8 @@ def test_nothing_measured_after_a_stop_signal_is_committed(
 
 
 def test_ctrl_c_inside_a_polars_query_ends_with_one_line() -> None:
-    code = "from tests.stop_signals import check_ctrl_c_in_a_query; check_ctrl_c_in_a_query()"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=400
+    done = _fresh_python(
+        "from tests.stop_signals import check_ctrl_c_in_a_query; check_ctrl_c_in_a_query()", 400
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stderr.splitlines()[-1] == "interrupted; run the same command to continue", done.stderr
