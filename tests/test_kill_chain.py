@@ -37,7 +37,13 @@ KILLS_PER_CHAIN = (2, 6)  # kills of one command before the run left to finish, 
 EARLY = 0.6  # kill times are drawn in [0, EARLY x the shortest complete run seen]
 RERUN_REFUSED = "refused"
 
+
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the kill test forks")
+
+
+def _checkout_env() -> dict[str, str]:
+    """This process's environment with this checkout importable (`tests.*` in child processes)."""
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 # ---------------------------------------------------------------- in the driver
@@ -183,7 +189,7 @@ def test_every_killed_run_and_sign_continues_with_the_same_command(tmp_path: Pat
 
     answers = write_workspace(tmp_path)
     signing.new_key(tmp_path / "key.pem")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = _checkout_env()
     t0 = time.monotonic()
     per_lane = -(-KILLS // LANES)
     lanes = run_drivers(
@@ -220,13 +226,12 @@ if __name__ == "__main__":  # the driver: python -m tests.test_kill_chain DIR LA
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen(
         [sys.executable, "-m", "claimcheck.tui.cli", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env=_checkout_env(),
         cwd=cwd,
     )
 
@@ -319,9 +324,13 @@ def test_ctrl_c_and_sigterm_end_with_one_line_and_the_same_command_continues(
 
 def _fresh_python(code: str, timeout: int) -> subprocess.CompletedProcess[str]:
     """`python -c code` in a fresh process importing this checkout (tests/stop_signals.py's checks)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=_checkout_env(),
+        cwd=ROOT,
+        timeout=timeout,
     )
 
 
