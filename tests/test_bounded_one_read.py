@@ -81,3 +81,33 @@ def test_store_slices_on_threads_keep_frame_order(stored: tuple[pl.DataFrame, te
         assert got.equals(one)
         assert got.get_column(ROW_ID).to_list() == s.ids.tolist()
     assert len(seen) > 1
+
+
+def test_store_keeps_one_scan_per_file_and_reads_a_rewritten_file_anew(
+    stored: tuple[pl.DataFrame, textstore.TextStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every read of the spill goes through one kept scan (its footer parsed once), also for a store
+    restricted to some rows; a file written anew at the same path (another size and time) gets a scan
+    of its own, and its rows are the ones read."""
+    import os
+
+    ds, store = stored
+    made = []
+    real = pl.scan_parquet
+
+    def counted(*args: object, **kwargs: object) -> pl.LazyFrame:
+        made.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(textstore.pl, "scan_parquet", counted)
+    textstore._file_scan.cache_clear()
+    sub = store.restrict(ds.get_column(ROW_ID).to_numpy()[::3])
+    before = pl.concat(store.by_slices([ROW_ID, "body"], lambda part: part, 1024))
+    assert before.height == ds.height and store.rows([5, 1], ["body"]).height == 2
+    assert sub.rows([0, 1], [ROW_ID]).get_column(ROW_ID).to_list() == [0, 3]
+    assert made == [store.path]
+    st = store.path.stat()
+    pl.DataFrame({ROW_ID: [0, 1, 2], "body": ["new a", "new b", None]}).write_parquet(store.path)
+    os.utime(store.path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert store.restrict(pl.Series([0, 1, 2]).to_numpy()).rows([1], ["body"]).item() == "new b"
+    assert made == [store.path, store.path]

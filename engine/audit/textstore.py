@@ -54,10 +54,13 @@ class TextStore:
 
     def close(self) -> None:
         if self.folder is not None:
+            _file_scan.cache_clear()
             self.folder.cleanup()
 
     def _scan(self, columns: list[str]) -> pl.LazyFrame:
-        return pl.scan_parquet(self.path).select(ROW_ID, *[c for c in columns if c != ROW_ID])
+        st = self.path.stat()
+        scan = _file_scan(self.path, st.st_size, st.st_mtime_ns)
+        return scan.select(ROW_ID, *[c for c in columns if c != ROW_ID])
 
     def by_slices(
         self,
@@ -134,6 +137,15 @@ class TextStore:
         if order.size == got.height and (order == np.arange(order.size)).all():
             return got.select(columns)  # the rows in file order, each once: no gathered copy
         return got.select(columns)[order]
+
+
+@functools.lru_cache(maxsize=8)
+def _file_scan(path: Path, size: int, mtime_ns: int) -> pl.LazyFrame:
+    """One scan of the file at `path` (of that size and time) for every read of it: Polars keeps the
+    footer it parsed at a scan's first collect, and a fresh scan parses it again, which grows with the
+    file's row groups (a read of one 8,192-row slice of a 10M-row spill took 5.6 ms fresh against 1.8 ms
+    on the kept scan; the bounded audit reads about 300 slices per million rows)."""
+    return pl.scan_parquet(path)
 
 
 @functools.lru_cache(maxsize=8)

@@ -811,12 +811,60 @@ static int run_entry_cmp(const void *x, const void *y) {
     return (a->pos > b->pos) - (a->pos < b->pos);
 }
 
-/* candidates.Packing.unpack, then candidates._size_runs, in one loop: of the sorted packed signatures
+/* One run's entries (combo, doc, pos at w, m of them; combo = run << shift | size) sorted by size,
+ * then text, then position (low: the bits of doc << pos_bits | pos). 0, or -1 where memory for a long
+ * run's sort was lacking. */
+static int sort_run(uint64_t *combo, int64_t *doc, int64_t *pos, int64_t m, int low, int pos_bits, int shift) {
+    const uint64_t size_mask = ((uint64_t)1 << shift) - 1;
+    if (m <= 32) { /* insertion sort by size: stable, so then by (text, position) as unpacked */
+        for (int64_t a = 1; a < m; a++) {
+            const uint64_t c = combo[a];
+            const int64_t d = doc[a], q = pos[a];
+            int64_t b = a;
+            for (; b > 0 && combo[b - 1] > c; b--) {
+                combo[b] = combo[b - 1];
+                doc[b] = doc[b - 1];
+                pos[b] = pos[b - 1];
+            }
+            combo[b] = c;
+            doc[b] = d;
+            pos[b] = q;
+        }
+    } else if (shift + low <= 64) { /* (size, text, position) packed in one word and sorted */
+        uint64_t *e = malloc((size_t)m * sizeof(uint64_t));
+        if (!e) return -1;
+        const uint64_t run = combo[0] & ~size_mask, doc_mask = ((uint64_t)1 << (low - pos_bits)) - 1;
+        for (int64_t k = 0; k < m; k++)
+            e[k] = (combo[k] & size_mask) << low | (uint64_t)doc[k] << pos_bits | (uint64_t)pos[k];
+        u64_sort(e, m, depth_of(m));
+        for (int64_t k = 0; k < m; k++) {
+            combo[k] = run | (e[k] >> low);
+            doc[k] = (int64_t)((e[k] >> pos_bits) & doc_mask);
+            pos[k] = (int64_t)(e[k] & (((uint64_t)1 << pos_bits) - 1));
+        }
+        free(e);
+    } else {
+        run_entry *e = malloc((size_t)m * sizeof(run_entry));
+        if (!e) return -1;
+        for (int64_t k = 0; k < m; k++) e[k] = (run_entry){combo[k], doc[k], pos[k]};
+        qsort(e, (size_t)m, sizeof(run_entry), run_entry_cmp);
+        for (int64_t k = 0; k < m; k++) {
+            combo[k] = e[k].combo;
+            doc[k] = e[k].doc;
+            pos[k] = e[k].pos;
+        }
+        free(e);
+    }
+    return 0;
+}
+
+/* candidates.Packing.unpack, then candidates._size_runs: of the sorted packed signatures
  * (key << low | doc << pos_bits | pos), those whose key two or more hold, in runs of one key, each run
  * sorted by its texts' sizes (then text, position): combo[k] = run << shift | sizes[doc], doc[k], pos[k].
  * With combo NULL, returns only how many there are, and (most not NULL) their largest size in *most;
  * else writes them (shift: at least the bits of that size) and returns that number, or -1 where memory
- * for a long run's sort was lacking. */
+ * for a long run's sort was lacking. Three loops: the runs unpacked in order, then every size looked up
+ * (random reads of sizes, PREFETCH ahead, in a loop with no other branch), then each run sorted. */
 int64_t cc_unpack_runs(const uint64_t *packed, int64_t n, int low, int pos_bits, const int64_t *sizes, int shift,
                        uint64_t *combo, int64_t *doc, int64_t *pos, int64_t *most) {
     const uint64_t doc_mask = ((uint64_t)1 << (low - pos_bits)) - 1, pos_mask = ((uint64_t)1 << pos_bits) - 1;
@@ -826,64 +874,31 @@ int64_t cc_unpack_runs(const uint64_t *packed, int64_t n, int low, int pos_bits,
         int64_t j = i + 1;
         while (j < n && (packed[j] >> low) == key) j++;
         if (j - i >= 2) {
-            if (combo) {
-                const int64_t m = j - i;
-                for (int64_t k = 0; k < m; k++) {
-                    const uint64_t x = packed[i + k];
-                    const int64_t d = (int64_t)((x >> pos_bits) & doc_mask);
-                    combo[w + k] = ((uint64_t)run << shift) | (uint64_t)sizes[d];
-                    doc[w + k] = d;
-                    pos[w + k] = (int64_t)(x & pos_mask);
-                }
-                if (m <= 32) { /* insertion sort by size: stable, so then by (text, position) as packed */
-                    for (int64_t a = w + 1; a < w + m; a++) {
-                        const uint64_t c = combo[a];
-                        const int64_t d = doc[a], q = pos[a];
-                        int64_t b = a;
-                        for (; b > w && combo[b - 1] > c; b--) {
-                            combo[b] = combo[b - 1];
-                            doc[b] = doc[b - 1];
-                            pos[b] = pos[b - 1];
-                        }
-                        combo[b] = c;
-                        doc[b] = d;
-                        pos[b] = q;
-                    }
-                } else if (shift + low <= 64) { /* (size, text, position) packed in one word and sorted */
-                    uint64_t *e = malloc((size_t)m * sizeof(uint64_t));
-                    if (!e) return -1;
-                    const uint64_t low_mask = ((uint64_t)1 << low) - 1;
-                    for (int64_t k = 0; k < m; k++)
-                        e[k] = (uint64_t)sizes[doc[w + k]] << low | (packed[i + k] & low_mask);
-                    u64_sort(e, m, depth_of(m));
-                    for (int64_t k = 0; k < m; k++) {
-                        combo[w + k] = ((uint64_t)run << shift) | (e[k] >> low);
-                        doc[w + k] = (int64_t)((e[k] >> pos_bits) & doc_mask);
-                        pos[w + k] = (int64_t)(e[k] & pos_mask);
-                    }
-                    free(e);
-                } else {
-                    run_entry *e = malloc((size_t)m * sizeof(run_entry));
-                    if (!e) return -1;
-                    for (int64_t k = 0; k < m; k++) e[k] = (run_entry){combo[w + k], doc[w + k], pos[w + k]};
-                    qsort(e, (size_t)m, sizeof(run_entry), run_entry_cmp);
-                    for (int64_t k = 0; k < m; k++) {
-                        combo[w + k] = e[k].combo;
-                        doc[w + k] = e[k].doc;
-                        pos[w + k] = e[k].pos;
-                    }
-                    free(e);
-                }
-            } else if (most) {
-                for (int64_t k = i; k < j; k++) {
-                    const int64_t s = sizes[(packed[k] >> pos_bits) & doc_mask];
-                    if (s > *most) *most = s;
-                }
+            for (int64_t k = i; combo && k < j; k++, w++) {
+                combo[w] = (uint64_t)run << shift;
+                doc[w] = (int64_t)((packed[k] >> pos_bits) & doc_mask);
+                pos[w] = (int64_t)(packed[k] & pos_mask);
             }
-            w += j - i;
+            for (int64_t k = i; !combo && most && k < j; k++) {
+                const int64_t s = sizes[(packed[k] >> pos_bits) & doc_mask];
+                if (s > *most) *most = s;
+            }
+            if (!combo) w += j - i;
             run++;
         }
         i = j;
+    }
+    if (!combo) return w;
+    for (int64_t k = 0; k < w; k++) {
+        if (k + PREFETCH < w) __builtin_prefetch(sizes + doc[k + PREFETCH]);
+        combo[k] |= (uint64_t)sizes[doc[k]];
+    }
+    for (int64_t a = 0; a < w;) {
+        const uint64_t r = combo[a] >> shift;
+        int64_t b = a + 1;
+        while (b < w && (combo[b] >> shift) == r) b++;
+        if (b - a > 1 && sort_run(combo + a, doc + a, pos + a, b - a, low, pos_bits, shift) < 0) return -1;
+        a = b;
     }
     return w;
 }
