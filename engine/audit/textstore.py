@@ -145,7 +145,7 @@ def _file_scan(path: Path, size: int, mtime_ns: int) -> pl.LazyFrame:
     footer it parsed at a scan's first collect, and a fresh scan parses it again, which grows with the
     file's row groups (a read of one 8,192-row slice of a 10M-row spill took 5.6 ms fresh against 1.8 ms
     on the kept scan; the bounded audit reads about 300 slices per million rows). Without Polars' result
-    cache: kept with it, the 1M audit's peak rose by about 25 MB (bench/README.md, round 12)."""
+    cache: no read's rows are kept for a later one."""
     return pl.scan_parquet(path, cache=False)
 
 
