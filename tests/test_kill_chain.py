@@ -37,7 +37,6 @@ KILLS_PER_CHAIN = (2, 6)  # kills of one command before the run left to finish, 
 EARLY = 0.6  # kill times are drawn in [0, EARLY x the shortest complete run seen]
 RERUN_REFUSED = "refused"
 
-
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the kill test forks")
 
 

@@ -834,13 +834,14 @@ static int sort_run(uint64_t *combo, int64_t *doc, int64_t *pos, int64_t m, int 
         uint64_t *e = malloc((size_t)m * sizeof(uint64_t));
         if (!e) return -1;
         const uint64_t run = combo[0] & ~size_mask, doc_mask = ((uint64_t)1 << (low - pos_bits)) - 1;
+        const uint64_t pos_mask = ((uint64_t)1 << pos_bits) - 1;
         for (int64_t k = 0; k < m; k++)
             e[k] = (combo[k] & size_mask) << low | (uint64_t)doc[k] << pos_bits | (uint64_t)pos[k];
         u64_sort(e, m, depth_of(m));
         for (int64_t k = 0; k < m; k++) {
             combo[k] = run | (e[k] >> low);
             doc[k] = (int64_t)((e[k] >> pos_bits) & doc_mask);
-            pos[k] = (int64_t)(e[k] & (((uint64_t)1 << pos_bits) - 1));
+            pos[k] = (int64_t)(e[k] & pos_mask);
         }
         free(e);
     } else {
@@ -874,16 +875,19 @@ int64_t cc_unpack_runs(const uint64_t *packed, int64_t n, int low, int pos_bits,
         int64_t j = i + 1;
         while (j < n && (packed[j] >> low) == key) j++;
         if (j - i >= 2) {
-            for (int64_t k = i; combo && k < j; k++, w++) {
-                combo[w] = (uint64_t)run << shift;
-                doc[w] = (int64_t)((packed[k] >> pos_bits) & doc_mask);
-                pos[w] = (int64_t)(packed[k] & pos_mask);
+            if (combo) {
+                for (int64_t k = i; k < j; k++) {
+                    combo[w + k - i] = (uint64_t)run << shift;
+                    doc[w + k - i] = (int64_t)((packed[k] >> pos_bits) & doc_mask);
+                    pos[w + k - i] = (int64_t)(packed[k] & pos_mask);
+                }
+            } else if (most) {
+                for (int64_t k = i; k < j; k++) {
+                    const int64_t s = sizes[(packed[k] >> pos_bits) & doc_mask];
+                    if (s > *most) *most = s;
+                }
             }
-            for (int64_t k = i; !combo && most && k < j; k++) {
-                const int64_t s = sizes[(packed[k] >> pos_bits) & doc_mask];
-                if (s > *most) *most = s;
-            }
-            if (!combo) w += j - i;
+            w += j - i;
             run++;
         }
         i = j;
